@@ -1,0 +1,34 @@
+# Thin wrapper over CMake. Everything builds into build/ (programs in build/bin, libraries in build/lib).
+BUILD   ?= build
+JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE_FLAGS ?=
+
+.PHONY: all configure test demo bench clean scalar aarch64 test-aarch64
+
+all: configure
+	cmake --build $(BUILD) -j $(JOBS)
+
+configure:
+	@test -f $(BUILD)/CMakeCache.txt || cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+
+test: all
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# Scalar reference kernels only, in build-scalar/.
+scalar:
+	$(MAKE) BUILD=build-scalar CMAKE_FLAGS="-DGGML_NATIVE=OFF -DGGML_SCALAR=ON" test
+
+# Cross build for aarch64 (NEON + dot product), tests run under qemu-aarch64.
+aarch64:
+	@test -f build-aarch64/CMakeCache.txt || cmake -S . -B build-aarch64 -DCMAKE_BUILD_TYPE=Release \
+		-DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake
+	cmake --build build-aarch64 -j $(JOBS)
+
+test-aarch64: aarch64
+	cd build-aarch64 && ctest --output-on-failure -j $(JOBS) -L ggml
+
+bench: all
+	@for b in $(BUILD)/bin/bench-*; do [ -x "$$b" ] && "$$b"; done
+
+clean:
+	rm -rf build build-scalar build-aarch64

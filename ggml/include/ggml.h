@@ -1,0 +1,484 @@
+// ggml.h - C API of the tensor library: contexts, tensors, types, lazy ops, graphs, CPU compute.
+// Names and semantics follow ggml's core API wherever the concept is the same, so code written
+// against ggml compiles with few changes.
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GGML_MAX_DIMS       4
+#define GGML_MAX_SRC        10
+#define GGML_MAX_OP_PARAMS  64
+#define GGML_MAX_NAME       64
+#define GGML_DEFAULT_GRAPH_SIZE 2048
+#define GGML_MEM_ALIGN      64
+
+#define GGML_EXIT_SUCCESS 0
+#define GGML_EXIT_ABORTED 1
+
+// Prints file:line and the failed condition, then aborts. Used for programming errors (bad
+// shapes passed to an op builder), never for bad input files: those return errors.
+#define GGML_ASSERT(x) \
+    do { if (!(x)) ggml_abort(__FILE__, __LINE__, "GGML_ASSERT(%s) failed", #x); } while (0)
+#define GGML_ABORT(...) ggml_abort(__FILE__, __LINE__, __VA_ARGS__)
+
+#ifdef __GNUC__
+__attribute__((noreturn, format(printf, 3, 4)))
+#endif
+void ggml_abort(const char * file, int line, const char * fmt, ...);
+
+typedef uint16_t ggml_fp16_t;
+typedef struct { uint16_t bits; } ggml_bf16_t;
+
+float       ggml_fp16_to_fp32(ggml_fp16_t x);
+ggml_fp16_t ggml_fp32_to_fp16(float x);
+float       ggml_bf16_to_fp32(ggml_bf16_t x);
+ggml_bf16_t ggml_fp32_to_bf16(float x);  // round to nearest even, NaN kept quiet
+void ggml_fp16_to_fp32_row(const ggml_fp16_t * x, float * y, int64_t n);
+void ggml_fp32_to_fp16_row(const float * x, ggml_fp16_t * y, int64_t n);
+void ggml_bf16_to_fp32_row(const ggml_bf16_t * x, float * y, int64_t n);
+void ggml_fp32_to_bf16_row(const float * x, ggml_bf16_t * y, int64_t n);
+
+// Type ids are those of the GGUF format: they are written to and read from files.
+enum ggml_type {
+    GGML_TYPE_F32     = 0,
+    GGML_TYPE_F16     = 1,
+    GGML_TYPE_Q4_0    = 2,
+    GGML_TYPE_Q4_1    = 3,
+    // 4, 5: Q4_2, Q4_3, removed from the format
+    GGML_TYPE_Q5_0    = 6,
+    GGML_TYPE_Q5_1    = 7,
+    GGML_TYPE_Q8_0    = 8,
+    GGML_TYPE_Q8_1    = 9,
+    GGML_TYPE_Q2_K    = 10,
+    GGML_TYPE_Q3_K    = 11,
+    GGML_TYPE_Q4_K    = 12,
+    GGML_TYPE_Q5_K    = 13,
+    GGML_TYPE_Q6_K    = 14,
+    GGML_TYPE_Q8_K    = 15,
+    GGML_TYPE_IQ2_XXS = 16,
+    GGML_TYPE_IQ2_XS  = 17,
+    GGML_TYPE_IQ3_XXS = 18,
+    GGML_TYPE_IQ1_S   = 19,
+    GGML_TYPE_IQ4_NL  = 20,
+    GGML_TYPE_IQ3_S   = 21,
+    GGML_TYPE_IQ2_S   = 22,
+    GGML_TYPE_IQ4_XS  = 23,
+    GGML_TYPE_I8      = 24,
+    GGML_TYPE_I16     = 25,
+    GGML_TYPE_I32     = 26,
+    GGML_TYPE_I64     = 27,
+    GGML_TYPE_F64     = 28,
+    GGML_TYPE_IQ1_M   = 29,
+    GGML_TYPE_BF16    = 30,
+    // 31-33: Q4_0_4_4, Q4_0_4_8, Q4_0_8_8, removed from the format
+    GGML_TYPE_TQ1_0   = 34,
+    GGML_TYPE_TQ2_0   = 35,
+    // 36-38: IQ4_NL_4_4, IQ4_NL_4_8, IQ4_NL_8_8, removed from the format
+    GGML_TYPE_COUNT   = 39,
+};
+
+// general.file_type values (the "most common type" of a model file).
+enum ggml_ftype {
+    GGML_FTYPE_UNKNOWN = -1,
+    GGML_FTYPE_ALL_F32 = 0,
+    GGML_FTYPE_MOSTLY_F16 = 1,
+    GGML_FTYPE_MOSTLY_Q4_0 = 2,
+    GGML_FTYPE_MOSTLY_Q4_1 = 3,
+    GGML_FTYPE_MOSTLY_Q8_0 = 7,
+    GGML_FTYPE_MOSTLY_Q5_0 = 8,
+    GGML_FTYPE_MOSTLY_Q5_1 = 9,
+    GGML_FTYPE_MOSTLY_Q2_K = 10,
+    GGML_FTYPE_MOSTLY_Q3_K = 11,
+    GGML_FTYPE_MOSTLY_Q4_K = 12,
+    GGML_FTYPE_MOSTLY_Q5_K = 13,
+    GGML_FTYPE_MOSTLY_Q6_K = 14,
+    GGML_FTYPE_MOSTLY_BF16 = 24,
+};
+
+enum ggml_op {
+    GGML_OP_NONE = 0,
+
+    GGML_OP_DUP,
+    GGML_OP_ADD,
+    GGML_OP_ADD1,
+    GGML_OP_SUB,
+    GGML_OP_MUL,
+    GGML_OP_DIV,
+    GGML_OP_SQR,
+    GGML_OP_SQRT,
+    GGML_OP_LOG,
+    GGML_OP_SUM,
+    GGML_OP_SUM_ROWS,
+    GGML_OP_MEAN,
+    GGML_OP_ARGMAX,
+    GGML_OP_REPEAT,
+    GGML_OP_CONCAT,
+    GGML_OP_NORM,
+    GGML_OP_RMS_NORM,
+
+    GGML_OP_MUL_MAT,
+    GGML_OP_OUT_PROD,
+
+    GGML_OP_SCALE,
+    GGML_OP_CPY,
+    GGML_OP_CONT,
+    GGML_OP_RESHAPE,
+    GGML_OP_VIEW,
+    GGML_OP_PERMUTE,
+    GGML_OP_TRANSPOSE,
+    GGML_OP_GET_ROWS,
+    GGML_OP_DIAG_MASK_INF,
+    GGML_OP_SOFT_MAX,
+    GGML_OP_ROPE,
+
+    GGML_OP_UNARY,
+
+    GGML_OP_CROSS_ENTROPY_LOSS,
+
+    GGML_OP_COUNT,
+};
+
+enum ggml_unary_op {
+    GGML_UNARY_OP_ABS,
+    GGML_UNARY_OP_SGN,
+    GGML_UNARY_OP_NEG,
+    GGML_UNARY_OP_STEP,
+    GGML_UNARY_OP_TANH,
+    GGML_UNARY_OP_RELU,
+    GGML_UNARY_OP_SIGMOID,
+    GGML_UNARY_OP_GELU,
+    GGML_UNARY_OP_SILU,
+    GGML_UNARY_OP_EXP,
+
+    GGML_UNARY_OP_COUNT,
+};
+
+// Tensor flags: how a tensor takes part in a graph (the memory planner and, later, autodiff).
+enum ggml_tensor_flag {
+    GGML_TENSOR_FLAG_INPUT  = 1,  // set by the user before compute: placed first, never reused
+    GGML_TENSOR_FLAG_OUTPUT = 2,  // read by the user after compute: its memory is never reused
+    GGML_TENSOR_FLAG_PARAM  = 4,  // a trainable parameter: gradients are computed for it
+    GGML_TENSOR_FLAG_LOSS   = 8,  // the scalar the backward pass starts from
+};
+
+// RoPE modes (op param).
+#define GGML_ROPE_TYPE_NORMAL 0   // rotate pairs (x[2i], x[2i+1]), as in the original llama
+#define GGML_ROPE_TYPE_NEOX   2   // rotate pairs (x[i], x[i + n_dims/2]), as in GPT-NeoX
+
+struct ggml_backend_buffer;  // room for tensors whose data lives on another device (not used yet)
+
+struct ggml_tensor {
+    enum ggml_type type;
+
+    struct ggml_backend_buffer * buffer;  // NULL: data is host memory
+
+    int64_t ne[GGML_MAX_DIMS];  // number of elements per dimension, ne[0] innermost
+    size_t  nb[GGML_MAX_DIMS];  // stride in bytes: nb[0] = type size, nb[1] = row stride, ...
+
+    enum ggml_op op;
+
+    int32_t op_params[GGML_MAX_OP_PARAMS / sizeof(int32_t)];  // op arguments (scalars)
+
+    int32_t flags;  // enum ggml_tensor_flag
+
+    struct ggml_tensor * src[GGML_MAX_SRC];
+
+    struct ggml_tensor * view_src;  // for views: the tensor owning the memory
+    size_t               view_offs; // byte offset into view_src->data
+
+    void * data;
+
+    char name[GGML_MAX_NAME];
+
+    void * extra;  // backend-specific data
+
+    char padding[8];
+};
+
+static const size_t GGML_TENSOR_SIZE = sizeof(struct ggml_tensor);
+
+struct ggml_init_params {
+    size_t mem_size;    // bytes of the arena holding tensor structs (and their data unless no_alloc)
+    void * mem_buffer;  // NULL: allocated and owned by the context
+    bool   no_alloc;    // true: tensors get no data (a planner or the user places it later)
+};
+
+struct ggml_context;
+struct ggml_cgraph;
+
+// ---- context -------------------------------------------------------------------------------
+struct ggml_context * ggml_init(struct ggml_init_params params);  // NULL if memory is not available
+void   ggml_reset(struct ggml_context * ctx);
+void   ggml_free(struct ggml_context * ctx);
+size_t ggml_used_mem(const struct ggml_context * ctx);
+bool   ggml_get_no_alloc(struct ggml_context * ctx);
+void   ggml_set_no_alloc(struct ggml_context * ctx, bool no_alloc);
+void * ggml_get_mem_buffer(const struct ggml_context * ctx);
+size_t ggml_get_mem_size(const struct ggml_context * ctx);
+size_t ggml_get_max_tensor_size(const struct ggml_context * ctx);
+size_t ggml_tensor_overhead(void);
+size_t ggml_graph_overhead(void);
+size_t ggml_graph_overhead_custom(size_t size, bool grads);
+
+// ---- types ---------------------------------------------------------------------------------
+const char * ggml_type_name(enum ggml_type type);   // "f32", "q4_0", ...; NULL for an invalid id
+int64_t      ggml_blck_size(enum ggml_type type);   // elements per block (1 for plain types)
+size_t       ggml_type_size(enum ggml_type type);   // bytes per block
+size_t       ggml_row_size(enum ggml_type type, int64_t ne);  // bytes of ne elements
+bool         ggml_is_quantized(enum ggml_type type);
+bool         ggml_type_is_valid(int type);          // a known id with a defined block layout
+const char * ggml_op_name(enum ggml_op op);
+const char * ggml_op_symbol(enum ggml_op op);
+const char * ggml_unary_op_name(enum ggml_unary_op op);
+const char * ggml_op_desc(const struct ggml_tensor * t);  // the unary op's name for UNARY
+enum ggml_type ggml_ftype_to_ggml_type(enum ggml_ftype ftype);
+
+// Per-type facts and row converters. to_float / from_float_ref are NULL where not (yet) provided.
+typedef void (*ggml_to_float_t)(const void * x, float * y, int64_t k);
+typedef void (*ggml_from_float_t)(const float * x, void * y, int64_t k);
+struct ggml_type_traits {
+    const char *      type_name;
+    int64_t           blck_size;
+    size_t            type_size;
+    bool              is_quantized;
+    ggml_to_float_t   to_float;
+    ggml_from_float_t from_float_ref;  // scalar reference conversion
+};
+const struct ggml_type_traits * ggml_get_type_traits(enum ggml_type type);
+
+// ---- tensor properties ---------------------------------------------------------------------
+int64_t ggml_nelements(const struct ggml_tensor * tensor);
+int64_t ggml_nrows(const struct ggml_tensor * tensor);
+size_t  ggml_nbytes(const struct ggml_tensor * tensor);
+size_t  ggml_nbytes_pad(const struct ggml_tensor * tensor);
+size_t  ggml_element_size(const struct ggml_tensor * tensor);
+int     ggml_n_dims(const struct ggml_tensor * tensor);  // 1 for scalars
+bool    ggml_is_scalar(const struct ggml_tensor * tensor);
+bool    ggml_is_vector(const struct ggml_tensor * tensor);
+bool    ggml_is_matrix(const struct ggml_tensor * tensor);
+bool    ggml_is_3d(const struct ggml_tensor * tensor);
+bool    ggml_is_empty(const struct ggml_tensor * tensor);
+bool    ggml_is_transposed(const struct ggml_tensor * tensor);
+bool    ggml_is_permuted(const struct ggml_tensor * tensor);
+bool    ggml_is_contiguous(const struct ggml_tensor * tensor);
+bool    ggml_is_contiguous_0(const struct ggml_tensor * tensor);  // same as ggml_is_contiguous
+bool    ggml_is_contiguous_1(const struct ggml_tensor * tensor);  // contiguous for dims >= 1
+bool    ggml_is_contiguous_2(const struct ggml_tensor * tensor);  // contiguous for dims >= 2
+bool    ggml_is_contiguous_rows(const struct ggml_tensor * tensor); // each row contiguous
+bool    ggml_are_same_shape(const struct ggml_tensor * t0, const struct ggml_tensor * t1);
+bool    ggml_are_same_stride(const struct ggml_tensor * t0, const struct ggml_tensor * t1);
+bool    ggml_can_repeat(const struct ggml_tensor * t0, const struct ggml_tensor * t1);  // t0 broadcasts to t1
+bool    ggml_can_repeat_rows(const struct ggml_tensor * t0, const struct ggml_tensor * t1);
+// Splits a flat element index into coordinates.
+void    ggml_unravel_index(const struct ggml_tensor * tensor, int64_t i, int64_t * i0, int64_t * i1, int64_t * i2, int64_t * i3);
+
+// ---- tensor creation -----------------------------------------------------------------------
+struct ggml_tensor * ggml_new_tensor(struct ggml_context * ctx, enum ggml_type type, int n_dims, const int64_t * ne);
+struct ggml_tensor * ggml_new_tensor_1d(struct ggml_context * ctx, enum ggml_type type, int64_t ne0);
+struct ggml_tensor * ggml_new_tensor_2d(struct ggml_context * ctx, enum ggml_type type, int64_t ne0, int64_t ne1);
+struct ggml_tensor * ggml_new_tensor_3d(struct ggml_context * ctx, enum ggml_type type, int64_t ne0, int64_t ne1, int64_t ne2);
+struct ggml_tensor * ggml_new_tensor_4d(struct ggml_context * ctx, enum ggml_type type, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3);
+struct ggml_tensor * ggml_new_i32(struct ggml_context * ctx, int32_t value);
+struct ggml_tensor * ggml_new_f32(struct ggml_context * ctx, float value);
+struct ggml_tensor * ggml_dup_tensor(struct ggml_context * ctx, const struct ggml_tensor * src);
+struct ggml_tensor * ggml_view_tensor(struct ggml_context * ctx, struct ggml_tensor * src);
+
+struct ggml_tensor * ggml_get_first_tensor(const struct ggml_context * ctx);
+struct ggml_tensor * ggml_get_next_tensor(const struct ggml_context * ctx, struct ggml_tensor * tensor);
+struct ggml_tensor * ggml_get_tensor(struct ggml_context * ctx, const char * name);
+
+const char *         ggml_get_name(const struct ggml_tensor * tensor);
+struct ggml_tensor * ggml_set_name(struct ggml_tensor * tensor, const char * name);
+#ifdef __GNUC__
+__attribute__((format(printf, 2, 3)))
+#endif
+struct ggml_tensor * ggml_format_name(struct ggml_tensor * tensor, const char * fmt, ...);
+
+void ggml_set_input(struct ggml_tensor * tensor);
+void ggml_set_output(struct ggml_tensor * tensor);
+void ggml_set_param(struct ggml_tensor * tensor);
+void ggml_set_loss(struct ggml_tensor * tensor);
+
+enum ggml_unary_op ggml_get_unary_op(const struct ggml_tensor * tensor);
+
+// Element access for F32/F16/BF16/I8/I16/I32 tensors (any layout; converts through float/int).
+struct ggml_tensor * ggml_set_zero(struct ggml_tensor * tensor);
+struct ggml_tensor * ggml_set_i32(struct ggml_tensor * tensor, int32_t value);
+struct ggml_tensor * ggml_set_f32(struct ggml_tensor * tensor, float value);
+int32_t ggml_get_i32_1d(const struct ggml_tensor * tensor, int i);
+void    ggml_set_i32_1d(const struct ggml_tensor * tensor, int i, int32_t value);
+int32_t ggml_get_i32_nd(const struct ggml_tensor * tensor, int i0, int i1, int i2, int i3);
+void    ggml_set_i32_nd(const struct ggml_tensor * tensor, int i0, int i1, int i2, int i3, int32_t value);
+float   ggml_get_f32_1d(const struct ggml_tensor * tensor, int i);
+void    ggml_set_f32_1d(const struct ggml_tensor * tensor, int i, float value);
+float   ggml_get_f32_nd(const struct ggml_tensor * tensor, int i0, int i1, int i2, int i3);
+void    ggml_set_f32_nd(const struct ggml_tensor * tensor, int i0, int i1, int i2, int i3, float value);
+void *  ggml_get_data(const struct ggml_tensor * tensor);
+float * ggml_get_data_f32(const struct ggml_tensor * tensor);
+
+// ---- ops (lazy: each records op + sources; nothing runs until a graph is computed) ----------
+// Binary elementwise ops broadcast b over a when ggml_can_repeat(b, a).
+struct ggml_tensor * ggml_dup(struct ggml_context * ctx, struct ggml_tensor * a);
+struct ggml_tensor * ggml_dup_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+struct ggml_tensor * ggml_add(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
+struct ggml_tensor * ggml_add_inplace(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
+struct ggml_tensor * ggml_add1(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);  // b scalar
+struct ggml_tensor * ggml_add1_inplace(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
+struct ggml_tensor * ggml_sub(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
+struct ggml_tensor * ggml_sub_inplace(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
+struct ggml_tensor * ggml_mul(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
+struct ggml_tensor * ggml_mul_inplace(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
+struct ggml_tensor * ggml_div(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
+struct ggml_tensor * ggml_div_inplace(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
+struct ggml_tensor * ggml_scale(struct ggml_context * ctx, struct ggml_tensor * a, float s);
+struct ggml_tensor * ggml_scale_inplace(struct ggml_context * ctx, struct ggml_tensor * a, float s);
+struct ggml_tensor * ggml_sqr(struct ggml_context * ctx, struct ggml_tensor * a);
+struct ggml_tensor * ggml_sqr_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+struct ggml_tensor * ggml_sqrt(struct ggml_context * ctx, struct ggml_tensor * a);
+struct ggml_tensor * ggml_sqrt_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+struct ggml_tensor * ggml_log(struct ggml_context * ctx, struct ggml_tensor * a);
+struct ggml_tensor * ggml_log_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+
+// Unary ops (GGML_OP_UNARY with the unary op as param).
+struct ggml_tensor * ggml_unary(struct ggml_context * ctx, struct ggml_tensor * a, enum ggml_unary_op op);
+struct ggml_tensor * ggml_unary_inplace(struct ggml_context * ctx, struct ggml_tensor * a, enum ggml_unary_op op);
+struct ggml_tensor * ggml_abs(struct ggml_context * ctx, struct ggml_tensor * a);
+struct ggml_tensor * ggml_abs_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+struct ggml_tensor * ggml_sgn(struct ggml_context * ctx, struct ggml_tensor * a);
+struct ggml_tensor * ggml_sgn_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+struct ggml_tensor * ggml_neg(struct ggml_context * ctx, struct ggml_tensor * a);
+struct ggml_tensor * ggml_neg_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+struct ggml_tensor * ggml_step(struct ggml_context * ctx, struct ggml_tensor * a);
+struct ggml_tensor * ggml_step_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+struct ggml_tensor * ggml_tanh(struct ggml_context * ctx, struct ggml_tensor * a);
+struct ggml_tensor * ggml_tanh_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+struct ggml_tensor * ggml_relu(struct ggml_context * ctx, struct ggml_tensor * a);
+struct ggml_tensor * ggml_relu_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+struct ggml_tensor * ggml_sigmoid(struct ggml_context * ctx, struct ggml_tensor * a);
+struct ggml_tensor * ggml_sigmoid_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+struct ggml_tensor * ggml_gelu(struct ggml_context * ctx, struct ggml_tensor * a);  // tanh approximation
+struct ggml_tensor * ggml_gelu_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+struct ggml_tensor * ggml_silu(struct ggml_context * ctx, struct ggml_tensor * a);
+struct ggml_tensor * ggml_silu_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+struct ggml_tensor * ggml_exp(struct ggml_context * ctx, struct ggml_tensor * a);
+struct ggml_tensor * ggml_exp_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+
+// Reductions.
+struct ggml_tensor * ggml_sum(struct ggml_context * ctx, struct ggml_tensor * a);       // -> [1]
+struct ggml_tensor * ggml_sum_rows(struct ggml_context * ctx, struct ggml_tensor * a);  // -> [1, ne1, ne2, ne3]
+struct ggml_tensor * ggml_mean(struct ggml_context * ctx, struct ggml_tensor * a);      // -> [1, ne1, ne2, ne3]
+struct ggml_tensor * ggml_argmax(struct ggml_context * ctx, struct ggml_tensor * a);    // I32 [ne1], a is a matrix
+
+// Shape ops.
+struct ggml_tensor * ggml_repeat(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);  // a tiled to b's shape
+struct ggml_tensor * ggml_concat(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, int dim);
+
+// Normalization over rows (dim 0).
+struct ggml_tensor * ggml_norm(struct ggml_context * ctx, struct ggml_tensor * a, float eps);
+struct ggml_tensor * ggml_norm_inplace(struct ggml_context * ctx, struct ggml_tensor * a, float eps);
+struct ggml_tensor * ggml_rms_norm(struct ggml_context * ctx, struct ggml_tensor * a, float eps);
+struct ggml_tensor * ggml_rms_norm_inplace(struct ggml_context * ctx, struct ggml_tensor * a, float eps);
+
+// a: [K, M, ...], b: [K, N, ...] -> F32 [M, N, ...]: each output is a row of a dot a row of b.
+// b broadcasts a over dims 2 and 3 (b->ne[2] a multiple of a->ne[2], same for dim 3).
+struct ggml_tensor * ggml_mul_mat(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
+// a: [M, K, ...], b: [N, K, ...] -> F32 [M, N, ...]: sum over k of a[:, k] x b[:, k] (outer products).
+struct ggml_tensor * ggml_out_prod(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
+
+// Copies and layout.
+struct ggml_tensor * ggml_cpy(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);  // a -> b (same element count), returns a view of b
+struct ggml_tensor * ggml_cast(struct ggml_context * ctx, struct ggml_tensor * a, enum ggml_type type);
+struct ggml_tensor * ggml_cont(struct ggml_context * ctx, struct ggml_tensor * a);
+struct ggml_tensor * ggml_cont_1d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0);
+struct ggml_tensor * ggml_cont_2d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0, int64_t ne1);
+struct ggml_tensor * ggml_cont_3d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2);
+struct ggml_tensor * ggml_cont_4d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3);
+struct ggml_tensor * ggml_reshape(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);  // to b's shape
+struct ggml_tensor * ggml_reshape_1d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0);
+struct ggml_tensor * ggml_reshape_2d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0, int64_t ne1);
+struct ggml_tensor * ggml_reshape_3d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2);
+struct ggml_tensor * ggml_reshape_4d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3);
+struct ggml_tensor * ggml_view_1d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0, size_t offset);
+struct ggml_tensor * ggml_view_2d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0, int64_t ne1, size_t nb1, size_t offset);
+struct ggml_tensor * ggml_view_3d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2, size_t nb1, size_t nb2, size_t offset);
+struct ggml_tensor * ggml_view_4d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3, size_t nb1, size_t nb2, size_t nb3, size_t offset);
+// axis_i: where dimension i of a goes in the result.
+struct ggml_tensor * ggml_permute(struct ggml_context * ctx, struct ggml_tensor * a, int axis0, int axis1, int axis2, int axis3);
+struct ggml_tensor * ggml_transpose(struct ggml_context * ctx, struct ggml_tensor * a);
+
+// Rows of a (any type) picked by the I32 indices in b: a [n_embd, n_rows, ne2], b [n, ne2] -> F32 [n_embd, n, ne2].
+struct ggml_tensor * ggml_get_rows(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
+
+// Sets a[i0, i1] = -inf where i0 > n_past + i1 (causal mask).
+struct ggml_tensor * ggml_diag_mask_inf(struct ggml_context * ctx, struct ggml_tensor * a, int n_past);
+struct ggml_tensor * ggml_diag_mask_inf_inplace(struct ggml_context * ctx, struct ggml_tensor * a, int n_past);
+
+// Softmax over rows.  _ext: softmax(a*scale + mask), mask (F32 or F16) [ne0, >= ne1] broadcast
+// over dims 2, 3; max_bias is the ALiBi slope base (0: no ALiBi).
+struct ggml_tensor * ggml_soft_max(struct ggml_context * ctx, struct ggml_tensor * a);
+struct ggml_tensor * ggml_soft_max_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+struct ggml_tensor * ggml_soft_max_ext(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * mask, float scale, float max_bias);
+
+// Rotary position embedding. a: [head_dim, n_head, n_tokens, 1], b: I32 positions [n_tokens].
+// c: optional F32 frequency factors [n_dims/2] (NULL for none). YaRN arguments as in ggml;
+// ext_factor 0 and attn_factor 1 give plain (linearly scaled) RoPE.
+struct ggml_tensor * ggml_rope(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, int n_dims, int mode);
+struct ggml_tensor * ggml_rope_inplace(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, int n_dims, int mode);
+struct ggml_tensor * ggml_rope_ext(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, struct ggml_tensor * c,
+        int n_dims, int mode, int n_ctx_orig, float freq_base, float freq_scale, float ext_factor,
+        float attn_factor, float beta_fast, float beta_slow);
+struct ggml_tensor * ggml_rope_ext_inplace(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, struct ggml_tensor * c,
+        int n_dims, int mode, int n_ctx_orig, float freq_base, float freq_scale, float ext_factor,
+        float attn_factor, float beta_fast, float beta_slow);
+
+// Mean over rows of the cross entropy between softmax(a) and the probabilities b -> F32 [1].
+struct ggml_tensor * ggml_cross_entropy_loss(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
+
+// ---- graphs --------------------------------------------------------------------------------
+struct ggml_cgraph * ggml_new_graph(struct ggml_context * ctx);  // GGML_DEFAULT_GRAPH_SIZE nodes, no grads
+struct ggml_cgraph * ggml_new_graph_custom(struct ggml_context * ctx, size_t size, bool grads);
+void   ggml_build_forward_expand(struct ggml_cgraph * cgraph, struct ggml_tensor * tensor);
+int    ggml_graph_size(struct ggml_cgraph * cgraph);
+int    ggml_graph_n_nodes(struct ggml_cgraph * cgraph);
+struct ggml_tensor * ggml_graph_node(struct ggml_cgraph * cgraph, int i);  // i < 0: from the end
+struct ggml_tensor ** ggml_graph_nodes(struct ggml_cgraph * cgraph);
+int    ggml_graph_n_leafs(struct ggml_cgraph * cgraph);
+struct ggml_tensor * ggml_graph_leaf(struct ggml_cgraph * cgraph, int i);
+struct ggml_tensor * ggml_graph_get_tensor(const struct ggml_cgraph * cgraph, const char * name);
+void   ggml_graph_clear(struct ggml_cgraph * cgraph);
+void   ggml_graph_print(const struct ggml_cgraph * cgraph);
+
+// ---- CPU compute ---------------------------------------------------------------------------
+// Computes every node in order on a persistent pool of n_threads threads. The work buffer is
+// taken from ctx (allocated before the first node runs; nothing is allocated while computing).
+enum ggml_status { GGML_STATUS_ALLOC_FAILED = -2, GGML_STATUS_FAILED = -1, GGML_STATUS_SUCCESS = 0, GGML_STATUS_ABORTED = 1 };
+enum ggml_status ggml_graph_compute_with_ctx(struct ggml_context * ctx, struct ggml_cgraph * cgraph, int n_threads);
+
+// Lower level: plan (work buffer size), then compute with a caller-provided work buffer.
+struct ggml_cplan {
+    size_t    work_size;
+    uint8_t * work_data;
+    int       n_threads;
+    bool (*abort_callback)(void * data);  // polled between nodes; true stops the graph
+    void *    abort_callback_data;
+};
+struct ggml_cplan ggml_graph_plan(const struct ggml_cgraph * cgraph, int n_threads);
+enum ggml_status  ggml_graph_compute(struct ggml_cgraph * cgraph, struct ggml_cplan * cplan);
+
+// Names the kernels this build selected ("AVX512", "AVX2", "NEON", "scalar").
+const char * ggml_cpu_isa_name(void);
+int ggml_cpu_has_avx2(void);
+int ggml_cpu_has_avx512(void);
+int ggml_cpu_has_avx512_vnni(void);
+int ggml_cpu_has_neon(void);
+int ggml_cpu_has_dotprod(void);
+
+#ifdef __cplusplus
+}
+#endif

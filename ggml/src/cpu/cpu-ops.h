@@ -1,0 +1,89 @@
+// cpu-ops.h - the contract between the CPU executor (compute.cpp) and the op kernels.
+//
+// Every kernel is called by all nth threads of the pool for the same node, with its own ith.
+// A kernel splits its work by output rows (each row computed the same way whatever nth is, so
+// results are bit-identical across thread counts); work it cannot split is done by ith == 0.
+// A kernel that needs a phase (e.g. converting src1 once before the dot products) calls
+// ggml_cpu_barrier(params) between phases: all threads of the node must call it equally often.
+// Scratch memory comes from params->wdata (size from ggml_cpu_op_work_size); kernels never
+// allocate.
+#pragma once
+
+#include "../ggml-impl.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct ggml_threadpool;
+
+struct ggml_compute_params {
+    int ith;                    // this thread's index
+    int nth;                    // threads working on this node
+    size_t wsize;               // work buffer shared by the threads of the node
+    void * wdata;
+    struct ggml_threadpool * tp;
+};
+
+void ggml_cpu_barrier(const struct ggml_compute_params * params);
+
+// Rows [*r0, *r1) of nr rows for thread ith of nth (contiguous chunks).
+static inline void ggml_cpu_split_rows(int64_t nr, int ith, int nth, int64_t * r0, int64_t * r1) {
+    const int64_t dr = (nr + nth - 1) / nth;
+    *r0 = dr * ith < nr ? dr * ith : nr;
+    *r1 = *r0 + dr < nr ? *r0 + dr : nr;
+}
+
+// Bytes of scratch a node needs with n_threads threads (0 for most ops).
+size_t ggml_cpu_op_work_size(const struct ggml_tensor * node, int n_threads);
+
+// How many threads a node can use (1 for ops that are cheap or not split).
+int ggml_cpu_op_n_tasks(const struct ggml_tensor * node, int n_threads);
+
+// The dispatcher: runs dst's op.
+void ggml_cpu_compute_forward(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+
+// ---- kernels, one family per file ----------------------------------------------------------
+// ops-elementwise.cpp: binary ops with broadcasting of src1, add1, scale, sqr, sqrt, log
+void ggml_cpu_forward_add (const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_forward_add1(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_forward_sub (const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_forward_mul (const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_forward_div (const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_forward_scale(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_forward_sqr (const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_forward_sqrt(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_forward_log (const struct ggml_compute_params * params, struct ggml_tensor * dst);
+// ops-unary.cpp: GGML_OP_UNARY (abs, sgn, neg, step, tanh, relu, sigmoid, gelu, silu, exp)
+void ggml_cpu_forward_unary(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+// ops-reduce.cpp: sum, sum_rows, mean, argmax
+void ggml_cpu_forward_sum     (const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_forward_sum_rows(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_forward_mean    (const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_forward_argmax  (const struct ggml_compute_params * params, struct ggml_tensor * dst);
+// ops-copy.cpp: dup / cpy / cont (type conversion between F32, F16, BF16, I32), repeat, concat, get_rows
+void ggml_cpu_forward_dup     (const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_forward_repeat  (const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_forward_concat  (const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_forward_get_rows(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+// ops-norm.cpp: norm, rms_norm
+void ggml_cpu_forward_norm    (const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_forward_rms_norm(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+// ops-softmax.cpp: diag_mask_inf, soft_max (with mask, scale, ALiBi)
+void ggml_cpu_forward_diag_mask_inf(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_forward_soft_max     (const struct ggml_compute_params * params, struct ggml_tensor * dst);
+// ops-rope.cpp
+void ggml_cpu_forward_rope(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+// ops-loss.cpp
+void ggml_cpu_forward_cross_entropy_loss(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+// matmul.cpp: mul_mat, out_prod
+void ggml_cpu_forward_mul_mat (const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_forward_out_prod(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+size_t ggml_cpu_mul_mat_work_size(const struct ggml_tensor * node, int n_threads);
+size_t ggml_cpu_out_prod_work_size(const struct ggml_tensor * node, int n_threads);
+size_t ggml_cpu_soft_max_work_size(const struct ggml_tensor * node, int n_threads);
+size_t ggml_cpu_loss_work_size(const struct ggml_tensor * node, int n_threads);
+
+#ifdef __cplusplus
+}
+#endif
