@@ -1,0 +1,442 @@
+// ggml-ops.cpp - op builders: each checks the shapes and types of its operands, creates the
+// result tensor (or a view for in-place and layout ops) and records op, params and sources.
+// Nothing is computed here; the CPU kernels in cpu/ do that when a graph runs.
+#include "ggml-impl.h"
+
+#include <stdio.h>
+
+struct ggml_tensor * ggml_new_view_impl(struct ggml_context * ctx, struct ggml_tensor * src, int n_dims,
+                                        const int64_t * ne, size_t offset);
+
+struct ggml_tensor * ggml_view_tensor(struct ggml_context * ctx, struct ggml_tensor * src) {
+    ggml_tensor * r = ggml_new_view_impl(ctx, src, GGML_MAX_DIMS, src->ne, 0);
+    ggml_format_name(r, "%.58s (view)", src->name);
+    for (int i = 0; i < GGML_MAX_DIMS; i++) r->nb[i] = src->nb[i];
+    return r;
+}
+
+// The result of an op on a: a new tensor of a's type and shape, or a view of a for in-place ops.
+static ggml_tensor * result_like(ggml_context * ctx, ggml_tensor * a, bool inplace) {
+    return inplace ? ggml_view_tensor(ctx, a) : ggml_dup_tensor(ctx, a);
+}
+
+static ggml_tensor * unary_like(ggml_context * ctx, ggml_tensor * a, ggml_op op, bool inplace) {
+    ggml_tensor * r = result_like(ctx, a, inplace);
+    r->op = op;
+    r->src[0] = a;
+    return r;
+}
+
+// ---- elementwise ---------------------------------------------------------------------------
+static ggml_tensor * binary_op(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, ggml_op op, bool inplace) {
+    GGML_ASSERT(ggml_can_repeat(b, a) && "second operand must broadcast to the first");
+    ggml_tensor * r = result_like(ctx, a, inplace);
+    r->op = op;
+    r->src[0] = a;
+    r->src[1] = b;
+    return r;
+}
+
+struct ggml_tensor * ggml_dup(struct ggml_context * ctx, struct ggml_tensor * a) { return unary_like(ctx, a, GGML_OP_DUP, false); }
+struct ggml_tensor * ggml_dup_inplace(struct ggml_context * ctx, struct ggml_tensor * a) { return unary_like(ctx, a, GGML_OP_DUP, true); }
+
+struct ggml_tensor * ggml_add(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b) { return binary_op(ctx, a, b, GGML_OP_ADD, false); }
+struct ggml_tensor * ggml_add_inplace(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b) { return binary_op(ctx, a, b, GGML_OP_ADD, true); }
+struct ggml_tensor * ggml_sub(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b) { return binary_op(ctx, a, b, GGML_OP_SUB, false); }
+struct ggml_tensor * ggml_sub_inplace(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b) { return binary_op(ctx, a, b, GGML_OP_SUB, true); }
+struct ggml_tensor * ggml_mul(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b) { return binary_op(ctx, a, b, GGML_OP_MUL, false); }
+struct ggml_tensor * ggml_mul_inplace(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b) { return binary_op(ctx, a, b, GGML_OP_MUL, true); }
+struct ggml_tensor * ggml_div(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b) { return binary_op(ctx, a, b, GGML_OP_DIV, false); }
+struct ggml_tensor * ggml_div_inplace(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b) { return binary_op(ctx, a, b, GGML_OP_DIV, true); }
+
+static ggml_tensor * add1_impl(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, bool inplace) {
+    GGML_ASSERT(ggml_is_scalar(b) && "add1 takes a scalar second operand");
+    ggml_tensor * r = result_like(ctx, a, inplace);
+    r->op = GGML_OP_ADD1;
+    r->src[0] = a;
+    r->src[1] = b;
+    return r;
+}
+struct ggml_tensor * ggml_add1(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b) { return add1_impl(ctx, a, b, false); }
+struct ggml_tensor * ggml_add1_inplace(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b) { return add1_impl(ctx, a, b, true); }
+
+static ggml_tensor * scale_impl(ggml_context * ctx, ggml_tensor * a, float s, bool inplace) {
+    ggml_tensor * r = unary_like(ctx, a, GGML_OP_SCALE, inplace);
+    ggml_set_op_params_f32(r, 0, s);
+    return r;
+}
+struct ggml_tensor * ggml_scale(struct ggml_context * ctx, struct ggml_tensor * a, float s) { return scale_impl(ctx, a, s, false); }
+struct ggml_tensor * ggml_scale_inplace(struct ggml_context * ctx, struct ggml_tensor * a, float s) { return scale_impl(ctx, a, s, true); }
+
+struct ggml_tensor * ggml_sqr(struct ggml_context * ctx, struct ggml_tensor * a) { return unary_like(ctx, a, GGML_OP_SQR, false); }
+struct ggml_tensor * ggml_sqr_inplace(struct ggml_context * ctx, struct ggml_tensor * a) { return unary_like(ctx, a, GGML_OP_SQR, true); }
+struct ggml_tensor * ggml_sqrt(struct ggml_context * ctx, struct ggml_tensor * a) { return unary_like(ctx, a, GGML_OP_SQRT, false); }
+struct ggml_tensor * ggml_sqrt_inplace(struct ggml_context * ctx, struct ggml_tensor * a) { return unary_like(ctx, a, GGML_OP_SQRT, true); }
+struct ggml_tensor * ggml_log(struct ggml_context * ctx, struct ggml_tensor * a) { return unary_like(ctx, a, GGML_OP_LOG, false); }
+struct ggml_tensor * ggml_log_inplace(struct ggml_context * ctx, struct ggml_tensor * a) { return unary_like(ctx, a, GGML_OP_LOG, true); }
+
+// ---- unary ---------------------------------------------------------------------------------
+static ggml_tensor * unary_impl(ggml_context * ctx, ggml_tensor * a, ggml_unary_op op, bool inplace) {
+    GGML_ASSERT(op >= 0 && op < GGML_UNARY_OP_COUNT);
+    ggml_tensor * r = unary_like(ctx, a, GGML_OP_UNARY, inplace);
+    ggml_set_op_params_i32(r, 0, (int32_t) op);
+    return r;
+}
+struct ggml_tensor * ggml_unary(struct ggml_context * ctx, struct ggml_tensor * a, enum ggml_unary_op op) { return unary_impl(ctx, a, op, false); }
+struct ggml_tensor * ggml_unary_inplace(struct ggml_context * ctx, struct ggml_tensor * a, enum ggml_unary_op op) { return unary_impl(ctx, a, op, true); }
+
+#define UNARY_BUILDERS(name, OP) \
+    struct ggml_tensor * ggml_##name(struct ggml_context * ctx, struct ggml_tensor * a) { return unary_impl(ctx, a, OP, false); } \
+    struct ggml_tensor * ggml_##name##_inplace(struct ggml_context * ctx, struct ggml_tensor * a) { return unary_impl(ctx, a, OP, true); }
+UNARY_BUILDERS(abs, GGML_UNARY_OP_ABS)
+UNARY_BUILDERS(sgn, GGML_UNARY_OP_SGN)
+UNARY_BUILDERS(neg, GGML_UNARY_OP_NEG)
+UNARY_BUILDERS(step, GGML_UNARY_OP_STEP)
+UNARY_BUILDERS(tanh, GGML_UNARY_OP_TANH)
+UNARY_BUILDERS(relu, GGML_UNARY_OP_RELU)
+UNARY_BUILDERS(sigmoid, GGML_UNARY_OP_SIGMOID)
+UNARY_BUILDERS(gelu, GGML_UNARY_OP_GELU)
+UNARY_BUILDERS(silu, GGML_UNARY_OP_SILU)
+UNARY_BUILDERS(exp, GGML_UNARY_OP_EXP)
+#undef UNARY_BUILDERS
+
+// ---- reductions ----------------------------------------------------------------------------
+struct ggml_tensor * ggml_sum(struct ggml_context * ctx, struct ggml_tensor * a) {
+    ggml_tensor * r = ggml_new_tensor_1d(ctx, a->type, 1);
+    r->op = GGML_OP_SUM;
+    r->src[0] = a;
+    return r;
+}
+struct ggml_tensor * ggml_sum_rows(struct ggml_context * ctx, struct ggml_tensor * a) {
+    ggml_tensor * r = ggml_new_tensor_4d(ctx, a->type, 1, a->ne[1], a->ne[2], a->ne[3]);
+    r->op = GGML_OP_SUM_ROWS;
+    r->src[0] = a;
+    return r;
+}
+struct ggml_tensor * ggml_mean(struct ggml_context * ctx, struct ggml_tensor * a) {
+    ggml_tensor * r = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, 1, a->ne[1], a->ne[2], a->ne[3]);
+    r->op = GGML_OP_MEAN;
+    r->src[0] = a;
+    return r;
+}
+struct ggml_tensor * ggml_argmax(struct ggml_context * ctx, struct ggml_tensor * a) {
+    GGML_ASSERT(ggml_is_matrix(a) && "argmax takes a matrix");
+    GGML_ASSERT(a->ne[0] <= INT32_MAX);
+    ggml_tensor * r = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, a->ne[1]);
+    r->op = GGML_OP_ARGMAX;
+    r->src[0] = a;
+    return r;
+}
+
+// ---- shape ops -----------------------------------------------------------------------------
+struct ggml_tensor * ggml_repeat(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b) {
+    GGML_ASSERT(ggml_can_repeat(a, b) && "repeat: a must tile b's shape");
+    ggml_tensor * r = ggml_new_tensor(ctx, a->type, GGML_MAX_DIMS, b->ne);
+    r->op = GGML_OP_REPEAT;
+    r->src[0] = a;
+    return r;
+}
+
+struct ggml_tensor * ggml_concat(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, int dim) {
+    GGML_ASSERT(dim >= 0 && dim < GGML_MAX_DIMS);
+    GGML_ASSERT(a->type == b->type);
+    int64_t ne[GGML_MAX_DIMS];
+    for (int d = 0; d < GGML_MAX_DIMS; d++) {
+        if (d == dim) {
+            ne[d] = a->ne[d] + b->ne[d];
+            continue;
+        }
+        GGML_ASSERT(a->ne[d] == b->ne[d] && "concat: shapes differ outside the joined dimension");
+        ne[d] = a->ne[d];
+    }
+    ggml_tensor * r = ggml_new_tensor(ctx, a->type, GGML_MAX_DIMS, ne);
+    ggml_set_op_params_i32(r, 0, dim);
+    r->op = GGML_OP_CONCAT;
+    r->src[0] = a;
+    r->src[1] = b;
+    return r;
+}
+
+// ---- normalization -------------------------------------------------------------------------
+static ggml_tensor * norm_impl(ggml_context * ctx, ggml_tensor * a, float eps, ggml_op op, bool inplace) {
+    ggml_tensor * r = unary_like(ctx, a, op, inplace);
+    ggml_set_op_params_f32(r, 0, eps);
+    return r;
+}
+struct ggml_tensor * ggml_norm(struct ggml_context * ctx, struct ggml_tensor * a, float eps) { return norm_impl(ctx, a, eps, GGML_OP_NORM, false); }
+struct ggml_tensor * ggml_norm_inplace(struct ggml_context * ctx, struct ggml_tensor * a, float eps) { return norm_impl(ctx, a, eps, GGML_OP_NORM, true); }
+struct ggml_tensor * ggml_rms_norm(struct ggml_context * ctx, struct ggml_tensor * a, float eps) { return norm_impl(ctx, a, eps, GGML_OP_RMS_NORM, false); }
+struct ggml_tensor * ggml_rms_norm_inplace(struct ggml_context * ctx, struct ggml_tensor * a, float eps) { return norm_impl(ctx, a, eps, GGML_OP_RMS_NORM, true); }
+
+// ---- matrix products -----------------------------------------------------------------------
+struct ggml_tensor * ggml_mul_mat(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b) {
+    GGML_ASSERT(a->ne[0] == b->ne[0] && "mul_mat: a and b must have the same row length");
+    GGML_ASSERT(b->ne[2] % a->ne[2] == 0 && b->ne[3] % a->ne[3] == 0 && "mul_mat: a must broadcast over b");
+    GGML_ASSERT(!ggml_is_transposed(a) && "mul_mat: a must not be transposed");
+    const int64_t ne[4] = { a->ne[1], b->ne[1], b->ne[2], b->ne[3] };
+    ggml_tensor * r = ggml_new_tensor(ctx, GGML_TYPE_F32, 4, ne);
+    r->op = GGML_OP_MUL_MAT;
+    r->src[0] = a;
+    r->src[1] = b;
+    return r;
+}
+
+struct ggml_tensor * ggml_out_prod(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b) {
+    GGML_ASSERT(a->ne[1] == b->ne[1] && "out_prod: a and b must have the same number of columns");
+    GGML_ASSERT(b->ne[2] % a->ne[2] == 0 && b->ne[3] % a->ne[3] == 0 && "out_prod: a must broadcast over b");
+    const int64_t ne[4] = { a->ne[0], b->ne[0], b->ne[2], b->ne[3] };
+    ggml_tensor * r = ggml_new_tensor(ctx, GGML_TYPE_F32, 4, ne);
+    r->op = GGML_OP_OUT_PROD;
+    r->src[0] = a;
+    r->src[1] = b;
+    return r;
+}
+
+// ---- copies and layout ---------------------------------------------------------------------
+struct ggml_tensor * ggml_cpy(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b) {
+    GGML_ASSERT(ggml_nelements(a) == ggml_nelements(b) && "cpy: element counts differ");
+    ggml_tensor * r = ggml_view_tensor(ctx, b);
+    if (b->name[0] != '\0') ggml_format_name(r, "%.52s (copy)", b->name);
+    else ggml_format_name(r, "%.52s (copy)", a->name);
+    r->op = GGML_OP_CPY;
+    r->src[0] = a;
+    r->src[1] = b;
+    return r;
+}
+
+struct ggml_tensor * ggml_cast(struct ggml_context * ctx, struct ggml_tensor * a, enum ggml_type type) {
+    ggml_tensor * r = ggml_new_tensor(ctx, type, GGML_MAX_DIMS, a->ne);
+    ggml_format_name(r, "%.57s (copy)", a->name);
+    r->op = GGML_OP_CPY;
+    r->src[0] = a;
+    r->src[1] = r;
+    return r;
+}
+
+struct ggml_tensor * ggml_cont_4d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3) {
+    GGML_ASSERT(ggml_nelements(a) == ne0 * ne1 * ne2 * ne3 && "cont: element counts differ");
+    ggml_tensor * r = ggml_new_tensor_4d(ctx, a->type, ne0, ne1, ne2, ne3);
+    ggml_format_name(r, "%.57s (cont)", a->name);
+    r->op = GGML_OP_CONT;
+    r->src[0] = a;
+    return r;
+}
+struct ggml_tensor * ggml_cont(struct ggml_context * ctx, struct ggml_tensor * a) { return ggml_cont_4d(ctx, a, a->ne[0], a->ne[1], a->ne[2], a->ne[3]); }
+struct ggml_tensor * ggml_cont_1d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0) { return ggml_cont_4d(ctx, a, ne0, 1, 1, 1); }
+struct ggml_tensor * ggml_cont_2d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0, int64_t ne1) { return ggml_cont_4d(ctx, a, ne0, ne1, 1, 1); }
+struct ggml_tensor * ggml_cont_3d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2) { return ggml_cont_4d(ctx, a, ne0, ne1, ne2, 1); }
+
+static ggml_tensor * reshape_impl(ggml_context * ctx, ggml_tensor * a, int n_dims, const int64_t * ne) {
+    GGML_ASSERT(ggml_is_contiguous(a) && "reshape needs a contiguous tensor (use ggml_cont first)");
+    int64_t n = 1;
+    for (int i = 0; i < n_dims; i++) n *= ne[i];
+    GGML_ASSERT(n == ggml_nelements(a) && "reshape: element counts differ");
+    ggml_tensor * r = ggml_new_view_impl(ctx, a, n_dims, ne, 0);
+    ggml_format_name(r, "%.54s (reshaped)", a->name);
+    r->op = GGML_OP_RESHAPE;
+    r->src[0] = a;
+    return r;
+}
+struct ggml_tensor * ggml_reshape(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b) {
+    return reshape_impl(ctx, a, GGML_MAX_DIMS, b->ne);
+}
+struct ggml_tensor * ggml_reshape_1d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0) {
+    const int64_t ne[1] = { ne0 };
+    return reshape_impl(ctx, a, 1, ne);
+}
+struct ggml_tensor * ggml_reshape_2d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0, int64_t ne1) {
+    const int64_t ne[2] = { ne0, ne1 };
+    return reshape_impl(ctx, a, 2, ne);
+}
+struct ggml_tensor * ggml_reshape_3d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2) {
+    const int64_t ne[3] = { ne0, ne1, ne2 };
+    return reshape_impl(ctx, a, 3, ne);
+}
+struct ggml_tensor * ggml_reshape_4d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3) {
+    const int64_t ne[4] = { ne0, ne1, ne2, ne3 };
+    return reshape_impl(ctx, a, 4, ne);
+}
+
+// A view must lie inside the memory of the tensor that owns it.
+static void check_view_extent(const ggml_tensor * r) {
+    GGML_ASSERT((ggml_nbytes(r) == 0 || r->view_offs + ggml_nbytes(r) <= ggml_nbytes(r->view_src)) &&
+                "view exceeds the memory of its source tensor");
+}
+
+static ggml_tensor * view_impl(ggml_context * ctx, ggml_tensor * a, int n_dims, const int64_t * ne, size_t offset) {
+    ggml_tensor * r = ggml_new_view_impl(ctx, a, n_dims, ne, offset);
+    ggml_format_name(r, "%.58s (view)", a->name);
+    ggml_set_op_params(r, &offset, sizeof(offset));
+    r->op = GGML_OP_VIEW;
+    r->src[0] = a;
+    return r;
+}
+struct ggml_tensor * ggml_view_1d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0, size_t offset) {
+    const int64_t ne[1] = { ne0 };
+    ggml_tensor * r = view_impl(ctx, a, 1, ne, offset);
+    check_view_extent(r);
+    return r;
+}
+struct ggml_tensor * ggml_view_2d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0, int64_t ne1, size_t nb1, size_t offset) {
+    const int64_t ne[2] = { ne0, ne1 };
+    ggml_tensor * r = view_impl(ctx, a, 2, ne, 0);
+    r->nb[1] = nb1;
+    r->nb[2] = r->nb[1] * ne1;
+    r->nb[3] = r->nb[2];
+    r->view_offs += offset;
+    if (r->data) r->data = (char *) r->data + offset;
+    ggml_set_op_params(r, &offset, sizeof(offset));
+    check_view_extent(r);
+    return r;
+}
+struct ggml_tensor * ggml_view_3d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2, size_t nb1, size_t nb2, size_t offset) {
+    const int64_t ne[3] = { ne0, ne1, ne2 };
+    ggml_tensor * r = view_impl(ctx, a, 3, ne, 0);
+    r->nb[1] = nb1;
+    r->nb[2] = nb2;
+    r->nb[3] = r->nb[2] * ne2;
+    r->view_offs += offset;
+    if (r->data) r->data = (char *) r->data + offset;
+    ggml_set_op_params(r, &offset, sizeof(offset));
+    check_view_extent(r);
+    return r;
+}
+struct ggml_tensor * ggml_view_4d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3, size_t nb1, size_t nb2, size_t nb3, size_t offset) {
+    const int64_t ne[4] = { ne0, ne1, ne2, ne3 };
+    ggml_tensor * r = view_impl(ctx, a, 4, ne, 0);
+    r->nb[1] = nb1;
+    r->nb[2] = nb2;
+    r->nb[3] = nb3;
+    r->view_offs += offset;
+    if (r->data) r->data = (char *) r->data + offset;
+    ggml_set_op_params(r, &offset, sizeof(offset));
+    check_view_extent(r);
+    return r;
+}
+
+struct ggml_tensor * ggml_permute(struct ggml_context * ctx, struct ggml_tensor * a, int axis0, int axis1, int axis2, int axis3) {
+    const int axes[4] = { axis0, axis1, axis2, axis3 };
+    for (int i = 0; i < 4; i++) {
+        GGML_ASSERT(axes[i] >= 0 && axes[i] < GGML_MAX_DIMS);
+        for (int j = 0; j < i; j++) GGML_ASSERT(axes[i] != axes[j] && "permute: axes must be distinct");
+    }
+    ggml_tensor * r = ggml_view_tensor(ctx, a);
+    ggml_format_name(r, "%.54s (permuted)", a->name);
+    for (int i = 0; i < 4; i++) {
+        r->ne[axes[i]] = a->ne[i];
+        r->nb[axes[i]] = a->nb[i];
+    }
+    r->op = GGML_OP_PERMUTE;
+    r->src[0] = a;
+    ggml_set_op_params(r, axes, sizeof(axes));
+    return r;
+}
+
+struct ggml_tensor * ggml_transpose(struct ggml_context * ctx, struct ggml_tensor * a) {
+    ggml_tensor * r = ggml_view_tensor(ctx, a);
+    ggml_format_name(r, "%.52s (transposed)", a->name);
+    r->ne[0] = a->ne[1];
+    r->ne[1] = a->ne[0];
+    r->nb[0] = a->nb[1];
+    r->nb[1] = a->nb[0];
+    r->op = GGML_OP_TRANSPOSE;
+    r->src[0] = a;
+    return r;
+}
+
+// ---- indexing and masks --------------------------------------------------------------------
+// a [ne0, rows, A2, A3], b I32 [n, A2, A3] -> [ne0, n, A2, A3]; F32 result (I32 for I32 a).
+struct ggml_tensor * ggml_get_rows(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b) {
+    GGML_ASSERT(b->type == GGML_TYPE_I32 && "get_rows: indices must be I32");
+    GGML_ASSERT(a->ne[2] == b->ne[1] && a->ne[3] == b->ne[2] && b->ne[3] == 1);
+    const ggml_type type = a->type == GGML_TYPE_I32 ? GGML_TYPE_I32 : GGML_TYPE_F32;
+    ggml_tensor * r = ggml_new_tensor_4d(ctx, type, a->ne[0], b->ne[0], b->ne[1], b->ne[2]);
+    r->op = GGML_OP_GET_ROWS;
+    r->src[0] = a;
+    r->src[1] = b;
+    return r;
+}
+
+static ggml_tensor * diag_mask_inf_impl(ggml_context * ctx, ggml_tensor * a, int n_past, bool inplace) {
+    ggml_tensor * r = unary_like(ctx, a, GGML_OP_DIAG_MASK_INF, inplace);
+    ggml_set_op_params_i32(r, 0, n_past);
+    return r;
+}
+struct ggml_tensor * ggml_diag_mask_inf(struct ggml_context * ctx, struct ggml_tensor * a, int n_past) { return diag_mask_inf_impl(ctx, a, n_past, false); }
+struct ggml_tensor * ggml_diag_mask_inf_inplace(struct ggml_context * ctx, struct ggml_tensor * a, int n_past) { return diag_mask_inf_impl(ctx, a, n_past, true); }
+
+// ---- softmax -------------------------------------------------------------------------------
+static ggml_tensor * soft_max_impl(ggml_context * ctx, ggml_tensor * a, ggml_tensor * mask, float scale, float max_bias, bool inplace) {
+    GGML_ASSERT(ggml_is_contiguous(a) && "soft_max needs a contiguous input");
+    if (mask) {
+        GGML_ASSERT((mask->type == GGML_TYPE_F32 || mask->type == GGML_TYPE_F16) && "soft_max: mask must be F32 or F16");
+        GGML_ASSERT(ggml_is_contiguous_rows(mask));
+        GGML_ASSERT(mask->ne[0] == a->ne[0] && "soft_max: mask rows must match a's rows");
+        GGML_ASSERT(mask->ne[1] >= a->ne[1] && "soft_max: mask needs at least as many rows as a");
+        GGML_ASSERT(a->ne[2] % mask->ne[2] == 0 && a->ne[3] % mask->ne[3] == 0 && "soft_max: mask must broadcast");
+    }
+    if (max_bias > 0.0f) GGML_ASSERT(mask && "soft_max: ALiBi (max_bias > 0) needs a mask");
+    ggml_tensor * r = unary_like(ctx, a, GGML_OP_SOFT_MAX, inplace);
+    ggml_set_op_params_f32(r, 0, scale);
+    ggml_set_op_params_f32(r, 1, max_bias);
+    r->src[1] = mask;
+    return r;
+}
+struct ggml_tensor * ggml_soft_max(struct ggml_context * ctx, struct ggml_tensor * a) { return soft_max_impl(ctx, a, nullptr, 1.0f, 0.0f, false); }
+struct ggml_tensor * ggml_soft_max_inplace(struct ggml_context * ctx, struct ggml_tensor * a) { return soft_max_impl(ctx, a, nullptr, 1.0f, 0.0f, true); }
+struct ggml_tensor * ggml_soft_max_ext(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * mask, float scale, float max_bias) {
+    return soft_max_impl(ctx, a, mask, scale, max_bias, false);
+}
+
+// ---- rope ----------------------------------------------------------------------------------
+static ggml_tensor * rope_impl(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, ggml_tensor * c, int n_dims, int mode,
+                               int n_ctx_orig, float freq_base, float freq_scale, float ext_factor, float attn_factor,
+                               float beta_fast, float beta_slow, bool inplace) {
+    GGML_ASSERT(ggml_is_vector(b) && b->type == GGML_TYPE_I32 && "rope: positions must be an I32 vector");
+    GGML_ASSERT(a->ne[2] == b->ne[0] && "rope: one position per token (a->ne[2])");
+    GGML_ASSERT(n_dims > 0 && n_dims % 2 == 0 && n_dims <= a->ne[0] && "rope: n_dims must be even and <= head size");
+    if (c) {
+        GGML_ASSERT(c->type == GGML_TYPE_F32 && c->ne[0] >= n_dims / 2 && "rope: freq factors must be F32 [n_dims/2]");
+    }
+    ggml_tensor * r = result_like(ctx, a, inplace);
+    int32_t params[11] = { 0, n_dims, mode, 0, n_ctx_orig };
+    memcpy(params + 5, &freq_base, sizeof(float));
+    memcpy(params + 6, &freq_scale, sizeof(float));
+    memcpy(params + 7, &ext_factor, sizeof(float));
+    memcpy(params + 8, &attn_factor, sizeof(float));
+    memcpy(params + 9, &beta_fast, sizeof(float));
+    memcpy(params + 10, &beta_slow, sizeof(float));
+    ggml_set_op_params(r, params, sizeof(params));
+    r->op = GGML_OP_ROPE;
+    r->src[0] = a;
+    r->src[1] = b;
+    r->src[2] = c;
+    return r;
+}
+struct ggml_tensor * ggml_rope(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, int n_dims, int mode) {
+    return rope_impl(ctx, a, b, nullptr, n_dims, mode, 0, 10000.0f, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f, false);
+}
+struct ggml_tensor * ggml_rope_inplace(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, int n_dims, int mode) {
+    return rope_impl(ctx, a, b, nullptr, n_dims, mode, 0, 10000.0f, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f, true);
+}
+struct ggml_tensor * ggml_rope_ext(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, struct ggml_tensor * c,
+        int n_dims, int mode, int n_ctx_orig, float freq_base, float freq_scale, float ext_factor,
+        float attn_factor, float beta_fast, float beta_slow) {
+    return rope_impl(ctx, a, b, c, n_dims, mode, n_ctx_orig, freq_base, freq_scale, ext_factor, attn_factor, beta_fast, beta_slow, false);
+}
+struct ggml_tensor * ggml_rope_ext_inplace(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, struct ggml_tensor * c,
+        int n_dims, int mode, int n_ctx_orig, float freq_base, float freq_scale, float ext_factor,
+        float attn_factor, float beta_fast, float beta_slow) {
+    return rope_impl(ctx, a, b, c, n_dims, mode, n_ctx_orig, freq_base, freq_scale, ext_factor, attn_factor, beta_fast, beta_slow, true);
+}
+
+// ---- loss ----------------------------------------------------------------------------------
+struct ggml_tensor * ggml_cross_entropy_loss(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b) {
+    GGML_ASSERT(ggml_are_same_shape(a, b) && "cross_entropy_loss: logits and targets must have the same shape");
+    GGML_ASSERT(a->type == GGML_TYPE_F32 && b->type == GGML_TYPE_F32);
+    ggml_tensor * r = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 1);
+    r->op = GGML_OP_CROSS_ENTROPY_LOSS;
+    r->src[0] = a;
+    r->src[1] = b;
+    return r;
+}
