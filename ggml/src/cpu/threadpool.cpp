@@ -15,7 +15,7 @@ static inline void cpu_relax() {}
 // waiter would otherwise keep the thread it waits for off the CPU.
 static const int SPIN_BEFORE_YIELD = 2000;
 // How long (in spin iterations) an idle worker polls for a new job before it sleeps.
-static const int SPIN_BEFORE_SLEEP = 200000;
+static const int SPIN_BEFORE_SLEEP = 20000;
 
 ggml_threadpool & ggml_threadpool_global() {
     static ggml_threadpool pool;

@@ -1,0 +1,302 @@
+// alloc.cpp - the graph memory planner: a best-fit allocator over one virtual buffer, driven by
+// how many readers each tensor still has as the nodes are walked in execution order.
+#include "ggml-alloc.h"
+#include "ggml-impl.h"
+
+#include <stdlib.h>
+
+#include <algorithm>
+#include <unordered_map>
+#include <vector>
+
+static const size_t ALIGN = GGML_MEM_ALIGN;
+
+static size_t align_up(size_t x) { return (x + ALIGN - 1) / ALIGN * ALIGN; }
+
+// ---- best-fit allocator over offsets --------------------------------------------------------
+namespace {
+
+struct free_block { size_t offset, size; };
+
+class offset_allocator {
+public:
+    size_t alloc(size_t size) {
+        size = align_up(size);
+        size_t best = SIZE_MAX;
+        for (size_t i = 0; i < blocks.size(); i++) {
+            if (blocks[i].size >= size && (best == SIZE_MAX || blocks[i].size < blocks[best].size)) best = i;
+        }
+        if (best != SIZE_MAX) {
+            const size_t off = blocks[best].offset;
+            blocks[best].offset += size;
+            blocks[best].size -= size;
+            if (blocks[best].size == 0) blocks.erase(blocks.begin() + best);
+            return off;
+        }
+        // Grow at the end, absorbing a free block that touches the end.
+        if (!blocks.empty() && blocks.back().offset + blocks.back().size == end) {
+            const size_t off = blocks.back().offset;
+            blocks.pop_back();
+            end = off + size;
+            high_water = std::max(high_water, end);
+            return off;
+        }
+        const size_t off = end;
+        end += size;
+        high_water = std::max(high_water, end);
+        return off;
+    }
+
+    void release(size_t offset, size_t size) {
+        size = align_up(size);
+        auto it = std::lower_bound(blocks.begin(), blocks.end(), offset,
+                                   [](const free_block & b, size_t off) { return b.offset < off; });
+        it = blocks.insert(it, { offset, size });
+        // Merge with the next, then the previous neighbour.
+        if (it + 1 != blocks.end() && it->offset + it->size == (it + 1)->offset) {
+            it->size += (it + 1)->size;
+            blocks.erase(it + 1);
+        }
+        if (it != blocks.begin() && (it - 1)->offset + (it - 1)->size == it->offset) {
+            (it - 1)->size += it->size;
+            blocks.erase(it);
+        }
+    }
+
+    size_t max_size() const { return high_water; }
+
+private:
+    std::vector<free_block> blocks;  // sorted by offset
+    size_t end = 0;
+    size_t high_water = 0;
+};
+
+struct tensor_plan {
+    int    readers = 0;       // nodes still to run that read this tensor's memory
+    bool   planned = false;   // placed by this planner (so it may be released)
+    bool   keep = false;      // input, output, leaf: never released
+    bool   handed_over = false; // its memory now belongs to an in-place result
+    size_t offset = 0;
+    size_t size = 0;
+};
+
+}  // namespace
+
+struct ggml_gallocr {
+    void * buffer = nullptr;
+    size_t buffer_size = 0;
+};
+
+ggml_gallocr_t ggml_gallocr_new(void) { return new ggml_gallocr(); }
+
+void ggml_gallocr_free(ggml_gallocr_t galloc) {
+    if (!galloc) return;
+    free(galloc->buffer);
+    delete galloc;
+}
+
+size_t ggml_gallocr_get_buffer_size(ggml_gallocr_t galloc, int buffer_id) {
+    GGML_ASSERT(buffer_id == 0);
+    return galloc->buffer_size;
+}
+
+void ggml_aligned_free(void * ptr) { free(ptr); }
+
+// The tensor that owns t's memory.
+static ggml_tensor * owner_of(ggml_tensor * t) { return t->view_src ? t->view_src : t; }
+
+static bool needs_memory(const ggml_tensor * t) {
+    return t->data == nullptr && t->view_src == nullptr && !ggml_is_empty(t);
+}
+
+// Ops whose kernels read element i of src[0] before writing element i of dst, with the same
+// layout, so dst may take over src[0]'s memory.
+static bool op_can_run_in_place(ggml_op op) {
+    switch (op) {
+        case GGML_OP_ADD: case GGML_OP_SUB: case GGML_OP_MUL: case GGML_OP_DIV: case GGML_OP_ADD1:
+        case GGML_OP_SCALE: case GGML_OP_SQR: case GGML_OP_SQRT: case GGML_OP_LOG: case GGML_OP_UNARY:
+        case GGML_OP_DIAG_MASK_INF:
+            return true;
+        default:
+            return false;
+    }
+}
+
+struct graph_plan_result {
+    std::unordered_map<const ggml_tensor *, tensor_plan> plans;
+    size_t buffer_size = 0;
+};
+
+// Walks the graph in execution order and assigns an offset to every tensor that needs memory.
+static graph_plan_result plan_graph(ggml_cgraph * g) {
+    graph_plan_result res;
+    auto & plans = res.plans;
+    offset_allocator alloc;
+
+    // Count readers per memory owner (a reader of a view reads its owner).
+    for (int i = 0; i < g->n_nodes; i++) {
+        ggml_tensor * node = g->nodes[i];
+        if (ggml_op_is_view(node->op)) continue;  // views read nothing themselves
+        for (int j = 0; j < GGML_MAX_SRC; j++) {
+            ggml_tensor * s = node->src[j];
+            if (!s) continue;
+            ggml_tensor * o = owner_of(s);
+            if (o == owner_of(node)) continue;  // cpy into a view of s, cast's self-reference
+            plans[o].readers++;
+        }
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        ggml_tensor * node = g->nodes[i];
+        if (node->flags & GGML_TENSOR_FLAG_OUTPUT) plans[owner_of(node)].keep = true;
+    }
+    if (g->n_nodes > 0) plans[owner_of(g->nodes[g->n_nodes - 1])].keep = true;
+
+    // Leafs first (inputs first among them): they live for the whole graph.
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < g->n_leafs; i++) {
+            ggml_tensor * leaf = g->leafs[i];
+            const bool is_input = (leaf->flags & GGML_TENSOR_FLAG_INPUT) != 0;
+            if ((pass == 0) != is_input || !needs_memory(leaf)) continue;
+            tensor_plan & p = plans[leaf];
+            p.keep = true;
+            p.planned = true;
+            p.size = ggml_nbytes(leaf);
+            p.offset = alloc.alloc(p.size);
+        }
+    }
+
+    for (int i = 0; i < g->n_nodes; i++) {
+        ggml_tensor * node = g->nodes[i];
+        // Sources that are themselves leafs/params without data: give them lasting memory.
+        for (int j = 0; j < GGML_MAX_SRC; j++) {
+            ggml_tensor * s = node->src[j];
+            if (s && needs_memory(s) && !plans[s].planned) {
+                tensor_plan & p = plans[s];
+                p.keep = true;
+                p.planned = true;
+                p.size = ggml_nbytes(s);
+                p.offset = alloc.alloc(p.size);
+            }
+        }
+        if (needs_memory(node) && !plans[node].planned) {
+            tensor_plan & p = plans[node];
+            p.size = ggml_nbytes(node);
+            p.planned = true;
+            if (node->flags & (GGML_TENSOR_FLAG_INPUT | GGML_TENSOR_FLAG_PARAM) || node->op == GGML_OP_NONE) p.keep = true;
+            // Take over src[0]'s memory when this node is its last reader.
+            ggml_tensor * s0 = node->src[0];
+            bool in_place = false;
+            if (op_can_run_in_place(node->op) && s0 && s0->view_src == nullptr && s0->type == node->type &&
+                ggml_are_same_shape(s0, node) && ggml_are_same_stride(s0, node)) {
+                auto it = plans.find(s0);
+                if (it != plans.end() && it->second.planned && !it->second.keep && !it->second.handed_over &&
+                    it->second.readers == 1) {
+                    in_place = true;
+                    for (int j = 1; j < GGML_MAX_SRC; j++) {
+                        if (node->src[j] && owner_of(node->src[j]) == s0) in_place = false;
+                    }
+                    if (in_place) {
+                        it->second.handed_over = true;
+                        p.offset = it->second.offset;
+                        p.size = it->second.size;
+                    }
+                }
+            }
+            if (!in_place) p.offset = alloc.alloc(p.size);
+        }
+        if (ggml_op_is_view(node->op)) continue;
+        // Release sources read for the last time.
+        for (int j = 0; j < GGML_MAX_SRC; j++) {
+            ggml_tensor * s = node->src[j];
+            if (!s) continue;
+            ggml_tensor * o = owner_of(s);
+            if (o == owner_of(node)) continue;
+            tensor_plan & p = plans[o];  // counted once per appearance, released once per appearance
+            p.readers--;
+            if (p.readers == 0 && p.planned && !p.keep && !p.handed_over) alloc.release(p.offset, p.size);
+        }
+        // A node nobody reads (and not kept) is released right after it runs.
+        tensor_plan & np = plans[owner_of(node)];
+        if (np.readers == 0 && np.planned && !np.keep && !np.handed_over && owner_of(node) == node) {
+            alloc.release(np.offset, np.size);
+        }
+    }
+    res.buffer_size = alloc.max_size();
+    return res;
+}
+
+bool ggml_gallocr_reserve(ggml_gallocr_t galloc, struct ggml_cgraph * graph) {
+    const graph_plan_result res = plan_graph(graph);
+    if (res.buffer_size > galloc->buffer_size) {
+        void * buf = aligned_alloc(ALIGN, align_up(res.buffer_size));
+        if (!buf) {
+            ggml_log_error("ggml_gallocr: cannot allocate a %zu-byte compute buffer\n", res.buffer_size);
+            return false;
+        }
+        free(galloc->buffer);
+        galloc->buffer = buf;
+        galloc->buffer_size = res.buffer_size;
+    }
+    return true;
+}
+
+bool ggml_gallocr_alloc_graph(ggml_gallocr_t galloc, struct ggml_cgraph * graph) {
+    const graph_plan_result res = plan_graph(graph);
+    if (res.buffer_size > galloc->buffer_size) {
+        void * buf = aligned_alloc(ALIGN, align_up(res.buffer_size));
+        if (!buf) {
+            ggml_log_error("ggml_gallocr: cannot allocate a %zu-byte compute buffer\n", res.buffer_size);
+            return false;
+        }
+        free(galloc->buffer);
+        galloc->buffer = buf;
+        galloc->buffer_size = res.buffer_size;
+    }
+    char * base = (char *) galloc->buffer;
+    // Owners first (leafs, then nodes in order), then views, which point into their owners.
+    auto place = [&](ggml_tensor * t) {
+        auto it = res.plans.find(t);
+        if (it != res.plans.end() && it->second.planned && t->data == nullptr) t->data = base + it->second.offset;
+    };
+    for (int i = 0; i < graph->n_leafs; i++) place(graph->leafs[i]);
+    for (int i = 0; i < graph->n_nodes; i++) {
+        ggml_tensor * n = graph->nodes[i];
+        for (int j = 0; j < GGML_MAX_SRC; j++) if (n->src[j]) place(n->src[j]);
+        place(n);
+    }
+    auto place_view = [&](ggml_tensor * t) {
+        if (t->view_src && t->data == nullptr && t->view_src->data) t->data = (char *) t->view_src->data + t->view_offs;
+    };
+    for (int i = 0; i < graph->n_leafs; i++) place_view(graph->leafs[i]);
+    for (int i = 0; i < graph->n_nodes; i++) {
+        ggml_tensor * n = graph->nodes[i];
+        for (int j = 0; j < GGML_MAX_SRC; j++) if (n->src[j]) place_view(n->src[j]);
+        place_view(n);
+    }
+    return true;
+}
+
+void * ggml_alloc_ctx_tensors(struct ggml_context * ctx, size_t * size) {
+    size_t total = 0;
+    for (ggml_tensor * t = ggml_get_first_tensor(ctx); t; t = ggml_get_next_tensor(ctx, t)) {
+        if (needs_memory(t)) total += align_up(ggml_nbytes(t));
+    }
+    if (size) *size = 0;
+    if (total == 0) return nullptr;
+    char * buf = (char *) aligned_alloc(ALIGN, total);
+    if (!buf) {
+        ggml_log_error("ggml_alloc_ctx_tensors: cannot allocate %zu bytes\n", total);
+        return nullptr;
+    }
+    size_t off = 0;
+    for (ggml_tensor * t = ggml_get_first_tensor(ctx); t; t = ggml_get_next_tensor(ctx, t)) {
+        if (!needs_memory(t)) continue;
+        t->data = buf + off;
+        off += align_up(ggml_nbytes(t));
+    }
+    for (ggml_tensor * t = ggml_get_first_tensor(ctx); t; t = ggml_get_next_tensor(ctx, t)) {
+        if (t->view_src && t->data == nullptr && t->view_src->data) t->data = (char *) t->view_src->data + t->view_offs;
+    }
+    if (size) *size = total;
+    return buf;
+}
