@@ -1,0 +1,23 @@
+// quants-search.h - scale searches shared by the quantizers: given a few values (a block or a
+// sub-block) and a weight per value, find the scale (and offset) whose rounded levels give the
+// least weighted squared error. Used with weights 1 (plain error) or an importance matrix.
+#pragma once
+
+#include <stdint.h>
+
+// Symmetric levels q in [qmin, qmax]: x ~ s * q. Writes the levels to L and returns s (which may
+// be negative: the search tries mapping the largest-magnitude value to either end of the range).
+float quant_fit_symmetric(int n, const float * x, const float * w, int qmin, int qmax, int8_t * L);
+
+// Asymmetric levels q in [0, qmax]: x ~ s * q - m with s >= 0 and m >= 0 (the block formats store
+// an unsigned min that is subtracted). Writes the levels to L, *m the min, returns s.
+float quant_fit_scale_min(int n, const float * x, const float * w, int qmax, uint8_t * L, float * m);
+
+// Non-uniform levels (sorted ascending, nlev of them): x ~ s * levels[L]. Returns s.
+float quant_fit_levels(int n, const float * x, const float * w, const int8_t * levels, int nlev, uint8_t * L);
+
+// Weighted squared error of x against s * q - m for the given levels.
+double quant_error(int n, const float * x, const float * w, float s, float m, const uint8_t * L);
+
+// Nearest integer, ties away from zero (as roundf), returned as int.
+static inline int quant_round(float v) { return (int) (v >= 0.0f ? v + 0.5f : v - 0.5f); }
