@@ -252,6 +252,19 @@ struct ggml_type_traits {
 };
 const struct ggml_type_traits * ggml_get_type_traits(enum ggml_type type);
 
+// ---- quantization --------------------------------------------------------------------------
+// Quantizes nrows rows of n_per_row floats (src + start) into dst + (start / n_per_row) rows of
+// `type`; start is a multiple of n_per_row. imatrix: optional importance weights, n_per_row of
+// them (the mean squared activation of each column), steering the error where it matters.
+// Returns the bytes written. F32, F16 and BF16 are converted.
+size_t ggml_quantize_chunk(enum ggml_type type, const float * src, void * dst, int64_t start,
+                           int64_t nrows, int64_t n_per_row, const float * imatrix);
+bool   ggml_quantize_requires_imatrix(enum ggml_type type);
+void   ggml_quantize_init(enum ggml_type type);  // nothing to prepare for the supported types
+void   ggml_quantize_free(void);
+// Whether ggml_quantize_chunk can produce this type.
+bool   ggml_quantize_supported(enum ggml_type type);
+
 // ---- tensor properties ---------------------------------------------------------------------
 int64_t ggml_nelements(const struct ggml_tensor * tensor);
 int64_t ggml_nrows(const struct ggml_tensor * tensor);

@@ -56,6 +56,8 @@ static void from_float_bf16(const float * x, void * y, int64_t k) { ggml_fp32_to
 // A slot with a NULL name is an id the format does not define.
 static ggml_type_traits type_traits[GGML_TYPE_COUNT] = {};
 
+void ggml_quants_fill_traits(struct ggml_type_traits * t);  // quantize.cpp
+
 static bool init_type_traits() {
     auto set = [](ggml_type t, const char * name, int64_t blck, size_t size, bool quant) {
         type_traits[t].type_name = name;
@@ -100,6 +102,7 @@ static bool init_type_traits() {
     type_traits[GGML_TYPE_F16].from_float_ref = from_float_f16;
     type_traits[GGML_TYPE_BF16].to_float = to_float_bf16;
     type_traits[GGML_TYPE_BF16].from_float_ref = from_float_bf16;
+    ggml_quants_fill_traits(type_traits);
     return true;
 }
 static const bool type_traits_ready = init_type_traits();

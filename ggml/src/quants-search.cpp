@@ -95,7 +95,7 @@ double quant_error(int n, const float * x, const float * w, float s, float m, co
 
 // Best s >= 0, m >= 0 for x ~ s * L - m with the levels fixed (2x2 weighted least squares, with
 // the constraints applied by falling back to the one-parameter fits).
-static void solve_scale_min(int n, const float * x, const float * w, const uint8_t * L, float * s_out, float * m_out) {
+static void solve_scale_min(int n, const float * x, const float * w, const uint8_t * L, bool any_sign, float * s_out, float * m_out) {
     double sw = 0, sx = 0, sl = 0, sll = 0, sxl = 0;
     for (int i = 0; i < n; i++) {
         sw += w[i];
@@ -110,7 +110,7 @@ static void solve_scale_min(int n, const float * x, const float * w, const uint8
         s = (sw * sxl - sl * sx) / det;
         off = (sll * sx - sl * sxl) / det;
     }
-    if (det <= 0 || off > 0 || s < 0) {
+    if (det <= 0 || (off > 0 && !any_sign) || s < 0) {
         // Offset pinned to 0 (the format cannot add a positive offset).
         off = 0;
         s = sll > 0 ? sxl / sll : 0;
@@ -120,13 +120,13 @@ static void solve_scale_min(int n, const float * x, const float * w, const uint8
     *m_out = (float) -off;
 }
 
-float quant_fit_scale_min(int n, const float * x, const float * w, int qmax, uint8_t * L, float * m_out) {
+static float fit_scale_min(int n, const float * x, const float * w, int qmax, bool any_sign, uint8_t * L, float * m_out) {
     float xmin = x[0], xmax = x[0];
     for (int i = 1; i < n; i++) {
         xmin = fminf(xmin, x[i]);
         xmax = fmaxf(xmax, x[i]);
     }
-    if (xmin > 0.0f) xmin = 0.0f;  // the min can only be subtracted
+    if (xmin > 0.0f && !any_sign) xmin = 0.0f;  // the min can only be subtracted
     if (xmax <= xmin) {
         memset(L, 0, n);
         *m_out = -xmin;
@@ -140,12 +140,12 @@ float quant_fit_scale_min(int n, const float * x, const float * w, int qmax, uin
         if (iscale <= 0.0f) continue;
         for (int i = 0; i < n; i++) cand[i] = (uint8_t) clampi(quant_round(iscale * (x[i] - xmin)), 0, qmax);
         float s, m;
-        solve_scale_min(n, x, w, cand, &s, &m);
+        solve_scale_min(n, x, w, cand, any_sign, &s, &m);
         // Re-round under the fitted scale and min, then refit once.
         if (s > 0.0f) {
             const float is = 1.0f / s;
             for (int i = 0; i < n; i++) cand[i] = (uint8_t) clampi(quant_round((x[i] + m) * is), 0, qmax);
-            solve_scale_min(n, x, w, cand, &s, &m);
+            solve_scale_min(n, x, w, cand, any_sign, &s, &m);
         }
         const double err = quant_error(n, x, w, s, m, cand);
         if (err < best_err) {
@@ -157,6 +157,13 @@ float quant_fit_scale_min(int n, const float * x, const float * w, int qmax, uin
     }
     *m_out = best_m;
     return best_s;
+}
+
+float quant_fit_scale_min(int n, const float * x, const float * w, int qmax, uint8_t * L, float * m) {
+    return fit_scale_min(n, x, w, qmax, false, L, m);
+}
+float quant_fit_scale_offset(int n, const float * x, const float * w, int qmax, uint8_t * L, float * m) {
+    return fit_scale_min(n, x, w, qmax, true, L, m);
 }
 
 // Index of the level nearest to v (levels sorted ascending).

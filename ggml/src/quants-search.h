@@ -9,9 +9,11 @@
 // be negative: the search tries mapping the largest-magnitude value to either end of the range).
 float quant_fit_symmetric(int n, const float * x, const float * w, int qmin, int qmax, int8_t * L);
 
-// Asymmetric levels q in [0, qmax]: x ~ s * q - m with s >= 0 and m >= 0 (the block formats store
-// an unsigned min that is subtracted). Writes the levels to L, *m the min, returns s.
+// Asymmetric levels q in [0, qmax]: x ~ s * q - m with s >= 0. The K formats store an unsigned
+// min that is subtracted (m >= 0 enforced); with any_sign_min (Q4_1, Q5_1) m may take any sign.
+// Writes the levels to L, *m the min, returns s.
 float quant_fit_scale_min(int n, const float * x, const float * w, int qmax, uint8_t * L, float * m);
+float quant_fit_scale_offset(int n, const float * x, const float * w, int qmax, uint8_t * L, float * m);
 
 // Non-uniform levels (sorted ascending, nlev of them): x ~ s * levels[L]. Returns s.
 float quant_fit_levels(int n, const float * x, const float * w, const int8_t * levels, int nlev, uint8_t * L);
