@@ -1,0 +1,35 @@
+// quant-dot.h - dot products of a quantized weight row with an activation row quantized on the
+// fly (Q8_0 for Q4_0 / Q5_0 / Q8_0 / IQ4_NL, Q8_1 for Q4_1 / Q5_1, Q8_K for the K types).
+// The scalar versions here are the reference every SIMD kernel is held to: integer sums per
+// (sub-)block, scaled in float, accumulated block by block.
+#pragma once
+
+#include "../quants.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// Returns sum_i a[i] * b[i] over n values (n a multiple of the block size).
+typedef float (*ggml_quant_dot_fn)(int64_t n, const void * a, const void * b);
+
+float ggml_dot_q4_0_q8_0_ref(int64_t n, const void * a, const void * b);
+float ggml_dot_q4_1_q8_1_ref(int64_t n, const void * a, const void * b);
+float ggml_dot_q5_0_q8_0_ref(int64_t n, const void * a, const void * b);
+float ggml_dot_q5_1_q8_1_ref(int64_t n, const void * a, const void * b);
+float ggml_dot_q8_0_q8_0_ref(int64_t n, const void * a, const void * b);
+float ggml_dot_iq4_nl_q8_0_ref(int64_t n, const void * a, const void * b);
+float ggml_dot_q2_K_q8_K_ref(int64_t n, const void * a, const void * b);
+float ggml_dot_q3_K_q8_K_ref(int64_t n, const void * a, const void * b);
+float ggml_dot_q4_K_q8_K_ref(int64_t n, const void * a, const void * b);
+float ggml_dot_q5_K_q8_K_ref(int64_t n, const void * a, const void * b);
+float ggml_dot_q6_K_q8_K_ref(int64_t n, const void * a, const void * b);
+
+// The activation type a weight type is multiplied with (GGML_TYPE_COUNT: not quantized).
+enum ggml_type ggml_quant_vec_dot_type(enum ggml_type type);
+// The scalar reference dot of a weight type with its activation type (NULL if none).
+ggml_quant_dot_fn ggml_quant_dot_ref(enum ggml_type type);
+
+#ifdef __cplusplus
+}
+#endif
