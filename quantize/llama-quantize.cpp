@@ -1,0 +1,282 @@
+// llama-quantize: converts the tensors of a GGUF model to a quantized type (or mix).
+//
+//   llama-quantize [--allow-requantize] [--imatrix FILE] IN.gguf OUT.gguf TYPE [NTHREADS]
+//
+// The input is memory-mapped and read once; each tensor is converted by NTHREADS threads and
+// appended to a temporary file next to OUT, which is renamed into place only when complete, so
+// an interrupted or failed run never leaves a half-written output. Pages of the input are
+// released once their tensor is written, keeping resident memory near the largest tensor.
+#include "ggml.h"
+#include "gguf.h"
+#include "quant-mix.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+static std::string g_tmp_path;  // removed on failure or interruption
+
+static void remove_tmp() {
+    if (!g_tmp_path.empty()) unlink(g_tmp_path.c_str());
+}
+
+static void on_signal(int sig) {
+    if (!g_tmp_path.empty()) unlink(g_tmp_path.c_str());
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+[[noreturn]] static void die(const char * fmt, ...) __attribute__((format(printf, 1, 2)));
+static void die(const char * fmt, ...) {
+    va_list args;
+    va_start(args, fmt);
+    fprintf(stderr, "llama-quantize: error: ");
+    vfprintf(stderr, fmt, args);
+    fprintf(stderr, "\n");
+    va_end(args);
+    remove_tmp();
+    exit(1);
+}
+
+static void usage(FILE * out) {
+    fprintf(out, "usage: llama-quantize [--allow-requantize] IN.gguf OUT.gguf TYPE [NTHREADS]\n\n"
+                 "Converts the matrices of a GGUF model to TYPE; vectors (norms, biases) stay F32.\n"
+                 "The _S/_M/_L mixes keep sensitive tensors at higher precision.\n\nTYPE is one of:\n");
+    for (const quant_target * t = quant_targets(); t->name; t++) fprintf(out, "  %-7s %s\n", t->name, t->desc);
+    fprintf(out, "\nNTHREADS defaults to the number of cores.\n"
+                 "--allow-requantize  accept an input whose tensors are already quantized (quality suffers)\n");
+}
+
+static int64_t key_u32_or(const gguf_context * g, const std::string & key, int64_t def) {
+    const int64_t id = gguf_find_key(g, key.c_str());
+    if (id < 0) return def;
+    switch (gguf_get_kv_type(g, id)) {
+        case GGUF_TYPE_UINT32: return gguf_get_val_u32(g, id);
+        case GGUF_TYPE_INT32:  return gguf_get_val_i32(g, id);
+        case GGUF_TYPE_UINT64: return (int64_t) gguf_get_val_u64(g, id);
+        default:               return def;
+    }
+}
+
+static bool write_all(int fd, const void * data, size_t n) {
+    const char * p = (const char *) data;
+    while (n > 0) {
+        const ssize_t w = write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return false;
+        }
+        p += w;
+        n -= (size_t) w;
+    }
+    return true;
+}
+
+// Converts nrows rows of `in` (any float type or, with requantize, a quantized type) to `type`.
+static void convert_tensor(const ggml_tensor * in, ggml_type type, void * out, int n_threads) {
+    const int64_t n_per_row = in->ne[0];
+    const int64_t nrows = ggml_nrows(in);
+    const size_t in_row = ggml_row_size(in->type, n_per_row);
+    const size_t out_row = ggml_row_size(type, n_per_row);
+    const ggml_type_traits * tin = ggml_get_type_traits(in->type);
+    // Rows per task: a few hundred KB of floats, handed out dynamically so threads stay busy.
+    const int64_t chunk = std::max<int64_t>(1, (256 * 1024) / (n_per_row * (int64_t) sizeof(float)));
+    std::atomic<int64_t> next{0};
+    auto work = [&]() {
+        std::vector<float> buf((size_t) (chunk * n_per_row));
+        for (;;) {
+            const int64_t r0 = next.fetch_add(chunk);
+            if (r0 >= nrows) break;
+            const int64_t nr = std::min(chunk, nrows - r0);
+            const char * src = (const char *) in->data + r0 * in_row;
+            const float * f;
+            if (in->type == GGML_TYPE_F32) {
+                f = (const float *) src;
+            } else {
+                for (int64_t r = 0; r < nr; r++) tin->to_float(src + r * in_row, buf.data() + r * n_per_row, n_per_row);
+                f = buf.data();
+            }
+            ggml_quantize_chunk(type, f, (char *) out + r0 * out_row, 0, nr, n_per_row, nullptr);
+        }
+    };
+    std::vector<std::thread> threads;
+    for (int t = 1; t < n_threads; t++) threads.emplace_back(work);
+    work();
+    for (auto & t : threads) t.join();
+}
+
+int main(int argc, char ** argv) {
+    bool allow_requantize = false;
+    std::vector<std::string> pos;
+    for (int i = 1; i < argc; i++) {
+        const std::string a = argv[i];
+        if (a == "-h" || a == "--help") {
+            usage(stdout);
+            return 0;
+        } else if (a == "--allow-requantize") {
+            allow_requantize = true;
+        } else if (a.size() > 1 && a[0] == '-' && !(a.size() > 1 && isdigit((unsigned char) a[1]))) {
+            fprintf(stderr, "llama-quantize: error: unknown option '%s'\n\n", a.c_str());
+            usage(stderr);
+            return 1;
+        } else {
+            pos.push_back(a);
+        }
+    }
+    if (pos.size() < 3 || pos.size() > 4) {
+        usage(stderr);
+        return 1;
+    }
+    const std::string in_path = pos[0], out_path = pos[1];
+    const quant_target * target = quant_target_find(pos[2]);
+    if (!target) {
+        fprintf(stderr, "llama-quantize: error: unknown type '%s'\n\n", pos[2].c_str());
+        usage(stderr);
+        return 1;
+    }
+    int n_threads = (int) std::max(1u, std::thread::hardware_concurrency());
+    if (pos.size() == 4) {
+        char * end = nullptr;
+        const long v = strtol(pos[3].c_str(), &end, 10);
+        if (!end || *end != '\0' || v < 1 || v > 1024) die("NTHREADS must be a number from 1 to 1024, got '%s'", pos[3].c_str());
+        n_threads = (int) v;
+    }
+    if (in_path == out_path) die("the output must not be the input file");
+
+    // ---- read the input ----
+    ggml_context * meta = nullptr;
+    gguf_init_params params = {};
+    params.no_alloc = false;
+    params.ctx = &meta;
+    params.use_mmap = true;
+    gguf_context * gin = gguf_init_from_file(in_path.c_str(), params);
+    if (!gin) die("cannot load '%s' (see the message above)", in_path.c_str());
+
+    const int64_t arch_id = gguf_find_key(gin, "general.architecture");
+    const std::string arch = arch_id >= 0 && gguf_get_kv_type(gin, arch_id) == GGUF_TYPE_STRING ? gguf_get_val_str(gin, arch_id) : "llama";
+    quant_model_info info;
+    info.n_layer = (int) key_u32_or(gin, arch + ".block_count", 0);
+    info.n_head = (int) key_u32_or(gin, arch + ".attention.head_count", 0);
+    info.n_head_kv = (int) key_u32_or(gin, arch + ".attention.head_count_kv", info.n_head);
+    info.has_output = gguf_find_tensor(gin, "output.weight") >= 0;
+
+    const int64_t n_tensors = gguf_get_n_tensors(gin);
+    std::vector<ggml_tensor *> tensors;
+    std::vector<ggml_type> out_types;
+    gguf_context * gout = gguf_init_empty();
+    gguf_set_kv(gout, gin);
+    gguf_set_val_u32(gout, "general.quantization_version", 2);
+    gguf_set_val_u32(gout, "general.file_type", (uint32_t) target->file_type);
+
+    for (int64_t i = 0; i < n_tensors; i++) {
+        const char * name = gguf_get_tensor_name(gin, i);
+        ggml_tensor * t = ggml_get_tensor(meta, name);
+        if (!t) die("tensor '%s' missing from the loaded context", name);
+        if (ggml_is_quantized(t->type) && !allow_requantize) {
+            die("'%s' is already quantized (%s); pass --allow-requantize to convert it anyway", name, ggml_type_name(t->type));
+        }
+        if (!ggml_get_type_traits(t->type)->to_float) die("tensor '%s' has type %s, which cannot be read", name, ggml_type_name(t->type));
+        std::string why;
+        ggml_type type = quant_choose_type(*target, info, name, ggml_n_dims(t), t->ne, why);
+        if (!why.empty()) fprintf(stderr, "llama-quantize: %s: %s\n", name, why.c_str());
+        if (type == GGML_TYPE_F32 && t->type != GGML_TYPE_F32 && ggml_n_dims(t) >= 2 && target->base != GGML_TYPE_F32) {
+            type = t->type;  // keep F16/BF16 matrices we would not quantize
+        }
+        tensors.push_back(t);
+        out_types.push_back(type);
+        gguf_add_tensor(gout, t);
+        gguf_set_tensor_type(gout, name, type);
+    }
+
+    // ---- write ----
+    const std::string dir = out_path.find('/') == std::string::npos ? "." : out_path.substr(0, out_path.rfind('/'));
+    std::string tmpl = out_path + ".tmp.XXXXXX";
+    std::vector<char> tmpl_buf(tmpl.begin(), tmpl.end());
+    tmpl_buf.push_back('\0');
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+    const int fd = mkstemp(tmpl_buf.data());
+    if (fd < 0) die("cannot create a file in '%s': %s", dir.c_str(), strerror(errno));
+    g_tmp_path = tmpl_buf.data();
+    {
+        const mode_t mask = umask(0);  // mkstemp creates 0600; give the output the usual 0666 & ~umask
+        umask(mask);
+        fchmod(fd, 0666 & ~mask);
+    }
+
+    std::vector<uint8_t> header(gguf_get_meta_size(gout));
+    gguf_get_meta_data(gout, header.data());
+    if (!write_all(fd, header.data(), header.size())) die("write failed: %s", strerror(errno));
+    const size_t alignment = gguf_get_alignment(gout);
+
+    fprintf(stderr, "llama-quantize: %s -> %s as %s with %d threads (%lld tensors)\n", in_path.c_str(), out_path.c_str(),
+            target->name, n_threads, (long long) n_tensors);
+    const auto t0 = std::chrono::steady_clock::now();
+    size_t in_bytes = 0, out_bytes = 0, offset = 0;
+    const size_t page = (size_t) sysconf(_SC_PAGESIZE);
+    std::vector<uint8_t> out_buf;
+    for (size_t i = 0; i < tensors.size(); i++) {
+        const ggml_tensor * t = tensors[i];
+        const ggml_type type = out_types[i];
+        const size_t nin = ggml_nbytes(t);
+        const size_t nout = ggml_row_size(type, t->ne[0]) * (size_t) ggml_nrows(t);
+        const int64_t tid = gguf_find_tensor(gout, t->name);
+        const size_t want = gguf_get_tensor_offset(gout, tid);
+        if (want < offset) die("internal error: tensor offsets out of order");
+        if (want > offset) {  // alignment padding
+            std::vector<uint8_t> pad(want - offset, 0);
+            if (!write_all(fd, pad.data(), pad.size())) die("write failed: %s", strerror(errno));
+            offset = want;
+        }
+        if (type == t->type) {
+            if (!write_all(fd, t->data, nin)) die("write failed: %s", strerror(errno));
+        } else {
+            out_buf.resize(nout);
+            convert_tensor(t, type, out_buf.data(), n_threads);
+            if (!write_all(fd, out_buf.data(), nout)) die("write failed: %s", strerror(errno));
+        }
+        offset += nout;
+        in_bytes += nin;
+        out_bytes += nout;
+        fprintf(stderr, "[%4zu/%4zu] %-32s [%6lld %6lld %4lld] %-6s -> %-6s %9.2f MiB -> %8.2f MiB\n", i + 1,
+                tensors.size(), t->name, (long long) t->ne[0], (long long) t->ne[1], (long long) t->ne[2],
+                ggml_type_name(t->type), ggml_type_name(type), nin / 1048576.0, nout / 1048576.0);
+        // The input pages of this tensor are not needed again: let the kernel drop them.
+        const uintptr_t b = ((uintptr_t) t->data) & ~(uintptr_t) (page - 1);
+        const uintptr_t e = ((uintptr_t) t->data + nin) & ~(uintptr_t) (page - 1);
+        if (e > b) madvise((void *) b, e - b, MADV_DONTNEED);
+    }
+    const size_t pad = (alignment - offset % alignment) % alignment;
+    if (pad) {
+        std::vector<uint8_t> zeros(pad, 0);
+        if (!write_all(fd, zeros.data(), pad)) die("write failed: %s", strerror(errno));
+    }
+    if (fsync(fd) != 0) die("fsync failed: %s", strerror(errno));
+    if (close(fd) != 0) die("close failed: %s", strerror(errno));
+    if (rename(g_tmp_path.c_str(), out_path.c_str()) != 0) die("cannot rename to '%s': %s", out_path.c_str(), strerror(errno));
+    g_tmp_path.clear();
+
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    int64_t n_params = 0;
+    for (const ggml_tensor * t : tensors) n_params += ggml_nelements(t);
+    fprintf(stderr, "llama-quantize: model size %.2f MiB -> %.2f MiB (%.2f bits per weight), %.2f s\n",
+            in_bytes / 1048576.0, out_bytes / 1048576.0, n_params ? 8.0 * out_bytes / n_params : 0.0, secs);
+    gguf_free(gout);
+    gguf_free(gin);
+    ggml_free(meta);
+    return 0;
+}

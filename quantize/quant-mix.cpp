@@ -1,0 +1,141 @@
+// quant-mix.cpp - per-tensor type choices for the quantization mixes.
+//
+// The _S/_M/_L mixes spend more bits where quantization error hurts most: the output matrix
+// (it maps straight to logits), attention V and FFN down in a subset of layers (the first and
+// last eighth of the model and every third layer in between), as users of llama.cpp expect.
+#include "quant-mix.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+enum {
+    FT_ALL_F32 = 0, FT_F16 = 1, FT_Q4_0 = 2, FT_Q4_1 = 3, FT_Q8_0 = 7, FT_Q5_0 = 8, FT_Q5_1 = 9,
+    FT_Q2_K = 10, FT_Q3_K_S = 11, FT_Q3_K_M = 12, FT_Q3_K_L = 13, FT_Q4_K_S = 14, FT_Q4_K_M = 15,
+    FT_Q5_K_S = 16, FT_Q5_K_M = 17, FT_Q6_K = 18, FT_IQ4_NL = 25, FT_BF16 = 32,
+};
+
+static const quant_target targets[] = {
+    { "Q4_0",   FT_Q4_0,   GGML_TYPE_Q4_0,   "4.5 bpw, one scale per 32 values" },
+    { "Q4_1",   FT_Q4_1,   GGML_TYPE_Q4_1,   "5.0 bpw, scale and min per 32 values" },
+    { "Q5_0",   FT_Q5_0,   GGML_TYPE_Q5_0,   "5.5 bpw" },
+    { "Q5_1",   FT_Q5_1,   GGML_TYPE_Q5_1,   "6.0 bpw" },
+    { "Q8_0",   FT_Q8_0,   GGML_TYPE_Q8_0,   "8.5 bpw, nearly lossless" },
+    { "Q2_K",   FT_Q2_K,   GGML_TYPE_Q2_K,   "2.6 bpw base, attention V / FFN down / output higher" },
+    { "Q3_K_S", FT_Q3_K_S, GGML_TYPE_Q3_K,   "3.4 bpw" },
+    { "Q3_K_M", FT_Q3_K_M, GGML_TYPE_Q3_K,   "3.4 bpw base, some layers Q4_K / Q5_K" },
+    { "Q3_K_L", FT_Q3_K_L, GGML_TYPE_Q3_K,   "3.4 bpw base, attention V / FFN down Q5_K" },
+    { "Q4_K_S", FT_Q4_K_S, GGML_TYPE_Q4_K,   "4.5 bpw" },
+    { "Q4_K_M", FT_Q4_K_M, GGML_TYPE_Q4_K,   "4.5 bpw base, half of attention V / FFN down Q6_K" },
+    { "Q5_K_S", FT_Q5_K_S, GGML_TYPE_Q5_K,   "5.5 bpw" },
+    { "Q5_K_M", FT_Q5_K_M, GGML_TYPE_Q5_K,   "5.5 bpw base, half of attention V / FFN down Q6_K" },
+    { "Q6_K",   FT_Q6_K,   GGML_TYPE_Q6_K,   "6.6 bpw" },
+    { "IQ4_NL", FT_IQ4_NL, GGML_TYPE_IQ4_NL, "4.5 bpw, non-linear levels" },
+    { "F16",    FT_F16,    GGML_TYPE_F16,    "16 bpw" },
+    { "BF16",   FT_BF16,   GGML_TYPE_BF16,   "16 bpw, F32's range" },
+    { "F32",    FT_ALL_F32, GGML_TYPE_F32,   "32 bpw" },
+    { nullptr,  0,         GGML_TYPE_COUNT,  nullptr },
+};
+
+const quant_target * quant_targets() { return targets; }
+
+const quant_target * quant_target_find(const std::string & name) {
+    for (const quant_target * t = targets; t->name; t++) {
+        if (strcasecmp(t->name, name.c_str()) == 0) return t;
+    }
+    return nullptr;
+}
+
+static bool ends_with(const std::string & s, const char * suffix) {
+    const size_t n = strlen(suffix);
+    return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
+}
+
+// Layer index of "blk.N.xxx", or -1.
+static int layer_of(const std::string & name) {
+    if (name.compare(0, 4, "blk.") != 0) return -1;
+    return atoi(name.c_str() + 4);
+}
+
+// The layers that get more bits in the _M mixes: first and last eighth, every third between.
+static bool use_more_bits(int i_layer, int n_layer) {
+    return i_layer < n_layer / 8 || i_layer >= 7 * n_layer / 8 || (i_layer - n_layer / 8) % 3 == 2;
+}
+
+// The preferred type before the row-length check.
+static ggml_type preferred_type(const quant_target & t, const quant_model_info & info, const std::string & name) {
+    const int ft = t.file_type;
+    ggml_type type = t.base;
+    const int il = layer_of(name);
+    const int nl = info.n_layer > 0 ? info.n_layer : 1;
+
+    // The output matrix maps hidden states to logits (with tied embeddings, the token
+    // embedding plays that part): Q6_K unless the target is already as fine.
+    if (name == "output.weight" || (!info.has_output && name == "token_embd.weight")) {
+        if (ft != FT_Q8_0 && ft != FT_F16 && ft != FT_BF16 && ft != FT_ALL_F32) type = GGML_TYPE_Q6_K;
+        return type;
+    }
+    if (ends_with(name, "attn_v.weight")) {
+        switch (ft) {
+            case FT_Q2_K:   type = info.n_head_kv > 0 && info.n_head / info.n_head_kv >= 4 ? GGML_TYPE_Q4_K : GGML_TYPE_Q3_K; break;
+            case FT_Q3_K_M: type = il < 2 ? GGML_TYPE_Q5_K : GGML_TYPE_Q4_K; break;
+            case FT_Q3_K_L: type = GGML_TYPE_Q5_K; break;
+            case FT_Q4_K_S: if (il >= 0 && il < 4) type = GGML_TYPE_Q5_K; break;
+            case FT_Q4_K_M:
+            case FT_Q5_K_M: if (il >= 0 && use_more_bits(il, nl)) type = GGML_TYPE_Q6_K; break;
+            default: break;
+        }
+        return type;
+    }
+    if (ends_with(name, "ffn_down.weight")) {
+        switch (ft) {
+            case FT_Q2_K:   type = GGML_TYPE_Q3_K; break;
+            case FT_Q3_K_M: type = il >= 0 && il < nl / 16 ? GGML_TYPE_Q5_K : (il >= 0 && use_more_bits(il, nl) ? GGML_TYPE_Q4_K : GGML_TYPE_Q3_K); break;
+            case FT_Q3_K_L: type = GGML_TYPE_Q5_K; break;
+            case FT_Q4_K_S: if (il >= 0 && il < nl / 8) type = GGML_TYPE_Q5_K; break;
+            case FT_Q4_K_M:
+            case FT_Q5_K_M: if (il >= 0 && use_more_bits(il, nl)) type = GGML_TYPE_Q6_K; break;
+            default: break;
+        }
+        return type;
+    }
+    if (ends_with(name, "attn_output.weight")) {
+        switch (ft) {
+            case FT_Q2_K:   type = GGML_TYPE_Q3_K; break;
+            case FT_Q3_K_M: type = GGML_TYPE_Q4_K; break;
+            case FT_Q3_K_L: type = GGML_TYPE_Q5_K; break;
+            default: break;
+        }
+        return type;
+    }
+    return type;
+}
+
+// A type of the same family that fits rows whose length is not a multiple of 256.
+static ggml_type fallback_for(ggml_type type) {
+    switch (type) {
+        case GGML_TYPE_Q2_K:
+        case GGML_TYPE_Q3_K: return GGML_TYPE_IQ4_NL;
+        case GGML_TYPE_Q4_K: return GGML_TYPE_Q5_0;
+        case GGML_TYPE_Q5_K: return GGML_TYPE_Q5_1;
+        case GGML_TYPE_Q6_K: return GGML_TYPE_Q8_0;
+        default:             return GGML_TYPE_F16;
+    }
+}
+
+ggml_type quant_choose_type(const quant_target & target, const quant_model_info & info, const std::string & name,
+                            int n_dims, const int64_t * ne, std::string & fallback) {
+    fallback.clear();
+    // Only matrices are quantized: norms, biases and other vectors stay F32.
+    if (n_dims < 2 || !ends_with(name, ".weight")) return GGML_TYPE_F32;
+    ggml_type type = preferred_type(target, info, name);
+    if (ne[0] % ggml_blck_size(type) != 0) {
+        ggml_type alt = fallback_for(type);
+        if (ne[0] % ggml_blck_size(alt) != 0) alt = GGML_TYPE_F16;
+        fallback = std::string("row length ") + std::to_string((long long) ne[0]) + " is not a multiple of " +
+                   std::to_string((long long) ggml_blck_size(type)) + " (" + ggml_type_name(type) + "): using " +
+                   ggml_type_name(alt);
+        type = alt;
+    }
+    return type;
+}

@@ -1,0 +1,34 @@
+// quant-mix.h - which type each tensor of a llama-family model gets for a requested quantization
+// ("Q4_K_M" and friends): the per-tensor choices users know from llama.cpp's quantizer.
+#pragma once
+
+#include "ggml.h"
+
+#include <string>
+
+// A target the user can ask for: its name, the file type id written to general.file_type, and
+// the base type of the large matrices.
+struct quant_target {
+    const char * name;
+    int file_type;       // llama's general.file_type value
+    ggml_type base;
+    const char * desc;
+};
+
+// NULL for an unknown name (case-insensitive).
+const quant_target * quant_target_find(const std::string & name);
+// All targets, terminated by a NULL name.
+const quant_target * quant_targets();
+
+// Facts about the model that the choice depends on.
+struct quant_model_info {
+    int n_layer = 0;       // transformer blocks
+    int n_head = 0;
+    int n_head_kv = 0;
+    bool has_output = true;  // false: embeddings tied, token_embd doubles as the output matrix
+};
+
+// The type for one tensor: name and shape as in the file; `fallback` receives a reason when the
+// preferred type could not be used (row length not a multiple of its block), else is cleared.
+ggml_type quant_choose_type(const quant_target & target, const quant_model_info & info, const std::string & name,
+                            int n_dims, const int64_t * ne, std::string & fallback);
