@@ -395,6 +395,7 @@ static ggml_tensor * rope_impl(ggml_context * ctx, ggml_tensor * a, ggml_tensor 
     GGML_ASSERT(ggml_is_vector(b) && b->type == GGML_TYPE_I32 && "rope: positions must be an I32 vector");
     GGML_ASSERT(a->ne[2] == b->ne[0] && "rope: one position per token (a->ne[2])");
     GGML_ASSERT(n_dims > 0 && n_dims % 2 == 0 && n_dims <= a->ne[0] && "rope: n_dims must be even and <= head size");
+    GGML_ASSERT((mode == GGML_ROPE_TYPE_NORMAL || mode == GGML_ROPE_TYPE_NEOX) && "rope: mode must be NORMAL (0) or NEOX (2)");
     if (c) {
         GGML_ASSERT(c->type == GGML_TYPE_F32 && c->ne[0] >= n_dims / 2 && "rope: freq factors must be F32 [n_dims/2]");
     }

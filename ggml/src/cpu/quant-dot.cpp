@@ -243,3 +243,13 @@ ggml_quant_dot_fn ggml_quant_dot_ref(enum ggml_type type) {
         default:               return nullptr;
     }
 }
+
+ggml_quant_dot_fn ggml_quant_dot_best(enum ggml_type type) {
+    ggml_quant_dot_fn f = nullptr;
+#if defined(GGML_SIMD_AVX2)
+    f = ggml_quant_dot_avx2(type);
+#elif defined(GGML_SIMD_NEON)
+    f = ggml_quant_dot_neon(type);
+#endif
+    return f ? f : ggml_quant_dot_ref(type);
+}

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "../quants.h"
+#include "simd.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -29,6 +30,17 @@ float ggml_dot_q6_K_q8_K_ref(int64_t n, const void * a, const void * b);
 enum ggml_type ggml_quant_vec_dot_type(enum ggml_type type);
 // The scalar reference dot of a weight type with its activation type (NULL if none).
 ggml_quant_dot_fn ggml_quant_dot_ref(enum ggml_type type);
+// The fastest dot this build has for the type: a SIMD kernel when one is compiled in, else the
+// reference (NULL if the type has no dot).
+ggml_quant_dot_fn ggml_quant_dot_best(enum ggml_type type);
+
+// Per instruction set (NULL where that set has no kernel for the type).
+#if defined(GGML_SIMD_AVX2)
+ggml_quant_dot_fn ggml_quant_dot_avx2(enum ggml_type type);
+#endif
+#if defined(GGML_SIMD_NEON)
+ggml_quant_dot_fn ggml_quant_dot_neon(enum ggml_type type);
+#endif
 
 #ifdef __cplusplus
 }

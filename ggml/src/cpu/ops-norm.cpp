@@ -1,0 +1,109 @@
+// ops-norm.cpp - normalization over rows (dim 0): norm (zero mean, unit variance) and rms_norm.
+//
+// F32 in and out, any strides (rows contiguous in dim 0 take the fast path). Sums are taken in
+// double with a fixed number of interleaved partial sums, so a row gives the same bits
+// whichever thread computes it, and the compiler can still vectorize the loops.
+#include "cpu-ops.h"
+
+#include <math.h>
+
+namespace {
+
+constexpr int kLanes = 16;  // interleaved partial sums per reduction (fixed: part of the result)
+
+// A row of floats: contiguous, or with a byte stride.
+struct ContigRow {
+    const float * x;
+    float operator[](int64_t i) const { return x[i]; }
+};
+struct StridedRow {
+    const char * x;
+    size_t stride;
+    float operator[](int64_t i) const { return *(const float *) (x + i * stride); }
+};
+struct ContigOut {
+    float * y;
+    float & operator[](int64_t i) const { return y[i]; }
+};
+struct StridedOut {
+    char * y;
+    size_t stride;
+    float & operator[](int64_t i) const { return *(float *) (y + i * stride); }
+};
+
+// Sum of (x[i] - center)^p for p = 1 or 2.
+template <int Power, typename Row>
+double sum_dev_pow(Row x, int64_t n, double center) {
+    double acc[kLanes] = {0};
+    auto term = [center](float v) {
+        const double d = (double) v - center;
+        return Power == 1 ? d : d * d;
+    };
+    int64_t i = 0;
+    for (; i + kLanes <= n; i += kLanes) {
+        for (int k = 0; k < kLanes; k++) acc[k] += term(x[i + k]);
+    }
+    for (int k = 0; i + k < n; k++) acc[k] += term(x[i + k]);
+    double s = 0.0;
+    for (int k = 0; k < kLanes; k++) s += acc[k];
+    return s;
+}
+
+// y = (x - mean) * scale, mean given as float hi + lo: x - hi is exact for x near the mean, so
+// the deviations keep nearly double accuracy even when the mean is large, at float speed.
+// Each x[i] is read before y[i] is written, so in-place works.
+template <typename Row, typename Out>
+void norm_row(Row x, Out y, int64_t n, double eps) {
+    const double mean = sum_dev_pow<1>(x, n, 0.0) / (double) n;
+    const double var = sum_dev_pow<2>(x, n, mean) / (double) n;
+    const float scale = (float) (1.0 / sqrt(var + eps));
+    const float mean_hi = (float) mean;
+    const float mean_lo = (float) (mean - (double) mean_hi);
+    for (int64_t i = 0; i < n; i++) y[i] = ((x[i] - mean_hi) - mean_lo) * scale;
+}
+
+template <typename Row, typename Out>
+void rms_norm_row(Row x, Out y, int64_t n, double eps) {
+    const double mean_sq = sum_dev_pow<2>(x, n, 0.0) / (double) n;
+    const float scale = (float) (1.0 / sqrt(mean_sq + eps));
+    for (int64_t i = 0; i < n; i++) y[i] = x[i] * scale;
+}
+
+template <bool Rms>
+void forward_norm_rows(const ggml_compute_params * params, ggml_tensor * dst) {
+    const ggml_tensor * src = dst->src[0];
+    GGML_ASSERT(src != nullptr);
+    GGML_ASSERT(src->type == GGML_TYPE_F32 && dst->type == GGML_TYPE_F32);
+    GGML_ASSERT(ggml_are_same_shape(src, dst));
+
+    const double eps = (double) ggml_get_op_params_f32(dst, 0);
+    const int64_t n = dst->ne[0], ne1 = dst->ne[1], ne2 = dst->ne[2];
+    const bool contig = src->nb[0] == sizeof(float) && dst->nb[0] == sizeof(float);
+
+    int64_t r0, r1;
+    ggml_cpu_split_rows(ggml_nrows(dst), params->ith, params->nth, &r0, &r1);
+    for (int64_t ir = r0; ir < r1; ir++) {
+        const int64_t i1 = ir % ne1, i2 = (ir / ne1) % ne2, i3 = ir / (ne1 * ne2);
+        const char * x = (const char *) src->data + i1 * src->nb[1] + i2 * src->nb[2] + i3 * src->nb[3];
+        char * y = (char *) dst->data + i1 * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3];
+        if (contig) {
+            const ContigRow xr{(const float *) x};
+            const ContigOut yr{(float *) y};
+            if (Rms) rms_norm_row(xr, yr, n, eps); else norm_row(xr, yr, n, eps);
+        } else {
+            const StridedRow xr{x, src->nb[0]};
+            const StridedOut yr{y, dst->nb[0]};
+            if (Rms) rms_norm_row(xr, yr, n, eps); else norm_row(xr, yr, n, eps);
+        }
+    }
+}
+
+}  // namespace
+
+extern "C" void ggml_cpu_forward_norm(const ggml_compute_params * params, ggml_tensor * dst) {
+    forward_norm_rows<false>(params, dst);
+}
+
+extern "C" void ggml_cpu_forward_rms_norm(const ggml_compute_params * params, ggml_tensor * dst) {
+    forward_norm_rows<true>(params, dst);
+}

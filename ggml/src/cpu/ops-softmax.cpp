@@ -1,0 +1,346 @@
+// ops-softmax.cpp - diag_mask_inf (causal mask) and soft_max (with scale, mask and ALiBi).
+//
+// soft_max of a row x with mask row m and head slope s: y = softmax(x * scale + s * m).
+// Entries at -inf give 0. A row that is -inf everywhere has no defined softmax (ggml yields NaN
+// or garbage there); we define it as all zeros, so a fully masked row contributes nothing.
+// The exponential is vectorized where the build has SIMD (about 1 ulp, see exp_f32x*), and the
+// row sum is accumulated in double in a fixed order, so a row gives the same bits whichever
+// thread computes it.
+
+// GCC 12 reports false "may be used uninitialized" warnings inside its own AVX512 headers.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+#include "cpu-ops.h"
+#include "simd.h"
+
+#include <math.h>
+#include <stdint.h>
+
+namespace {
+
+// ---- exp(x) for float vectors ----------------------------------------------------------------
+// x = n*ln2 + r with |r| <= ln2/2 (Cody-Waite: ln2 split so n*kLn2Hi is exact), exp(r) by the
+// Cephes minimax polynomial 1 + r + r^2 P(r) (about 1.3 ulp measured over all x in [-104, 0]),
+// then times 2^n: AVX512 scalef does it in one step; elsewhere as 2^(n/2) * 2^(n-n/2), so that
+// results between FLT_MIN and the smallest subnormal round once, correctly.
+constexpr float kExpMinArg = -104.0f;  // exp(-104) < 2^-150: rounds to 0
+constexpr float kExpMaxArg = 89.0f;    // exp(89) > FLT_MAX: gives inf
+constexpr float kLog2e = 1.44269504088896341f;
+constexpr float kLn2Hi = 0.693359375f;
+constexpr float kLn2Lo = -2.12194440e-4f;
+constexpr float kExpP0 = 1.9875691500e-4f;
+constexpr float kExpP1 = 1.3981999507e-3f;
+constexpr float kExpP2 = 8.3334519073e-3f;
+constexpr float kExpP3 = 4.1665795894e-2f;
+constexpr float kExpP4 = 1.6666665459e-1f;
+constexpr float kExpP5 = 5.0000001201e-1f;
+
+#if defined(GGML_SIMD_AVX512)
+constexpr int kVecWidth = 16;
+
+inline __m512 exp_f32x16(__m512 x) {
+    // max/min with the constant first: a NaN x is passed through (and stays NaN below).
+    x = _mm512_min_ps(_mm512_set1_ps(kExpMaxArg), _mm512_max_ps(_mm512_set1_ps(kExpMinArg), x));
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Hi), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Lo), r);
+    __m512 p = _mm512_set1_ps(kExpP0);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kExpP1));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kExpP2));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kExpP3));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kExpP4));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kExpP5));
+    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    // p * 2^n in one correctly rounded step (subnormal and zero results included).
+    return _mm512_scalef_ps(p, n);
+}
+#elif defined(GGML_SIMD_AVX2)
+constexpr int kVecWidth = 8;
+
+inline __m256 exp_f32x8(__m256 x) {
+    x = _mm256_min_ps(_mm256_set1_ps(kExpMaxArg), _mm256_max_ps(_mm256_set1_ps(kExpMinArg), x));
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Hi), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Lo), r);
+    __m256 p = _mm256_set1_ps(kExpP0);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kExpP1));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kExpP2));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kExpP3));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kExpP4));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kExpP5));
+    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    const __m256i ni = _mm256_cvtps_epi32(n);
+    const __m256i n1 = _mm256_srai_epi32(ni, 1);
+    const __m256i n2 = _mm256_sub_epi32(ni, n1);
+    const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, _mm256_set1_epi32(127)), 23));
+    const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, _mm256_set1_epi32(127)), 23));
+    return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
+}
+#elif defined(GGML_SIMD_NEON)
+constexpr int kVecWidth = 4;
+
+inline float32x4_t exp_f32x4(float32x4_t x) {
+    // vmaxq/vminq propagate NaN.
+    x = vminq_f32(vmaxq_f32(x, vdupq_n_f32(kExpMinArg)), vdupq_n_f32(kExpMaxArg));
+    const float32x4_t n = vrndnq_f32(vmulq_f32(x, vdupq_n_f32(kLog2e)));
+    float32x4_t r = vfmsq_f32(x, n, vdupq_n_f32(kLn2Hi));
+    r = vfmsq_f32(r, n, vdupq_n_f32(kLn2Lo));
+    float32x4_t p = vdupq_n_f32(kExpP0);
+    p = vfmaq_f32(vdupq_n_f32(kExpP1), p, r);
+    p = vfmaq_f32(vdupq_n_f32(kExpP2), p, r);
+    p = vfmaq_f32(vdupq_n_f32(kExpP3), p, r);
+    p = vfmaq_f32(vdupq_n_f32(kExpP4), p, r);
+    p = vfmaq_f32(vdupq_n_f32(kExpP5), p, r);
+    p = vfmaq_f32(vaddq_f32(r, vdupq_n_f32(1.0f)), p, vmulq_f32(r, r));
+    const int32x4_t ni = vcvtq_s32_f32(n);
+    const int32x4_t n1 = vshrq_n_s32(ni, 1);
+    const int32x4_t n2 = vsubq_s32(ni, n1);
+    const float32x4_t s1 = vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(n1, vdupq_n_s32(127)), 23));
+    const float32x4_t s2 = vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(n2, vdupq_n_s32(127)), 23));
+    return vmulq_f32(vmulq_f32(p, s1), s2);
+}
+#endif
+
+// w[i] = exp(w[i] - max) for i < n; returns the sum of the new w[i], accumulated in double in an
+// order that depends only on n. A partial last vector is padded with -inf (exp gives 0), so
+// every element goes through the same exp.
+double exp_sub_max_sum(float * w, int64_t n, float max) {
+#if defined(GGML_SIMD_AVX512)
+    const __m512 vmax = _mm512_set1_ps(max);
+    __m512d acc0 = _mm512_setzero_pd(), acc1 = _mm512_setzero_pd();
+    for (int64_t i = 0; i < n; i += kVecWidth) {
+        const int64_t m = n - i < kVecWidth ? n - i : kVecWidth;
+        const __mmask16 k = (__mmask16) ((1u << m) - 1u);
+        const __m512 x = _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), k, w + i);
+        const __m512 e = exp_f32x16(_mm512_sub_ps(x, vmax));
+        _mm512_mask_storeu_ps(w + i, k, e);
+        acc0 = _mm512_add_pd(acc0, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
+        acc1 = _mm512_add_pd(acc1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1))));
+    }
+    double lanes[8];
+    _mm512_storeu_pd(lanes, _mm512_add_pd(acc0, acc1));
+    return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+#elif defined(GGML_SIMD_AVX2)
+    const __m256 vmax = _mm256_set1_ps(max);
+    __m256d acc0 = _mm256_setzero_pd(), acc1 = _mm256_setzero_pd();
+    int64_t i = 0;
+    auto step = [&](__m256 x) {
+        const __m256 e = exp_f32x8(_mm256_sub_ps(x, vmax));
+        acc0 = _mm256_add_pd(acc0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+        acc1 = _mm256_add_pd(acc1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+        return e;
+    };
+    for (; i + kVecWidth <= n; i += kVecWidth) _mm256_storeu_ps(w + i, step(_mm256_loadu_ps(w + i)));
+    if (i < n) {
+        float tail[kVecWidth];
+        for (int k = 0; k < kVecWidth; k++) tail[k] = i + k < n ? w[i + k] : -INFINITY;
+        _mm256_storeu_ps(tail, step(_mm256_loadu_ps(tail)));
+        for (int k = 0; i + k < n; k++) w[i + k] = tail[k];
+    }
+    double lanes[4];
+    _mm256_storeu_pd(lanes, _mm256_add_pd(acc0, acc1));
+    return (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+#elif defined(GGML_SIMD_NEON)
+    const float32x4_t vmax = vdupq_n_f32(max);
+    float64x2_t acc0 = vdupq_n_f64(0.0), acc1 = vdupq_n_f64(0.0);
+    int64_t i = 0;
+    auto step = [&](float32x4_t x) {
+        const float32x4_t e = exp_f32x4(vsubq_f32(x, vmax));
+        acc0 = vaddq_f64(acc0, vcvt_f64_f32(vget_low_f32(e)));
+        acc1 = vaddq_f64(acc1, vcvt_high_f64_f32(e));
+        return e;
+    };
+    for (; i + kVecWidth <= n; i += kVecWidth) vst1q_f32(w + i, step(vld1q_f32(w + i)));
+    if (i < n) {
+        float tail[kVecWidth];
+        for (int k = 0; k < kVecWidth; k++) tail[k] = i + k < n ? w[i + k] : -INFINITY;
+        vst1q_f32(tail, step(vld1q_f32(tail)));
+        for (int k = 0; i + k < n; k++) w[i + k] = tail[k];
+    }
+    const float64x2_t acc = vaddq_f64(acc0, acc1);
+    return vgetq_lane_f64(acc, 0) + vgetq_lane_f64(acc, 1);
+#else
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        w[i] = expf(w[i] - max);
+        sum += (double) w[i];
+    }
+    return sum;
+#endif
+}
+
+// Largest element of w[0..n) (-inf for an all -inf row). Max is exact, so any order gives the
+// same value.
+float row_max(const float * w, int64_t n) {
+    float m = -INFINITY;
+    int64_t i = 0;
+#if defined(GGML_SIMD_AVX512)
+    __m512 vm = _mm512_set1_ps(-INFINITY);
+    for (; i + 16 <= n; i += 16) vm = _mm512_max_ps(vm, _mm512_loadu_ps(w + i));
+    m = _mm512_reduce_max_ps(vm);
+#elif defined(GGML_SIMD_AVX2)
+    __m256 vm = _mm256_set1_ps(-INFINITY);
+    for (; i + 8 <= n; i += 8) vm = _mm256_max_ps(vm, _mm256_loadu_ps(w + i));
+    float lanes[8];
+    _mm256_storeu_ps(lanes, vm);
+    for (int k = 0; k < 8; k++) m = lanes[k] > m ? lanes[k] : m;
+#elif defined(GGML_SIMD_NEON)
+    float32x4_t vm = vdupq_n_f32(-INFINITY);
+    for (; i + 4 <= n; i += 4) vm = vmaxq_f32(vm, vld1q_f32(w + i));
+    m = vmaxvq_f32(vm);
+#endif
+    for (; i < n; i++) m = w[i] > m ? w[i] : m;
+    return m;
+}
+
+// w[i] += slope * f16 mask[i].
+void add_mask_f16(float * w, const ggml_fp16_t * mask, int64_t n, float slope) {
+    int64_t i = 0;
+#if defined(GGML_SIMD_AVX2)
+    const __m256 vs = _mm256_set1_ps(slope);
+    for (; i + 8 <= n; i += 8) {
+        const __m256 m = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *) (mask + i)));
+        _mm256_storeu_ps(w + i, _mm256_fmadd_ps(vs, m, _mm256_loadu_ps(w + i)));
+    }
+#elif defined(GGML_SIMD_NEON)
+    const float32x4_t vs = vdupq_n_f32(slope);
+    for (; i + 4 <= n; i += 4) {
+        const float32x4_t m = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(mask + i)));
+        vst1q_f32(w + i, vfmaq_f32(vld1q_f32(w + i), vs, m));
+    }
+#endif
+    // With SIMD the vector loop used a fused multiply-add: the tail must round the same way.
+#if defined(GGML_SIMD_AVX2) || defined(GGML_SIMD_NEON)
+    for (; i < n; i++) w[i] = fmaf(slope, GGML_FP16_TO_FP32(mask[i]), w[i]);
+#else
+    for (; i < n; i++) w[i] += slope * GGML_FP16_TO_FP32(mask[i]);
+#endif
+}
+
+constexpr size_t kBufAlign = 64;
+
+// Bytes of one thread's row buffer: a multiple of kBufAlign so every thread's buffer has the
+// same alignment.
+size_t soft_max_row_bytes(int64_t ne0) {
+    return ((size_t) ne0 * sizeof(float) + kBufAlign - 1) / kBufAlign * kBufAlign;
+}
+
+inline void row_coords(const ggml_tensor * t, int64_t ir, int64_t * i1, int64_t * i2, int64_t * i3) {
+    *i1 = ir % t->ne[1];
+    *i2 = (ir / t->ne[1]) % t->ne[2];
+    *i3 = ir / (t->ne[1] * t->ne[2]);
+}
+
+}  // namespace
+
+extern "C" size_t ggml_cpu_soft_max_work_size(const ggml_tensor * node, int n_threads) {
+    return kBufAlign + (size_t) n_threads * soft_max_row_bytes(node->ne[0]);
+}
+
+extern "C" void ggml_cpu_forward_diag_mask_inf(const ggml_compute_params * params, ggml_tensor * dst) {
+    const ggml_tensor * src = dst->src[0];
+    GGML_ASSERT(src != nullptr);
+    GGML_ASSERT(src->type == GGML_TYPE_F32 && dst->type == GGML_TYPE_F32);
+    GGML_ASSERT(ggml_are_same_shape(src, dst));
+    const int64_t n_past = ggml_get_op_params_i32(dst, 0);
+    const int64_t ne0 = dst->ne[0];
+
+    int64_t r0, r1;
+    ggml_cpu_split_rows(ggml_nrows(dst), params->ith, params->nth, &r0, &r1);
+    for (int64_t ir = r0; ir < r1; ir++) {
+        int64_t i1, i2, i3;
+        row_coords(dst, ir, &i1, &i2, &i3);
+        const char * x = (const char *) src->data + i1 * src->nb[1] + i2 * src->nb[2] + i3 * src->nb[3];
+        char * y = (char *) dst->data + i1 * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3];
+        // Columns i0 > n_past + i1 are masked; clamp the boundary into [0, ne0].
+        int64_t keep = n_past + i1 + 1;
+        keep = keep < 0 ? 0 : (keep > ne0 ? ne0 : keep);
+        if (x != y || src->nb[0] != dst->nb[0]) {
+            for (int64_t i0 = 0; i0 < keep; i0++) *(float *) (y + i0 * dst->nb[0]) = *(const float *) (x + i0 * src->nb[0]);
+        }
+        for (int64_t i0 = keep; i0 < ne0; i0++) *(float *) (y + i0 * dst->nb[0]) = -INFINITY;
+    }
+}
+
+extern "C" void ggml_cpu_forward_soft_max(const ggml_compute_params * params, ggml_tensor * dst) {
+    const ggml_tensor * src = dst->src[0];
+    const ggml_tensor * mask = dst->src[1];
+    GGML_ASSERT(src != nullptr);
+    GGML_ASSERT(src->type == GGML_TYPE_F32 && dst->type == GGML_TYPE_F32);
+    GGML_ASSERT(ggml_are_same_shape(src, dst));
+    const int64_t ne0 = dst->ne[0], ne1 = dst->ne[1], ne2 = dst->ne[2], ne3 = dst->ne[3];
+    if (mask) {
+        GGML_ASSERT(mask->type == GGML_TYPE_F32 || mask->type == GGML_TYPE_F16);
+        GGML_ASSERT(mask->ne[0] == ne0 && mask->ne[1] >= ne1);
+        GGML_ASSERT(mask->ne[2] > 0 && ne2 % mask->ne[2] == 0 && mask->ne[3] > 0 && ne3 % mask->ne[3] == 0);
+        GGML_ASSERT(mask->nb[0] == ggml_type_size(mask->type));
+    }
+
+    const float scale = ggml_get_op_params_f32(dst, 0);
+    const float max_bias = ggml_get_op_params_f32(dst, 1);
+
+    // ALiBi (ggml's definition): head h = i2 of n_head = ne2 gets slope m0^(h+1) for the first
+    // n_head_log2 heads (a power of two), then m1^(2(h - n_head_log2) + 1).
+    const uint32_t n_head = (uint32_t) ne2;
+    const uint32_t n_head_log2 = n_head > 0 ? 1u << (uint32_t) floor(log2((double) n_head)) : 1u;
+    const float m0 = powf(2.0f, -max_bias / (float) n_head_log2);
+    const float m1 = powf(2.0f, -(max_bias / 2.0f) / (float) n_head_log2);
+
+    const size_t row_bytes = soft_max_row_bytes(ne0);
+    GGML_ASSERT(params->wdata != nullptr || ne0 == 0);
+    GGML_ASSERT(params->wsize >= kBufAlign + (size_t) params->nth * row_bytes);
+    const uintptr_t base = ((uintptr_t) params->wdata + kBufAlign - 1) / kBufAlign * kBufAlign;
+    float * w = (float *) (base + (size_t) params->ith * row_bytes);
+
+    const bool src_contig = src->nb[0] == sizeof(float);
+    const bool dst_contig = dst->nb[0] == sizeof(float);
+
+    int64_t r0, r1;
+    ggml_cpu_split_rows(ggml_nrows(dst), params->ith, params->nth, &r0, &r1);
+    for (int64_t ir = r0; ir < r1; ir++) {
+        int64_t i1, i2, i3;
+        row_coords(dst, ir, &i1, &i2, &i3);
+
+        const char * x = (const char *) src->data + i1 * src->nb[1] + i2 * src->nb[2] + i3 * src->nb[3];
+        if (src_contig) {
+            const float * xf = (const float *) x;
+            for (int64_t i = 0; i < ne0; i++) w[i] = xf[i] * scale;
+        } else {
+            for (int64_t i = 0; i < ne0; i++) w[i] = *(const float *) (x + i * src->nb[0]) * scale;
+        }
+
+        if (mask) {
+            float slope = 1.0f;
+            if (max_bias > 0.0f) {
+                const uint32_t h = (uint32_t) i2;
+                slope = h < n_head_log2 ? powf(m0, (float) (h + 1)) : powf(m1, (float) (2 * (h - n_head_log2) + 1));
+            }
+            const char * m = (const char *) mask->data + i1 * mask->nb[1] + (i2 % mask->ne[2]) * mask->nb[2] +
+                             (i3 % mask->ne[3]) * mask->nb[3];
+            if (mask->type == GGML_TYPE_F16) {
+                add_mask_f16(w, (const ggml_fp16_t *) m, ne0, slope);
+            } else {
+                const float * mf = (const float *) m;
+                for (int64_t i = 0; i < ne0; i++) w[i] += slope * mf[i];
+            }
+        }
+
+        char * y = (char *) dst->data + i1 * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3];
+        const float max = row_max(w, ne0);
+        if (max == -INFINITY) {
+            // Fully masked row: defined as zeros (see the top of the file).
+            for (int64_t i = 0; i < ne0; i++) *(float *) (y + i * dst->nb[0]) = 0.0f;
+            continue;
+        }
+        const double sum = exp_sub_max_sum(w, ne0, max);
+        const float inv_sum = (float) (1.0 / sum);
+        if (dst_contig) {
+            float * yf = (float *) y;
+            for (int64_t i = 0; i < ne0; i++) yf[i] = w[i] * inv_sum;
+        } else {
+            for (int64_t i = 0; i < ne0; i++) *(float *) (y + i * dst->nb[0]) = w[i] * inv_sum;
+        }
+    }
+}
