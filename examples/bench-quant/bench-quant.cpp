@@ -1,0 +1,107 @@
+// bench-quant: throughput of the quantized dot products (weights x activations quantized to the
+// type's activation format), in GB/s of weight data read, for this build's SIMD kernels and the
+// scalar reference, one thread. Two sizes: weights that fit in cache (compute-bound) and
+// weights far larger than the caches (memory-bound, as in token generation).
+//
+//   bench-quant [--rows-stream N] [--k N] [--reps N] [--types q4_0,q6_K,...]
+#include "cpu/quant-dot.h"
+#include "ggml.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+static double now_s() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Median seconds of `reps` runs of the dot of every weight row with one activation row.
+static double time_rows(ggml_quant_dot_fn dot, const std::vector<uint8_t> & w, size_t row_size, int64_t rows, int64_t k,
+                        const std::vector<uint8_t> & act, int reps, float * sink) {
+    std::vector<double> t;
+    for (int r = 0; r < reps; r++) {
+        const double t0 = now_s();
+        float s = 0.0f;
+        for (int64_t i = 0; i < rows; i++) s += dot(k, w.data() + i * row_size, act.data());
+        t.push_back(now_s() - t0);
+        *sink += s;
+    }
+    std::sort(t.begin(), t.end());
+    return t[t.size() / 2];
+}
+
+int main(int argc, char ** argv) {
+    int64_t k = 4096, rows_stream = 16384;
+    int reps = 5;
+    std::string only;
+    for (int i = 1; i < argc; i++) {
+        const std::string a = argv[i];
+        auto next = [&]() -> const char * {
+            if (i + 1 >= argc) { fprintf(stderr, "bench-quant: %s needs a value\n", a.c_str()); exit(1); }
+            return argv[++i];
+        };
+        if (a == "--k") k = atoll(next());
+        else if (a == "--rows-stream") rows_stream = atoll(next());
+        else if (a == "--reps") reps = atoi(next());
+        else if (a == "--types") only = next();
+        else { fprintf(stderr, "usage: bench-quant [--k N] [--rows-stream N] [--reps N] [--types a,b]\n"); return 1; }
+    }
+    if (k <= 0 || k % 256 != 0 || rows_stream <= 0 || reps <= 0) {
+        fprintf(stderr, "bench-quant: --k must be a positive multiple of 256, --rows-stream and --reps positive\n");
+        return 1;
+    }
+    const ggml_type types[] = { GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_Q8_0,
+                                GGML_TYPE_IQ4_NL, GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K };
+    const int64_t rows_cache = std::max<int64_t>(1, (256 * 1024) / k);  // ~ a few hundred KB of weights
+    printf("quantized dot products, 1 thread, K = %lld; build ISA: %s\n", (long long) k, ggml_cpu_isa_name());
+    printf("GB/s of weight bytes read; in-cache: %lld rows, streaming: %lld rows; median of %d runs\n\n",
+           (long long) rows_cache, (long long) rows_stream, reps);
+    printf("%-7s %10s %10s %10s %8s %12s\n", "type", "scalar", "simd", "simd", "speedup", "stream size");
+    printf("%-7s %10s %10s %10s %8s %12s\n", "", "in-cache", "in-cache", "streaming", "", "MiB");
+    std::mt19937 rng(1);
+    std::normal_distribution<float> nd;
+    float sink = 0.0f;
+    for (ggml_type t : types) {
+        if (!only.empty() && ("," + only + ",").find("," + std::string(ggml_type_name(t)) + ",") == std::string::npos) continue;
+        const ggml_type vt = ggml_quant_vec_dot_type(t);
+        const size_t rs = ggml_row_size(t, k);
+        std::vector<float> row(k);
+        for (auto & v : row) v = nd(rng);
+        std::vector<uint8_t> one(rs);
+        ggml_quantize_chunk(t, row.data(), one.data(), 0, 1, k, nullptr);
+        // Weight rows: copies of one quantized row (the dot's speed does not depend on values).
+        std::vector<uint8_t> w_cache(rs * rows_cache), w_stream(rs * rows_stream);
+        for (int64_t i = 0; i < rows_cache; i++) memcpy(w_cache.data() + i * rs, one.data(), rs);
+        for (int64_t i = 0; i < rows_stream; i++) memcpy(w_stream.data() + i * rs, one.data(), rs);
+        std::vector<uint8_t> act(ggml_row_size(vt, k));
+        for (auto & v : row) v = nd(rng);
+        ggml_get_type_traits(vt)->from_float_ref(row.data(), act.data(), k);
+
+        const int inner = 20;  // repeat the in-cache pass so one timing is long enough
+        auto cache_gbs = [&](ggml_quant_dot_fn f) {
+            std::vector<double> t;
+            for (int r = 0; r < reps; r++) {
+                const double t0 = now_s();
+                for (int j = 0; j < inner; j++) {
+                    for (int64_t i = 0; i < rows_cache; i++) sink += f(k, w_cache.data() + i * rs, act.data());
+                }
+                t.push_back(now_s() - t0);
+            }
+            std::sort(t.begin(), t.end());
+            return (double) rs * rows_cache * inner / t[t.size() / 2] / 1e9;
+        };
+        const double g_ref = cache_gbs(ggml_quant_dot_ref(t));
+        const double g_best = cache_gbs(ggml_quant_dot_best(t));
+        const double ts = time_rows(ggml_quant_dot_best(t), w_stream, rs, rows_stream, k, act, reps, &sink);
+        const double g_stream = (double) rs * rows_stream / ts / 1e9;
+        printf("%-7s %10.2f %10.2f %10.2f %7.1fx %12.1f\n", ggml_type_name(t), g_ref, g_best, g_stream, g_best / g_ref,
+               rs * rows_stream / 1048576.0);
+    }
+    if (sink == 12345.678f) printf(" ");
+    return 0;
+}
