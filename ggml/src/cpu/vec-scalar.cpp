@@ -1,0 +1,104 @@
+// vec-scalar.cpp - the scalar reference kernels of matmul: plain loops, one sequential float sum
+// per output. The SIMD kernels are tested against these; GGML_SCALAR builds run on them.
+#include "vec.h"
+
+namespace {
+
+inline float load_f32(const float * p, int64_t i) { return p[i]; }
+inline float load_f32(const ggml_fp16_t * p, int64_t i) { return GGML_FP16_TO_FP32(p[i]); }
+inline float load_f32(const ggml_bf16_t * p, int64_t i) { return GGML_BF16_TO_FP32(p[i]); }
+
+template <typename T>
+void dot_tile(int64_t k, int nr, int nc, const void * a, size_t lda, const void * b, size_t ldb,
+              float * s, size_t lds) {
+    for (int c = 0; c < nc; c++) {
+        const T * bc = (const T *) ((const char *) b + c * ldb);
+        for (int r = 0; r < nr; r++) {
+            const T * ar = (const T *) ((const char *) a + r * lda);
+            float sum = 0.0f;
+            for (int64_t i = 0; i < k; i++) sum += load_f32(ar, i) * load_f32(bc, i);
+            s[c * lds + r] = sum;
+        }
+    }
+}
+
+void fp32_to_fp16(const float * x, void * y, int64_t n) {
+    ggml_fp16_t * out = (ggml_fp16_t *) y;
+    for (int64_t i = 0; i < n; i++) out[i] = GGML_FP32_TO_FP16(x[i]);
+}
+
+void fp32_to_bf16(const float * x, void * y, int64_t n) {
+    ggml_bf16_t * out = (ggml_bf16_t *) y;
+    for (int64_t i = 0; i < n; i++) out[i] = GGML_FP32_TO_BF16(x[i]);
+}
+
+void fp16_to_fp32(const void * x, float * y, int64_t n) {
+    const ggml_fp16_t * in = (const ggml_fp16_t *) x;
+    for (int64_t i = 0; i < n; i++) y[i] = GGML_FP16_TO_FP32(in[i]);
+}
+
+void bf16_to_fp32(const void * x, float * y, int64_t n) {
+    const ggml_bf16_t * in = (const ggml_bf16_t *) x;
+    for (int64_t i = 0; i < n; i++) y[i] = GGML_BF16_TO_FP32(in[i]);
+}
+
+// Panels of f32 units (k_unit 1), converted from T.
+template <typename T>
+void pack(const void * src, size_t ld, int rows, int width, int64_t k0, int64_t nk, void * dst) {
+    float * out = (float *) dst;
+    for (int i = 0; i < width; i++) {
+        if (i < rows) {
+            const T * row = (const T *) ((const char *) src + i * ld) + k0;
+            for (int64_t u = 0; u < nk; u++) out[u * width + i] = load_f32(row, u);
+        } else {
+            for (int64_t u = 0; u < nk; u++) out[u * width + i] = 0.0f;
+        }
+    }
+}
+
+constexpr int MR = 8, NR = 4;
+
+void micro(int64_t nu, const void * a, const void * b, float * c, size_t ldc, bool accumulate) {
+    const float * ap = (const float *) a;
+    const float * bp = (const float *) b;
+    float acc[NR][MR];
+    for (int j = 0; j < NR; j++)
+        for (int i = 0; i < MR; i++) acc[j][i] = accumulate ? c[j * ldc + i] : 0.0f;
+    for (int64_t u = 0; u < nu; u++) {
+        for (int j = 0; j < NR; j++) {
+            const float bj = bp[u * NR + j];
+            for (int i = 0; i < MR; i++) acc[j][i] += ap[u * MR + i] * bj;
+        }
+    }
+    for (int j = 0; j < NR; j++)
+        for (int i = 0; i < MR; i++) c[j * ldc + i] = acc[j][i];
+}
+
+void axpy(int64_t n, int nx, const float * s, const float * const * x, float * y) {
+    for (int64_t i = 0; i < n; i++) {
+        float v = y[i];
+        for (int j = 0; j < nx; j++) v += s[j] * x[j][i];
+        y[i] = v;
+    }
+}
+
+const ggml_gemm_kernel gemm_f32  = { MR, NR, 1, 256, 64, 8, pack<float>, pack<float>, micro };
+const ggml_gemm_kernel gemm_f16  = { MR, NR, 1, 256, 64, 8, pack<ggml_fp16_t>, pack<ggml_fp16_t>, micro };
+const ggml_gemm_kernel gemm_bf16 = { MR, NR, 1, 256, 64, 8, pack<ggml_bf16_t>, pack<ggml_bf16_t>, micro };
+
+const ggml_mm_type_kernels mm_f32  = { GGML_TYPE_F32,  nullptr,      dot_tile<float>,       &gemm_f32 };
+const ggml_mm_type_kernels mm_f16  = { GGML_TYPE_F16,  fp32_to_fp16, dot_tile<ggml_fp16_t>, &gemm_f16 };
+const ggml_mm_type_kernels mm_bf16 = { GGML_TYPE_BF16, fp32_to_bf16, dot_tile<ggml_bf16_t>, &gemm_bf16 };
+
+const ggml_mm_type_kernels * mm_type(ggml_type type) {
+    switch (type) {
+        case GGML_TYPE_F32:  return &mm_f32;
+        case GGML_TYPE_F16:  return &mm_f16;
+        case GGML_TYPE_BF16: return &mm_bf16;
+        default:             return nullptr;
+    }
+}
+
+}  // namespace
+
+extern "C" const ggml_vec_kernels ggml_vec_scalar = { "scalar", mm_type, axpy, fp16_to_fp32, bf16_to_fp32 };

@@ -1,0 +1,473 @@
+// test-matmul.cpp - mul_mat and out_prod against naive double-precision references (odd sizes,
+// vectors, broadcasts, padded / permuted / transposed inputs, both mul_mat paths, 1/2/3 threads
+// bit-identical), and every compiled-in SIMD kernel set held to the scalar reference kernels.
+#include "test-util.h"
+
+#include "cpu/vec.h"
+
+#include <algorithm>
+#include <array>
+#include <cfloat>
+#include <string>
+
+namespace {
+
+using Shape = std::array<int64_t, 4>;
+
+const ggml_type kTypes[] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16 };
+
+std::string shape_str(const Shape & ne) {
+    return "[" + std::to_string(ne[0]) + "," + std::to_string(ne[1]) + "," + std::to_string(ne[2]) + "," +
+           std::to_string(ne[3]) + "]";
+}
+
+// A value as stored in `type` (b is rounded to a's vec_dot_type before the dot products).
+double round_to(ggml_type type, double v) {
+    switch (type) {
+        case GGML_TYPE_F16:  return ggml_fp16_to_fp32(ggml_fp32_to_fp16((float) v));
+        case GGML_TYPE_BF16: return ggml_bf16_to_fp32(ggml_fp32_to_bf16((float) v));
+        default:             return (float) v;
+    }
+}
+
+// Float accumulation of K products can be off by about K * eps * sum |a_k b_k| (worst case).
+double accum_tol(int64_t K, double sum_abs) { return (K + 4) * (double) FLT_EPSILON * sum_abs + 1e-30; }
+
+// Expects every |got - ref| <= tol (elementwise); reports the first few failures.
+void expect_within(const std::vector<double> & got, const std::vector<double> & ref, const std::vector<double> & tol,
+                   const std::string & what) {
+    ASSERT_EQ(got.size(), ref.size()) << what;
+    int bad = 0;
+    for (size_t i = 0; i < got.size(); i++) {
+        if (!(std::fabs(got[i] - ref[i]) <= tol[i]) && bad++ < 5) {
+            ADD_FAILURE() << what << " element " << i << ": got " << got[i] << ", expected " << ref[i] << " (tol " << tol[i] << ")";
+        }
+    }
+    EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << got.size() << " elements out of tolerance";
+}
+
+// ---- mul_mat through the graph -------------------------------------------------------------
+enum class Layout { Contiguous, Padded, Transposed, Permuted12 };
+
+const char * layout_name(Layout l) {
+    switch (l) {
+        case Layout::Contiguous: return "contiguous";
+        case Layout::Padded:     return "padded";
+        case Layout::Transposed: return "transposed";
+        case Layout::Permuted12: return "permuted12";
+    }
+    return "?";
+}
+
+ggml_tensor * new_input(ggml_context * ctx, ggml_type type, const Shape & ne, Layout layout) {
+    switch (layout) {
+        case Layout::Contiguous: return ggml_new_tensor_4d(ctx, type, ne[0], ne[1], ne[2], ne[3]);
+        case Layout::Padded:     return tu::new_padded_view(ctx, type, ne.data());
+        case Layout::Transposed: return tu::new_transposed_view(ctx, type, ne.data());
+        case Layout::Permuted12: {
+            ggml_tensor * base = ggml_new_tensor_4d(ctx, type, ne[0], ne[2], ne[1], ne[3]);
+            return ggml_permute(ctx, base, 0, 2, 1, 3);
+        }
+    }
+    return nullptr;
+}
+
+struct MulMatCase {
+    ggml_type type;
+    int64_t K, M, N;
+    Shape a23 = { 1, 1, 1, 1 };  // a's dims 2, 3 in [2], [3]
+    Shape b23 = { 1, 1, 1, 1 };
+    Layout la = Layout::Contiguous, lb = Layout::Contiguous;
+};
+
+std::string describe(const MulMatCase & c) {
+    return std::string(ggml_type_name(c.type)) + " K=" + std::to_string(c.K) + " M=" + std::to_string(c.M) +
+           " N=" + std::to_string(c.N) + " a23=" + std::to_string(c.a23[2]) + "x" + std::to_string(c.a23[3]) +
+           " b23=" + std::to_string(c.b23[2]) + "x" + std::to_string(c.b23[3]) + " a " + layout_name(c.la) +
+           " b " + layout_name(c.lb) + " gemm_min_n=" + std::to_string(ggml_mm_gemm_min_n);
+}
+
+void check_mul_mat(const MulMatCase & c) {
+    SCOPED_TRACE(describe(c));
+    const Shape na = { c.K, c.M, c.a23[2], c.a23[3] };
+    const Shape nbs = { c.K, c.N, c.b23[2], c.b23[3] };
+    tu::Ctx ctx(96u << 20);
+    ggml_tensor * a = new_input(ctx, c.type, na, c.la);
+    ggml_tensor * b = new_input(ctx, GGML_TYPE_F32, nbs, c.lb);
+    std::mt19937 rng((uint32_t) (c.K * 131 + c.M * 17 + c.N * 7 + c.type));
+    tu::fill_uniform(a, rng);
+    tu::fill_uniform(b, rng);
+    ggml_tensor * out = ggml_mul_mat(ctx, a, b);
+    ASSERT_EQ(out->ne[0], c.M);
+    ASSERT_EQ(out->ne[1], c.N);
+    const std::vector<double> got = tu::compute_all_threads(ctx, out);
+
+    const std::vector<double> av = tu::to_double(a);
+    std::vector<double> bv = tu::to_double(b);
+    for (double & v : bv) v = round_to(c.type, v);
+    const int64_t B2 = nbs[2], r2 = nbs[2] / na[2], r3 = nbs[3] / na[3];
+    std::vector<double> ref, tol;
+    for (int64_t i3 = 0; i3 < nbs[3]; i3++)
+        for (int64_t i2 = 0; i2 < B2; i2++)
+            for (int64_t n = 0; n < c.N; n++)
+                for (int64_t m = 0; m < c.M; m++) {
+                    const double * ar = &av[(((i3 / r3) * na[2] + i2 / r2) * c.M + m) * c.K];
+                    const double * br = &bv[((i3 * B2 + i2) * c.N + n) * c.K];
+                    double s = 0, sa = 0;
+                    for (int64_t k = 0; k < c.K; k++) {
+                        s += ar[k] * br[k];
+                        sa += std::fabs(ar[k] * br[k]);
+                    }
+                    ref.push_back(s);
+                    tol.push_back(accum_tol(c.K, sa));
+                }
+    expect_within(got, ref, tol, "mul_mat");
+}
+
+// Sets the N from which mul_mat takes the GEMM path for one scope.
+struct GemmMinN {
+    int saved;
+    explicit GemmMinN(int n) : saved(ggml_mm_gemm_min_n) { ggml_mm_gemm_min_n = n; }
+    ~GemmMinN() { ggml_mm_gemm_min_n = saved; }
+};
+
+const int64_t kOddK[] = { 1, 3, 17, 31, 64, 257 };
+const std::pair<int64_t, int64_t> kMN[] = { { 1, 1 }, { 2, 5 }, { 5, 2 }, { 33, 67 }, { 64, 64 }, { 67, 33 }, { 1, 67 }, { 67, 1 }, { 5, 64 } };
+
+TEST(MulMat, OddSizesAllTypes) {
+    for (ggml_type t : kTypes)
+        for (int64_t K : kOddK)
+            for (auto mn : kMN) check_mul_mat({ t, K, mn.first, mn.second });
+}
+
+TEST(MulMat, BothPathsOnTheSameShapes) {
+    for (int min_n : { 1, 1 << 30 }) {
+        GemmMinN force(min_n);
+        for (ggml_type t : kTypes)
+            for (int64_t K : { 1, 31, 257 })
+                for (auto mn : kMN) check_mul_mat({ t, K, mn.first, mn.second });
+    }
+}
+
+TEST(MulMat, MatrixVector) {
+    for (ggml_type t : kTypes) {
+        check_mul_mat({ t, 300, 130, 1 });
+        check_mul_mat({ t, 4096, 9, 1 });
+        check_mul_mat({ t, 1, 200, 1 });
+    }
+}
+
+TEST(MulMat, BroadcastDims2And3) {
+    for (ggml_type t : kTypes) {
+        for (int64_t N : { 3, 40 }) {
+            MulMatCase c = { t, 19, 7, N };
+            c.a23 = { 0, 0, 2, 3 };
+            c.b23 = { 0, 0, 4, 3 };
+            check_mul_mat(c);
+            c.a23 = { 0, 0, 1, 1 };
+            c.b23 = { 0, 0, 2, 3 };
+            check_mul_mat(c);
+            c.a23 = { 0, 0, 3, 1 };
+            c.b23 = { 0, 0, 3, 2 };
+            check_mul_mat(c);
+        }
+    }
+}
+
+TEST(MulMat, NonContiguousInputs) {
+    const Layout la_all[] = { Layout::Contiguous, Layout::Padded, Layout::Permuted12 };
+    const Layout lb_all[] = { Layout::Contiguous, Layout::Padded, Layout::Transposed, Layout::Permuted12 };
+    for (ggml_type t : kTypes)
+        for (Layout la : la_all)
+            for (Layout lb : lb_all)
+                for (int64_t N : { 2, 37 }) {
+                    MulMatCase c = { t, 33, 21, N };
+                    c.a23 = { 0, 0, 2, 1 };
+                    c.b23 = { 0, 0, 2, 2 };
+                    c.la = la;
+                    c.lb = lb;
+                    check_mul_mat(c);
+                }
+}
+
+// Several cache blocks of k and of a's rows, edge tiles on both sides.
+TEST(MulMat, LargerThanCacheBlocks) {
+    for (ggml_type t : kTypes) check_mul_mat({ t, 801, 270, 29 });
+}
+
+// ---- out_prod ------------------------------------------------------------------------------
+struct OutProdCase {
+    ggml_type type;
+    int64_t M, N, K;
+    Shape a23 = { 1, 1, 1, 1 };
+    Shape b23 = { 1, 1, 1, 1 };
+    Layout la = Layout::Contiguous, lb = Layout::Contiguous;
+};
+
+void check_out_prod(const OutProdCase & c) {
+    SCOPED_TRACE(std::string(ggml_type_name(c.type)) + " M=" + std::to_string(c.M) + " N=" + std::to_string(c.N) +
+                 " K=" + std::to_string(c.K) + " a " + layout_name(c.la) + " b " + layout_name(c.lb) +
+                 " a23=" + std::to_string(c.a23[2]) + "x" + std::to_string(c.a23[3]) +
+                 " b23=" + std::to_string(c.b23[2]) + "x" + std::to_string(c.b23[3]));
+    const Shape na = { c.M, c.K, c.a23[2], c.a23[3] };
+    const Shape nbs = { c.N, c.K, c.b23[2], c.b23[3] };
+    tu::Ctx ctx(64u << 20);
+    ggml_tensor * a = new_input(ctx, c.type, na, c.la);
+    ggml_tensor * b = new_input(ctx, GGML_TYPE_F32, nbs, c.lb);
+    std::mt19937 rng((uint32_t) (c.K * 31 + c.M * 7 + c.N * 3 + c.type));
+    tu::fill_uniform(a, rng);
+    tu::fill_uniform(b, rng);
+    ggml_tensor * out = ggml_out_prod(ctx, a, b);
+    ASSERT_EQ(out->ne[0], c.M);
+    ASSERT_EQ(out->ne[1], c.N);
+    const std::vector<double> got = tu::compute_all_threads(ctx, out);
+
+    const std::vector<double> av = tu::to_double(a);
+    const std::vector<double> bv = tu::to_double(b);
+    const int64_t B2 = nbs[2], r2 = nbs[2] / na[2], r3 = nbs[3] / na[3];
+    std::vector<double> ref, tol;
+    for (int64_t i3 = 0; i3 < nbs[3]; i3++)
+        for (int64_t i2 = 0; i2 < B2; i2++)
+            for (int64_t n = 0; n < c.N; n++)
+                for (int64_t m = 0; m < c.M; m++) {
+                    const int64_t pa = (i3 / r3) * na[2] + i2 / r2, pb = i3 * B2 + i2;
+                    double s = 0, sa = 0;
+                    for (int64_t k = 0; k < c.K; k++) {
+                        const double p = av[(pa * c.K + k) * c.M + m] * bv[(pb * c.K + k) * c.N + n];
+                        s += p;
+                        sa += std::fabs(p);
+                    }
+                    ref.push_back(s);
+                    tol.push_back(accum_tol(c.K, sa));
+                }
+    expect_within(got, ref, tol, "out_prod");
+}
+
+TEST(OutProd, OddSizesAllTypes) {
+    for (ggml_type t : kTypes)
+        for (int64_t K : { 1, 3, 17, 64 })
+            for (auto mn : kMN) check_out_prod({ t, mn.first, mn.second, K });
+}
+
+TEST(OutProd, NonContiguousAndBroadcast) {
+    const Layout la_all[] = { Layout::Contiguous, Layout::Padded, Layout::Transposed, Layout::Permuted12 };
+    const Layout lb_all[] = { Layout::Contiguous, Layout::Padded, Layout::Transposed };
+    for (ggml_type t : kTypes)
+        for (Layout la : la_all)
+            for (Layout lb : lb_all) {
+                OutProdCase c = { t, 37, 11, 13 };
+                c.a23 = { 0, 0, 2, 3 };
+                c.b23 = { 0, 0, 4, 3 };
+                c.la = la;
+                c.lb = lb;
+                check_out_prod(c);
+            }
+}
+
+TEST(OutProd, LongRows) {
+    for (ggml_type t : kTypes) check_out_prod({ t, 600, 20, 41 });
+}
+
+// ---- SIMD kernels against the scalar reference kernels -------------------------------------
+std::vector<const ggml_vec_kernels *> simd_sets() {
+    std::vector<const ggml_vec_kernels *> v;
+#if defined(GGML_SIMD_AVX2)
+    v.push_back(&ggml_vec_avx2);
+#endif
+#if defined(GGML_SIMD_AVX512)
+    v.push_back(&ggml_vec_avx512);
+#endif
+#if defined(GGML_SIMD_NEON)
+    v.push_back(&ggml_vec_neon);
+#endif
+    return v;
+}
+
+// Rows of random values stored in `type` (contiguous, row stride ld bytes) and their values.
+struct Rows {
+    ggml_type type;
+    int64_t n, k;
+    size_t ld;
+    std::vector<uint8_t> data;
+    std::vector<float> val;  // n x k
+
+    Rows(ggml_type t, int64_t rows, int64_t kk, std::mt19937 & rng) : type(t), n(rows), k(kk) {
+        ld = ggml_row_size(t, k) + 16;  // padded rows
+        data.assign(ld * n + 64, 0);
+        val.resize(n * k);
+        std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+        for (int64_t r = 0; r < n; r++)
+            for (int64_t i = 0; i < k; i++) {
+                const float v = d(rng);
+                uint8_t * p = data.data() + r * ld;
+                switch (t) {
+                    case GGML_TYPE_F16:  ((ggml_fp16_t *) p)[i] = ggml_fp32_to_fp16(v); val[r * k + i] = ggml_fp16_to_fp32(((ggml_fp16_t *) p)[i]); break;
+                    case GGML_TYPE_BF16: ((ggml_bf16_t *) p)[i] = ggml_fp32_to_bf16(v); val[r * k + i] = ggml_bf16_to_fp32(((ggml_bf16_t *) p)[i]); break;
+                    default:             ((float *) p)[i] = v; val[r * k + i] = v; break;
+                }
+            }
+    }
+    const void * row(int64_t r) const { return data.data() + r * ld; }
+    double sum_abs(const Rows & o, int64_t i, int64_t j) const {
+        double s = 0;
+        for (int64_t x = 0; x < k; x++) s += std::fabs((double) val[i * k + x] * o.val[j * k + x]);
+        return s;
+    }
+};
+
+TEST(VecKernels, DotTilesMatchScalar) {
+    const auto sets = simd_sets();
+    if (sets.empty()) GTEST_SKIP() << "scalar-only build";
+    std::mt19937 rng(7);
+    for (const ggml_vec_kernels * vk : sets)
+        for (ggml_type t : kTypes)
+            for (int64_t K : { 1, 7, 16, 33, 100, 257 }) {
+                SCOPED_TRACE(std::string(vk->isa) + " " + ggml_type_name(t) + " K=" + std::to_string(K));
+                const ggml_mm_type_kernels * simd = vk->mm_type(t);
+                const ggml_mm_type_kernels * ref = ggml_vec_scalar.mm_type(t);
+                ASSERT_TRUE(simd && ref);
+                ASSERT_EQ(simd->vec_dot_type, ref->vec_dot_type);
+                const Rows a(t, 4, K, rng), b(simd->vec_dot_type, 4, K, rng);
+                float want[16], single[16];
+                ref->dot_tile(K, 4, 4, a.row(0), a.ld, b.row(0), b.ld, want, 4);
+                for (int c = 0; c < 4; c++)
+                    for (int r = 0; r < 4; r++) simd->dot_tile(K, 1, 1, a.row(r), a.ld, b.row(c), b.ld, &single[c * 4 + r], 1);
+                for (int i = 0; i < 16; i++) {
+                    EXPECT_NEAR(single[i], want[i], accum_tol(K, a.sum_abs(b, i % 4, i / 4))) << "element " << i;
+                }
+                // Every tile shape gives bit-identical outputs (thread splits rely on it).
+                for (int nr = 1; nr <= 4; nr++)
+                    for (int nc = 1; nc <= 4; nc++) {
+                        float got[16];
+                        simd->dot_tile(K, nr, nc, a.row(0), a.ld, b.row(0), b.ld, got, 4);
+                        for (int c = 0; c < nc; c++)
+                            for (int r = 0; r < nr; r++) {
+                                EXPECT_EQ(got[c * 4 + r], single[c * 4 + r]) << "tile " << nr << "x" << nc << " r " << r << " c " << c;
+                            }
+                    }
+            }
+}
+
+// Reads unit (u, i) of a packed panel as the two bf16 halves or one float.
+float unit_value(const std::vector<float> & p, int width, int64_t u, int i) { return p[u * width + i]; }
+
+TEST(VecKernels, PackAndMicroKernelMatchScalar) {
+    std::vector<const ggml_vec_kernels *> sets = simd_sets();
+    sets.push_back(&ggml_vec_scalar);  // the scalar GEMM too, against the scalar dot tile
+    std::mt19937 rng(11);
+    for (const ggml_vec_kernels * vk : sets)
+        for (ggml_type t : kTypes) {
+            const ggml_mm_type_kernels * kern = vk->mm_type(t);
+            const ggml_gemm_kernel * g = kern->gemm;
+            ASSERT_TRUE(g != nullptr);
+            const ggml_mm_type_kernels * ref = ggml_vec_scalar.mm_type(t);
+            for (int64_t K : { 1, 2, 3, 17, 64, 101, 257 })
+                for (int ra : { g->mr, std::max(1, g->mr - 3), 1 })
+                    for (int rb : { g->nr, std::max(1, g->nr - 1), 1 }) {
+                        SCOPED_TRACE(std::string(vk->isa) + " " + ggml_type_name(t) + " K=" + std::to_string(K) +
+                                     " rows " + std::to_string(ra) + "x" + std::to_string(rb));
+                        const Rows a(t, ra, K, rng), b(kern->vec_dot_type, rb, K, rng);
+                        // Two cache blocks of k: [0, k1) then [k1, K) accumulated.
+                        const int64_t k1 = (K / 2) / g->k_unit * g->k_unit;
+                        std::vector<float> c((size_t) g->mr * g->nr, 12345.0f);
+                        for (int blk = 0; blk < 2; blk++) {
+                            const int64_t k0 = blk == 0 ? 0 : k1, nk = blk == 0 ? k1 : K - k1;
+                            if (nk == 0) {
+                                if (blk == 0) std::fill(c.begin(), c.end(), 0.0f);
+                                continue;
+                            }
+                            const int64_t nu = (nk + g->k_unit - 1) / g->k_unit;
+                            std::vector<float> ap((size_t) nu * g->mr, -7.0f), bp((size_t) nu * g->nr, -7.0f);
+                            g->pack_a(a.row(0), a.ld, ra, g->mr, k0, nk, ap.data());
+                            g->pack_b(b.row(0), b.ld, rb, g->nr, k0, nk, bp.data());
+                            // The packed layout itself: unit u of row i, zeros past the rows / the row end.
+                            for (int64_t u = 0; u < nu; u++)
+                                for (int i = 0; i < g->mr; i++) {
+                                    float want[2] = { 0, 0 };
+                                    for (int h = 0; h < g->k_unit; h++) {
+                                        const int64_t kk = k0 + u * g->k_unit + h;
+                                        if (i < ra && kk < k0 + nk) want[h] = a.val[i * K + kk];
+                                    }
+                                    const float v = unit_value(ap, g->mr, u, i);
+                                    if (g->k_unit == 1) {
+                                        ASSERT_EQ(v, want[0]) << "pack_a unit " << u << " row " << i;
+                                    } else {
+                                        uint32_t bits;
+                                        memcpy(&bits, &v, 4);
+                                        ASSERT_EQ(ggml_bf16_to_fp32({ (uint16_t) (bits & 0xffff) }), want[0]) << "pack_a unit " << u << " row " << i;
+                                        ASSERT_EQ(ggml_bf16_to_fp32({ (uint16_t) (bits >> 16) }), want[1]) << "pack_a unit " << u << " row " << i;
+                                    }
+                                }
+                            g->micro(nu, ap.data(), bp.data(), c.data(), g->mr, blk == 1 && k1 > 0);
+                        }
+                        float want[1];
+                        for (int j = 0; j < g->nr; j++)
+                            for (int i = 0; i < g->mr; i++) {
+                                const float got = c[j * g->mr + i];
+                                if (i >= ra || j >= rb) {
+                                    EXPECT_EQ(got, 0.0f) << "padding output " << i << "," << j;
+                                    continue;
+                                }
+                                ref->dot_tile(K, 1, 1, a.row(i), a.ld, b.row(j), b.ld, want, 1);
+                                EXPECT_NEAR(got, want[0], accum_tol(K, a.sum_abs(b, i, j))) << "output " << i << "," << j;
+                            }
+                    }
+        }
+}
+
+TEST(VecKernels, ConversionsMatchScalar) {
+    const auto sets = simd_sets();
+    if (sets.empty()) GTEST_SKIP() << "scalar-only build";
+    std::mt19937 rng(3);
+    std::uniform_real_distribution<float> d(-4.0f, 4.0f);
+    std::vector<float> x(203);
+    for (float & v : x) v = d(rng);
+    // Exact ties and specials (NaN is compared as NaN-ness only).
+    const float specials[] = { 0.0f, -0.0f, 1.0f + 0x1p-11f, 1.0f + 0x1p-8f, 65504.0f, 70000.0f, -1e30f, 1e-5f,
+                               INFINITY, -INFINITY, NAN, 0x1p-20f };
+    for (size_t i = 0; i < sizeof(specials) / sizeof(specials[0]); i++) x[i * 13] = specials[i];
+    const int64_t n = (int64_t) x.size();
+    for (const ggml_vec_kernels * vk : sets)
+        for (ggml_type t : { GGML_TYPE_F16, GGML_TYPE_BF16 }) {
+            SCOPED_TRACE(std::string(vk->isa) + " " + ggml_type_name(t));
+            std::vector<uint16_t> got(n), want(n);
+            vk->mm_type(t)->from_float(x.data(), got.data(), n);
+            ggml_vec_scalar.mm_type(t)->from_float(x.data(), want.data(), n);
+            std::vector<float> back(n), back_ref(n);
+            (t == GGML_TYPE_F16 ? vk->fp16_to_fp32 : vk->bf16_to_fp32)(got.data(), back.data(), n);
+            (t == GGML_TYPE_F16 ? ggml_vec_scalar.fp16_to_fp32 : ggml_vec_scalar.bf16_to_fp32)(got.data(), back_ref.data(), n);
+            for (int64_t i = 0; i < n; i++) {
+                if (std::isnan(x[i])) {
+                    EXPECT_TRUE(std::isnan(back[i])) << i;
+                    continue;
+                }
+                EXPECT_EQ(got[i], want[i]) << "element " << i << " value " << x[i];
+                EXPECT_EQ(back[i], back_ref[i]) << "element " << i;
+            }
+        }
+}
+
+TEST(VecKernels, AxpyMatchesScalar) {
+    const auto sets = simd_sets();
+    if (sets.empty()) GTEST_SKIP() << "scalar-only build";
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+    for (const ggml_vec_kernels * vk : sets)
+        for (int64_t n : { 1, 15, 16, 64, 67, 200 })
+            for (int nx : { 1, 3, 8 }) {
+                std::vector<std::vector<float>> xs(nx, std::vector<float>(n));
+                std::vector<const float *> xp;
+                std::vector<float> s(nx), y(n), y_ref(n);
+                for (auto & row : xs) {
+                    for (float & v : row) v = d(rng);
+                    xp.push_back(row.data());
+                }
+                for (float & v : s) v = d(rng);
+                for (int64_t i = 0; i < n; i++) y[i] = y_ref[i] = d(rng);
+                vk->axpy(n, nx, s.data(), xp.data(), y.data());
+                ggml_vec_scalar.axpy(n, nx, s.data(), xp.data(), y_ref.data());
+                for (int64_t i = 0; i < n; i++) EXPECT_NEAR(y[i], y_ref[i], 1e-6) << vk->isa << " n " << n << " nx " << nx << " i " << i;
+            }
+}
+
+}  // namespace
