@@ -28,7 +28,14 @@ inline size_t align_up(size_t x) { return (x + ALIGN - 1) & ~(ALIGN - 1); }
 inline char * align_ptr(void * p) { return (char *) (((uintptr_t) p + ALIGN - 1) & ~(uintptr_t) (ALIGN - 1)); }
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+}  // namespace
+
+const ggml_mm_type_kernels * ggml_quant_mm_kernels(enum ggml_type type);  // quant-matmul.cpp
+
+namespace {
+
 const ggml_mm_type_kernels * mm_kernels(ggml_type type) {
+    if (ggml_is_quantized(type)) return ggml_quant_mm_kernels(type);
     const ggml_mm_type_kernels * k = ggml_vec_best()->mm_type(type);
     return k ? k : ggml_vec_scalar.mm_type(type);
 }
