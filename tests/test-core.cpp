@@ -100,7 +100,9 @@ TEST(Convert, Bf16) {
     for (uint32_t b = 0; b < 65536; b++) {
         ggml_bf16_t h = { (uint16_t) b };
         const float f = ggml_bf16_to_fp32(h);
-        if (!std::isnan(f)) ASSERT_EQ(ggml_fp32_to_bf16(f).bits, b);
+        if (!std::isnan(f)) {
+            ASSERT_EQ(ggml_fp32_to_bf16(f).bits, b);
+        }
     }
 }
 

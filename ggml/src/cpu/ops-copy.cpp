@@ -1,0 +1,255 @@
+// ops-copy.cpp - dup / cpy / cont (copy with type conversion and reshaping), repeat, concat,
+// get_rows.
+//
+// Conversions go through one "row to float" and one "float to row" function per type
+// (row_to_f32_fn / row_from_f32_fn): F32, F16, BF16 and I32 are handled here, any other type
+// falls back to ggml_get_type_traits(), which is where quantized types plug in. Same-type
+// copies never go through float, so they are exact for every type (I32 included).
+#include "ops-common.h"
+
+#include <string.h>
+
+namespace {
+
+typedef void (*row_to_f32_t)(const void * x, float * y, int64_t n);
+typedef void (*row_from_f32_t)(const float * x, void * y, int64_t n);
+
+void f32_to_f32(const void * x, float * y, int64_t n) { memcpy(y, x, (size_t) n * sizeof(float)); }
+void f32_from_f32(const float * x, void * y, int64_t n) { memcpy(y, x, (size_t) n * sizeof(float)); }
+void f16_to_f32(const void * x, float * y, int64_t n) { ggml_cpu_f16_to_f32_row((const ggml_fp16_t *) x, y, n); }
+void f16_from_f32(const float * x, void * y, int64_t n) { ggml_cpu_f32_to_f16_row(x, (ggml_fp16_t *) y, n); }
+void bf16_to_f32(const void * x, float * y, int64_t n) { ggml_cpu_bf16_to_f32_row((const ggml_bf16_t *) x, y, n); }
+void bf16_from_f32(const float * x, void * y, int64_t n) { ggml_cpu_f32_to_bf16_row(x, (ggml_bf16_t *) y, n); }
+void i32_to_f32(const void * x, float * y, int64_t n) { ggml_cpu_row_to_f32(GGML_TYPE_I32, x, y, n); }
+void i32_from_f32(const float * x, void * y, int64_t n) { ggml_cpu_row_from_f32(GGML_TYPE_I32, x, y, n); }
+
+// n contiguous elements (n a multiple of the block size for block types) to float.
+row_to_f32_t row_to_f32_fn(enum ggml_type type) {
+    switch (type) {
+        case GGML_TYPE_F32:  return f32_to_f32;
+        case GGML_TYPE_F16:  return f16_to_f32;
+        case GGML_TYPE_BF16: return bf16_to_f32;
+        case GGML_TYPE_I32:  return i32_to_f32;
+        default: {
+            const struct ggml_type_traits * tt = ggml_get_type_traits(type);
+            GGML_ASSERT(tt != NULL && tt->to_float != NULL && "no conversion to float for this type");
+            return tt->to_float;
+        }
+    }
+}
+
+row_from_f32_t row_from_f32_fn(enum ggml_type type) {
+    switch (type) {
+        case GGML_TYPE_F32:  return f32_from_f32;
+        case GGML_TYPE_F16:  return f16_from_f32;
+        case GGML_TYPE_BF16: return bf16_from_f32;
+        case GGML_TYPE_I32:  return i32_from_f32;
+        default: {
+            const struct ggml_type_traits * tt = ggml_get_type_traits(type);
+            GGML_ASSERT(tt != NULL && tt->from_float_ref != NULL && "no conversion from float for this type");
+            return tt->from_float_ref;
+        }
+    }
+}
+
+// True when elements [0, n) at x with stride nb0 are packed (block types: always, nb0 is per block).
+bool packed(enum ggml_type type, size_t nb0) {
+    return ggml_blck_size(type) > 1 || nb0 == ggml_type_size(type);
+}
+
+// Address of element i of a row (i a multiple of the block size for block types).
+const char * row_elem(enum ggml_type type, const char * row, size_t nb0, int64_t i) {
+    return ggml_blck_size(type) > 1 ? row + ggml_row_size(type, i) : row + i * nb0;
+}
+
+// Copies n elements of one type, any strides (bytes per element es).
+void copy_elems(char * y, size_t nby, const char * x, size_t nbx, int64_t n, size_t es) {
+    if (nbx == es && nby == es) {
+        memcpy(y, x, (size_t) n * es);
+        return;
+    }
+    switch (es) {  // constant sizes let memcpy become one load/store
+        case 2: for (int64_t i = 0; i < n; i++) memcpy(y + i * nby, x + i * nbx, 2); break;
+        case 4: for (int64_t i = 0; i < n; i++) memcpy(y + i * nby, x + i * nbx, 4); break;
+        case 8: for (int64_t i = 0; i < n; i++) memcpy(y + i * nby, x + i * nbx, 8); break;
+        default: for (int64_t i = 0; i < n; i++) memcpy(y + i * nby, x + i * nbx, es); break;
+    }
+}
+
+// Converts n elements from a row of type tx (stride nbx) to a row of type ty (stride nby).
+// Block types need packed rows and n a multiple of the block size, or the row's end.
+void convert_elems(enum ggml_type ty, char * y, size_t nby, enum ggml_type tx, const char * x, size_t nbx, int64_t n) {
+    const bool x_packed = packed(tx, nbx), y_packed = packed(ty, nby);
+    if (x_packed && y_packed && ty == GGML_TYPE_F32) {
+        row_to_f32_fn(tx)(x, (float *) y, n);
+        return;
+    }
+    if (x_packed && y_packed && tx == GGML_TYPE_F32) {
+        row_from_f32_fn(ty)((const float *) x, y, n);
+        return;
+    }
+    float buf[GGML_CPU_CHUNK];  // a multiple of every block size (32, 256)
+    for (int64_t c = 0; c < n; c += GGML_CPU_CHUNK) {
+        const int64_t m = n - c < GGML_CPU_CHUNK ? n - c : GGML_CPU_CHUNK;
+        if (x_packed) {
+            row_to_f32_fn(tx)(row_elem(tx, x, nbx, c), buf, m);
+        } else {
+            ggml_cpu_gather_f32(tx, x + c * nbx, nbx, buf, m);
+        }
+        if (y_packed) {
+            row_from_f32_fn(ty)(buf, (void *) row_elem(ty, y, nby, c), m);
+        } else {
+            ggml_cpu_scatter_f32(ty, buf, y + c * nby, nby, m);
+        }
+    }
+}
+
+// Copies n elements (same or different types) between two rows.
+void copy_or_convert(const struct ggml_tensor * dst, char * y, const struct ggml_tensor * src, const char * x, int64_t n) {
+    if (dst->type == src->type && ggml_blck_size(src->type) == 1) {
+        copy_elems(y, dst->nb[0], x, src->nb[0], n, ggml_type_size(src->type));
+    } else {
+        convert_elems(dst->type, y, dst->nb[0], src->type, x, src->nb[0], n);
+    }
+}
+
+void row_index(const struct ggml_tensor * t, int64_t r, int64_t * i1, int64_t * i2, int64_t * i3) {
+    *i1 = r % t->ne[1];
+    *i2 = (r / t->ne[1]) % t->ne[2];
+    *i3 = r / (t->ne[1] * t->ne[2]);
+}
+
+}  // namespace
+
+// dst gets src's elements in logical order (i0 fastest), converted to dst's type. Used for DUP,
+// CONT and CPY (where dst is the node, a view of the destination tensor).
+void ggml_cpu_forward_dup(const struct ggml_compute_params * params, struct ggml_tensor * dst) {
+    const struct ggml_tensor * src = dst->src[0];
+    GGML_ASSERT(src != NULL);
+    GGML_ASSERT(ggml_nelements(src) == ggml_nelements(dst));
+
+    int64_t r0, r1;
+    ggml_cpu_split_rows(ggml_nrows(dst), params->ith, params->nth, &r0, &r1);
+    if (r0 >= r1) return;
+
+    // both packed, same type: a flat byte copy of this thread's rows
+    if (src->type == dst->type && ggml_is_contiguous(src) && ggml_is_contiguous(dst)) {
+        const size_t row_bytes = ggml_row_size(dst->type, dst->ne[0]);
+        if (dst->data == src->data) return;  // dup_inplace of a packed tensor
+        memcpy((char *) dst->data + r0 * row_bytes, (const char *) src->data + r0 * row_bytes, (size_t) (r1 - r0) * row_bytes);
+        return;
+    }
+
+    const int64_t ne0 = dst->ne[0];
+    const int64_t ne00 = src->ne[0], ne01 = src->ne[1], ne02 = src->ne[2];
+    const bool blocks = ggml_blck_size(src->type) > 1 || ggml_blck_size(dst->type) > 1;
+    // block types convert whole rows: the walk below must not split a block
+    GGML_ASSERT(!blocks || ne00 == ne0);
+
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t i1, i2, i3;
+        row_index(dst, r, &i1, &i2, &i3);
+        char * y = ggml_cpu_elem_ptr(dst, 0, i1, i2, i3);
+        if (ne00 == ne0 && ggml_are_same_shape(src, dst)) {
+            copy_or_convert(dst, y, src, ggml_cpu_elem_ptr(src, 0, i1, i2, i3), ne0);
+            continue;
+        }
+        // different shapes: dst row r holds src's flat elements [r ne0, (r + 1) ne0), which may
+        // span several src rows; walk them one src row segment at a time
+        const int64_t flat = r * ne0;
+        int64_t j0 = flat % ne00;
+        int64_t jr = flat / ne00;  // src row index
+        for (int64_t done = 0; done < ne0; ) {
+            const int64_t seg = ne00 - j0 < ne0 - done ? ne00 - j0 : ne0 - done;
+            const int64_t j1 = jr % ne01, j2 = (jr / ne01) % ne02, j3 = jr / (ne01 * ne02);
+            const char * x = ggml_cpu_elem_ptr(src, 0, j1, j2, j3) + j0 * src->nb[0];
+            copy_or_convert(dst, y + done * dst->nb[0], src, x, seg);
+            done += seg;
+            j0 = 0;
+            jr++;
+        }
+    }
+}
+
+// dst = src tiled: dst[i0, i1, i2, i3] = src[i0 % ne00, i1 % ne01, i2 % ne02, i3 % ne03].
+void ggml_cpu_forward_repeat(const struct ggml_compute_params * params, struct ggml_tensor * dst) {
+    const struct ggml_tensor * src = dst->src[0];
+    GGML_ASSERT(src != NULL && src->type == dst->type && ggml_blck_size(src->type) == 1);
+    GGML_ASSERT(ggml_can_repeat(src, dst));
+
+    const size_t es = ggml_type_size(src->type);
+    const int64_t ne0 = dst->ne[0], ne00 = src->ne[0];
+    int64_t r0, r1;
+    ggml_cpu_split_rows(ggml_nrows(dst), params->ith, params->nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t i1, i2, i3;
+        row_index(dst, r, &i1, &i2, &i3);
+        const char * x = ggml_cpu_elem_ptr(src, 0, i1 % src->ne[1], i2 % src->ne[2], i3 % src->ne[3]);
+        char * y = ggml_cpu_elem_ptr(dst, 0, i1, i2, i3);
+        for (int64_t k = 0; k < ne0; k += ne00) {
+            copy_elems(y + k * dst->nb[0], dst->nb[0], x, src->nb[0], ne00, es);
+        }
+    }
+}
+
+// dst = src0 and src1 joined along dim (op param i32[0]).
+void ggml_cpu_forward_concat(const struct ggml_compute_params * params, struct ggml_tensor * dst) {
+    const struct ggml_tensor * src0 = dst->src[0];
+    const struct ggml_tensor * src1 = dst->src[1];
+    GGML_ASSERT(src0 != NULL && src1 != NULL);
+    GGML_ASSERT(src0->type == dst->type && src1->type == dst->type && ggml_blck_size(dst->type) == 1);
+    const int dim = ggml_get_op_params_i32(dst, 0);
+    GGML_ASSERT(dim >= 0 && dim < GGML_MAX_DIMS);
+    for (int d = 0; d < GGML_MAX_DIMS; d++) {
+        if (d == dim) {
+            GGML_ASSERT(dst->ne[d] == src0->ne[d] + src1->ne[d]);
+        } else {
+            GGML_ASSERT(dst->ne[d] == src0->ne[d] && dst->ne[d] == src1->ne[d]);
+        }
+    }
+
+    const size_t es = ggml_type_size(dst->type);
+    int64_t r0, r1;
+    ggml_cpu_split_rows(ggml_nrows(dst), params->ith, params->nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t i[4] = {0, 0, 0, 0};
+        row_index(dst, r, &i[1], &i[2], &i[3]);
+        char * y = ggml_cpu_elem_ptr(dst, 0, i[1], i[2], i[3]);
+        if (dim == 0) {
+            const int64_t n0 = src0->ne[0];
+            copy_elems(y, dst->nb[0], ggml_cpu_elem_ptr(src0, 0, i[1], i[2], i[3]), src0->nb[0], n0, es);
+            copy_elems(y + n0 * dst->nb[0], dst->nb[0], ggml_cpu_elem_ptr(src1, 0, i[1], i[2], i[3]), src1->nb[0], src1->ne[0], es);
+            continue;
+        }
+        const struct ggml_tensor * src = src0;
+        if (i[dim] >= src0->ne[dim]) {
+            i[dim] -= src0->ne[dim];
+            src = src1;
+        }
+        copy_elems(y, dst->nb[0], ggml_cpu_elem_ptr(src, 0, i[1], i[2], i[3]), src->nb[0], dst->ne[0], es);
+    }
+}
+
+// src0 [ne00, ne01, ne02, ne03], src1 I32 [n, ne02, ne03] -> dst [ne00, n, ne02, ne03]:
+// dst[:, i, j, k] = src0[:, src1[i, j, k], j, k], converted to dst's type.
+void ggml_cpu_forward_get_rows(const struct ggml_compute_params * params, struct ggml_tensor * dst) {
+    const struct ggml_tensor * src0 = dst->src[0];
+    const struct ggml_tensor * src1 = dst->src[1];
+    GGML_ASSERT(src0 != NULL && src1 != NULL);
+    GGML_ASSERT(src1->type == GGML_TYPE_I32 && src1->ne[3] == 1);
+    GGML_ASSERT(dst->ne[0] == src0->ne[0] && dst->ne[1] == src1->ne[0] &&
+                dst->ne[2] == src1->ne[1] && dst->ne[3] == src1->ne[2]);
+    GGML_ASSERT(src0->ne[2] == src1->ne[1] && src0->ne[3] == src1->ne[2]);
+
+    const int64_t ne00 = src0->ne[0], ne01 = src0->ne[1];
+    int64_t r0, r1;
+    ggml_cpu_split_rows(ggml_nrows(dst), params->ith, params->nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t i10, i11, i12;
+        row_index(dst, r, &i10, &i11, &i12);
+        int32_t idx;
+        memcpy(&idx, (const char *) src1->data + i10 * src1->nb[0] + i11 * src1->nb[1] + i12 * src1->nb[2], sizeof(idx));
+        GGML_ASSERT(idx >= 0 && idx < ne01 && "get_rows: index out of range");
+        copy_or_convert(dst, ggml_cpu_elem_ptr(dst, 0, i10, i11, i12), src0, ggml_cpu_elem_ptr(src0, 0, idx, i11, i12), ne00);
+    }
+}

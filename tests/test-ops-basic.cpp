@@ -1,0 +1,807 @@
+// test-ops-basic.cpp - the elementwise, unary, reduction and copy kernels against naive
+// double-precision references: random data, odd sizes, non-contiguous (padded, transposed,
+// permuted) operands, every broadcast pattern, F32/F16/BF16, in-place variants, and 1/2/3
+// threads bit-identical.
+#include "test-util.h"
+
+#include "cpu/ops-common.h"
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <limits>
+
+namespace {
+
+using Shape = std::array<int64_t, 4>;
+using Values = std::vector<double>;
+
+const ggml_type kFloatTypes[] = {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16};
+const Shape kShapes[] = {{7, 5, 3, 2}, {33, 1, 4, 1}, {1, 1, 1, 1}, {16, 3, 2, 1}, {300, 2, 1, 3}};
+
+int64_t flat_index(const Shape & ne, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+    return i0 + ne[0] * (i1 + ne[1] * (i2 + ne[2] * i3));
+}
+
+int64_t n_elements(const Shape & ne) { return ne[0] * ne[1] * ne[2] * ne[3]; }
+
+Shape shape_of(const ggml_tensor * t) { return {t->ne[0], t->ne[1], t->ne[2], t->ne[3]}; }
+
+std::string shape_str(const Shape & ne) {
+    return "[" + std::to_string(ne[0]) + "," + std::to_string(ne[1]) + "," + std::to_string(ne[2]) + "," +
+           std::to_string(ne[3]) + "]";
+}
+
+ggml_tensor * new_tensor(ggml_context * ctx, ggml_type type, const Shape & ne) {
+    return ggml_new_tensor_4d(ctx, type, ne[0], ne[1], ne[2], ne[3]);
+}
+
+// How a test operand is laid out in memory.
+enum class Layout { Contiguous, Padded, Transposed, Permuted };
+const Layout kLayouts[] = {Layout::Contiguous, Layout::Padded, Layout::Transposed, Layout::Permuted};
+
+const char * layout_name(Layout l) {
+    switch (l) {
+        case Layout::Contiguous: return "contiguous";
+        case Layout::Padded:     return "padded";
+        case Layout::Transposed: return "transposed";
+        case Layout::Permuted:   return "permuted";
+    }
+    return "?";
+}
+
+// A tensor of logical shape ne with the given layout.
+ggml_tensor * new_input(ggml_context * ctx, ggml_type type, const Shape & ne, Layout layout) {
+    switch (layout) {
+        case Layout::Contiguous: return new_tensor(ctx, type, ne);
+        case Layout::Padded:     return tu::new_padded_view(ctx, type, ne.data());
+        case Layout::Transposed: return tu::new_transposed_view(ctx, type, ne.data());
+        case Layout::Permuted: {
+            // memory order [ne2, ne0, ne3, ne1]: no dimension keeps its stride
+            ggml_tensor * base = ggml_new_tensor_4d(ctx, type, ne[2], ne[0], ne[3], ne[1]);
+            ggml_tensor * t = ggml_permute(ctx, base, 2, 0, 3, 1);
+            EXPECT_EQ(shape_of(t), ne);
+            return t;
+        }
+    }
+    return nullptr;
+}
+
+// Fills t with uniform values in [lo, hi) and returns them as stored (rounded to t's type).
+Values fill(ggml_tensor * t, std::mt19937 & rng, float lo = -1.0f, float hi = 1.0f) {
+    tu::fill_uniform(t, rng, lo, hi);
+    return tu::to_double(t);
+}
+
+void set_values(ggml_tensor * t, const Values & v) {
+    const Shape ne = shape_of(t);
+    tu::for_each(t, [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+        tu::set(t, v[flat_index(ne, i0, i1, i2, i3)], i0, i1, i2, i3);
+    });
+}
+
+// A value as the given type stores it.
+double round_to(ggml_type type, double v) {
+    switch (type) {
+        case GGML_TYPE_F16:  return ggml_fp16_to_fp32(ggml_fp32_to_fp16((float) v));
+        case GGML_TYPE_BF16: return ggml_bf16_to_fp32(ggml_fp32_to_bf16((float) v));
+        case GGML_TYPE_I32:  return (double) (int32_t) v;
+        default:             return (float) v;
+    }
+}
+
+Values round_all(ggml_type type, Values v) {
+    for (double & x : v) x = round_to(type, x);
+    return v;
+}
+
+// Computes an in-place op with 1, 2 and 3 threads, restoring the input before each run;
+// checks bit-identity across thread counts and returns the 1-thread values.
+Values compute_inplace_all_threads(ggml_context * ctx, ggml_tensor * out, ggml_tensor * input, const Values & input_vals) {
+    ggml_cgraph * gf = ggml_new_graph(ctx);
+    ggml_build_forward_expand(gf, out);
+    std::vector<uint8_t> first;
+    Values vals;
+    for (int nt = 1; nt <= 3; nt++) {
+        set_values(input, input_vals);
+        EXPECT_EQ(ggml_graph_compute_with_ctx(ctx, gf, nt), GGML_STATUS_SUCCESS);
+        if (nt == 1) {
+            first = tu::bytes_of(out);
+            vals = tu::to_double(out);
+        } else {
+            EXPECT_TRUE(tu::bytes_of(out) == first) << "in-place result with " << nt << " threads differs from 1 thread";
+        }
+    }
+    return vals;
+}
+
+// ==== binary elementwise ======================================================================
+enum class BinOp { Add, Sub, Mul, Div };
+const BinOp kBinOps[] = {BinOp::Add, BinOp::Sub, BinOp::Mul, BinOp::Div};
+
+const char * binop_name(BinOp op) {
+    switch (op) {
+        case BinOp::Add: return "add";
+        case BinOp::Sub: return "sub";
+        case BinOp::Mul: return "mul";
+        case BinOp::Div: return "div";
+    }
+    return "?";
+}
+
+double binop_ref(BinOp op, double a, double b) {
+    switch (op) {
+        case BinOp::Add: return a + b;
+        case BinOp::Sub: return a - b;
+        case BinOp::Mul: return a * b;
+        case BinOp::Div: return a / b;
+    }
+    return 0;
+}
+
+ggml_tensor * build_binop(ggml_context * ctx, BinOp op, ggml_tensor * a, ggml_tensor * b, bool inplace) {
+    switch (op) {
+        case BinOp::Add: return inplace ? ggml_add_inplace(ctx, a, b) : ggml_add(ctx, a, b);
+        case BinOp::Sub: return inplace ? ggml_sub_inplace(ctx, a, b) : ggml_sub(ctx, a, b);
+        case BinOp::Mul: return inplace ? ggml_mul_inplace(ctx, a, b) : ggml_mul(ctx, a, b);
+        case BinOp::Div: return inplace ? ggml_div_inplace(ctx, a, b) : ggml_div(ctx, a, b);
+    }
+    return nullptr;
+}
+
+// ref[i] = a[i] op b[i mod ne1] in double.
+Values binop_reference(BinOp op, const Shape & ne0, const Values & a, const Shape & ne1, const Values & b) {
+    Values ref(a.size());
+    for (int64_t i3 = 0; i3 < ne0[3]; i3++)
+        for (int64_t i2 = 0; i2 < ne0[2]; i2++)
+            for (int64_t i1 = 0; i1 < ne0[1]; i1++)
+                for (int64_t i0 = 0; i0 < ne0[0]; i0++) {
+                    const int64_t k = flat_index(ne0, i0, i1, i2, i3);
+                    const int64_t kb = flat_index(ne1, i0 % ne1[0], i1 % ne1[1], i2 % ne1[2], i3 % ne1[3]);
+                    ref[k] = binop_ref(op, a[k], b[kb]);
+                }
+    return ref;
+}
+
+struct BinCase {
+    BinOp op;
+    ggml_type t0, t1;
+    Shape ne0, ne1;
+    Layout l0 = Layout::Contiguous, l1 = Layout::Contiguous;
+    bool inplace = false;
+};
+
+void run_binop(const BinCase & c, std::mt19937 & rng) {
+    SCOPED_TRACE(std::string(binop_name(c.op)) + " " + ggml_type_name(c.t0) + shape_str(c.ne0) + " " + layout_name(c.l0) +
+                 " by " + ggml_type_name(c.t1) + shape_str(c.ne1) + " " + layout_name(c.l1) + (c.inplace ? " in place" : ""));
+    tu::Ctx ctx(16u << 20);
+    ggml_tensor * a = new_input(ctx, c.t0, c.ne0, c.l0);
+    ggml_tensor * b = new_input(ctx, c.t1, c.ne1, c.l1);
+    const Values av = fill(a, rng, -2.0f, 2.0f);
+    // divisors kept away from zero
+    const Values bv = c.op == BinOp::Div ? fill(b, rng, 0.5f, 2.0f) : fill(b, rng, -2.0f, 2.0f);
+    ggml_tensor * out = build_binop(ctx, c.op, a, b, c.inplace);
+    ASSERT_EQ(out->type, c.t0);
+    const Values got = c.inplace ? compute_inplace_all_threads(ctx, out, a, av) : tu::compute_all_threads(ctx, out);
+    if (c.inplace) {
+        EXPECT_EQ(out->data, a->data);
+    }
+    tu::expect_close(got, binop_reference(c.op, c.ne0, av, c.ne1, bv), tu::type_rtol(c.t0), 1e-6);
+}
+
+std::vector<ggml_type> src1_types(ggml_type t0) {
+    if (t0 == GGML_TYPE_F32) return {GGML_TYPE_F32};
+    return {GGML_TYPE_F32, t0};
+}
+
+TEST(Binary, EveryBroadcastPatternAndType) {
+    std::mt19937 rng(1);
+    for (BinOp op : kBinOps)
+        for (ggml_type t0 : kFloatTypes)
+            for (ggml_type t1 : src1_types(t0))
+                for (const Shape & ne0 : kShapes)
+                    for (int mask = 0; mask < 16; mask++) {
+                        Shape ne1 = ne0;
+                        for (int d = 0; d < 4; d++) if (mask & (1 << d)) ne1[d] = 1;
+                        run_binop({op, t0, t1, ne0, ne1}, rng);
+                    }
+}
+
+// src1 dims that divide src0's without being 1 (partial row repeats included).
+TEST(Binary, PartialBroadcast) {
+    std::mt19937 rng(2);
+    const std::pair<Shape, Shape> cases[] = {
+        {{12, 6, 4, 2}, {3, 2, 1, 2}}, {{12, 6, 4, 2}, {4, 3, 2, 1}}, {{12, 6, 4, 2}, {6, 1, 4, 1}},
+        {{300, 4, 1, 1}, {100, 2, 1, 1}}, {{9, 9, 1, 1}, {3, 9, 1, 1}},
+    };
+    for (BinOp op : kBinOps)
+        for (ggml_type t0 : kFloatTypes)
+            for (const auto & c : cases) run_binop({op, t0, GGML_TYPE_F32, c.first, c.second}, rng);
+}
+
+TEST(Binary, NonContiguousOperands) {
+    std::mt19937 rng(3);
+    const Shape ne0 = {7, 5, 3, 2};
+    for (BinOp op : kBinOps)
+        for (ggml_type t0 : kFloatTypes)
+            for (ggml_type t1 : src1_types(t0))
+                for (Layout l0 : kLayouts)
+                    for (Layout l1 : kLayouts)
+                        for (int mask : {0, 1, 6, 15}) {
+                            Shape ne1 = ne0;
+                            for (int d = 0; d < 4; d++) if (mask & (1 << d)) ne1[d] = 1;
+                            run_binop({op, t0, t1, ne0, ne1, l0, l1}, rng);
+                        }
+}
+
+TEST(Binary, InPlace) {
+    std::mt19937 rng(4);
+    for (BinOp op : kBinOps)
+        for (ggml_type t0 : kFloatTypes)
+            for (Layout l0 : kLayouts)
+                for (const Shape & ne1 : {Shape{7, 5, 3, 2}, Shape{7, 1, 3, 1}, Shape{1, 5, 1, 2}}) {
+                    run_binop({op, t0, GGML_TYPE_F32, {7, 5, 3, 2}, ne1, l0, Layout::Contiguous, true}, rng);
+                }
+}
+
+// Long rows exercise the vectorized loops (and their tails) of the all-F32 path.
+TEST(Binary, LongRows) {
+    std::mt19937 rng(5);
+    for (BinOp op : kBinOps)
+        for (ggml_type t0 : kFloatTypes) {
+            run_binop({op, t0, GGML_TYPE_F32, {4099, 7, 1, 1}, {4099, 1, 1, 1}}, rng);
+            run_binop({op, t0, t0, {1031, 3, 2, 1}, {1031, 3, 2, 1}}, rng);
+            run_binop({op, t0, GGML_TYPE_F32, {1031, 3, 2, 1}, {1, 3, 1, 1}}, rng);
+        }
+}
+
+TEST(Binary, SameTensorBothOperands) {
+    std::mt19937 rng(6);
+    tu::Ctx ctx(16u << 20);
+    ggml_tensor * a = new_tensor(ctx, GGML_TYPE_F32, {37, 4, 1, 1});
+    const Values av = fill(a, rng);
+    const Values got = compute_inplace_all_threads(ctx, ggml_add_inplace(ctx, a, a), a, av);
+    Values ref = av;
+    for (double & x : ref) x *= 2;
+    tu::expect_close(got, ref, 0, 0);
+}
+
+TEST(Binary, Add1) {
+    std::mt19937 rng(7);
+    for (ggml_type t0 : kFloatTypes)
+        for (ggml_type t1 : src1_types(t0))
+            for (Layout l0 : kLayouts)
+                for (bool inplace : {false, true}) {
+                    SCOPED_TRACE(std::string(ggml_type_name(t0)) + " + " + ggml_type_name(t1) + " " + layout_name(l0) +
+                                 (inplace ? " in place" : ""));
+                    tu::Ctx ctx(16u << 20);
+                    ggml_tensor * a = new_input(ctx, t0, {7, 5, 3, 2}, l0);
+                    ggml_tensor * b = ggml_new_tensor_1d(ctx, t1, 1);
+                    const Values av = fill(a, rng);
+                    const Values bv = fill(b, rng);
+                    ggml_tensor * out = inplace ? ggml_add1_inplace(ctx, a, b) : ggml_add1(ctx, a, b);
+                    const Values got = inplace ? compute_inplace_all_threads(ctx, out, a, av) : tu::compute_all_threads(ctx, out);
+                    Values ref = av;
+                    for (double & x : ref) x += bv[0];
+                    tu::expect_close(got, ref, tu::type_rtol(t0), 1e-6);
+                }
+}
+
+// ==== per-element ops: scale, sqr, sqrt, log, and the unary ops ==============================
+struct ElemOp {
+    const char * name;
+    std::function<ggml_tensor *(ggml_context *, ggml_tensor *, bool)> build;
+    std::function<double(double)> ref;
+    float lo, hi;   // input range
+    double rtol;    // for F32 (F16/BF16 use tu::type_rtol)
+    double atol;
+};
+
+double gelu_ref(double x) {
+    // x sigmoid(2u): the same function as 0.5 x (1 + tanh(u)) without its cancellation for x < 0
+    const double u = std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x);
+    return x / (1.0 + std::exp(-2.0 * u));
+}
+
+ElemOp unary(const char * name, ggml_unary_op op, std::function<double(double)> ref, float lo, float hi, double rtol, double atol = 1e-7) {
+    return {name,
+            [op](ggml_context * ctx, ggml_tensor * a, bool inplace) { return inplace ? ggml_unary_inplace(ctx, a, op) : ggml_unary(ctx, a, op); },
+            ref, lo, hi, rtol, atol};
+}
+
+std::vector<ElemOp> elem_ops() {
+    const float s = -1.75f;
+    return {
+        {"scale", [s](ggml_context * ctx, ggml_tensor * a, bool ip) { return ip ? ggml_scale_inplace(ctx, a, s) : ggml_scale(ctx, a, s); },
+         [s](double x) { return x * s; }, -3, 3, 1e-6, 0},
+        {"sqr", [](ggml_context * ctx, ggml_tensor * a, bool ip) { return ip ? ggml_sqr_inplace(ctx, a) : ggml_sqr(ctx, a); },
+         [](double x) { return x * x; }, -3, 3, 1e-6, 0},
+        {"sqrt", [](ggml_context * ctx, ggml_tensor * a, bool ip) { return ip ? ggml_sqrt_inplace(ctx, a) : ggml_sqrt(ctx, a); },
+         [](double x) { return std::sqrt(x); }, 0, 5, 1e-6, 0},
+        {"log", [](ggml_context * ctx, ggml_tensor * a, bool ip) { return ip ? ggml_log_inplace(ctx, a) : ggml_log(ctx, a); },
+         [](double x) { return std::log(x); }, 0.05f, 5, 1e-6, 1e-7},
+        unary("abs", GGML_UNARY_OP_ABS, [](double x) { return std::fabs(x); }, -3, 3, 0, 0),
+        unary("sgn", GGML_UNARY_OP_SGN, [](double x) { return x > 0 ? 1.0 : (x < 0 ? -1.0 : 0.0); }, -3, 3, 0, 0),
+        unary("neg", GGML_UNARY_OP_NEG, [](double x) { return -x; }, -3, 3, 0, 0),
+        unary("step", GGML_UNARY_OP_STEP, [](double x) { return x > 0 ? 1.0 : 0.0; }, -3, 3, 0, 0),
+        unary("tanh", GGML_UNARY_OP_TANH, [](double x) { return std::tanh(x); }, -4, 4, 1e-6),
+        unary("relu", GGML_UNARY_OP_RELU, [](double x) { return x > 0 ? x : 0.0; }, -3, 3, 0, 0),
+        unary("sigmoid", GGML_UNARY_OP_SIGMOID, [](double x) { return 1.0 / (1.0 + std::exp(-x)); }, -12, 12, 1e-6),
+        unary("gelu", GGML_UNARY_OP_GELU, gelu_ref, -5, 5, 1e-5),
+        unary("silu", GGML_UNARY_OP_SILU, [](double x) { return x / (1.0 + std::exp(-x)); }, -12, 12, 1e-6),
+        unary("exp", GGML_UNARY_OP_EXP, [](double x) { return std::exp(x); }, -20, 20, 1e-6, 0),
+    };
+}
+
+void run_elem(const ElemOp & op, ggml_type type, const Shape & ne, Layout layout, bool inplace, std::mt19937 & rng) {
+    SCOPED_TRACE(std::string(op.name) + " " + ggml_type_name(type) + shape_str(ne) + " " + layout_name(layout) +
+                 (inplace ? " in place" : ""));
+    tu::Ctx ctx(16u << 20);
+    ggml_tensor * a = new_input(ctx, type, ne, layout);
+    const Values av = fill(a, rng, op.lo, op.hi);
+    ggml_tensor * out = op.build(ctx, a, inplace);
+    ASSERT_EQ(out->type, type);
+    const Values got = inplace ? compute_inplace_all_threads(ctx, out, a, av) : tu::compute_all_threads(ctx, out);
+    if (inplace) {
+        EXPECT_EQ(out->data, a->data);
+    }
+    Values ref(av.size());
+    for (size_t i = 0; i < av.size(); i++) ref[i] = op.ref(av[i]);
+    // exact ops stay exact in every type; the rest are held to the output type's precision
+    const double rtol = op.rtol == 0 ? 0 : (type == GGML_TYPE_F32 ? op.rtol : tu::type_rtol(type));
+    const double atol = type == GGML_TYPE_F32 ? op.atol : std::max(op.atol, 1e-6);
+    tu::expect_close(got, round_all(type, ref), rtol, atol);  // exp(20) is inf in F16
+}
+
+TEST(Elementwise, EveryOpTypeShapeLayout) {
+    std::mt19937 rng(10);
+    for (const ElemOp & op : elem_ops())
+        for (ggml_type type : kFloatTypes)
+            for (const Shape & ne : kShapes)
+                for (Layout layout : kLayouts) run_elem(op, type, ne, layout, false, rng);
+}
+
+TEST(Elementwise, InPlace) {
+    std::mt19937 rng(11);
+    for (const ElemOp & op : elem_ops())
+        for (ggml_type type : kFloatTypes)
+            for (Layout layout : kLayouts) run_elem(op, type, {7, 5, 3, 2}, layout, true, rng);
+}
+
+TEST(Elementwise, LongRows) {
+    std::mt19937 rng(12);
+    for (const ElemOp & op : elem_ops())
+        for (ggml_type type : kFloatTypes) run_elem(op, type, {4099, 3, 1, 1}, Layout::Contiguous, false, rng);
+}
+
+// exp, silu, sigmoid and gelu at the ends of the float range: no NaN, right limits, tiny
+// results kept (relative accuracy wherever the output is a normal float).
+TEST(Unary, ExtremeInputs) {
+    const float xs[] = {-1000.0f, -200.0f, -104.0f, -103.5f, -100.0f, -95.0f, -89.5f, -88.0f, -87.4f, -80.0f, -50.0f,
+                        -20.0f,   -1e-3f,  -1e-30f, -0.0f,   0.0f,    1e-30f, 1e-3f,  20.0f,  50.0f,  80.0f,  88.0f,
+                        88.72f,   88.73f,  89.5f,   100.0f,  200.0f,  1000.0f};
+    const int n = (int) (sizeof(xs) / sizeof(xs[0]));
+    struct Case { ggml_unary_op op; std::function<double(double)> ref; };
+    const Case cases[] = {
+        {GGML_UNARY_OP_EXP, [](double x) { return std::exp(x); }},
+        {GGML_UNARY_OP_SILU, [](double x) { return x > 0 ? x / (1 + std::exp(-x)) : x * std::exp(x) / (1 + std::exp(x)); }},
+        {GGML_UNARY_OP_SIGMOID, [](double x) { return x > 0 ? 1 / (1 + std::exp(-x)) : std::exp(x) / (1 + std::exp(x)); }},
+        {GGML_UNARY_OP_GELU, gelu_ref},
+    };
+    for (const Case & c : cases) {
+        SCOPED_TRACE(ggml_unary_op_name(c.op));
+        tu::Ctx ctx(1u << 20);
+        ggml_tensor * a = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, n);
+        memcpy(a->data, xs, sizeof(xs));
+        ggml_tensor * out = ggml_unary(ctx, a, c.op);
+        const Values got = tu::compute_all_threads(ctx, out);
+        for (int i = 0; i < n; i++) {
+            const double ref = (float) c.ref(xs[i]);  // rounded to float: exp(100) is inf
+            EXPECT_FALSE(std::isnan(got[i])) << "x = " << xs[i];
+            if (std::isinf(ref) || std::fabs(ref) >= 1e-36) {
+                // gelu's inner polynomial amplifies the input's rounding: looser there
+                const double rtol = c.op == GGML_UNARY_OP_GELU ? 1e-5 : 1e-6;
+                EXPECT_TRUE(got[i] == ref || std::fabs(got[i] - ref) <= rtol * std::fabs(ref))
+                    << "x = " << xs[i] << ": got " << got[i] << ", expected " << ref;
+            } else {
+                EXPECT_LE(std::fabs(got[i] - ref), 1e-36) << "x = " << xs[i];
+            }
+        }
+    }
+}
+
+// float "ulps" between a and the double b (b rounded to float first).
+double ulp_distance(float a, double b) {
+    const float bf = (float) b;
+    if (a == bf) return 0;
+    const float ulp = std::nextafter(std::fabs(bf), std::numeric_limits<float>::infinity()) - std::fabs(bf);
+    return std::fabs((double) a - b) / ulp;
+}
+
+// The vectorized exp over its whole finite range, against exp in double: at most 2 ulp.
+TEST(Unary, ExpAccuracyDense) {
+    const int n = 200003;
+    std::vector<float> x(n), y(n);
+    for (int i = 0; i < n; i++) x[i] = -103.0f + 191.7f * (float) i / (float) (n - 1);
+    ggml_cpu_vec_exp_f32(y.data(), x.data(), n);
+    double worst = 0;
+    float worst_x = 0;
+    for (int i = 0; i < n; i++) {
+        const double ref = std::exp((double) x[i]);
+        if (ref < std::numeric_limits<float>::min()) {
+            EXPECT_LE(std::fabs(y[i] - ref), 2 * std::numeric_limits<float>::denorm_min()) << "x = " << x[i];
+            continue;
+        }
+        const double d = ulp_distance(y[i], ref);
+        if (d > worst) { worst = d; worst_x = x[i]; }
+    }
+    EXPECT_LE(worst, 2.0) << "at x = " << worst_x;
+}
+
+// The SIMD rows agree with the scalar algorithm (ggml_cpu_exp_f32) and give every element the
+// same value whatever the row length (tails are not computed differently).
+TEST(Unary, VectorExpMatchesScalarAtEveryLength) {
+    std::mt19937 rng(13);
+    std::uniform_real_distribution<float> d(-90.0f, 90.0f);
+    std::vector<float> x(67), y_full(67), y(67);
+    for (float & v : x) v = d(rng);
+    ggml_cpu_vec_exp_f32(y_full.data(), x.data(), (int64_t) x.size());
+    for (int64_t len = 0; len <= (int64_t) x.size(); len++) {
+        std::fill(y.begin(), y.end(), -1.0f);
+        ggml_cpu_vec_exp_f32(y.data(), x.data(), len);
+        for (int64_t i = 0; i < (int64_t) x.size(); i++) {
+            if (i < len) {
+                EXPECT_EQ(y[i], y_full[i]) << "len " << len << " i " << i;
+            } else {
+                EXPECT_EQ(y[i], -1.0f) << "wrote past the end: len " << len;
+            }
+        }
+    }
+    for (size_t i = 0; i < x.size(); i++) {
+        EXPECT_LE(ulp_distance(y_full[i], ggml_cpu_exp_f32(x[i])), 1.0) << "x = " << x[i];
+    }
+    // silu and sigmoid rows too, in place
+    std::vector<float> s = x, g = x;
+    ggml_cpu_vec_silu_f32(s.data(), s.data(), (int64_t) s.size());
+    ggml_cpu_vec_sigmoid_f32(g.data(), g.data(), (int64_t) g.size());
+    for (size_t i = 0; i < x.size(); i++) {
+        const double xd = x[i];
+        const double sig = xd > 0 ? 1 / (1 + std::exp(-xd)) : std::exp(xd) / (1 + std::exp(xd));
+        EXPECT_NEAR(g[i], sig, 1e-6 * sig + 1e-38);
+        EXPECT_NEAR(s[i], xd * sig, 1e-6 * std::fabs(xd * sig) + 1e-36);
+    }
+}
+
+// ==== reductions ===============================================================================
+Values row_sums(const Shape & ne, const Values & v, bool mean) {
+    Values r;
+    for (int64_t row = 0; row < ne[1] * ne[2] * ne[3]; row++) {
+        double s = 0;
+        for (int64_t i = 0; i < ne[0]; i++) s += v[row * ne[0] + i];
+        r.push_back(mean ? s / ne[0] : s);
+    }
+    return r;
+}
+
+TEST(Reduce, SumSumRowsMean) {
+    std::mt19937 rng(20);
+    const Shape shapes[] = {{7, 5, 3, 2}, {33, 1, 4, 1}, {1, 1, 1, 1}, {1000, 3, 1, 1}, {1, 6, 1, 1}};
+    for (ggml_type type : kFloatTypes)
+        for (const Shape & ne : shapes)
+            for (Layout layout : kLayouts)
+                for (int which = 0; which < 3; which++) {
+                    const char * names[] = {"sum", "sum_rows", "mean"};
+                    SCOPED_TRACE(std::string(names[which]) + " " + ggml_type_name(type) + shape_str(ne) + " " + layout_name(layout));
+                    tu::Ctx ctx(16u << 20);
+                    ggml_tensor * a = new_input(ctx, type, ne, layout);
+                    const Values av = fill(a, rng);
+                    ggml_tensor * out = which == 0 ? ggml_sum(ctx, a) : which == 1 ? ggml_sum_rows(ctx, a) : ggml_mean(ctx, a);
+                    const Values got = tu::compute_all_threads(ctx, out);
+                    Values ref;
+                    if (which == 0) {
+                        double s = 0;
+                        for (double x : av) s += x;
+                        ref = {s};
+                        ASSERT_EQ(ggml_nelements(out), 1);
+                    } else {
+                        ref = row_sums(ne, av, which == 2);
+                        ASSERT_EQ(shape_of(out), (Shape{1, ne[1], ne[2], ne[3]}));
+                    }
+                    // accumulated in double: only the final rounding to the output type remains
+                    double abs_sum = 0;
+                    for (double x : av) abs_sum += std::fabs(x);
+                    tu::expect_close(got, ref, tu::type_rtol(out->type), 1e-6 * abs_sum / std::max<int64_t>(1, (int64_t) ref.size()));
+                }
+}
+
+TEST(Reduce, ArgmaxFirstMaxWins) {
+    std::mt19937 rng(21);
+    const Shape shapes[] = {{7, 5, 1, 1}, {1, 9, 1, 1}, {300, 4, 1, 1}, {1, 1, 1, 1}, {33, 1, 1, 1}};
+    for (ggml_type type : {GGML_TYPE_F32, GGML_TYPE_F16})
+        for (const Shape & ne : shapes)
+            for (Layout layout : {Layout::Contiguous, Layout::Padded, Layout::Transposed}) {
+                SCOPED_TRACE(std::string(ggml_type_name(type)) + shape_str(ne) + " " + layout_name(layout));
+                tu::Ctx ctx(16u << 20);
+                ggml_tensor * a = new_input(ctx, type, ne, layout);
+                // small integers: many ties, so "first max wins" is exercised
+                std::uniform_int_distribution<int> d(-4, 4);
+                Values av(n_elements(ne));
+                for (double & x : av) x = d(rng);
+                set_values(a, av);
+                ggml_tensor * out = ggml_argmax(ctx, a);
+                ASSERT_EQ(out->type, GGML_TYPE_I32);
+                const Values got = tu::compute_all_threads(ctx, out);
+                Values ref;
+                for (int64_t r = 0; r < ne[1]; r++) {
+                    int64_t best = 0;
+                    for (int64_t i = 1; i < ne[0]; i++) if (av[r * ne[0] + i] > av[r * ne[0] + best]) best = i;
+                    ref.push_back((double) best);
+                }
+                tu::expect_close(got, ref, 0, 0);
+            }
+}
+
+TEST(Reduce, ArgmaxSpecialValues) {
+    tu::Ctx ctx(1u << 20);
+    const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+    const float rows[4][4] = {{-inf, -inf, -inf, -inf}, {nan, 1.0f, 3.0f, 3.0f}, {-inf, nan, -5.0f, -5.0f}, {1.0f, inf, 2.0f, inf}};
+    ggml_tensor * a = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 4, 4);
+    memcpy(a->data, rows, sizeof(rows));
+    const Values got = tu::compute_all_threads(ctx, ggml_argmax(ctx, a));
+    tu::expect_close(got, {0, 2, 2, 1}, 0, 0);
+}
+
+// ==== dup / cpy / cont =========================================================================
+const ggml_type kCopyTypes[] = {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16};
+
+// Values that exercise the conversions: random, plus exact ties for rounding and large ones.
+Values fill_for_copy(ggml_tensor * t, std::mt19937 & rng) {
+    if (t->type == GGML_TYPE_I32) {
+        std::uniform_int_distribution<int32_t> d(std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max());
+        Values v(ggml_nelements(t));
+        for (double & x : v) x = d(rng);
+        set_values(t, v);
+        return tu::to_double(t);
+    }
+    Values v = fill(t, rng, -3.0f, 3.0f);
+    const double specials[] = {1.0 + 1.0 / 2048, 1.0 + 3.0 / 2048, 1.0 + 1.0 / 256, 65504.0, 70000.0, -1e-7, 3e38, 0.0};
+    for (size_t i = 0; i < v.size() && i < 8; i++) v[i * 3 % v.size()] = round_to(t->type, specials[i]);
+    set_values(t, v);
+    return tu::to_double(t);
+}
+
+// src (of shape ne_src, layout ls) copied into dst (of shape ne_dst, layout ld), as cpy.
+void run_cpy(ggml_type ts, ggml_type td, const Shape & ne_src, Layout ls, const Shape & ne_dst, Layout ld, std::mt19937 & rng) {
+    SCOPED_TRACE(std::string("cpy ") + ggml_type_name(ts) + shape_str(ne_src) + " " + layout_name(ls) + " -> " + ggml_type_name(td) +
+                 shape_str(ne_dst) + " " + layout_name(ld));
+    tu::Ctx ctx(16u << 20);
+    ggml_tensor * src = new_input(ctx, ts, ne_src, ls);
+    ggml_tensor * dst = new_input(ctx, td, ne_dst, ld);
+    const Values sv = fill_for_copy(src, rng);
+    fill(dst, rng);  // garbage to overwrite
+    ggml_tensor * out = ggml_cpy(ctx, src, dst);
+    tu::compute_all_threads(ctx, out);
+    // conversions are exact up to the destination's rounding (logical order, i0 fastest)
+    tu::expect_close(tu::to_double(dst), round_all(td, sv), 0, 0);
+}
+
+TEST(Copy, CpyAllTypePairsAndLayouts) {
+    std::mt19937 rng(30);
+    for (ggml_type ts : kCopyTypes)
+        for (ggml_type td : kCopyTypes)
+            for (Layout ls : kLayouts)
+                for (Layout ld : {Layout::Contiguous, Layout::Padded, Layout::Transposed, Layout::Permuted}) {
+                    run_cpy(ts, td, {7, 5, 3, 2}, ls, {7, 5, 3, 2}, ld, rng);
+                }
+    for (Layout ls : kLayouts)
+        for (Layout ld : kLayouts) run_cpy(GGML_TYPE_I32, GGML_TYPE_I32, {7, 5, 3, 2}, ls, {7, 5, 3, 2}, ld, rng);
+}
+
+// Same element count, different shapes: elements go over in logical order.
+TEST(Copy, CpyBetweenShapes) {
+    std::mt19937 rng(31);
+    const std::pair<Shape, Shape> shapes[] = {
+        {{7, 5, 3, 2}, {210, 1, 1, 1}}, {{7, 5, 3, 2}, {10, 21, 1, 1}}, {{7, 5, 3, 2}, {2, 3, 5, 7}},
+        {{7, 5, 3, 2}, {30, 7, 1, 1}},  {{1000, 3, 1, 1}, {600, 5, 1, 1}}, {{4, 4, 1, 1}, {1, 16, 1, 1}},
+    };
+    for (const auto & s : shapes)
+        for (ggml_type ts : {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_I32})
+            for (ggml_type td : kCopyTypes)
+                for (Layout ls : kLayouts)
+                    for (Layout ld : {Layout::Contiguous, Layout::Padded, Layout::Transposed}) {
+                        if (ts == GGML_TYPE_I32 && td != GGML_TYPE_F32) continue;  // I32 goes to I32 only, once
+                        run_cpy(ts, ts == GGML_TYPE_I32 ? GGML_TYPE_I32 : td, s.first, ls, s.second, ld, rng);
+                    }
+}
+
+TEST(Copy, DupAndCast) {
+    std::mt19937 rng(32);
+    for (ggml_type ts : kCopyTypes)
+        for (Layout ls : kLayouts) {
+            SCOPED_TRACE(std::string(ggml_type_name(ts)) + " " + layout_name(ls));
+            tu::Ctx ctx(16u << 20);
+            ggml_tensor * a = new_input(ctx, ts, {7, 5, 3, 2}, ls);
+            const Values av = fill_for_copy(a, rng);
+            ggml_tensor * d = ggml_dup(ctx, a);
+            EXPECT_TRUE(ggml_is_contiguous(d));
+            tu::expect_close(tu::compute_all_threads(ctx, d), av, 0, 0, "dup");
+            for (ggml_type td : kCopyTypes) {
+                ggml_tensor * c = ggml_cast(ctx, a, td);
+                ASSERT_EQ(c->type, td);
+                tu::expect_close(tu::compute_all_threads(ctx, c), round_all(td, av), 0, 0, std::string("cast to ") + ggml_type_name(td));
+            }
+        }
+}
+
+TEST(Copy, ContOfPermutedAndReshaped) {
+    std::mt19937 rng(33);
+    const int axes[][4] = {{0, 1, 2, 3}, {1, 0, 2, 3}, {2, 0, 3, 1}, {3, 2, 1, 0}, {0, 2, 1, 3}, {1, 2, 3, 0}};
+    for (ggml_type type : {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_I32})
+        for (const auto & ax : axes) {
+            SCOPED_TRACE(std::string(ggml_type_name(type)) + " permute " + std::to_string(ax[0]) + std::to_string(ax[1]) +
+                         std::to_string(ax[2]) + std::to_string(ax[3]));
+            tu::Ctx ctx(16u << 20);
+            ggml_tensor * base = ggml_new_tensor_4d(ctx, type, 7, 5, 3, 2);
+            const Values bv = fill_for_copy(base, rng);
+            ggml_tensor * p = ggml_permute(ctx, base, ax[0], ax[1], ax[2], ax[3]);
+            ggml_tensor * c = ggml_cont(ctx, p);
+            EXPECT_TRUE(ggml_is_contiguous(c));
+            // expected: base[i] lands at position (i_ax) of the permuted shape
+            const Shape pne = shape_of(p);
+            Values ref(bv.size());
+            const Shape bne = {7, 5, 3, 2};
+            tu::for_each(base, [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+                int64_t j[4];
+                const int64_t i[4] = {i0, i1, i2, i3};
+                for (int k = 0; k < 4; k++) j[ax[k]] = i[k];
+                ref[flat_index(pne, j[0], j[1], j[2], j[3])] = bv[flat_index(bne, i0, i1, i2, i3)];
+            });
+            tu::expect_close(tu::compute_all_threads(ctx, c), ref, 0, 0, "cont");
+
+            // cont to another shape (a reshape of the permuted tensor), then reshape the result back
+            ggml_tensor * c2 = ggml_cont_2d(ctx, p, 14, 15);
+            tu::expect_close(tu::compute_all_threads(ctx, c2), ref, 0, 0, "cont_2d");
+            ggml_tensor * r = ggml_reshape_4d(ctx, c2, 3, 5, 7, 2);
+            ggml_tensor * c3 = ggml_cont(ctx, ggml_transpose(ctx, r));
+            const Shape rne = {3, 5, 7, 2}, tne = {5, 3, 7, 2};
+            Values tref(ref.size());
+            for (int64_t i3 = 0; i3 < 2; i3++)
+                for (int64_t i2 = 0; i2 < 7; i2++)
+                    for (int64_t i1 = 0; i1 < 5; i1++)
+                        for (int64_t i0 = 0; i0 < 3; i0++)
+                            tref[flat_index(tne, i1, i0, i2, i3)] = ref[flat_index(rne, i0, i1, i2, i3)];
+            tu::expect_close(tu::compute_all_threads(ctx, c3), tref, 0, 0, "reshape, transpose, cont");
+        }
+}
+
+// ==== repeat / concat =========================================================================
+TEST(Copy, Repeat) {
+    std::mt19937 rng(40);
+    const std::pair<Shape, Shape> shapes[] = {
+        {{3, 1, 2, 1}, {6, 4, 2, 3}}, {{1, 1, 1, 1}, {5, 3, 2, 1}}, {{7, 5, 3, 2}, {7, 5, 3, 2}},
+        {{7, 1, 3, 1}, {21, 2, 3, 2}}, {{1, 5, 1, 2}, {4, 5, 3, 2}},
+    };
+    for (ggml_type type : {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_I32})
+        for (const auto & s : shapes)
+            for (Layout ls : kLayouts) {
+                SCOPED_TRACE(std::string(ggml_type_name(type)) + shape_str(s.first) + " " + layout_name(ls) + " to " + shape_str(s.second));
+                tu::Ctx ctx(16u << 20);
+                ggml_tensor * a = new_input(ctx, type, s.first, ls);
+                ggml_tensor * shape = new_tensor(ctx, type, s.second);
+                const Values av = fill_for_copy(a, rng);
+                ggml_tensor * out = ggml_repeat(ctx, a, shape);
+                ASSERT_EQ(shape_of(out), s.second);
+                const Values got = tu::compute_all_threads(ctx, out);
+                const Shape & ne = s.second;
+                const Shape & na = s.first;
+                Values ref(got.size());
+                for (int64_t i3 = 0; i3 < ne[3]; i3++)
+                    for (int64_t i2 = 0; i2 < ne[2]; i2++)
+                        for (int64_t i1 = 0; i1 < ne[1]; i1++)
+                            for (int64_t i0 = 0; i0 < ne[0]; i0++)
+                                ref[flat_index(ne, i0, i1, i2, i3)] = av[flat_index(na, i0 % na[0], i1 % na[1], i2 % na[2], i3 % na[3])];
+                tu::expect_close(got, ref, 0, 0);
+            }
+}
+
+TEST(Copy, ConcatAlongEachDim) {
+    std::mt19937 rng(41);
+    for (ggml_type type : {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_I32})
+        for (int dim = 0; dim < 4; dim++)
+            for (Layout l0 : kLayouts)
+                for (Layout l1 : {Layout::Contiguous, Layout::Padded, Layout::Transposed}) {
+                    SCOPED_TRACE(std::string(ggml_type_name(type)) + " dim " + std::to_string(dim) + " " + layout_name(l0) + " + " + layout_name(l1));
+                    tu::Ctx ctx(16u << 20);
+                    Shape na = {7, 5, 3, 2}, nb = na;
+                    nb[dim] = dim == 0 ? 4 : 1 + dim;  // a different extent along dim
+                    ggml_tensor * a = new_input(ctx, type, na, l0);
+                    ggml_tensor * b = new_input(ctx, type, nb, l1);
+                    const Values av = fill_for_copy(a, rng);
+                    const Values bv = fill_for_copy(b, rng);
+                    ggml_tensor * out = ggml_concat(ctx, a, b, dim);
+                    Shape ne = na;
+                    ne[dim] += nb[dim];
+                    ASSERT_EQ(shape_of(out), ne);
+                    const Values got = tu::compute_all_threads(ctx, out);
+                    Values ref(got.size());
+                    for (int64_t i3 = 0; i3 < ne[3]; i3++)
+                        for (int64_t i2 = 0; i2 < ne[2]; i2++)
+                            for (int64_t i1 = 0; i1 < ne[1]; i1++)
+                                for (int64_t i0 = 0; i0 < ne[0]; i0++) {
+                                    int64_t i[4] = {i0, i1, i2, i3};
+                                    double v;
+                                    if (i[dim] < na[dim]) {
+                                        v = av[flat_index(na, i[0], i[1], i[2], i[3])];
+                                    } else {
+                                        i[dim] -= na[dim];
+                                        v = bv[flat_index(nb, i[0], i[1], i[2], i[3])];
+                                    }
+                                    ref[flat_index(ne, i0, i1, i2, i3)] = v;
+                                }
+                    tu::expect_close(got, ref, 0, 0);
+                }
+}
+
+// ==== get_rows ================================================================================
+void run_get_rows(ggml_type type, const Shape & ne_src, Layout ls, const std::vector<int32_t> & idx, const Shape & ne_idx,
+                  std::mt19937 & rng) {
+    SCOPED_TRACE(std::string("get_rows ") + ggml_type_name(type) + shape_str(ne_src) + " " + layout_name(ls) + " by " + shape_str(ne_idx));
+    tu::Ctx ctx(16u << 20);
+    ggml_tensor * a = new_input(ctx, type, ne_src, ls);
+    const Values av = fill_for_copy(a, rng);
+    ggml_tensor * b = ggml_new_tensor_3d(ctx, GGML_TYPE_I32, ne_idx[0], ne_idx[1], ne_idx[2]);
+    ASSERT_EQ((size_t) ggml_nelements(b), idx.size());
+    memcpy(b->data, idx.data(), idx.size() * sizeof(int32_t));
+    ggml_tensor * out = ggml_get_rows(ctx, a, b);
+    const Shape ne = {ne_src[0], ne_idx[0], ne_idx[1], ne_idx[2]};
+    ASSERT_EQ(shape_of(out), ne);
+    ASSERT_EQ(out->type, type == GGML_TYPE_I32 ? GGML_TYPE_I32 : GGML_TYPE_F32);
+    const Values got = tu::compute_all_threads(ctx, out);
+    Values ref(got.size());
+    for (int64_t k = 0; k < ne[3]; k++)
+        for (int64_t j = 0; j < ne[2]; j++)
+            for (int64_t i = 0; i < ne[1]; i++) {
+                const int32_t row = idx[flat_index(ne_idx, i, j, k, 0)];
+                for (int64_t i0 = 0; i0 < ne[0]; i0++) ref[flat_index(ne, i0, i, j, k)] = av[flat_index(ne_src, i0, row, j, k)];
+            }
+    tu::expect_close(got, ref, 0, 0);  // F16/BF16 to F32 is exact
+}
+
+TEST(GetRows, RepeatedAndOutOfOrderIndices) {
+    std::mt19937 rng(50);
+    for (ggml_type type : {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_I32})
+        for (Layout ls : kLayouts) {
+            run_get_rows(type, {7, 10, 1, 1}, ls, {3, 0, 9, 3, 3, 7, 1}, {7, 1, 1, 1}, rng);
+            run_get_rows(type, {300, 4, 1, 1}, ls, {2}, {1, 1, 1, 1}, rng);
+        }
+}
+
+TEST(GetRows, BatchedIndices) {
+    std::mt19937 rng(51);
+    const Shape ne_src = {6, 8, 3, 2}, ne_idx = {5, 3, 2, 1};
+    std::uniform_int_distribution<int32_t> d(0, (int32_t) ne_src[1] - 1);
+    for (ggml_type type : {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_I32})
+        for (Layout ls : kLayouts) {
+            std::vector<int32_t> idx(n_elements(ne_idx));
+            for (int32_t & v : idx) v = d(rng);
+            run_get_rows(type, ne_src, ls, idx, ne_idx, rng);
+        }
+}
+
+TEST(GetRowsDeathTest, IndexOutOfRangeAsserts) {
+    // the default "fast" style forks without exec, which also works under qemu-user
+    for (int32_t bad : {10, -1}) {
+        EXPECT_DEATH(
+            {
+                tu::Ctx ctx(1u << 20);
+                ggml_tensor * a = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 4, 10);
+                ggml_tensor * b = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, 2);
+                ((int32_t *) b->data)[0] = 1;
+                ((int32_t *) b->data)[1] = bad;
+                tu::compute(ctx, ggml_get_rows(ctx, a, b), 1);
+            },
+            "GGML_ASSERT");
+    }
+}
+
+}  // namespace
