@@ -189,9 +189,9 @@ void run_binop(const BinCase & c, std::mt19937 & rng) {
     tu::expect_close(got, binop_reference(c.op, c.ne0, av, c.ne1, bv), tu::type_rtol(c.t0), 1e-6);
 }
 
-std::vector<ggml_type> src1_types(ggml_type t0) {
-    if (t0 == GGML_TYPE_F32) return {GGML_TYPE_F32};
-    return {GGML_TYPE_F32, t0};
+// F32 and src0's own type are the usual src1 types; the kernels take any float type.
+std::vector<ggml_type> src1_types(ggml_type) {
+    return {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16};
 }
 
 TEST(Binary, EveryBroadcastPatternAndType) {
@@ -786,6 +786,157 @@ TEST(GetRows, BatchedIndices) {
             for (int32_t & v : idx) v = d(rng);
             run_get_rows(type, ne_src, ls, idx, ne_idx, rng);
         }
+}
+
+// ==== block (quantized) types through get_rows and cpy ========================================
+const ggml_type kBlockTypes[] = {GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, GGML_TYPE_IQ4_NL};
+
+bool has_converters(ggml_type type) {
+    const ggml_type_traits * tt = ggml_get_type_traits(type);
+    return tt->to_float != nullptr && tt->from_float_ref != nullptr;
+}
+
+std::vector<float> random_floats(int64_t n, std::mt19937 & rng) {
+    std::uniform_real_distribution<float> d(-2.0f, 2.0f);
+    std::vector<float> v((size_t) n);
+    for (float & x : v) x = d(rng);
+    return v;
+}
+
+// Raw bytes of a packed tensor (or packed view).
+std::vector<uint8_t> raw_bytes(const ggml_tensor * t) {
+    const uint8_t * p = (const uint8_t *) t->data;
+    return std::vector<uint8_t>(p, p + ggml_nbytes(t));
+}
+
+// Computes out with 1, 2, 3 threads and checks the bytes of `watch` (packed) come out the same.
+void compute_threads_same_bytes(ggml_context * ctx, ggml_tensor * out, const ggml_tensor * watch) {
+    ggml_cgraph * gf = ggml_new_graph(ctx);
+    ggml_build_forward_expand(gf, out);
+    std::vector<uint8_t> first;
+    for (int nt = 1; nt <= 3; nt++) {
+        ASSERT_EQ(ggml_graph_compute_with_ctx(ctx, gf, nt), GGML_STATUS_SUCCESS);
+        if (nt == 1) first = raw_bytes(watch);
+        else EXPECT_TRUE(raw_bytes(watch) == first) << nt << " threads differ from 1";
+    }
+}
+
+TEST(GetRows, BlockTypeSource) {
+    std::mt19937 rng(60);
+    for (ggml_type type : kBlockTypes) {
+        if (!has_converters(type)) continue;
+        SCOPED_TRACE(ggml_type_name(type));
+        const ggml_type_traits * tt = ggml_get_type_traits(type);
+        tu::Ctx ctx(16u << 20);
+        const int64_t ne0 = 512, rows = 6, ne2 = 2;
+        ggml_tensor * a = ggml_new_tensor_3d(ctx, type, ne0, rows, ne2);
+        const std::vector<float> src = random_floats(ne0 * rows * ne2, rng);
+        tt->from_float_ref(src.data(), a->data, ne0 * rows * ne2);
+        ggml_tensor * b = ggml_new_tensor_2d(ctx, GGML_TYPE_I32, 4, ne2);
+        const int32_t idx[8] = {5, 0, 5, 2, 1, 1, 4, 3};
+        memcpy(b->data, idx, sizeof(idx));
+        ggml_tensor * out = ggml_get_rows(ctx, a, b);
+        ASSERT_EQ(out->type, GGML_TYPE_F32);
+        const Values got = tu::compute_all_threads(ctx, out);
+        Values ref;
+        std::vector<float> row((size_t) ne0);
+        for (int64_t j = 0; j < ne2; j++)
+            for (int64_t i = 0; i < 4; i++) {
+                tt->to_float((const char *) a->data + a->nb[1] * idx[j * 4 + i] + a->nb[2] * j, row.data(), ne0);
+                ref.insert(ref.end(), row.begin(), row.end());
+            }
+        tu::expect_close(got, ref, 0, 0);
+    }
+}
+
+// F32/F16 activations (non-contiguous, another shape) copied into a 1-D view of a block-typed
+// tensor, as a quantized KV cache is written.
+TEST(Copy, IntoBlockTypeView) {
+    std::mt19937 rng(61);
+    for (ggml_type type : kBlockTypes) {
+        if (!has_converters(type)) continue;
+        const ggml_type_traits * tt = ggml_get_type_traits(type);
+        for (ggml_type ts : {GGML_TYPE_F32, GGML_TYPE_F16})
+            for (Layout ls : kLayouts) {
+                SCOPED_TRACE(std::string(ggml_type_name(ts)) + " " + layout_name(ls) + " -> " + ggml_type_name(type));
+                tu::Ctx ctx(16u << 20);
+                const Shape ne = {32, 8, 4, 2};  // 2048 elements, any row split of 32
+                ggml_tensor * src = new_input(ctx, ts, ne, ls);
+                const Values sv = fill(src, rng, -2.0f, 2.0f);
+                const int64_t n = n_elements(ne), lead = 512;
+                ggml_tensor * cache = ggml_new_tensor_1d(ctx, type, lead + n + 256);
+                memset(cache->data, 0x5a, ggml_nbytes(cache));
+                const std::vector<uint8_t> before = raw_bytes(cache);
+                ggml_tensor * view = ggml_view_1d(ctx, cache, n, ggml_row_size(type, lead));
+                compute_threads_same_bytes(ctx, ggml_cpy(ctx, src, view), cache);
+                // expected: the logical-order values quantized by the type's reference function
+                std::vector<float> flat(sv.begin(), sv.end());
+                std::vector<uint8_t> expect(ggml_row_size(type, n));
+                tt->from_float_ref(flat.data(), expect.data(), n);
+                const std::vector<uint8_t> after = raw_bytes(cache);
+                const size_t off = ggml_row_size(type, lead);
+                EXPECT_TRUE(std::equal(expect.begin(), expect.end(), after.begin() + off)) << "quantized bytes differ";
+                EXPECT_TRUE(std::equal(after.begin(), after.begin() + off, before.begin())) << "wrote before the view";
+                EXPECT_TRUE(std::equal(after.begin() + off + expect.size(), after.end(), before.begin() + off + expect.size()))
+                    << "wrote after the view";
+            }
+    }
+}
+
+// Block-typed rows to F32/F16 of another shape and layout, and to another block type.
+TEST(Copy, FromBlockType) {
+    std::mt19937 rng(62);
+    for (ggml_type type : kBlockTypes) {
+        if (!has_converters(type)) continue;
+        const ggml_type_traits * tt = ggml_get_type_traits(type);
+        const int64_t ne0 = 512, rows = 6;  // two chunks per row
+        for (ggml_type td : {GGML_TYPE_F32, GGML_TYPE_F16})
+            for (Layout ld : {Layout::Contiguous, Layout::Padded, Layout::Transposed}) {
+                SCOPED_TRACE(std::string(ggml_type_name(type)) + " -> " + ggml_type_name(td) + " " + layout_name(ld));
+                tu::Ctx ctx(16u << 20);
+                ggml_tensor * a = ggml_new_tensor_2d(ctx, type, ne0, rows);
+                const std::vector<float> src = random_floats(ne0 * rows, rng);
+                tt->from_float_ref(src.data(), a->data, ne0 * rows);
+                std::vector<float> deq((size_t) (ne0 * rows));
+                tt->to_float(a->data, deq.data(), ne0 * rows);
+                ggml_tensor * dst = new_input(ctx, td, {96, 32, 1, 1}, ld);
+                tu::compute_all_threads(ctx, ggml_cpy(ctx, a, dst));
+                tu::expect_close(tu::to_double(dst), round_all(td, Values(deq.begin(), deq.end())), 0, 0);
+            }
+        // cont of a permuted block-typed tensor (rows move, blocks stay whole)
+        {
+            SCOPED_TRACE(std::string(ggml_type_name(type)) + " cont of permuted");
+            tu::Ctx ctx(16u << 20);
+            ggml_tensor * a = ggml_new_tensor_3d(ctx, type, ne0, 3, 4);
+            const std::vector<float> src = random_floats(ne0 * 12, rng);
+            tt->from_float_ref(src.data(), a->data, ne0 * 12);
+            ggml_tensor * c = ggml_cont(ctx, ggml_permute(ctx, a, 0, 2, 1, 3));
+            compute_threads_same_bytes(ctx, c, c);
+            const size_t rb = ggml_row_size(type, ne0);
+            const std::vector<uint8_t> got = raw_bytes(c);
+            for (int64_t i2 = 0; i2 < 3; i2++)
+                for (int64_t i1 = 0; i1 < 4; i1++) {
+                    const uint8_t * want = (const uint8_t *) a->data + i1 * a->nb[2] + i2 * a->nb[1];
+                    EXPECT_TRUE(std::equal(want, want + rb, got.begin() + (i2 * 4 + i1) * rb)) << "row " << i1 << "," << i2;
+                }
+        }
+        // to another block type: dequantize then quantize, row by row
+        for (ggml_type td : kBlockTypes) {
+            if (td == type || !has_converters(td)) continue;
+            SCOPED_TRACE(std::string(ggml_type_name(type)) + " -> " + ggml_type_name(td));
+            tu::Ctx ctx(16u << 20);
+            ggml_tensor * a = ggml_new_tensor_2d(ctx, type, ne0, rows);
+            const std::vector<float> src = random_floats(ne0 * rows, rng);
+            tt->from_float_ref(src.data(), a->data, ne0 * rows);
+            std::vector<float> deq((size_t) (ne0 * rows));
+            tt->to_float(a->data, deq.data(), ne0 * rows);
+            std::vector<uint8_t> expect(ggml_row_size(td, ne0 * rows));
+            ggml_get_type_traits(td)->from_float_ref(deq.data(), expect.data(), ne0 * rows);
+            ggml_tensor * c = ggml_cast(ctx, a, td);
+            compute_threads_same_bytes(ctx, c, c);
+            EXPECT_TRUE(raw_bytes(c) == expect);
+        }
+    }
 }
 
 TEST(GetRowsDeathTest, IndexOutOfRangeAsserts) {

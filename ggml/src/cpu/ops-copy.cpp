@@ -9,6 +9,8 @@
 
 #include <string.h>
 
+static_assert(GGML_CPU_CHUNK % 256 == 0, "chunks must hold whole blocks of every block type");
+
 namespace {
 
 typedef void (*row_to_f32_t)(const void * x, float * y, int64_t n);
@@ -58,7 +60,8 @@ bool packed(enum ggml_type type, size_t nb0) {
 }
 
 // Address of element i of a row (i a multiple of the block size for block types).
-const char * row_elem(enum ggml_type type, const char * row, size_t nb0, int64_t i) {
+template <typename Ptr>  // char * or const char *
+Ptr row_elem(enum ggml_type type, Ptr row, size_t nb0, int64_t i) {
     return ggml_blck_size(type) > 1 ? row + ggml_row_size(type, i) : row + i * nb0;
 }
 
@@ -97,7 +100,7 @@ void convert_elems(enum ggml_type ty, char * y, size_t nby, enum ggml_type tx, c
             ggml_cpu_gather_f32(tx, x + c * nbx, nbx, buf, m);
         }
         if (y_packed) {
-            row_from_f32_fn(ty)(buf, (void *) row_elem(ty, y, nby, c), m);
+            row_from_f32_fn(ty)(buf, row_elem(ty, y, nby, c), m);
         } else {
             ggml_cpu_scatter_f32(ty, buf, y + c * nby, nby, m);
         }
@@ -119,54 +122,103 @@ void row_index(const struct ggml_tensor * t, int64_t r, int64_t * i1, int64_t * 
     *i3 = r / (t->ne[1] * t->ne[2]);
 }
 
+// Visits elements [flat, flat + n) of a plain-typed tensor in logical order (i0 fastest), as
+// runs that each lie in one row: f(address of the run's first element, run length, elements
+// visited before this run).
+template <typename F>
+void for_each_run(const struct ggml_tensor * t, int64_t flat, int64_t n, F && f) {
+    const int64_t ne0 = t->ne[0];
+    int64_t i0 = flat % ne0;
+    int64_t row = flat / ne0;
+    for (int64_t done = 0; done < n; ) {
+        const int64_t len = ne0 - i0 < n - done ? ne0 - i0 : n - done;
+        int64_t i1, i2, i3;
+        row_index(t, row, &i1, &i2, &i3);
+        f(ggml_cpu_elem_ptr(t, 0, i1, i2, i3) + i0 * t->nb[0], len, done);
+        done += len;
+        i0 = 0;
+        row++;
+    }
+}
+
 }  // namespace
 
 // dst gets src's elements in logical order (i0 fastest), converted to dst's type. Used for DUP,
-// CONT and CPY (where dst is the node, a view of the destination tensor).
+// CONT and CPY (where dst is the node, a view of the destination tensor). Rows of a block
+// (quantized) type are converted whole, in chunks of GGML_CPU_CHUNK elements: the work is
+// split by the rows of the block-typed side, and the other side is walked in logical order.
 void ggml_cpu_forward_dup(const struct ggml_compute_params * params, struct ggml_tensor * dst) {
     const struct ggml_tensor * src = dst->src[0];
     GGML_ASSERT(src != NULL);
     GGML_ASSERT(ggml_nelements(src) == ggml_nelements(dst));
 
+    const bool src_blocks = ggml_blck_size(src->type) > 1;
+    const bool dst_blocks = ggml_blck_size(dst->type) > 1;
     int64_t r0, r1;
-    ggml_cpu_split_rows(ggml_nrows(dst), params->ith, params->nth, &r0, &r1);
-    if (r0 >= r1) return;
 
     // both packed, same type: a flat byte copy of this thread's rows
     if (src->type == dst->type && ggml_is_contiguous(src) && ggml_is_contiguous(dst)) {
-        const size_t row_bytes = ggml_row_size(dst->type, dst->ne[0]);
         if (dst->data == src->data) return;  // dup_inplace of a packed tensor
-        memcpy((char *) dst->data + r0 * row_bytes, (const char *) src->data + r0 * row_bytes, (size_t) (r1 - r0) * row_bytes);
+        ggml_cpu_split_rows(ggml_nrows(dst), params->ith, params->nth, &r0, &r1);
+        const size_t row_bytes = ggml_row_size(dst->type, dst->ne[0]);
+        if (r0 < r1) {
+            memcpy((char *) dst->data + r0 * row_bytes, (const char *) src->data + r0 * row_bytes, (size_t) (r1 - r0) * row_bytes);
+        }
         return;
     }
 
-    const int64_t ne0 = dst->ne[0];
-    const int64_t ne00 = src->ne[0], ne01 = src->ne[1], ne02 = src->ne[2];
-    const bool blocks = ggml_blck_size(src->type) > 1 || ggml_blck_size(dst->type) > 1;
-    // block types convert whole rows: the walk below must not split a block
-    GGML_ASSERT(!blocks || ne00 == ne0);
+    float buf[GGML_CPU_CHUNK];  // a multiple of every block size (32, 256)
 
+    if (src_blocks) {
+        // split by src rows; src row r holds dst's flat elements [r ne00, (r + 1) ne00)
+        const int64_t ne00 = src->ne[0];
+        GGML_ASSERT(!dst_blocks || dst->ne[0] == ne00);  // block to block: rows must line up
+        ggml_cpu_split_rows(ggml_nrows(src), params->ith, params->nth, &r0, &r1);
+        for (int64_t r = r0; r < r1; r++) {
+            int64_t i1, i2, i3;
+            row_index(src, r, &i1, &i2, &i3);
+            const char * x = ggml_cpu_elem_ptr(src, 0, i1, i2, i3);
+            if (dst_blocks) {
+                row_index(dst, r, &i1, &i2, &i3);
+                char * y = ggml_cpu_elem_ptr(dst, 0, i1, i2, i3);
+                if (dst->type == src->type) {
+                    memcpy(y, x, ggml_row_size(src->type, ne00));
+                } else {
+                    convert_elems(dst->type, y, dst->nb[0], src->type, x, src->nb[0], ne00);
+                }
+                continue;
+            }
+            for (int64_t c = 0; c < ne00; c += GGML_CPU_CHUNK) {
+                const int64_t m = ne00 - c < GGML_CPU_CHUNK ? ne00 - c : GGML_CPU_CHUNK;
+                row_to_f32_fn(src->type)(row_elem(src->type, x, src->nb[0], c), buf, m);
+                for_each_run(dst, r * ne00 + c, m, [&](char * y, int64_t len, int64_t done) {
+                    ggml_cpu_scatter_f32(dst->type, buf + done, y, dst->nb[0], len);
+                });
+            }
+        }
+        return;
+    }
+
+    // split by dst rows; dst row r holds src's flat elements [r ne0, (r + 1) ne0), which may
+    // span several src rows
+    const int64_t ne0 = dst->ne[0];
+    ggml_cpu_split_rows(ggml_nrows(dst), params->ith, params->nth, &r0, &r1);
     for (int64_t r = r0; r < r1; r++) {
         int64_t i1, i2, i3;
         row_index(dst, r, &i1, &i2, &i3);
         char * y = ggml_cpu_elem_ptr(dst, 0, i1, i2, i3);
-        if (ne00 == ne0 && ggml_are_same_shape(src, dst)) {
-            copy_or_convert(dst, y, src, ggml_cpu_elem_ptr(src, 0, i1, i2, i3), ne0);
+        if (!dst_blocks) {
+            for_each_run(src, r * ne0, ne0, [&](const char * x, int64_t len, int64_t done) {
+                copy_or_convert(dst, y + done * dst->nb[0], src, x, len);
+            });
             continue;
         }
-        // different shapes: dst row r holds src's flat elements [r ne0, (r + 1) ne0), which may
-        // span several src rows; walk them one src row segment at a time
-        const int64_t flat = r * ne0;
-        int64_t j0 = flat % ne00;
-        int64_t jr = flat / ne00;  // src row index
-        for (int64_t done = 0; done < ne0; ) {
-            const int64_t seg = ne00 - j0 < ne0 - done ? ne00 - j0 : ne0 - done;
-            const int64_t j1 = jr % ne01, j2 = (jr / ne01) % ne02, j3 = jr / (ne01 * ne02);
-            const char * x = ggml_cpu_elem_ptr(src, 0, j1, j2, j3) + j0 * src->nb[0];
-            copy_or_convert(dst, y + done * dst->nb[0], src, x, seg);
-            done += seg;
-            j0 = 0;
-            jr++;
+        for (int64_t c = 0; c < ne0; c += GGML_CPU_CHUNK) {
+            const int64_t m = ne0 - c < GGML_CPU_CHUNK ? ne0 - c : GGML_CPU_CHUNK;
+            for_each_run(src, r * ne0 + c, m, [&](const char * x, int64_t len, int64_t done) {
+                ggml_cpu_gather_f32(src->type, x, src->nb[0], buf + done, len);
+            });
+            row_from_f32_fn(dst->type)(buf, row_elem(dst->type, y, dst->nb[0], c), m);
         }
     }
 }

@@ -35,7 +35,7 @@ void forward_binary(const struct ggml_compute_params * params, struct ggml_tenso
     GGML_ASSERT(ggml_are_same_shape(src0, dst));
     GGML_ASSERT(ggml_can_repeat(src1, src0));
     GGML_ASSERT(ggml_cpu_is_float_type(src0->type) && dst->type == src0->type);
-    GGML_ASSERT(src1->type == GGML_TYPE_F32 || src1->type == src0->type);
+    GGML_ASSERT(ggml_cpu_is_float_type(src1->type));  // usually F32 or src0's type; any works
 
     const int64_t ne00 = src0->ne[0], ne01 = src0->ne[1], ne02 = src0->ne[2];
     const int64_t ne10 = src1->ne[0], ne11 = src1->ne[1], ne12 = src1->ne[2], ne13 = src1->ne[3];

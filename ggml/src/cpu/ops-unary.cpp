@@ -3,10 +3,10 @@
 //
 // exp(x) = 2^n * e^r with n = round(x / ln2), r = x - n ln2 (Cody-Waite split of ln2, so r is
 // exact), e^r = 1 + r + r^2 q(r) with q a degree-4 fit on Chebyshev nodes of [-ln2/2, ln2/2]
-// (relative error 1e-8 before rounding). 2^n is applied as 2^(n/2) * 2^(n - n/2) so that
-// results down to the subnormal range and up to overflow come out right without branches.
-// The SIMD and scalar paths run the same steps; vector tails are padded, so an element's
-// value never depends on where it sits in a row.
+// (relative error 1e-8 before rounding), evaluated by Horner's rule. 2^n is applied as
+// 2^(n/2) * 2^(n - n/2) (AVX512: scalef) so that results down to the subnormal range and up
+// to overflow come out right without branches. The SIMD and scalar paths run the same steps;
+// vector tails are padded, so an element's value never depends on where it sits in a row.
 #include "ops-common.h"
 
 #include <math.h>
@@ -61,7 +61,8 @@ inline float exp_scalar(float x) {
     q = fma_f32(q, r, EXP_C4);
     q = fma_f32(q, r, EXP_C3);
     q = fma_f32(q, r, EXP_C2);
-    const float p = fma_f32(q, r * r, r) + 1.0f;
+    q = fma_f32(q, r, 1.0f);
+    const float p = fma_f32(q, r, 1.0f);
     const int32_t ni = f32_to_bits(t) - f32_to_bits(EXP_SHIFT);
     const int32_t n1 = ni >> 1, n2 = ni - n1;
     return p * bits_to_f32((uint32_t) (n1 + 127) << 23) * bits_to_f32((uint32_t) (n2 + 127) << 23);
@@ -85,37 +86,24 @@ template <ExpKind K> inline float eval_scalar(float x) {
 inline __m512 exp_avx512(__m512 x) {
     x = _mm512_max_ps(_mm512_set1_ps(EXP_X_MIN), x);  // max/min return x when x is NaN
     x = _mm512_min_ps(_mm512_set1_ps(EXP_X_MAX), x);
-    const __m512 shift = _mm512_set1_ps(EXP_SHIFT);
-    const __m512 t = _mm512_fmadd_ps(x, _mm512_set1_ps(EXP_LOG2E), shift);
-    const __m512 n = _mm512_sub_ps(t, shift);
+    // scalef applies 2^n with one rounding, subnormal and overflowing results included
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(EXP_LOG2E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(EXP_LN2_HI), x);
     r = _mm512_fnmadd_ps(n, _mm512_set1_ps(EXP_LN2_LO), r);
     __m512 q = _mm512_fmadd_ps(_mm512_set1_ps(EXP_C6), r, _mm512_set1_ps(EXP_C5));
     q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(EXP_C4));
     q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(EXP_C3));
     q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(EXP_C2));
-    const __m512 p = _mm512_add_ps(_mm512_fmadd_ps(q, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
-    const __m512i ni = _mm512_sub_epi32(_mm512_castps_si512(t), _mm512_castps_si512(shift));
-    const __m512i n1 = _mm512_srai_epi32(ni, 1);
-    const __m512i n2 = _mm512_sub_epi32(ni, n1);
-    const __m512i bias = _mm512_set1_epi32(127);
-    const __m512 s1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n1, bias), 23));
-    const __m512 s2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n2, bias), 23));
-    return _mm512_mul_ps(_mm512_mul_ps(p, s1), s2);
-}
-
-// 1/d for d in [1, 2]: a 14-bit estimate and one Newton step (a divide costs ~4x more and
-// silu is hot).
-inline __m512 recip_1_2_avx512(__m512 d) {
-    const __m512 r = _mm512_rcp14_ps(d);
-    return _mm512_fmadd_ps(r, _mm512_fnmadd_ps(d, r, _mm512_set1_ps(1.0f)), r);
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(1.0f));
+    const __m512 p = _mm512_fmadd_ps(q, r, _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(p, n);
 }
 
 inline __m512 mul_sigmoid_avx512(__m512 v, __m512 w) {
     const __m512 e = exp_avx512(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_abs_ps(w)));
     const __mmask16 pos = _mm512_cmp_ps_mask(w, _mm512_setzero_ps(), _CMP_GE_OQ);
     const __m512 num = _mm512_mask_blend_ps(pos, _mm512_mul_ps(v, e), v);
-    return _mm512_mul_ps(num, recip_1_2_avx512(_mm512_add_ps(_mm512_set1_ps(1.0f), e)));
+    return _mm512_div_ps(num, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
 }
 
 template <ExpKind K> inline __m512 eval_avx512(__m512 x) {
@@ -142,7 +130,8 @@ inline __m256 exp_avx2(__m256 x) {
     q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(EXP_C4));
     q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(EXP_C3));
     q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(EXP_C2));
-    const __m256 p = _mm256_add_ps(_mm256_fmadd_ps(q, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
+    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(1.0f));
+    const __m256 p = _mm256_fmadd_ps(q, r, _mm256_set1_ps(1.0f));
     const __m256i ni = _mm256_sub_epi32(_mm256_castps_si256(t), _mm256_castps_si256(shift));
     const __m256i n1 = _mm256_srai_epi32(ni, 1);
     const __m256i n2 = _mm256_sub_epi32(ni, n1);
@@ -152,18 +141,12 @@ inline __m256 exp_avx2(__m256 x) {
     return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
 }
 
-// 1/d for d in [1, 2]: a 12-bit estimate and one Newton step.
-inline __m256 recip_1_2_avx2(__m256 d) {
-    const __m256 r = _mm256_rcp_ps(d);
-    return _mm256_fmadd_ps(r, _mm256_fnmadd_ps(d, r, _mm256_set1_ps(1.0f)), r);
-}
-
 inline __m256 mul_sigmoid_avx2(__m256 v, __m256 w) {
     const __m256 absw = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), w);
     const __m256 e = exp_avx2(_mm256_sub_ps(_mm256_setzero_ps(), absw));
     const __m256 pos = _mm256_cmp_ps(w, _mm256_setzero_ps(), _CMP_GE_OQ);
     const __m256 num = _mm256_blendv_ps(_mm256_mul_ps(v, e), v, pos);
-    return _mm256_mul_ps(num, recip_1_2_avx2(_mm256_add_ps(_mm256_set1_ps(1.0f), e)));
+    return _mm256_div_ps(num, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
 }
 
 template <ExpKind K> inline __m256 eval_avx2(__m256 x) {
@@ -191,7 +174,8 @@ inline float32x4_t exp_neon(float32x4_t x) {
     q = vfmaq_f32(vdupq_n_f32(EXP_C4), q, r);
     q = vfmaq_f32(vdupq_n_f32(EXP_C3), q, r);
     q = vfmaq_f32(vdupq_n_f32(EXP_C2), q, r);
-    const float32x4_t p = vaddq_f32(vfmaq_f32(r, q, vmulq_f32(r, r)), vdupq_n_f32(1.0f));
+    q = vfmaq_f32(vdupq_n_f32(1.0f), q, r);
+    const float32x4_t p = vfmaq_f32(vdupq_n_f32(1.0f), q, r);
     const int32x4_t ni = vsubq_s32(vreinterpretq_s32_f32(t), vreinterpretq_s32_f32(shift));
     const int32x4_t n1 = vshrq_n_s32(ni, 1);
     const int32x4_t n2 = vsubq_s32(ni, n1);
