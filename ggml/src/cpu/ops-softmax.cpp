@@ -3,9 +3,8 @@
 // soft_max of a row x with mask row m and head slope s: y = softmax(x * scale + s * m).
 // Entries at -inf give 0. A row that is -inf everywhere has no defined softmax (ggml yields NaN
 // or garbage there); we define it as all zeros, so a fully masked row contributes nothing.
-// The exponential is vectorized where the build has SIMD (about 1 ulp, see exp_f32x*), and the
-// row sum is accumulated in double in a fixed order, so a row gives the same bits whichever
-// thread computes it.
+// The exponential is the shared vectorized one (about 1 ulp), and the row sum is accumulated in
+// double in a fixed order, so a row gives the same bits whichever thread computes it.
 
 // GCC 12 reports false "may be used uninitialized" warnings inside its own AVX512 headers.
 #if defined(__GNUC__) && !defined(__clang__)
@@ -13,6 +12,7 @@
 #endif
 
 #include "cpu-ops.h"
+#include "ops-common.h"
 #include "simd.h"
 
 #include <math.h>
@@ -20,155 +20,19 @@
 
 namespace {
 
-// ---- exp(x) for float vectors ----------------------------------------------------------------
-// x = n*ln2 + r with |r| <= ln2/2 (Cody-Waite: ln2 split so n*kLn2Hi is exact), exp(r) by the
-// Cephes minimax polynomial 1 + r + r^2 P(r) (about 1.3 ulp measured over all x in [-104, 0]),
-// then times 2^n: AVX512 scalef does it in one step; elsewhere as 2^(n/2) * 2^(n-n/2), so that
-// results between FLT_MIN and the smallest subnormal round once, correctly.
-constexpr float kExpMinArg = -104.0f;  // exp(-104) < 2^-150: rounds to 0
-constexpr float kExpMaxArg = 89.0f;    // exp(89) > FLT_MAX: gives inf
-constexpr float kLog2e = 1.44269504088896341f;
-constexpr float kLn2Hi = 0.693359375f;
-constexpr float kLn2Lo = -2.12194440e-4f;
-constexpr float kExpP0 = 1.9875691500e-4f;
-constexpr float kExpP1 = 1.3981999507e-3f;
-constexpr float kExpP2 = 8.3334519073e-3f;
-constexpr float kExpP3 = 4.1665795894e-2f;
-constexpr float kExpP4 = 1.6666665459e-1f;
-constexpr float kExpP5 = 5.0000001201e-1f;
-
-#if defined(GGML_SIMD_AVX512)
-constexpr int kVecWidth = 16;
-
-inline __m512 exp_f32x16(__m512 x) {
-    // max/min with the constant first: a NaN x is passed through (and stays NaN below).
-    x = _mm512_min_ps(_mm512_set1_ps(kExpMaxArg), _mm512_max_ps(_mm512_set1_ps(kExpMinArg), x));
-    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Hi), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Lo), r);
-    __m512 p = _mm512_set1_ps(kExpP0);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kExpP1));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kExpP2));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kExpP3));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kExpP4));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kExpP5));
-    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-    // p * 2^n in one correctly rounded step (subnormal and zero results included).
-    return _mm512_scalef_ps(p, n);
-}
-#elif defined(GGML_SIMD_AVX2)
-constexpr int kVecWidth = 8;
-
-inline __m256 exp_f32x8(__m256 x) {
-    x = _mm256_min_ps(_mm256_set1_ps(kExpMaxArg), _mm256_max_ps(_mm256_set1_ps(kExpMinArg), x));
-    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Hi), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Lo), r);
-    __m256 p = _mm256_set1_ps(kExpP0);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kExpP1));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kExpP2));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kExpP3));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kExpP4));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kExpP5));
-    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-    const __m256i ni = _mm256_cvtps_epi32(n);
-    const __m256i n1 = _mm256_srai_epi32(ni, 1);
-    const __m256i n2 = _mm256_sub_epi32(ni, n1);
-    const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, _mm256_set1_epi32(127)), 23));
-    const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, _mm256_set1_epi32(127)), 23));
-    return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
-}
-#elif defined(GGML_SIMD_NEON)
-constexpr int kVecWidth = 4;
-
-inline float32x4_t exp_f32x4(float32x4_t x) {
-    // vmaxq/vminq propagate NaN.
-    x = vminq_f32(vmaxq_f32(x, vdupq_n_f32(kExpMinArg)), vdupq_n_f32(kExpMaxArg));
-    const float32x4_t n = vrndnq_f32(vmulq_f32(x, vdupq_n_f32(kLog2e)));
-    float32x4_t r = vfmsq_f32(x, n, vdupq_n_f32(kLn2Hi));
-    r = vfmsq_f32(r, n, vdupq_n_f32(kLn2Lo));
-    float32x4_t p = vdupq_n_f32(kExpP0);
-    p = vfmaq_f32(vdupq_n_f32(kExpP1), p, r);
-    p = vfmaq_f32(vdupq_n_f32(kExpP2), p, r);
-    p = vfmaq_f32(vdupq_n_f32(kExpP3), p, r);
-    p = vfmaq_f32(vdupq_n_f32(kExpP4), p, r);
-    p = vfmaq_f32(vdupq_n_f32(kExpP5), p, r);
-    p = vfmaq_f32(vaddq_f32(r, vdupq_n_f32(1.0f)), p, vmulq_f32(r, r));
-    const int32x4_t ni = vcvtq_s32_f32(n);
-    const int32x4_t n1 = vshrq_n_s32(ni, 1);
-    const int32x4_t n2 = vsubq_s32(ni, n1);
-    const float32x4_t s1 = vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(n1, vdupq_n_s32(127)), 23));
-    const float32x4_t s2 = vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(n2, vdupq_n_s32(127)), 23));
-    return vmulq_f32(vmulq_f32(p, s1), s2);
-}
-#endif
-
-// w[i] = exp(w[i] - max) for i < n; returns the sum of the new w[i], accumulated in double in an
-// order that depends only on n. A partial last vector is padded with -inf (exp gives 0), so
-// every element goes through the same exp.
+// w[i] = exp(w[i] - max) for i < n, with the shared vectorized exp (ops-common.h); returns the
+// sum of the new w[i], accumulated in double over 8 partial sums chosen by position, so the
+// result depends only on the row, never on which thread computes it.
 double exp_sub_max_sum(float * w, int64_t n, float max) {
-#if defined(GGML_SIMD_AVX512)
-    const __m512 vmax = _mm512_set1_ps(max);
-    __m512d acc0 = _mm512_setzero_pd(), acc1 = _mm512_setzero_pd();
-    for (int64_t i = 0; i < n; i += kVecWidth) {
-        const int64_t m = n - i < kVecWidth ? n - i : kVecWidth;
-        const __mmask16 k = (__mmask16) ((1u << m) - 1u);
-        const __m512 x = _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), k, w + i);
-        const __m512 e = exp_f32x16(_mm512_sub_ps(x, vmax));
-        _mm512_mask_storeu_ps(w + i, k, e);
-        acc0 = _mm512_add_pd(acc0, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
-        acc1 = _mm512_add_pd(acc1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1))));
-    }
-    double lanes[8];
-    _mm512_storeu_pd(lanes, _mm512_add_pd(acc0, acc1));
-    return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
-#elif defined(GGML_SIMD_AVX2)
-    const __m256 vmax = _mm256_set1_ps(max);
-    __m256d acc0 = _mm256_setzero_pd(), acc1 = _mm256_setzero_pd();
+    for (int64_t i = 0; i < n; i++) w[i] -= max;
+    ggml_cpu_vec_exp_f32(w, w, n);
+    double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     int64_t i = 0;
-    auto step = [&](__m256 x) {
-        const __m256 e = exp_f32x8(_mm256_sub_ps(x, vmax));
-        acc0 = _mm256_add_pd(acc0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
-        acc1 = _mm256_add_pd(acc1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
-        return e;
-    };
-    for (; i + kVecWidth <= n; i += kVecWidth) _mm256_storeu_ps(w + i, step(_mm256_loadu_ps(w + i)));
-    if (i < n) {
-        float tail[kVecWidth];
-        for (int k = 0; k < kVecWidth; k++) tail[k] = i + k < n ? w[i + k] : -INFINITY;
-        _mm256_storeu_ps(tail, step(_mm256_loadu_ps(tail)));
-        for (int k = 0; i + k < n; k++) w[i + k] = tail[k];
+    for (; i + 8 <= n; i += 8) {
+        for (int k = 0; k < 8; k++) acc[k] += (double) w[i + k];
     }
-    double lanes[4];
-    _mm256_storeu_pd(lanes, _mm256_add_pd(acc0, acc1));
-    return (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
-#elif defined(GGML_SIMD_NEON)
-    const float32x4_t vmax = vdupq_n_f32(max);
-    float64x2_t acc0 = vdupq_n_f64(0.0), acc1 = vdupq_n_f64(0.0);
-    int64_t i = 0;
-    auto step = [&](float32x4_t x) {
-        const float32x4_t e = exp_f32x4(vsubq_f32(x, vmax));
-        acc0 = vaddq_f64(acc0, vcvt_f64_f32(vget_low_f32(e)));
-        acc1 = vaddq_f64(acc1, vcvt_high_f64_f32(e));
-        return e;
-    };
-    for (; i + kVecWidth <= n; i += kVecWidth) vst1q_f32(w + i, step(vld1q_f32(w + i)));
-    if (i < n) {
-        float tail[kVecWidth];
-        for (int k = 0; k < kVecWidth; k++) tail[k] = i + k < n ? w[i + k] : -INFINITY;
-        vst1q_f32(tail, step(vld1q_f32(tail)));
-        for (int k = 0; i + k < n; k++) w[i + k] = tail[k];
-    }
-    const float64x2_t acc = vaddq_f64(acc0, acc1);
-    return vgetq_lane_f64(acc, 0) + vgetq_lane_f64(acc, 1);
-#else
-    double sum = 0.0;
-    for (int64_t i = 0; i < n; i++) {
-        w[i] = expf(w[i] - max);
-        sum += (double) w[i];
-    }
-    return sum;
-#endif
+    for (int k = 0; i + k < n; k++) acc[k] += (double) w[i + k];
+    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
 // Largest element of w[0..n) (-inf for an all -inf row). Max is exact, so any order gives the
