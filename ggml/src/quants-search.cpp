@@ -1,17 +1,39 @@
 // quants-search.cpp - least-squares scale searches for the quantizers.
 //
 // For a fixed assignment of levels, the best scale (and offset) has a closed form (weighted
-// least squares). The search walks candidate inverse scales around the "range / levels" guess,
-// rounds the values to levels under each candidate, solves for the best scale for those levels
-// and keeps the assignment with the least error.
+// least squares), and so has the error it leaves, from the same five sums. The search walks
+// candidate inverse scales around the "range / levels" guess, rounds the values to levels under
+// each candidate (one pass, accumulating the sums), and keeps the candidate with the least
+// error; the winner's levels are then re-rounded under its fitted scale once more.
 #include "quants-search.h"
 
 #include <math.h>
 #include <string.h>
 
-static const int SEARCH_STEPS = 12;  // candidates on each side of the initial guess
-
 static inline int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+// ---- symmetric: x ~ s * q, q in [qmin, qmax] -----------------------------------------------
+static const int SYM_STEPS = 9;  // candidates on each side of each end's guess
+
+// Rounds x * iscale to levels, returns sum w x q and sum w q^2. Sums go to 8 partial sums by
+// position (a fixed order the compiler can vectorize); n is a multiple of 8.
+static inline void sym_round(int n, const float * x, const float * w, float iscale, int qmin, int qmax, int8_t * L,
+                             double * sxl, double * sll) {
+    float a[8] = {0}, b[8] = {0};
+    const float fqmin = (float) qmin, fqmax = (float) qmax;
+    for (int i = 0; i < n; i += 8) {
+        for (int k = 0; k < 8; k++) {
+            float l = rintf(iscale * x[i + k]);  // float min/max: the loop vectorizes
+            l = l < fqmin ? fqmin : l;
+            l = l > fqmax ? fqmax : l;
+            L[i + k] = (int8_t) l;
+            a[k] += w[i + k] * x[i + k] * l;
+            b[k] += w[i + k] * l * l;
+        }
+    }
+    *sxl = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+    *sll = ((b[0] + b[1]) + (b[2] + b[3])) + ((b[4] + b[5]) + (b[6] + b[7]));
+}
 
 float quant_fit_symmetric(int n, const float * x, const float * w, int qmin, int qmax, int8_t * L) {
     float amax = 0.0f, max = 0.0f;
@@ -26,105 +48,113 @@ float quant_fit_symmetric(int n, const float * x, const float * w, int qmin, int
         return 0.0f;
     }
     int8_t cand[256];
-    float best_s = 0.0f;
-    double best_err = INFINITY;
-    // The extreme value goes to either end of the range (qmin is the larger magnitude for
-    // asymmetric ranges like -4..3), scaled by a factor around 1.
+    float best_iscale = 0.0f;
+    double best_gain = -1.0;  // error = sum w x^2 - sxl^2 / sll: maximize sxl^2 / sll
+    // The extreme value goes to either end of the range (for ranges like -4..3 the ends differ),
+    // scaled by a factor around 1.
     for (int end = 0; end < 2; end++) {
         const float target = end == 0 ? (float) qmin : (float) qmax;
-        for (int step = -SEARCH_STEPS; step <= SEARCH_STEPS / 2; step++) {
-            const float iscale = (target + 0.1f * step * (target < 0 ? -1.0f : 1.0f)) / max;
-            double sxl = 0.0, sll = 0.0;
-            for (int i = 0; i < n; i++) {
-                const int l = clampi(quant_round(iscale * x[i]), qmin, qmax);
-                cand[i] = (int8_t) l;
-                sxl += (double) w[i] * x[i] * l;
-                sll += (double) w[i] * l * l;
-            }
+        const float dir = target < 0 ? -1.0f : 1.0f;
+        for (int step = -SYM_STEPS; step <= SYM_STEPS / 2; step++) {
+            const float iscale = (target + 0.1f * step * dir) / max;
+            double sxl, sll;
+            sym_round(n, x, w, iscale, qmin, qmax, cand, &sxl, &sll);
             if (sll <= 0.0) continue;
-            const float s = (float) (sxl / sll);
-            double err = 0.0;
-            for (int i = 0; i < n; i++) {
-                const double d = x[i] - (double) s * cand[i];
-                err += w[i] * d * d;
-            }
-            if (err < best_err) {
-                best_err = err;
-                best_s = s;
-                memcpy(L, cand, n);
+            const double gain = sxl * sxl / sll;
+            if (gain > best_gain) {
+                best_gain = gain;
+                best_iscale = iscale;
             }
         }
     }
-    if (best_err == INFINITY) {
+    if (best_gain < 0.0) {
         memset(L, 0, n);
         return 0.0f;
     }
-    // Final pass: levels rounded under the chosen scale (it can only keep or lower the error).
-    if (best_s != 0.0f) {
-        const float is = 1.0f / best_s;
-        double sxl = 0.0, sll = 0.0;
-        for (int i = 0; i < n; i++) {
-            cand[i] = (int8_t) clampi(quant_round(is * x[i]), qmin, qmax);
-            sxl += (double) w[i] * x[i] * cand[i];
-            sll += (double) w[i] * cand[i] * cand[i];
-        }
-        if (sll > 0.0) {
-            const float s = (float) (sxl / sll);
-            double err = 0.0;
-            for (int i = 0; i < n; i++) {
-                const double d = x[i] - (double) s * cand[i];
-                err += w[i] * d * d;
-            }
-            if (err < best_err) {
-                best_s = s;
-                memcpy(L, cand, n);
-            }
+    double sxl, sll;
+    sym_round(n, x, w, best_iscale, qmin, qmax, L, &sxl, &sll);
+    float s = (float) (sxl / sll);
+    // Re-round under the fitted scale: keep it if it explains more.
+    if (s != 0.0f) {
+        double sxl2, sll2;
+        sym_round(n, x, w, 1.0f / s, qmin, qmax, cand, &sxl2, &sll2);
+        if (sll2 > 0.0 && sxl2 * sxl2 / sll2 > sxl * sxl / sll) {
+            memcpy(L, cand, n);
+            s = (float) (sxl2 / sll2);
         }
     }
-    return best_s;
+    return s;
 }
 
 double quant_error(int n, const float * x, const float * w, float s, float m, const uint8_t * L) {
-    double err = 0.0;
-    for (int i = 0; i < n; i++) {
-        const double d = x[i] - ((double) s * L[i] - m);
-        err += w[i] * d * d;
+    float e[8] = {0};
+    for (int i = 0; i < n; i += 8) {
+        for (int k = 0; k < 8; k++) {
+            const float d = x[i + k] - (s * (float) L[i + k] - m);
+            e[k] += w[i + k] * d * d;
+        }
     }
-    return err;
+    return ((e[0] + e[1]) + (e[2] + e[3])) + ((e[4] + e[5]) + (e[6] + e[7]));
 }
 
-// Best s >= 0, m >= 0 for x ~ s * L - m with the levels fixed (2x2 weighted least squares, with
-// the constraints applied by falling back to the one-parameter fits).
-static void solve_scale_min(int n, const float * x, const float * w, const uint8_t * L, bool any_sign, float * s_out, float * m_out) {
-    double sw = 0, sx = 0, sl = 0, sll = 0, sxl = 0;
-    for (int i = 0; i < n; i++) {
-        sw += w[i];
-        sx += (double) w[i] * x[i];
-        sl += (double) w[i] * L[i];
-        sll += (double) w[i] * L[i] * L[i];
-        sxl += (double) w[i] * x[i] * L[i];
+// ---- asymmetric: x ~ s * q - m, q in [0, qmax] ---------------------------------------------
+static const int ASYM_STEPS = 8;
+
+struct ls_sums { double sw, sx, sxx, sl, sll, sxl; };
+
+// Rounds (x - xmin) * iscale to levels 0..qmax and accumulates the least-squares sums (8 partial
+// sums by position, as in sym_round; n a multiple of 8).
+static inline ls_sums asym_round(int n, const float * x, const float * w, float xmin, float iscale, int qmax, uint8_t * L) {
+    float sl[8] = {0}, sll[8] = {0}, sxl[8] = {0};
+    const float fqmax = (float) qmax;
+    for (int i = 0; i < n; i += 8) {
+        for (int k = 0; k < 8; k++) {
+            float l = rintf(iscale * (x[i + k] - xmin));  // float min/max: the loop vectorizes
+            l = l < 0.0f ? 0.0f : l;
+            l = l > fqmax ? fqmax : l;
+            L[i + k] = (uint8_t) l;
+            sl[k] += w[i + k] * l;
+            sll[k] += w[i + k] * l * l;
+            sxl[k] += w[i + k] * x[i + k] * l;
+        }
     }
-    const double det = sw * sll - sl * sl;
+    auto sum8 = [](const float * v) { return (double) (((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]))); };
+    ls_sums r = {};
+    r.sl = sum8(sl);
+    r.sll = sum8(sll);
+    r.sxl = sum8(sxl);
+    return r;
+}
+
+// Best s >= 0 and m for x ~ s * L - m given the sums; m >= 0 unless any_sign. Returns the error.
+static double solve_scale_min(const ls_sums & t, bool any_sign, float * s_out, float * m_out) {
+    const double det = t.sw * t.sll - t.sl * t.sl;
     double s = 0, off = 0;  // x ~ s * L + off
     if (det > 0) {
-        s = (sw * sxl - sl * sx) / det;
-        off = (sll * sx - sl * sxl) / det;
+        s = (t.sw * t.sxl - t.sl * t.sx) / det;
+        off = (t.sll * t.sx - t.sl * t.sxl) / det;
     }
     if (det <= 0 || (off > 0 && !any_sign) || s < 0) {
-        // Offset pinned to 0 (the format cannot add a positive offset).
-        off = 0;
-        s = sll > 0 ? sxl / sll : 0;
+        off = 0;  // the format cannot add a positive offset: fit the scale alone
+        s = t.sll > 0 ? t.sxl / t.sll : 0;
         if (s < 0) s = 0;
     }
     *s_out = (float) s;
     *m_out = (float) -off;
+    // sum w (x - s L - off)^2 expanded in the sums.
+    const double err = t.sxx - 2 * s * t.sxl - 2 * off * t.sx + s * s * t.sll + 2 * s * off * t.sl + off * off * t.sw;
+    return err > 0 ? err : 0;
 }
 
 static float fit_scale_min(int n, const float * x, const float * w, int qmax, bool any_sign, uint8_t * L, float * m_out) {
     float xmin = x[0], xmax = x[0];
-    for (int i = 1; i < n; i++) {
-        xmin = fminf(xmin, x[i]);
-        xmax = fmaxf(xmax, x[i]);
+    double sw = 0, sx = 0, sxx = 0;
+    for (int i = 0; i < n; i++) {
+        xmin = x[i] < xmin ? x[i] : xmin;  // not fminf: that is a libm call without -ffast-math
+        xmax = x[i] > xmax ? x[i] : xmax;
+        sw += w[i];
+        sx += (double) w[i] * x[i];
+        sxx += (double) w[i] * x[i] * x[i];
     }
     if (xmin > 0.0f && !any_sign) xmin = 0.0f;  // the min can only be subtracted
     if (xmax <= xmin) {
@@ -134,29 +164,38 @@ static float fit_scale_min(int n, const float * x, const float * w, int qmax, bo
     }
     uint8_t cand[256];
     double best_err = INFINITY;
-    float best_s = 0.0f, best_m = 0.0f;
-    for (int step = -SEARCH_STEPS; step <= SEARCH_STEPS; step++) {
-        const float iscale = (qmax + 0.05f * step * qmax / 4.0f) / (xmax - xmin);
+    float best_iscale = 0.0f;
+    for (int step = -ASYM_STEPS; step <= ASYM_STEPS; step++) {
+        const float iscale = (qmax + 0.1f * step * qmax / 7.5f) / (xmax - xmin);
         if (iscale <= 0.0f) continue;
-        for (int i = 0; i < n; i++) cand[i] = (uint8_t) clampi(quant_round(iscale * (x[i] - xmin)), 0, qmax);
+        ls_sums t = asym_round(n, x, w, xmin, iscale, qmax, cand);
+        t.sw = sw; t.sx = sx; t.sxx = sxx;
         float s, m;
-        solve_scale_min(n, x, w, cand, any_sign, &s, &m);
-        // Re-round under the fitted scale and min, then refit once.
-        if (s > 0.0f) {
-            const float is = 1.0f / s;
-            for (int i = 0; i < n; i++) cand[i] = (uint8_t) clampi(quant_round((x[i] + m) * is), 0, qmax);
-            solve_scale_min(n, x, w, cand, any_sign, &s, &m);
-        }
-        const double err = quant_error(n, x, w, s, m, cand);
+        const double err = solve_scale_min(t, any_sign, &s, &m);
         if (err < best_err) {
             best_err = err;
-            best_s = s;
-            best_m = m;
-            memcpy(L, cand, n);
+            best_iscale = iscale;
         }
     }
-    *m_out = best_m;
-    return best_s;
+    ls_sums t = asym_round(n, x, w, xmin, best_iscale, qmax, L);
+    t.sw = sw; t.sx = sx; t.sxx = sxx;
+    float s, m;
+    double err = solve_scale_min(t, any_sign, &s, &m);
+    // Re-round under the fitted scale and min, refit, keep if better.
+    if (s > 0.0f) {
+        ls_sums t2 = asym_round(n, x, w, -m, 1.0f / s, qmax, cand);
+        t2.sw = sw; t2.sx = sx; t2.sxx = sxx;
+        float s2, m2;
+        const double err2 = solve_scale_min(t2, any_sign, &s2, &m2);
+        if (err2 < err) {
+            memcpy(L, cand, n);
+            s = s2;
+            m = m2;
+            err = err2;
+        }
+    }
+    *m_out = m;
+    return s;
 }
 
 float quant_fit_scale_min(int n, const float * x, const float * w, int qmax, uint8_t * L, float * m) {
@@ -166,19 +205,19 @@ float quant_fit_scale_offset(int n, const float * x, const float * w, int qmax, 
     return fit_scale_min(n, x, w, qmax, true, L, m);
 }
 
-// Index of the level nearest to v (levels sorted ascending).
-static int nearest_level(float v, const int8_t * levels, int nlev) {
-    if (v <= levels[0]) return 0;
-    if (v >= levels[nlev - 1]) return nlev - 1;
-    int lo = 0, hi = nlev - 1;
-    while (hi - lo > 1) {
-        const int mid = (lo + hi) / 2;
-        if (v < levels[mid]) hi = mid; else lo = mid;
-    }
-    return (v - levels[lo] <= levels[hi] - v) ? lo : hi;
+// ---- non-uniform levels --------------------------------------------------------------------
+static const int LEV_STEPS = 7;
+
+// Index of the level nearest to v: the number of midpoints between neighbouring levels below v.
+static inline int nearest_level(float v, const float * mid, int nmid) {
+    int k = 0;
+    for (int j = 0; j < nmid; j++) k += v > mid[j];
+    return k;
 }
 
 float quant_fit_levels(int n, const float * x, const float * w, const int8_t * levels, int nlev, uint8_t * L) {
+    float mid[32];
+    for (int j = 0; j + 1 < nlev; j++) mid[j] = 0.5f * (levels[j] + levels[j + 1]);
     float amax = 0.0f, max = 0.0f;
     for (int i = 0; i < n; i++) {
         if (fabsf(x[i]) > amax) {
@@ -186,39 +225,30 @@ float quant_fit_levels(int n, const float * x, const float * w, const int8_t * l
             max = x[i];
         }
     }
-    // Which end the extreme value maps to: the level of largest magnitude with max's sign.
-    const int extreme = max < 0 ? 0 : nlev - 1;
     if (amax < 1e-30f) {
-        const int z = nearest_level(0.0f, levels, nlev);
-        memset(L, z, n);
+        memset(L, nearest_level(0.0f, mid, nlev - 1), n);
         return 0.0f;
     }
+    // The extreme value maps near the level of largest magnitude with its sign.
+    const float lev = (float) (max < 0 ? levels[0] : levels[nlev - 1]);
     uint8_t cand[256];
-    double best_err = INFINITY;
+    double best_gain = -1.0;
     float best_s = 0.0f;
-    for (int end = 0; end < 2; end++) {
-        const float lev = (float) levels[end == 0 ? extreme : (nlev - 1 - extreme)];
-        for (int step = -SEARCH_STEPS; step <= SEARCH_STEPS; step++) {
-            const float iscale = (lev * (1.0f + 0.02f * step)) / max;
-            double sxl = 0.0, sll = 0.0;
-            for (int i = 0; i < n; i++) {
-                cand[i] = (uint8_t) nearest_level(iscale * x[i], levels, nlev);
-                const float l = levels[cand[i]];
-                sxl += (double) w[i] * x[i] * l;
-                sll += (double) w[i] * l * l;
-            }
-            if (sll <= 0.0) continue;
-            const float s = (float) (sxl / sll);
-            double err = 0.0;
-            for (int i = 0; i < n; i++) {
-                const double d = x[i] - (double) s * levels[cand[i]];
-                err += w[i] * d * d;
-            }
-            if (err < best_err) {
-                best_err = err;
-                best_s = s;
-                memcpy(L, cand, n);
-            }
+    for (int step = -LEV_STEPS; step <= LEV_STEPS; step++) {
+        const float iscale = lev * (1.0f + 0.025f * step) / max;
+        float sxl = 0.0f, sll = 0.0f;
+        for (int i = 0; i < n; i++) {
+            cand[i] = (uint8_t) nearest_level(iscale * x[i], mid, nlev - 1);
+            const float l = levels[cand[i]];
+            sxl += w[i] * x[i] * l;
+            sll += w[i] * l * l;
+        }
+        if (sll <= 0.0f) continue;
+        const double gain = (double) sxl * sxl / sll;
+        if (gain > best_gain) {
+            best_gain = gain;
+            best_s = sxl / sll;
+            memcpy(L, cand, n);
         }
     }
     return best_s;
