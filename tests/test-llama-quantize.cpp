@@ -1,0 +1,260 @@
+// llama-quantize, run as a program: the mixes and errors against llama.cpp's own files of the
+// ktest model, every target type, row-length fallbacks, thread-count independence, bad input.
+#include "test-util.h"
+
+#include "gguf.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <map>
+
+#ifndef LLAMA_QUANTIZE_BIN
+#define LLAMA_QUANTIZE_BIN ""
+#endif
+#ifndef LLAMA_EMULATOR
+#define LLAMA_EMULATOR ""
+#endif
+
+namespace {
+
+struct run_result {
+    int status = -1;
+    std::string output;  // stdout and stderr
+};
+
+run_result run_quantize(const std::string & args) {
+    const std::string cmd = std::string(LLAMA_EMULATOR) + " " + LLAMA_QUANTIZE_BIN + " " + args + " 2>&1";
+    run_result r;
+    FILE * p = popen(cmd.c_str(), "r");
+    if (!p) return r;
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.output.append(buf, n);
+    const int st = pclose(p);
+    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+    return r;
+}
+
+struct temp_dir {
+    std::string path;
+    temp_dir() {
+        char tmpl[] = "/tmp/test-llama-quantize-XXXXXX";
+        path = mkdtemp(tmpl);
+    }
+    ~temp_dir() { std::system(("rm -rf '" + path + "'").c_str()); }
+    std::vector<std::string> files() const {
+        std::vector<std::string> v;
+        if (DIR * d = opendir(path.c_str())) {
+            while (dirent * e = readdir(d)) {
+                if (e->d_name[0] != '.') v.push_back(e->d_name);
+            }
+            closedir(d);
+        }
+        return v;
+    }
+};
+
+struct model {
+    gguf_context * g = nullptr;
+    ggml_context * ctx = nullptr;
+    explicit model(const std::string & path) {
+        gguf_init_params p = {};
+        p.ctx = &ctx;
+        g = gguf_init_from_file(path.c_str(), p);
+    }
+    ~model() {
+        gguf_free(g);
+        ggml_free(ctx);
+    }
+    std::vector<float> floats(const ggml_tensor * t) const {
+        std::vector<float> v((size_t) ggml_nelements(t));
+        ggml_get_type_traits(t->type)->to_float(t->data, v.data(), (int64_t) v.size());
+        return v;
+    }
+    uint32_t file_type() const {
+        const int64_t id = gguf_find_key(g, "general.file_type");
+        return id < 0 ? 9999 : gguf_get_val_u32(g, id);
+    }
+};
+
+double rel_rmse(const std::vector<float> & a, const std::vector<float> & ref) {
+    double e = 0, s = 0;
+    for (size_t i = 0; i < a.size(); i++) {
+        e += (double) (a[i] - ref[i]) * (a[i] - ref[i]);
+        s += (double) ref[i] * ref[i];
+    }
+    return s > 0 ? std::sqrt(e / s) : std::sqrt(e);
+}
+
+// Relative RMSE a type stays below on the ktest weights (Gaussian-like).
+double type_bound(ggml_type t) {
+    switch (t) {
+        case GGML_TYPE_F32: return 0.0;
+        case GGML_TYPE_F16: return 1e-3;
+        case GGML_TYPE_BF16: return 8e-3;
+        case GGML_TYPE_Q8_0: return 0.0065;
+        case GGML_TYPE_Q6_K: return 0.020;
+        case GGML_TYPE_Q5_1: return 0.042;
+        case GGML_TYPE_Q5_0: case GGML_TYPE_Q5_K: return 0.048;
+        case GGML_TYPE_Q4_1: case GGML_TYPE_Q4_K: return 0.085;
+        case GGML_TYPE_Q4_0: case GGML_TYPE_IQ4_NL: return 0.095;
+        case GGML_TYPE_Q3_K: return 0.16;
+        case GGML_TYPE_Q2_K: return 0.29;
+        default: return 0.0;
+    }
+}
+
+std::string ktest(const std::string & type) { return tu::models_dir() + "/ktest/ktest-" + type + ".gguf"; }
+
+#define REQUIRE_QUANTIZE_BIN() \
+    do { if (std::string(LLAMA_QUANTIZE_BIN).empty()) GTEST_SKIP() << "llama-quantize was not built"; } while (0)
+
+}  // namespace
+
+TEST(LlamaQuantize, SameMixesAsLlamaCppAndNoWorseError) {
+    REQUIRE_QUANTIZE_BIN();
+    TU_REQUIRE_FILE(ktest("F32"));
+    temp_dir tmp;
+    model f32(ktest("F32"));
+    ASSERT_NE(f32.g, nullptr);
+    for (const char * name : {"Q8_0", "Q4_0", "Q4_K_M", "Q6_K"}) {
+        TU_REQUIRE_FILE(ktest(name));
+        const std::string out = tmp.path + "/" + name + ".gguf";
+        const run_result r = run_quantize(ktest("F32") + " " + out + " " + name + " 2");
+        ASSERT_EQ(r.status, 0) << r.output;
+        model ours(out), theirs(ktest(name));
+        ASSERT_NE(ours.g, nullptr) << name;
+        ASSERT_NE(theirs.g, nullptr) << name;
+        EXPECT_EQ(ours.file_type(), theirs.file_type()) << name;
+        // Every key of the input is carried over.
+        for (int64_t i = 0; i < gguf_get_n_kv(f32.g); i++) {
+            EXPECT_GE(gguf_find_key(ours.g, gguf_get_key(f32.g, i)), 0) << name << ": key " << gguf_get_key(f32.g, i);
+        }
+        ASSERT_EQ(gguf_get_n_tensors(ours.g), gguf_get_n_tensors(theirs.g));
+        double sum_ours = 0, sum_theirs = 0;
+        for (ggml_tensor * t = ggml_get_first_tensor(theirs.ctx); t; t = ggml_get_next_tensor(theirs.ctx, t)) {
+            ggml_tensor * o = ggml_get_tensor(ours.ctx, t->name);
+            ggml_tensor * r32 = ggml_get_tensor(f32.ctx, t->name);
+            ASSERT_NE(o, nullptr) << t->name;
+            EXPECT_EQ(o->type, t->type) << name << " " << t->name << ": ours " << ggml_type_name(o->type)
+                                        << ", llama.cpp " << ggml_type_name(t->type);
+            ASSERT_TRUE(ggml_are_same_shape(o, t));
+            const std::vector<float> ref = f32.floats(r32);
+            const double eo = rel_rmse(ours.floats(o), ref), et = rel_rmse(theirs.floats(t), ref);
+            EXPECT_LE(eo, et * 1.0001 + 1e-9) << name << " " << t->name;
+            sum_ours += eo;
+            sum_theirs += et;
+        }
+        printf("  %-7s summed relative RMSE over tensors: ours %.5f, llama.cpp %.5f\n", name, sum_ours, sum_theirs);
+    }
+}
+
+TEST(LlamaQuantize, EveryTargetType) {
+    REQUIRE_QUANTIZE_BIN();
+    TU_REQUIRE_FILE(ktest("F32"));
+    temp_dir tmp;
+    model f32(ktest("F32"));
+    ASSERT_NE(f32.g, nullptr);
+    const std::map<std::string, uint32_t> targets = {
+        {"Q4_1", 3}, {"Q5_0", 8}, {"Q5_1", 9}, {"Q2_K", 10}, {"Q3_K_S", 11}, {"Q3_K_M", 12}, {"Q3_K_L", 13},
+        {"Q4_K_S", 14}, {"Q5_K_S", 16}, {"Q5_K_M", 17}, {"IQ4_NL", 25}, {"F16", 1}, {"BF16", 32}, {"F32", 0},
+    };
+    for (const auto & [name, ftype] : targets) {
+        const std::string out = tmp.path + "/" + name + ".gguf";
+        const run_result r = run_quantize(ktest("F32") + " " + out + " " + name + " 2");
+        ASSERT_EQ(r.status, 0) << name << ": " << r.output;
+        model q(out);
+        ASSERT_NE(q.g, nullptr) << name;
+        EXPECT_EQ(q.file_type(), ftype) << name;
+        for (ggml_tensor * t = ggml_get_first_tensor(q.ctx); t; t = ggml_get_next_tensor(q.ctx, t)) {
+            ggml_tensor * r32 = ggml_get_tensor(f32.ctx, t->name);
+            if (ggml_n_dims(t) == 1) {
+                EXPECT_EQ(t->type, GGML_TYPE_F32) << name << " " << t->name;
+            }
+            EXPECT_LE(rel_rmse(q.floats(t), f32.floats(r32)), type_bound(t->type))
+                << name << " " << t->name << " (" << ggml_type_name(t->type) << ")";
+        }
+    }
+}
+
+TEST(LlamaQuantize, ResultDoesNotDependOnThreads) {
+    REQUIRE_QUANTIZE_BIN();
+    TU_REQUIRE_FILE(ktest("F32"));
+    temp_dir tmp;
+    ASSERT_EQ(run_quantize(ktest("F32") + " " + tmp.path + "/a.gguf Q4_K_M 1").status, 0);
+    ASSERT_EQ(run_quantize(ktest("F32") + " " + tmp.path + "/b.gguf Q4_K_M 3").status, 0);
+    ASSERT_EQ(std::system(("cmp -s " + tmp.path + "/a.gguf " + tmp.path + "/b.gguf").c_str()), 0);
+}
+
+TEST(LlamaQuantize, ShortRowsFallBackAndSaySo) {
+    REQUIRE_QUANTIZE_BIN();
+    temp_dir tmp;
+    // A tiny llama-shaped model whose rows (96, 100) do not fit the K-quants' 256-value blocks.
+    const std::string in = tmp.path + "/small.gguf";
+    {
+        tu::Ctx ctx(8u << 20);
+        gguf_context * g = gguf_init_empty();
+        gguf_set_val_str(g, "general.architecture", "llama");
+        gguf_set_val_u32(g, "llama.block_count", 1);
+        std::mt19937 rng(1);
+        struct spec { const char * name; int64_t ne0, ne1; };
+        for (const spec & s : {spec{"blk.0.attn_q.weight", 96, 64}, spec{"blk.0.attn_v.weight", 96, 32},
+                               spec{"blk.0.ffn_up.weight", 100, 8}, spec{"blk.0.attn_norm.weight", 96, 1},
+                               spec{"output.weight", 96, 40}}) {
+            ggml_tensor * t = s.ne1 == 1 ? ggml_new_tensor_1d(ctx, GGML_TYPE_F32, s.ne0) : ggml_new_tensor_2d(ctx, GGML_TYPE_F32, s.ne0, s.ne1);
+            ggml_set_name(t, s.name);
+            tu::fill_uniform(t, rng);
+            gguf_add_tensor(g, t);
+        }
+        ASSERT_TRUE(gguf_write_to_file(g, in.c_str(), false));
+        gguf_free(g);
+    }
+    const std::string out = tmp.path + "/small-q4km.gguf";
+    const run_result r = run_quantize(in + " " + out + " Q4_K_M 2");
+    ASSERT_EQ(r.status, 0) << r.output;
+    EXPECT_NE(r.output.find("not a multiple of 256"), std::string::npos) << r.output;
+    model q(out);
+    ASSERT_NE(q.g, nullptr);
+    EXPECT_EQ(ggml_get_tensor(q.ctx, "blk.0.attn_q.weight")->type, GGML_TYPE_Q5_0);  // Q4_K -> Q5_0
+    EXPECT_EQ(ggml_get_tensor(q.ctx, "blk.0.attn_v.weight")->type, GGML_TYPE_Q8_0);  // Q6_K -> Q8_0
+    EXPECT_EQ(ggml_get_tensor(q.ctx, "output.weight")->type, GGML_TYPE_Q8_0);        // Q6_K -> Q8_0
+    EXPECT_EQ(ggml_get_tensor(q.ctx, "blk.0.ffn_up.weight")->type, GGML_TYPE_F16);   // 100 fits no block
+    EXPECT_EQ(ggml_get_tensor(q.ctx, "blk.0.attn_norm.weight")->type, GGML_TYPE_F32);
+}
+
+TEST(LlamaQuantize, BadInputIsRefusedAndLeavesNoFile) {
+    REQUIRE_QUANTIZE_BIN();
+    TU_REQUIRE_FILE(ktest("F32"));
+    temp_dir tmp;
+    const std::string out = tmp.path + "/out.gguf";
+    struct bad_case { std::string args, expect; };
+    // A truncated copy of a real model.
+    const std::string trunc = tmp.path + "/truncated.gguf";
+    ASSERT_EQ(std::system(("head -c 3000000 " + ktest("F32") + " > " + trunc).c_str()), 0);
+    const std::vector<bad_case> cases = {
+        {ktest("F32") + " " + out + " Q9_9", "unknown type"},
+        {tmp.path + "/missing.gguf " + out + " Q4_0", "cannot load"},
+        {trunc + " " + out + " Q4_0", "cannot load"},
+        {ktest("Q8_0") + " " + out + " Q4_0", "already quantized"},
+        {ktest("F32") + " " + out + " Q4_0 abc", "NTHREADS"},
+        {ktest("F32") + " " + out + " Q4_0 0", "NTHREADS"},
+        {ktest("F32") + " " + out + " Q4_0 --bogus", "unknown option"},
+        {ktest("F32") + " " + ktest("F32") + " Q4_0", "must not be the input"},
+        {ktest("F32") + " /nonexistent-dir/out.gguf Q4_0", "cannot create"},
+        {ktest("F32"), "usage"},
+    };
+    for (const bad_case & c : cases) {
+        const run_result r = run_quantize(c.args);
+        EXPECT_NE(r.status, 0) << c.args;
+        EXPECT_LT(r.status, 128) << "crashed: " << c.args << "\n" << r.output;
+        EXPECT_NE(r.output.find(c.expect), std::string::npos) << c.args << "\n" << r.output;
+    }
+    // Nothing but the truncated input is left: no output, no temporary file.
+    EXPECT_EQ(tmp.files(), std::vector<std::string>{"truncated.gguf"});
+    // Requantizing is possible when asked for.
+    const run_result r = run_quantize("--allow-requantize " + ktest("Q8_0") + " " + out + " Q4_0 2");
+    EXPECT_EQ(r.status, 0) << r.output;
+}
