@@ -3,7 +3,10 @@
 // scalar reference, one thread. Two sizes: weights that fit in cache (compute-bound) and
 // weights far larger than the caches (memory-bound, as in token generation).
 //
-//   bench-quant [--rows-stream N] [--k N] [--reps N] [--types q4_0,q6_K,...]
+//   bench-quant [--stream-mib N] [--k N] [--reps N] [--types q4_0,q6_K,...]
+//
+// The streaming size defaults to 1024 MiB of weights per type: more than the last-level cache
+// of current CPUs (several hundred MB on large server parts), as a model's weights are.
 #include "cpu/quant-dot.h"
 #include "ggml.h"
 
@@ -36,7 +39,7 @@ static double time_rows(ggml_quant_dot_fn dot, const std::vector<uint8_t> & w, s
 }
 
 int main(int argc, char ** argv) {
-    int64_t k = 4096, rows_stream = 16384;
+    int64_t k = 4096, stream_mib = 1024;
     int reps = 5;
     std::string only;
     for (int i = 1; i < argc; i++) {
@@ -46,21 +49,21 @@ int main(int argc, char ** argv) {
             return argv[++i];
         };
         if (a == "--k") k = atoll(next());
-        else if (a == "--rows-stream") rows_stream = atoll(next());
+        else if (a == "--stream-mib") stream_mib = atoll(next());
         else if (a == "--reps") reps = atoi(next());
         else if (a == "--types") only = next();
-        else { fprintf(stderr, "usage: bench-quant [--k N] [--rows-stream N] [--reps N] [--types a,b]\n"); return 1; }
+        else { fprintf(stderr, "usage: bench-quant [--k N] [--stream-mib N] [--reps N] [--types a,b]\n"); return 1; }
     }
-    if (k <= 0 || k % 256 != 0 || rows_stream <= 0 || reps <= 0) {
-        fprintf(stderr, "bench-quant: --k must be a positive multiple of 256, --rows-stream and --reps positive\n");
+    if (k <= 0 || k % 256 != 0 || stream_mib <= 0 || reps <= 0) {
+        fprintf(stderr, "bench-quant: --k must be a positive multiple of 256, --stream-mib and --reps positive\n");
         return 1;
     }
     const ggml_type types[] = { GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_Q8_0,
                                 GGML_TYPE_IQ4_NL, GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K };
     const int64_t rows_cache = std::max<int64_t>(1, (256 * 1024) / k);  // ~ a few hundred KB of weights
     printf("quantized dot products, 1 thread, K = %lld; build ISA: %s\n", (long long) k, ggml_cpu_isa_name());
-    printf("GB/s of weight bytes read; in-cache: %lld rows, streaming: %lld rows; median of %d runs\n\n",
-           (long long) rows_cache, (long long) rows_stream, reps);
+    printf("GB/s of weight bytes read; in-cache: %lld rows, streaming: %lld MiB of weights; median of %d runs\n\n",
+           (long long) rows_cache, (long long) stream_mib, reps);
     printf("%-7s %10s %10s %10s %8s %12s\n", "type", "scalar", "simd", "simd", "speedup", "stream size");
     printf("%-7s %10s %10s %10s %8s %12s\n", "", "in-cache", "in-cache", "streaming", "", "MiB");
     std::mt19937 rng(1);
@@ -70,6 +73,7 @@ int main(int argc, char ** argv) {
         if (!only.empty() && ("," + only + ",").find("," + std::string(ggml_type_name(t)) + ",") == std::string::npos) continue;
         const ggml_type vt = ggml_quant_vec_dot_type(t);
         const size_t rs = ggml_row_size(t, k);
+        const int64_t rows_stream = std::max<int64_t>(1, (stream_mib << 20) / (int64_t) rs);
         std::vector<float> row(k);
         for (auto & v : row) v = nd(rng);
         std::vector<uint8_t> one(rs);
