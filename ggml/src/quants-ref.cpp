@@ -8,6 +8,11 @@ const int8_t kvalues_iq4nl[16] = { -127, -104, -83, -65, -49, -35, -22, -10, 1, 
 
 static inline float h2f(ggml_fp16_t h) { return GGML_FP16_TO_FP32(h); }
 
+// min / max as comparisons: fminf / fmaxf are libm calls unless -ffast-math, and slow here.
+// Same results as fminf / fmaxf for non-NaN inputs.
+static inline float min_f(float a, float b) { return b < a ? b : a; }
+static inline float max_f(float a, float b) { return b > a ? b : a; }
+
 static inline uint32_t load_u32(const uint8_t * p) {
     return (uint32_t) p[0] | ((uint32_t) p[1] << 8) | ((uint32_t) p[2] << 16) | ((uint32_t) p[3] << 24);
 }
@@ -215,8 +220,8 @@ void quantize_row_q4_0_ref(const float * x, block_q4_0 * y, int64_t n) {
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         y[b].d = GGML_FP32_TO_FP16(d);
         for (int j = 0; j < QK4_0 / 2; j++) {
-            const int q0 = (int) fminf(15.0f, x[j] * id + 8.5f);
-            const int q1 = (int) fminf(15.0f, x[j + QK4_0 / 2] * id + 8.5f);
+            const int q0 = (int) min_f(15.0f, x[j] * id + 8.5f);
+            const int q1 = (int) min_f(15.0f, x[j + QK4_0 / 2] * id + 8.5f);
             y[b].qs[j] = (uint8_t) (q0 | (q1 << 4));
         }
     }
@@ -226,16 +231,16 @@ void quantize_row_q4_1_ref(const float * x, block_q4_1 * y, int64_t n) {
     for (int64_t b = 0; b < n / QK4_1; b++, x += QK4_1) {
         float min = x[0], max = x[0];
         for (int j = 1; j < QK4_1; j++) {
-            min = fminf(min, x[j]);
-            max = fmaxf(max, x[j]);
+            min = min_f(min, x[j]);
+            max = max_f(max, x[j]);
         }
         const float d = (max - min) / 15.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         y[b].d = GGML_FP32_TO_FP16(d);
         y[b].m = GGML_FP32_TO_FP16(min);
         for (int j = 0; j < QK4_1 / 2; j++) {
-            const int q0 = (int) fminf(15.0f, (x[j] - min) * id + 0.5f);
-            const int q1 = (int) fminf(15.0f, (x[j + QK4_1 / 2] - min) * id + 0.5f);
+            const int q0 = (int) min_f(15.0f, (x[j] - min) * id + 0.5f);
+            const int q1 = (int) min_f(15.0f, (x[j + QK4_1 / 2] - min) * id + 0.5f);
             y[b].qs[j] = (uint8_t) (q0 | (q1 << 4));
         }
     }
@@ -249,8 +254,8 @@ void quantize_row_q5_0_ref(const float * x, block_q5_0 * y, int64_t n) {
         y[b].d = GGML_FP32_TO_FP16(d);
         uint32_t qh = 0;
         for (int j = 0; j < QK5_0 / 2; j++) {
-            const int q0 = (int) fminf(31.0f, x[j] * id + 16.5f);
-            const int q1 = (int) fminf(31.0f, x[j + QK5_0 / 2] * id + 16.5f);
+            const int q0 = (int) min_f(31.0f, x[j] * id + 16.5f);
+            const int q1 = (int) min_f(31.0f, x[j + QK5_0 / 2] * id + 16.5f);
             y[b].qs[j] = (uint8_t) ((q0 & 0xF) | ((q1 & 0xF) << 4));
             qh |= (uint32_t) ((q0 >> 4) & 1) << j;
             qh |= (uint32_t) ((q1 >> 4) & 1) << (j + QK5_0 / 2);
@@ -263,8 +268,8 @@ void quantize_row_q5_1_ref(const float * x, block_q5_1 * y, int64_t n) {
     for (int64_t b = 0; b < n / QK5_1; b++, x += QK5_1) {
         float min = x[0], max = x[0];
         for (int j = 1; j < QK5_1; j++) {
-            min = fminf(min, x[j]);
-            max = fmaxf(max, x[j]);
+            min = min_f(min, x[j]);
+            max = max_f(max, x[j]);
         }
         const float d = (max - min) / 31.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
@@ -272,8 +277,8 @@ void quantize_row_q5_1_ref(const float * x, block_q5_1 * y, int64_t n) {
         y[b].m = GGML_FP32_TO_FP16(min);
         uint32_t qh = 0;
         for (int j = 0; j < QK5_1 / 2; j++) {
-            const int q0 = (int) fminf(31.0f, (x[j] - min) * id + 0.5f);
-            const int q1 = (int) fminf(31.0f, (x[j + QK5_1 / 2] - min) * id + 0.5f);
+            const int q0 = (int) min_f(31.0f, (x[j] - min) * id + 0.5f);
+            const int q1 = (int) min_f(31.0f, (x[j + QK5_1 / 2] - min) * id + 0.5f);
             y[b].qs[j] = (uint8_t) ((q0 & 0xF) | ((q1 & 0xF) << 4));
             qh |= (uint32_t) ((q0 >> 4) & 1) << j;
             qh |= (uint32_t) ((q1 >> 4) & 1) << (j + QK5_1 / 2);
@@ -285,7 +290,7 @@ void quantize_row_q5_1_ref(const float * x, block_q5_1 * y, int64_t n) {
 void quantize_row_q8_0_ref(const float * x, block_q8_0 * y, int64_t n) {
     for (int64_t b = 0; b < n / QK8_0; b++, x += QK8_0) {
         float amax = 0.0f;
-        for (int j = 0; j < QK8_0; j++) amax = fmaxf(amax, fabsf(x[j]));
+        for (int j = 0; j < QK8_0; j++) amax = max_f(amax, fabsf(x[j]));
         const float d = amax / 127.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         y[b].d = GGML_FP32_TO_FP16(d);
@@ -296,7 +301,7 @@ void quantize_row_q8_0_ref(const float * x, block_q8_0 * y, int64_t n) {
 void quantize_row_q8_1_ref(const float * x, block_q8_1 * y, int64_t n) {
     for (int64_t b = 0; b < n / QK8_1; b++, x += QK8_1) {
         float amax = 0.0f;
-        for (int j = 0; j < QK8_1; j++) amax = fmaxf(amax, fabsf(x[j]));
+        for (int j = 0; j < QK8_1; j++) amax = max_f(amax, fabsf(x[j]));
         const float d = amax / 127.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         int sum = 0;
