@@ -30,7 +30,7 @@ test-aarch64: aarch64
 # Generates text with llama-cli from the default model (the runtime arrives with a later issue).
 demo: all
 	@if [ -x $(BUILD)/bin/llama-cli ]; then \
-		models/get-default-model.sh && $(BUILD)/bin/llama-cli -m models/stories260K.gguf -n 128; \
+		models/download.sh && $(BUILD)/bin/llama-cli -m models/stories260K.gguf -n 128; \
 	else \
 		echo "make demo: llama-cli is not built yet (the llama runtime is the next milestone)"; exit 1; \
 	fi
