@@ -11,12 +11,13 @@
 
 #include <map>
 
-#ifndef LLAMA_QUANTIZE_BIN
-#define LLAMA_QUANTIZE_BIN ""
+#ifndef LLAMA_BIN_DIR
+#define LLAMA_BIN_DIR ""
 #endif
 #ifndef LLAMA_EMULATOR
 #define LLAMA_EMULATOR ""
 #endif
+#define LLAMA_QUANTIZE_BIN LLAMA_BIN_DIR "/llama-quantize"
 
 namespace {
 
@@ -110,7 +111,7 @@ double type_bound(ggml_type t) {
 std::string ktest(const std::string & type) { return tu::models_dir() + "/ktest/ktest-" + type + ".gguf"; }
 
 #define REQUIRE_QUANTIZE_BIN() \
-    do { if (std::string(LLAMA_QUANTIZE_BIN).empty()) GTEST_SKIP() << "llama-quantize was not built"; } while (0)
+    do { if (!tu::file_exists(LLAMA_QUANTIZE_BIN)) GTEST_SKIP() << "llama-quantize was not built"; } while (0)
 
 }  // namespace
 
