@@ -33,6 +33,17 @@ struct llama_vocab {
     std::string token_to_piece(llama_token id, bool special) const;
     std::string detokenize(const std::vector<llama_token> & tokens, bool remove_special, bool unparse_special) const;
 
+    // Additions (token types as in tokenizer.ggml.token_type: 1 normal, 2 unknown, 3 control,
+    // 4 user-defined, 5 unused, 6 byte; 0 for an invalid id).
+    llama_token unk() const;
+    llama_token pad() const;
+    int32_t token_type(llama_token id) const;
+
+    llama_vocab() = default;
+    llama_vocab(llama_vocab && other) noexcept;
+    llama_vocab & operator=(llama_vocab && other) noexcept;
+    llama_vocab(const llama_vocab &) = delete;  // owns pimpl
+    llama_vocab & operator=(const llama_vocab &) = delete;
     ~llama_vocab();
     struct impl;
     impl * pimpl = nullptr;  // the tokenizer's data, defined in llama-vocab.cpp

@@ -1,0 +1,375 @@
+// llama-context.cpp - contexts, batches, llama_decode (split into micro-batches of at most
+// n_batch tokens, each one graph), logits, the KV cache API and the timings.
+#include "llama-context.h"
+#include "llama-graph.h"
+#include "llama-impl.h"
+#include "llama-model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <thread>
+
+void llama_context::free_deleter::operator()(void * p) const { free(p); }
+
+namespace {
+
+// 64-byte aligned, uninitialized memory for the work buffer (nullptr on failure).
+uint8_t * alloc_work(size_t size) {
+    const size_t rounded = (size + 63) / 64 * 64;
+    return (uint8_t *) aligned_alloc(64, rounded ? rounded : 64);
+}
+
+int32_t default_n_threads() {
+    const unsigned hc = std::thread::hardware_concurrency();
+    return hc == 0 ? 4 : (int32_t) std::min(hc, 8u);
+}
+
+// A no_alloc context over the context's graph memory.
+ggml_context * graph_context(llama_context & lctx) {
+    ggml_init_params ip = { lctx.graph_meta.size(), lctx.graph_meta.data(), true };
+    return ggml_init(ip);
+}
+
+// Grows the work buffer if this graph needs more than planned (only when the thread count
+// changed since the context was created); never during compute.
+bool compute_graph(llama_context & lctx, ggml_cgraph * gf) {
+    ggml_cplan plan = ggml_graph_plan(gf, lctx.n_threads);
+    if (plan.work_size > lctx.work_size) {
+        lctx.work.reset(alloc_work(plan.work_size));
+        lctx.work_size = lctx.work ? plan.work_size : 0;
+        if (!lctx.work) {
+            LLAMA_LOG_ERROR("llama_decode: cannot allocate a %zu-byte work buffer\n", plan.work_size);
+            return false;
+        }
+    }
+    plan.work_data = plan.work_size > 0 ? lctx.work.get() : nullptr;
+    const ggml_status st = ggml_graph_compute(gf, &plan);
+    if (st != GGML_STATUS_SUCCESS) {
+        LLAMA_LOG_ERROR("llama_decode: graph compute failed (status %d)\n", (int) st);
+        return false;
+    }
+    return true;
+}
+
+// Re-rotates the cached keys whose positions moved (llama_kv_self_seq_add).
+bool apply_k_shift(llama_context & lctx) {
+    llama_kv_cache & kv = lctx.kv;
+    if (kv.used == 0) {
+        kv.shift_applied();
+        return true;
+    }
+    ggml_context * ctx = graph_context(lctx);
+    if (!ctx) return false;
+    ggml_tensor * deltas = nullptr;
+    ggml_cgraph * gf = llm_build_k_shift(ctx, lctx.model, kv, kv.used, &deltas);
+    bool ok = ggml_gallocr_alloc_graph(lctx.galloc, gf);
+    if (ok) {
+        memcpy(deltas->data, kv.delta.data(), kv.used * sizeof(int32_t));
+        ok = compute_graph(lctx, gf);
+    }
+    ggml_free(ctx);
+    if (ok) kv.shift_applied();
+    return ok;
+}
+
+// One micro-batch: tokens [0, n) with positions pos, whose outputs are the batch-local indices
+// out_ids; logits rows go to dst (n_out rows of n_vocab).
+bool decode_ubatch(llama_context & lctx, const llama_token * tokens, const llama_pos * pos, uint32_t n,
+                   const std::vector<int32_t> & out_ids, float * dst) {
+    llama_kv_cache & kv = lctx.kv;
+    const uint32_t n_out = (uint32_t) out_ids.size();
+    const uint32_t kv_head = kv.used;
+    kv.append(pos, n);
+    const uint32_t n_kv = kv.used;
+
+    ggml_context * ctx = graph_context(lctx);
+    if (!ctx) return false;
+    llm_graph_io io;
+    ggml_cgraph * gf = llm_build_forward(ctx, lctx.model, kv, n, kv_head, n_kv, n_out, io);
+    if (!ggml_gallocr_alloc_graph(lctx.galloc, gf)) {
+        ggml_free(ctx);
+        return false;
+    }
+
+    memcpy(io.tokens->data, tokens, n * sizeof(int32_t));
+    memcpy(io.pos->data, pos, n * sizeof(int32_t));
+    // Mask: token t sees cell c when the cell's position is not after its own.
+    float * mask = (float *) io.kq_mask->data;
+    const float neg_inf = -std::numeric_limits<float>::infinity();
+    for (uint32_t t = 0; t < n; t++) {
+        float * row = mask + (size_t) t * n_kv;
+        for (uint32_t c = 0; c < n_kv; c++) row[c] = kv.pos[c] <= pos[t] ? 0.0f : neg_inf;
+    }
+    if (io.out_ids) memcpy(io.out_ids->data, out_ids.data(), n_out * sizeof(int32_t));
+
+    const bool ok = compute_graph(lctx, gf);
+    if (ok && n_out > 0) {
+        memcpy(dst, io.logits->data, (size_t) n_out * lctx.model.hparams.n_vocab * sizeof(float));
+    }
+    ggml_free(ctx);
+    return ok;
+}
+
+}  // namespace
+
+llama_context::~llama_context() { ggml_gallocr_free(galloc); }
+
+// ---- creation ------------------------------------------------------------------------------
+llama_context_params llama_context_default_params(void) {
+    llama_context_params p;
+    p.n_ctx = 2048;
+    p.n_batch = 512;
+    p.n_threads = default_n_threads();
+    p.type_k = GGML_TYPE_F16;
+    p.type_v = GGML_TYPE_F16;
+    return p;
+}
+
+llama_context * llama_init_from_model(llama_model * model, llama_context_params params) {
+    if (!model) {
+        LLAMA_LOG_ERROR("llama_init_from_model: no model\n");
+        return nullptr;
+    }
+    if (model->vocab_only) {
+        LLAMA_LOG_ERROR("llama_init_from_model: the model was loaded with vocab_only (no weights)\n");
+        return nullptr;
+    }
+    const llama_hparams & hp = model->hparams;
+    llama_context * lctx = new llama_context(*model);
+    lctx->t_start_us = llama_time_us();
+    lctx->n_ctx = params.n_ctx ? params.n_ctx : hp.n_ctx_train;
+    if (lctx->n_ctx > (1u << 24)) {
+        LLAMA_LOG_ERROR("llama_init_from_model: n_ctx %u is too large\n", lctx->n_ctx);
+        delete lctx;
+        return nullptr;
+    }
+    if (lctx->n_ctx > hp.n_ctx_train) {
+        LLAMA_LOG_WARN("llama_init_from_model: n_ctx %u is larger than the training context %u\n", lctx->n_ctx,
+                       hp.n_ctx_train);
+    }
+    lctx->n_batch = std::min(params.n_batch ? params.n_batch : 512u, lctx->n_ctx);
+    lctx->n_threads = params.n_threads > 0 ? params.n_threads : default_n_threads();
+
+    std::string err;
+    if (!lctx->kv.init(hp, lctx->n_ctx, params.type_k, params.type_v, err)) {
+        LLAMA_LOG_ERROR("llama_init_from_model: %s\n", err.c_str());
+        delete lctx;
+        return nullptr;
+    }
+
+    // Plan the graph memory once for the largest graph: n_batch tokens, all with logits,
+    // attending to the full context.
+    const size_t max_nodes = llm_graph_max_nodes(*model);
+    lctx->graph_meta.resize(ggml_tensor_overhead() * max_nodes * 2 + ggml_graph_overhead_custom(max_nodes, false));
+    lctx->galloc = ggml_gallocr_new();
+    ggml_context * ctx = graph_context(*lctx);
+    bool ok = lctx->galloc && ctx;
+    if (ok) {
+        llm_graph_io io;
+        ggml_cgraph * gf = llm_build_forward(ctx, *model, lctx->kv, lctx->n_batch, 0, lctx->n_ctx, lctx->n_batch, io);
+        ok = ggml_gallocr_reserve(lctx->galloc, gf);
+        if (ok) {
+            const ggml_cplan plan = ggml_graph_plan(gf, lctx->n_threads);
+            lctx->work.reset(alloc_work(plan.work_size));
+            lctx->work_size = plan.work_size;
+            ok = lctx->work != nullptr;
+        }
+    }
+    ggml_free(ctx);
+    if (!ok) {
+        LLAMA_LOG_ERROR("llama_init_from_model: cannot allocate the compute buffers\n");
+        delete lctx;
+        return nullptr;
+    }
+
+    LLAMA_LOG_INFO("llama_init_from_model: n_ctx %u, n_batch %u, n_threads %d, KV cache %.2f MiB (K %s, V %s), "
+                   "compute buffer %.2f MiB, work buffer %.2f MiB\n",
+                   lctx->n_ctx, lctx->n_batch, lctx->n_threads, lctx->kv.total_size() / (1024.0 * 1024.0),
+                   ggml_type_name(params.type_k), ggml_type_name(params.type_v),
+                   ggml_gallocr_get_buffer_size(lctx->galloc, 0) / (1024.0 * 1024.0),
+                   lctx->work_size / (1024.0 * 1024.0));
+    return lctx;
+}
+
+void llama_free(llama_context * ctx) { delete ctx; }
+
+uint32_t llama_n_ctx(const llama_context * ctx) { return ctx->n_ctx; }
+uint32_t llama_n_batch(const llama_context * ctx) { return ctx->n_batch; }
+const llama_model * llama_get_model(const llama_context * ctx) { return &ctx->model; }
+void llama_set_n_threads(llama_context * ctx, int32_t n_threads) {
+    ctx->n_threads = n_threads > 0 ? n_threads : default_n_threads();
+}
+
+// ---- batches -------------------------------------------------------------------------------
+llama_batch llama_batch_get_one(llama_token * tokens, int32_t n_tokens) {
+    llama_batch b;
+    b.n_tokens = n_tokens;
+    b.token = tokens;
+    b.pos = nullptr;
+    b.logits = nullptr;
+    return b;
+}
+
+llama_batch llama_batch_init(int32_t n_tokens_max) {
+    llama_batch b;
+    b.n_tokens = 0;
+    const size_t n = n_tokens_max > 0 ? (size_t) n_tokens_max : 1;
+    b.token = (llama_token *) calloc(n, sizeof(llama_token));
+    b.pos = (llama_pos *) calloc(n, sizeof(llama_pos));
+    b.logits = (int8_t *) calloc(n, sizeof(int8_t));
+    return b;
+}
+
+void llama_batch_free(llama_batch batch) {
+    free(batch.token);
+    free(batch.pos);
+    free(batch.logits);
+}
+
+// ---- evaluation ----------------------------------------------------------------------------
+int32_t llama_decode(llama_context * ctx, llama_batch batch) {
+    llama_kv_cache & kv = ctx->kv;
+    const int32_t n_vocab = (int32_t) ctx->model.hparams.n_vocab;
+    const int32_t n = batch.n_tokens;
+    if (n <= 0 || !batch.token) {
+        LLAMA_LOG_ERROR("llama_decode: empty batch\n");
+        return -1;
+    }
+    for (int32_t i = 0; i < n; i++) {
+        if (batch.token[i] < 0 || batch.token[i] >= n_vocab) {
+            LLAMA_LOG_ERROR("llama_decode: token %d at batch index %d is out of range [0, %d)\n", batch.token[i], i, n_vocab);
+            return -1;
+        }
+    }
+    std::vector<llama_pos> & pos = ctx->inp_pos;
+    pos.resize((size_t) n);
+    if (batch.pos) {
+        for (int32_t i = 0; i < n; i++) {
+            if (batch.pos[i] < 0) {
+                LLAMA_LOG_ERROR("llama_decode: negative position %d at batch index %d\n", batch.pos[i], i);
+                return -1;
+            }
+            pos[i] = batch.pos[i];
+        }
+    } else {
+        const llama_pos p0 = kv.pos_max() + 1;
+        if ((int64_t) p0 + n > std::numeric_limits<llama_pos>::max()) {
+            LLAMA_LOG_ERROR("llama_decode: positions overflow\n");
+            return -1;
+        }
+        for (int32_t i = 0; i < n; i++) pos[i] = p0 + i;
+    }
+    if ((uint32_t) n > kv.size) {
+        LLAMA_LOG_ERROR("llama_decode: a batch of %d tokens can never fit the context of %u\n", n, kv.size);
+        return -1;
+    }
+    if ((uint32_t) n > kv.n_free()) return 1;  // the caller makes room (shift or clear)
+
+    const int64_t t0 = llama_time_us();
+    if (kv.has_shift && !apply_k_shift(*ctx)) return -2;
+
+    // Which tokens keep logits, and their rows.
+    ctx->output_rows.assign((size_t) n, -1);
+    int32_t n_outputs = 0;
+    for (int32_t i = 0; i < n; i++) {
+        const bool keep = batch.logits ? batch.logits[i] != 0 : i == n - 1;
+        if (keep) ctx->output_rows[i] = n_outputs++;
+    }
+    ctx->n_outputs = n_outputs;
+    ctx->logits.resize((size_t) n_outputs * n_vocab);
+
+    const uint32_t used_before = kv.used;
+    std::vector<int32_t> & out_ids = ctx->inp_out_ids;
+    for (int32_t start = 0; start < n; start += (int32_t) ctx->n_batch) {
+        const int32_t n_ub = std::min<int32_t>((int32_t) ctx->n_batch, n - start);
+        out_ids.clear();
+        for (int32_t i = 0; i < n_ub; i++) {
+            if (ctx->output_rows[start + i] >= 0) out_ids.push_back(i);
+        }
+        float * dst = out_ids.empty() ? nullptr : ctx->logits.data() + (size_t) ctx->output_rows[start + out_ids[0]] * n_vocab;
+        if (!decode_ubatch(*ctx, batch.token + start, pos.data() + start, (uint32_t) n_ub, out_ids, dst)) {
+            kv.drop_tail(kv.used - used_before);
+            ctx->n_outputs = 0;
+            ctx->output_rows.assign((size_t) n, -1);
+            return -2;
+        }
+    }
+
+    const int64_t dt = llama_time_us() - t0;
+    if (n > 1) {
+        ctx->t_p_eval_us += dt;
+        ctx->n_p_eval += n;
+    } else {
+        ctx->t_eval_us += dt;
+        ctx->n_eval += 1;
+    }
+    return 0;
+}
+
+float * llama_get_logits(llama_context * ctx) { return ctx->n_outputs > 0 ? ctx->logits.data() : nullptr; }
+
+float * llama_get_logits_ith(llama_context * ctx, int32_t i) {
+    const int32_t n = (int32_t) ctx->output_rows.size();
+    const int32_t j = i < 0 ? i + n : i;
+    if (j < 0 || j >= n) {
+        LLAMA_LOG_ERROR("llama_get_logits_ith: index %d is out of range for the last batch of %d tokens\n", i, n);
+        return nullptr;
+    }
+    const int32_t row = ctx->output_rows[j];
+    if (row < 0) {
+        LLAMA_LOG_ERROR("llama_get_logits_ith: the logits of batch token %d were not kept\n", j);
+        return nullptr;
+    }
+    return ctx->logits.data() + (size_t) row * ctx->model.hparams.n_vocab;
+}
+
+// ---- KV cache ------------------------------------------------------------------------------
+void llama_kv_self_clear(llama_context * ctx) { ctx->kv.clear(); }
+
+int32_t llama_kv_self_used_cells(const llama_context * ctx) { return (int32_t) ctx->kv.used; }
+
+llama_pos llama_kv_self_seq_pos_max(const llama_context * ctx, llama_seq_id seq_id) {
+    return seq_id <= 0 ? ctx->kv.pos_max() : -1;  // only sequence 0 exists
+}
+
+bool llama_kv_self_seq_rm(llama_context * ctx, llama_seq_id seq_id, llama_pos p0, llama_pos p1) {
+    if (seq_id <= 0) ctx->kv.seq_rm(p0, p1);
+    return true;
+}
+
+void llama_kv_self_seq_add(llama_context * ctx, llama_seq_id seq_id, llama_pos p0, llama_pos p1, llama_pos delta) {
+    if (seq_id <= 0) ctx->kv.seq_add(p0, p1, delta);
+}
+
+// ---- timings -------------------------------------------------------------------------------
+llama_perf_context_data llama_perf_context(const llama_context * ctx) {
+    llama_perf_context_data d;
+    d.t_load_ms = ctx->model.t_load_us / 1e3;
+    d.t_p_eval_ms = ctx->t_p_eval_us / 1e3;
+    d.t_eval_ms = ctx->t_eval_us / 1e3;
+    d.n_p_eval = ctx->n_p_eval;
+    d.n_eval = ctx->n_eval;
+    return d;
+}
+
+void llama_perf_context_print(const llama_context * ctx) {
+    const llama_perf_context_data d = llama_perf_context(ctx);
+    auto per_token = [](double ms, int32_t n) { return n > 0 ? ms / n : 0.0; };
+    auto per_second = [](double ms, int32_t n) { return ms > 0 ? 1e3 * n / ms : 0.0; };
+    LLAMA_LOG_INFO("llama_perf_context_print:        load time = %10.2f ms\n", d.t_load_ms);
+    LLAMA_LOG_INFO("llama_perf_context_print: prompt eval time = %10.2f ms / %5d tokens (%8.2f ms per token, %8.2f tokens per second)\n",
+                   d.t_p_eval_ms, d.n_p_eval, per_token(d.t_p_eval_ms, d.n_p_eval), per_second(d.t_p_eval_ms, d.n_p_eval));
+    LLAMA_LOG_INFO("llama_perf_context_print:        eval time = %10.2f ms / %5d runs   (%8.2f ms per token, %8.2f tokens per second)\n",
+                   d.t_eval_ms, d.n_eval, per_token(d.t_eval_ms, d.n_eval), per_second(d.t_eval_ms, d.n_eval));
+    LLAMA_LOG_INFO("llama_perf_context_print:       total time = %10.2f ms\n", (llama_time_us() - ctx->t_start_us) / 1e3);
+}
+
+void llama_perf_context_reset(llama_context * ctx) {
+    ctx->t_start_us = llama_time_us();
+    ctx->t_p_eval_us = ctx->t_eval_us = 0;
+    ctx->n_p_eval = ctx->n_eval = 0;
+}

@@ -1,0 +1,56 @@
+// llama-context.h - an evaluation context: the KV cache, the graph memory (planned once for the
+// largest batch), the compute work buffer, the logits of the last batch and the timings.
+#pragma once
+
+#include "llama.h"
+#include "llama-kv-cache.h"
+
+#include "ggml-alloc.h"
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+struct llama_model;
+
+struct llama_context {
+    const llama_model & model;
+
+    uint32_t n_ctx = 0;
+    uint32_t n_batch = 0;
+    int32_t n_threads = 1;
+
+    llama_kv_cache kv;
+
+    ggml_gallocr_t galloc = nullptr;
+    std::vector<uint8_t> graph_meta;  // memory of the no_alloc graph contexts (tensor structs, graph)
+    // Compute work buffer, sized when the context is created. Not value-initialized: pages a
+    // graph never uses stay untouched (and out of the resident set).
+    struct free_deleter {
+        void operator()(void * p) const;
+    };
+    std::unique_ptr<uint8_t, free_deleter> work;
+    size_t work_size = 0;
+
+    // Outputs of the last llama_decode: logits rows in batch order, and for each batch token the
+    // row holding its logits (-1: not kept).
+    std::vector<float> logits;
+    std::vector<int32_t> output_rows;
+    int32_t n_outputs = 0;
+
+    // Host-side staging of the graph inputs.
+    std::vector<int32_t> inp_pos;
+    std::vector<int32_t> inp_out_ids;
+
+    // Timings.
+    int64_t t_start_us = 0;
+    int64_t t_p_eval_us = 0;
+    int64_t t_eval_us = 0;
+    int32_t n_p_eval = 0;
+    int32_t n_eval = 0;
+
+    explicit llama_context(const llama_model & m) : model(m) {}
+    ~llama_context();
+    llama_context(const llama_context &) = delete;
+    llama_context & operator=(const llama_context &) = delete;
+};

@@ -1,0 +1,193 @@
+// llama-graph.cpp - builds the llama forward graph from ggml ops:
+//   x = embeddings
+//   per layer: h = x + Wo attn(rope(Wq n(x)), rope(Wk n(x)), Wv n(x)),  n = RMSNorm * weight
+//              x = h + Wdown (silu(Wgate n(h)) * Wup n(h))
+//   logits = Wout n(x)
+// Attention is grouped-query: query head h uses KV head h / (n_head / n_head_kv), which is how
+// mul_mat broadcasts a's planes over b's.
+#include "llama-graph.h"
+#include "llama-kv-cache.h"
+#include "llama-model.h"
+
+#include <cmath>
+
+namespace {
+
+ggml_tensor * rms_norm(ggml_context * ctx, ggml_tensor * x, ggml_tensor * weight, float eps) {
+    return ggml_mul(ctx, ggml_rms_norm(ctx, x, eps), weight);
+}
+
+// x [head_dim, n_heads, n_tokens] rotated by the token positions.
+ggml_tensor * rope(ggml_context * ctx, const llama_model & model, ggml_tensor * x, ggml_tensor * pos) {
+    const llama_hparams & hp = model.hparams;
+    return ggml_rope_ext(ctx, x, pos, model.rope_freqs, (int) hp.n_rot, hp.rope_type, (int) hp.rope_n_ctx_orig,
+                         hp.rope_freq_base, hp.rope_freq_scale, hp.rope_yarn_ext_factor, hp.rope_yarn_attn_factor,
+                         hp.rope_yarn_beta_fast, hp.rope_yarn_beta_slow);
+}
+
+// Rotates already rotated keys by a position delta: R(p + delta) = R(delta) R(p), so the
+// rotation must not scale again (YaRN's magnitude factor is undone).
+ggml_tensor * rope_shift(ggml_context * ctx, const llama_model & model, ggml_tensor * k, ggml_tensor * delta,
+                         bool inplace) {
+    const llama_hparams & hp = model.hparams;
+    float attn_factor = hp.rope_yarn_attn_factor;
+    if (hp.rope_yarn_ext_factor != 0.0f) attn_factor = 1.0f / (1.0f + 0.1f * logf(1.0f / hp.rope_freq_scale));
+    auto fn = inplace ? ggml_rope_ext_inplace : ggml_rope_ext;
+    return fn(ctx, k, delta, model.rope_freqs, (int) hp.n_rot, hp.rope_type, (int) hp.rope_n_ctx_orig, hp.rope_freq_base,
+              hp.rope_freq_scale, hp.rope_yarn_ext_factor, attn_factor, hp.rope_yarn_beta_fast, hp.rope_yarn_beta_slow);
+}
+
+// Projection with an optional bias.
+ggml_tensor * linear(ggml_context * ctx, ggml_tensor * w, ggml_tensor * b, ggml_tensor * x) {
+    ggml_tensor * y = ggml_mul_mat(ctx, w, x);
+    return b ? ggml_add(ctx, y, b) : y;
+}
+
+// Writes this batch's keys and values into cells [kv_head, kv_head + n_tokens) of layer il.
+// The copies are expanded into the graph here, before any node that reads the cache.
+void store_kv(ggml_context * ctx, ggml_cgraph * gf, const llama_kv_cache & kv, int il, ggml_tensor * k_cur,
+              ggml_tensor * v_cur, uint32_t n_tokens, uint32_t kv_head) {
+    ggml_tensor * k_cache = kv.k_l[il];
+    ggml_tensor * k_dst = ggml_view_2d(ctx, k_cache, kv.n_embd_k_gqa, n_tokens, k_cache->nb[1],
+                                       (size_t) kv_head * k_cache->nb[1]);
+    ggml_build_forward_expand(gf, ggml_cpy(ctx, k_cur, k_dst));
+
+    ggml_tensor * v_cache = kv.v_l[il];
+    if (kv.v_trans) {
+        // Cell c of dimension d is element c of row d: the transposed batch lands in a column band.
+        ggml_tensor * v_dst = ggml_view_2d(ctx, v_cache, n_tokens, kv.n_embd_v_gqa, v_cache->nb[1],
+                                           (size_t) kv_head * ggml_element_size(v_cache));
+        ggml_build_forward_expand(gf, ggml_cpy(ctx, ggml_transpose(ctx, v_cur), v_dst));
+    } else {
+        ggml_tensor * v_dst = ggml_view_2d(ctx, v_cache, kv.n_embd_v_gqa, n_tokens, v_cache->nb[1],
+                                           (size_t) kv_head * v_cache->nb[1]);
+        ggml_build_forward_expand(gf, ggml_cpy(ctx, v_cur, v_dst));
+    }
+}
+
+// softmax(K^T q / sqrt(d) + mask) V over cells [0, n_kv) for q [head_dim, n_head, n_tokens];
+// returns [n_head * head_dim, n_tokens].
+ggml_tensor * attention(ggml_context * ctx, const llama_model & model, const llama_kv_cache & kv, int il,
+                        ggml_tensor * q, ggml_tensor * kq_mask, uint32_t n_tokens, uint32_t n_kv) {
+    const llama_hparams & hp = model.hparams;
+    const int64_t head_dim = hp.n_embd_head(), n_head = hp.n_head, n_head_kv = hp.n_head_kv;
+
+    ggml_tensor * k_cache = kv.k_l[il];
+    ggml_tensor * k = ggml_view_3d(ctx, k_cache, head_dim, n_kv, n_head_kv, k_cache->nb[1],
+                                   ggml_row_size(k_cache->type, head_dim), 0);
+    q = ggml_permute(ctx, q, 0, 2, 1, 3);  // [head_dim, n_tokens, n_head]
+    ggml_tensor * kq = ggml_mul_mat(ctx, k, q);  // [n_kv, n_tokens, n_head]
+    kq = ggml_soft_max_ext(ctx, kq, kq_mask, 1.0f / sqrtf((float) head_dim), 0.0f);
+
+    ggml_tensor * v_cache = kv.v_l[il];
+    ggml_tensor * v;  // [n_kv, head_dim, n_head_kv]
+    if (kv.v_trans) {
+        v = ggml_view_3d(ctx, v_cache, n_kv, head_dim, n_head_kv, v_cache->nb[1], v_cache->nb[1] * head_dim, 0);
+    } else {
+        // Block-typed V: convert the used cells, then transpose.
+        ggml_tensor * vq = ggml_view_2d(ctx, v_cache, kv.n_embd_v_gqa, n_kv, v_cache->nb[1], 0);
+        ggml_tensor * vf = ggml_reshape_3d(ctx, ggml_cast(ctx, vq, GGML_TYPE_F32), head_dim, n_head_kv, n_kv);
+        v = ggml_cont(ctx, ggml_permute(ctx, vf, 1, 2, 0, 3));
+    }
+    ggml_tensor * kqv = ggml_mul_mat(ctx, v, kq);  // [head_dim, n_tokens, n_head]
+    kqv = ggml_permute(ctx, kqv, 0, 2, 1, 3);     // [head_dim, n_head, n_tokens]
+    return ggml_cont_2d(ctx, kqv, head_dim * n_head, n_tokens);
+}
+
+}  // namespace
+
+size_t llm_graph_max_nodes(const llama_model & model) { return 64 * (size_t) model.hparams.n_layer + 256; }
+
+ggml_cgraph * llm_build_forward(ggml_context * ctx, const llama_model & model, const llama_kv_cache & kv,
+                                uint32_t n_tokens, uint32_t kv_head, uint32_t n_kv, uint32_t n_outputs,
+                                llm_graph_io & io) {
+    const llama_hparams & hp = model.hparams;
+    const int64_t head_dim = hp.n_embd_head();
+    const float eps = hp.f_norm_rms_eps;
+    ggml_cgraph * gf = ggml_new_graph_custom(ctx, llm_graph_max_nodes(model), false);
+
+    io = llm_graph_io();
+    io.tokens = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, n_tokens);
+    ggml_set_name(io.tokens, "inp_tokens");
+    ggml_set_input(io.tokens);
+    io.pos = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, n_tokens);
+    ggml_set_name(io.pos, "inp_pos");
+    ggml_set_input(io.pos);
+    io.kq_mask = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, n_kv, n_tokens);
+    ggml_set_name(io.kq_mask, "kq_mask");
+    ggml_set_input(io.kq_mask);
+    if (n_outputs > 0 && n_outputs < n_tokens) {
+        io.out_ids = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, n_outputs);
+        ggml_set_name(io.out_ids, "inp_out_ids");
+        ggml_set_input(io.out_ids);
+    }
+
+    ggml_tensor * x = ggml_get_rows(ctx, model.tok_embd, io.tokens);  // [n_embd, n_tokens]
+    const uint32_t n_layer = hp.n_layer;
+    for (uint32_t il = 0; il < n_layer; il++) {
+        const llama_layer & L = model.layers[il];
+        const bool last = il + 1 == n_layer;
+
+        ggml_tensor * cur = rms_norm(ctx, x, L.attn_norm, eps);
+        ggml_tensor * k = linear(ctx, L.wk, L.bk, cur);
+        ggml_tensor * v = linear(ctx, L.wv, L.bv, cur);
+        k = rope(ctx, model, ggml_reshape_3d(ctx, k, head_dim, hp.n_head_kv, n_tokens), io.pos);
+        store_kv(ctx, gf, kv, (int) il, k, v, n_tokens, kv_head);
+        if (last && n_outputs == 0) break;  // only the cache was wanted
+
+        ggml_tensor * q = linear(ctx, L.wq, L.bq, cur);
+        q = rope(ctx, model, ggml_reshape_3d(ctx, q, head_dim, hp.n_head, n_tokens), io.pos);
+        cur = attention(ctx, model, kv, (int) il, q, io.kq_mask, n_tokens, n_kv);
+        cur = ggml_mul_mat(ctx, L.wo, cur);
+
+        if (last && io.out_ids) {
+            // Only the rows that get logits need the last feed-forward block.
+            cur = ggml_get_rows(ctx, cur, io.out_ids);
+            x = ggml_get_rows(ctx, x, io.out_ids);
+        }
+        ggml_tensor * h = ggml_add(ctx, cur, x);
+
+        cur = rms_norm(ctx, h, L.ffn_norm, eps);
+        ggml_tensor * gate = ggml_silu(ctx, ggml_mul_mat(ctx, L.ffn_gate, cur));
+        ggml_tensor * up = ggml_mul_mat(ctx, L.ffn_up, cur);
+        cur = ggml_mul_mat(ctx, L.ffn_down, ggml_mul(ctx, gate, up));
+        x = ggml_add(ctx, cur, h);
+    }
+
+    if (n_outputs > 0) {
+        ggml_tensor * cur = rms_norm(ctx, x, model.output_norm, eps);
+        io.logits = ggml_mul_mat(ctx, model.output, cur);  // [n_vocab, n_outputs]
+        ggml_set_name(io.logits, "logits");
+        ggml_set_output(io.logits);
+        ggml_build_forward_expand(gf, io.logits);
+    }
+    return gf;
+}
+
+ggml_cgraph * llm_build_k_shift(ggml_context * ctx, const llama_model & model, const llama_kv_cache & kv,
+                                uint32_t n_cells, ggml_tensor ** deltas) {
+    const llama_hparams & hp = model.hparams;
+    const int64_t head_dim = hp.n_embd_head(), n_head_kv = hp.n_head_kv;
+    ggml_cgraph * gf = ggml_new_graph_custom(ctx, llm_graph_max_nodes(model), false);
+
+    ggml_tensor * d = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, n_cells);
+    ggml_set_name(d, "inp_k_shift");
+    ggml_set_input(d);
+    *deltas = d;
+
+    for (uint32_t il = 0; il < hp.n_layer; il++) {
+        ggml_tensor * k_cache = kv.k_l[il];
+        if (!ggml_is_quantized(k_cache->type)) {
+            ggml_tensor * k = ggml_view_3d(ctx, k_cache, head_dim, n_head_kv, n_cells,
+                                           ggml_row_size(k_cache->type, head_dim), k_cache->nb[1], 0);
+            ggml_build_forward_expand(gf, rope_shift(ctx, model, k, d, true));
+        } else {
+            // Block types: dequantize, rotate, quantize back.
+            ggml_tensor * kq = ggml_view_2d(ctx, k_cache, kv.n_embd_k_gqa, n_cells, k_cache->nb[1], 0);
+            ggml_tensor * kf = ggml_reshape_3d(ctx, ggml_cast(ctx, kq, GGML_TYPE_F32), head_dim, n_head_kv, n_cells);
+            ggml_tensor * r = rope_shift(ctx, model, kf, d, false);
+            ggml_build_forward_expand(gf, ggml_cpy(ctx, r, kq));
+        }
+    }
+    return gf;
+}

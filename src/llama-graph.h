@@ -1,0 +1,35 @@
+// llama-graph.h - the llama forward graph for one micro-batch, and the graph that re-rotates
+// the cached keys after a position shift. Graphs are built in a no_alloc context; the caller
+// places them with ggml_gallocr and fills the input tensors.
+#pragma once
+
+#include "ggml.h"
+
+#include <cstdint>
+
+struct llama_model;
+struct llama_kv_cache;
+
+// What the forward graph reads and produces.
+struct llm_graph_io {
+    ggml_tensor * tokens = nullptr;   // I32 [n_tokens]
+    ggml_tensor * pos = nullptr;      // I32 [n_tokens]
+    ggml_tensor * kq_mask = nullptr;  // F32 [n_kv, n_tokens]: 0 visible, -inf hidden
+    ggml_tensor * out_ids = nullptr;  // I32 [n_outputs]: which tokens get logits (nullptr: all)
+    ggml_tensor * logits = nullptr;   // F32 [n_vocab, n_outputs] (nullptr when n_outputs == 0)
+};
+
+// Most nodes either graph can have (for sizing the graph and its context).
+size_t llm_graph_max_nodes(const llama_model & model);
+
+// The forward pass of n_tokens tokens whose keys and values go to cells [kv_head, kv_head +
+// n_tokens) of the cache; attention reads cells [0, n_kv). Logits for n_outputs of the tokens
+// (all when n_outputs == n_tokens; none: only the KV cache is written).
+ggml_cgraph * llm_build_forward(ggml_context * ctx, const llama_model & model, const llama_kv_cache & kv,
+                                uint32_t n_tokens, uint32_t kv_head, uint32_t n_kv, uint32_t n_outputs,
+                                llm_graph_io & io);
+
+// Rotates the keys of cells [0, n_cells) by their pending position deltas (input I32 [n_cells]
+// returned in *deltas), in place.
+ggml_cgraph * llm_build_k_shift(ggml_context * ctx, const llama_model & model, const llama_kv_cache & kv,
+                                uint32_t n_cells, ggml_tensor ** deltas);

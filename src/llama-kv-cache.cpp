@@ -1,0 +1,167 @@
+// llama-kv-cache.cpp - allocation, bookkeeping and compaction of the KV cache.
+#include "llama-kv-cache.h"
+#include "llama-impl.h"
+#include "llama-model.h"
+
+#include "ggml-alloc.h"
+
+#include <cstring>
+#include <limits>
+#include <utility>
+
+llama_kv_cache::~llama_kv_cache() {
+    ggml_aligned_free(buf);
+    ggml_free(ctx);
+}
+
+bool llama_kv_cache::init(const llama_hparams & hp, uint32_t n_ctx, ggml_type tk, ggml_type tv, std::string & err) {
+    const uint32_t head_dim = hp.n_embd_head();
+    auto check_type = [&](ggml_type t, const char * which) {
+        if (t == GGML_TYPE_F32 || t == GGML_TYPE_F16) return true;
+        if (t == GGML_TYPE_Q8_0) {
+            // K is multiplied per head, so each head's row must hold whole blocks.
+            if (head_dim % ggml_blck_size(t) != 0) {
+                err = std::string("a ") + ggml_type_name(t) + " " + which + " cache needs a head size that is a multiple of " +
+                      std::to_string(ggml_blck_size(t)) + " (this model's is " + std::to_string(head_dim) + ")";
+                return false;
+            }
+            return true;
+        }
+        const char * name = ggml_type_name(t);
+        err = std::string("unsupported ") + which + " cache type " + (name ? name : std::to_string((int) t)) +
+              " (supported: f32, f16, q8_0)";
+        return false;
+    };
+    if (!check_type(tk, "K") || !check_type(tv, "V")) return false;
+
+    type_k = tk;
+    type_v = tv;
+    size = n_ctx;
+    n_embd_k_gqa = hp.n_embd_k_gqa();
+    n_embd_v_gqa = hp.n_embd_v_gqa();
+    v_trans = !ggml_is_quantized(tv);
+
+    ggml_init_params ip = { 2 * hp.n_layer * ggml_tensor_overhead() + 1024, nullptr, true };
+    ctx = ggml_init(ip);
+    if (!ctx) {
+        err = "cannot create the KV cache context";
+        return false;
+    }
+    for (uint32_t il = 0; il < hp.n_layer; il++) {
+        ggml_tensor * k = ggml_new_tensor_2d(ctx, type_k, n_embd_k_gqa, size);
+        ggml_tensor * v = v_trans ? ggml_new_tensor_2d(ctx, type_v, size, n_embd_v_gqa)
+                                  : ggml_new_tensor_2d(ctx, type_v, n_embd_v_gqa, size);
+        ggml_format_name(k, "cache_k_l%u", il);
+        ggml_format_name(v, "cache_v_l%u", il);
+        k_l.push_back(k);
+        v_l.push_back(v);
+    }
+    buf = ggml_alloc_ctx_tensors(ctx, &buf_size);
+    if (!buf) {
+        err = "cannot allocate the KV cache";
+        return false;
+    }
+    // Unused cells are never read unmasked, but zeros keep every read defined.
+    memset(buf, 0, buf_size);
+    pos.assign(size, 0);
+    delta.assign(size, 0);
+    used = 0;
+    has_shift = false;
+    return true;
+}
+
+void llama_kv_cache::clear() {
+    used = 0;
+    has_shift = false;
+}
+
+llama_pos llama_kv_cache::pos_max() const {
+    llama_pos m = -1;
+    for (uint32_t i = 0; i < used; i++) m = pos[i] > m ? pos[i] : m;
+    return m;
+}
+
+void llama_kv_cache::append(const llama_pos * positions, uint32_t n) {
+    for (uint32_t i = 0; i < n; i++) {
+        pos[used + i] = positions[i];
+        delta[used + i] = 0;
+    }
+    used += n;
+}
+
+void llama_kv_cache::drop_tail(uint32_t n) { used = n < used ? used - n : 0; }
+
+void llama_kv_cache::seq_rm(llama_pos p0, llama_pos p1) {
+    if (p0 < 0) p0 = 0;
+    if (p1 < 0) p1 = std::numeric_limits<llama_pos>::max();
+    std::vector<bool> keep(used);
+    bool any = false;
+    for (uint32_t i = 0; i < used; i++) {
+        keep[i] = !(pos[i] >= p0 && pos[i] < p1);
+        any = any || !keep[i];
+    }
+    if (any) compact(keep);
+}
+
+void llama_kv_cache::seq_add(llama_pos p0, llama_pos p1, llama_pos d) {
+    if (d == 0) return;
+    if (p0 < 0) p0 = 0;
+    if (p1 < 0) p1 = std::numeric_limits<llama_pos>::max();
+    std::vector<bool> keep(used, true);
+    bool removed = false;
+    for (uint32_t i = 0; i < used; i++) {
+        if (pos[i] >= p0 && pos[i] < p1) {
+            pos[i] += d;
+            delta[i] += d;
+            has_shift = true;
+            if (pos[i] < 0) {
+                keep[i] = false;
+                removed = true;
+            }
+        }
+    }
+    if (removed) compact(keep);
+}
+
+void llama_kv_cache::shift_applied() {
+    for (uint32_t i = 0; i < used; i++) delta[i] = 0;
+    has_shift = false;
+}
+
+void llama_kv_cache::compact(const std::vector<bool> & keep) {
+    // Cell i moves to j <= i; applying the moves in increasing i never overwrites a cell that
+    // is still to be moved.
+    std::vector<std::pair<uint32_t, uint32_t>> moves;  // (from, to)
+    uint32_t j = 0;
+    for (uint32_t i = 0; i < used; i++) {
+        if (!keep[i]) continue;
+        if (j != i) {
+            moves.emplace_back(i, j);
+            pos[j] = pos[i];
+            delta[j] = delta[i];
+        }
+        j++;
+    }
+    used = j;
+    has_shift = false;
+    for (uint32_t i = 0; i < used; i++) has_shift = has_shift || delta[i] != 0;
+    if (moves.empty()) return;
+
+    const size_t k_row = ggml_row_size(type_k, n_embd_k_gqa);
+    const size_t v_row = ggml_row_size(type_v, n_embd_v_gqa);
+    const size_t v_es = ggml_type_size(type_v);
+    for (size_t il = 0; il < k_l.size(); il++) {
+        char * k = (char *) k_l[il]->data;
+        for (const auto & m : moves) memcpy(k + m.second * k_row, k + m.first * k_row, k_row);
+        char * v = (char *) v_l[il]->data;
+        if (v_trans) {
+            // One row per dimension, one element per cell.
+            for (uint32_t d = 0; d < n_embd_v_gqa; d++) {
+                char * row = v + d * v_l[il]->nb[1];
+                for (const auto & m : moves) memcpy(row + m.second * v_es, row + m.first * v_es, v_es);
+            }
+        } else {
+            for (const auto & m : moves) memcpy(v + m.second * v_row, v + m.first * v_row, v_row);
+        }
+    }
+}

@@ -1,0 +1,603 @@
+// llama-model.cpp - loading a GGUF model: metadata -> hyper-parameters, tensor infos -> weights
+// (checked by name, shape and type), the tokenizer, and the llama_model_* accessors.
+#include "llama-model.h"
+#include "llama-impl.h"
+
+#include "ggml.h"
+#include "gguf.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cinttypes>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <set>
+#include <sys/stat.h>
+
+namespace {
+
+std::string format(const char * fmt, ...) __attribute__((format(printf, 1, 2)));
+std::string format(const char * fmt, ...) {
+    va_list args;
+    va_start(args, fmt);
+    va_list copy;
+    va_copy(copy, args);
+    const int n = vsnprintf(nullptr, 0, fmt, args);
+    va_end(args);
+    std::string s(n > 0 ? (size_t) n : 0, '\0');
+    if (n > 0) vsnprintf(&s[0], (size_t) n + 1, fmt, copy);
+    va_end(copy);
+    return s;
+}
+
+// ---- metadata readers ----------------------------------------------------------------------
+// Integer keys are written as u32 by the converters, but any integer type is accepted.
+enum class KeyResult { absent, ok, bad };
+
+KeyResult get_key_u64(const gguf_context * g, const std::string & key, uint64_t & out, std::string & err) {
+    const int64_t id = gguf_find_key(g, key.c_str());
+    if (id < 0) return KeyResult::absent;
+    int64_t v = 0;
+    switch (gguf_get_kv_type(g, id)) {
+        case GGUF_TYPE_UINT8:  v = gguf_get_val_u8(g, id); break;
+        case GGUF_TYPE_INT8:   v = gguf_get_val_i8(g, id); break;
+        case GGUF_TYPE_UINT16: v = gguf_get_val_u16(g, id); break;
+        case GGUF_TYPE_INT16:  v = gguf_get_val_i16(g, id); break;
+        case GGUF_TYPE_UINT32: v = gguf_get_val_u32(g, id); break;
+        case GGUF_TYPE_INT32:  v = gguf_get_val_i32(g, id); break;
+        case GGUF_TYPE_UINT64: {
+            const uint64_t u = gguf_get_val_u64(g, id);
+            v = u > (uint64_t) INT64_MAX ? -1 : (int64_t) u;
+            break;
+        }
+        case GGUF_TYPE_INT64:  v = gguf_get_val_i64(g, id); break;
+        default:
+            err = format("key %s has type %s, expected an integer", key.c_str(), gguf_type_name(gguf_get_kv_type(g, id)));
+            return KeyResult::bad;
+    }
+    if (v < 0) {
+        err = format("key %s has a negative value (%" PRId64 ")", key.c_str(), v);
+        return KeyResult::bad;
+    }
+    out = (uint64_t) v;
+    return KeyResult::ok;
+}
+
+KeyResult get_key_f32(const gguf_context * g, const std::string & key, float & out, std::string & err) {
+    const int64_t id = gguf_find_key(g, key.c_str());
+    if (id < 0) return KeyResult::absent;
+    switch (gguf_get_kv_type(g, id)) {
+        case GGUF_TYPE_FLOAT32: out = gguf_get_val_f32(g, id); break;
+        case GGUF_TYPE_FLOAT64: out = (float) gguf_get_val_f64(g, id); break;
+        default:
+            err = format("key %s has type %s, expected a float", key.c_str(), gguf_type_name(gguf_get_kv_type(g, id)));
+            return KeyResult::bad;
+    }
+    if (!std::isfinite(out)) {
+        err = format("key %s is not a finite number", key.c_str());
+        return KeyResult::bad;
+    }
+    return KeyResult::ok;
+}
+
+KeyResult get_key_str(const gguf_context * g, const std::string & key, std::string & out, std::string & err) {
+    const int64_t id = gguf_find_key(g, key.c_str());
+    if (id < 0) return KeyResult::absent;
+    if (gguf_get_kv_type(g, id) != GGUF_TYPE_STRING) {
+        err = format("key %s has type %s, expected a string", key.c_str(), gguf_type_name(gguf_get_kv_type(g, id)));
+        return KeyResult::bad;
+    }
+    out = gguf_get_val_str(g, id);
+    return KeyResult::ok;
+}
+
+// A required (or defaulted) hyper-parameter with an upper bound that keeps every later size
+// computation far from overflow.
+bool read_u32(const gguf_context * g, const std::string & key, uint32_t & out, bool required, uint64_t max,
+              std::string & err) {
+    uint64_t v = 0;
+    switch (get_key_u64(g, key, v, err)) {
+        case KeyResult::bad: return false;
+        case KeyResult::absent:
+            if (required) {
+                err = format("missing hyper-parameter %s", key.c_str());
+                return false;
+            }
+            return true;  // keep the default in out
+        case KeyResult::ok: break;
+    }
+    if (v > max) {
+        err = format("hyper-parameter %s = %" PRIu64 " is out of range (at most %" PRIu64 ")", key.c_str(), v, max);
+        return false;
+    }
+    out = (uint32_t) v;
+    return true;
+}
+
+bool read_f32(const gguf_context * g, const std::string & key, float & out, std::string & err) {
+    return get_key_f32(g, key, out, err) != KeyResult::bad;
+}
+
+// ---- hyper-parameters ----------------------------------------------------------------------
+bool load_hparams(llama_model & model, std::string & err) {
+    const gguf_context * g = model.meta;
+    llama_hparams & hp = model.hparams;
+    const std::string a = model.arch_name + ".";
+
+    if (!read_u32(g, a + "embedding_length", hp.n_embd, true, 1u << 20, err)) return false;
+    if (!read_u32(g, a + "block_count", hp.n_layer, true, 4096, err)) return false;
+    if (!read_u32(g, a + "attention.head_count", hp.n_head, true, 1u << 14, err)) return false;
+    if (!read_u32(g, a + "feed_forward_length", hp.n_ff, true, 1u << 22, err)) return false;
+    hp.n_head_kv = hp.n_head;
+    if (!read_u32(g, a + "attention.head_count_kv", hp.n_head_kv, false, 1u << 14, err)) return false;
+
+    if (hp.n_embd == 0 || hp.n_layer == 0 || hp.n_head == 0 || hp.n_head_kv == 0 || hp.n_ff == 0) {
+        err = "hyper-parameters must be positive (embedding_length, block_count, head_count, head_count_kv, feed_forward_length)";
+        return false;
+    }
+    if (hp.n_embd % hp.n_head != 0) {
+        err = format("embedding_length %u is not a multiple of head_count %u", hp.n_embd, hp.n_head);
+        return false;
+    }
+    if (hp.n_head % hp.n_head_kv != 0) {
+        err = format("head_count %u is not a multiple of head_count_kv %u", hp.n_head, hp.n_head_kv);
+        return false;
+    }
+
+    hp.n_ctx_train = 0;
+    if (!read_u32(g, a + "context_length", hp.n_ctx_train, false, 1u << 24, err)) return false;
+    if (hp.n_ctx_train == 0) {
+        hp.n_ctx_train = 2048;
+        LLAMA_LOG_WARN("llama_model_load: %scontext_length missing, assuming %u\n", a.c_str(), hp.n_ctx_train);
+    }
+
+    hp.f_norm_rms_eps = -1.0f;
+    if (!read_f32(g, a + "attention.layer_norm_rms_epsilon", hp.f_norm_rms_eps, err)) return false;
+    if (hp.f_norm_rms_eps < 0.0f) {
+        hp.f_norm_rms_eps = 1e-5f;
+        LLAMA_LOG_WARN("llama_model_load: %sattention.layer_norm_rms_epsilon missing, assuming %g\n", a.c_str(),
+                       hp.f_norm_rms_eps);
+    }
+
+    hp.n_rot = hp.n_embd_head();
+    if (!read_u32(g, a + "rope.dimension_count", hp.n_rot, false, 1u << 14, err)) return false;
+    if (hp.n_rot == 0 || hp.n_rot % 2 != 0 || hp.n_rot > hp.n_embd_head()) {
+        err = format("rope.dimension_count %u must be even, positive and at most the head size %u", hp.n_rot,
+                     hp.n_embd_head());
+        return false;
+    }
+
+    if (!read_f32(g, a + "rope.freq_base", hp.rope_freq_base, err)) return false;
+    if (hp.rope_freq_base <= 0.0f) {
+        err = format("rope.freq_base %g must be positive", hp.rope_freq_base);
+        return false;
+    }
+
+    std::string scaling = "none";
+    if (get_key_str(g, a + "rope.scaling.type", scaling, err) == KeyResult::bad) return false;
+    float factor = 0.0f;
+    if (!read_f32(g, a + "rope.scaling.factor", factor, err)) return false;
+    if (scaling == "none" || ((scaling == "linear" || scaling == "yarn") && factor == 0.0f)) {
+        hp.rope_scaling = LLAMA_ROPE_SCALING_NONE;
+    } else if (scaling == "linear" || scaling == "yarn") {
+        if (factor < 1.0f) {
+            err = format("rope.scaling.factor %g must be at least 1", factor);
+            return false;
+        }
+        hp.rope_freq_scale = 1.0f / factor;
+        hp.rope_scaling = scaling == "linear" ? LLAMA_ROPE_SCALING_LINEAR : LLAMA_ROPE_SCALING_YARN;
+    } else {
+        err = format("unsupported rope.scaling.type '%s' (supported: none, linear, yarn)", scaling.c_str());
+        return false;
+    }
+    hp.rope_n_ctx_orig = hp.n_ctx_train;
+    if (!read_u32(g, a + "rope.scaling.original_context_length", hp.rope_n_ctx_orig, false, 1u << 24, err)) return false;
+    if (hp.rope_scaling == LLAMA_ROPE_SCALING_YARN) {
+        hp.rope_yarn_ext_factor = 1.0f;
+        hp.rope_yarn_attn_factor = 1.0f;
+        if (!read_f32(g, a + "rope.scaling.attn_factor", hp.rope_yarn_attn_factor, err)) return false;
+    }
+
+    hp.rope_type = model.arch == LLM_ARCH_QWEN2 ? GGML_ROPE_TYPE_NEOX : GGML_ROPE_TYPE_NORMAL;
+    return true;
+}
+
+// ---- tensors -------------------------------------------------------------------------------
+// Weight types the CPU mul_mat has kernels for.
+bool matmul_type_supported(ggml_type type) {
+    switch (type) {
+        case GGML_TYPE_F32: case GGML_TYPE_F16: case GGML_TYPE_BF16:
+        case GGML_TYPE_Q4_0: case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_0: case GGML_TYPE_Q5_1: case GGML_TYPE_Q8_0:
+        case GGML_TYPE_IQ4_NL:
+        case GGML_TYPE_Q2_K: case GGML_TYPE_Q3_K: case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K: case GGML_TYPE_Q6_K:
+            return true;
+        default:
+            return false;
+    }
+}
+
+enum class TensorUse { matrix, embedding, vector };
+
+struct TensorLoader {
+    llama_model & model;
+    std::string & err;
+    std::set<std::string> used;
+
+    // The tensor named `name` with shape ne (n_dims entries), or nullptr: absent (err empty when
+    // optional) or wrong (err set).
+    ggml_tensor * get(const std::string & name, std::initializer_list<int64_t> ne, TensorUse use, bool required) {
+        ggml_tensor * t = ggml_get_tensor(model.ctx_w, name.c_str());
+        if (!t) {
+            if (required) err = format("missing tensor '%s'", name.c_str());
+            return nullptr;
+        }
+        int64_t want[GGML_MAX_DIMS] = { 1, 1, 1, 1 };
+        int i = 0;
+        for (int64_t v : ne) want[i++] = v;
+        bool same = true;
+        for (int d = 0; d < GGML_MAX_DIMS; d++) same = same && t->ne[d] == want[d];
+        if (!same) {
+            err = format("tensor '%s' has the wrong shape: [%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64
+                         "], expected [%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 "]",
+                         name.c_str(), t->ne[0], t->ne[1], t->ne[2], t->ne[3], want[0], want[1], want[2], want[3]);
+            return nullptr;
+        }
+        const ggml_type type = t->type;
+        bool type_ok = false;
+        switch (use) {
+            case TensorUse::matrix: type_ok = matmul_type_supported(type); break;
+            case TensorUse::embedding: {
+                const ggml_type_traits * tt = ggml_get_type_traits(type);
+                type_ok = tt && tt->to_float != nullptr;
+                break;
+            }
+            case TensorUse::vector: type_ok = type == GGML_TYPE_F32; break;
+        }
+        if (!type_ok) {
+            const char * tn = ggml_type_name(type);
+            err = format("tensor '%s' has type %s, which is not supported %s", name.c_str(), tn ? tn : "?",
+                         use == TensorUse::vector ? "(norms and biases must be f32)" : "for this use");
+            return nullptr;
+        }
+        used.insert(name);
+        return t;
+    }
+};
+
+bool load_tensors(llama_model & model, std::string & err) {
+    llama_hparams & hp = model.hparams;
+    TensorLoader ld{model, err, {}};
+    const int64_t n_embd = hp.n_embd, n_ff = hp.n_ff;
+    const int64_t n_embd_q = (int64_t) hp.n_embd_head() * hp.n_head;
+    const int64_t n_embd_k = hp.n_embd_k_gqa(), n_embd_v = hp.n_embd_v_gqa();
+
+    // n_vocab comes from the embedding matrix; <arch>.vocab_size, when present, must agree.
+    ggml_tensor * te = model.ctx_w ? ggml_get_tensor(model.ctx_w, "token_embd.weight") : nullptr;
+    if (!te) {
+        err = "missing tensor 'token_embd.weight'";
+        return false;
+    }
+    if (te->ne[1] <= 0 || te->ne[1] > INT32_MAX) {
+        err = "tensor 'token_embd.weight' has an invalid number of rows";
+        return false;
+    }
+    uint32_t n_vocab_key = 0;
+    if (!read_u32(model.meta, model.arch_name + ".vocab_size", n_vocab_key, false, INT32_MAX, err)) return false;
+    hp.n_vocab = (uint32_t) te->ne[1];
+    if (n_vocab_key != 0 && n_vocab_key != hp.n_vocab) {
+        err = format("%s.vocab_size is %u but token_embd.weight has %u rows", model.arch_name.c_str(), n_vocab_key,
+                     hp.n_vocab);
+        return false;
+    }
+    const int64_t n_vocab = hp.n_vocab;
+
+    if (!(model.tok_embd = ld.get("token_embd.weight", { n_embd, n_vocab }, TensorUse::embedding, true))) return false;
+    if (!(model.output_norm = ld.get("output_norm.weight", { n_embd }, TensorUse::vector, true))) return false;
+    model.output = ld.get("output.weight", { n_embd, n_vocab }, TensorUse::matrix, false);
+    if (!err.empty()) return false;
+    if (!model.output) {
+        // Tied embeddings: the output projection is the embedding matrix.
+        if (!matmul_type_supported(model.tok_embd->type)) {
+            err = format("token_embd.weight (used as the output projection) has unsupported type %s",
+                         ggml_type_name(model.tok_embd->type));
+            return false;
+        }
+        model.output = model.tok_embd;
+    }
+    model.rope_freqs = ld.get("rope_freqs.weight", { (int64_t) hp.n_rot / 2 }, TensorUse::vector, false);
+    if (!err.empty()) return false;
+
+    const bool biases_required = model.arch == LLM_ARCH_QWEN2;
+    model.layers.resize(hp.n_layer);
+    for (uint32_t il = 0; il < hp.n_layer; il++) {
+        llama_layer & l = model.layers[il];
+        const std::string p = format("blk.%u.", il);
+        if (!(l.attn_norm = ld.get(p + "attn_norm.weight", { n_embd }, TensorUse::vector, true))) return false;
+        if (!(l.wq = ld.get(p + "attn_q.weight", { n_embd, n_embd_q }, TensorUse::matrix, true))) return false;
+        if (!(l.wk = ld.get(p + "attn_k.weight", { n_embd, n_embd_k }, TensorUse::matrix, true))) return false;
+        if (!(l.wv = ld.get(p + "attn_v.weight", { n_embd, n_embd_v }, TensorUse::matrix, true))) return false;
+        if (!(l.wo = ld.get(p + "attn_output.weight", { n_embd_q, n_embd }, TensorUse::matrix, true))) return false;
+        l.bq = ld.get(p + "attn_q.bias", { n_embd_q }, TensorUse::vector, biases_required);
+        if (!err.empty()) return false;
+        l.bk = ld.get(p + "attn_k.bias", { n_embd_k }, TensorUse::vector, biases_required);
+        if (!err.empty()) return false;
+        l.bv = ld.get(p + "attn_v.bias", { n_embd_v }, TensorUse::vector, biases_required);
+        if (!err.empty()) return false;
+        if (!(l.ffn_norm = ld.get(p + "ffn_norm.weight", { n_embd }, TensorUse::vector, true))) return false;
+        if (!(l.ffn_gate = ld.get(p + "ffn_gate.weight", { n_embd, n_ff }, TensorUse::matrix, true))) return false;
+        if (!(l.ffn_up = ld.get(p + "ffn_up.weight", { n_embd, n_ff }, TensorUse::matrix, true))) return false;
+        if (!(l.ffn_down = ld.get(p + "ffn_down.weight", { n_ff, n_embd }, TensorUse::matrix, true))) return false;
+    }
+
+    model.n_params = 0;
+    model.n_bytes = 0;
+    int n_unused = 0;
+    for (ggml_tensor * t = ggml_get_first_tensor(model.ctx_w); t; t = ggml_get_next_tensor(model.ctx_w, t)) {
+        model.n_params += (uint64_t) ggml_nelements(t);
+        model.n_bytes += ggml_nbytes(t);
+        if (!ld.used.count(t->name)) {
+            if (n_unused++ < 8) LLAMA_LOG_WARN("llama_model_load: tensor '%s' is not used\n", t->name);
+        }
+    }
+    if (n_unused > 8) LLAMA_LOG_WARN("llama_model_load: %d tensors are not used\n", n_unused);
+
+    // Without general.file_type the description names the most common matrix type.
+    int counts[GGML_TYPE_COUNT] = {};
+    for (ggml_tensor * t = ggml_get_first_tensor(model.ctx_w); t; t = ggml_get_next_tensor(model.ctx_w, t)) {
+        if (ggml_n_dims(t) >= 2 && t->type >= 0 && t->type < GGML_TYPE_COUNT) counts[t->type]++;
+    }
+    const int best = (int) (std::max_element(counts, counts + GGML_TYPE_COUNT) - counts);
+    if (counts[best] > 0) {
+        model.ftype_guess = ggml_type_name((ggml_type) best);
+        for (char & c : model.ftype_guess) c = (char) toupper((unsigned char) c);
+    }
+    return true;
+}
+
+}  // namespace
+
+llama_model::~llama_model() {
+    ggml_free(ctx_w);  // the tensor structs (and their data when read without mmap)
+    gguf_free(meta);   // the metadata and the mapping
+}
+
+bool llama_model_load(llama_model & model, const char * path, const llama_model_params & params, std::string & err) {
+    model.t_start_us = llama_time_us();
+    if (!path || !*path) {
+        err = "no model path given";
+        return false;
+    }
+    model.path = path;
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        err = format("cannot open '%s': %s", path, strerror(errno));
+        return false;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        err = format("'%s' is not a regular file", path);
+        return false;
+    }
+
+    model.vocab_only = params.vocab_only;
+    gguf_init_params gp = {};
+    gp.no_alloc = params.vocab_only;
+    gp.ctx = params.vocab_only ? nullptr : &model.ctx_w;
+    gp.use_mmap = params.use_mmap;
+    model.meta = gguf_init_from_file(path, gp);
+    if (!model.meta) {
+        err = format("'%s' is not a valid GGUF file (details above)", path);
+        return false;
+    }
+
+    if (get_key_str(model.meta, "general.architecture", model.arch_name, err) != KeyResult::ok) {
+        if (err.empty()) err = "missing key general.architecture";
+        return false;
+    }
+    if (model.arch_name == "llama") {
+        model.arch = LLM_ARCH_LLAMA;
+    } else if (model.arch_name == "qwen2") {
+        model.arch = LLM_ARCH_QWEN2;
+    } else {
+        model.arch = LLM_ARCH_UNKNOWN;
+        if (!params.vocab_only) {
+            err = format("unsupported architecture '%s' (supported: llama, qwen2)", model.arch_name.c_str());
+            return false;
+        }
+    }
+
+    uint64_t ft = 0;
+    std::string ignored;
+    if (get_key_u64(model.meta, "general.file_type", ft, ignored) == KeyResult::ok && ft <= INT32_MAX) {
+        model.file_type = (int32_t) ft;
+    }
+
+    if (gguf_find_key(model.meta, "tokenizer.ggml.model") >= 0) {
+        std::string verr;
+        if (!model.vocab.load(model.meta, verr)) {
+            err = "tokenizer: " + verr;
+            return false;
+        }
+        model.has_vocab = true;
+    } else if (params.vocab_only) {
+        err = "the file has no tokenizer (tokenizer.ggml.model missing)";
+        return false;
+    } else {
+        LLAMA_LOG_WARN("llama_model_load: '%s' has no tokenizer metadata: the vocabulary is empty (token ids can "
+                       "still be evaluated)\n", path);
+    }
+
+    if (params.vocab_only) {
+        // Hyper-parameters are informative only here (any architecture's tokenizer may be loaded).
+        if (model.arch != LLM_ARCH_UNKNOWN) {
+            std::string herr;
+            if (!load_hparams(model, herr)) LLAMA_LOG_WARN("llama_model_load: %s (ignored: vocab_only)\n", herr.c_str());
+        }
+        model.t_load_us = llama_time_us() - model.t_start_us;
+        return true;
+    }
+
+    if (!load_hparams(model, err)) return false;
+    if (!load_tensors(model, err)) return false;
+    // The logits cover the embedding rows; callers size them with llama_vocab_n_tokens.
+    if (model.has_vocab && model.vocab.n_tokens() != (int32_t) model.hparams.n_vocab) {
+        err = format("the tokenizer has %d tokens but token_embd.weight has %u rows", model.vocab.n_tokens(),
+                     model.hparams.n_vocab);
+        return false;
+    }
+    model.t_load_us = llama_time_us() - model.t_start_us;
+    return true;
+}
+
+// ---- C API ---------------------------------------------------------------------------------
+llama_model_params llama_model_default_params(void) {
+    llama_model_params p;
+    p.use_mmap = true;
+    p.vocab_only = false;
+    return p;
+}
+
+llama_model * llama_model_load_from_file(const char * path, llama_model_params params) {
+    llama_model * model = new llama_model();
+    std::string err;
+    if (!llama_model_load(*model, path, params, err)) {
+        LLAMA_LOG_ERROR("llama_model_load_from_file: %s: %s\n", path ? path : "(null)", err.c_str());
+        delete model;
+        return nullptr;
+    }
+    const llama_hparams & hp = model->hparams;
+    if (!params.vocab_only) {
+        LLAMA_LOG_INFO("llama_model_load: %s: arch %s, %u layers, n_embd %u, n_head %u/%u, n_ff %u, n_vocab %u, "
+                       "%.2f M params, %.2f MiB, loaded in %.1f ms\n",
+                       path, model->arch_name.c_str(), hp.n_layer, hp.n_embd, hp.n_head, hp.n_head_kv, hp.n_ff,
+                       hp.n_vocab, model->n_params / 1e6, model->n_bytes / (1024.0 * 1024.0), model->t_load_us / 1e3);
+    }
+    return model;
+}
+
+void llama_model_free(llama_model * model) { delete model; }
+
+const llama_vocab * llama_model_get_vocab(const llama_model * model) { return &model->vocab; }
+int32_t llama_model_n_ctx_train(const llama_model * model) { return (int32_t) model->hparams.n_ctx_train; }
+int32_t llama_model_n_embd(const llama_model * model) { return (int32_t) model->hparams.n_embd; }
+int32_t llama_model_n_layer(const llama_model * model) { return (int32_t) model->hparams.n_layer; }
+int32_t llama_model_n_head(const llama_model * model) { return (int32_t) model->hparams.n_head; }
+int32_t llama_model_n_head_kv(const llama_model * model) { return (int32_t) model->hparams.n_head_kv; }
+uint64_t llama_model_n_params(const llama_model * model) { return model->n_params; }
+uint64_t llama_model_size(const llama_model * model) { return model->n_bytes; }
+
+namespace {
+
+const char * file_type_name(int32_t ft) {
+    switch (ft) {
+        case 0:  return "F32";
+        case 1:  return "F16";
+        case 2:  return "Q4_0";
+        case 3:  return "Q4_1";
+        case 7:  return "Q8_0";
+        case 8:  return "Q5_0";
+        case 9:  return "Q5_1";
+        case 10: return "Q2_K";
+        case 11: return "Q3_K - Small";
+        case 12: return "Q3_K - Medium";
+        case 13: return "Q3_K - Large";
+        case 14: return "Q4_K - Small";
+        case 15: return "Q4_K - Medium";
+        case 16: return "Q5_K - Small";
+        case 17: return "Q5_K - Medium";
+        case 18: return "Q6_K";
+        case 25: return "IQ4_NL";
+        case 32: return "BF16";
+        default: return "?";
+    }
+}
+
+std::string size_label(uint64_t n) {
+    if (n == 0) return "?";
+    if (n < 1000000) return format("%.0fK", n / 1e3);
+    if (n < 1000000000) return format("%.0fM", n / 1e6);
+    return format("%.1fB", n / 1e9);
+}
+
+// snprintf semantics for a std::string result.
+int32_t copy_out(const std::string & s, char * buf, size_t buf_size) {
+    if (buf && buf_size > 0) {
+        const size_t n = s.size() < buf_size - 1 ? s.size() : buf_size - 1;
+        memcpy(buf, s.data(), n);
+        buf[n] = '\0';
+    }
+    return (int32_t) s.size();
+}
+
+std::string scalar_to_string(const gguf_context * g, int64_t id, enum gguf_type type, const void * data) {
+    switch (type) {
+        case GGUF_TYPE_UINT8:   return format("%u", *(const uint8_t *) data);
+        case GGUF_TYPE_INT8:    return format("%d", *(const int8_t *) data);
+        case GGUF_TYPE_UINT16:  return format("%u", *(const uint16_t *) data);
+        case GGUF_TYPE_INT16:   return format("%d", *(const int16_t *) data);
+        case GGUF_TYPE_UINT32:  return format("%u", *(const uint32_t *) data);
+        case GGUF_TYPE_INT32:   return format("%d", *(const int32_t *) data);
+        case GGUF_TYPE_UINT64:  return format("%" PRIu64, *(const uint64_t *) data);
+        case GGUF_TYPE_INT64:   return format("%" PRId64, *(const int64_t *) data);
+        case GGUF_TYPE_FLOAT32: return format("%g", *(const float *) data);
+        case GGUF_TYPE_FLOAT64: return format("%g", *(const double *) data);
+        case GGUF_TYPE_BOOL:    return *(const uint8_t *) data ? "true" : "false";
+        default:                return "?";
+    }
+}
+
+}  // namespace
+
+int32_t llama_model_desc(const llama_model * model, char * buf, size_t buf_size) {
+    std::string type = file_type_name(model->file_type);
+    if (model->file_type < 0 && !model->ftype_guess.empty()) type = model->ftype_guess + " (guessed)";
+    const std::string s = format("%s %s %s", model->arch_name.c_str(), size_label(model->n_params).c_str(), type.c_str());
+    return copy_out(s, buf, buf_size);
+}
+
+int32_t llama_model_meta_val_str(const llama_model * model, const char * key, char * buf, size_t buf_size) {
+    if (!model->meta || !key) return -1;
+    const int64_t id = gguf_find_key(model->meta, key);
+    if (id < 0) return -1;
+    const enum gguf_type type = gguf_get_kv_type(model->meta, id);
+    std::string s;
+    if (type == GGUF_TYPE_STRING) {
+        s = gguf_get_val_str(model->meta, id);
+    } else if (type == GGUF_TYPE_ARRAY) {
+        // Arrays as "[a, b, ...]", shortened after 16 elements.
+        const enum gguf_type et = gguf_get_arr_type(model->meta, id);
+        const size_t n = gguf_get_arr_n(model->meta, id);
+        const size_t shown = n < 16 ? n : 16;
+        s = "[";
+        for (size_t i = 0; i < shown; i++) {
+            if (i) s += ", ";
+            if (et == GGUF_TYPE_STRING) {
+                s += gguf_get_arr_str(model->meta, id, i);
+            } else if (et != GGUF_TYPE_ARRAY) {
+                size_t es = 0;
+                switch (et) {
+                    case GGUF_TYPE_UINT8: case GGUF_TYPE_INT8: case GGUF_TYPE_BOOL: es = 1; break;
+                    case GGUF_TYPE_UINT16: case GGUF_TYPE_INT16: es = 2; break;
+                    case GGUF_TYPE_UINT32: case GGUF_TYPE_INT32: case GGUF_TYPE_FLOAT32: es = 4; break;
+                    default: es = 8; break;
+                }
+                s += scalar_to_string(model->meta, id, et, (const char *) gguf_get_arr_data(model->meta, id) + i * es);
+            }
+        }
+        if (shown < n) s += ", ...";
+        s += "]";
+    } else {
+        s = scalar_to_string(model->meta, id, type, gguf_get_val_data(model->meta, id));
+    }
+    return copy_out(s, buf, buf_size);
+}
+
+const char * llama_model_chat_template(const llama_model * model, const char * name) {
+    if (!model->meta) return nullptr;
+    const std::string key = name ? std::string("tokenizer.chat_template.") + name : "tokenizer.chat_template";
+    const int64_t id = gguf_find_key(model->meta, key.c_str());
+    if (id < 0 || gguf_get_kv_type(model->meta, id) != GGUF_TYPE_STRING) return nullptr;
+    return gguf_get_val_str(model->meta, id);
+}

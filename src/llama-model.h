@@ -1,0 +1,101 @@
+// llama-model.h - a loaded model: architecture, hyper-parameters, weight tensors (mapped from the
+// GGUF file, never copied) and the vocabulary.
+#pragma once
+
+#include "llama.h"
+#include "llama-vocab.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+struct gguf_context;
+
+enum llm_arch {
+    LLM_ARCH_LLAMA,    // Llama 1/2/3, TinyLlama, Mistral, SmolLM: RoPE NORMAL on rows permuted at conversion
+    LLM_ARCH_QWEN2,    // Qwen2: RoPE NEOX, biases on Q, K, V
+    LLM_ARCH_UNKNOWN,  // vocab_only loads of other architectures
+};
+
+enum llama_rope_scaling_type {
+    LLAMA_ROPE_SCALING_NONE,
+    LLAMA_ROPE_SCALING_LINEAR,
+    LLAMA_ROPE_SCALING_YARN,
+};
+
+struct llama_hparams {
+    uint32_t n_ctx_train = 0;
+    uint32_t n_embd = 0;
+    uint32_t n_layer = 0;
+    uint32_t n_head = 0;
+    uint32_t n_head_kv = 0;
+    uint32_t n_ff = 0;
+    uint32_t n_vocab = 0;   // rows of token_embd (what the logits cover)
+    uint32_t n_rot = 0;     // dimensions rotated by RoPE (<= head size)
+    float    f_norm_rms_eps = 1e-5f;
+
+    float    rope_freq_base = 10000.0f;
+    float    rope_freq_scale = 1.0f;    // 1 / scaling factor
+    enum llama_rope_scaling_type rope_scaling = LLAMA_ROPE_SCALING_NONE;
+    uint32_t rope_n_ctx_orig = 0;       // YaRN: the original training context
+    float    rope_yarn_ext_factor = 0.0f;
+    float    rope_yarn_attn_factor = 1.0f;
+    float    rope_yarn_beta_fast = 32.0f;
+    float    rope_yarn_beta_slow = 1.0f;
+    int      rope_type = 0;             // GGML_ROPE_TYPE_NORMAL or _NEOX
+
+    uint32_t n_embd_head() const { return n_embd / n_head; }
+    uint32_t n_embd_k_gqa() const { return n_embd_head() * n_head_kv; }
+    uint32_t n_embd_v_gqa() const { return n_embd_head() * n_head_kv; }
+};
+
+struct llama_layer {
+    ggml_tensor * attn_norm = nullptr;
+    ggml_tensor * wq = nullptr;
+    ggml_tensor * wk = nullptr;
+    ggml_tensor * wv = nullptr;
+    ggml_tensor * wo = nullptr;
+    ggml_tensor * bq = nullptr;  // qwen2
+    ggml_tensor * bk = nullptr;
+    ggml_tensor * bv = nullptr;
+    ggml_tensor * ffn_norm = nullptr;
+    ggml_tensor * ffn_gate = nullptr;
+    ggml_tensor * ffn_up = nullptr;
+    ggml_tensor * ffn_down = nullptr;
+};
+
+struct llama_model {
+    llm_arch arch = LLM_ARCH_UNKNOWN;
+    std::string arch_name;   // general.architecture as written in the file
+    std::string path;
+    llama_hparams hparams;
+    llama_vocab vocab;
+    bool has_vocab = false;  // false: the file has no tokenizer metadata (empty vocabulary)
+    bool vocab_only = false;
+
+    ggml_tensor * tok_embd = nullptr;
+    ggml_tensor * output_norm = nullptr;
+    ggml_tensor * output = nullptr;      // token_embd itself when the embeddings are tied
+    ggml_tensor * rope_freqs = nullptr;  // optional per-dimension frequency factors (Llama 3.1)
+    std::vector<llama_layer> layers;
+
+    uint64_t n_params = 0;
+    uint64_t n_bytes = 0;    // bytes of tensor data
+    int32_t  file_type = -1; // general.file_type, -1 if absent
+    std::string ftype_guess; // the most common matrix type when general.file_type is absent
+    int64_t  t_load_us = 0;
+    int64_t  t_start_us = 0;
+
+    // The file's metadata, kept for llama_model_meta_val_str and the chat template; with
+    // use_mmap it also owns the mapping the weights point into.
+    gguf_context * meta = nullptr;
+    ggml_context * ctx_w = nullptr;  // the weight tensors (data mapped or read by gguf)
+
+    llama_model() = default;
+    ~llama_model();
+    llama_model(const llama_model &) = delete;
+    llama_model & operator=(const llama_model &) = delete;
+};
+
+// Loads the model; false with a message in err on any problem.
+bool llama_model_load(llama_model & model, const char * path, const llama_model_params & params, std::string & err);

@@ -1,0 +1,1146 @@
+// test-model.cpp - the llama runtime end to end on the real model files of ../shared: logits
+// against llama.cpp's reference files, batch splitting, token-by-token evaluation, KV cache
+// types, thread counts, context shifting, and the errors of the model loader.
+//
+// A speed measurement (pp512 + tg128) runs only when LLAMA_BENCH_MODEL names a model file
+// (LLAMA_BENCH_THREADS, default 2; LLAMA_BENCH_BW, the memory bandwidth in GB/s, default 31).
+#include "test-util.h"
+
+#include "gguf.h"
+#include "llama.h"
+#include "llama-context.h"  // internals: the planned buffers must not grow after creation
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <mutex>
+#include <sys/wait.h>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+namespace {
+
+// ---- logging: quiet, but errors are kept so tests can check the messages ------------------
+std::mutex g_log_mutex;
+std::string g_errors;
+
+void capture_log(int level, const char * text, void *) {
+    std::lock_guard<std::mutex> lock(g_log_mutex);
+    if (level <= 3) g_errors += text;
+    if (getenv("LLAMA_TEST_VERBOSE")) fputs(text, stderr);
+}
+
+struct QuietLog : testing::Environment {
+    void SetUp() override { llama_log_set(capture_log, nullptr); }
+};
+testing::Environment * const g_env = testing::AddGlobalTestEnvironment(new QuietLog);
+
+std::string take_errors() {
+    std::lock_guard<std::mutex> lock(g_log_mutex);
+    std::string s;
+    s.swap(g_errors);
+    return s;
+}
+
+// ---- files ---------------------------------------------------------------------------------
+std::string model_path(const std::string & name) {
+    if (name.rfind("ktest-", 0) == 0) return tu::models_dir() + "/ktest/" + name + ".gguf";
+    return tu::models_dir() + "/" + name + ".gguf";
+}
+std::string reference_path(const std::string & name) {
+    return tu::shared_dir() + "/reference/logits/" + name + ".p1.logits";
+}
+std::string temp_path(const std::string & what) {
+    return testing::TempDir() + "test-model-" + std::to_string((long) getpid()) + "-" + what;
+}
+
+// A file removed when the test ends.
+struct TempFile {
+    std::string path;
+    explicit TempFile(const std::string & what) : path(temp_path(what)) {}
+    ~TempFile() { unlink(path.c_str()); }
+};
+
+// Writes a copy of the model file src through gguf: its metadata changed by edit_meta, the
+// tensors for which keep() holds, then the tensors in extra. False on failure.
+bool rewrite_model(const std::string & src, const std::string & dst, const std::function<void(gguf_context *)> & edit_meta,
+                   const std::function<bool(const ggml_tensor *)> & keep, const std::vector<ggml_tensor *> & extra = {}) {
+    ggml_context * data = nullptr;
+    gguf_init_params ip = { false, &data, false };
+    gguf_context * in = gguf_init_from_file(src.c_str(), ip);
+    if (!in) return false;
+    gguf_context * out = gguf_init_empty();
+    gguf_set_kv(out, in);
+    if (edit_meta) edit_meta(out);
+    for (ggml_tensor * t = ggml_get_first_tensor(data); t; t = ggml_get_next_tensor(data, t)) {
+        if (!keep || keep(t)) gguf_add_tensor(out, t);
+    }
+    for (ggml_tensor * t : extra) gguf_add_tensor(out, t);
+    const bool ok = gguf_write_to_file(out, dst.c_str(), false);
+    gguf_free(out);
+    gguf_free(in);
+    ggml_free(data);
+    return ok;
+}
+
+struct LogitsFile {
+    std::vector<llama_token> tokens;
+    int32_t n_vocab = 0;
+    std::vector<float> logits;  // [n_tokens][n_vocab]
+};
+
+bool read_logits_file(const std::string & path, LogitsFile & out) {
+    std::ifstream f(path, std::ios::binary);
+    int32_t hdr[2];
+    if (!f.read((char *) hdr, sizeof(hdr)) || hdr[0] <= 0 || hdr[1] <= 0) return false;
+    out.tokens.resize((size_t) hdr[0]);
+    out.n_vocab = hdr[1];
+    out.logits.resize((size_t) hdr[0] * hdr[1]);
+    return f.read((char *) out.tokens.data(), hdr[0] * sizeof(int32_t)) &&
+           f.read((char *) out.logits.data(), (std::streamsize) (out.logits.size() * sizeof(float)));
+}
+
+// ---- comparisons (as shared/tools/cmplogits.py) --------------------------------------------
+std::vector<double> log_softmax(const float * x, int32_t n) {
+    double mx = -INFINITY;
+    for (int32_t i = 0; i < n; i++) mx = std::max(mx, (double) x[i]);
+    double sum = 0;
+    for (int32_t i = 0; i < n; i++) sum += std::exp((double) x[i] - mx);
+    const double lse = mx + std::log(sum);
+    std::vector<double> r((size_t) n);
+    for (int32_t i = 0; i < n; i++) r[i] = (double) x[i] - lse;
+    return r;
+}
+
+// Mean over rows of KL(softmax(a) || softmax(b)), in nats.
+double mean_kl(const float * a, const float * b, int32_t n_rows, int32_t n_vocab) {
+    double total = 0;
+    for (int32_t r = 0; r < n_rows; r++) {
+        const auto pa = log_softmax(a + (size_t) r * n_vocab, n_vocab);
+        const auto pb = log_softmax(b + (size_t) r * n_vocab, n_vocab);
+        double kl = 0;
+        for (int32_t i = 0; i < n_vocab; i++) kl += std::exp(pa[i]) * (pa[i] - pb[i]);
+        total += kl;
+    }
+    return total / n_rows;
+}
+
+// The KL divergence two evaluation paths of one model may differ by. Float models differ by
+// rounding only; in quantized models a last-bit difference can flip the rounding of an
+// activation quantized for the next matrix product, which the noise-like test models amplify.
+double path_tolerance(const std::string & model_name) {
+    const bool quantized = model_name.find("Q") != std::string::npos;
+    return quantized ? 1e-3 : 1e-6;
+}
+
+int argmax(const float * x, int32_t n) { return (int) (std::max_element(x, x + n) - x); }
+
+// ---- model and context helpers -------------------------------------------------------------
+struct ModelPtr {
+    llama_model * m = nullptr;
+    explicit ModelPtr(const std::string & path, bool use_mmap = true, bool vocab_only = false) {
+        llama_model_params p = llama_model_default_params();
+        p.use_mmap = use_mmap;
+        p.vocab_only = vocab_only;
+        m = llama_model_load_from_file(path.c_str(), p);
+    }
+    ~ModelPtr() { llama_model_free(m); }
+    operator llama_model *() const { return m; }
+};
+
+struct CtxPtr {
+    llama_context * c = nullptr;
+    CtxPtr(llama_model * m, uint32_t n_ctx, uint32_t n_batch, int n_threads = 2, ggml_type tk = GGML_TYPE_F16,
+           ggml_type tv = GGML_TYPE_F16) {
+        llama_context_params p = llama_context_default_params();
+        p.n_ctx = n_ctx;
+        p.n_batch = n_batch;
+        p.n_threads = n_threads;
+        p.type_k = tk;
+        p.type_v = tv;
+        c = llama_init_from_model(m, p);
+    }
+    ~CtxPtr() { llama_free(c); }
+    operator llama_context *() const { return c; }
+};
+
+int32_t n_vocab_of(llama_model * m) { return llama_vocab_n_tokens(llama_model_get_vocab(m)); }
+
+// Evaluates tokens in one llama_decode call at positions p0, p0 + 1, ... with logits for all;
+// returns them ([n][n_vocab]), empty on failure.
+std::vector<float> eval_all(llama_context * ctx, const std::vector<llama_token> & tokens, llama_pos p0 = 0) {
+    const int32_t n = (int32_t) tokens.size();
+    const int32_t n_vocab = n_vocab_of((llama_model *) llama_get_model(ctx));
+    llama_batch b = llama_batch_init(n);
+    for (int32_t i = 0; i < n; i++) {
+        b.token[i] = tokens[i];
+        b.pos[i] = p0 + i;
+        b.logits[i] = 1;
+    }
+    b.n_tokens = n;
+    const int32_t rc = llama_decode(ctx, b);
+    llama_batch_free(b);
+    if (rc != 0) {
+        ADD_FAILURE() << "llama_decode returned " << rc << ": " << take_errors();
+        return {};
+    }
+    std::vector<float> out((size_t) n * n_vocab);
+    for (int32_t i = 0; i < n; i++) {
+        const float * row = llama_get_logits_ith(ctx, i);
+        if (!row) {
+            ADD_FAILURE() << "no logits for token " << i;
+            return {};
+        }
+        std::copy(row, row + n_vocab, out.begin() + (size_t) i * n_vocab);
+    }
+    return out;
+}
+
+// Evaluates tokens one llama_decode call each (positions following the cache); returns the
+// logits of each step.
+std::vector<float> eval_one_by_one(llama_context * ctx, const std::vector<llama_token> & tokens) {
+    const int32_t n_vocab = n_vocab_of((llama_model *) llama_get_model(ctx));
+    std::vector<float> out;
+    for (llama_token t : tokens) {
+        llama_token tok = t;
+        const int32_t rc = llama_decode(ctx, llama_batch_get_one(&tok, 1));
+        if (rc != 0) {
+            ADD_FAILURE() << "llama_decode returned " << rc << ": " << take_errors();
+            return {};
+        }
+        const float * row = llama_get_logits_ith(ctx, -1);
+        out.insert(out.end(), row, row + n_vocab);
+    }
+    return out;
+}
+
+// Deterministic pseudo-random tokens (BOS first).
+std::vector<llama_token> some_tokens(int n, int n_vocab, uint32_t seed = 7) {
+    std::mt19937 rng(seed);
+    std::vector<llama_token> t(1, 1);
+    while ((int) t.size() < n) t.push_back(3 + (llama_token) (rng() % (uint32_t) (n_vocab - 3)));
+    return t;
+}
+
+#define REQUIRE_MODEL(name)                     \
+    const std::string path_ = model_path(name); \
+    TU_REQUIRE_FILE(path_);                     \
+    ModelPtr model(path_);                      \
+    ASSERT_NE(model.m, nullptr) << take_errors()
+
+// ---- reference logits ----------------------------------------------------------------------
+struct RefCase {
+    const char * name;
+    double max_kl;
+};
+
+class ReferenceLogits : public testing::TestWithParam<RefCase> {};
+
+TEST_P(ReferenceLogits, MatchesLlamaCpp) {
+    const RefCase rc = GetParam();
+    TU_REQUIRE_FILE(reference_path(rc.name));
+    REQUIRE_MODEL(rc.name);
+    LogitsFile ref;
+    ASSERT_TRUE(read_logits_file(reference_path(rc.name), ref));
+    ASSERT_EQ(ref.n_vocab, n_vocab_of(model));
+
+    for (bool use_mmap : { true, false }) {
+        ModelPtr m2(path_, use_mmap);
+        ASSERT_NE(m2.m, nullptr);
+        CtxPtr ctx(m2, 64, 64);
+        ASSERT_NE(ctx.c, nullptr) << take_errors();
+        const std::vector<float> got = eval_all(ctx, ref.tokens);
+        ASSERT_EQ(got.size(), ref.logits.size());
+        const int32_t n = (int32_t) ref.tokens.size();
+        const double kl = mean_kl(ref.logits.data(), got.data(), n, ref.n_vocab);
+        int top1 = 0;
+        for (int32_t i = 0; i < n; i++) {
+            top1 += argmax(ref.logits.data() + (size_t) i * ref.n_vocab, ref.n_vocab) ==
+                    argmax(got.data() + (size_t) i * ref.n_vocab, ref.n_vocab);
+        }
+        if (use_mmap) printf("[ %s ] mean KL %.3g nats, top-1 agreement %d/%d\n", rc.name, kl, top1, n);
+        EXPECT_LT(kl, rc.max_kl) << rc.name << (use_mmap ? " (mmap)" : " (read)");
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, ReferenceLogits,
+                         testing::Values(RefCase{ "stories260K", 1e-5 }, RefCase{ "ktest-F32", 1e-5 },
+                                         RefCase{ "ktest-F16", 1e-5 }, RefCase{ "TinyStories-656K-Q8_0", 1e-3 },
+                                         RefCase{ "ktest-Q8_0", 1e-3 }, RefCase{ "ktest-Q4_0", 1e-3 },
+                                         RefCase{ "ktest-Q4_K_M", 1e-3 }, RefCase{ "ktest-Q6_K", 1e-3 }),
+                         [](const testing::TestParamInfo<RefCase> & info) {
+                             std::string s = info.param.name;
+                             std::replace(s.begin(), s.end(), '-', '_');
+                             return s;
+                         });
+
+// ---- batching --------------------------------------------------------------------------------
+// n_batch smaller than the prompt splits it into several graphs: same logits within rounding
+// (the matrix products take other code paths for other batch sizes).
+TEST(Model, BatchSplitMatchesOneBatch) {
+    for (const char * name : { "ktest-F32", "stories260K", "ktest-Q4_K_M" }) {
+        SCOPED_TRACE(name);
+        REQUIRE_MODEL(name);
+        const int32_t n_vocab = n_vocab_of(model);
+        const std::vector<llama_token> toks = some_tokens(45, n_vocab);
+        CtxPtr one(model, 64, 64);
+        ASSERT_NE(one.c, nullptr);
+        const std::vector<float> ref = eval_all(one, toks);
+        for (uint32_t n_batch : { 16u, 7u, 1u }) {
+            CtxPtr split(model, 64, n_batch);
+            ASSERT_NE(split.c, nullptr);
+            ASSERT_EQ(llama_n_batch(split), n_batch);
+            const std::vector<float> got = eval_all(split, toks);
+            ASSERT_EQ(got.size(), ref.size());
+            const double kl = mean_kl(ref.data(), got.data(), (int32_t) toks.size(), n_vocab);
+            EXPECT_LT(kl, path_tolerance(name)) << "n_batch " << n_batch;
+        }
+    }
+}
+
+TEST(Model, TokenByTokenMatchesOneBatch) {
+    for (const char * name : { "ktest-F32", "stories260K", "TinyStories-656K-Q8_0" }) {
+        SCOPED_TRACE(name);
+        REQUIRE_MODEL(name);
+        const int32_t n_vocab = n_vocab_of(model);
+        const std::vector<llama_token> toks = some_tokens(30, n_vocab, 11);
+        CtxPtr one(model, 64, 64);
+        const std::vector<float> ref = eval_all(one, toks);
+        CtxPtr step(model, 64, 64);
+        const std::vector<float> got = eval_one_by_one(step, toks);
+        ASSERT_EQ(got.size(), ref.size());
+        // Every step's logits equal those of the same token in the full batch.
+        const double kl = mean_kl(ref.data(), got.data(), (int32_t) toks.size(), n_vocab);
+        EXPECT_LT(kl, path_tolerance(name));
+        EXPECT_EQ(llama_kv_self_used_cells(step), (int32_t) toks.size());
+        EXPECT_EQ(llama_kv_self_seq_pos_max(step, 0), (llama_pos) toks.size() - 1);
+        const llama_perf_context_data perf = llama_perf_context(step);
+        EXPECT_EQ(perf.n_eval, (int32_t) toks.size());
+        EXPECT_EQ(perf.n_p_eval, 0);
+        EXPECT_GT(perf.t_eval_ms, 0.0);
+        const llama_perf_context_data perf1 = llama_perf_context(one);
+        EXPECT_EQ(perf1.n_p_eval, (int32_t) toks.size());
+        EXPECT_EQ(perf1.n_eval, 0);
+    }
+}
+
+// Prompt in one batch, then generation one token at a time: the usual pattern.
+TEST(Model, PromptThenGenerate) {
+    REQUIRE_MODEL("ktest-Q8_0");
+    const int32_t n_vocab = n_vocab_of(model);
+    const std::vector<llama_token> toks = some_tokens(40, n_vocab, 5);
+    CtxPtr one(model, 64, 64);
+    const std::vector<float> ref = eval_all(one, toks);
+
+    CtxPtr ctx(model, 64, 32);
+    std::vector<llama_token> prompt(toks.begin(), toks.begin() + 25);
+    ASSERT_EQ(llama_decode(ctx, llama_batch_get_one(prompt.data(), (int32_t) prompt.size())), 0);
+    // Only the last token's logits are kept by default.
+    EXPECT_EQ(llama_get_logits_ith(ctx, 0), nullptr);
+    take_errors();
+    const float * last = llama_get_logits_ith(ctx, -1);
+    ASSERT_NE(last, nullptr);
+    EXPECT_EQ(last, llama_get_logits(ctx));
+    EXPECT_LT(mean_kl(ref.data() + 24 * (size_t) n_vocab, last, 1, n_vocab), path_tolerance("Q8_0"));
+    const std::vector<float> rest = eval_one_by_one(ctx, std::vector<llama_token>(toks.begin() + 25, toks.end()));
+    EXPECT_LT(mean_kl(ref.data() + 25 * (size_t) n_vocab, rest.data(), 15, n_vocab), path_tolerance("Q8_0"));
+}
+
+// A batch that keeps no logits still fills the cache (the graph stops after the last layer's
+// keys and values); some kept in the middle come back in batch order.
+TEST(Model, LogitsFlags) {
+    REQUIRE_MODEL("ktest-F16");
+    const int32_t n_vocab = n_vocab_of(model);
+    const std::vector<llama_token> toks = some_tokens(30, n_vocab, 8);
+    CtxPtr one(model, 64, 64);
+    const std::vector<float> ref = eval_all(one, toks);
+
+    CtxPtr ctx(model, 64, 8);
+    llama_batch b = llama_batch_init(20);
+    b.n_tokens = 20;
+    for (int i = 0; i < 20; i++) {
+        b.token[i] = toks[i];
+        b.pos[i] = i;
+        b.logits[i] = 0;
+    }
+    ASSERT_EQ(llama_decode(ctx, b), 0);
+    EXPECT_EQ(llama_get_logits(ctx), nullptr);
+    take_errors();
+    EXPECT_EQ(llama_get_logits_ith(ctx, -1), nullptr);
+    llama_kv_self_seq_rm(ctx, 0, 12, -1);
+    b.n_tokens = 8;
+    for (int i = 0; i < 8; i++) {
+        b.token[i] = toks[12 + i];
+        b.pos[i] = 12 + i;
+        b.logits[i] = i == 2 || i == 5;
+    }
+    ASSERT_EQ(llama_decode(ctx, b), 0);
+    llama_batch_free(b);
+    const float * all = llama_get_logits(ctx);
+    ASSERT_NE(all, nullptr);
+    EXPECT_EQ(llama_get_logits_ith(ctx, 2), all);
+    EXPECT_EQ(llama_get_logits_ith(ctx, 5), all + n_vocab);
+    EXPECT_EQ(llama_get_logits_ith(ctx, -3), all + n_vocab);
+    EXPECT_EQ(llama_get_logits_ith(ctx, 4), nullptr);
+    EXPECT_LT(mean_kl(ref.data() + 14 * (size_t) n_vocab, all, 1, n_vocab), path_tolerance("F16"));
+    EXPECT_LT(mean_kl(ref.data() + 17 * (size_t) n_vocab, all + n_vocab, 1, n_vocab), path_tolerance("F16"));
+    const std::vector<float> rest = eval_one_by_one(ctx, std::vector<llama_token>(toks.begin() + 20, toks.end()));
+    EXPECT_LT(mean_kl(ref.data() + 20 * (size_t) n_vocab, rest.data(), 10, n_vocab), path_tolerance("F16"));
+}
+
+// ---- KV cache types and threads --------------------------------------------------------------
+TEST(Model, KvCacheTypes) {
+    REQUIRE_MODEL("ktest-F32");
+    const int32_t n_vocab = n_vocab_of(model);
+    const std::vector<llama_token> toks = some_tokens(40, n_vocab, 3);
+    // Prompt in a batch, then 8 tokens one at a time, so both paths read the cache.
+    const std::vector<llama_token> prompt(toks.begin(), toks.begin() + 32), gen(toks.begin() + 32, toks.end());
+    std::vector<std::vector<float>> results;
+    const ggml_type types[3] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_Q8_0 };
+    for (ggml_type tk : types) {
+        for (ggml_type tv : types) {
+            CtxPtr ctx(model, 64, 64, 2, tk, tv);
+            ASSERT_NE(ctx.c, nullptr) << take_errors();
+            std::vector<float> r = eval_all(ctx, prompt);
+            const std::vector<float> g = eval_one_by_one(ctx, gen);
+            r.insert(r.end(), g.begin(), g.end());
+            results.push_back(r);
+        }
+    }
+    const std::vector<float> & f32 = results[0];
+    for (int i = 1; i < 9; i++) {
+        const ggml_type tk = types[i / 3], tv = types[i % 3];
+        const double kl = mean_kl(f32.data(), results[i].data(), (int32_t) toks.size(), n_vocab);
+        const bool quant = tk == GGML_TYPE_Q8_0 || tv == GGML_TYPE_Q8_0;
+        printf("[ K %s, V %s ] mean KL vs F32 cache %.3g\n", ggml_type_name(tk), ggml_type_name(tv), kl);
+        EXPECT_LT(kl, quant ? 1e-3 : 1e-5) << ggml_type_name(tk) << "/" << ggml_type_name(tv);
+        EXPECT_GT(kl, 0.0) << "a different cache type should change the logits a little";
+    }
+}
+
+TEST(Model, KvCacheQ8NeedsWholeBlocksPerHead) {
+    REQUIRE_MODEL("stories260K");  // head size 8
+    take_errors();
+    CtxPtr ctx(model, 64, 64, 2, GGML_TYPE_Q8_0, GGML_TYPE_F16);
+    EXPECT_EQ(ctx.c, nullptr);
+    EXPECT_NE(take_errors().find("head size"), std::string::npos);
+    CtxPtr bad(model, 64, 64, 2, GGML_TYPE_Q4_K, GGML_TYPE_F16);
+    EXPECT_EQ(bad.c, nullptr);
+    EXPECT_NE(take_errors().find("unsupported K cache type"), std::string::npos);
+}
+
+TEST(Model, ThreadCountsGiveIdenticalLogits) {
+    for (const char * name : { "ktest-Q4_K_M", "ktest-F16", "stories260K" }) {
+        SCOPED_TRACE(name);
+        REQUIRE_MODEL(name);
+        const int32_t n_vocab = n_vocab_of(model);
+        const std::vector<llama_token> toks = some_tokens(40, n_vocab, 9);
+        const std::vector<llama_token> prompt(toks.begin(), toks.begin() + 34), gen(toks.begin() + 34, toks.end());
+        std::vector<float> res[3];
+        for (int nt = 1; nt <= 3; nt++) {
+            CtxPtr ctx(model, 64, 64, nt);
+            res[nt - 1] = eval_all(ctx, prompt);
+            const std::vector<float> g = eval_one_by_one(ctx, gen);
+            res[nt - 1].insert(res[nt - 1].end(), g.begin(), g.end());
+        }
+        EXPECT_TRUE(res[0] == res[1]) << "1 vs 2 threads";
+        EXPECT_TRUE(res[0] == res[2]) << "1 vs 3 threads";
+        // llama_set_n_threads on a live context.
+        CtxPtr ctx(model, 64, 64, 1);
+        llama_set_n_threads(ctx, 2);
+        std::vector<float> r = eval_all(ctx, prompt);
+        const std::vector<float> g = eval_one_by_one(ctx, gen);
+        r.insert(r.end(), g.begin(), g.end());
+        EXPECT_TRUE(r == res[0]);
+    }
+}
+
+// The graph memory is planned once for the largest batch and the work buffer sized with it:
+// batches of any size, the K shift and a removal never make either grow.
+TEST(Model, BuffersArePlannedOnce) {
+    for (const char * name : { "ktest-F32", "ktest-Q4_K_M" }) {
+        SCOPED_TRACE(name);
+        REQUIRE_MODEL(name);
+        const int32_t n_vocab = n_vocab_of(model);
+        for (ggml_type type : { GGML_TYPE_F16, GGML_TYPE_Q8_0 }) {
+            CtxPtr ctx(model, 64, 16, 2, type, type);
+            ASSERT_NE(ctx.c, nullptr);
+            const size_t graph_bytes = ggml_gallocr_get_buffer_size(ctx.c->galloc, 0);
+            const size_t work_bytes = ctx.c->work_size;
+            EXPECT_GT(graph_bytes, 0u);
+            const std::vector<llama_token> toks = some_tokens(64, n_vocab, 2);
+            ASSERT_FALSE(eval_all(ctx, std::vector<llama_token>(toks.begin(), toks.begin() + 40)).empty());  // 16 + 16 + 8
+            ASSERT_FALSE(eval_one_by_one(ctx, std::vector<llama_token>(toks.begin() + 40, toks.begin() + 50)).empty());
+            ASSERT_TRUE(llama_kv_self_seq_rm(ctx, 0, 2, 10));
+            llama_kv_self_seq_add(ctx, 0, 10, -1, -8);
+            ASSERT_FALSE(eval_all(ctx, std::vector<llama_token>(toks.begin() + 50, toks.end()), 42).empty());
+            EXPECT_EQ(llama_kv_self_used_cells(ctx), 56);
+            EXPECT_EQ(ggml_gallocr_get_buffer_size(ctx.c->galloc, 0), graph_bytes);
+            EXPECT_EQ(ctx.c->work_size, work_bytes);
+        }
+    }
+}
+
+// ---- context shift ---------------------------------------------------------------------------
+// Moving every cached token by the same delta is exact: RoPE makes attention depend only on
+// relative positions, so a fresh evaluation at the new positions computes the same hidden states
+// in every layer, and the re-rotated keys equal keys rotated to the new positions directly.
+TEST(Model, ContextShiftMatchesFreshEvaluation) {
+    for (const char * name : { "ktest-F32", "stories260K", "ktest-Q4_0" }) {
+        REQUIRE_MODEL(name);
+        const int32_t n_vocab = n_vocab_of(model);
+        const std::vector<llama_token> toks = some_tokens(28, n_vocab, 21);
+        const std::vector<llama_token> first(toks.begin(), toks.begin() + 24), next(toks.begin() + 24, toks.end());
+        const bool q8_ok = llama_model_n_embd(model) / llama_model_n_head(model) % 32 == 0;
+        for (ggml_type type : { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_Q8_0 }) {
+            if (type == GGML_TYPE_Q8_0 && !q8_ok) continue;
+            SCOPED_TRACE(std::string(name) + " cache " + ggml_type_name(type));
+            CtxPtr ctx(model, 28, 16, 2, type, type);
+            ASSERT_NE(ctx.c, nullptr);
+            ASSERT_FALSE(eval_all(ctx, first, 9).empty());  // positions 9..32
+            // The cache is nearly full: a batch that does not fit is refused and changes nothing.
+            std::vector<llama_token> too_many(5, 3);
+            EXPECT_EQ(llama_decode(ctx, llama_batch_get_one(too_many.data(), 5)), 1);
+            EXPECT_EQ(llama_kv_self_used_cells(ctx), 24);
+            llama_kv_self_seq_add(ctx, 0, 0, -1, -9);  // now 0..23
+            EXPECT_EQ(llama_kv_self_seq_pos_max(ctx, 0), 23);
+            const std::vector<float> shifted = eval_one_by_one(ctx, next);
+
+            CtxPtr fresh(model, 28, 16, 2, type, type);
+            ASSERT_FALSE(eval_all(fresh, first).empty());
+            const std::vector<float> ref = eval_one_by_one(fresh, next);
+            ASSERT_EQ(shifted.size(), ref.size());
+            const double kl = mean_kl(ref.data(), shifted.data(), (int32_t) next.size(), n_vocab);
+            printf("[ %s, %s cache ] shifted vs fresh: mean KL %.3g\n", name, ggml_type_name(type), kl);
+            // The re-rotated F16/Q8_0 keys are rounded to the cache type a second time.
+            const bool quant_model = strstr(name, "Q4_0") != nullptr;
+            EXPECT_LT(kl, quant_model || type == GGML_TYPE_Q8_0 ? 1e-3 : type == GGML_TYPE_F16 ? 1e-4 : 1e-7);
+
+            // Without the re-rotation the keys would sit at their old positions: far off.
+            CtxPtr unshifted(model, 28, 16, 2, type, type);
+            ASSERT_FALSE(eval_all(unshifted, first, 9).empty());
+            llama_batch b = llama_batch_init(1);
+            b.n_tokens = 1;
+            b.token[0] = next[0];
+            b.pos[0] = 24;
+            b.logits[0] = 1;
+            ASSERT_EQ(llama_decode(unshifted, b), 0);
+            llama_batch_free(b);
+            EXPECT_GT(mean_kl(ref.data(), llama_get_logits_ith(unshifted, 0), 1, n_vocab), 100 * kl + 1e-3);
+        }
+    }
+}
+
+// Removing tokens from the middle and shifting the rest down: in a one-layer model the cached
+// keys and values depend only on each token and its position, so the result must equal a fresh
+// evaluation of the remaining tokens. (With more layers the later tokens' cached states still
+// carry what they saw of the removed ones, as in llama.cpp's context shift: no fresh
+// evaluation reproduces that.)
+TEST(Model, ContextShiftAfterRemovalMatchesFreshEvaluation) {
+    const std::string src = model_path("ktest-F32");
+    TU_REQUIRE_FILE(src);
+    TempFile one_layer("one-layer.gguf");
+    ASSERT_TRUE(rewrite_model(src, one_layer.path, [](gguf_context * g) { gguf_set_val_u32(g, "llama.block_count", 1); },
+                              [](const ggml_tensor * t) { return strncmp(t->name, "blk.", 4) != 0 || strncmp(t->name, "blk.0.", 6) == 0; }));
+    ModelPtr model(one_layer.path);
+    ASSERT_NE(model.m, nullptr) << take_errors();
+    ASSERT_EQ(llama_model_n_layer(model), 1);
+    const int32_t n_vocab = n_vocab_of(model);
+    const std::vector<llama_token> toks = some_tokens(28, n_vocab, 21);
+    const std::vector<llama_token> first(toks.begin(), toks.begin() + 24), next(toks.begin() + 24, toks.end());
+    std::vector<llama_token> kept(toks.begin(), toks.begin() + 4);
+    kept.insert(kept.end(), toks.begin() + 12, toks.begin() + 24);
+
+    for (ggml_type type : { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_Q8_0 }) {
+        SCOPED_TRACE(std::string("cache ") + ggml_type_name(type));
+        CtxPtr ctx(model, 28, 16, 2, type, type);
+        ASSERT_NE(ctx.c, nullptr);
+        ASSERT_FALSE(eval_all(ctx, first).empty());
+        ASSERT_TRUE(llama_kv_self_seq_rm(ctx, 0, 4, 12));
+        llama_kv_self_seq_add(ctx, 0, 12, -1, -8);
+        EXPECT_EQ(llama_kv_self_used_cells(ctx), 16);
+        EXPECT_EQ(llama_kv_self_seq_pos_max(ctx, 0), 15);
+        // Room again for a batch of 12.
+        const std::vector<float> shifted = eval_one_by_one(ctx, next);
+
+        CtxPtr fresh(model, 28, 16, 2, type, type);
+        ASSERT_FALSE(eval_all(fresh, kept).empty());
+        const std::vector<float> ref = eval_one_by_one(fresh, next);
+        ASSERT_EQ(shifted.size(), ref.size());
+        const double kl = mean_kl(ref.data(), shifted.data(), (int32_t) next.size(), n_vocab);
+        printf("[ one layer, %s cache ] removed + shifted vs fresh: mean KL %.3g\n", ggml_type_name(type), kl);
+        EXPECT_LT(kl, type == GGML_TYPE_Q8_0 ? 1e-4 : type == GGML_TYPE_F16 ? 1e-5 : 1e-7);
+    }
+}
+
+TEST(Model, KvCacheClearAndRemoveTail) {
+    REQUIRE_MODEL("stories260K");
+    const int32_t n_vocab = n_vocab_of(model);
+    const std::vector<llama_token> toks = some_tokens(20, n_vocab, 4);
+    CtxPtr ctx(model, 32, 32);
+    const std::vector<float> ref = eval_all(ctx, toks);
+    // Regenerate the tail: remove positions >= 12 and evaluate the same tokens again.
+    ASSERT_TRUE(llama_kv_self_seq_rm(ctx, 0, 12, -1));
+    EXPECT_EQ(llama_kv_self_used_cells(ctx), 12);
+    const std::vector<float> tail = eval_one_by_one(ctx, std::vector<llama_token>(toks.begin() + 12, toks.end()));
+    EXPECT_LT(mean_kl(ref.data() + 12 * (size_t) n_vocab, tail.data(), 8, n_vocab), path_tolerance("stories260K"));
+    llama_kv_self_clear(ctx);
+    EXPECT_EQ(llama_kv_self_used_cells(ctx), 0);
+    EXPECT_EQ(llama_kv_self_seq_pos_max(ctx, 0), -1);
+    const std::vector<float> again = eval_all(ctx, toks);
+    EXPECT_TRUE(again == ref);
+    // Shifting everything below zero removes those cells.
+    llama_kv_self_seq_add(ctx, 0, 0, 5, -5);
+    EXPECT_EQ(llama_kv_self_used_cells(ctx), 15);
+}
+
+// ---- bad input -------------------------------------------------------------------------------
+TEST(Model, DecodeRejectsBadBatches) {
+    REQUIRE_MODEL("stories260K");
+    CtxPtr ctx(model, 16, 8);
+    ASSERT_NE(ctx.c, nullptr);
+    take_errors();
+    llama_token bad = 512;
+    EXPECT_EQ(llama_decode(ctx, llama_batch_get_one(&bad, 1)), -1);
+    bad = -3;
+    EXPECT_EQ(llama_decode(ctx, llama_batch_get_one(&bad, 1)), -1);
+    EXPECT_EQ(llama_decode(ctx, llama_batch_get_one(&bad, 0)), -1);
+    EXPECT_NE(take_errors().find("out of range"), std::string::npos);
+    std::vector<llama_token> many(17, 5);
+    EXPECT_EQ(llama_decode(ctx, llama_batch_get_one(many.data(), 17)), -1);  // larger than the context
+    EXPECT_NE(take_errors().find("can never fit"), std::string::npos);
+    EXPECT_EQ(llama_kv_self_used_cells(ctx), 0);
+    EXPECT_EQ(llama_decode(ctx, llama_batch_get_one(many.data(), 16)), 0);
+    EXPECT_EQ(llama_decode(ctx, llama_batch_get_one(many.data(), 1)), 1);  // full: make room first
+    llama_batch neg = llama_batch_init(1);
+    neg.n_tokens = 1;
+    neg.pos[0] = -1;
+    llama_kv_self_clear(ctx);
+    EXPECT_EQ(llama_decode(ctx, neg), -1);
+    llama_batch_free(neg);
+    EXPECT_EQ(llama_get_logits_ith(ctx, 16), nullptr);
+    EXPECT_EQ(llama_get_logits_ith(ctx, -17), nullptr);
+}
+
+class ModelFiles : public testing::Test {
+protected:
+    // The model loaded from path must fail with a message containing `expect`.
+    void expect_load_error(const std::string & path, const std::string & expect) {
+        take_errors();
+        ModelPtr m(path);
+        EXPECT_EQ(m.m, nullptr) << path;
+        const std::string errs = take_errors();
+        EXPECT_NE(errs.find(expect), std::string::npos) << "message: " << errs;
+    }
+    void TearDown() override {
+        for (const auto & f : files) unlink(f.c_str());
+    }
+    std::vector<std::string> files;
+};
+
+TEST_F(ModelFiles, MissingFile) {
+    expect_load_error(temp_path("does-not-exist.gguf"), "cannot open");
+    take_errors();
+    llama_model * m = llama_model_load_from_file(nullptr, llama_model_default_params());
+    EXPECT_EQ(m, nullptr);
+}
+
+TEST_F(ModelFiles, TruncatedAndCorruptFiles) {
+    const std::string src = model_path("stories260K");
+    TU_REQUIRE_FILE(src);
+    std::ifstream in(src, std::ios::binary);
+    std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    for (size_t len : { (size_t) 0, (size_t) 3, (size_t) 100, bytes.size() / 2, bytes.size() - 1 }) {
+        const std::string path = temp_path("truncated.gguf");
+        files.push_back(path);
+        std::ofstream(path, std::ios::binary).write(bytes.data(), (std::streamsize) len);
+        SCOPED_TRACE(len);
+        expect_load_error(path, "not a valid GGUF file");
+    }
+    std::vector<char> garbage = bytes;
+    garbage[0] = 'X';
+    const std::string path = temp_path("garbage.gguf");
+    files.push_back(path);
+    std::ofstream(path, std::ios::binary).write(garbage.data(), (std::streamsize) garbage.size());
+    expect_load_error(path, "not a valid GGUF file");
+    expect_load_error(testing::TempDir(), "not a regular file");
+}
+
+TEST_F(ModelFiles, WrongShapeMissingTensorWrongType) {
+    TU_REQUIRE_FILE(model_path("stories260K"));
+    // Copies of stories260K with the metadata edited, or one tensor left out or replaced.
+    const std::string src = model_path("stories260K");
+    ggml_init_params cp = { 1 << 20, nullptr, false };
+    ggml_context * extra = ggml_init(cp);
+    auto build = [&](const std::string & what, const char * name, ggml_tensor * replacement,
+                     const std::function<void(gguf_context *)> & edit_meta) {
+        const std::string path = temp_path(what + ".gguf");
+        files.push_back(path);
+        std::vector<ggml_tensor *> add;
+        if (replacement) add.push_back(replacement);
+        EXPECT_TRUE(rewrite_model(src, path, edit_meta,
+                                  [&](const ggml_tensor * t) { return !name || strcmp(t->name, name) != 0; }, add));
+        return path;
+    };
+
+    ggml_tensor * wrong = ggml_new_tensor_2d(extra, GGML_TYPE_F32, 64, 63);
+    ggml_set_name(wrong, "blk.0.attn_q.weight");
+    memset(wrong->data, 0, ggml_nbytes(wrong));
+    expect_load_error(build("wrong-shape", "blk.0.attn_q.weight", wrong, nullptr), "wrong shape");
+
+    expect_load_error(build("missing-tensor", "blk.3.ffn_up.weight", nullptr, nullptr),
+                      "missing tensor 'blk.3.ffn_up.weight'");
+
+    ggml_tensor * i32 = ggml_new_tensor_1d(extra, GGML_TYPE_I32, 64);
+    ggml_set_name(i32, "blk.1.attn_norm.weight");
+    memset(i32->data, 0, ggml_nbytes(i32));
+    expect_load_error(build("wrong-type", "blk.1.attn_norm.weight", i32, nullptr), "has type i32");
+
+    expect_load_error(build("unsupported-arch", nullptr, nullptr,
+                            [](gguf_context * g) { gguf_set_val_str(g, "general.architecture", "mamba"); }),
+                      "unsupported architecture 'mamba'");
+    expect_load_error(build("no-arch", nullptr, nullptr,
+                            [](gguf_context * g) { gguf_remove_key(g, "general.architecture"); }),
+                      "general.architecture");
+    expect_load_error(build("bad-heads", nullptr, nullptr,
+                            [](gguf_context * g) { gguf_set_val_u32(g, "llama.attention.head_count", 7); }),
+                      "not a multiple");
+    expect_load_error(build("no-layers-key", nullptr, nullptr,
+                            [](gguf_context * g) { gguf_remove_key(g, "llama.block_count"); }),
+                      "missing hyper-parameter llama.block_count");
+    expect_load_error(build("string-heads", nullptr, nullptr,
+                            [](gguf_context * g) { gguf_set_val_str(g, "llama.attention.head_count", "8"); }),
+                      "expected an integer");
+    expect_load_error(build("bad-vocab-size", nullptr, nullptr,
+                            [](gguf_context * g) { gguf_set_val_u32(g, "llama.vocab_size", 1000); }),
+                      "vocab_size");
+    expect_load_error(build("bad-rope-scaling", nullptr, nullptr,
+                            [](gguf_context * g) { gguf_set_val_str(g, "llama.rope.scaling.type", "longrope"); }),
+                      "rope.scaling.type");
+
+    // Without tokenizer metadata the model loads with an empty vocabulary (and a warning).
+    const std::string no_tok = build("no-tokenizer", nullptr, nullptr, [](gguf_context * g) {
+        for (int64_t i = gguf_get_n_kv(g) - 1; i >= 0; i--) {
+            if (strncmp(gguf_get_key(g, i), "tokenizer.", 10) == 0) gguf_remove_key(g, gguf_get_key(g, i));
+        }
+    });
+    take_errors();
+    {
+        ModelPtr m(no_tok);
+        ASSERT_NE(m.m, nullptr) << take_errors();
+        EXPECT_NE(take_errors().find("no tokenizer"), std::string::npos);
+        EXPECT_EQ(llama_vocab_n_tokens(llama_model_get_vocab(m)), 0);
+        CtxPtr ctx(m, 16, 16);
+        ASSERT_NE(ctx.c, nullptr);
+        std::vector<llama_token> t = { 1, 42, 7 };
+        EXPECT_EQ(llama_decode(ctx, llama_batch_get_one(t.data(), 3)), 0);
+        EXPECT_NE(llama_get_logits(ctx), nullptr);
+    }
+    ggml_free(extra);
+}
+
+TEST_F(ModelFiles, VocabOnly) {
+    // The vocabulary-only files have no tensors; any architecture's tokenizer loads.
+    for (const char * f : { "ggml-vocab-llama-spm.gguf", "ggml-vocab-gpt-2.gguf", "ggml-vocab-phi-3.gguf" }) {
+        const std::string path = tu::models_dir() + "/vocab/" + f;
+        if (!tu::file_exists(path)) continue;
+        SCOPED_TRACE(f);
+        ModelPtr m(path, true, true);
+        ASSERT_NE(m.m, nullptr) << take_errors();
+        EXPECT_GT(llama_vocab_n_tokens(llama_model_get_vocab(m)), 0);
+        take_errors();
+        llama_context * ctx = llama_init_from_model(m, llama_context_default_params());
+        EXPECT_EQ(ctx, nullptr);
+        EXPECT_NE(take_errors().find("vocab_only"), std::string::npos);
+        // Without vocab_only there are no tensors to load.
+        expect_load_error(path, strstr(f, "llama") ? "missing tensor" : "unsupported architecture");
+    }
+}
+
+// ---- an independent reference: the forward pass in double precision -------------------------
+// Reads an all-F32 llama/qwen2 GGUF and evaluates tokens at positions 0..n-1 naively.
+struct NaiveModel {
+    int n_embd = 0, n_layer = 0, n_head = 0, n_head_kv = 0, n_ff = 0, n_vocab = 0, n_rot = 0;
+    float eps = 1e-5f, freq_base = 10000.0f, freq_scale = 1.0f;
+    bool neox = false;
+    gguf_context * g = nullptr;
+    ggml_context * data = nullptr;
+
+    ~NaiveModel() {
+        gguf_free(g);
+        ggml_free(data);
+    }
+    bool load(const std::string & path) {
+        gguf_init_params ip = { false, &data, false };
+        g = gguf_init_from_file(path.c_str(), ip);
+        if (!g) return false;
+        const std::string arch = gguf_get_val_str(g, gguf_find_key(g, "general.architecture"));
+        neox = arch == "qwen2";
+        auto u32 = [&](const char * k, int def) {
+            const int64_t id = gguf_find_key(g, (arch + "." + k).c_str());
+            return id < 0 ? def : (int) gguf_get_val_u32(g, id);
+        };
+        auto f32 = [&](const char * k, float def) {
+            const int64_t id = gguf_find_key(g, (arch + "." + k).c_str());
+            return id < 0 ? def : gguf_get_val_f32(g, id);
+        };
+        n_embd = u32("embedding_length", 0);
+        n_layer = u32("block_count", 0);
+        n_head = u32("attention.head_count", 0);
+        n_head_kv = u32("attention.head_count_kv", n_head);
+        n_ff = u32("feed_forward_length", 0);
+        n_rot = u32("rope.dimension_count", n_embd / n_head);
+        eps = f32("attention.layer_norm_rms_epsilon", 1e-5f);
+        freq_base = f32("rope.freq_base", 10000.0f);
+        const int64_t st = gguf_find_key(g, (arch + ".rope.scaling.type").c_str());
+        if (st >= 0 && std::string(gguf_get_val_str(g, st)) == "linear") freq_scale = 1.0f / f32("rope.scaling.factor", 1.0f);
+        n_vocab = (int) ggml_get_tensor(data, "token_embd.weight")->ne[1];
+        return true;
+    }
+    const float * w(const std::string & name) const {
+        ggml_tensor * t = ggml_get_tensor(data, name.c_str());
+        return t ? (const float *) t->data : nullptr;
+    }
+    // y = W x (+ b) for W [n_in, n_out] as ggml stores it.
+    std::vector<double> matvec(const std::string & name, const std::vector<double> & x, const std::string & bias = "") const {
+        ggml_tensor * t = ggml_get_tensor(data, name.c_str());
+        const int64_t n_in = t->ne[0], n_out = t->ne[1];
+        const float * W = (const float *) t->data;
+        const float * b = bias.empty() ? nullptr : w(bias);
+        std::vector<double> y((size_t) n_out);
+        for (int64_t o = 0; o < n_out; o++) {
+            double acc = b ? b[o] : 0.0;
+            for (int64_t i = 0; i < n_in; i++) acc += (double) W[o * n_in + i] * x[(size_t) i];
+            y[(size_t) o] = acc;
+        }
+        return y;
+    }
+    std::vector<double> rms_norm(const std::vector<double> & x, const std::string & weight) const {
+        double ss = 0;
+        for (double v : x) ss += v * v;
+        const double scale = 1.0 / std::sqrt(ss / x.size() + eps);
+        const float * wt = w(weight);
+        std::vector<double> y(x.size());
+        for (size_t i = 0; i < x.size(); i++) y[i] = x[i] * scale * wt[i];
+        return y;
+    }
+    void rope(std::vector<double> & v, int n_heads, int pos) const {
+        const int hd = n_embd / n_head;
+        for (int h = 0; h < n_heads; h++) {
+            double * x = v.data() + (size_t) h * hd;
+            for (int j = 0; j < n_rot / 2; j++) {
+                const double theta = pos * freq_scale * std::pow((double) freq_base, -2.0 * j / n_rot);
+                const int a = neox ? j : 2 * j, b = neox ? j + n_rot / 2 : 2 * j + 1;
+                const double x0 = x[a], x1 = x[b];
+                x[a] = x0 * std::cos(theta) - x1 * std::sin(theta);
+                x[b] = x0 * std::sin(theta) + x1 * std::cos(theta);
+            }
+        }
+    }
+    bool has(const std::string & name) const { return ggml_get_tensor(data, name.c_str()) != nullptr; }
+
+    std::vector<float> forward(const std::vector<llama_token> & toks) const {
+        const int n = (int) toks.size(), hd = n_embd / n_head, group = n_head / n_head_kv;
+        std::vector<std::vector<double>> x((size_t) n, std::vector<double>((size_t) n_embd));
+        const float * E = w("token_embd.weight");
+        for (int t = 0; t < n; t++) {
+            for (int i = 0; i < n_embd; i++) x[t][i] = E[(size_t) toks[t] * n_embd + i];
+        }
+        for (int l = 0; l < n_layer; l++) {
+            const std::string p = "blk." + std::to_string(l) + ".";
+            auto bias = [&](const char * name) { return has(p + name) ? p + name : std::string(); };
+            std::vector<std::vector<double>> q(n), k(n), v(n);
+            for (int t = 0; t < n; t++) {
+                const std::vector<double> h = rms_norm(x[t], p + "attn_norm.weight");
+                q[t] = matvec(p + "attn_q.weight", h, bias("attn_q.bias"));
+                k[t] = matvec(p + "attn_k.weight", h, bias("attn_k.bias"));
+                v[t] = matvec(p + "attn_v.weight", h, bias("attn_v.bias"));
+                rope(q[t], n_head, t);
+                rope(k[t], n_head_kv, t);
+            }
+            for (int t = 0; t < n; t++) {
+                std::vector<double> att((size_t) n_embd, 0.0);
+                for (int h = 0; h < n_head; h++) {
+                    const int g = h / group;
+                    std::vector<double> s((size_t) t + 1);
+                    double mx = -INFINITY;
+                    for (int j = 0; j <= t; j++) {
+                        double d = 0;
+                        for (int i = 0; i < hd; i++) d += q[t][h * hd + i] * k[j][g * hd + i];
+                        s[j] = d / std::sqrt((double) hd);
+                        mx = std::max(mx, s[j]);
+                    }
+                    double sum = 0;
+                    for (int j = 0; j <= t; j++) sum += s[j] = std::exp(s[j] - mx);
+                    for (int j = 0; j <= t; j++) {
+                        for (int i = 0; i < hd; i++) att[h * hd + i] += s[j] / sum * v[j][g * hd + i];
+                    }
+                }
+                const std::vector<double> o = matvec(p + "attn_output.weight", att);
+                for (int i = 0; i < n_embd; i++) x[t][i] += o[i];
+                const std::vector<double> h = rms_norm(x[t], p + "ffn_norm.weight");
+                std::vector<double> gate = matvec(p + "ffn_gate.weight", h);
+                const std::vector<double> up = matvec(p + "ffn_up.weight", h);
+                for (int i = 0; i < n_ff; i++) gate[i] = gate[i] / (1.0 + std::exp(-gate[i])) * up[i];
+                const std::vector<double> d = matvec(p + "ffn_down.weight", gate);
+                for (int i = 0; i < n_embd; i++) x[t][i] += d[i];
+            }
+        }
+        std::vector<float> logits;
+        const std::string out = has("output.weight") ? "output.weight" : "token_embd.weight";
+        for (int t = 0; t < n; t++) {
+            const std::vector<double> y = matvec(out, rms_norm(x[t], "output_norm.weight"));
+            logits.insert(logits.end(), y.begin(), y.end());
+        }
+        return logits;
+    }
+};
+
+// The runtime (F32 KV cache) against the naive forward pass on llama and on qwen2 (NEOX RoPE,
+// Q/K/V biases) variants of ktest-F32, with linear RoPE scaling, grouped-query attention and
+// tied embeddings.
+TEST(Model, MatchesNaiveForwardPass) {
+    const std::string src = model_path("ktest-F32");
+    TU_REQUIRE_FILE(src);
+    ggml_init_params cp = { 1 << 20, nullptr, false };
+    ggml_context * extra = ggml_init(cp);
+    std::mt19937 rng(17);
+    std::vector<ggml_tensor *> biases;
+    for (int l = 0; l < 4; l++) {
+        const int64_t sizes[3] = { 256, 128, 128 };
+        const char * names[3] = { "attn_q.bias", "attn_k.bias", "attn_v.bias" };
+        for (int i = 0; i < 3; i++) {
+            ggml_tensor * b = ggml_new_tensor_1d(extra, GGML_TYPE_F32, sizes[i]);
+            ggml_format_name(b, "blk.%d.%s", l, names[i]);
+            tu::fill_uniform(b, rng, -0.5f, 0.5f);
+            biases.push_back(b);
+        }
+    }
+    // llama.* keys renamed for another architecture.
+    auto rename_arch = [](gguf_context * g, const char * arch) {
+        gguf_set_val_str(g, "general.architecture", arch);
+        for (int64_t i = gguf_get_n_kv(g) - 1; i >= 0; i--) {
+            const std::string key = gguf_get_key(g, i);
+            if (key.rfind("llama.", 0) != 0) continue;
+            const std::string nk = std::string(arch) + key.substr(5);
+            if (gguf_get_kv_type(g, i) == GGUF_TYPE_UINT32) gguf_set_val_u32(g, nk.c_str(), gguf_get_val_u32(g, i));
+            else if (gguf_get_kv_type(g, i) == GGUF_TYPE_FLOAT32) gguf_set_val_f32(g, nk.c_str(), gguf_get_val_f32(g, i));
+        }
+    };
+    struct Variant {
+        const char * what;
+        std::function<void(gguf_context *)> meta;
+        std::function<bool(const ggml_tensor *)> keep;
+        std::vector<ggml_tensor *> extra;
+    };
+    const std::vector<Variant> variants = {
+        { "llama", nullptr, nullptr, {} },
+        { "llama-linear-rope",
+          [](gguf_context * g) {
+              gguf_set_val_str(g, "llama.rope.scaling.type", "linear");
+              gguf_set_val_f32(g, "llama.rope.scaling.factor", 4.0f);
+              gguf_set_val_f32(g, "llama.rope.freq_base", 500.0f);
+          },
+          nullptr, {} },
+        { "llama-tied", nullptr, [](const ggml_tensor * t) { return strcmp(t->name, "output.weight") != 0; }, {} },
+        { "qwen2", [&](gguf_context * g) { rename_arch(g, "qwen2"); }, nullptr, biases },
+    };
+    for (const Variant & v : variants) {
+        SCOPED_TRACE(v.what);
+        TempFile file(std::string(v.what) + ".gguf");
+        ASSERT_TRUE(rewrite_model(src, file.path, v.meta, v.keep, v.extra));
+        NaiveModel naive;
+        ASSERT_TRUE(naive.load(file.path));
+        ModelPtr model(file.path);
+        ASSERT_NE(model.m, nullptr) << take_errors();
+        const int32_t n_vocab = n_vocab_of(model);
+        const std::vector<llama_token> toks = some_tokens(12, n_vocab, 23);
+        const std::vector<float> ref = naive.forward(toks);
+        for (ggml_type cache : { GGML_TYPE_F32, GGML_TYPE_F16 }) {
+            CtxPtr ctx(model, 32, 32, 2, cache, cache);
+            ASSERT_NE(ctx.c, nullptr);
+            const std::vector<float> got = eval_all(ctx, toks);
+            ASSERT_EQ(got.size(), ref.size());
+            const double kl = mean_kl(ref.data(), got.data(), (int32_t) toks.size(), n_vocab);
+            printf("[ %s, %s cache ] mean KL vs double-precision forward pass %.3g\n", v.what, ggml_type_name(cache), kl);
+            EXPECT_LT(kl, cache == GGML_TYPE_F32 ? 1e-9 : 1e-6);
+        }
+    }
+    ggml_free(extra);
+}
+
+// ---- llama-logits ----------------------------------------------------------------------------
+// The program next to this test binary (both land in build/bin); skipped when it is absent or
+// cannot run here (a cross build).
+std::string logits_program() {
+    char self[4096];
+    const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n <= 0) return "";
+    self[n] = '\0';
+    std::string dir(self);
+    dir = dir.substr(0, dir.rfind('/'));
+    const std::string prog = dir + "/llama-logits";
+    if (!tu::file_exists(prog)) return "";
+    if (system(("'" + prog + "' --help > /dev/null 2>&1").c_str()) != 0) return "";
+    return prog;
+}
+
+int run_quiet(const std::string & cmd) {
+    const int rc = system((cmd + " > /dev/null 2>&1").c_str());
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+TEST(LogitsProgram, WritesReferenceFormat) {
+    const std::string prog = logits_program();
+    if (prog.empty()) GTEST_SKIP() << "llama-logits not built next to this test";
+    for (const char * name : { "stories260K", "ktest-Q4_K_M" }) {
+        SCOPED_TRACE(name);
+        TU_REQUIRE_FILE(model_path(name));
+        TU_REQUIRE_FILE(reference_path(name));
+        LogitsFile ref, got;
+        ASSERT_TRUE(read_logits_file(reference_path(name), ref));
+        TempFile out(std::string(name) + ".logits");
+        ASSERT_EQ(run_quiet("'" + prog + "' -m '" + model_path(name) + "' -p 'Once upon a time' -t 2 -o '" + out.path + "'"), 0);
+        ASSERT_TRUE(read_logits_file(out.path, got));
+        EXPECT_EQ(got.tokens, ref.tokens);
+        ASSERT_EQ(got.logits.size(), ref.logits.size());
+        EXPECT_LT(mean_kl(ref.logits.data(), got.logits.data(), (int32_t) ref.tokens.size(), ref.n_vocab),
+                  path_tolerance(name) < 1e-5 ? 1e-5 : 1e-3);
+        // The same tokens given by id.
+        TempFile out2(std::string(name) + "-ids.logits");
+        std::string ids;
+        for (llama_token t : ref.tokens) ids += (ids.empty() ? "" : ",") + std::to_string(t);
+        ASSERT_EQ(run_quiet("'" + prog + "' -m '" + model_path(name) + "' --tokens " + ids + " -o '" + out2.path + "'"), 0);
+        LogitsFile got2;
+        ASSERT_TRUE(read_logits_file(out2.path, got2));
+        EXPECT_TRUE(got2.logits == got.logits);
+    }
+}
+
+TEST(LogitsProgram, FailsCleanly) {
+    const std::string prog = logits_program();
+    if (prog.empty()) GTEST_SKIP() << "llama-logits not built next to this test";
+    const std::string model = model_path("stories260K");
+    TU_REQUIRE_FILE(model);
+    TempFile out("never-written.logits");
+    const std::string o = " -o '" + out.path + "'";
+    const std::string m = " -m '" + model + "'";
+    for (const std::string & args : { std::string(""), m, m + " -p", " -m /no/such/model.gguf -p hi" + o,
+                                      m + " -p hi -t 0" + o, m + " -p hi -t x" + o, m + " --bogus" + o,
+                                      m + " --tokens 1,99999" + o, m + " --tokens 1,,2" + o,
+                                      m + " -p hi -o /no/such/dir/out.logits" }) {
+        SCOPED_TRACE(args);
+        EXPECT_NE(run_quiet("'" + prog + "'" + args), 0);
+        EXPECT_FALSE(tu::file_exists(out.path));
+    }
+}
+
+// ---- model information -----------------------------------------------------------------------
+TEST(Model, Information) {
+    REQUIRE_MODEL("stories260K");
+    EXPECT_EQ(llama_model_n_embd(model), 64);
+    EXPECT_EQ(llama_model_n_layer(model), 5);
+    EXPECT_EQ(llama_model_n_head(model), 8);
+    EXPECT_EQ(llama_model_n_head_kv(model), 4);
+    EXPECT_EQ(llama_model_n_ctx_train(model), 2048);
+    EXPECT_GT(llama_model_n_params(model), 250000u);
+    EXPECT_LT(llama_model_n_params(model), 300000u);
+    EXPECT_EQ(llama_model_size(model), llama_model_n_params(model) * 4);  // all F32
+    char buf[64];
+    const int32_t n = llama_model_desc(model, buf, sizeof(buf));
+    EXPECT_EQ(std::string(buf), "llama 293K F32 (guessed)");  // no general.file_type in this file
+    EXPECT_EQ(n, (int32_t) strlen(buf));
+    char small[4];
+    EXPECT_EQ(llama_model_desc(model, small, sizeof(small)), n);
+    EXPECT_EQ(std::string(small), "lla");
+    EXPECT_EQ(llama_model_meta_val_str(model, "general.architecture", buf, sizeof(buf)), 5);
+    EXPECT_EQ(std::string(buf), "llama");
+    EXPECT_GT(llama_model_meta_val_str(model, "llama.attention.layer_norm_rms_epsilon", buf, sizeof(buf)), 0);
+    EXPECT_EQ(std::string(buf), "1e-05");
+    EXPECT_EQ(llama_model_meta_val_str(model, "llama.block_count", buf, sizeof(buf)), 1);
+    EXPECT_EQ(llama_model_meta_val_str(model, "no.such.key", buf, sizeof(buf)), -1);
+    char big[512];
+    EXPECT_GT(llama_model_meta_val_str(model, "tokenizer.ggml.scores", big, sizeof(big)), 0);
+    EXPECT_EQ(big[0], '[');
+    EXPECT_NE(std::string(big).find(", ...]"), std::string::npos);
+    EXPECT_EQ(llama_model_chat_template(model, nullptr), nullptr);
+
+    CtxPtr ctx(model, 100, 500);
+    ASSERT_NE(ctx.c, nullptr);
+    EXPECT_EQ(llama_n_ctx(ctx), 100u);
+    EXPECT_EQ(llama_n_batch(ctx), 100u);  // clamped to n_ctx
+    EXPECT_EQ(llama_get_model(ctx), model.m);
+    CtxPtr deflt(model, 0, 0);
+    ASSERT_NE(deflt.c, nullptr);
+    EXPECT_EQ(llama_n_ctx(deflt), 2048u);  // the training context
+}
+
+// ---- greedy generation against llama2.c ------------------------------------------------------
+// stories260K at temperature 0 from BOS: llama2.c's text (256 steps: each one evaluates a
+// token at positions 0..255 and prints the next).
+TEST(Model, GreedyStories260KMatchesLlama2c) {
+    const std::string ref_path = tu::shared_dir() + "/reference/stories260K-greedy.txt";
+    TU_REQUIRE_FILE(ref_path);
+    REQUIRE_MODEL("stories260K");
+    std::ifstream rf(ref_path, std::ios::binary);
+    std::string expected((std::istreambuf_iterator<char>(rf)), std::istreambuf_iterator<char>());
+    while (!expected.empty() && expected.back() == '\n') expected.pop_back();
+    const llama_vocab * vocab = llama_model_get_vocab(model);
+    const int32_t n_vocab = n_vocab_of(model);
+
+    CtxPtr ctx(model, 256, 64);
+    llama_token tok = llama_vocab_bos(vocab);
+    std::string text;
+    for (int step = 0; step < 256; step++) {
+        ASSERT_EQ(llama_decode(ctx, llama_batch_get_one(&tok, 1)), 0);
+        tok = argmax(llama_get_logits_ith(ctx, -1), n_vocab);
+        if (tok == llama_vocab_bos(vocab) || tok == llama_vocab_eos(vocab)) break;
+        char piece[64];
+        const int32_t n = llama_token_to_piece(vocab, tok, piece, sizeof(piece), 0, false);
+        ASSERT_GE(n, 0);
+        text.append(piece, (size_t) n);
+    }
+    if (!text.empty() && text[0] == ' ') text.erase(0, 1);  // SentencePiece's leading space
+    while (!text.empty() && text.back() == '\n') text.pop_back();
+    EXPECT_EQ(text, expected);
+}
+
+// ---- speed (only on request) -----------------------------------------------------------------
+TEST(ModelSpeed, PromptAndGeneration) {
+    const char * path = getenv("LLAMA_BENCH_MODEL");
+    if (!path || !*path) GTEST_SKIP() << "set LLAMA_BENCH_MODEL to a model file to measure pp512 + tg128";
+    const int n_threads = getenv("LLAMA_BENCH_THREADS") ? atoi(getenv("LLAMA_BENCH_THREADS")) : 2;
+    const double bw = getenv("LLAMA_BENCH_BW") ? atof(getenv("LLAMA_BENCH_BW")) : 31.0;
+    const int n_prompt = 512, n_gen = 128, reps = getenv("LLAMA_BENCH_REPS") ? atoi(getenv("LLAMA_BENCH_REPS")) : 3;
+    ModelPtr model(path);
+    ASSERT_NE(model.m, nullptr) << take_errors();
+    const llama_perf_context_data load = [&] {
+        CtxPtr c(model, 16, 16, n_threads);
+        return llama_perf_context(c);
+    }();
+    CtxPtr ctx(model, n_prompt + n_gen, n_prompt, n_threads);
+    ASSERT_NE(ctx.c, nullptr) << take_errors();
+    const int32_t n_vocab = (int32_t) std::min<uint64_t>(32000, 1u << 15);
+    std::vector<llama_token> prompt = some_tokens(n_prompt, std::min(n_vocab, 1000), 1);
+    // Warm-up: touch every weight page once.
+    ASSERT_EQ(llama_decode(ctx, llama_batch_get_one(prompt.data(), 8)), 0);
+    for (int r = 0; r < reps; r++) {
+        llama_kv_self_clear(ctx);
+        llama_perf_context_reset(ctx);
+        ASSERT_EQ(llama_decode(ctx, llama_batch_get_one(prompt.data(), n_prompt)), 0);
+        llama_token t = 10;
+        for (int i = 0; i < n_gen; i++) {
+            ASSERT_EQ(llama_decode(ctx, llama_batch_get_one(&t, 1)), 0);
+            t = 3 + (t * 7 + i) % 900;
+        }
+        const llama_perf_context_data d = llama_perf_context(ctx);
+        const double size_gb = llama_model_size(model) / 1e9;
+        printf("[ speed ] %s, %d threads: load %.0f ms, pp%d %.1f t/s, tg%d %.2f t/s (ceiling %.0f GB/s / %.3f GB = %.1f t/s: %.0f%%)\n",
+               path, n_threads, load.t_load_ms, n_prompt, 1e3 * d.n_p_eval / d.t_p_eval_ms, n_gen,
+               1e3 * d.n_eval / d.t_eval_ms, bw, size_gb, bw / size_gb,
+               100.0 * (1e3 * d.n_eval / d.t_eval_ms) / (bw / size_gb));
+    }
+}
+
+}  // namespace
