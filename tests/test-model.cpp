@@ -971,19 +971,20 @@ TEST(Model, MatchesNaiveForwardPass) {
 }
 
 // ---- llama-logits ----------------------------------------------------------------------------
-// The program next to this test binary (both land in build/bin); skipped when it is absent or
-// cannot run here (a cross build).
+// The program in the bin folder, run under the cross emulator in cross builds; empty (the test
+// skips) when it is absent.
+#ifndef LLAMA_BIN_DIR
+#define LLAMA_BIN_DIR ""
+#endif
+#ifndef LLAMA_EMULATOR
+#define LLAMA_EMULATOR ""
+#endif
 std::string logits_program() {
-    char self[4096];
-    const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-    if (n <= 0) return "";
-    self[n] = '\0';
-    std::string dir(self);
-    dir = dir.substr(0, dir.rfind('/'));
-    const std::string prog = dir + "/llama-logits";
+    const std::string prog = std::string(LLAMA_BIN_DIR) + "/llama-logits";
     if (!tu::file_exists(prog)) return "";
-    if (system(("'" + prog + "' --help > /dev/null 2>&1").c_str()) != 0) return "";
-    return prog;
+    const std::string cmd = std::string(LLAMA_EMULATOR) + " '" + prog + "'";
+    if (system((cmd + " --help > /dev/null 2>&1").c_str()) != 0) return "";
+    return cmd;
 }
 
 int run_quiet(const std::string & cmd) {
@@ -1001,7 +1002,7 @@ TEST(LogitsProgram, WritesReferenceFormat) {
         LogitsFile ref, got;
         ASSERT_TRUE(read_logits_file(reference_path(name), ref));
         TempFile out(std::string(name) + ".logits");
-        ASSERT_EQ(run_quiet("'" + prog + "' -m '" + model_path(name) + "' -p 'Once upon a time' -t 2 -o '" + out.path + "'"), 0);
+        ASSERT_EQ(run_quiet(prog + " -m '" + model_path(name) + "' -p 'Once upon a time' -t 2 -o '" + out.path + "'"), 0);
         ASSERT_TRUE(read_logits_file(out.path, got));
         EXPECT_EQ(got.tokens, ref.tokens);
         ASSERT_EQ(got.logits.size(), ref.logits.size());
@@ -1011,7 +1012,7 @@ TEST(LogitsProgram, WritesReferenceFormat) {
         TempFile out2(std::string(name) + "-ids.logits");
         std::string ids;
         for (llama_token t : ref.tokens) ids += (ids.empty() ? "" : ",") + std::to_string(t);
-        ASSERT_EQ(run_quiet("'" + prog + "' -m '" + model_path(name) + "' --tokens " + ids + " -o '" + out2.path + "'"), 0);
+        ASSERT_EQ(run_quiet(prog + " -m '" + model_path(name) + "' --tokens " + ids + " -o '" + out2.path + "'"), 0);
         LogitsFile got2;
         ASSERT_TRUE(read_logits_file(out2.path, got2));
         EXPECT_TRUE(got2.logits == got.logits);
@@ -1031,7 +1032,7 @@ TEST(LogitsProgram, FailsCleanly) {
                                       m + " --tokens 1,99999" + o, m + " --tokens 1,,2" + o,
                                       m + " -p hi -o /no/such/dir/out.logits" }) {
         SCOPED_TRACE(args);
-        EXPECT_NE(run_quiet("'" + prog + "'" + args), 0);
+        EXPECT_NE(run_quiet(prog + args), 0);
         EXPECT_FALSE(tu::file_exists(out.path));
     }
 }
