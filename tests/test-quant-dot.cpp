@@ -66,3 +66,29 @@ TEST(QuantDot, ExtremeBlocks) {
         }
     }
 }
+
+TEST(QuantDot, MultiRowKernelsEqualSingleRowBitForBit) {
+    for (ggml_type t : dot_types) {
+        ggml_quant_dot_rows_fn rows = ggml_quant_dot_rows_best(t);
+        if (!rows) continue;
+        const ggml_type vt = ggml_quant_vec_dot_type(t);
+        const int64_t n = 1024;
+        const size_t rs = ggml_row_size(t, n);
+        std::vector<uint8_t> qw(rs * 4), qa(ggml_row_size(vt, n));
+        for (int r = 0; r < 4; r++) {
+            const std::vector<float> w = test_row(n, 10 + r);
+            ggml_quantize_chunk(t, w.data(), qw.data() + r * rs, 0, 1, n, nullptr);
+        }
+        const std::vector<float> a = test_row(n, 99);
+        ggml_get_type_traits(vt)->from_float_ref(a.data(), qa.data(), n);
+        for (int nr = 1; nr <= 4; nr++) {
+            float s[4];
+            rows(n, qw.data(), rs, nr, qa.data(), s);
+            for (int r = 0; r < nr; r++) {
+                const float single = ggml_quant_dot_best(t)(n, qw.data() + r * rs, qa.data());
+                EXPECT_EQ(s[r], single) << ggml_type_name(t) << " nr=" << nr << " row " << r;
+                EXPECT_NEAR(s[r], ggml_quant_dot_ref(t)(n, qw.data() + r * rs, qa.data()), 1e-3f * (1 + std::fabs(single)));
+            }
+        }
+    }
+}

@@ -253,3 +253,12 @@ ggml_quant_dot_fn ggml_quant_dot_best(enum ggml_type type) {
 #endif
     return f ? f : ggml_quant_dot_ref(type);
 }
+
+ggml_quant_dot_rows_fn ggml_quant_dot_rows_best(enum ggml_type type) {
+#if defined(GGML_SIMD_AVX2)
+    return ggml_quant_dot_rows_avx2(type);
+#else
+    (void) type;
+    return nullptr;
+#endif
+}

@@ -26,6 +26,11 @@ float ggml_dot_q4_K_q8_K_ref(int64_t n, const void * a, const void * b);
 float ggml_dot_q5_K_q8_K_ref(int64_t n, const void * a, const void * b);
 float ggml_dot_q6_K_q8_K_ref(int64_t n, const void * a, const void * b);
 
+// nr (<= 4) weight rows (a + r * lda) against one activation row: s[r] for r < nr. Each s[r] is
+// bit-identical to the type's single-row dot; sharing the activation block between rows saves
+// work where the single dot is compute-bound.
+typedef void (*ggml_quant_dot_rows_fn)(int64_t n, const void * a, size_t lda, int nr, const void * b, float * s);
+
 // The activation type a weight type is multiplied with (GGML_TYPE_COUNT: not quantized).
 enum ggml_type ggml_quant_vec_dot_type(enum ggml_type type);
 // The scalar reference dot of a weight type with its activation type (NULL if none).
@@ -34,9 +39,13 @@ ggml_quant_dot_fn ggml_quant_dot_ref(enum ggml_type type);
 // reference (NULL if the type has no dot).
 ggml_quant_dot_fn ggml_quant_dot_best(enum ggml_type type);
 
+// The multi-row dot of this build for the type, or NULL (then use the single-row dot per row).
+ggml_quant_dot_rows_fn ggml_quant_dot_rows_best(enum ggml_type type);
+
 // Per instruction set (NULL where that set has no kernel for the type).
 #if defined(GGML_SIMD_AVX2)
 ggml_quant_dot_fn ggml_quant_dot_avx2(enum ggml_type type);
+ggml_quant_dot_rows_fn ggml_quant_dot_rows_avx2(enum ggml_type type);
 #endif
 #if defined(GGML_SIMD_NEON)
 ggml_quant_dot_fn ggml_quant_dot_neon(enum ggml_type type);

@@ -7,11 +7,18 @@
 namespace {
 
 // A tile of dot products of nr rows of a with nc rows of b through one type's dot kernel.
+// Where the type has a multi-row kernel, the rows of the tile share each activation block
+// (same results as the single-row dot, see quant-dot.h).
 template <int T>
 void quant_dot_tile(int64_t k, int nr, int nc, const void * a, size_t lda, const void * b, size_t ldb, float * s, size_t lds) {
     static const ggml_quant_dot_fn dot = ggml_quant_dot_best((ggml_type) T);
+    static const ggml_quant_dot_rows_fn dot_rows = ggml_quant_dot_rows_best((ggml_type) T);
     for (int c = 0; c < nc; c++) {
         const char * bc = (const char *) b + c * ldb;
+        if (dot_rows && nr <= 4) {
+            dot_rows(k, a, lda, nr, bc, s + c * lds);
+            continue;
+        }
         for (int r = 0; r < nr; r++) s[c * lds + r] = dot(k, (const char *) a + r * lda, bc);
     }
 }
