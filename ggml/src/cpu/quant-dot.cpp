@@ -246,7 +246,10 @@ ggml_quant_dot_fn ggml_quant_dot_ref(enum ggml_type type) {
 
 ggml_quant_dot_fn ggml_quant_dot_best(enum ggml_type type) {
     ggml_quant_dot_fn f = nullptr;
-#if defined(GGML_SIMD_AVX2)
+#if defined(GGML_SIMD_AVX512) && defined(__AVX512VNNI__)
+    f = ggml_quant_dot_avx512(type);
+    if (!f) f = ggml_quant_dot_avx2(type);
+#elif defined(GGML_SIMD_AVX2)
     f = ggml_quant_dot_avx2(type);
 #elif defined(GGML_SIMD_NEON)
     f = ggml_quant_dot_neon(type);
@@ -255,7 +258,10 @@ ggml_quant_dot_fn ggml_quant_dot_best(enum ggml_type type) {
 }
 
 ggml_quant_dot_rows_fn ggml_quant_dot_rows_best(enum ggml_type type) {
-#if defined(GGML_SIMD_AVX2)
+#if defined(GGML_SIMD_AVX512) && defined(__AVX512VNNI__)
+    ggml_quant_dot_rows_fn f = ggml_quant_dot_rows_avx512(type);
+    return f ? f : ggml_quant_dot_rows_avx2(type);
+#elif defined(GGML_SIMD_AVX2)
     return ggml_quant_dot_rows_avx2(type);
 #else
     (void) type;

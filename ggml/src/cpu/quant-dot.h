@@ -47,6 +47,10 @@ ggml_quant_dot_rows_fn ggml_quant_dot_rows_best(enum ggml_type type);
 ggml_quant_dot_fn ggml_quant_dot_avx2(enum ggml_type type);
 ggml_quant_dot_rows_fn ggml_quant_dot_rows_avx2(enum ggml_type type);
 #endif
+#if defined(GGML_SIMD_AVX512) && defined(__AVX512VNNI__)
+ggml_quant_dot_fn ggml_quant_dot_avx512(enum ggml_type type);
+ggml_quant_dot_rows_fn ggml_quant_dot_rows_avx512(enum ggml_type type);
+#endif
 #if defined(GGML_SIMD_NEON)
 ggml_quant_dot_fn ggml_quant_dot_neon(enum ggml_type type);
 #endif
