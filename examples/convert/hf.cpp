@@ -1,0 +1,339 @@
+// hf.cpp - Hugging Face LlamaForCausalLM directories -> GGUF llama model: config.json for the
+// hyperparameters, safetensors for the weights (Q and K rows permuted from HF's rotate-half
+// layout to the interleaved one of GGUF llama files), tokenizer.json / tokenizer_config.json /
+// generation_config.json for the vocabulary, special tokens and chat template.
+#include "convert.h"
+#include "json.h"
+#include "safetensors.h"
+
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <sys/stat.h>
+
+namespace {
+
+bool file_exists(const std::string & p) {
+    struct stat st;
+    return stat(p.c_str(), &st) == 0;
+}
+
+json_value load_json(const std::string & path, bool required) {
+    json_value j;
+    if (!required && !file_exists(path)) return j;
+    std::string err;
+    if (!json_parse_file(path, j, err)) throw convert_error(err);
+    return j;
+}
+
+int64_t get_int(const json_value & cfg, const char * key, int64_t def, bool required = false) {
+    const json_value * v = cfg.get(key);
+    if (!v || v->is_null()) {
+        if (required) throw convert_error(std::string("config.json has no '") + key + "'");
+        return def;
+    }
+    if (!v->is_number() || v->num != (double) (int64_t) v->num || v->num < 0) {
+        throw convert_error(std::string("config.json: '") + key + "' is not a non-negative integer");
+    }
+    return (int64_t) v->num;
+}
+
+double get_num(const json_value & cfg, const char * key, double def) {
+    const json_value * v = cfg.get(key);
+    if (!v || v->is_null()) return def;
+    if (!v->is_number()) throw convert_error(std::string("config.json: '") + key + "' is not a number");
+    return v->num;
+}
+
+// A special token in tokenizer_config.json: a string or {"content": ...}.
+std::string token_text(const json_value * v) {
+    if (!v) return "";
+    if (v->is_string()) return v->str;
+    if (const json_value * c = v->get("content")) return c->is_string() ? c->str : "";
+    return "";
+}
+
+void write_tokenizer(gguf_context * g, const std::string & dir, int64_t n_vocab_cfg, const json_value & cfg) {
+    const json_value tj = load_json(dir + "/tokenizer.json", true);
+    const json_value tc = load_json(dir + "/tokenizer_config.json", false);
+    const json_value gc = load_json(dir + "/generation_config.json", false);
+    const json_value * model = tj.get("model");
+    if (!model || !model->is_object()) throw convert_error("tokenizer.json has no model");
+    const json_value * mtype = model->get("type");
+    if (!mtype || !mtype->is_string() || mtype->str != "BPE") {
+        throw convert_error("tokenizer.json: model type '" + (mtype && mtype->is_string() ? mtype->str : std::string("?")) +
+                            "' is not supported (BPE only)");
+    }
+    const json_value * vocab = model->get("vocab");
+    if (!vocab || !vocab->is_object()) throw convert_error("tokenizer.json has no model.vocab");
+
+    std::map<int64_t, std::string> by_id;
+    std::map<std::string, int64_t> id_of;
+    for (const auto & kv : vocab->obj) {
+        if (!kv.second.is_number() || kv.second.num < 0 || kv.second.num >= (1 << 24)) throw convert_error("tokenizer.json: bad id for '" + kv.first + "'");
+        by_id[(int64_t) kv.second.num] = kv.first;
+        id_of[kv.first] = (int64_t) kv.second.num;
+    }
+    std::map<int64_t, bool> added;  // id -> special
+    if (const json_value * at = tj.get("added_tokens")) {
+        for (const auto & t : at->arr) {
+            const json_value * id = t.get("id");
+            const json_value * content = t.get("content");
+            if (!id || !id->is_number() || id->num < 0 || id->num >= (1 << 24) || !content || !content->is_string()) {
+                throw convert_error("tokenizer.json: malformed added token");
+            }
+            const json_value * sp = t.get("special");
+            by_id[(int64_t) id->num] = content->str;
+            id_of[content->str] = (int64_t) id->num;
+            added[(int64_t) id->num] = sp && sp->kind == json_value::BOOL && sp->b;
+        }
+    }
+    int64_t n_vocab = n_vocab_cfg;
+    if (!by_id.empty()) n_vocab = std::max(n_vocab, by_id.rbegin()->first + 1);
+
+    // SentencePiece-style BPE (byte fallback, "▁" for spaces) maps to the `llama` tokenizer.
+    const std::string text = [&] {
+        std::string s;
+        for (const char * k : {"normalizer", "pre_tokenizer", "decoder"}) {
+            const json_value * v = tj.get(k);
+            if (!v) continue;
+            // A cheap look for the markers: the type names appear as strings in these objects.
+            std::vector<const json_value *> stack = {v};
+            while (!stack.empty()) {
+                const json_value * x = stack.back();
+                stack.pop_back();
+                if (x->is_string()) s += x->str + "\n";
+                for (const auto & e : x->arr) stack.push_back(&e);
+                for (const auto & e : x->obj) stack.push_back(&e.second);
+            }
+        }
+        return s;
+    }();
+    const json_value * bf = model->get("byte_fallback");
+    const bool spm = (bf && bf->kind == json_value::BOOL && bf->b) || text.find("Metaspace") != std::string::npos ||
+                     text.find("\xE2\x96\x81") != std::string::npos;
+
+    // Merges: "a b" strings or ["a", "b"] pairs.
+    std::vector<std::string> merges;
+    if (const json_value * m = model->get("merges")) {
+        for (const auto & e : m->arr) {
+            if (e.is_string()) merges.push_back(e.str);
+            else if (e.is_array() && e.arr.size() == 2 && e.arr[0].is_string() && e.arr[1].is_string()) merges.push_back(e.arr[0].str + " " + e.arr[1].str);
+            else throw convert_error("tokenizer.json: malformed merge");
+        }
+    }
+
+    std::vector<std::string> tokens((size_t) n_vocab);
+    std::vector<float> scores((size_t) n_vocab, 0.0f);
+    std::vector<int32_t> types((size_t) n_vocab, 1);
+    for (int64_t i = 0; i < n_vocab; i++) {
+        auto it = by_id.find(i);
+        if (it == by_id.end()) {
+            tokens[i] = "[PAD" + std::to_string(i) + "]";
+            types[i] = 5;  // unused
+            continue;
+        }
+        tokens[i] = it->second;
+        if (tokens[i].find('\0') != std::string::npos) throw convert_error("tokenizer.json: token " + std::to_string(i) + " contains a NUL byte");
+        auto ad = added.find(i);
+        const std::string & t = tokens[i];
+        if (ad != added.end()) types[i] = ad->second ? 3 : 4;
+        else if (spm && t.size() == 6 && t.compare(0, 3, "<0x") == 0 && t[5] == '>') types[i] = 6;
+    }
+    if (spm) {
+        // SentencePiece merges the highest-scoring pair first: score a token by minus the rank of
+        // the merge that makes it, so the `llama` tokenizer merges in the BPE model's order.
+        for (size_t r = 0; r < merges.size(); r++) {
+            const size_t sp = merges[r].find(' ');
+            if (sp == std::string::npos) continue;
+            auto it = id_of.find(merges[r].substr(0, sp) + merges[r].substr(sp + 1));
+            if (it != id_of.end() && scores[it->second] == 0.0f) scores[it->second] = -(float) (r + 1);
+        }
+    }
+
+    std::vector<const char *> ptrs;
+    for (const auto & t : tokens) ptrs.push_back(t.c_str());
+    gguf_set_val_str(g, "tokenizer.ggml.model", spm ? "llama" : "gpt2");
+    if (spm) {
+        gguf_set_val_str(g, "tokenizer.ggml.pre", "default");
+    } else {
+        // Pre-tokenizer name: the Llama 3 split regex, GPT-2's byte-level one, or the default.
+        const bool llama3 = text.find("(?i:'s|'t|'re|'ve|'m|'ll|'d)") != std::string::npos;
+        const char * pre = llama3 ? "llama-bpe" : "gpt-2";
+        fprintf(stderr, "llama-convert: BPE pre-tokenizer: %s\n", pre);
+        gguf_set_val_str(g, "tokenizer.ggml.pre", pre);
+    }
+    gguf_set_arr_str(g, "tokenizer.ggml.tokens", ptrs.data(), ptrs.size());
+    if (spm) gguf_set_arr_data(g, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, scores.data(), scores.size());
+    gguf_set_arr_data(g, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, types.data(), types.size());
+    if (!spm) {
+        std::vector<const char *> mp;
+        for (const auto & m : merges) mp.push_back(m.c_str());
+        gguf_set_arr_str(g, "tokenizer.ggml.merges", mp.data(), mp.size());
+    }
+
+    // Special tokens: tokenizer_config.json names them; generation_config / config give ids.
+    auto set_id = [&](const char * gguf_key, const char * cfg_key, const char * id_key) {
+        const std::string t = token_text(tc.get(cfg_key));
+        if (!t.empty()) {
+            auto it = id_of.find(t);
+            if (it == id_of.end()) throw convert_error(std::string("tokenizer_config.json: ") + cfg_key + " '" + t + "' is not in the vocabulary");
+            gguf_set_val_u32(g, gguf_key, (uint32_t) it->second);
+            return;
+        }
+        for (const json_value * src : {&gc, &cfg}) {
+            const json_value * v = src->get(id_key);
+            if (v && v->is_array() && !v->arr.empty()) v = &v->arr[0];
+            if (v && v->is_number() && v->num >= 0 && v->num < n_vocab) {
+                gguf_set_val_u32(g, gguf_key, (uint32_t) v->num);
+                return;
+            }
+        }
+    };
+    set_id("tokenizer.ggml.bos_token_id", "bos_token", "bos_token_id");
+    set_id("tokenizer.ggml.eos_token_id", "eos_token", "eos_token_id");
+    set_id("tokenizer.ggml.unknown_token_id", "unk_token", "unk_token_id");
+    set_id("tokenizer.ggml.padding_token_id", "pad_token", "pad_token_id");
+    for (const char * k : {"add_bos_token", "add_eos_token"}) {
+        const json_value * v = tc.get(k);
+        if (v && v->kind == json_value::BOOL) gguf_set_val_bool(g, (std::string("tokenizer.ggml.") + k).c_str(), v->b);
+    }
+    if (const json_value * ct = tc.get("chat_template")) {
+        if (ct->is_string()) {
+            gguf_set_val_str(g, "tokenizer.chat_template", ct->str.c_str());
+        } else if (ct->is_array()) {
+            for (const auto & e : ct->arr) {
+                const json_value * name = e.get("name");
+                const json_value * tmpl = e.get("template");
+                if (name && tmpl && name->is_string() && tmpl->is_string()) {
+                    const std::string key = name->str == "default" ? "tokenizer.chat_template" : "tokenizer.chat_template." + name->str;
+                    gguf_set_val_str(g, key.c_str(), tmpl->str.c_str());
+                }
+            }
+        }
+    }
+}
+
+}  // namespace
+
+model_plan load_hf(const std::string & dir) {
+    const json_value cfg = load_json(dir + "/config.json", true);
+    if (!cfg.is_object()) throw convert_error("config.json is not an object");
+    bool is_llama = false;
+    std::string arch_name = "?";
+    if (const json_value * a = cfg.get("architectures")) {
+        for (const auto & e : a->arr) {
+            if (e.is_string()) arch_name = e.str;
+            if (e.is_string() && e.str == "LlamaForCausalLM") is_llama = true;
+        }
+    } else if (const json_value * mt = cfg.get("model_type")) {
+        if (mt->is_string()) arch_name = mt->str;
+        is_llama = mt->is_string() && mt->str == "llama";
+    }
+    if (!is_llama) throw convert_error("unknown architecture '" + arch_name + "' in config.json (LlamaForCausalLM only)");
+
+    const int64_t n_embd = get_int(cfg, "hidden_size", 0, true);
+    const int64_t n_ff = get_int(cfg, "intermediate_size", 0, true);
+    const int64_t n_layer = get_int(cfg, "num_hidden_layers", 0, true);
+    const int64_t n_head = get_int(cfg, "num_attention_heads", 0, true);
+    const int64_t n_head_kv = get_int(cfg, "num_key_value_heads", n_head);
+    const int64_t n_vocab = get_int(cfg, "vocab_size", 0, true);
+    const int64_t n_ctx = get_int(cfg, "max_position_embeddings", 2048);
+    if (n_embd == 0 || n_ff == 0 || n_layer == 0 || n_head == 0 || n_head_kv == 0 || n_vocab == 0 || n_head % n_head_kv != 0) {
+        throw convert_error("config.json: inconsistent sizes (hidden_size, intermediate_size, layers, heads, vocab_size)");
+    }
+    const int64_t head_dim = get_int(cfg, "head_dim", n_embd % n_head == 0 ? n_embd / n_head : 0);
+    if (head_dim == 0 || head_dim % 2 != 0) throw convert_error("config.json: head size is not an even integer");
+    const bool tied = [&] {
+        const json_value * t = cfg.get("tie_word_embeddings");
+        return t && t->kind == json_value::BOOL && t->b;
+    }();
+    if (const json_value * b = cfg.get("attention_bias"); b && b->kind == json_value::BOOL && b->b) {
+        throw convert_error("config.json: attention_bias is not supported");
+    }
+
+    model_plan plan;
+    gguf_context * g = gguf_init_empty();
+    plan.meta = g;
+    gguf_set_val_str(g, "general.architecture", "llama");
+    {
+        std::string name = dir;
+        while (name.size() > 1 && name.back() == '/') name.pop_back();
+        name = name.substr(name.rfind('/') == std::string::npos ? 0 : name.rfind('/') + 1);
+        gguf_set_val_str(g, "general.name", name.c_str());
+    }
+    gguf_set_val_u32(g, "llama.block_count", (uint32_t) n_layer);
+    gguf_set_val_u32(g, "llama.context_length", (uint32_t) n_ctx);
+    gguf_set_val_u32(g, "llama.embedding_length", (uint32_t) n_embd);
+    gguf_set_val_u32(g, "llama.feed_forward_length", (uint32_t) n_ff);
+    gguf_set_val_u32(g, "llama.attention.head_count", (uint32_t) n_head);
+    gguf_set_val_u32(g, "llama.attention.head_count_kv", (uint32_t) n_head_kv);
+    gguf_set_val_f32(g, "llama.rope.freq_base", (float) get_num(cfg, "rope_theta", 10000.0));
+    gguf_set_val_f32(g, "llama.attention.layer_norm_rms_epsilon", (float) get_num(cfg, "rms_norm_eps", 1e-6));
+    gguf_set_val_u32(g, "llama.vocab_size", (uint32_t) n_vocab);
+    gguf_set_val_u32(g, "llama.rope.dimension_count", (uint32_t) head_dim);
+    if (const json_value * rs = cfg.get("rope_scaling"); rs && rs->is_object()) {
+        const json_value * t = rs->get("rope_type");
+        if (!t) t = rs->get("type");
+        const std::string type = t && t->is_string() ? t->str : "";
+        const double factor = get_num(*rs, "factor", 1.0);
+        if (type == "linear" || type == "yarn") {
+            gguf_set_val_str(g, "llama.rope.scaling.type", type.c_str());
+            gguf_set_val_f32(g, "llama.rope.scaling.factor", (float) factor);
+            if (type == "yarn") {
+                gguf_set_val_u32(g, "llama.rope.scaling.original_context_length",
+                                 (uint32_t) get_int(*rs, "original_max_position_embeddings", n_ctx));
+            }
+        } else if (!type.empty() && type != "default") {
+            throw convert_error("config.json: rope_scaling type '" + type + "' is not supported (linear, yarn)");
+        }
+    }
+
+    write_tokenizer(g, dir, n_vocab, cfg);
+
+    auto st = std::make_shared<std::map<std::string, st_tensor>>(safetensors_load_dir(dir));
+    std::map<std::string, bool> used;
+    // Adds GGUF tensor `name` from HF tensor `hf` whose stored shape must be {rows, cols}
+    // (or {cols} for vectors); permute_heads > 0 applies the Q/K row permutation.
+    auto add = [&](const std::string & name, const std::string & hf, std::vector<int64_t> shape, int64_t permute_heads) {
+        auto it = st->find(hf);
+        if (it == st->end()) throw convert_error("tensor '" + hf + "' is missing from the safetensors files");
+        used[hf] = true;
+        if (it->second.shape != shape) {
+            std::string want, got;
+            for (int64_t x : shape) want += (want.empty() ? "" : ", ") + std::to_string(x);
+            for (int64_t x : it->second.shape) got += (got.empty() ? "" : ", ") + std::to_string(x);
+            throw convert_error("tensor '" + hf + "' has shape [" + got + "], config.json implies [" + want + "]");
+        }
+        const st_tensor * t = &it->second;
+        std::vector<int64_t> ne(shape.rbegin(), shape.rend());
+        plan.tensors.push_back({name, ne, t->type, [st, t, shape, permute_heads](std::vector<uint8_t> & out) {
+                                    out.assign(t->data, t->data + t->nbytes);
+                                    if (permute_heads > 0) permute_qk_rows(out, shape[0], t->nbytes / (size_t) shape[0], permute_heads);
+                                }});
+    };
+    const bool has_embed = st->count("model.embed_tokens.weight") > 0;
+    // Tied weights may be saved once, under either name.
+    add("token_embd.weight", has_embed || !tied ? "model.embed_tokens.weight" : "lm_head.weight", {n_vocab, n_embd}, 0);
+    add("output_norm.weight", "model.norm.weight", {n_embd}, 0);
+    if (!tied) add("output.weight", "lm_head.weight", {n_vocab, n_embd}, 0);
+    else used["lm_head.weight"] = true;
+    for (int64_t l = 0; l < n_layer; l++) {
+        const std::string b = "blk." + std::to_string(l) + ".", h = "model.layers." + std::to_string(l) + ".";
+        add(b + "attn_q.weight", h + "self_attn.q_proj.weight", {n_head * head_dim, n_embd}, n_head);
+        add(b + "attn_k.weight", h + "self_attn.k_proj.weight", {n_head_kv * head_dim, n_embd}, n_head_kv);
+        add(b + "attn_v.weight", h + "self_attn.v_proj.weight", {n_head_kv * head_dim, n_embd}, 0);
+        add(b + "attn_output.weight", h + "self_attn.o_proj.weight", {n_embd, n_head * head_dim}, 0);
+        add(b + "attn_norm.weight", h + "input_layernorm.weight", {n_embd}, 0);
+        add(b + "ffn_gate.weight", h + "mlp.gate_proj.weight", {n_ff, n_embd}, 0);
+        add(b + "ffn_down.weight", h + "mlp.down_proj.weight", {n_embd, n_ff}, 0);
+        add(b + "ffn_up.weight", h + "mlp.up_proj.weight", {n_ff, n_embd}, 0);
+        add(b + "ffn_norm.weight", h + "post_attention_layernorm.weight", {n_embd}, 0);
+    }
+    for (const auto & kv : *st) {
+        if (!used.count(kv.first) && kv.first.find("rotary_emb.inv_freq") == std::string::npos) {
+            fprintf(stderr, "llama-convert: warning: ignoring tensor '%s'\n", kv.first.c_str());
+        }
+    }
+    return plan;
+}
