@@ -44,6 +44,13 @@ std::shared_ptr<mapped_file> map_file(const std::string & path) {
     return m;
 }
 
+void release_pages(const void * p, size_t n) {
+    const uintptr_t page = (uintptr_t) sysconf(_SC_PAGESIZE);
+    const uintptr_t b = ((uintptr_t) p + page - 1) & ~(page - 1);  // whole pages inside the range only
+    const uintptr_t e = ((uintptr_t) p + n) & ~(page - 1);
+    if (e > b) madvise((void *) b, e - b, MADV_DONTNEED);
+}
+
 void permute_qk_rows(std::vector<uint8_t> & data, int64_t n_rows, size_t row_bytes, int64_t n_head) {
     if (n_head <= 0 || n_rows % n_head != 0 || (n_rows / n_head) % 2 != 0) {
         throw convert_error("cannot permute " + std::to_string(n_rows) + " rows into " + std::to_string(n_head) + " heads");

@@ -48,3 +48,7 @@ struct mapped_file {
 };
 // Throws convert_error if the file cannot be opened or mapped (an empty file maps to size 0).
 std::shared_ptr<mapped_file> map_file(const std::string & path);
+
+// Tells the kernel the mapped input bytes [p, p + n) will not be read again, so resident memory
+// stays near one tensor instead of growing to the whole model (pages are re-read if touched).
+void release_pages(const void * p, size_t n);

@@ -309,6 +309,7 @@ model_plan load_hf(const std::string & dir) {
         std::vector<int64_t> ne(shape.rbegin(), shape.rend());
         plan.tensors.push_back({name, ne, t->type, [st, t, shape, permute_heads](std::vector<uint8_t> & out) {
                                     out.assign(t->data, t->data + t->nbytes);
+                                    release_pages(t->data, t->nbytes);
                                     if (permute_heads > 0) permute_qk_rows(out, shape[0], t->nbytes / (size_t) shape[0], permute_heads);
                                 }});
     };

@@ -126,6 +126,7 @@ model_plan load_llama2c(const std::string & model_path, const std::string & toke
         const uint8_t * src = file->data + sizeof(llama2c_header) + (size_t) at * 4;
         plan.tensors.push_back({name, ne, GGML_TYPE_F32, [file, src, n](std::vector<uint8_t> & out) {
                                     out.assign(src, src + (size_t) n * 4);
+                                    release_pages(src, (size_t) n * 4);
                                 }});
     };
     add("token_embd.weight", {d, vocab}, o_tok);
