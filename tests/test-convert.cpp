@@ -249,22 +249,13 @@ TEST(Convert, HuggingFaceMatchesReference) {
     mp.vocab_only = true;
     llama_model * ma = llama_model_load_from_file(out.c_str(), mp), * mb = llama_model_load_from_file(ref.c_str(), mp);
     ASSERT_TRUE(ma && mb);
-    int differ = 0, n = 0;
+    int n = 0;
     for (const auto & text : vocab_texts(inp)) {
         const auto ta = tokenize(llama_model_get_vocab(ma), text), tb = tokenize(llama_model_get_vocab(mb), text);
+        EXPECT_EQ(ta, tb) << "different ids for '" << text << "'";
         n++;
-        if (ta != tb) {
-            // The reference file scores every token -1000 (llama.cpp's converter), so its merges
-            // go left to right; ours follow the BPE merge ranks as Hugging Face does. They may
-            // differ only around characters this 2048-token vocabulary lacks (unknown id 0).
-            differ++;
-            EXPECT_NE(std::find(tb.begin(), tb.end(), 0), tb.end()) << "different ids for '" << text << "'";
-        }
     }
-    // "hrer": HF merges "e r" (rank 10) before "r e" (rank 42): h r er, not h re r.
-    const std::vector<llama_token> fuhrer = {1, 80, 31, 0, 60, 70, 91};
-    EXPECT_EQ(tokenize(llama_model_get_vocab(ma), "Führer"), fuhrer);
-    printf("%d of %d texts tokenized differently\n", differ, n);
+    EXPECT_GT(n, 40);
     llama_model_free(ma);
     llama_model_free(mb);
 }
