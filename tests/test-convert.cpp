@@ -4,6 +4,7 @@
 #include "test-util.h"
 
 #include "gguf.h"
+#include "json.h"
 #include "llama.h"
 
 #include <dirent.h>
@@ -15,6 +16,7 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 #ifndef LLAMA_BIN_DIR
@@ -322,5 +324,74 @@ TEST(Convert, BadInputsFailWithoutOutput) {
         EXPECT_NE(r2.status, 0);
         EXPECT_NE(r2.output.find("unknown architecture"), std::string::npos) << r2.output;
         expect_fail("--hf " + hf, "unknown architecture");
+    }
+}
+
+// The 656K model split into two safetensors shards with an index (as large models ship), and
+// written as F16 and BF16: the same logits as the single-file F32 conversion, within the
+// precision of the output type.
+TEST(Convert, ShardedSafetensorsAndHalfPrecisionOutputs) {
+    const std::string src = models() + "/tinystories-656k";
+    const std::string ref_logits = tu::shared_dir() + "/reference/logits/TinyStories-656K-Q8_0.p1.logits";
+    if (!have(src + "/model.safetensors") || !have(ref_logits)) GTEST_SKIP() << "tinystories-656k files absent";
+    temp_dir d;
+    const std::string dir = d.path + "/sharded";
+    ASSERT_EQ(std::system(("mkdir -p " + dir + " && cp " + src + "/*.json " + dir + "/").c_str()), 0);
+
+    // Read the single file: 8-byte header length, JSON header, data.
+    std::ifstream in(src + "/model.safetensors", std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    uint64_t hlen = 0;
+    memcpy(&hlen, bytes.data(), 8);
+    json_value header;
+    std::string err;
+    ASSERT_TRUE(json_parse(bytes.substr(8, hlen), header, err)) << err;
+    const char * data = bytes.data() + 8 + hlen;
+
+    // Alternate tensors between two shards, each with its own header and offsets.
+    std::string index = "{\"metadata\": {}, \"weight_map\": {";
+    std::string hdr[2] = {"{", "{"}, body[2];
+    int k = 0;
+    for (const auto & [name, t] : header.obj) {
+        if (name == "__metadata__") continue;
+        const int s = k++ % 2;
+        const json_value * off = t.get("data_offsets");
+        const size_t b = (size_t) off->arr[0].num, e = (size_t) off->arr[1].num;
+        std::string shape;
+        for (const auto & x : t.get("shape")->arr) shape += (shape.empty() ? "" : ",") + x.str;
+        if (hdr[s].size() > 1) hdr[s] += ",";
+        hdr[s] += "\"" + name + "\":{\"dtype\":\"" + t.get("dtype")->str + "\",\"shape\":[" + shape +
+                  "],\"data_offsets\":[" + std::to_string(body[s].size()) + "," + std::to_string(body[s].size() + e - b) + "]}";
+        body[s].append(data + b, e - b);
+        index += std::string(k > 1 ? "," : "") + "\"" + name + "\": \"model-0000" + std::to_string(s + 1) + "-of-00002.safetensors\"";
+    }
+    index += "}}";
+    for (int s = 0; s < 2; s++) {
+        hdr[s] += "}";
+        std::ofstream out(dir + "/model-0000" + std::to_string(s + 1) + "-of-00002.safetensors", std::ios::binary);
+        const uint64_t n = hdr[s].size();
+        out.write((const char *) &n, 8);
+        out << hdr[s] << body[s];
+    }
+    std::ofstream(dir + "/model.safetensors.index.json") << index;
+
+    logits_file lref;
+    ASSERT_TRUE(read_logits(ref_logits, lref));
+    const std::string f32 = d.path + "/f32.gguf";
+    ASSERT_EQ(run_prog("llama-convert", "--hf " + src + " -o " + f32 + " --outtype f32").status, 0);
+    const logits_file base = logits_for(f32, lref, d.path + "/lb");
+    struct variant { const char * outtype; double max_kl; };
+    for (const variant & v : {variant{"f32", 1e-12}, variant{"f16", 1e-5}, variant{"bf16", 1e-3}}) {
+        const std::string out = d.path + "/sharded-" + v.outtype + ".gguf";
+        const auto r = run_prog("llama-convert", "--hf " + dir + " -o " + out + " --outtype " + v.outtype);
+        ASSERT_EQ(r.status, 0) << r.output;
+        gguf_ptr g(out);
+        ASSERT_TRUE(g.g);
+        const int64_t id = gguf_find_tensor(g.g, "blk.0.attn_q.weight");
+        ASSERT_GE(id, 0);
+        const ggml_type want = std::string(v.outtype) == "f32" ? GGML_TYPE_F32 : std::string(v.outtype) == "f16" ? GGML_TYPE_F16 : GGML_TYPE_BF16;
+        EXPECT_EQ(gguf_get_tensor_type(g.g, id), want) << v.outtype;
+        EXPECT_EQ(gguf_get_tensor_type(g.g, gguf_find_tensor(g.g, "output_norm.weight")), GGML_TYPE_F32);
+        EXPECT_LT(mean_kl(base, logits_for(out, lref, d.path + "/l-" + v.outtype)), v.max_kl) << v.outtype;
     }
 }
