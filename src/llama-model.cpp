@@ -482,6 +482,7 @@ void llama_model_free(llama_model * model) { delete model; }
 const llama_vocab * llama_model_get_vocab(const llama_model * model) { return &model->vocab; }
 int32_t llama_model_n_ctx_train(const llama_model * model) { return (int32_t) model->hparams.n_ctx_train; }
 int32_t llama_model_n_embd(const llama_model * model) { return (int32_t) model->hparams.n_embd; }
+int32_t llama_model_n_vocab(const llama_model * model) { return (int32_t) model->hparams.n_vocab; }
 int32_t llama_model_n_layer(const llama_model * model) { return (int32_t) model->hparams.n_layer; }
 int32_t llama_model_n_head(const llama_model * model) { return (int32_t) model->hparams.n_head; }
 int32_t llama_model_n_head_kv(const llama_model * model) { return (int32_t) model->hparams.n_head_kv; }

@@ -215,7 +215,7 @@ struct llama_sampler * llama_sampler_init_penalties(int32_t penalty_last_n, floa
 llama_token llama_sampler_sample(struct llama_sampler * smpl, struct llama_context * ctx, int32_t idx) {
     const float * logits = llama_get_logits_ith(ctx, idx);
     if (!smpl || !logits) return LLAMA_TOKEN_NULL;
-    const int32_t n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(llama_get_model(ctx)));
+    const int32_t n_vocab = llama_model_n_vocab(llama_get_model(ctx));  // the logits' width, tokenizer or not
     return llama_sampler_sample_logits(smpl, logits, n_vocab);
 }
 

@@ -48,6 +48,7 @@ void llama_model_free(struct llama_model * model);
 const struct llama_vocab * llama_model_get_vocab(const struct llama_model * model);
 int32_t  llama_model_n_ctx_train(const struct llama_model * model);
 int32_t  llama_model_n_embd(const struct llama_model * model);
+int32_t  llama_model_n_vocab(const struct llama_model * model);  // length of a logits row
 int32_t  llama_model_n_layer(const struct llama_model * model);
 int32_t  llama_model_n_head(const struct llama_model * model);
 int32_t  llama_model_n_head_kv(const struct llama_model * model);
