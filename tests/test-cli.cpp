@@ -175,3 +175,23 @@ TEST(Tokenize, IdsOnTheLastLine) {
     EXPECT_EQ(nb.out.find("[1,"), std::string::npos) << nb.out;
     EXPECT_NE(run("llama-tokenize", "-m " + model("stories260K.gguf")).status, 0);
 }
+
+TEST(Cli, CtrlCStopsGenerationAndPrintsTimings) {
+    REQUIRE_PROG("llama-cli");
+    TU_REQUIRE_FILE(model("stories260K.gguf"));
+    char tmpl[] = "/tmp/test-cli-sig-XXXXXX";
+    const std::string dir = mkdtemp(tmpl);
+    // Endless generation (-n -1, the context shifting forever); SIGINT once output has started.
+    const std::string script =
+        std::string(LLAMA_EMULATOR) + " " + LLAMA_BIN_DIR + "/llama-cli -m " + model("stories260K.gguf") +
+        " -n -1 -c 64 -s 1 -p 'Once upon a time' > " + dir + "/out 2> " + dir + "/err & pid=$!; "
+        "for i in $(seq 1 600); do [ -s " + dir + "/out ] && break; sleep 0.1; done; sleep 0.3; "
+        "kill -INT $pid; wait $pid; echo $? > " + dir + "/rc\n";
+    std::ofstream(dir + "/run.sh") << script;
+    ASSERT_EQ(std::system(("sh " + dir + "/run.sh").c_str()), 0);
+    EXPECT_EQ(read_file(dir + "/rc"), "0\n");
+    const std::string err = read_file(dir + "/err");
+    EXPECT_NE(err.find("eval time"), std::string::npos) << err;
+    EXPECT_EQ(read_file(dir + "/out").rfind("Once upon a time", 0), 0u);
+    std::system(("rm -rf " + dir).c_str());
+}
