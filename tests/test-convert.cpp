@@ -28,42 +28,14 @@
 
 namespace {
 
-struct run_result {
-    int status = -1;
-    std::string output;
-};
+using tu::run_result;
+using temp_dir = tu::TempDir;
 
 run_result run_prog(const std::string & prog, const std::string & args) {
-    const std::string cmd = std::string(LLAMA_EMULATOR) + " " + LLAMA_BIN_DIR + "/" + prog + " " + args + " 2>&1";
-    run_result r;
-    FILE * p = popen(cmd.c_str(), "r");
-    if (!p) return r;
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.output.append(buf, n);
-    const int st = pclose(p);
-    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
-    return r;
+    return tu::run_command(std::string(LLAMA_EMULATOR) + " " + LLAMA_BIN_DIR + "/" + prog + " " + args);
 }
 
-struct temp_dir {
-    std::string path;
-    temp_dir() {
-        char tmpl[] = "/tmp/test-convert-XXXXXX";
-        path = mkdtemp(tmpl);
-    }
-    ~temp_dir() { std::system(("rm -rf '" + path + "'").c_str()); }
-    std::vector<std::string> files() const {
-        std::vector<std::string> v;
-        if (DIR * d = opendir(path.c_str())) {
-            while (dirent * e = readdir(d)) {
-                if (e->d_name[0] != '.') v.push_back(e->d_name);
-            }
-            closedir(d);
-        }
-        return v;
-    }
-};
+
 
 std::string models() { return tu::models_dir(); }
 bool have(const std::string & p) { return tu::file_exists(p); }

@@ -12,7 +12,11 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <dirent.h>
+#include <stdio.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <vector>
 
 namespace tu {
@@ -179,6 +183,46 @@ inline std::string models_dir() {
     if (e && *e) return e;
     return shared_dir() + "/models";
 }
+
+// Runs a command line (stdout and stderr captured together); status is the exit code, or 128 +
+// the signal for a killed process.
+struct run_result {
+    int status = -1;
+    std::string output;
+};
+inline run_result run_command(const std::string & cmd) {
+    run_result r;
+    FILE * p = popen((cmd + " 2>&1").c_str(), "r");
+    if (!p) return r;
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.output.append(buf, n);
+    const int st = pclose(p);
+    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+    return r;
+}
+
+// A temporary directory removed with its contents at scope exit.
+struct TempDir {
+    std::string path;
+    TempDir() {
+        char tmpl[] = "/tmp/llama-test-XXXXXX";
+        path = mkdtemp(tmpl);
+    }
+    ~TempDir() { std::system(("rm -rf '" + path + "'").c_str()); }
+    TempDir(const TempDir &) = delete;
+    TempDir & operator=(const TempDir &) = delete;
+    std::vector<std::string> files() const {
+        std::vector<std::string> v;
+        if (DIR * d = opendir(path.c_str())) {
+            while (dirent * e = readdir(d)) {
+                if (e->d_name[0] != '.') v.push_back(e->d_name);
+            }
+            closedir(d);
+        }
+        return v;
+    }
+};
 
 }  // namespace tu
 

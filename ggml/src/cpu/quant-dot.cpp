@@ -145,6 +145,19 @@ float ggml_dot_q3_K_q8_K_ref(int64_t n, const void * va, const void * vb) {
     return sum;
 }
 
+// One Q4_K / Q5_K super-block, its levels decoded to q: 8 sub-blocks of 32 with 6-bit scales
+// and mins (the mins through Q8_K's block sums).
+static float k4_superblock_dot(const uint8_t * scales, ggml_fp16_t d, ggml_fp16_t dmin, const int8_t * q, const block_q8_K & b) {
+    int isum = 0, msum = 0;
+    for (int j = 0; j < 8; j++) {
+        uint8_t sc, m;
+        get_scale_min_k4(j, scales, &sc, &m);
+        isum += sc * isum32(q + 32 * j, b.qs + 32 * j);
+        msum += m * (b.bsums[2 * j] + b.bsums[2 * j + 1]);
+    }
+    return b.d * (h2f(d) * isum - h2f(dmin) * msum);
+}
+
 float ggml_dot_q4_K_q8_K_ref(int64_t n, const void * va, const void * vb) {
     const block_q4_K * a = (const block_q4_K *) va;
     const block_q8_K * b = (const block_q8_K *) vb;
@@ -157,14 +170,7 @@ float ggml_dot_q4_K_q8_K_ref(int64_t n, const void * va, const void * vb) {
                 q[64 * c + 32 + l] = (int8_t) (a[i].qs[32 * c + l] >> 4);
             }
         }
-        int isum = 0, msum = 0;
-        for (int j = 0; j < 8; j++) {
-            uint8_t sc, m;
-            get_scale_min_k4(j, a[i].scales, &sc, &m);
-            isum += sc * isum32(q + 32 * j, b[i].qs + 32 * j);
-            msum += m * (b[i].bsums[2 * j] + b[i].bsums[2 * j + 1]);
-        }
-        sum += b[i].d * (h2f(a[i].d) * isum - h2f(a[i].dmin) * msum);
+        sum += k4_superblock_dot(a[i].scales, a[i].d, a[i].dmin, q, b[i]);
     }
     return sum;
 }
@@ -181,14 +187,7 @@ float ggml_dot_q5_K_q8_K_ref(int64_t n, const void * va, const void * vb) {
                 q[64 * c + 32 + l] = (int8_t) ((a[i].qs[32 * c + l] >> 4) | (((a[i].qh[l] >> (2 * c + 1)) & 1) << 4));
             }
         }
-        int isum = 0, msum = 0;
-        for (int j = 0; j < 8; j++) {
-            uint8_t sc, m;
-            get_scale_min_k4(j, a[i].scales, &sc, &m);
-            isum += sc * isum32(q + 32 * j, b[i].qs + 32 * j);
-            msum += m * (b[i].bsums[2 * j] + b[i].bsums[2 * j + 1]);
-        }
-        sum += b[i].d * (h2f(a[i].d) * isum - h2f(a[i].dmin) * msum);
+        sum += k4_superblock_dot(a[i].scales, a[i].d, a[i].dmin, q, b[i]);
     }
     return sum;
 }
