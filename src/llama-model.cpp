@@ -15,7 +15,9 @@
 #include <cstdio>
 #include <cstring>
 #include <set>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 namespace {
 
@@ -357,6 +359,39 @@ bool load_tensors(llama_model & model, std::string & err) {
     return true;
 }
 
+// Rearranges the weight matrices this build's mul_mat reads faster repacked (ggml_cpu_repack).
+// Mapped weights are first made writable: the private mapping copies those pages, the file is
+// never written. Only matrices read by nothing but mul_mat qualify (not tied embeddings).
+void repack_weights(llama_model & model, bool mapped) {
+    std::vector<ggml_tensor *> mats;
+    for (const llama_layer & l : model.layers) {
+        for (ggml_tensor * t : { l.wq, l.wk, l.wv, l.wo, l.ffn_gate, l.ffn_up, l.ffn_down }) mats.push_back(t);
+    }
+    if (model.output != model.tok_embd) mats.push_back(model.output);
+
+    const int64_t t0 = llama_time_us();
+    const uintptr_t page = (uintptr_t) sysconf(_SC_PAGESIZE);
+    int n = 0;
+    size_t bytes = 0;
+    for (ggml_tensor * t : mats) {
+        if (!ggml_cpu_can_repack(t)) continue;
+        const uintptr_t lo = (uintptr_t) t->data & ~(page - 1);
+        const uintptr_t hi = ((uintptr_t) t->data + ggml_nbytes(t) + page - 1) & ~(page - 1);
+        if (mapped && mprotect((void *) lo, hi - lo, PROT_READ | PROT_WRITE) != 0) {
+            LLAMA_LOG_WARN("llama_model_load: cannot repack '%s' (mprotect: %s)\n", t->name, strerror(errno));
+            continue;
+        }
+        ggml_cpu_repack(t);
+        if (mapped) mprotect((void *) lo, hi - lo, PROT_READ);
+        n++;
+        bytes += ggml_nbytes(t);
+    }
+    if (n > 0) {
+        LLAMA_LOG_INFO("llama_model_load: repacked %d matrices (%.1f MiB) for the %s kernels in %.0f ms\n", n,
+                       bytes / 1048576.0, ggml_cpu_isa_name(), (llama_time_us() - t0) / 1000.0);
+    }
+}
+
 }  // namespace
 
 llama_model::~llama_model() {
@@ -441,6 +476,7 @@ bool llama_model_load(llama_model & model, const char * path, const llama_model_
 
     if (!load_hparams(model, err)) return false;
     if (!load_tensors(model, err)) return false;
+    if (params.use_repack) repack_weights(model, params.use_mmap);
     // The logits cover the embedding rows; callers size them with llama_vocab_n_tokens.
     if (model.has_vocab && model.vocab.n_tokens() != (int32_t) model.hparams.n_vocab) {
         err = format("the tokenizer has %d tokens but token_embd.weight has %u rows", model.vocab.n_tokens(),
@@ -455,6 +491,7 @@ bool llama_model_load(llama_model & model, const char * path, const llama_model_
 llama_model_params llama_model_default_params(void) {
     llama_model_params p;
     p.use_mmap = true;
+    p.use_repack = true;
     p.vocab_only = false;
     return p;
 }

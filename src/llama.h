@@ -36,6 +36,8 @@ void llama_backend_free(void);
 // ---- model ---------------------------------------------------------------------------------
 struct llama_model_params {
     bool use_mmap;    // map the file instead of reading it (default true)
+    bool use_repack;  // rearrange weights where this CPU's kernels read them faster (default
+                      // true; same results, the rearranged pages are private memory)
     bool vocab_only;  // load only the tokenizer
 };
 struct llama_model_params llama_model_default_params(void);

@@ -43,6 +43,8 @@ struct cli_params {
     bool conversation = false;
     std::string chat_template;  // empty: the model's, else ChatML
     ggml_type cache_type = GGML_TYPE_F16;
+    bool use_mmap = true;
+    bool use_repack = true;
 };
 
 volatile sig_atomic_t g_interrupted = 0;
@@ -74,6 +76,9 @@ void usage(FILE * out) {
             "      --repeat-last-n N     tokens the penalty looks back (default 64)\n"
             "      --keep N              prompt tokens kept when the context shifts (default 0)\n"
             "      --cache-type T        KV cache type: f16 (default), f32, q8_0\n"
+            "      --no-mmap             read the model into memory instead of mapping it\n"
+            "      --no-repack           keep the file's weight layout (default: rearrange\n"
+            "                            the matrices this CPU multiplies faster repacked)\n"
             "  -cnv, --conversation      interactive chat using the model's chat template\n"
             "      --chat-template NAME  llama2, llama3, chatml, zephyr, mistral, or a template text\n"
             "  -h, --help                this help\n");
@@ -159,6 +164,10 @@ cli_params parse_args(int argc, char ** argv) {
             else if (t == "f32") p.cache_type = GGML_TYPE_F32;
             else if (t == "q8_0") p.cache_type = GGML_TYPE_Q8_0;
             else fail_arg("invalid value for --cache-type: '" + t + "' (f16, f32 or q8_0)");
+        } else if (a == "--no-mmap") {
+            p.use_mmap = false;
+        } else if (a == "--no-repack") {
+            p.use_repack = false;
         } else if (a == "-cnv" || a == "--conversation") {
             p.conversation = true;
         } else if (a == "--chat-template") {
@@ -272,7 +281,10 @@ int main(int argc, char ** argv) {
     std::signal(SIGINT, on_sigint);
 
     llama_backend_init();
-    llama_model * model = llama_model_load_from_file(params.model.c_str(), llama_model_default_params());
+    llama_model_params mp = llama_model_default_params();
+    mp.use_mmap = params.use_mmap;
+    mp.use_repack = params.use_repack;
+    llama_model * model = llama_model_load_from_file(params.model.c_str(), mp);
     if (!model) {
         fprintf(stderr, "llama-cli: cannot load model '%s'\n", params.model.c_str());
         return 1;

@@ -165,6 +165,7 @@ enum ggml_tensor_flag {
     GGML_TENSOR_FLAG_OUTPUT = 2,  // read by the user after compute: its memory is never reused
     GGML_TENSOR_FLAG_PARAM  = 4,  // a trainable parameter: gradients are computed for it
     GGML_TENSOR_FLAG_LOSS   = 8,  // the scalar the backward pass starts from
+    GGML_TENSOR_FLAG_REPACKED = 16,  // data in the CPU's repacked layout (ggml_cpu_repack)
 };
 
 // RoPE modes (op param).
@@ -483,6 +484,15 @@ struct ggml_cplan {
 };
 struct ggml_cplan ggml_graph_plan(const struct ggml_cgraph * cgraph, int n_threads);
 enum ggml_status  ggml_graph_compute(struct ggml_cgraph * cgraph, struct ggml_cplan * cplan);
+
+// Weights repacked for the CPU: mul_mat reads some quantized matrices faster with their blocks
+// rearranged (same bytes, same results as the scalar reference dot). ggml_cpu_can_repack: this
+// build has such a layout for t (Q4_0 on AVX512-VNNI builds; a matrix with data, not a view,
+// contiguous, rows a multiple of 16). ggml_cpu_repack rearranges t's data in place (the memory
+// must be writable) and sets GGML_TENSOR_FLAG_REPACKED; false, with nothing changed, where it
+// cannot. Afterwards only mul_mat may read t, as its src0: graph compute refuses other readers.
+bool ggml_cpu_can_repack(const struct ggml_tensor * t);
+bool ggml_cpu_repack(struct ggml_tensor * t);
 
 // Names the kernels this build selected ("AVX512", "AVX2", "NEON", "scalar").
 const char * ggml_cpu_isa_name(void);

@@ -57,10 +57,12 @@ struct gguf_init_params {
     // the ggml context's own memory (it outlives the gguf_context), or mapped, see use_mmap.
     struct ggml_context ** ctx;
 
-    // With no_alloc == false: map the file read-only instead of reading it. Each tensor's data
-    // (and gguf_get_data) then points into the mapping without any copy; the mapping lives as
-    // long as the gguf_context, so free the gguf_context only after the last use of the tensors'
-    // data, and never write to it. Works with ctx == NULL too (use gguf_get_data).
+    // With no_alloc == false: map the file instead of reading it. Each tensor's data (and
+    // gguf_get_data) then points into the mapping without any copy; the mapping lives as long
+    // as the gguf_context, so free the gguf_context only after the last use of the tensors'
+    // data. It is private and read-only: a caller that rearranges data in place (weight
+    // repacking) first makes those pages writable (mprotect), which copies them and never
+    // touches the file. Works with ctx == NULL too (use gguf_get_data).
     // An extension of ggml's struct: designated initializers written for ggml leave it false.
     bool use_mmap;
 };

@@ -291,7 +291,7 @@ bool load_data(parser & p, gguf_context & ctx, const gguf_init_params & params) 
     const bool map = !params.no_alloc && params.use_mmap;
     const bool read_data = !params.no_alloc && !params.use_mmap && params.ctx != nullptr && data_size > 0;
     if (map) {
-        void * addr = mmap(nullptr, (size_t) p.size, PROT_READ, MAP_SHARED, fileno(p.file.get()), 0);
+        void * addr = mmap(nullptr, (size_t) p.size, PROT_READ, MAP_PRIVATE, fileno(p.file.get()), 0);
         if (addr == MAP_FAILED) return p.fail("mmap failed: %s", strerror(errno));
         ctx.map_addr = addr;
         ctx.map_size = (size_t) p.size;

@@ -110,6 +110,15 @@ static bool graph_has_data(const ggml_cgraph * g) {
                 ggml_log_error("ggml_graph_compute: tensor '%s' read by '%s' has no data\n", s->name, n->name);
                 return false;
             }
+            // Repacked data means something only to mul_mat's kernel for it (even views are noops
+            // that would pass on wrong bytes).
+            const ggml_tensor * owner = s && s->view_src ? s->view_src : s;
+            if (owner && (owner->flags & GGML_TENSOR_FLAG_REPACKED) &&
+                !(n->op == GGML_OP_MUL_MAT && j == 0 && s == owner)) {
+                ggml_log_error("ggml_graph_compute: tensor '%s' is repacked for mul_mat and cannot be read by '%s' (%s)\n",
+                               owner->name, n->name, ggml_op_desc(n));
+                return false;
+            }
         }
     }
     return true;

@@ -7,12 +7,14 @@
 // compute-bound) takes the packed GEMM path: b is packed into k-major panels (shared, another
 // barrier), each thread packs blocks of a's rows and runs the ISA's register-tiled micro-kernel
 // over cache blocks. The kernels per type come from the table in vec.h, so a new type of a
-// is a new table entry.
+// is a new table entry. A repacked a (quant-repack.h) takes its own path: b's rows become
+// block_q8_0x, and each 16-row group of a meets up to 8 rows of b at a time in one kernel call.
 //
 // Bit-identical results for any thread count: on the dot path each output is one dot-tile
 // accumulator (same instructions whatever the tile shape); on the GEMM path each output is one
 // sequential FMA chain over k, so neither blocking nor the split of work changes a result.
 #include "cpu-ops.h"
+#include "quant-repack.h"
 #include "vec.h"
 
 #include <algorithm>
@@ -41,8 +43,19 @@ const ggml_mm_type_kernels * mm_kernels(ggml_type type) {
 }
 
 // ---- mul_mat work buffer layout (shared by the size query and the kernel) -----------------
+// How b's rows are converted: to blocks of blck values taking bsize bytes (F32 copy if no
+// from_float).
+struct BConv {
+    ggml_from_float_t from_float;
+    int64_t blck;
+    size_t bsize;
+    size_t bytes(int64_t k) const { return (size_t) (k / blck) * bsize; }
+};
+
 struct MulMatPlan {
-    const ggml_mm_type_kernels * kern;
+    const ggml_mm_type_kernels * kern;  // NULL for a repacked a
+    ggml_repack_gemm_fn repacked;       // the kernel for a repacked a
+    BConv conv;
     bool use_gemm;
     bool convert_b;       // b's rows are converted into wdata (else read in place)
     size_t b_row_size;    // bytes per converted row of b
@@ -62,9 +75,20 @@ MulMatPlan plan_mul_mat(const ggml_tensor * dst) {
     const int64_t K = a->ne[0], N = b->ne[1], planes = b->ne[2] * b->ne[3];
 
     MulMatPlan p = {};
+    GGML_ASSERT(b->type == GGML_TYPE_F32);
+    if (a->flags & GGML_TENSOR_FLAG_REPACKED) {
+        p.repacked = ggml_repack_gemm_best(a->type);
+        GGML_ASSERT(p.repacked != nullptr && "mul_mat: a repacked a needs its kernel");
+        p.conv = { ggml_quantize_row_q8_0x, QK8_0, sizeof(block_q8_0x) };
+        p.convert_b = true;
+        p.b_row_size = align_up(p.conv.bytes(K));
+        p.b_conv_size = p.b_row_size * (size_t) (N * planes);
+        return p;
+    }
     p.kern = mm_kernels(a->type);
     GGML_ASSERT(p.kern != nullptr && "mul_mat: no kernel for this type of a");
-    GGML_ASSERT(b->type == GGML_TYPE_F32);
+    const ggml_type vdt = p.kern->vec_dot_type;
+    p.conv = { p.kern->from_float, ggml_blck_size(vdt), ggml_type_size(vdt) };
     if (p.kern->gemm && K > 0) {
         p.use_gemm = N >= (ggml_mm_gemm_min_n > 0 ? ggml_mm_gemm_min_n : p.kern->gemm->min_n);
     }
@@ -90,15 +114,14 @@ struct RowsB {
 };
 
 // Converts b's rows [r0, r1) (flat over dims 1..3) to vec_dot_type rows.
-void convert_b_rows(const ggml_tensor * b, const ggml_mm_type_kernels * kern, const RowsB & out, int64_t r0, int64_t r1) {
+void convert_b_rows(const ggml_tensor * b, const BConv & conv, const RowsB & out, int64_t r0, int64_t r1) {
     const int64_t K = b->ne[0], N = b->ne[1], B2 = b->ne[2];
-    const ggml_type vdt = kern->vec_dot_type;
     for (int64_t r = r0; r < r1; r++) {
         const int64_t i1 = r % N, i2 = (r / N) % B2, i3 = r / (N * B2);
         const char * src = (const char *) b->data + i1 * b->nb[1] + i2 * b->nb[2] + i3 * b->nb[3];
         char * dst = (char *) out.row(i1, i2, i3);
         if (b->nb[0] == sizeof(float)) {
-            if (kern->from_float) kern->from_float((const float *) src, dst, K);
+            if (conv.from_float) conv.from_float((const float *) src, dst, K);
             else memcpy(dst, src, K * sizeof(float));
             continue;
         }
@@ -107,8 +130,8 @@ void convert_b_rows(const ggml_tensor * b, const ggml_mm_type_kernels * kern, co
         for (int64_t k0 = 0; k0 < K; k0 += 256) {
             const int64_t n = std::min<int64_t>(256, K - k0);
             for (int64_t k = 0; k < n; k++) chunk[k] = *(const float *) (src + (k0 + k) * b->nb[0]);
-            char * d = dst + ggml_row_size(vdt, k0);
-            if (kern->from_float) kern->from_float(chunk, d, n);
+            char * d = dst + conv.bytes(k0);
+            if (conv.from_float) conv.from_float(chunk, d, n);
             else memcpy(d, chunk, n * sizeof(float));
         }
     }
@@ -143,6 +166,28 @@ void mul_mat_dot(const MulMatArgs & x, const ggml_mm_type_kernels * kern, int it
         for (int64_t n0 = 0; n0 < x.N; n0 += C) {
             const int nc = (int) std::min<int64_t>(C, x.N - n0);
             kern->dot_tile(x.K, nr, nc, a0, x.lda, x.rb.row(n0, i2, i3), x.rb.nb1, x.d_at(m0, n0, i2, i3), x.ldd);
+        }
+    }
+}
+
+// Repacked path: items are (plane, group of 16 rows of a). Columns of b go in blocks small
+// enough to stay in L2 while every group of the thread's range passes over them, 8 at a time.
+void mul_mat_repacked(const MulMatArgs & x, ggml_repack_gemm_fn gemm, int ith, int nth) {
+    const int R = GGML_REPACK_ROWS, C = GGML_REPACK_MAX_COLS;
+    const int64_t groups = x.M / R, nb = x.K / QK4_0;
+    const int64_t col_block = std::max<int64_t>(C, (int64_t) (256 * 1024 / x.rb.nb1) / C * C);
+    int64_t it0, it1;
+    ggml_cpu_split_rows(groups * x.B2 * x.B3, ith, nth, &it0, &it1);
+    for (int64_t nb0 = 0; nb0 < x.N; nb0 += col_block) {
+        const int64_t nb1 = std::min(x.N, nb0 + col_block);
+        for (int64_t it = it0; it < it1; it++) {
+            const int64_t p = it / groups, m0 = (it % groups) * R;
+            const int64_t i2 = p % x.B2, i3 = p / x.B2;
+            const char * a0 = x.a_row(m0, i2, i3);
+            for (int64_t n0 = nb0; n0 < nb1; n0 += C) {
+                const int nc = (int) std::min<int64_t>(C, nb1 - n0);
+                gemm(nb, a0, x.rb.row(n0, i2, i3), x.rb.nb1, nc, x.d_at(m0, n0, i2, i3), x.ldd);
+            }
         }
     }
 }
@@ -275,13 +320,16 @@ void ggml_cpu_forward_mul_mat(const struct ggml_compute_params * params, struct 
         x.rb = { b_conv, plan.b_row_size, plan.b_row_size * x.N, plan.b_row_size * x.N * x.B2 };
         int64_t r0, r1;
         ggml_cpu_split_rows(x.N * x.B2 * x.B3, params->ith, params->nth, &r0, &r1);
-        convert_b_rows(b, plan.kern, x.rb, r0, r1);
+        convert_b_rows(b, plan.conv, x.rb, r0, r1);
         ggml_cpu_barrier(params);
     } else {
         x.rb = { (const char *) b->data, b->nb[1], b->nb[2], b->nb[3] };
     }
 
-    if (plan.use_gemm) {
+    if (plan.repacked) {
+        GGML_ASSERT(x.M % GGML_REPACK_ROWS == 0 && a->nb[1] == ggml_row_size(a->type, x.K));
+        mul_mat_repacked(x, plan.repacked, params->ith, params->nth);
+    } else if (plan.use_gemm) {
         mul_mat_gemm(x, plan, b_pack, a_pack, params);
     } else {
         mul_mat_dot(x, plan.kern, params->ith, params->nth);

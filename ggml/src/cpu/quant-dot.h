@@ -31,6 +31,9 @@ float ggml_dot_q6_K_q8_K_ref(int64_t n, const void * a, const void * b);
 // work where the single dot is compute-bound.
 typedef void (*ggml_quant_dot_rows_fn)(int64_t n, const void * a, size_t lda, int nr, const void * b, float * s);
 
+// One block of 32 activations to Q8_0: writes qs, returns the scale (the mul_mat conversion).
+ggml_fp16_t ggml_quantize_act_block_q8_0(const float * x, int8_t * qs);
+
 // The activation type a weight type is multiplied with (GGML_TYPE_COUNT: not quantized).
 enum ggml_type ggml_quant_vec_dot_type(enum ggml_type type);
 // The scalar reference dot of a weight type with its activation type (NULL if none).

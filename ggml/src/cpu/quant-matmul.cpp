@@ -25,27 +25,33 @@ void quant_dot_tile(int64_t k, int nr, int nc, const void * a, size_t lda, const
     }
 }
 
+void quantize_act_q8_0(const float * x, void * vy, int64_t n) {
+    block_q8_0 * y = (block_q8_0 *) vy;
+    for (int64_t b = 0; b < n / QK8_0; b++, x += QK8_0) y[b].d = ggml_quantize_act_block_q8_0(x, y[b].qs);
+}
+
+}  // namespace
+
 // Activations to Q8_0, once per row of b per mul_mat: as the reference but rounding to nearest
 // even (rintf, inlined) instead of roundf (a libm call), and with a max the compiler vectorizes.
 // Activations need no byte-exactness with other writers' files, only the format.
-void quantize_act_q8_0(const float * x, void * vy, int64_t n) {
-    block_q8_0 * y = (block_q8_0 *) vy;
-    for (int64_t b = 0; b < n / QK8_0; b++, x += QK8_0) {
-        float m[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        for (int j = 0; j < QK8_0; j += 8) {
-            for (int k = 0; k < 8; k++) {
-                const float a = fabsf(x[j + k]);
-                m[k] = a > m[k] ? a : m[k];
-            }
+ggml_fp16_t ggml_quantize_act_block_q8_0(const float * x, int8_t * qs) {
+    float m[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int j = 0; j < QK8_0; j += 8) {
+        for (int k = 0; k < 8; k++) {
+            const float a = fabsf(x[j + k]);
+            m[k] = a > m[k] ? a : m[k];
         }
-        float amax = m[0];
-        for (int k = 1; k < 8; k++) amax = m[k] > amax ? m[k] : amax;
-        const float d = amax / 127.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        y[b].d = GGML_FP32_TO_FP16(d);
-        for (int j = 0; j < QK8_0; j++) y[b].qs[j] = (int8_t) rintf(x[j] * id);
     }
+    float amax = m[0];
+    for (int k = 1; k < 8; k++) amax = m[k] > amax ? m[k] : amax;
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    for (int j = 0; j < QK8_0; j++) qs[j] = (int8_t) rintf(x[j] * id);
+    return GGML_FP32_TO_FP16(d);
 }
+
+namespace {
 
 template <int T>
 ggml_mm_type_kernels make_entry() {

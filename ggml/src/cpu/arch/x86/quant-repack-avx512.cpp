@@ -1,0 +1,81 @@
+// quant-repack-avx512.cpp - the 512-bit VNNI kernel for Q4_0 weights repacked 16 rows at a time
+// (quant-repack.h). Per block, the 16 rows' nibbles are 4 registers; unpacked once, they meet
+// each column's activations through 8 vpdpbusd with 4 broadcast bytes each, every lane a row.
+// GCC 12 reports false "may be used uninitialized" warnings inside its own AVX512 headers.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+
+#include "cpu/quant-repack.h"
+
+#if defined(GGML_SIMD_AVX512) && defined(__AVX512VNNI__)
+
+#include <immintrin.h>
+#include <string.h>
+
+namespace {
+
+inline int32_t load_i32(const int8_t * p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+// Bytes ahead of the current block to prefetch: the weights stream once per column block.
+constexpr int PREFETCH = 2048;
+
+template <int NC>
+void gemm_q4_0x16(int64_t nb, const block_q4_0x16 * a, const char * b, size_t ldb, float * s, size_t lds) {
+    __m512 acc[NC];
+    for (int c = 0; c < NC; c++) acc[c] = _mm512_setzero_ps();
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    for (int64_t i = 0; i < nb; i++) {
+        const block_q4_0x16 * g = a + i;
+        _mm_prefetch((const char *) g + PREFETCH, _MM_HINT_T0);
+        _mm_prefetch((const char *) g + PREFETCH + 64, _MM_HINT_T0);
+        _mm_prefetch((const char *) g + PREFETCH + 128, _MM_HINT_T0);
+        _mm_prefetch((const char *) g + PREFETCH + 192, _MM_HINT_T0);
+        _mm_prefetch((const char *) g + PREFETCH + 256, _MM_HINT_T0);
+        __m512i lo[4], hi[4];
+        for (int j = 0; j < 4; j++) {
+            const __m512i w = _mm512_loadu_si512((const void *) (g->qs + 64 * j));
+            lo[j] = _mm512_and_si512(w, m4);
+            hi[j] = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);
+        }
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *) g->d));
+        for (int c = 0; c < NC; c++) {
+            const block_q8_0x * y = (const block_q8_0x *) (b + c * ldb) + i;
+            // Two chains (low and high nibbles) so that one column alone is not latency-bound.
+            __m512i s0 = _mm512_set1_epi32(y->neg8sum);
+            __m512i s1 = _mm512_setzero_si512();
+            for (int j = 0; j < 4; j++) {
+                s0 = _mm512_dpbusd_epi32(s0, lo[j], _mm512_set1_epi32(load_i32(y->qs + 4 * j)));
+                s1 = _mm512_dpbusd_epi32(s1, hi[j], _mm512_set1_epi32(load_i32(y->qs + 16 + 4 * j)));
+            }
+            const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(y->d));
+            acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), sc, acc[c]);
+        }
+    }
+    for (int c = 0; c < NC; c++) _mm512_storeu_ps(s + c * lds, acc[c]);
+}
+
+}  // namespace
+
+void ggml_repack_gemm_q4_0x16_avx512(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds) {
+    const block_q4_0x16 * g = (const block_q4_0x16 *) a;
+    const char * y = (const char *) b;
+    switch (nc) {
+        case 1: gemm_q4_0x16<1>(nb, g, y, ldb, s, lds); break;
+        case 2: gemm_q4_0x16<2>(nb, g, y, ldb, s, lds); break;
+        case 3: gemm_q4_0x16<3>(nb, g, y, ldb, s, lds); break;
+        case 4: gemm_q4_0x16<4>(nb, g, y, ldb, s, lds); break;
+        case 5: gemm_q4_0x16<5>(nb, g, y, ldb, s, lds); break;
+        case 6: gemm_q4_0x16<6>(nb, g, y, ldb, s, lds); break;
+        case 7: gemm_q4_0x16<7>(nb, g, y, ldb, s, lds); break;
+        case 8: gemm_q4_0x16<8>(nb, g, y, ldb, s, lds); break;
+        default: GGML_ABORT("gemm_q4_0x16: %d columns (at most %d)", nc, GGML_REPACK_MAX_COLS);
+    }
+}
+
+#endif

@@ -1,0 +1,233 @@
+// Repacked weights (quant-repack.h): the layout round-trips; this build's kernel equals the
+// scalar reference bit for bit; mul_mat with a repacked a equals the reference dot per output,
+// whatever the number of columns or threads; other readers of a repacked tensor are refused.
+// On builds without a SIMD kernel the reference kernel is forced, so the path is tested anyway.
+#include "test-util.h"
+
+#include "cpu/quant-dot.h"
+#include "cpu/quant-repack.h"
+
+namespace {
+
+struct ForceRepack {
+    ForceRepack() { ggml_repack_force = 1; }
+    ~ForceRepack() { ggml_repack_force = 0; }
+};
+
+void fill_q4_0(ggml_tensor * t, std::mt19937 & rng) {
+    std::normal_distribution<float> d;
+    std::vector<float> row((size_t) t->ne[0]);
+    for (int64_t r = 0; r < ggml_nrows(t); r++) {
+        for (auto & v : row) v = d(rng);
+        ggml_quantize_chunk(t->type, row.data(), (char *) t->data + r * t->nb[1], 0, 1, t->ne[0], nullptr);
+    }
+}
+
+std::vector<uint8_t> raw(const ggml_tensor * t) {
+    return std::vector<uint8_t>((const uint8_t *) t->data, (const uint8_t *) t->data + ggml_nbytes(t));
+}
+
+TEST(Repack, LayoutRoundTrips) {
+    ForceRepack force;
+    tu::Ctx ctx(16u << 20);
+    std::mt19937 rng(1);
+    ggml_tensor * a = ggml_new_tensor_3d(ctx, GGML_TYPE_Q4_0, 96, 48, 2);
+    fill_q4_0(a, rng);
+    const std::vector<uint8_t> before = raw(a);
+    ASSERT_TRUE(ggml_cpu_can_repack(a));
+    ASSERT_TRUE(ggml_cpu_repack(a));
+    EXPECT_TRUE(a->flags & GGML_TENSOR_FLAG_REPACKED);
+    EXPECT_FALSE(ggml_cpu_can_repack(a)) << "a tensor is repacked once";
+    EXPECT_FALSE(ggml_cpu_repack(a));
+    EXPECT_NE(raw(a), before);
+    std::vector<uint8_t> back(before.size());
+    ggml_unpack_q4_0x16(a->data, back.data(), ggml_nrows(a), a->ne[0]);
+    EXPECT_EQ(back, before);
+
+    // Row 17's block 2 lies in group 1, block 2, lane 1.
+    const block_q4_0 * rows = (const block_q4_0 *) before.data();
+    const block_q4_0x16 * g = (const block_q4_0x16 *) a->data + 1 * 3 + 2;
+    EXPECT_EQ(g->d[1], rows[17 * 3 + 2].d);
+    EXPECT_EQ(0, memcmp(g->qs + 2 * 64 + 1 * 4, rows[17 * 3 + 2].qs + 8, 4));
+}
+
+TEST(Repack, OnlyWhereItApplies) {
+    ForceRepack force;
+    tu::Ctx ctx(16u << 20);
+    EXPECT_FALSE(ggml_cpu_can_repack(ggml_new_tensor_2d(ctx, GGML_TYPE_Q4_0, 64, 24))) << "rows not a multiple of 16";
+    EXPECT_FALSE(ggml_cpu_can_repack(ggml_new_tensor_2d(ctx, GGML_TYPE_Q8_0, 64, 32))) << "no layout for q8_0";
+    EXPECT_FALSE(ggml_cpu_can_repack(ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 64, 32)));
+    ggml_tensor * a = ggml_new_tensor_2d(ctx, GGML_TYPE_Q4_0, 64, 64);
+    EXPECT_FALSE(ggml_cpu_can_repack(ggml_view_2d(ctx, a, 64, 32, a->nb[1], 0))) << "a view";
+    EXPECT_FALSE(ggml_cpu_can_repack(nullptr));
+    ggml_tensor * c = ggml_new_tensor_2d(ctx, GGML_TYPE_Q8_0, 64, 32);
+    const std::vector<uint8_t> before = raw(c);
+    EXPECT_FALSE(ggml_cpu_repack(c));
+    EXPECT_EQ(c->flags & GGML_TENSOR_FLAG_REPACKED, 0);
+    EXPECT_EQ(raw(c), before);
+}
+
+// Random activations in the kernel's format, nc columns of nb blocks.
+std::vector<block_q8_0x> activations(int64_t nb, int nc, std::mt19937 & rng) {
+    std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+    std::vector<float> x((size_t) (nb * QK8_0));
+    std::vector<block_q8_0x> y((size_t) (nb * nc));
+    for (int c = 0; c < nc; c++) {
+        for (auto & v : x) v = u(rng);
+        ggml_quantize_row_q8_0x(x.data(), y.data() + c * nb, nb * QK8_0);
+    }
+    return y;
+}
+
+TEST(Repack, ActivationFormatMatchesQ8_0) {
+    std::mt19937 rng(2);
+    std::uniform_real_distribution<float> u(-3.0f, 3.0f);
+    std::vector<float> x(256);
+    for (auto & v : x) v = u(rng);
+    x[40] = 0;  // a block with a zero
+    for (int i = 64; i < 96; i++) x[i] = 0;  // and an all-zero block (scale 0)
+    std::vector<block_q8_0x> y(8);
+    std::vector<block_q8_0> q(8);
+    ggml_quantize_row_q8_0x(x.data(), y.data(), 256);
+    ggml_get_type_traits(GGML_TYPE_Q8_0)->from_float_ref(x.data(), q.data(), 256);
+    for (int b = 0; b < 8; b++) {
+        EXPECT_EQ(y[b].d, GGML_FP16_TO_FP32(q[b].d));
+        int sum = 0;
+        for (int j = 0; j < 32; j++) {
+            EXPECT_NEAR(y[b].qs[j], q[b].qs[j], 1) << "block " << b;  // rint vs round at .5
+            sum += y[b].qs[j];
+        }
+        EXPECT_EQ(y[b].neg8sum, -8 * sum);
+    }
+}
+
+// This build's kernel against the scalar reference: same bits, for every column count.
+TEST(Repack, KernelEqualsReference) {
+    ForceRepack force;
+    const ggml_repack_gemm_fn best = ggml_repack_gemm_best(GGML_TYPE_Q4_0);
+    ASSERT_NE(best, nullptr);
+    std::mt19937 rng(3);
+    for (int64_t nb : {1, 2, 7, 64, 176}) {
+        tu::Ctx ctx(16u << 20);
+        ggml_tensor * a = ggml_new_tensor_2d(ctx, GGML_TYPE_Q4_0, nb * QK4_0, 16);
+        fill_q4_0(a, rng);
+        ASSERT_TRUE(ggml_cpu_repack(a));
+        const std::vector<block_q8_0x> y = activations(nb, GGML_REPACK_MAX_COLS, rng);
+        for (int nc = 1; nc <= GGML_REPACK_MAX_COLS; nc++) {
+            const size_t lds = 19;  // a stride wider than a tile, as in a real dst
+            std::vector<float> got(nc * lds, -1.0f), ref(nc * lds, -1.0f);
+            best(nb, a->data, y.data(), nb * sizeof(block_q8_0x), nc, got.data(), lds);
+            ggml_repack_gemm_q4_0x16_ref(nb, a->data, y.data(), nb * sizeof(block_q8_0x), nc, ref.data(), lds);
+            EXPECT_EQ(0, memcmp(got.data(), ref.data(), got.size() * sizeof(float))) << "nb=" << nb << " nc=" << nc;
+        }
+    }
+}
+
+// The reference kernel computes what the scalar Q4_0 dot does (up to the compiler's choice of
+// fusing the last multiply-add there).
+TEST(Repack, ReferenceEqualsQ4_0Dot) {
+    ForceRepack force;
+    std::mt19937 rng(4);
+    const int64_t nb = 40;
+    tu::Ctx ctx(16u << 20);
+    ggml_tensor * a = ggml_new_tensor_2d(ctx, GGML_TYPE_Q4_0, nb * QK4_0, 16);
+    fill_q4_0(a, rng);
+    const std::vector<uint8_t> rows = raw(a);
+    ASSERT_TRUE(ggml_cpu_repack(a));
+    const std::vector<block_q8_0x> y = activations(nb, 1, rng);
+    std::vector<block_q8_0> q8((size_t) nb);
+    for (int64_t i = 0; i < nb; i++) {
+        q8[i].d = GGML_FP32_TO_FP16(y[i].d);
+        memcpy(q8[i].qs, y[i].qs, 32);
+    }
+    float s[16];
+    ggml_repack_gemm_q4_0x16_ref(nb, a->data, y.data(), 0, 1, s, 16);
+    for (int r = 0; r < 16; r++) {
+        const float want = ggml_dot_q4_0_q8_0_ref(nb * QK4_0, rows.data() + r * a->nb[1], q8.data());
+        EXPECT_NEAR(s[r], want, 1e-5f * (1.0f + fabsf(want))) << "row " << r;
+    }
+}
+
+// mul_mat with a repacked a: every output equals the scalar reference dot of its row and column
+// (tolerance only for FMA contraction), the same bits for 1-3 threads, and column n the same bits
+// whether computed alone or among N columns.
+void check_mul_mat(int64_t K, int64_t M, int64_t N, int64_t A2, int64_t B2, bool transposed_b) {
+    ForceRepack force;
+    tu::Ctx ctx(64u << 20);
+    std::mt19937 rng(5);
+    ggml_tensor * a = ggml_new_tensor_3d(ctx, GGML_TYPE_Q4_0, K, M, A2);
+    fill_q4_0(a, rng);
+    const std::vector<uint8_t> rows = raw(a);
+    ASSERT_TRUE(ggml_cpu_repack(a));
+    const int64_t neb[4] = {K, N, B2, 1};
+    ggml_tensor * b = transposed_b ? tu::new_transposed_view(ctx, GGML_TYPE_F32, neb) : ggml_new_tensor_3d(ctx, GGML_TYPE_F32, K, N, B2);
+    tu::fill_uniform(b, rng);
+    ggml_tensor * c = ggml_mul_mat(ctx, a, b);
+    const std::vector<double> got = tu::compute_all_threads(ctx, c);
+
+    std::vector<float> x((size_t) K);
+    std::vector<block_q8_0> q8((size_t) (K / QK8_0));
+    int bad = 0;
+    for (int64_t i2 = 0; i2 < B2; i2++) {
+        for (int64_t n = 0; n < N; n++) {
+            for (int64_t k = 0; k < K; k++) x[(size_t) k] = (float) tu::get(b, k, n, i2);
+            for (size_t i = 0; i < q8.size(); i++) q8[i].d = ggml_quantize_act_block_q8_0(x.data() + 32 * i, q8[i].qs);
+            for (int64_t m = 0; m < M; m++) {
+                const char * row = (const char *) rows.data() + m * a->nb[1] + (i2 / (B2 / A2)) * a->nb[2];
+                const double want = ggml_dot_q4_0_q8_0_ref(K, row, q8.data());
+                const double g = got[(size_t) ((i2 * N + n) * M + m)];
+                if (std::fabs(g - want) > 1e-5 * (1 + std::fabs(want)) && bad++ < 3) {
+                    ADD_FAILURE() << "K=" << K << " M=" << M << " N=" << N << " [" << m << ", " << n << ", " << i2
+                                  << "]: got " << g << ", expected " << want;
+                }
+            }
+        }
+    }
+
+    // Column n alone (a one-column b) gives the same bits as within the N-column product.
+    for (int64_t n : {(int64_t) 0, N - 1}) {
+        ggml_tensor * bn = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, K, 1, B2);
+        for (int64_t i2 = 0; i2 < B2; i2++) {
+            for (int64_t k = 0; k < K; k++) tu::set(bn, tu::get(b, k, n, i2), k, 0, i2);
+        }
+        ggml_tensor * cn = ggml_mul_mat(ctx, a, bn);
+        tu::compute(ctx, cn, 2);
+        for (int64_t i2 = 0; i2 < B2; i2++) {
+            for (int64_t m = 0; m < M; m++) {
+                ASSERT_EQ(tu::get(cn, m, 0, i2), got[(size_t) ((i2 * N + n) * M + m)]) << "column " << n << " row " << m;
+            }
+        }
+    }
+}
+
+TEST(Repack, MulMatOneColumn) { check_mul_mat(256, 64, 1, 1, 1, false); }
+TEST(Repack, MulMatFewColumns) {
+    for (int64_t n : {2, 3, 7, 8, 9}) check_mul_mat(128, 48, n, 1, 1, false);
+}
+TEST(Repack, MulMatManyColumns) { check_mul_mat(2048, 32, 70, 1, 1, false); }  // several column blocks
+TEST(Repack, MulMatBroadcastAndStridedB) { check_mul_mat(96, 32, 5, 2, 4, true); }
+
+TEST(Repack, OtherReadersAreRefused) {
+    ForceRepack force;
+    tu::Ctx ctx(16u << 20);
+    std::mt19937 rng(6);
+    ggml_tensor * a = ggml_new_tensor_2d(ctx, GGML_TYPE_Q4_0, 64, 32);
+    fill_q4_0(a, rng);
+    ASSERT_TRUE(ggml_cpu_repack(a));
+    ggml_tensor * ids = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, 1);
+    ((int32_t *) ids->data)[0] = 3;
+    ggml_tensor * b = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 64, 2);
+    tu::fill_uniform(b, rng);
+    ggml_tensor * bad[] = {
+        ggml_get_rows(ctx, a, ids),
+        ggml_mul_mat(ctx, ggml_view_2d(ctx, a, 64, 16, a->nb[1], 0), b),
+        ggml_cpy(ctx, a, ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 64, 32)),
+    };
+    for (ggml_tensor * t : bad) {
+        ggml_cgraph * gf = ggml_new_graph(ctx);
+        ggml_build_forward_expand(gf, t);
+        EXPECT_EQ(ggml_graph_compute_with_ctx(ctx, gf, 2), GGML_STATUS_FAILED) << ggml_op_desc(t);
+    }
+}
+
+}  // namespace
