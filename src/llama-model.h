@@ -90,6 +90,8 @@ struct llama_model {
     // use_mmap it also owns the mapping the weights point into.
     gguf_context * meta = nullptr;
     ggml_context * ctx_w = nullptr;  // the weight tensors (data mapped or read by gguf)
+    void * repack_buf = nullptr;     // mapped weights that were repacked live here (anonymous)
+    size_t repack_size = 0;
 
     llama_model() = default;
     ~llama_model();
