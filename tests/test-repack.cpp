@@ -101,11 +101,17 @@ TEST(Repack, ActivationFormatMatchesQ8_0) {
     }
 }
 
-// This build's kernel against the scalar reference: same bits, for every column count.
+// Every kernel this build has against the scalar reference: same bits, for every column count.
 TEST(Repack, KernelEqualsReference) {
     ForceRepack force;
-    const ggml_repack_gemm_fn best = ggml_repack_gemm_best(GGML_TYPE_Q4_0);
-    ASSERT_NE(best, nullptr);
+    std::vector<std::pair<const char *, ggml_repack_gemm_fn>> kernels = { { "best", ggml_repack_gemm_best(GGML_TYPE_Q4_0) } };
+#if defined(GGML_SIMD_AVX2)
+    kernels.push_back({ "avx2", ggml_repack_gemm_q4_0x16_avx2 });
+#endif
+#if defined(GGML_SIMD_AVX512) && defined(__AVX512VNNI__)
+    kernels.push_back({ "avx512", ggml_repack_gemm_q4_0x16_avx512 });
+#endif
+    ASSERT_NE(kernels[0].second, nullptr);
     std::mt19937 rng(3);
     for (int64_t nb : {1, 2, 7, 64, 176}) {
         tu::Ctx ctx(16u << 20);
@@ -115,10 +121,13 @@ TEST(Repack, KernelEqualsReference) {
         const std::vector<block_q8_0x> y = activations(nb, GGML_REPACK_MAX_COLS, rng);
         for (int nc = 1; nc <= GGML_REPACK_MAX_COLS; nc++) {
             const size_t lds = 19;  // a stride wider than a tile, as in a real dst
-            std::vector<float> got(nc * lds, -1.0f), ref(nc * lds, -1.0f);
-            best(nb, a->data, y.data(), nb * sizeof(block_q8_0x), nc, got.data(), lds);
+            std::vector<float> ref(nc * lds, -1.0f);
             ggml_repack_gemm_q4_0x16_ref(nb, a->data, y.data(), nb * sizeof(block_q8_0x), nc, ref.data(), lds);
-            EXPECT_EQ(0, memcmp(got.data(), ref.data(), got.size() * sizeof(float))) << "nb=" << nb << " nc=" << nc;
+            for (const auto & k : kernels) {
+                std::vector<float> got(nc * lds, -1.0f);
+                k.second(nb, a->data, y.data(), nb * sizeof(block_q8_0x), nc, got.data(), lds);
+                EXPECT_EQ(0, memcmp(got.data(), ref.data(), got.size() * sizeof(float))) << k.first << " nb=" << nb << " nc=" << nc;
+            }
         }
     }
 }

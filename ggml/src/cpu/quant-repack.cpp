@@ -77,6 +77,8 @@ ggml_repack_gemm_fn ggml_repack_gemm_best(enum ggml_type type) {
     if (type != GGML_TYPE_Q4_0) return nullptr;
 #if defined(GGML_SIMD_AVX512) && defined(__AVX512VNNI__)
     return ggml_repack_gemm_q4_0x16_avx512;
+#elif defined(GGML_SIMD_AVX2)
+    return ggml_repack_gemm_q4_0x16_avx2;
 #elif defined(GGML_SIMD_NEON) && defined(__ARM_FEATURE_DOTPROD)
     return ggml_repack_gemm_q4_0x16_neon;
 #else
