@@ -195,3 +195,21 @@ TEST(Cli, CtrlCStopsGenerationAndPrintsTimings) {
     EXPECT_EQ(read_file(dir + "/out").rfind("Once upon a time", 0), 0u);
     std::system(("rm -rf " + dir).c_str());
 }
+
+// Repacking is on by default where the build has a repacked kernel, and --no-repack / --no-mmap
+// are accepted.
+TEST(Cli, RepackAndMmapFlags) {
+    REQUIRE_PROG("llama-cli");
+    const std::string m = tu::models_dir() + "/ktest/ktest-Q4_0.gguf";
+    TU_REQUIRE_FILE(m);
+    const bool repacks = ggml_cpu_has_avx2() || ggml_cpu_has_avx512_vnni() || ggml_cpu_has_dotprod();
+    const run_result def = run("llama-cli", "-m " + m + " -n 8 --temp 0 -p 'Once upon'");
+    ASSERT_EQ(def.status, 0) << def.err;
+    EXPECT_EQ(def.err.find("repacked") != std::string::npos, repacks) << def.err;
+    for (const char * flags : { "--no-repack", "--no-mmap", "--no-repack --no-mmap" }) {
+        const run_result r = run("llama-cli", "-m " + m + " -n 8 --temp 0 -p 'Once upon' " + flags);
+        ASSERT_EQ(r.status, 0) << flags << "\n" << r.err;
+        EXPECT_EQ(r.err.find("repacked") != std::string::npos, repacks && !strstr(flags, "--no-repack")) << flags << "\n" << r.err;
+        EXPECT_EQ(r.out.rfind("Once upon", 0), 0u) << r.out;
+    }
+}
