@@ -14,7 +14,9 @@ struct ForceRepack {
     ~ForceRepack() { ggml_repack_force = 0; }
 };
 
-void fill_q4_0(ggml_tensor * t, std::mt19937 & rng) {
+const ggml_type repack_types[] = { GGML_TYPE_Q4_0, GGML_TYPE_Q8_0 };
+
+void fill_quantized(ggml_tensor * t, std::mt19937 & rng) {
     std::normal_distribution<float> d;
     std::vector<float> row((size_t) t->ne[0]);
     for (int64_t r = 0; r < ggml_nrows(t); r++) {
@@ -31,8 +33,10 @@ TEST(Repack, LayoutRoundTrips) {
     ForceRepack force;
     tu::Ctx ctx(16u << 20);
     std::mt19937 rng(1);
-    ggml_tensor * a = ggml_new_tensor_3d(ctx, GGML_TYPE_Q4_0, 96, 48, 2);
-    fill_q4_0(a, rng);
+    for (ggml_type type : repack_types) {
+    SCOPED_TRACE(ggml_type_name(type));
+    ggml_tensor * a = ggml_new_tensor_3d(ctx, type, 96, 48, 2);
+    fill_quantized(a, rng);
     const std::vector<uint8_t> before = raw(a);
     ASSERT_TRUE(ggml_cpu_can_repack(a));
     ASSERT_TRUE(ggml_cpu_repack(a));
@@ -41,26 +45,34 @@ TEST(Repack, LayoutRoundTrips) {
     EXPECT_FALSE(ggml_cpu_repack(a));
     EXPECT_NE(raw(a), before);
     std::vector<uint8_t> back(before.size());
-    ggml_unpack_q4_0x16(a->data, back.data(), ggml_nrows(a), a->ne[0]);
+    ggml_repack_unpack(a->type, a->data, back.data(), ggml_nrows(a), a->ne[0]);
     EXPECT_EQ(back, before);
 
     // Row 17's block 2 lies in group 1, block 2, lane 1.
-    const block_q4_0 * rows = (const block_q4_0 *) before.data();
-    const block_q4_0x16 * g = (const block_q4_0x16 *) a->data + 1 * 3 + 2;
-    EXPECT_EQ(g->d[1], rows[17 * 3 + 2].d);
-    EXPECT_EQ(0, memcmp(g->qs + 2 * 64 + 1 * 4, rows[17 * 3 + 2].qs + 8, 4));
+    if (type == GGML_TYPE_Q4_0) {
+        const block_q4_0 * rows = (const block_q4_0 *) before.data();
+        const block_q4_0x16 * g = (const block_q4_0x16 *) a->data + 1 * 3 + 2;
+        EXPECT_EQ(g->d[1], rows[17 * 3 + 2].d);
+        EXPECT_EQ(0, memcmp(g->qs + 2 * 64 + 1 * 4, rows[17 * 3 + 2].qs + 8, 4));
+    } else {
+        const block_q8_0 * rows = (const block_q8_0 *) before.data();
+        const block_q8_0x16 * g = (const block_q8_0x16 *) a->data + 1 * 3 + 2;
+        EXPECT_EQ(g->d[1], rows[17 * 3 + 2].d);
+        for (int k = 0; k < 4; k++) EXPECT_EQ(g->qs[5 * 64 + 1 * 4 + k], (uint8_t) (rows[17 * 3 + 2].qs[20 + k] + 128));
+    }
+    }
 }
 
 TEST(Repack, OnlyWhereItApplies) {
     ForceRepack force;
     tu::Ctx ctx(16u << 20);
     EXPECT_FALSE(ggml_cpu_can_repack(ggml_new_tensor_2d(ctx, GGML_TYPE_Q4_0, 64, 24))) << "rows not a multiple of 16";
-    EXPECT_FALSE(ggml_cpu_can_repack(ggml_new_tensor_2d(ctx, GGML_TYPE_Q8_0, 64, 32))) << "no layout for q8_0";
+    EXPECT_FALSE(ggml_cpu_can_repack(ggml_new_tensor_2d(ctx, GGML_TYPE_Q5_0, 64, 32))) << "no layout for q5_0";
     EXPECT_FALSE(ggml_cpu_can_repack(ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 64, 32)));
     ggml_tensor * a = ggml_new_tensor_2d(ctx, GGML_TYPE_Q4_0, 64, 64);
     EXPECT_FALSE(ggml_cpu_can_repack(ggml_view_2d(ctx, a, 64, 32, a->nb[1], 0))) << "a view";
     EXPECT_FALSE(ggml_cpu_can_repack(nullptr));
-    ggml_tensor * c = ggml_new_tensor_2d(ctx, GGML_TYPE_Q8_0, 64, 32);
+    ggml_tensor * c = ggml_new_tensor_2d(ctx, GGML_TYPE_Q5_0, 64, 32);
     const std::vector<uint8_t> before = raw(c);
     EXPECT_FALSE(ggml_cpu_repack(c));
     EXPECT_EQ(c->flags & GGML_TENSOR_FLAG_REPACKED, 0);
@@ -104,25 +116,30 @@ TEST(Repack, ActivationFormatMatchesQ8_0) {
 // Every kernel this build has against the scalar reference: same bits, for every column count.
 TEST(Repack, KernelEqualsReference) {
     ForceRepack force;
-    std::vector<std::pair<const char *, ggml_repack_gemm_fn>> kernels = { { "best", ggml_repack_gemm_best(GGML_TYPE_Q4_0) } };
+    for (ggml_type type : repack_types) {
+    SCOPED_TRACE(ggml_type_name(type));
+    const ggml_repack_traits * tr = ggml_repack_get_traits(type);
+    ASSERT_NE(tr, nullptr);
+    std::vector<std::pair<const char *, ggml_repack_gemm_fn>> kernels = { { "best", tr->gemm } };
+    if (type == GGML_TYPE_Q4_0) {
 #if defined(GGML_SIMD_AVX2)
-    kernels.push_back({ "avx2", ggml_repack_gemm_q4_0x16_avx2 });
+        kernels.push_back({ "avx2", ggml_repack_gemm_q4_0x16_avx2 });
 #endif
 #if defined(GGML_SIMD_AVX512) && defined(__AVX512VNNI__)
-    kernels.push_back({ "avx512", ggml_repack_gemm_q4_0x16_avx512 });
+        kernels.push_back({ "avx512", ggml_repack_gemm_q4_0x16_avx512 });
 #endif
-    ASSERT_NE(kernels[0].second, nullptr);
+    }
     std::mt19937 rng(3);
     for (int64_t nb : {1, 2, 7, 64, 176}) {
         tu::Ctx ctx(16u << 20);
-        ggml_tensor * a = ggml_new_tensor_2d(ctx, GGML_TYPE_Q4_0, nb * QK4_0, 16);
-        fill_q4_0(a, rng);
+        ggml_tensor * a = ggml_new_tensor_2d(ctx, type, nb * QK4_0, 16);
+        fill_quantized(a, rng);
         ASSERT_TRUE(ggml_cpu_repack(a));
         const std::vector<block_q8_0x> y = activations(nb, GGML_REPACK_MAX_COLS, rng);
         for (int nc = 1; nc <= GGML_REPACK_MAX_COLS; nc++) {
             const size_t lds = 19;  // a stride wider than a tile, as in a real dst
             std::vector<float> ref(nc * lds, -1.0f);
-            ggml_repack_gemm_q4_0x16_ref(nb, a->data, y.data(), nb * sizeof(block_q8_0x), nc, ref.data(), lds);
+            tr->gemm_ref(nb, a->data, y.data(), nb * sizeof(block_q8_0x), nc, ref.data(), lds);
             for (const auto & k : kernels) {
                 std::vector<float> got(nc * lds, -1.0f);
                 k.second(nb, a->data, y.data(), nb * sizeof(block_q8_0x), nc, got.data(), lds);
@@ -130,17 +147,20 @@ TEST(Repack, KernelEqualsReference) {
             }
         }
     }
+    }
 }
 
 // The reference kernel computes what the scalar Q4_0 dot does (up to the compiler's choice of
 // fusing the last multiply-add there).
-TEST(Repack, ReferenceEqualsQ4_0Dot) {
+TEST(Repack, ReferenceEqualsScalarDot) {
     ForceRepack force;
     std::mt19937 rng(4);
     const int64_t nb = 40;
+    for (ggml_type type : repack_types) {
+    SCOPED_TRACE(ggml_type_name(type));
     tu::Ctx ctx(16u << 20);
-    ggml_tensor * a = ggml_new_tensor_2d(ctx, GGML_TYPE_Q4_0, nb * QK4_0, 16);
-    fill_q4_0(a, rng);
+    ggml_tensor * a = ggml_new_tensor_2d(ctx, type, nb * QK4_0, 16);
+    fill_quantized(a, rng);
     const std::vector<uint8_t> rows = raw(a);
     ASSERT_TRUE(ggml_cpu_repack(a));
     const std::vector<block_q8_0x> y = activations(nb, 1, rng);
@@ -150,10 +170,11 @@ TEST(Repack, ReferenceEqualsQ4_0Dot) {
         memcpy(q8[i].qs, y[i].qs, 32);
     }
     float s[16];
-    ggml_repack_gemm_q4_0x16_ref(nb, a->data, y.data(), 0, 1, s, 16);
+    ggml_repack_get_traits(type)->gemm_ref(nb, a->data, y.data(), 0, 1, s, 16);
     for (int r = 0; r < 16; r++) {
-        const float want = ggml_dot_q4_0_q8_0_ref(nb * QK4_0, rows.data() + r * a->nb[1], q8.data());
+        const float want = ggml_quant_dot_ref(type)(nb * QK4_0, rows.data() + r * a->nb[1], q8.data());
         EXPECT_NEAR(s[r], want, 1e-5f * (1.0f + fabsf(want))) << "row " << r;
+    }
     }
 }
 
@@ -161,11 +182,13 @@ TEST(Repack, ReferenceEqualsQ4_0Dot) {
 // (tolerance only for FMA contraction), the same bits for 1-3 threads, and column n the same bits
 // whether computed alone or among N columns.
 void check_mul_mat(int64_t K, int64_t M, int64_t N, int64_t A2, int64_t B2, bool transposed_b) {
+    for (ggml_type type : repack_types) {
+    SCOPED_TRACE(ggml_type_name(type));
     ForceRepack force;
     tu::Ctx ctx(64u << 20);
     std::mt19937 rng(5);
-    ggml_tensor * a = ggml_new_tensor_3d(ctx, GGML_TYPE_Q4_0, K, M, A2);
-    fill_q4_0(a, rng);
+    ggml_tensor * a = ggml_new_tensor_3d(ctx, type, K, M, A2);
+    fill_quantized(a, rng);
     const std::vector<uint8_t> rows = raw(a);
     ASSERT_TRUE(ggml_cpu_repack(a));
     const int64_t neb[4] = {K, N, B2, 1};
@@ -183,7 +206,7 @@ void check_mul_mat(int64_t K, int64_t M, int64_t N, int64_t A2, int64_t B2, bool
             for (size_t i = 0; i < q8.size(); i++) q8[i].d = ggml_quantize_act_block_q8_0(x.data() + 32 * i, q8[i].qs);
             for (int64_t m = 0; m < M; m++) {
                 const char * row = (const char *) rows.data() + m * a->nb[1] + (i2 / (B2 / A2)) * a->nb[2];
-                const double want = ggml_dot_q4_0_q8_0_ref(K, row, q8.data());
+                const double want = ggml_quant_dot_ref(type)(K, row, q8.data());
                 const double g = got[(size_t) ((i2 * N + n) * M + m)];
                 if (std::fabs(g - want) > 1e-5 * (1 + std::fabs(want)) && bad++ < 3) {
                     ADD_FAILURE() << "K=" << K << " M=" << M << " N=" << N << " [" << m << ", " << n << ", " << i2
@@ -207,6 +230,7 @@ void check_mul_mat(int64_t K, int64_t M, int64_t N, int64_t A2, int64_t B2, bool
             }
         }
     }
+    }
 }
 
 TEST(Repack, MulMatOneColumn) { check_mul_mat(256, 64, 1, 1, 1, false); }
@@ -221,7 +245,7 @@ TEST(Repack, OtherReadersAreRefused) {
     tu::Ctx ctx(16u << 20);
     std::mt19937 rng(6);
     ggml_tensor * a = ggml_new_tensor_2d(ctx, GGML_TYPE_Q4_0, 64, 32);
-    fill_q4_0(a, rng);
+    fill_quantized(a, rng);
     ASSERT_TRUE(ggml_cpu_repack(a));
     ggml_tensor * ids = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, 1);
     ((int32_t *) ids->data)[0] = 3;

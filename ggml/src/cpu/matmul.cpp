@@ -54,7 +54,7 @@ struct BConv {
 
 struct MulMatPlan {
     const ggml_mm_type_kernels * kern;  // NULL for a repacked a
-    ggml_repack_gemm_fn repacked;       // the kernel for a repacked a
+    const ggml_repack_traits * repacked;  // the layout and kernel of a repacked a
     BConv conv;
     bool use_gemm;
     bool convert_b;       // b's rows are converted into wdata (else read in place)
@@ -77,9 +77,9 @@ MulMatPlan plan_mul_mat(const ggml_tensor * dst) {
     MulMatPlan p = {};
     GGML_ASSERT(b->type == GGML_TYPE_F32);
     if (a->flags & GGML_TENSOR_FLAG_REPACKED) {
-        p.repacked = ggml_repack_gemm_best(a->type);
+        p.repacked = ggml_repack_get_traits(a->type);
         GGML_ASSERT(p.repacked != nullptr && "mul_mat: a repacked a needs its kernel");
-        p.conv = { ggml_quantize_row_q8_0x, QK8_0, sizeof(block_q8_0x) };
+        p.conv = { p.repacked->act_from_float, p.repacked->act_blck, p.repacked->act_size };
         p.convert_b = true;
         p.b_row_size = align_up(p.conv.bytes(K));
         p.b_conv_size = p.b_row_size * (size_t) (N * planes);
@@ -172,9 +172,10 @@ void mul_mat_dot(const MulMatArgs & x, const ggml_mm_type_kernels * kern, int it
 
 // Repacked path: items are (plane, group of 16 rows of a). Columns of b go in blocks small
 // enough to stay in L2 while every group of the thread's range passes over them, 8 at a time.
-void mul_mat_repacked(const MulMatArgs & x, ggml_repack_gemm_fn gemm, int ith, int nth) {
+void mul_mat_repacked(const MulMatArgs & x, const ggml_repack_traits * rt, int ith, int nth) {
     const int R = GGML_REPACK_ROWS, C = GGML_REPACK_MAX_COLS;
-    const int64_t groups = x.M / R, nb = x.K / QK4_0;
+    const ggml_repack_gemm_fn gemm = rt->gemm;
+    const int64_t groups = x.M / R, nb = x.K / rt->blck;
     const int64_t col_block = std::max<int64_t>(C, (int64_t) (256 * 1024 / x.rb.nb1) / C * C);
     int64_t it0, it1;
     ggml_cpu_split_rows(groups * x.B2 * x.B3, ith, nth, &it0, &it1);

@@ -22,36 +22,43 @@ void ggml_quantize_row_q8_0x(const float * x, void * vy, int64_t n) {
     }
 }
 
-// ---- layout --------------------------------------------------------------------------------
-// One group: 16 GGUF rows of nb blocks (row stride nb blocks) <-> nb block_q4_0x16.
-static void pack_group_q4_0(const block_q4_0 * rows, int64_t nb, block_q4_0x16 * out) {
+// ---- layouts ------------------------------------------------------------------------------
+// One group: 16 GGUF rows of nb blocks (row stride nb blocks) <-> nb repacked blocks. Both types
+// store the 16 scales, then each row's quant bytes cut in 4-byte columns, column-major.
+template <typename Row, typename Group, int NCOL, uint8_t XOR>
+static void pack_group(const void * vrows, int64_t nb, void * vout) {
+    const Row * rows = (const Row *) vrows;
+    Group * out = (Group *) vout;
     for (int64_t i = 0; i < nb; i++) {
         for (int r = 0; r < GGML_REPACK_ROWS; r++) {
-            const block_q4_0 & src = rows[r * nb + i];
+            const Row & src = rows[r * nb + i];
             out[i].d[r] = src.d;
-            for (int j = 0; j < 4; j++) memcpy(out[i].qs + j * 64 + r * 4, src.qs + j * 4, 4);
+            for (int j = 0; j < NCOL; j++) {
+                for (int k = 0; k < 4; k++) out[i].qs[j * 64 + r * 4 + k] = (uint8_t) (src.qs[j * 4 + k] ^ XOR);
+            }
         }
     }
 }
 
-static void unpack_group_q4_0(const block_q4_0x16 * in, int64_t nb, block_q4_0 * rows) {
+template <typename Row, typename Group, int NCOL, uint8_t XOR>
+static void unpack_group(const void * vin, int64_t nb, void * vrows) {
+    const Group * in = (const Group *) vin;
+    Row * rows = (Row *) vrows;
     for (int64_t i = 0; i < nb; i++) {
         for (int r = 0; r < GGML_REPACK_ROWS; r++) {
-            block_q4_0 & dst = rows[r * nb + i];
+            Row & dst = rows[r * nb + i];
             dst.d = in[i].d[r];
-            for (int j = 0; j < 4; j++) memcpy(dst.qs + j * 4, in[i].qs + j * 64 + r * 4, 4);
+            for (int j = 0; j < NCOL; j++) {
+                for (int k = 0; k < 4; k++) {
+                    const uint8_t v = (uint8_t) (in[i].qs[j * 64 + r * 4 + k] ^ XOR);
+                    memcpy(&dst.qs[j * 4 + k], &v, 1);
+                }
+            }
         }
     }
 }
 
-void ggml_unpack_q4_0x16(const void * src, void * dst, int64_t n_rows, int64_t k) {
-    const int64_t nb = k / QK4_0;
-    for (int64_t g = 0; g < n_rows / GGML_REPACK_ROWS; g++) {
-        unpack_group_q4_0((const block_q4_0x16 *) src + g * nb, nb, (block_q4_0 *) dst + g * GGML_REPACK_ROWS * nb);
-    }
-}
-
-// ---- reference kernel ----------------------------------------------------------------------
+// ---- reference kernels ---------------------------------------------------------------------
 void ggml_repack_gemm_q4_0x16_ref(int64_t nb, const void * va, const void * vb, size_t ldb, int nc, float * s, size_t lds) {
     const block_q4_0x16 * a = (const block_q4_0x16 *) va;
     for (int c = 0; c < nc; c++) {
@@ -73,37 +80,95 @@ void ggml_repack_gemm_q4_0x16_ref(int64_t nb, const void * va, const void * vb, 
     }
 }
 
-ggml_repack_gemm_fn ggml_repack_gemm_best(enum ggml_type type) {
-    if (type != GGML_TYPE_Q4_0) return nullptr;
+// The stored bytes are values + 128: sum(u * y) - 128 * sum(y) is the signed dot.
+void ggml_repack_gemm_q8_0x16_ref(int64_t nb, const void * va, const void * vb, size_t ldb, int nc, float * s, size_t lds) {
+    const block_q8_0x16 * a = (const block_q8_0x16 *) va;
+    for (int c = 0; c < nc; c++) {
+        const block_q8_0x * y = (const block_q8_0x *) ((const char *) vb + c * ldb);
+        for (int r = 0; r < GGML_REPACK_ROWS; r++) {
+            float acc = 0.0f;
+            for (int64_t i = 0; i < nb; i++) {
+                int32_t isum = 16 * y[i].neg8sum;
+                for (int j = 0; j < 8; j++) {
+                    for (int k = 0; k < 4; k++) isum += a[i].qs[j * 64 + r * 4 + k] * y[i].qs[4 * j + k];
+                }
+                acc = fmaf((float) isum, GGML_FP16_TO_FP32(a[i].d[r]) * y[i].d, acc);
+            }
+            s[c * lds + r] = acc;
+        }
+    }
+}
+
+// ---- traits --------------------------------------------------------------------------------
 #if defined(GGML_SIMD_AVX512) && defined(__AVX512VNNI__)
-    return ggml_repack_gemm_q4_0x16_avx512;
+#define Q4_0_KERNEL ggml_repack_gemm_q4_0x16_avx512
+#define Q8_0_KERNEL ggml_repack_gemm_q8_0x16_avx512
 #elif defined(GGML_SIMD_AVX2)
-    return ggml_repack_gemm_q4_0x16_avx2;
+#define Q4_0_KERNEL ggml_repack_gemm_q4_0x16_avx2
 #elif defined(GGML_SIMD_NEON) && defined(__ARM_FEATURE_DOTPROD)
-    return ggml_repack_gemm_q4_0x16_neon;
-#else
-    return ggml_repack_force ? ggml_repack_gemm_q4_0x16_ref : nullptr;
+#define Q4_0_KERNEL ggml_repack_gemm_q4_0x16_neon
 #endif
+#ifndef Q4_0_KERNEL
+#define Q4_0_KERNEL nullptr
+#endif
+#ifndef Q8_0_KERNEL
+#define Q8_0_KERNEL nullptr
+#endif
+
+// Per type, the table this build uses and the one with the reference filling the gaps (forced).
+#define REPACK_TRAITS(T, BLCK, ROW, GROUP, NCOL, XOR, REF, KERNEL)                                    \
+    { T, BLCK, pack_group<ROW, GROUP, NCOL, XOR>, unpack_group<ROW, GROUP, NCOL, XOR>, ggml_quantize_row_q8_0x, \
+      QK8_0, sizeof(block_q8_0x), REF, KERNEL }
+#define ALL_TRAITS(PICK)                                                                                          \
+    { REPACK_TRAITS(GGML_TYPE_Q4_0, QK4_0, block_q4_0, block_q4_0x16, 4, 0, ggml_repack_gemm_q4_0x16_ref,         \
+                    PICK(Q4_0_KERNEL, ggml_repack_gemm_q4_0x16_ref)),                                              \
+      REPACK_TRAITS(GGML_TYPE_Q8_0, QK8_0, block_q8_0, block_q8_0x16, 8, 0x80, ggml_repack_gemm_q8_0x16_ref,      \
+                    PICK(Q8_0_KERNEL, ggml_repack_gemm_q8_0x16_ref)) }
+static constexpr ggml_repack_gemm_fn or_ref(ggml_repack_gemm_fn k, ggml_repack_gemm_fn ref) { return k ? k : ref; }
+#define NATIVE(k, ref) k
+#define FORCED(k, ref) or_ref(k, ref)
+
+static const ggml_repack_traits traits_native[] = ALL_TRAITS(NATIVE);
+static const ggml_repack_traits traits_forced[] = ALL_TRAITS(FORCED);
+
+const struct ggml_repack_traits * ggml_repack_get_traits(enum ggml_type type) {
+    const ggml_repack_traits * table = ggml_repack_force ? traits_forced : traits_native;
+    for (size_t i = 0; i < sizeof(traits_native) / sizeof(traits_native[0]); i++) {
+        if (table[i].type == type) return table[i].gemm ? &table[i] : nullptr;
+    }
+    return nullptr;
+}
+
+void ggml_repack_unpack(enum ggml_type type, const void * src, void * dst, int64_t n_rows, int64_t k) {
+    const ggml_repack_traits * t = ggml_repack_get_traits(type);
+    GGML_ASSERT(t && "ggml_repack_unpack: not a repacked type");
+    const int64_t nb = k / t->blck;
+    const size_t group = GGML_REPACK_ROWS * ggml_row_size(type, k);
+    for (int64_t g = 0; g < n_rows / GGML_REPACK_ROWS; g++) {
+        t->unpack_group((const char *) src + g * group, nb, (char *) dst + g * group);
+    }
 }
 
 // ---- public API ----------------------------------------------------------------------------
 bool ggml_cpu_can_repack(const struct ggml_tensor * t) {
-    return t && t->type == GGML_TYPE_Q4_0 && ggml_repack_gemm_best(t->type) != nullptr && t->view_src == nullptr &&
-           t->data != nullptr && !(t->flags & GGML_TENSOR_FLAG_REPACKED) && ggml_is_contiguous(t) &&
-           t->ne[0] % QK4_0 == 0 && t->ne[1] % GGML_REPACK_ROWS == 0 && t->ne[1] > 0;
+    if (!t) return false;
+    const ggml_repack_traits * tr = ggml_repack_get_traits(t->type);
+    return tr && t->view_src == nullptr && t->data != nullptr && !(t->flags & GGML_TENSOR_FLAG_REPACKED) &&
+           ggml_is_contiguous(t) && t->ne[0] % tr->blck == 0 && t->ne[1] % GGML_REPACK_ROWS == 0 && t->ne[1] > 0;
 }
 
 bool ggml_cpu_repack(struct ggml_tensor * t) {
     if (!ggml_cpu_can_repack(t)) return false;
     // Groups never straddle planes (ne[1] % 16 == 0), so the tensor is a run of groups, each
     // rearranged within its own bytes.
-    const int64_t nb = t->ne[0] / QK4_0;
-    const int64_t groups = ggml_nrows(t) / GGML_REPACK_ROWS;
-    std::vector<block_q4_0> rows((size_t) (GGML_REPACK_ROWS * nb));
-    for (int64_t g = 0; g < groups; g++) {
-        block_q4_0x16 * dst = (block_q4_0x16 *) t->data + g * nb;
-        memcpy(rows.data(), dst, rows.size() * sizeof(block_q4_0));
-        pack_group_q4_0(rows.data(), nb, dst);
+    const ggml_repack_traits * tr = ggml_repack_get_traits(t->type);
+    const int64_t nb = t->ne[0] / tr->blck;
+    const size_t group = GGML_REPACK_ROWS * t->nb[1];
+    std::vector<char> rows(group);
+    for (int64_t g = 0; g < ggml_nrows(t) / GGML_REPACK_ROWS; g++) {
+        char * dst = (char *) t->data + g * group;
+        memcpy(rows.data(), dst, group);
+        tr->pack_group(rows.data(), nb, dst);
     }
     t->flags |= GGML_TENSOR_FLAG_REPACKED;
     return true;

@@ -28,8 +28,17 @@ typedef struct {
 } block_q4_0x16;
 static_assert(sizeof(block_q4_0x16) == GGML_REPACK_ROWS * sizeof(block_q4_0), "wrong q4_0x16 size");
 
+// Q8_0 x16: as Q4_0 x16 with 8 byte columns, each value stored plus 128 (as unsigned bytes, the
+// operand vpdpbusd wants unsigned); the kernel takes 128 * sum(activations) back out.
+typedef struct {
+    ggml_fp16_t d[GGML_REPACK_ROWS];
+    uint8_t qs[GGML_REPACK_ROWS * QK8_0];       // [j][row][4]: bytes 4j..4j+3 of each row, + 128
+} block_q8_0x16;
+static_assert(sizeof(block_q8_0x16) == GGML_REPACK_ROWS * sizeof(block_q8_0), "wrong q8_0x16 size");
+
 // The activation block the repacked kernels read: Q8_0's values with the scale as a float (the
-// same F16-rounded value) and -8 * sum(qs), which takes out Q4_0's offset of 8 in one add.
+// same F16-rounded value) and -8 * sum(qs), which takes out Q4_0's offset of 8 in one add
+// (and, times 16, Q8_0 x16's offset of 128).
 typedef struct {
     float d;
     int32_t neg8sum;
@@ -42,9 +51,37 @@ static_assert(sizeof(block_q8_0x) == 40, "wrong q8_0x size");
 #define GGML_REPACK_MAX_COLS 8
 typedef void (*ggml_repack_gemm_fn)(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
 
+// What the repacked path needs for one weight type.
+struct ggml_repack_traits {
+    enum ggml_type type;
+    int64_t blck;                  // weights per block of the type
+    // 16 GGUF rows of nb blocks (row after row) <-> nb repacked blocks of the group.
+    void (*pack_group)(const void * rows, int64_t nb, void * out);
+    void (*unpack_group)(const void * in, int64_t nb, void * rows);
+    // Activations: F32 row -> act blocks of act_blck values, act_size bytes each.
+    ggml_from_float_t act_from_float;
+    int64_t act_blck;
+    size_t act_size;
+    ggml_repack_gemm_fn gemm_ref;  // the scalar reference
+    ggml_repack_gemm_fn gemm;      // this build's kernel (NULL: the type is not repacked here)
+};
+
+// The traits of a type this build repacks (with ggml_repack_force, for tests, also the types it
+// has only the reference kernel for, which then serves as gemm); NULL otherwise.
+const struct ggml_repack_traits * ggml_repack_get_traits(enum ggml_type type);
+
+// Tests set this to repack (with the reference kernel) on builds without a SIMD kernel.
+extern int ggml_repack_force;
+
+// Activations: F32 row of n values (n % 32 == 0) to block_q8_0x.
+void ggml_quantize_row_q8_0x(const float * x, void * y, int64_t n);
+
+// Reference kernels, and the SIMD ones where compiled.
 void ggml_repack_gemm_q4_0x16_ref(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
+void ggml_repack_gemm_q8_0x16_ref(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
 #if defined(GGML_SIMD_AVX512) && defined(__AVX512VNNI__)
 void ggml_repack_gemm_q4_0x16_avx512(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
+void ggml_repack_gemm_q8_0x16_avx512(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
 #endif
 #if defined(GGML_SIMD_AVX2)
 void ggml_repack_gemm_q4_0x16_avx2(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
@@ -53,22 +90,8 @@ void ggml_repack_gemm_q4_0x16_avx2(int64_t nb, const void * a, const void * b, s
 void ggml_repack_gemm_q4_0x16_neon(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
 #endif
 
-// The kernel this build uses for a repacked type: the SIMD one, else (with ggml_repack_force,
-// for tests) the reference; NULL when the build does not repack the type.
-ggml_repack_gemm_fn ggml_repack_gemm_best(enum ggml_type type);
-
-// Tests set this to repack (with the reference kernel) on builds without a SIMD kernel.
-extern int ggml_repack_force;
-
-// Activations: F32 row of n values (n % 32 == 0) to block_q8_0x.
-void ggml_quantize_row_q8_0x(const float * x, void * y, int64_t n);
-
-// Repacked rows back to the GGUF layout (for tests and for reading a repacked tensor's values).
-void ggml_unpack_q4_0x16(const void * src, void * dst, int64_t n_rows, int64_t k);
-
-// mul_mat with a repacked src0 (matmul.cpp hands over when src0 has GGML_TENSOR_FLAG_REPACKED).
-size_t ggml_cpu_mul_mat_repacked_work_size(const struct ggml_tensor * node, int n_threads);
-void   ggml_cpu_forward_mul_mat_repacked(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+// A repacked tensor's data (n_rows rows of k values) back to the GGUF layout (tests, debugging).
+void ggml_repack_unpack(enum ggml_type type, const void * src, void * dst, int64_t n_rows, int64_t k);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,7 @@
-// quant-repack-avx512.cpp - the 512-bit VNNI kernel for Q4_0 weights repacked 16 rows at a time
-// (quant-repack.h). Per block, the 16 rows' nibbles are 4 registers; unpacked once, they meet
-// each column's activations through 8 vpdpbusd with 4 broadcast bytes each, every lane a row.
+// quant-repack-avx512.cpp - 512-bit VNNI kernels for weights repacked 16 rows at a time
+// (quant-repack.h). Per block, the 16 rows' quants are 4 (Q4_0: nibbles, unpacked once) or 8
+// (Q8_0) registers; they meet each column's activations through 8 vpdpbusd with 4 broadcast
+// bytes each, every lane a row.
 // GCC 12 reports false "may be used uninitialized" warnings inside its own AVX512 headers.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -60,22 +61,61 @@ void gemm_q4_0x16(int64_t nb, const block_q4_0x16 * a, const char * b, size_t ld
     for (int c = 0; c < NC; c++) _mm512_storeu_ps(s + c * lds, acc[c]);
 }
 
-}  // namespace
+// Q8_0 x16: bytes are values + 128; the sum starts at -128 * sum(y) = 16 * neg8sum.
+template <int NC>
+void gemm_q8_0x16(int64_t nb, const block_q8_0x16 * a, const char * b, size_t ldb, float * s, size_t lds) {
+    __m512 acc[NC];
+    for (int c = 0; c < NC; c++) acc[c] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const block_q8_0x16 * g = a + i;
+        for (int l = 0; l < 9; l++) _mm_prefetch((const char *) g + PREFETCH + 64 * l, _MM_HINT_T0);
+        __m512i w[8];
+        for (int j = 0; j < 8; j++) w[j] = _mm512_loadu_si512((const void *) (g->qs + 64 * j));
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *) g->d));
+        for (int c = 0; c < NC; c++) {
+            const block_q8_0x * y = (const block_q8_0x *) (b + c * ldb) + i;
+            __m512i s0 = _mm512_set1_epi32(16 * y->neg8sum);
+            __m512i s1 = _mm512_setzero_si512();
+            for (int j = 0; j < 8; j += 2) {
+                s0 = _mm512_dpbusd_epi32(s0, w[j], _mm512_set1_epi32(load_i32(y->qs + 4 * j)));
+                s1 = _mm512_dpbusd_epi32(s1, w[j + 1], _mm512_set1_epi32(load_i32(y->qs + 4 * j + 4)));
+            }
+            const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(y->d));
+            acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), sc, acc[c]);
+        }
+    }
+    for (int c = 0; c < NC; c++) _mm512_storeu_ps(s + c * lds, acc[c]);
+}
 
-void ggml_repack_gemm_q4_0x16_avx512(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds) {
-    const block_q4_0x16 * g = (const block_q4_0x16 *) a;
+// Runs kernel<NC> for nc = 1..8.
+template <template <int> class K, typename G>
+void dispatch(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds) {
+    const G * g = (const G *) a;
     const char * y = (const char *) b;
     switch (nc) {
-        case 1: gemm_q4_0x16<1>(nb, g, y, ldb, s, lds); break;
-        case 2: gemm_q4_0x16<2>(nb, g, y, ldb, s, lds); break;
-        case 3: gemm_q4_0x16<3>(nb, g, y, ldb, s, lds); break;
-        case 4: gemm_q4_0x16<4>(nb, g, y, ldb, s, lds); break;
-        case 5: gemm_q4_0x16<5>(nb, g, y, ldb, s, lds); break;
-        case 6: gemm_q4_0x16<6>(nb, g, y, ldb, s, lds); break;
-        case 7: gemm_q4_0x16<7>(nb, g, y, ldb, s, lds); break;
-        case 8: gemm_q4_0x16<8>(nb, g, y, ldb, s, lds); break;
-        default: GGML_ABORT("gemm_q4_0x16: %d columns (at most %d)", nc, GGML_REPACK_MAX_COLS);
+        case 1: K<1>::run(nb, g, y, ldb, s, lds); break;
+        case 2: K<2>::run(nb, g, y, ldb, s, lds); break;
+        case 3: K<3>::run(nb, g, y, ldb, s, lds); break;
+        case 4: K<4>::run(nb, g, y, ldb, s, lds); break;
+        case 5: K<5>::run(nb, g, y, ldb, s, lds); break;
+        case 6: K<6>::run(nb, g, y, ldb, s, lds); break;
+        case 7: K<7>::run(nb, g, y, ldb, s, lds); break;
+        case 8: K<8>::run(nb, g, y, ldb, s, lds); break;
+        default: GGML_ABORT("repacked gemm: %d columns (at most %d)", nc, GGML_REPACK_MAX_COLS);
     }
+}
+
+template <int NC> struct Q4_0K { static void run(int64_t nb, const block_q4_0x16 * a, const char * b, size_t ldb, float * s, size_t lds) { gemm_q4_0x16<NC>(nb, a, b, ldb, s, lds); } };
+template <int NC> struct Q8_0K { static void run(int64_t nb, const block_q8_0x16 * a, const char * b, size_t ldb, float * s, size_t lds) { gemm_q8_0x16<NC>(nb, a, b, ldb, s, lds); } };
+
+}  // namespace
+
+void ggml_repack_gemm_q8_0x16_avx512(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds) {
+    dispatch<Q8_0K, block_q8_0x16>(nb, a, b, ldb, nc, s, lds);
+}
+
+void ggml_repack_gemm_q4_0x16_avx512(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds) {
+    dispatch<Q4_0K, block_q4_0x16>(nb, a, b, ldb, nc, s, lds);
 }
 
 #endif
