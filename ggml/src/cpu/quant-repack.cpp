@@ -107,6 +107,7 @@ void ggml_repack_gemm_q8_0x16_ref(int64_t nb, const void * va, const void * vb, 
 #define Q4_0_KERNEL ggml_repack_gemm_q4_0x16_avx2
 #elif defined(GGML_SIMD_NEON) && defined(__ARM_FEATURE_DOTPROD)
 #define Q4_0_KERNEL ggml_repack_gemm_q4_0x16_neon
+#define Q8_0_KERNEL ggml_repack_gemm_q8_0x16_neon
 #endif
 #ifndef Q4_0_KERNEL
 #define Q4_0_KERNEL nullptr
@@ -132,6 +133,8 @@ static const ggml_repack_traits traits_native[] = ALL_TRAITS(NATIVE);
 static const ggml_repack_traits traits_forced[] = ALL_TRAITS(FORCED);
 
 const struct ggml_repack_traits * ggml_repack_get_traits(enum ggml_type type) {
+    if (type == GGML_TYPE_Q4_K) return ggml_repack_traits_q4_K(ggml_repack_force);
+    if (type == GGML_TYPE_Q6_K) return ggml_repack_traits_q6_K(ggml_repack_force);
     const ggml_repack_traits * table = ggml_repack_force ? traits_forced : traits_native;
     for (size_t i = 0; i < sizeof(traits_native) / sizeof(traits_native[0]); i++) {
         if (table[i].type == type) return table[i].gemm ? &table[i] : nullptr;

@@ -36,6 +36,29 @@ typedef struct {
 } block_q8_0x16;
 static_assert(sizeof(block_q8_0x16) == GGML_REPACK_ROWS * sizeof(block_q8_0), "wrong q8_0x16 size");
 
+// Q4_K x16 (K-quant super-blocks of 256, activations Q8_K): per super-block of the 16 rows, their
+// scales d and dmin, the 6-bit sub-block scales sc and mins m of sub-block j (0..7) as
+// sm[j][row] = sc | (m >> 4) << 6 and mlo[j / 2][row] = low 4 bits of m (j even: low nibble),
+// then the quant bytes in 4-byte columns as Q4_0 x16 (column k = bytes 4k..4k+3 of each row).
+typedef struct {
+    ggml_fp16_t d[GGML_REPACK_ROWS];
+    ggml_fp16_t dmin[GGML_REPACK_ROWS];
+    uint8_t sm[8][GGML_REPACK_ROWS];
+    uint8_t mlo[4][GGML_REPACK_ROWS];
+    uint8_t qs[QK_K / 8][GGML_REPACK_ROWS][4];
+} block_q4_Kx16;
+static_assert(sizeof(block_q4_Kx16) == GGML_REPACK_ROWS * sizeof(block_q4_K), "wrong q4_Kx16 size");
+
+// Q6_K x16: the 16 rows' d, their 16 sub-block scales as scales[j][row], then ql and qh in
+// 4-byte columns (column k = bytes 4k..4k+3 of each row's ql, resp. qh).
+typedef struct {
+    ggml_fp16_t d[GGML_REPACK_ROWS];
+    int8_t scales[QK_K / 16][GGML_REPACK_ROWS];
+    uint8_t ql[QK_K / 8][GGML_REPACK_ROWS][4];
+    uint8_t qh[QK_K / 16][GGML_REPACK_ROWS][4];
+} block_q6_Kx16;
+static_assert(sizeof(block_q6_Kx16) == GGML_REPACK_ROWS * sizeof(block_q6_K), "wrong q6_Kx16 size");
+
 // The activation block the repacked kernels read: Q8_0's values with the scale as a float (the
 // same F16-rounded value) and -8 * sum(qs), which takes out Q4_0's offset of 8 in one add
 // (and, times 16, Q8_0 x16's offset of 128).
@@ -66,6 +89,10 @@ struct ggml_repack_traits {
     ggml_repack_gemm_fn gemm;      // this build's kernel (NULL: the type is not repacked here)
 };
 
+// The K-quant types' traits, from their own files (NULL: no kernel here, unless forced).
+const struct ggml_repack_traits * ggml_repack_traits_q4_K(int forced);
+const struct ggml_repack_traits * ggml_repack_traits_q6_K(int forced);
+
 // The traits of a type this build repacks (with ggml_repack_force, for tests, also the types it
 // has only the reference kernel for, which then serves as gemm); NULL otherwise.
 const struct ggml_repack_traits * ggml_repack_get_traits(enum ggml_type type);
@@ -88,6 +115,14 @@ void ggml_repack_gemm_q4_0x16_avx2(int64_t nb, const void * a, const void * b, s
 #endif
 #if defined(GGML_SIMD_NEON) && defined(__ARM_FEATURE_DOTPROD)
 void ggml_repack_gemm_q4_0x16_neon(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
+void ggml_repack_gemm_q8_0x16_neon(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
+#endif
+
+void ggml_repack_gemm_q4_Kx16_ref(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
+void ggml_repack_gemm_q6_Kx16_ref(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
+#if defined(GGML_SIMD_AVX512) && defined(__AVX512VNNI__)
+void ggml_repack_gemm_q4_Kx16_avx512(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
+void ggml_repack_gemm_q6_Kx16_avx512(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
 #endif
 
 // A repacked tensor's data (n_rows rows of k values) back to the GGUF layout (tests, debugging).

@@ -1,0 +1,108 @@
+// quant-repack-q4_K.cpp - Q4_K x16 (quant-repack.h): packing, the way back, the reference kernel.
+// Per super-block, row r and column: msum = sum_j m_j * (bsums[2j] + bsums[2j + 1]) and
+// isum = sum_j sc_j * dot32_j (integers, exact), then
+//   acc = fma(-(dmin * d_a), msum, acc); acc = fma(d * d_a, isum, acc)
+// in that order: the mins first, so that kernels need not keep them in registers.
+#include "quant-repack.h"
+
+#include <math.h>
+#include <string.h>
+
+namespace {
+
+void pack_group_q4_K(const void * vrows, int64_t nb, void * vout) {
+    const block_q4_K * rows = (const block_q4_K *) vrows;
+    block_q4_Kx16 * out = (block_q4_Kx16 *) vout;
+    for (int64_t i = 0; i < nb; i++) {
+        block_q4_Kx16 & g = out[i];
+        memset(g.mlo, 0, sizeof(g.mlo));
+        for (int r = 0; r < GGML_REPACK_ROWS; r++) {
+            const block_q4_K & src = rows[r * nb + i];
+            g.d[r] = src.d;
+            g.dmin[r] = src.dmin;
+            for (int j = 0; j < 8; j++) {
+                uint8_t sc, m;
+                get_scale_min_k4(j, src.scales, &sc, &m);
+                g.sm[j][r] = (uint8_t) (sc | ((m >> 4) << 6));
+                g.mlo[j / 2][r] |= (uint8_t) ((m & 15) << (4 * (j & 1)));
+            }
+            for (int k = 0; k < QK_K / 8; k++) memcpy(g.qs[k][r], src.qs + 4 * k, 4);
+        }
+    }
+}
+
+// The 12 packed bytes of a Q4_K block from its 8 scales and mins (inverse of get_scale_min_k4).
+void pack_scales_k4(const uint8_t * sc, const uint8_t * m, uint8_t * q) {
+    for (int j = 0; j < 4; j++) {
+        q[j] = (uint8_t) ((sc[j] & 63) | ((sc[j + 4] >> 4) << 6));
+        q[j + 4] = (uint8_t) ((m[j] & 63) | ((m[j + 4] >> 4) << 6));
+        q[j + 8] = (uint8_t) ((sc[j + 4] & 15) | ((m[j + 4] & 15) << 4));
+    }
+}
+
+void unpack_group_q4_K(const void * vin, int64_t nb, void * vrows) {
+    const block_q4_Kx16 * in = (const block_q4_Kx16 *) vin;
+    block_q4_K * rows = (block_q4_K *) vrows;
+    for (int64_t i = 0; i < nb; i++) {
+        const block_q4_Kx16 & g = in[i];
+        for (int r = 0; r < GGML_REPACK_ROWS; r++) {
+            block_q4_K & dst = rows[r * nb + i];
+            dst.d = g.d[r];
+            dst.dmin = g.dmin[r];
+            uint8_t sc[8], m[8];
+            for (int j = 0; j < 8; j++) {
+                sc[j] = g.sm[j][r] & 63;
+                m[j] = (uint8_t) (((g.sm[j][r] >> 6) << 4) | ((g.mlo[j / 2][r] >> (4 * (j & 1))) & 15));
+            }
+            pack_scales_k4(sc, m, dst.scales);
+            for (int k = 0; k < QK_K / 8; k++) memcpy(dst.qs + 4 * k, g.qs[k][r], 4);
+        }
+    }
+}
+
+void act_q8_K(const float * x, void * y, int64_t n) { quantize_row_q8_K_ref(x, (block_q8_K *) y, n); }
+
+}  // namespace
+
+void ggml_repack_gemm_q4_Kx16_ref(int64_t nb, const void * va, const void * vb, size_t ldb, int nc, float * s, size_t lds) {
+    const block_q4_Kx16 * a = (const block_q4_Kx16 *) va;
+    for (int c = 0; c < nc; c++) {
+        const block_q8_K * y = (const block_q8_K *) ((const char *) vb + c * ldb);
+        for (int r = 0; r < GGML_REPACK_ROWS; r++) {
+            float acc = 0.0f;
+            for (int64_t i = 0; i < nb; i++) {
+                const block_q4_Kx16 & g = a[i];
+                int32_t msum = 0, isum = 0;
+                for (int j = 0; j < 8; j++) {
+                    const int m = ((g.sm[j][r] >> 6) << 4) | ((g.mlo[j / 2][r] >> (4 * (j & 1))) & 15);
+                    msum += m * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
+                    // Sub-block j: nibble j % 2 of bytes 32 (j / 2) .. 32 (j / 2) + 31.
+                    int32_t dot = 0;
+                    for (int l = 0; l < 32; l++) {
+                        const int byte = 32 * (j / 2) + l;
+                        const uint8_t q = g.qs[byte / 4][r][byte % 4];
+                        dot += ((j & 1) ? (q >> 4) : (q & 15)) * y[i].qs[32 * j + l];
+                    }
+                    isum += (g.sm[j][r] & 63) * dot;
+                }
+                const float dw = GGML_FP16_TO_FP32(g.d[r]), dm = GGML_FP16_TO_FP32(g.dmin[r]);
+                acc = fmaf(-(dm * y[i].d), (float) msum, acc);
+                acc = fmaf(dw * y[i].d, (float) isum, acc);
+            }
+            s[c * lds + r] = acc;
+        }
+    }
+}
+
+const struct ggml_repack_traits * ggml_repack_traits_q4_K(int forced) {
+#if defined(GGML_SIMD_AVX512) && defined(__AVX512VNNI__)
+    static const ggml_repack_traits native = { GGML_TYPE_Q4_K, QK_K, pack_group_q4_K, unpack_group_q4_K, act_q8_K, QK_K,
+                                               sizeof(block_q8_K), ggml_repack_gemm_q4_Kx16_ref, ggml_repack_gemm_q4_Kx16_avx512 };
+    (void) forced;
+    return &native;
+#else
+    static const ggml_repack_traits ref = { GGML_TYPE_Q4_K, QK_K, pack_group_q4_K, unpack_group_q4_K, act_q8_K, QK_K,
+                                            sizeof(block_q8_K), ggml_repack_gemm_q4_Kx16_ref, ggml_repack_gemm_q4_Kx16_ref };
+    return forced ? &ref : nullptr;
+#endif
+}
