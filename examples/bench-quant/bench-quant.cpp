@@ -5,9 +5,14 @@
 //
 //   bench-quant [--stream-mib N] [--k N] [--reps N] [--types q4_0,q6_K,...]
 //
+// A second table times the repacked layouts (quant-repack.h) the runtime uses where this build
+// has a kernel: one activation column (token generation) in cache and streaming, and 8 columns
+// (prompt processing) in cache, in GB/s of weights per column pass.
+//
 // The streaming size defaults to 1024 MiB of weights per type: more than the last-level cache
 // of current CPUs (several hundred MB on large server parts), as a model's weights are.
 #include "cpu/quant-dot.h"
+#include "cpu/quant-repack.h"
 #include "ggml.h"
 
 #include <algorithm>
@@ -36,6 +41,69 @@ static double time_rows(ggml_quant_dot_fn dot, const std::vector<uint8_t> & w, s
     }
     std::sort(t.begin(), t.end());
     return t[t.size() / 2];
+}
+
+// Median seconds of `reps` passes of kernel f over every 16-row group of w against nc columns.
+static double time_groups(ggml_repack_gemm_fn f, const std::vector<uint8_t> & w, size_t group_size, int64_t groups,
+                          int64_t nb, const std::vector<uint8_t> & act, size_t ldb, int nc, int inner, int reps, float * sink) {
+    std::vector<double> t;
+    float s[GGML_REPACK_MAX_COLS * GGML_REPACK_ROWS];
+    for (int r = 0; r < reps; r++) {
+        const double t0 = now_s();
+        for (int j = 0; j < inner; j++) {
+            for (int64_t g = 0; g < groups; g++) {
+                f(nb, w.data() + g * group_size, act.data(), ldb, nc, s, GGML_REPACK_ROWS);
+                *sink += s[0];
+            }
+        }
+        t.push_back(now_s() - t0);
+    }
+    std::sort(t.begin(), t.end());
+    return t[t.size() / 2];
+}
+
+static void bench_repacked(const ggml_type * types, const std::string & only, int64_t k, int64_t stream_mib, int reps, float * sink) {
+    printf("\nrepacked layouts (16-row groups), 1 thread, GB/s of weights per column pass\n\n");
+    printf("%-7s %10s %10s %10s %8s %10s %10s\n", "type", "scalar", "simd", "simd", "speedup", "simd", "speedup");
+    printf("%-7s %10s %10s %10s %8s %10s %10s\n", "", "1 col", "1 col", "1 col", "", "8 cols", "vs 1 col");
+    printf("%-7s %10s %10s %10s %8s %10s %10s\n", "", "in-cache", "in-cache", "streaming", "", "in-cache", "");
+    std::mt19937 rng(2);
+    std::normal_distribution<float> nd;
+    for (int ti = 0; ti < 11; ti++) {
+        const ggml_type t = types[ti];
+        if (!only.empty() && ("," + only + ",").find("," + std::string(ggml_type_name(t)) + ",") == std::string::npos) continue;
+        const ggml_repack_traits * tr = ggml_repack_get_traits(t);
+        if (!tr) continue;
+        const size_t gs = GGML_REPACK_ROWS * ggml_row_size(t, k);
+        const int64_t nb = k / tr->blck;
+        const int64_t g_cache = std::max<int64_t>(1, (256 * 1024) / (int64_t) gs);
+        const int64_t g_stream = std::max<int64_t>(1, (stream_mib << 20) / (int64_t) gs);
+        std::vector<float> row(k);
+        std::vector<uint8_t> group(gs);
+        for (int r = 0; r < GGML_REPACK_ROWS; r++) {
+            for (auto & v : row) v = nd(rng);
+            ggml_quantize_chunk(t, row.data(), group.data() + r * (gs / GGML_REPACK_ROWS), 0, 1, k, nullptr);
+        }
+        std::vector<uint8_t> rows_copy = group;
+        tr->pack_group(rows_copy.data(), nb, group.data());
+        std::vector<uint8_t> w_cache(gs * g_cache), w_stream(gs * g_stream);
+        for (int64_t g = 0; g < g_cache; g++) memcpy(w_cache.data() + g * gs, group.data(), gs);
+        for (int64_t g = 0; g < g_stream; g++) memcpy(w_stream.data() + g * gs, group.data(), gs);
+        const size_t ldb = (size_t) (k / tr->act_blck) * tr->act_size;
+        std::vector<uint8_t> act(ldb * GGML_REPACK_MAX_COLS);
+        for (int c = 0; c < GGML_REPACK_MAX_COLS; c++) {
+            for (auto & v : row) v = nd(rng);
+            tr->act_from_float(row.data(), act.data() + c * ldb, k);
+        }
+        const int inner = 20;
+        const double bytes_cache = (double) gs * g_cache * inner;
+        const double ref1 = bytes_cache / time_groups(tr->gemm_ref, w_cache, gs, g_cache, nb, act, ldb, 1, inner, reps, sink) / 1e9;
+        const double simd1 = bytes_cache / time_groups(tr->gemm, w_cache, gs, g_cache, nb, act, ldb, 1, inner, reps, sink) / 1e9;
+        const double str1 = (double) gs * g_stream / time_groups(tr->gemm, w_stream, gs, g_stream, nb, act, ldb, 1, 1, reps, sink) / 1e9;
+        const double simd8 = bytes_cache * 8 / time_groups(tr->gemm, w_cache, gs, g_cache, nb, act, ldb, 8, inner, reps, sink) / 1e9;
+        printf("%-7s %10.2f %10.2f %10.2f %7.1fx %10.2f %9.1fx\n", ggml_type_name(t), ref1, simd1, str1, simd1 / ref1, simd8,
+               simd8 / simd1);
+    }
 }
 
 int main(int argc, char ** argv) {
@@ -106,6 +174,7 @@ int main(int argc, char ** argv) {
         printf("%-7s %10.2f %10.2f %10.2f %7.1fx %12.1f\n", ggml_type_name(t), g_ref, g_best, g_stream, g_best / g_ref,
                rs * rows_stream / 1048576.0);
     }
+    bench_repacked(types, only, k, stream_mib, reps, &sink);
     if (sink == 12345.678f) printf(" ");
     return 0;
 }
