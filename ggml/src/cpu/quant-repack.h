@@ -113,10 +113,13 @@ void ggml_repack_gemm_q8_0x16_avx512(int64_t nb, const void * a, const void * b,
 #if defined(GGML_SIMD_AVX2)
 void ggml_repack_gemm_q4_0x16_avx2(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
 void ggml_repack_gemm_q4_Kx16_avx2(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
+void ggml_repack_gemm_q6_Kx16_avx2(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
 #endif
 #if defined(GGML_SIMD_NEON) && defined(__ARM_FEATURE_DOTPROD)
 void ggml_repack_gemm_q4_0x16_neon(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
 void ggml_repack_gemm_q8_0x16_neon(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
+void ggml_repack_gemm_q4_Kx16_neon(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
+void ggml_repack_gemm_q6_Kx16_neon(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
 #endif
 
 void ggml_repack_gemm_q4_Kx16_ref(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
