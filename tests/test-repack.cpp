@@ -159,6 +159,11 @@ TEST(Repack, KernelEqualsReference) {
             kernels.push_back({ "avx2", ggml_repack_gemm_q4_Kx16_avx2 });
 #endif
         }
+        if (type == GGML_TYPE_Q6_K) {
+#if defined(GGML_SIMD_AVX2)
+            kernels.push_back({ "avx2", ggml_repack_gemm_q6_Kx16_avx2 });
+#endif
+        }
         std::mt19937 rng(3);
         for (int64_t nb : {1, 2, 7, 22}) {
             const int64_t k = nb * tr->blck;

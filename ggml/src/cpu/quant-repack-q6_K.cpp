@@ -88,6 +88,16 @@ const struct ggml_repack_traits * ggml_repack_traits_q6_K(int forced) {
                                                sizeof(block_q8_K), ggml_repack_gemm_q6_Kx16_ref, ggml_repack_gemm_q6_Kx16_avx512 };
     (void) forced;
     return &native;
+#elif defined(GGML_SIMD_AVX2)
+    static const ggml_repack_traits native = { GGML_TYPE_Q6_K, QK_K, pack_group_q6_K, unpack_group_q6_K, act_q8_K, QK_K,
+                                               sizeof(block_q8_K), ggml_repack_gemm_q6_Kx16_ref, ggml_repack_gemm_q6_Kx16_avx2 };
+    (void) forced;
+    return &native;
+#elif defined(GGML_SIMD_NEON) && defined(__ARM_FEATURE_DOTPROD)
+    static const ggml_repack_traits native = { GGML_TYPE_Q6_K, QK_K, pack_group_q6_K, unpack_group_q6_K, act_q8_K, QK_K,
+                                               sizeof(block_q8_K), ggml_repack_gemm_q6_Kx16_ref, ggml_repack_gemm_q6_Kx16_neon };
+    (void) forced;
+    return &native;
 #else
     static const ggml_repack_traits ref = { GGML_TYPE_Q6_K, QK_K, pack_group_q6_K, unpack_group_q6_K, act_q8_K, QK_K,
                                             sizeof(block_q8_K), ggml_repack_gemm_q6_Kx16_ref, ggml_repack_gemm_q6_Kx16_ref };
