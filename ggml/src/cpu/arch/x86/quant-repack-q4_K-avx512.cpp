@@ -26,7 +26,7 @@ inline __m512i bcast4(const void * p) {
 
 inline __m512i bytes_to_lanes(const uint8_t * p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *) p)); }
 
-constexpr int PREFETCH = 4096;
+constexpr int PREFETCH = 2048;
 
 template <int NC>
 void gemm_q4_Kx16(int64_t nb, const block_q4_Kx16 * a, const char * b, size_t ldb, float * s, size_t lds) {

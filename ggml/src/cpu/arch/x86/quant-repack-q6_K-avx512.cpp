@@ -40,7 +40,7 @@ constexpr int select_imm() {
 }
 constexpr int SEL = select_imm();
 
-constexpr int PREFETCH = 4096;
+constexpr int PREFETCH = 2048;
 
 template <int NC>
 void gemm_q6_Kx16(int64_t nb, const block_q6_Kx16 * a, const char * b, size_t ldb, float * s, size_t lds) {
