@@ -134,6 +134,7 @@ static const ggml_repack_traits traits_forced[] = ALL_TRAITS(FORCED);
 
 const struct ggml_repack_traits * ggml_repack_get_traits(enum ggml_type type) {
     if (type == GGML_TYPE_Q4_K) return ggml_repack_traits_q4_K(ggml_repack_force);
+    if (type == GGML_TYPE_Q5_K) return ggml_repack_traits_q5_K(ggml_repack_force);
     if (type == GGML_TYPE_Q6_K) return ggml_repack_traits_q6_K(ggml_repack_force);
     const ggml_repack_traits * table = ggml_repack_force ? traits_forced : traits_native;
     for (size_t i = 0; i < sizeof(traits_native) / sizeof(traits_native[0]); i++) {

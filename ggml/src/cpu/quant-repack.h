@@ -49,6 +49,17 @@ typedef struct {
 } block_q4_Kx16;
 static_assert(sizeof(block_q4_Kx16) == GGML_REPACK_ROWS * sizeof(block_q4_K), "wrong q4_Kx16 size");
 
+// Q5_K x16: as Q4_K x16, with each row's 32 high-bit bytes (qh) in 4-byte columns before qs.
+typedef struct {
+    ggml_fp16_t d[GGML_REPACK_ROWS];
+    ggml_fp16_t dmin[GGML_REPACK_ROWS];
+    uint8_t sm[8][GGML_REPACK_ROWS];
+    uint8_t mlo[4][GGML_REPACK_ROWS];
+    uint8_t qh[QK_K / 32][GGML_REPACK_ROWS][4];
+    uint8_t qs[QK_K / 8][GGML_REPACK_ROWS][4];
+} block_q5_Kx16;
+static_assert(sizeof(block_q5_Kx16) == GGML_REPACK_ROWS * sizeof(block_q5_K), "wrong q5_Kx16 size");
+
 // Q6_K x16: the 16 rows' d, their 16 sub-block scales as scales[j][row], then ql and qh in
 // 4-byte columns (column k = bytes 4k..4k+3 of each row's ql, resp. qh).
 typedef struct {
@@ -91,6 +102,7 @@ struct ggml_repack_traits {
 
 // The K-quant types' traits, from their own files (NULL: no kernel here, unless forced).
 const struct ggml_repack_traits * ggml_repack_traits_q4_K(int forced);
+const struct ggml_repack_traits * ggml_repack_traits_q5_K(int forced);
 const struct ggml_repack_traits * ggml_repack_traits_q6_K(int forced);
 
 // The traits of a type this build repacks (with ggml_repack_force, for tests, also the types it
@@ -113,19 +125,23 @@ void ggml_repack_gemm_q8_0x16_avx512(int64_t nb, const void * a, const void * b,
 #if defined(GGML_SIMD_AVX2)
 void ggml_repack_gemm_q4_0x16_avx2(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
 void ggml_repack_gemm_q4_Kx16_avx2(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
+void ggml_repack_gemm_q5_Kx16_avx2(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
 void ggml_repack_gemm_q6_Kx16_avx2(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
 #endif
 #if defined(GGML_SIMD_NEON) && defined(__ARM_FEATURE_DOTPROD)
 void ggml_repack_gemm_q4_0x16_neon(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
 void ggml_repack_gemm_q8_0x16_neon(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
 void ggml_repack_gemm_q4_Kx16_neon(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
+void ggml_repack_gemm_q5_Kx16_neon(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
 void ggml_repack_gemm_q6_Kx16_neon(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
 #endif
 
 void ggml_repack_gemm_q4_Kx16_ref(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
+void ggml_repack_gemm_q5_Kx16_ref(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
 void ggml_repack_gemm_q6_Kx16_ref(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
 #if defined(GGML_SIMD_AVX512) && defined(__AVX512VNNI__)
 void ggml_repack_gemm_q4_Kx16_avx512(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
+void ggml_repack_gemm_q5_Kx16_avx512(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
 void ggml_repack_gemm_q6_Kx16_avx512(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
 #endif
 
