@@ -7,8 +7,8 @@
 // compute-bound) takes the packed GEMM path: b is packed into k-major panels (shared, another
 // barrier), each thread packs blocks of a's rows and runs the ISA's register-tiled micro-kernel
 // over cache blocks. The kernels per type come from the table in vec.h, so a new type of a
-// is a new table entry. A repacked a (quant-repack.h) takes its own path: b's rows become
-// block_q8_0x, and each 16-row group of a meets up to 8 rows of b at a time in one kernel call.
+// is a new table entry. A repacked a (quant-repack.h) takes its own path: b's rows become the
+// layout's activation blocks, and each 16-row group of a meets up to 8 rows of b per kernel call.
 //
 // Bit-identical results for any thread count: on the dot path each output is one dot-tile
 // accumulator (same instructions whatever the tile shape); on the GEMM path each output is one
@@ -179,14 +179,14 @@ void mul_mat_repacked(const MulMatArgs & x, const ggml_repack_traits * rt, int i
     const int64_t col_block = std::max<int64_t>(C, (int64_t) (256 * 1024 / x.rb.nb1) / C * C);
     int64_t it0, it1;
     ggml_cpu_split_rows(groups * x.B2 * x.B3, ith, nth, &it0, &it1);
-    for (int64_t nb0 = 0; nb0 < x.N; nb0 += col_block) {
-        const int64_t nb1 = std::min(x.N, nb0 + col_block);
+    for (int64_t c0 = 0; c0 < x.N; c0 += col_block) {
+        const int64_t c1 = std::min(x.N, c0 + col_block);
         for (int64_t it = it0; it < it1; it++) {
             const int64_t p = it / groups, m0 = (it % groups) * R;
             const int64_t i2 = p % x.B2, i3 = p / x.B2;
             const char * a0 = x.a_row(m0, i2, i3);
-            for (int64_t n0 = nb0; n0 < nb1; n0 += C) {
-                const int nc = (int) std::min<int64_t>(C, nb1 - n0);
+            for (int64_t n0 = c0; n0 < c1; n0 += C) {
+                const int nc = (int) std::min<int64_t>(C, c1 - n0);
                 gemm(nb, a0, x.rb.row(n0, i2, i3), x.rb.nb1, nc, x.d_at(m0, n0, i2, i3), x.ldd);
             }
         }
