@@ -159,6 +159,11 @@ TEST(Repack, KernelEqualsReference) {
             kernels.push_back({ "avx2", ggml_repack_gemm_q4_Kx16_avx2 });
 #endif
         }
+        if (type == GGML_TYPE_Q5_K) {
+#if defined(GGML_SIMD_AVX2)
+            kernels.push_back({ "avx2", ggml_repack_gemm_q5_Kx16_avx2 });
+#endif
+        }
         if (type == GGML_TYPE_Q6_K) {
 #if defined(GGML_SIMD_AVX2)
             kernels.push_back({ "avx2", ggml_repack_gemm_q6_Kx16_avx2 });

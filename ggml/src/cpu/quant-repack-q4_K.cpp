@@ -8,6 +8,32 @@
 #include <math.h>
 #include <string.h>
 
+void ggml_repack_k4_scales_in(const uint8_t * scales, int r, uint8_t (*sm)[GGML_REPACK_ROWS], uint8_t (*mlo)[GGML_REPACK_ROWS]) {
+    for (int j = 0; j < 8; j++) {
+        uint8_t sc, m;
+        get_scale_min_k4(j, scales, &sc, &m);
+        const int shift = 4 * (j & 1);
+        sm[j][r] = (uint8_t) (sc | ((m >> 4) << 6));
+        mlo[j / 2][r] = (uint8_t) ((mlo[j / 2][r] & ~(15 << shift)) | ((m & 15) << shift));
+    }
+}
+
+// The inverse of get_scale_min_k4: the 96 bits of the 12 bytes hold each scale and min once.
+void ggml_repack_k4_scales_out(const uint8_t (*sm)[GGML_REPACK_ROWS], const uint8_t (*mlo)[GGML_REPACK_ROWS], int r, uint8_t * q) {
+    uint8_t sc[8], m[8];
+    for (int j = 0; j < 8; j++) {
+        sc[j] = sm[j][r] & 63;
+        m[j] = (uint8_t) ggml_repack_k4_min(sm, mlo, j, r);
+    }
+    for (int j = 0; j < 4; j++) {
+        q[j] = (uint8_t) ((sc[j] & 63) | ((sc[j + 4] >> 4) << 6));
+        q[j + 4] = (uint8_t) ((m[j] & 63) | ((m[j + 4] >> 4) << 6));
+        q[j + 8] = (uint8_t) ((sc[j + 4] & 15) | ((m[j + 4] & 15) << 4));
+    }
+}
+
+void ggml_repack_act_q8_K(const float * x, void * y, int64_t n) { quantize_row_q8_K_ref(x, (block_q8_K *) y, n); }
+
 namespace {
 
 void pack_group_q4_K(const void * vrows, int64_t nb, void * vout) {
@@ -15,28 +41,13 @@ void pack_group_q4_K(const void * vrows, int64_t nb, void * vout) {
     block_q4_Kx16 * out = (block_q4_Kx16 *) vout;
     for (int64_t i = 0; i < nb; i++) {
         block_q4_Kx16 & g = out[i];
-        memset(g.mlo, 0, sizeof(g.mlo));
         for (int r = 0; r < GGML_REPACK_ROWS; r++) {
             const block_q4_K & src = rows[r * nb + i];
             g.d[r] = src.d;
             g.dmin[r] = src.dmin;
-            for (int j = 0; j < 8; j++) {
-                uint8_t sc, m;
-                get_scale_min_k4(j, src.scales, &sc, &m);
-                g.sm[j][r] = (uint8_t) (sc | ((m >> 4) << 6));
-                g.mlo[j / 2][r] |= (uint8_t) ((m & 15) << (4 * (j & 1)));
-            }
+            ggml_repack_k4_scales_in(src.scales, r, g.sm, g.mlo);
             for (int k = 0; k < QK_K / 8; k++) memcpy(g.qs[k][r], src.qs + 4 * k, 4);
         }
-    }
-}
-
-// The 12 packed bytes of a Q4_K block from its 8 scales and mins (inverse of get_scale_min_k4).
-void pack_scales_k4(const uint8_t * sc, const uint8_t * m, uint8_t * q) {
-    for (int j = 0; j < 4; j++) {
-        q[j] = (uint8_t) ((sc[j] & 63) | ((sc[j + 4] >> 4) << 6));
-        q[j + 4] = (uint8_t) ((m[j] & 63) | ((m[j + 4] >> 4) << 6));
-        q[j + 8] = (uint8_t) ((sc[j + 4] & 15) | ((m[j + 4] & 15) << 4));
     }
 }
 
@@ -49,18 +60,11 @@ void unpack_group_q4_K(const void * vin, int64_t nb, void * vrows) {
             block_q4_K & dst = rows[r * nb + i];
             dst.d = g.d[r];
             dst.dmin = g.dmin[r];
-            uint8_t sc[8], m[8];
-            for (int j = 0; j < 8; j++) {
-                sc[j] = g.sm[j][r] & 63;
-                m[j] = (uint8_t) (((g.sm[j][r] >> 6) << 4) | ((g.mlo[j / 2][r] >> (4 * (j & 1))) & 15));
-            }
-            pack_scales_k4(sc, m, dst.scales);
+            ggml_repack_k4_scales_out(g.sm, g.mlo, r, dst.scales);
             for (int k = 0; k < QK_K / 8; k++) memcpy(dst.qs + 4 * k, g.qs[k][r], 4);
         }
     }
 }
-
-void act_q8_K(const float * x, void * y, int64_t n) { quantize_row_q8_K_ref(x, (block_q8_K *) y, n); }
 
 }  // namespace
 
@@ -74,7 +78,7 @@ void ggml_repack_gemm_q4_Kx16_ref(int64_t nb, const void * va, const void * vb, 
                 const block_q4_Kx16 & g = a[i];
                 int32_t msum = 0, isum = 0;
                 for (int j = 0; j < 8; j++) {
-                    const int m = ((g.sm[j][r] >> 6) << 4) | ((g.mlo[j / 2][r] >> (4 * (j & 1))) & 15);
+                    const int m = ggml_repack_k4_min(g.sm, g.mlo, j, r);
                     msum += m * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
                     // Sub-block j: nibble j % 2 of bytes 32 (j / 2) .. 32 (j / 2) + 31.
                     int32_t dot = 0;
@@ -96,23 +100,16 @@ void ggml_repack_gemm_q4_Kx16_ref(int64_t nb, const void * va, const void * vb, 
 
 const struct ggml_repack_traits * ggml_repack_traits_q4_K(int forced) {
 #if defined(GGML_SIMD_AVX512) && defined(__AVX512VNNI__)
-    static const ggml_repack_traits native = { GGML_TYPE_Q4_K, QK_K, pack_group_q4_K, unpack_group_q4_K, act_q8_K, QK_K,
-                                               sizeof(block_q8_K), ggml_repack_gemm_q4_Kx16_ref, ggml_repack_gemm_q4_Kx16_avx512 };
-    (void) forced;
-    return &native;
+    const ggml_repack_gemm_fn kernel = ggml_repack_gemm_q4_Kx16_avx512;
 #elif defined(GGML_SIMD_AVX2)
-    static const ggml_repack_traits native = { GGML_TYPE_Q4_K, QK_K, pack_group_q4_K, unpack_group_q4_K, act_q8_K, QK_K,
-                                               sizeof(block_q8_K), ggml_repack_gemm_q4_Kx16_ref, ggml_repack_gemm_q4_Kx16_avx2 };
-    (void) forced;
-    return &native;
+    const ggml_repack_gemm_fn kernel = ggml_repack_gemm_q4_Kx16_avx2;
 #elif defined(GGML_SIMD_NEON) && defined(__ARM_FEATURE_DOTPROD)
-    static const ggml_repack_traits native = { GGML_TYPE_Q4_K, QK_K, pack_group_q4_K, unpack_group_q4_K, act_q8_K, QK_K,
-                                               sizeof(block_q8_K), ggml_repack_gemm_q4_Kx16_ref, ggml_repack_gemm_q4_Kx16_neon };
-    (void) forced;
-    return &native;
+    const ggml_repack_gemm_fn kernel = ggml_repack_gemm_q4_Kx16_neon;
 #else
-    static const ggml_repack_traits ref = { GGML_TYPE_Q4_K, QK_K, pack_group_q4_K, unpack_group_q4_K, act_q8_K, QK_K,
-                                            sizeof(block_q8_K), ggml_repack_gemm_q4_Kx16_ref, ggml_repack_gemm_q4_Kx16_ref };
-    return forced ? &ref : nullptr;
+    const ggml_repack_gemm_fn kernel = nullptr;
 #endif
+    // This build's kernel; without one, the reference for tests that force repacking.
+    static const ggml_repack_traits traits = { GGML_TYPE_Q4_K, QK_K, pack_group_q4_K, unpack_group_q4_K, ggml_repack_act_q8_K, QK_K,
+                                               sizeof(block_q8_K), ggml_repack_gemm_q4_Kx16_ref, ggml_repack_kernel_or(kernel, ggml_repack_gemm_q4_Kx16_ref) };
+    return ggml_repack_offer(&traits, kernel, forced);
 }

@@ -1,7 +1,98 @@
-// quant-repack-q5_K.cpp - Q5_K x16 (quant-repack.h): being written; not repacked yet.
+// quant-repack-q5_K.cpp - Q5_K x16 (quant-repack.h): packing, the way back, the reference kernel.
+// As Q4_K x16 (quant-repack-q4_K.cpp), the values having a fifth bit: for sub-block pair c
+// (sub-blocks 2c, 2c + 1) and byte l of 32, the low-nibble value is
+// (qs[32c + l] & 15) | bit 2c of qh[l] << 4 and the high-nibble value (qs[32c + l] >> 4) |
+// bit 2c + 1 of qh[l] << 4 (0..31). In the x16 layout byte 32c + l is qs column (32c + l) / 4,
+// and its high bits are qh column (l / 4) = (qs column) % 8.
+// Per super-block, row r and column: msum = sum_j m_j * (bsums[2j] + bsums[2j + 1]) and
+// isum = sum_j sc_j * dot32_j (integers, exact), then
+//   acc = fma(-(dmin * d_a), msum, acc); acc = fma(d * d_a, isum, acc)
+// in that order, as for Q4_K.
 #include "quant-repack.h"
 
+#include <math.h>
+#include <string.h>
+
+namespace {
+
+void pack_group_q5_K(const void * vrows, int64_t nb, void * vout) {
+    const block_q5_K * rows = (const block_q5_K *) vrows;
+    block_q5_Kx16 * out = (block_q5_Kx16 *) vout;
+    for (int64_t i = 0; i < nb; i++) {
+        block_q5_Kx16 & g = out[i];
+        for (int r = 0; r < GGML_REPACK_ROWS; r++) {
+            const block_q5_K & src = rows[r * nb + i];
+            g.d[r] = src.d;
+            g.dmin[r] = src.dmin;
+            ggml_repack_k4_scales_in(src.scales, r, g.sm, g.mlo);
+            for (int k = 0; k < QK_K / 32; k++) memcpy(g.qh[k][r], src.qh + 4 * k, 4);
+            for (int k = 0; k < QK_K / 8; k++) memcpy(g.qs[k][r], src.qs + 4 * k, 4);
+        }
+    }
+}
+
+void unpack_group_q5_K(const void * vin, int64_t nb, void * vrows) {
+    const block_q5_Kx16 * in = (const block_q5_Kx16 *) vin;
+    block_q5_K * rows = (block_q5_K *) vrows;
+    for (int64_t i = 0; i < nb; i++) {
+        const block_q5_Kx16 & g = in[i];
+        for (int r = 0; r < GGML_REPACK_ROWS; r++) {
+            block_q5_K & dst = rows[r * nb + i];
+            dst.d = g.d[r];
+            dst.dmin = g.dmin[r];
+            ggml_repack_k4_scales_out(g.sm, g.mlo, r, dst.scales);
+            for (int k = 0; k < QK_K / 32; k++) memcpy(dst.qh + 4 * k, g.qh[k][r], 4);
+            for (int k = 0; k < QK_K / 8; k++) memcpy(dst.qs + 4 * k, g.qs[k][r], 4);
+        }
+    }
+}
+
+}  // namespace
+
+void ggml_repack_gemm_q5_Kx16_ref(int64_t nb, const void * va, const void * vb, size_t ldb, int nc, float * s, size_t lds) {
+    const block_q5_Kx16 * a = (const block_q5_Kx16 *) va;
+    for (int c = 0; c < nc; c++) {
+        const block_q8_K * y = (const block_q8_K *) ((const char *) vb + c * ldb);
+        for (int r = 0; r < GGML_REPACK_ROWS; r++) {
+            float acc = 0.0f;
+            for (int64_t i = 0; i < nb; i++) {
+                const block_q5_Kx16 & g = a[i];
+                int32_t msum = 0, isum = 0;
+                for (int j = 0; j < 8; j++) {
+                    const int m = ggml_repack_k4_min(g.sm, g.mlo, j, r);
+                    msum += m * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
+                    // Sub-block j: nibble j % 2 of bytes 32 (j / 2) .. 32 (j / 2) + 31, high bit j of qh[l].
+                    int32_t dot = 0;
+                    for (int l = 0; l < 32; l++) {
+                        const int byte = 32 * (j / 2) + l;
+                        const uint8_t q = g.qs[byte / 4][r][byte % 4];
+                        const uint8_t h = g.qh[l / 4][r][l % 4];
+                        const int v = ((j & 1) ? (q >> 4) : (q & 15)) | (((h >> j) & 1) << 4);
+                        dot += v * y[i].qs[32 * j + l];
+                    }
+                    isum += (g.sm[j][r] & 63) * dot;
+                }
+                const float dw = GGML_FP16_TO_FP32(g.d[r]), dm = GGML_FP16_TO_FP32(g.dmin[r]);
+                acc = fmaf(-(dm * y[i].d), (float) msum, acc);
+                acc = fmaf(dw * y[i].d, (float) isum, acc);
+            }
+            s[c * lds + r] = acc;
+        }
+    }
+}
+
 const struct ggml_repack_traits * ggml_repack_traits_q5_K(int forced) {
-    (void) forced;
-    return nullptr;
+#if defined(GGML_SIMD_AVX512) && defined(__AVX512VNNI__)
+    const ggml_repack_gemm_fn kernel = ggml_repack_gemm_q5_Kx16_avx512;
+#elif defined(GGML_SIMD_AVX2)
+    const ggml_repack_gemm_fn kernel = ggml_repack_gemm_q5_Kx16_avx2;
+#elif defined(GGML_SIMD_NEON) && defined(__ARM_FEATURE_DOTPROD)
+    const ggml_repack_gemm_fn kernel = ggml_repack_gemm_q5_Kx16_neon;
+#else
+    const ggml_repack_gemm_fn kernel = nullptr;
+#endif
+    // This build's kernel; without one, the reference for tests that force repacking.
+    static const ggml_repack_traits traits = { GGML_TYPE_Q5_K, QK_K, pack_group_q5_K, unpack_group_q5_K, ggml_repack_act_q8_K, QK_K,
+                                               sizeof(block_q8_K), ggml_repack_gemm_q5_Kx16_ref, ggml_repack_kernel_or(kernel, ggml_repack_gemm_q5_Kx16_ref) };
+    return ggml_repack_offer(&traits, kernel, forced);
 }

@@ -45,7 +45,6 @@ void unpack_group_q6_K(const void * vin, int64_t nb, void * vrows) {
     }
 }
 
-void act_q8_K(const float * x, void * y, int64_t n) { quantize_row_q8_K_ref(x, (block_q8_K *) y, n); }
 
 // Value v (0..255) of row r of a repacked super-block, unsigned (0..63).
 inline int q6_value(const block_q6_Kx16 & g, int r, int v) {
@@ -84,23 +83,16 @@ void ggml_repack_gemm_q6_Kx16_ref(int64_t nb, const void * va, const void * vb, 
 
 const struct ggml_repack_traits * ggml_repack_traits_q6_K(int forced) {
 #if defined(GGML_SIMD_AVX512) && defined(__AVX512VNNI__)
-    static const ggml_repack_traits native = { GGML_TYPE_Q6_K, QK_K, pack_group_q6_K, unpack_group_q6_K, act_q8_K, QK_K,
-                                               sizeof(block_q8_K), ggml_repack_gemm_q6_Kx16_ref, ggml_repack_gemm_q6_Kx16_avx512 };
-    (void) forced;
-    return &native;
+    const ggml_repack_gemm_fn kernel = ggml_repack_gemm_q6_Kx16_avx512;
 #elif defined(GGML_SIMD_AVX2)
-    static const ggml_repack_traits native = { GGML_TYPE_Q6_K, QK_K, pack_group_q6_K, unpack_group_q6_K, act_q8_K, QK_K,
-                                               sizeof(block_q8_K), ggml_repack_gemm_q6_Kx16_ref, ggml_repack_gemm_q6_Kx16_avx2 };
-    (void) forced;
-    return &native;
+    const ggml_repack_gemm_fn kernel = ggml_repack_gemm_q6_Kx16_avx2;
 #elif defined(GGML_SIMD_NEON) && defined(__ARM_FEATURE_DOTPROD)
-    static const ggml_repack_traits native = { GGML_TYPE_Q6_K, QK_K, pack_group_q6_K, unpack_group_q6_K, act_q8_K, QK_K,
-                                               sizeof(block_q8_K), ggml_repack_gemm_q6_Kx16_ref, ggml_repack_gemm_q6_Kx16_neon };
-    (void) forced;
-    return &native;
+    const ggml_repack_gemm_fn kernel = ggml_repack_gemm_q6_Kx16_neon;
 #else
-    static const ggml_repack_traits ref = { GGML_TYPE_Q6_K, QK_K, pack_group_q6_K, unpack_group_q6_K, act_q8_K, QK_K,
-                                            sizeof(block_q8_K), ggml_repack_gemm_q6_Kx16_ref, ggml_repack_gemm_q6_Kx16_ref };
-    return forced ? &ref : nullptr;
+    const ggml_repack_gemm_fn kernel = nullptr;
 #endif
+    // This build's kernel; without one, the reference for tests that force repacking.
+    static const ggml_repack_traits traits = { GGML_TYPE_Q6_K, QK_K, pack_group_q6_K, unpack_group_q6_K, ggml_repack_act_q8_K, QK_K,
+                                               sizeof(block_q8_K), ggml_repack_gemm_q6_Kx16_ref, ggml_repack_kernel_or(kernel, ggml_repack_gemm_q6_Kx16_ref) };
+    return ggml_repack_offer(&traits, kernel, forced);
 }

@@ -125,9 +125,8 @@ void ggml_repack_gemm_q8_0x16_ref(int64_t nb, const void * va, const void * vb, 
                     PICK(Q4_0_KERNEL, ggml_repack_gemm_q4_0x16_ref)),                                              \
       REPACK_TRAITS(GGML_TYPE_Q8_0, QK8_0, block_q8_0, block_q8_0x16, 8, 0x80, ggml_repack_gemm_q8_0x16_ref,      \
                     PICK(Q8_0_KERNEL, ggml_repack_gemm_q8_0x16_ref)) }
-static constexpr ggml_repack_gemm_fn or_ref(ggml_repack_gemm_fn k, ggml_repack_gemm_fn ref) { return k ? k : ref; }
 #define NATIVE(k, ref) k
-#define FORCED(k, ref) or_ref(k, ref)
+#define FORCED(k, ref) ggml_repack_kernel_or(k, ref)
 
 static const ggml_repack_traits traits_native[] = ALL_TRAITS(NATIVE);
 static const ggml_repack_traits traits_forced[] = ALL_TRAITS(FORCED);

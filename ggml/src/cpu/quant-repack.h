@@ -100,6 +100,26 @@ struct ggml_repack_traits {
     ggml_repack_gemm_fn gemm;      // this build's kernel (NULL: the type is not repacked here)
 };
 
+// Q4_K / Q5_K x16 scales (quant-repack-q4_K.cpp): row r's 12 packed bytes into / out of the
+// group's sm and mlo, and the 6-bit min of sub-block j of row r (its scale is sm[j][r] & 63).
+void ggml_repack_k4_scales_in(const uint8_t * scales, int r, uint8_t (*sm)[GGML_REPACK_ROWS], uint8_t (*mlo)[GGML_REPACK_ROWS]);
+void ggml_repack_k4_scales_out(const uint8_t (*sm)[GGML_REPACK_ROWS], const uint8_t (*mlo)[GGML_REPACK_ROWS], int r, uint8_t * scales);
+static inline int ggml_repack_k4_min(const uint8_t (*sm)[GGML_REPACK_ROWS], const uint8_t (*mlo)[GGML_REPACK_ROWS], int j, int r) {
+    return ((sm[j][r] >> 6) << 4) | ((mlo[j / 2][r] >> (4 * (j & 1))) & 15);
+}
+// The K-quant layouts' activations: Q8_K rows (the reference quantizer, as the dot path uses).
+void ggml_repack_act_q8_K(const float * x, void * y, int64_t n);
+
+// For the types' traits functions: the kernel, or the reference where the build has none; and
+// the traits offered when the build has a kernel or tests force the reference.
+static inline ggml_repack_gemm_fn ggml_repack_kernel_or(ggml_repack_gemm_fn kernel, ggml_repack_gemm_fn ref) {
+    return kernel ? kernel : ref;
+}
+static inline const struct ggml_repack_traits * ggml_repack_offer(const struct ggml_repack_traits * t,
+                                                                  ggml_repack_gemm_fn kernel, int forced) {
+    return kernel || forced ? t : NULL;
+}
+
 // The K-quant types' traits, from their own files (NULL: no kernel here, unless forced).
 const struct ggml_repack_traits * ggml_repack_traits_q4_K(int forced);
 const struct ggml_repack_traits * ggml_repack_traits_q5_K(int forced);
