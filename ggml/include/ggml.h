@@ -487,8 +487,8 @@ enum ggml_status  ggml_graph_compute(struct ggml_cgraph * cgraph, struct ggml_cp
 
 // Weights repacked for the CPU: mul_mat reads some quantized matrices faster with their blocks
 // rearranged (same bytes, same results as the scalar reference dot). ggml_cpu_can_repack: this
-// build has such a layout for t (Q4_0, Q8_0, Q4_K, Q6_K on AVX512-VNNI and NEON-dotprod
-// builds; Q4_0, Q4_K, Q6_K on AVX2; a matrix with data, not a view,
+// build has such a layout for t (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K on AVX512-VNNI and NEON-dotprod
+// builds, all but Q8_0 on AVX2; a matrix with data, not a view,
 // contiguous, rows a multiple of 16). ggml_cpu_repack rearranges t's data in place (the memory
 // must be writable) and sets GGML_TENSOR_FLAG_REPACKED; false, with nothing changed, where it
 // cannot. Afterwards only mul_mat may read t, as its src0: graph compute refuses other readers.
