@@ -34,39 +34,6 @@ void ggml_repack_k4_scales_out(const uint8_t (*sm)[GGML_REPACK_ROWS], const uint
 
 void ggml_repack_act_q8_K(const float * x, void * y, int64_t n) { quantize_row_q8_K_ref(x, (block_q8_K *) y, n); }
 
-namespace {
-
-void pack_group_q4_K(const void * vrows, int64_t nb, void * vout) {
-    const block_q4_K * rows = (const block_q4_K *) vrows;
-    block_q4_Kx16 * out = (block_q4_Kx16 *) vout;
-    for (int64_t i = 0; i < nb; i++) {
-        block_q4_Kx16 & g = out[i];
-        for (int r = 0; r < GGML_REPACK_ROWS; r++) {
-            const block_q4_K & src = rows[r * nb + i];
-            g.d[r] = src.d;
-            g.dmin[r] = src.dmin;
-            ggml_repack_k4_scales_in(src.scales, r, g.sm, g.mlo);
-            for (int k = 0; k < QK_K / 8; k++) memcpy(g.qs[k][r], src.qs + 4 * k, 4);
-        }
-    }
-}
-
-void unpack_group_q4_K(const void * vin, int64_t nb, void * vrows) {
-    const block_q4_Kx16 * in = (const block_q4_Kx16 *) vin;
-    block_q4_K * rows = (block_q4_K *) vrows;
-    for (int64_t i = 0; i < nb; i++) {
-        const block_q4_Kx16 & g = in[i];
-        for (int r = 0; r < GGML_REPACK_ROWS; r++) {
-            block_q4_K & dst = rows[r * nb + i];
-            dst.d = g.d[r];
-            dst.dmin = g.dmin[r];
-            ggml_repack_k4_scales_out(g.sm, g.mlo, r, dst.scales);
-            for (int k = 0; k < QK_K / 8; k++) memcpy(dst.qs + 4 * k, g.qs[k][r], 4);
-        }
-    }
-}
-
-}  // namespace
 
 void ggml_repack_gemm_q4_Kx16_ref(int64_t nb, const void * va, const void * vb, size_t ldb, int nc, float * s, size_t lds) {
     const block_q4_Kx16 * a = (const block_q4_Kx16 *) va;
@@ -109,7 +76,8 @@ const struct ggml_repack_traits * ggml_repack_traits_q4_K(int forced) {
     const ggml_repack_gemm_fn kernel = nullptr;
 #endif
     // This build's kernel; without one, the reference for tests that force repacking.
-    static const ggml_repack_traits traits = { GGML_TYPE_Q4_K, QK_K, pack_group_q4_K, unpack_group_q4_K, ggml_repack_act_q8_K, QK_K,
+    static const ggml_repack_traits traits = { GGML_TYPE_Q4_K, QK_K, ggml_repack_k4_pack_group<block_q4_K, block_q4_Kx16>,
+                                               ggml_repack_k4_unpack_group<block_q4_K, block_q4_Kx16>, ggml_repack_act_q8_K, QK_K,
                                                sizeof(block_q8_K), ggml_repack_gemm_q4_Kx16_ref, ggml_repack_kernel_or(kernel, ggml_repack_gemm_q4_Kx16_ref) };
     return ggml_repack_offer(&traits, kernel, forced);
 }

@@ -13,41 +13,6 @@
 #include <math.h>
 #include <string.h>
 
-namespace {
-
-void pack_group_q5_K(const void * vrows, int64_t nb, void * vout) {
-    const block_q5_K * rows = (const block_q5_K *) vrows;
-    block_q5_Kx16 * out = (block_q5_Kx16 *) vout;
-    for (int64_t i = 0; i < nb; i++) {
-        block_q5_Kx16 & g = out[i];
-        for (int r = 0; r < GGML_REPACK_ROWS; r++) {
-            const block_q5_K & src = rows[r * nb + i];
-            g.d[r] = src.d;
-            g.dmin[r] = src.dmin;
-            ggml_repack_k4_scales_in(src.scales, r, g.sm, g.mlo);
-            for (int k = 0; k < QK_K / 32; k++) memcpy(g.qh[k][r], src.qh + 4 * k, 4);
-            for (int k = 0; k < QK_K / 8; k++) memcpy(g.qs[k][r], src.qs + 4 * k, 4);
-        }
-    }
-}
-
-void unpack_group_q5_K(const void * vin, int64_t nb, void * vrows) {
-    const block_q5_Kx16 * in = (const block_q5_Kx16 *) vin;
-    block_q5_K * rows = (block_q5_K *) vrows;
-    for (int64_t i = 0; i < nb; i++) {
-        const block_q5_Kx16 & g = in[i];
-        for (int r = 0; r < GGML_REPACK_ROWS; r++) {
-            block_q5_K & dst = rows[r * nb + i];
-            dst.d = g.d[r];
-            dst.dmin = g.dmin[r];
-            ggml_repack_k4_scales_out(g.sm, g.mlo, r, dst.scales);
-            for (int k = 0; k < QK_K / 32; k++) memcpy(dst.qh + 4 * k, g.qh[k][r], 4);
-            for (int k = 0; k < QK_K / 8; k++) memcpy(dst.qs + 4 * k, g.qs[k][r], 4);
-        }
-    }
-}
-
-}  // namespace
 
 void ggml_repack_gemm_q5_Kx16_ref(int64_t nb, const void * va, const void * vb, size_t ldb, int nc, float * s, size_t lds) {
     const block_q5_Kx16 * a = (const block_q5_Kx16 *) va;
@@ -92,7 +57,8 @@ const struct ggml_repack_traits * ggml_repack_traits_q5_K(int forced) {
     const ggml_repack_gemm_fn kernel = nullptr;
 #endif
     // This build's kernel; without one, the reference for tests that force repacking.
-    static const ggml_repack_traits traits = { GGML_TYPE_Q5_K, QK_K, pack_group_q5_K, unpack_group_q5_K, ggml_repack_act_q8_K, QK_K,
+    static const ggml_repack_traits traits = { GGML_TYPE_Q5_K, QK_K, ggml_repack_k4_pack_group<block_q5_K, block_q5_Kx16>,
+                                               ggml_repack_k4_unpack_group<block_q5_K, block_q5_Kx16>, ggml_repack_act_q8_K, QK_K,
                                                sizeof(block_q8_K), ggml_repack_gemm_q5_Kx16_ref, ggml_repack_kernel_or(kernel, ggml_repack_gemm_q5_Kx16_ref) };
     return ggml_repack_offer(&traits, kernel, forced);
 }

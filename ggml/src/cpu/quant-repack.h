@@ -171,3 +171,51 @@ void ggml_repack_unpack(enum ggml_type type, const void * src, void * dst, int64
 #ifdef __cplusplus
 }
 #endif
+
+#ifdef __cplusplus
+#include <string.h>
+
+// Q4_K / Q5_K x16 groups <-> 16 GGUF rows of nb blocks: the same fields, plus Q5_K's high bits.
+inline void ggml_repack_k4_qh_in(const block_q4_K &, int, block_q4_Kx16 &) {}
+inline void ggml_repack_k4_qh_in(const block_q5_K & src, int r, block_q5_Kx16 & g) {
+    for (int k = 0; k < QK_K / 32; k++) memcpy(g.qh[k][r], src.qh + 4 * k, 4);
+}
+inline void ggml_repack_k4_qh_out(const block_q4_Kx16 &, int, block_q4_K &) {}
+inline void ggml_repack_k4_qh_out(const block_q5_Kx16 & g, int r, block_q5_K & dst) {
+    for (int k = 0; k < QK_K / 32; k++) memcpy(dst.qh + 4 * k, g.qh[k][r], 4);
+}
+
+template <typename Row, typename Group>
+void ggml_repack_k4_pack_group(const void * vrows, int64_t nb, void * vout) {
+    const Row * rows = (const Row *) vrows;
+    Group * out = (Group *) vout;
+    for (int64_t i = 0; i < nb; i++) {
+        Group & g = out[i];
+        for (int r = 0; r < GGML_REPACK_ROWS; r++) {
+            const Row & src = rows[r * nb + i];
+            g.d[r] = src.d;
+            g.dmin[r] = src.dmin;
+            ggml_repack_k4_scales_in(src.scales, r, g.sm, g.mlo);
+            ggml_repack_k4_qh_in(src, r, g);
+            for (int k = 0; k < QK_K / 8; k++) memcpy(g.qs[k][r], src.qs + 4 * k, 4);
+        }
+    }
+}
+
+template <typename Row, typename Group>
+void ggml_repack_k4_unpack_group(const void * vin, int64_t nb, void * vrows) {
+    const Group * in = (const Group *) vin;
+    Row * rows = (Row *) vrows;
+    for (int64_t i = 0; i < nb; i++) {
+        const Group & g = in[i];
+        for (int r = 0; r < GGML_REPACK_ROWS; r++) {
+            Row & dst = rows[r * nb + i];
+            dst.d = g.d[r];
+            dst.dmin = g.dmin[r];
+            ggml_repack_k4_scales_out(g.sm, g.mlo, r, dst.scales);
+            ggml_repack_k4_qh_out(g, r, dst);
+            for (int k = 0; k < QK_K / 8; k++) memcpy(dst.qs + 4 * k, g.qs[k][r], 4);
+        }
+    }
+}
+#endif
