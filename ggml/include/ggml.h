@@ -141,6 +141,20 @@ enum ggml_op {
 
     GGML_OP_CROSS_ENTROPY_LOSS,
 
+    // Ops of the backward pass and of training (autodiff emits them; usable directly too).
+    GGML_OP_ACC,                      // a with b added into a view of it
+    GGML_OP_REPEAT_BACK,              // sums a over the tiles of ggml_repeat
+    GGML_OP_UNARY_BACK,               // grad * f'(x) for a unary op f
+    GGML_OP_NORM_BACK,
+    GGML_OP_RMS_NORM_BACK,
+    GGML_OP_DIAG_MASK_ZERO,
+    GGML_OP_SOFT_MAX_BACK,
+    GGML_OP_ROPE_BACK,
+    GGML_OP_GET_ROWS_BACK,            // rows of grad added into zeros at the picked indices
+    GGML_OP_CROSS_ENTROPY_LOSS_BACK,
+    GGML_OP_OPT_STEP_ADAMW,
+    GGML_OP_OPT_STEP_SGD,
+
     GGML_OP_COUNT,
 };
 
@@ -454,6 +468,48 @@ struct ggml_tensor * ggml_rope_ext_inplace(struct ggml_context * ctx, struct ggm
 // Mean over rows of the cross entropy between softmax(a) and the probabilities b -> F32 [1].
 struct ggml_tensor * ggml_cross_entropy_loss(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
 
+// ---- ops of the backward pass (autodiff emits these; each is also a plain op) ---------------
+// a with b added into the view of a given by strides nb1..nb3 and byte offset (a's layout).
+struct ggml_tensor * ggml_acc(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
+                              size_t nb1, size_t nb2, size_t nb3, size_t offset);
+struct ggml_tensor * ggml_acc_inplace(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
+                                      size_t nb1, size_t nb2, size_t nb3, size_t offset);
+// The reverse of ggml_repeat: a (b's shape tiled) summed back to b's shape.
+struct ggml_tensor * ggml_repeat_back(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
+// grad * f'(x) for the unary op f (any of enum ggml_unary_op); silu and gelu by name.
+struct ggml_tensor * ggml_unary_back(struct ggml_context * ctx, struct ggml_tensor * grad, struct ggml_tensor * x, enum ggml_unary_op op);
+struct ggml_tensor * ggml_silu_back(struct ggml_context * ctx, struct ggml_tensor * grad, struct ggml_tensor * x);
+struct ggml_tensor * ggml_gelu_back(struct ggml_context * ctx, struct ggml_tensor * grad, struct ggml_tensor * x);
+// Gradients of norm / rms_norm with respect to their input x, given the output's gradient.
+struct ggml_tensor * ggml_norm_back(struct ggml_context * ctx, struct ggml_tensor * grad, struct ggml_tensor * x, float eps);
+struct ggml_tensor * ggml_rms_norm_back(struct ggml_context * ctx, struct ggml_tensor * grad, struct ggml_tensor * x, float eps);
+// Sets a[i0, i1] = 0 where i0 > n_past + i1 (the gradient of diag_mask_inf).
+struct ggml_tensor * ggml_diag_mask_zero(struct ggml_context * ctx, struct ggml_tensor * a, int n_past);
+// Gradient of soft_max_ext(a, mask, scale, max_bias) with respect to a, from the output y = the
+// softmax and its gradient: scale * y * (grad - sum(grad * y)) per row.
+struct ggml_tensor * ggml_soft_max_ext_back(struct ggml_context * ctx, struct ggml_tensor * grad, struct ggml_tensor * y,
+                                            float scale, float max_bias);
+// Gradient of rope_ext: the inverse rotation of grad (same arguments as the forward op).
+struct ggml_tensor * ggml_rope_ext_back(struct ggml_context * ctx, struct ggml_tensor * grad, struct ggml_tensor * b, struct ggml_tensor * c,
+        int n_dims, int mode, int n_ctx_orig, float freq_base, float freq_scale, float ext_factor,
+        float attn_factor, float beta_fast, float beta_slow);
+// Gradient of get_rows(a, b): rows of grad added (in index order) into zeros of shape c (a's shape).
+struct ggml_tensor * ggml_get_rows_back(struct ggml_context * ctx, struct ggml_tensor * grad, struct ggml_tensor * b, struct ggml_tensor * c);
+// Gradient of cross_entropy_loss(a, b) with respect to the logits a: (softmax(a) - b) * grad / rows.
+struct ggml_tensor * ggml_cross_entropy_loss_back(struct ggml_context * ctx, struct ggml_tensor * grad, struct ggml_tensor * a, struct ggml_tensor * b);
+
+// ---- optimizer steps (ops: one graph serves every step; the result is a view of a) ---------
+// AdamW with decoupled weight decay, as torch.optim.AdamW. adamw_params: F32 [7] = alpha (the
+// learning rate), beta1, beta2, eps, wd, beta1h = 1/(1 - beta1^t), beta2h = 1/(1 - beta2^t).
+// m, v: F32 moments of a's shape, updated in place. Per element:
+//   m = beta1*m + (1-beta1)*g;  v = beta2*v + (1-beta2)*g^2;
+//   a = a*(1 - alpha*wd) - alpha * (m*beta1h) / (sqrt(v*beta2h) + eps)
+struct ggml_tensor * ggml_opt_step_adamw(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * grad,
+                                         struct ggml_tensor * m, struct ggml_tensor * v, struct ggml_tensor * adamw_params);
+// SGD with decoupled weight decay. params: F32 [2] = alpha, wd:  a = a*(1 - alpha*wd) - alpha*g
+struct ggml_tensor * ggml_opt_step_sgd(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * grad,
+                                       struct ggml_tensor * params);
+
 // ---- graphs --------------------------------------------------------------------------------
 struct ggml_cgraph * ggml_new_graph(struct ggml_context * ctx);  // GGML_DEFAULT_GRAPH_SIZE nodes, no grads
 struct ggml_cgraph * ggml_new_graph_custom(struct ggml_context * ctx, size_t size, bool grads);
@@ -467,6 +523,26 @@ struct ggml_tensor * ggml_graph_leaf(struct ggml_cgraph * cgraph, int i);
 struct ggml_tensor * ggml_graph_get_tensor(const struct ggml_cgraph * cgraph, const char * name);
 void   ggml_graph_clear(struct ggml_cgraph * cgraph);
 void   ggml_graph_print(const struct ggml_cgraph * cgraph);
+// Copies src's nodes, leafs (and gradients, where both graphs have room) into dst (size >= src's).
+void   ggml_graph_cpy(struct ggml_cgraph * src, struct ggml_cgraph * dst);
+// A new graph in ctx of src's size holding src's nodes (with gradient room if src has it or force_grads).
+struct ggml_cgraph * ggml_graph_dup(struct ggml_context * ctx, struct ggml_cgraph * cgraph, bool force_grads);
+// Adds a node at the end (the caller keeps the order topological).
+void   ggml_graph_add_node(struct ggml_cgraph * cgraph, struct ggml_tensor * tensor);
+
+// ---- automatic differentiation --------------------------------------------------------------
+// cgraph (made with grads = true) holds a forward pass with a tensor flagged ggml_set_loss and
+// tensors flagged ggml_set_param. Appends the backward pass: every node between the params and
+// the loss gets a gradient of its shape (F32), built from each op's backward rule. grad_accs
+// (indexed like cgraph's nodes; may be NULL): where non-NULL, the param's gradient is added into
+// that tensor (accumulation over micro-batches); otherwise the gradient is a node of its own,
+// created in ctx and flagged as output. The loss gets an accumulator set to 1 by ggml_graph_reset.
+// In-place ops cannot be differentiated (their input is overwritten): build with the plain ops.
+void ggml_build_backward_expand(struct ggml_context * ctx, struct ggml_cgraph * cgraph, struct ggml_tensor ** grad_accs);
+struct ggml_tensor * ggml_graph_get_grad(const struct ggml_cgraph * cgraph, const struct ggml_tensor * node);      // NULL: none
+struct ggml_tensor * ggml_graph_get_grad_acc(const struct ggml_cgraph * cgraph, const struct ggml_tensor * node);  // NULL: none
+// Gradient accumulators to 0, the loss's gradient to 1, optimizer moments (of opt_step nodes) to 0.
+void ggml_graph_reset(struct ggml_cgraph * cgraph);
 
 // ---- CPU compute ---------------------------------------------------------------------------
 // Computes every node in order on a persistent pool of n_threads threads. The work buffer is

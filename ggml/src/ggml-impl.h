@@ -99,7 +99,47 @@ static inline void ggml_set_op_params_f32(struct ggml_tensor * t, uint32_t i, fl
 //   CPY: src[0] source, src[1] destination; the node is a view of src[1].
 //   VIEW: size_t offset at op_params[0..1] (informative; view_offs is authoritative).
 //   PERMUTE: i32[0..3] axes.
-// True when the op writes into its first source's memory (an _inplace variant or a view op).
+//   ACC: size_t[0..3] at op_params: nb1, nb2, nb3, offset of the view of src[0] that src[1] is
+//        added into; the result has src[0]'s shape (a view of src[0] for ggml_acc_inplace).
+//   REPEAT_BACK: src[0] the tiled tensor; the result has the shape it was tiled from.
+//   UNARY_BACK: i32[0] enum ggml_unary_op; src[0] grad, src[1] x (the forward op's input).
+//   NORM_BACK, RMS_NORM_BACK: f32[0] eps; src[0] grad, src[1] x.
+//   DIAG_MASK_ZERO: i32[0] n_past.
+//   SOFT_MAX_BACK: f32[0] scale, f32[1] max_bias; src[0] grad, src[1] y (the forward output).
+//   ROPE_BACK: ROPE's params; src[0] grad, src[1] I32 positions, src[2] optional freq factors.
+//   GET_ROWS_BACK: src[0] grad [ne0, n, A2, A3], src[1] I32 indices [n, A2, A3]; F32 result of
+//        the forward op's a's shape.
+//   CROSS_ENTROPY_LOSS_BACK: src[0] grad (F32 scalar), src[1] logits, src[2] target probabilities.
+//   OPT_STEP_ADAMW: src[0] the parameter (updated in place; the node is a view of it), src[1]
+//        grad, src[2] m, src[3] v, src[4] F32 [7] params (see ggml_opt_step_adamw).
+//   OPT_STEP_SGD: src[0] the parameter, src[1] grad, src[2] F32 [2] params (alpha, wd).
+
+// ---- the op table ----------------------------------------------------------------------------
+// One row per op: what the core, the planner and autodiff need to know about it. Kernels are
+// registered per backend (cpu/compute.cpp). A new op is: builder + backward rule (side by side
+// in ggml-ops*.cpp) + a row here + a kernel + a test.
+struct ggml_backward_ctx;  // ggml-backward.cpp
+// Adds the gradient contributions of node's sources, given grad (node's gradient, F32, node's
+// shape), through the helpers of ggml-backward.h.
+typedef void (*ggml_backward_fn)(struct ggml_backward_ctx * bw, struct ggml_tensor * node, struct ggml_tensor * grad);
+
+enum ggml_op_flag {
+    GGML_OP_FLAG_VIEW     = 1,  // the result is a view of src[0] and computes nothing
+    GGML_OP_FLAG_IN_PLACE = 2,  // the kernel may write dst over src[0] (same type, shape, strides)
+    GGML_OP_FLAG_NO_GRAD  = 4,  // no gradient flows through it (integer results, optimizer steps)
+};
+
+struct ggml_op_info {
+    enum ggml_op op;           // == its index (checked at compile time)
+    const char * name;
+    const char * symbol;
+    int n_src;                 // sources it may read (optional ones included)
+    int flags;                 // enum ggml_op_flag
+    ggml_backward_fn backward; // NULL with NO_GRAD, or where no rule exists yet (an error if needed)
+};
+
+const struct ggml_op_info * ggml_op_get_info(enum ggml_op op);
+// True for ops whose result is a view of their first source that computes nothing.
 bool ggml_op_is_view(enum ggml_op op);
 
 // ---- scalar F16 / BF16 conversion (inline, for kernels) ------------------------------------
