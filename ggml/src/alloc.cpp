@@ -110,16 +110,9 @@ static bool needs_memory(const ggml_tensor * t) {
 }
 
 // Ops whose kernels read element i of src[0] before writing element i of dst, with the same
-// layout, so dst may take over src[0]'s memory.
+// layout, so dst may take over src[0]'s memory (the op table's IN_PLACE flag).
 static bool op_can_run_in_place(ggml_op op) {
-    switch (op) {
-        case GGML_OP_ADD: case GGML_OP_SUB: case GGML_OP_MUL: case GGML_OP_DIV: case GGML_OP_ADD1:
-        case GGML_OP_SCALE: case GGML_OP_SQR: case GGML_OP_SQRT: case GGML_OP_LOG: case GGML_OP_UNARY:
-        case GGML_OP_DIAG_MASK_INF:
-            return true;
-        default:
-            return false;
-    }
+    return (ggml_op_get_info(op)->flags & GGML_OP_FLAG_IN_PLACE) != 0;
 }
 
 struct graph_plan_result {

@@ -198,3 +198,41 @@ void ggml_graph_print(const struct ggml_cgraph * g) {
                 (long long) t->ne[1], (long long) t->ne[2], (long long) t->ne[3], ggml_type_name(t->type), t->name);
     }
 }
+
+void ggml_graph_add_node(struct ggml_cgraph * g, struct ggml_tensor * tensor) {
+    GGML_ASSERT(g->n_nodes < g->size && "graph size exceeded (nodes)");
+    const size_t r = ggml_hash_insert(&g->visited_hash_set, tensor);
+    GGML_ASSERT(r != GGML_HASHSET_FULL);
+    g->nodes[g->n_nodes++] = tensor;
+}
+
+void ggml_graph_cpy(struct ggml_cgraph * src, struct ggml_cgraph * dst) {
+    GGML_ASSERT(dst->size >= src->n_leafs && dst->size >= src->n_nodes);
+    GGML_ASSERT(dst->visited_hash_set.size >= src->visited_hash_set.size);
+    ggml_graph_clear(dst);
+    if (dst->grads) {
+        memset(dst->grads, 0, sizeof(ggml_tensor *) * dst->visited_hash_set.size);
+        memset(dst->grad_accs, 0, sizeof(ggml_tensor *) * dst->visited_hash_set.size);
+    }
+    dst->n_leafs = src->n_leafs;
+    dst->n_nodes = src->n_nodes;
+    memcpy(dst->leafs, src->leafs, sizeof(ggml_tensor *) * src->n_leafs);
+    memcpy(dst->nodes, src->nodes, sizeof(ggml_tensor *) * src->n_nodes);
+    // Every visited tensor (sources included), with its gradient where both graphs keep them.
+    for (size_t i = 0; i < src->visited_hash_set.size; i++) {
+        if (!bit_get(src->visited_hash_set.used, i)) continue;
+        ggml_tensor * t = src->visited_hash_set.keys[i];
+        const size_t j = ggml_hash_insert(&dst->visited_hash_set, t);
+        GGML_ASSERT(j != GGML_HASHSET_FULL && j != GGML_HASHSET_ALREADY_EXISTS);
+        if (src->grads && dst->grads) {
+            dst->grads[j] = src->grads[i];
+            dst->grad_accs[j] = src->grad_accs[i];
+        }
+    }
+}
+
+struct ggml_cgraph * ggml_graph_dup(struct ggml_context * ctx, struct ggml_cgraph * g, bool force_grads) {
+    ggml_cgraph * r = ggml_new_graph_custom(ctx, g->size, g->grads != nullptr || force_grads);
+    ggml_graph_cpy(g, r);
+    return r;
+}

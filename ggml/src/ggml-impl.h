@@ -101,6 +101,7 @@ static inline void ggml_set_op_params_f32(struct ggml_tensor * t, uint32_t i, fl
 //   PERMUTE: i32[0..3] axes.
 //   ACC: size_t[0..3] at op_params: nb1, nb2, nb3, offset of the view of src[0] that src[1] is
 //        added into; the result has src[0]'s shape (a view of src[0] for ggml_acc_inplace).
+//        Without src[0] (the gradient of a view), the base is F32 zeros of the result's shape.
 //   REPEAT_BACK: src[0] the tiled tensor; the result has the shape it was tiled from.
 //   UNARY_BACK: i32[0] enum ggml_unary_op; src[0] grad, src[1] x (the forward op's input).
 //   NORM_BACK, RMS_NORM_BACK: f32[0] eps; src[0] grad, src[1] x.

@@ -1,7 +1,7 @@
 // ggml-ops.cpp - op builders: each checks the shapes and types of its operands, creates the
 // result tensor (or a view for in-place and layout ops) and records op, params and sources.
 // Nothing is computed here; the CPU kernels in cpu/ do that when a graph runs.
-#include "ggml-impl.h"
+#include "ggml-backward.h"
 
 #include <stdio.h>
 
@@ -75,6 +75,54 @@ struct ggml_tensor * ggml_sqrt_inplace(struct ggml_context * ctx, struct ggml_te
 struct ggml_tensor * ggml_log(struct ggml_context * ctx, struct ggml_tensor * a) { return unary_like(ctx, a, GGML_OP_LOG, false); }
 struct ggml_tensor * ggml_log_inplace(struct ggml_context * ctx, struct ggml_tensor * a) { return unary_like(ctx, a, GGML_OP_LOG, true); }
 
+// Backward rules of the elementwise ops. b broadcasts over a, so b's gradient is summed back.
+GGML_BACKWARD_RULE(dup) {
+    if (ggml_bw_needs(bw, node->src[0])) ggml_bw_add(bw, node->src[0], grad);
+}
+GGML_BACKWARD_RULE(add) {
+    ggml_tensor * a = node->src[0], * b = node->src[1];
+    if (ggml_bw_needs(bw, a)) ggml_bw_add(bw, a, grad);
+    if (ggml_bw_needs(bw, b)) ggml_bw_add(bw, b, ggml_bw_reduce_to(bw, grad, b));
+}
+GGML_BACKWARD_RULE(sub) {
+    ggml_tensor * a = node->src[0], * b = node->src[1];
+    if (ggml_bw_needs(bw, a)) ggml_bw_add(bw, a, grad);
+    if (ggml_bw_needs(bw, b)) ggml_bw_add(bw, b, ggml_neg(ggml_bw_ctx(bw), ggml_bw_reduce_to(bw, grad, b)));
+}
+GGML_BACKWARD_RULE(mul) {
+    ggml_context * ctx = ggml_bw_ctx(bw);
+    ggml_tensor * a = node->src[0], * b = node->src[1];
+    if (ggml_bw_needs(bw, a)) ggml_bw_add(bw, a, ggml_mul(ctx, grad, b));
+    if (ggml_bw_needs(bw, b)) ggml_bw_add(bw, b, ggml_bw_reduce_to(bw, ggml_mul(ctx, grad, a), b));
+}
+GGML_BACKWARD_RULE(div) {  // y = a / b: dy/da = 1 / b, dy/db = -y / b
+    ggml_context * ctx = ggml_bw_ctx(bw);
+    ggml_tensor * a = node->src[0], * b = node->src[1];
+    if (ggml_bw_needs(bw, a)) ggml_bw_add(bw, a, ggml_div(ctx, grad, b));
+    if (ggml_bw_needs(bw, b)) {
+        ggml_bw_add(bw, b, ggml_neg(ctx, ggml_bw_reduce_to(bw, ggml_div(ctx, ggml_mul(ctx, grad, node), b), b)));
+    }
+}
+GGML_BACKWARD_RULE(add1) {
+    ggml_tensor * a = node->src[0], * b = node->src[1];
+    if (ggml_bw_needs(bw, a)) ggml_bw_add(bw, a, grad);
+    if (ggml_bw_needs(bw, b)) ggml_bw_add(bw, b, ggml_reshape(ggml_bw_ctx(bw), ggml_sum(ggml_bw_ctx(bw), grad), b));
+}
+GGML_BACKWARD_RULE(scale) {
+    if (ggml_bw_needs(bw, node->src[0])) ggml_bw_add(bw, node->src[0], ggml_scale(ggml_bw_ctx(bw), grad, ggml_get_op_params_f32(node, 0)));
+}
+GGML_BACKWARD_RULE(sqr) {  // d(x^2) = 2x
+    ggml_context * ctx = ggml_bw_ctx(bw);
+    if (ggml_bw_needs(bw, node->src[0])) ggml_bw_add(bw, node->src[0], ggml_scale(ctx, ggml_mul(ctx, grad, node->src[0]), 2.0f));
+}
+GGML_BACKWARD_RULE(sqrt) {  // d(sqrt x) = 0.5 / sqrt x
+    ggml_context * ctx = ggml_bw_ctx(bw);
+    if (ggml_bw_needs(bw, node->src[0])) ggml_bw_add(bw, node->src[0], ggml_div(ctx, ggml_scale(ctx, grad, 0.5f), node));
+}
+GGML_BACKWARD_RULE(log) {
+    if (ggml_bw_needs(bw, node->src[0])) ggml_bw_add(bw, node->src[0], ggml_div(ggml_bw_ctx(bw), grad, node->src[0]));
+}
+
 // ---- unary ---------------------------------------------------------------------------------
 static ggml_tensor * unary_impl(ggml_context * ctx, ggml_tensor * a, ggml_unary_op op, bool inplace) {
     GGML_ASSERT(op >= 0 && op < GGML_UNARY_OP_COUNT);
@@ -99,6 +147,13 @@ UNARY_BUILDERS(gelu, GGML_UNARY_OP_GELU)
 UNARY_BUILDERS(silu, GGML_UNARY_OP_SILU)
 UNARY_BUILDERS(exp, GGML_UNARY_OP_EXP)
 #undef UNARY_BUILDERS
+
+// grad * f'(x) in one kernel for every unary op.
+GGML_BACKWARD_RULE(unary) {
+    if (ggml_bw_needs(bw, node->src[0])) {
+        ggml_bw_add(bw, node->src[0], ggml_unary_back(ggml_bw_ctx(bw), grad, node->src[0], ggml_get_unary_op(node)));
+    }
+}
 
 // ---- reductions ----------------------------------------------------------------------------
 struct ggml_tensor * ggml_sum(struct ggml_context * ctx, struct ggml_tensor * a) {
@@ -126,6 +181,19 @@ struct ggml_tensor * ggml_argmax(struct ggml_context * ctx, struct ggml_tensor *
     r->op = GGML_OP_ARGMAX;
     r->src[0] = a;
     return r;
+}
+
+// Reductions spread their gradient back over what they summed.
+GGML_BACKWARD_RULE(sum) {
+    if (ggml_bw_needs(bw, node->src[0])) ggml_bw_add(bw, node->src[0], ggml_repeat(ggml_bw_ctx(bw), grad, node->src[0]));
+}
+GGML_BACKWARD_RULE(sum_rows) {
+    if (ggml_bw_needs(bw, node->src[0])) ggml_bw_add(bw, node->src[0], ggml_repeat(ggml_bw_ctx(bw), grad, node->src[0]));
+}
+GGML_BACKWARD_RULE(mean) {
+    ggml_context * ctx = ggml_bw_ctx(bw);
+    ggml_tensor * a = node->src[0];
+    if (ggml_bw_needs(bw, a)) ggml_bw_add(bw, a, ggml_scale(ctx, ggml_repeat(ctx, grad, a), 1.0f / (float) a->ne[0]));
 }
 
 // ---- shape ops -----------------------------------------------------------------------------
@@ -157,6 +225,22 @@ struct ggml_tensor * ggml_concat(struct ggml_context * ctx, struct ggml_tensor *
     return r;
 }
 
+GGML_BACKWARD_RULE(repeat) {
+    if (ggml_bw_needs(bw, node->src[0])) ggml_bw_add(bw, node->src[0], ggml_repeat_back(ggml_bw_ctx(bw), grad, node->src[0]));
+}
+// Each part gets its slice of the gradient.
+GGML_BACKWARD_RULE(concat) {
+    ggml_context * ctx = ggml_bw_ctx(bw);
+    const int dim = ggml_get_op_params_i32(node, 0);
+    for (int j = 0; j < 2; j++) {
+        ggml_tensor * part = node->src[j];
+        if (!ggml_bw_needs(bw, part)) continue;
+        const size_t offset = j == 0 ? 0 : (size_t) node->src[0]->ne[dim] * grad->nb[dim];
+        ggml_bw_add(bw, part, ggml_cont(ctx, ggml_view_4d(ctx, grad, part->ne[0], part->ne[1], part->ne[2], part->ne[3],
+                                                          grad->nb[1], grad->nb[2], grad->nb[3], offset)));
+    }
+}
+
 // ---- normalization -------------------------------------------------------------------------
 static ggml_tensor * norm_impl(ggml_context * ctx, ggml_tensor * a, float eps, ggml_op op, bool inplace) {
     ggml_tensor * r = unary_like(ctx, a, op, inplace);
@@ -167,6 +251,17 @@ struct ggml_tensor * ggml_norm(struct ggml_context * ctx, struct ggml_tensor * a
 struct ggml_tensor * ggml_norm_inplace(struct ggml_context * ctx, struct ggml_tensor * a, float eps) { return norm_impl(ctx, a, eps, GGML_OP_NORM, true); }
 struct ggml_tensor * ggml_rms_norm(struct ggml_context * ctx, struct ggml_tensor * a, float eps) { return norm_impl(ctx, a, eps, GGML_OP_RMS_NORM, false); }
 struct ggml_tensor * ggml_rms_norm_inplace(struct ggml_context * ctx, struct ggml_tensor * a, float eps) { return norm_impl(ctx, a, eps, GGML_OP_RMS_NORM, true); }
+
+GGML_BACKWARD_RULE(norm) {
+    if (ggml_bw_needs(bw, node->src[0])) {
+        ggml_bw_add(bw, node->src[0], ggml_norm_back(ggml_bw_ctx(bw), grad, node->src[0], ggml_get_op_params_f32(node, 0)));
+    }
+}
+GGML_BACKWARD_RULE(rms_norm) {
+    if (ggml_bw_needs(bw, node->src[0])) {
+        ggml_bw_add(bw, node->src[0], ggml_rms_norm_back(ggml_bw_ctx(bw), grad, node->src[0], ggml_get_op_params_f32(node, 0)));
+    }
+}
 
 // ---- matrix products -----------------------------------------------------------------------
 struct ggml_tensor * ggml_mul_mat(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b) {
@@ -190,6 +285,44 @@ struct ggml_tensor * ggml_out_prod(struct ggml_context * ctx, struct ggml_tensor
     r->src[0] = a;
     r->src[1] = b;
     return r;
+}
+
+// y = a^T b per plane (a [K, M], b [K, N], grad [M, N]):
+//   db = a grad^T: out_prod(a, grad^T), which reads a's rows as they are (a may be quantized);
+//   da = b grad^T: out_prod(b, grad), planes of b that shared a plane of a summed together.
+GGML_BACKWARD_RULE(mul_mat) {
+    ggml_context * ctx = ggml_bw_ctx(bw);
+    ggml_tensor * a = node->src[0], * b = node->src[1];
+    if (ggml_bw_needs(bw, b)) ggml_bw_add(bw, b, ggml_out_prod(ctx, a, ggml_transpose(ctx, grad)));
+    if (ggml_bw_needs(bw, a)) {
+        const int64_t r2 = b->ne[2] / a->ne[2], r3 = b->ne[3] / a->ne[3];
+        if (r2 == 1 && r3 == 1) {
+            ggml_bw_add(bw, a, ggml_out_prod(ctx, b, grad));
+        } else if (r3 == 1) {
+            // b's planes i2 = g*r2 .. g*r2 + r2-1 all read a's plane g: in contiguous memory they
+            // are consecutive, so r2 planes of N rows become one plane of r2*N rows.
+            ggml_tensor * bc = ggml_is_contiguous(b) ? b : ggml_cont(ctx, b);
+            ggml_tensor * b2 = ggml_reshape_4d(ctx, bc, b->ne[0], b->ne[1] * r2, a->ne[2], b->ne[3]);
+            ggml_tensor * g2 = ggml_reshape_4d(ctx, grad, grad->ne[0], grad->ne[1] * r2, a->ne[2], grad->ne[3]);
+            ggml_bw_add(bw, a, ggml_out_prod(ctx, b2, g2));
+        } else {
+            GGML_ABORT("backward of mul_mat: broadcasting a over dimension 3 is not supported");
+        }
+    }
+}
+// y[m, n] = sum_k a[m, k] b[n, k]:  da = grad b (as mul_mat(grad^T, b)), db = grad^T a.
+GGML_BACKWARD_RULE(out_prod) {
+    ggml_context * ctx = ggml_bw_ctx(bw);
+    ggml_tensor * a = node->src[0], * b = node->src[1];
+    if (a->ne[2] != b->ne[2] || a->ne[3] != b->ne[3]) GGML_ABORT("backward of out_prod: broadcasting is not supported");
+    if (ggml_bw_needs(bw, a)) {
+        ggml_tensor * bf = b->type == GGML_TYPE_F32 ? b : ggml_cast(ctx, b, GGML_TYPE_F32);
+        ggml_bw_add(bw, a, ggml_mul_mat(ctx, ggml_cont(ctx, ggml_transpose(ctx, grad)), bf));
+    }
+    if (ggml_bw_needs(bw, b)) {
+        ggml_tensor * af = a->type == GGML_TYPE_F32 ? a : ggml_cast(ctx, a, GGML_TYPE_F32);
+        ggml_bw_add(bw, b, ggml_mul_mat(ctx, grad, af));
+    }
 }
 
 // ---- copies and layout ---------------------------------------------------------------------
@@ -257,6 +390,20 @@ struct ggml_tensor * ggml_reshape_4d(struct ggml_context * ctx, struct ggml_tens
     return reshape_impl(ctx, a, 4, ne);
 }
 
+// Copies pass the gradient to what they copied; the destination's old values were overwritten.
+GGML_BACKWARD_RULE(cpy) {
+    ggml_tensor * a = node->src[0];
+    if (ggml_bw_needs(bw, a)) ggml_bw_add(bw, a, ggml_reshape(ggml_bw_ctx(bw), grad, a));
+}
+GGML_BACKWARD_RULE(cont) {
+    ggml_tensor * a = node->src[0];
+    if (ggml_bw_needs(bw, a)) ggml_bw_add(bw, a, ggml_reshape(ggml_bw_ctx(bw), grad, a));
+}
+GGML_BACKWARD_RULE(reshape) {
+    ggml_tensor * a = node->src[0];
+    if (ggml_bw_needs(bw, a)) ggml_bw_add(bw, a, ggml_reshape(ggml_bw_ctx(bw), grad, a));
+}
+
 // A view must lie inside the memory of the tensor that owns it.
 static void check_view_extent(const ggml_tensor * r) {
     GGML_ASSERT((ggml_nbytes(r) == 0 || r->view_offs + ggml_nbytes(r) <= ggml_nbytes(r->view_src)) &&
@@ -314,6 +461,22 @@ struct ggml_tensor * ggml_view_4d(struct ggml_context * ctx, struct ggml_tensor 
     return r;
 }
 
+static ggml_tensor * acc_zero_based(ggml_context * ctx, ggml_tensor * like, ggml_tensor * b, size_t nb1, size_t nb2,
+                                    size_t nb3, size_t offset);
+
+// A view's gradient lands in the part of its source it shows (zeros elsewhere). Strides and
+// offset are in the source's layout, which matches its F32 gradient's when the source is contiguous.
+GGML_BACKWARD_RULE(view) {
+    ggml_tensor * a = node->src[0];
+    if (!ggml_bw_needs(bw, a)) return;
+    if (!ggml_is_contiguous(a)) GGML_ABORT("backward of view: the viewed tensor '%s' must be contiguous", a->name);
+    size_t offset;
+    memcpy(&offset, node->op_params, sizeof(offset));
+    const size_t es = ggml_element_size(a);
+    const size_t nb1 = node->nb[1] / es * sizeof(float), nb2 = node->nb[2] / es * sizeof(float), nb3 = node->nb[3] / es * sizeof(float);
+    ggml_bw_add(bw, a, acc_zero_based(ggml_bw_ctx(bw), a, grad, nb1, nb2, nb3, offset / es * sizeof(float)));
+}
+
 struct ggml_tensor * ggml_permute(struct ggml_context * ctx, struct ggml_tensor * a, int axis0, int axis1, int axis2, int axis3) {
     const int axes[4] = { axis0, axis1, axis2, axis3 };
     for (int i = 0; i < 4; i++) {
@@ -344,6 +507,17 @@ struct ggml_tensor * ggml_transpose(struct ggml_context * ctx, struct ggml_tenso
     return r;
 }
 
+GGML_BACKWARD_RULE(permute) {
+    ggml_tensor * a = node->src[0];
+    if (!ggml_bw_needs(bw, a)) return;
+    int inv[4];
+    for (int i = 0; i < 4; i++) inv[ggml_get_op_params_i32(node, i)] = i;
+    ggml_bw_add(bw, a, ggml_permute(ggml_bw_ctx(bw), grad, inv[0], inv[1], inv[2], inv[3]));
+}
+GGML_BACKWARD_RULE(transpose) {
+    if (ggml_bw_needs(bw, node->src[0])) ggml_bw_add(bw, node->src[0], ggml_transpose(ggml_bw_ctx(bw), grad));
+}
+
 // ---- indexing and masks --------------------------------------------------------------------
 // a [ne0, rows, A2, A3], b I32 [n, A2, A3] -> [ne0, n, A2, A3]; F32 result (I32 for I32 a).
 struct ggml_tensor * ggml_get_rows(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b) {
@@ -364,6 +538,16 @@ static ggml_tensor * diag_mask_inf_impl(ggml_context * ctx, ggml_tensor * a, int
 }
 struct ggml_tensor * ggml_diag_mask_inf(struct ggml_context * ctx, struct ggml_tensor * a, int n_past) { return diag_mask_inf_impl(ctx, a, n_past, false); }
 struct ggml_tensor * ggml_diag_mask_inf_inplace(struct ggml_context * ctx, struct ggml_tensor * a, int n_past) { return diag_mask_inf_impl(ctx, a, n_past, true); }
+
+GGML_BACKWARD_RULE(get_rows) {  // the indices get no gradient
+    ggml_tensor * a = node->src[0];
+    if (ggml_bw_needs(bw, a)) ggml_bw_add(bw, a, ggml_get_rows_back(ggml_bw_ctx(bw), grad, node->src[1], a));
+}
+// Also the rule of diag_mask_zero: masked elements pass no gradient.
+GGML_BACKWARD_RULE(diag_mask_inf) {
+    ggml_tensor * a = node->src[0];
+    if (ggml_bw_needs(bw, a)) ggml_bw_add(bw, a, ggml_diag_mask_zero(ggml_bw_ctx(bw), grad, ggml_get_op_params_i32(node, 0)));
+}
 
 // ---- softmax -------------------------------------------------------------------------------
 static ggml_tensor * soft_max_impl(ggml_context * ctx, ggml_tensor * a, ggml_tensor * mask, float scale, float max_bias, bool inplace) {
@@ -386,6 +570,15 @@ struct ggml_tensor * ggml_soft_max(struct ggml_context * ctx, struct ggml_tensor
 struct ggml_tensor * ggml_soft_max_inplace(struct ggml_context * ctx, struct ggml_tensor * a) { return soft_max_impl(ctx, a, nullptr, 1.0f, 0.0f, true); }
 struct ggml_tensor * ggml_soft_max_ext(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * mask, float scale, float max_bias) {
     return soft_max_impl(ctx, a, mask, scale, max_bias, false);
+}
+
+GGML_BACKWARD_RULE(soft_max) {
+    ggml_tensor * a = node->src[0];
+    if (ggml_bw_needs(bw, node->src[1])) GGML_ABORT("backward of soft_max: the mask cannot be a parameter");
+    if (ggml_bw_needs(bw, a)) {
+        ggml_bw_add(bw, a, ggml_soft_max_ext_back(ggml_bw_ctx(bw), grad, node, ggml_get_op_params_f32(node, 0),
+                                                  ggml_get_op_params_f32(node, 1)));
+    }
 }
 
 // ---- rope ----------------------------------------------------------------------------------
@@ -431,6 +624,19 @@ struct ggml_tensor * ggml_rope_ext_inplace(struct ggml_context * ctx, struct ggm
     return rope_impl(ctx, a, b, c, n_dims, mode, n_ctx_orig, freq_base, freq_scale, ext_factor, attn_factor, beta_fast, beta_slow, true);
 }
 
+// The inverse rotation; positions and frequency factors get no gradient.
+GGML_BACKWARD_RULE(rope) {
+    ggml_tensor * a = node->src[0];
+    if (ggml_bw_needs(bw, node->src[2])) GGML_ABORT("backward of rope: the frequency factors cannot be a parameter");
+    if (!ggml_bw_needs(bw, a)) return;
+    ggml_tensor * r = ggml_rope_ext_back(ggml_bw_ctx(bw), grad, node->src[1], node->src[2], ggml_get_op_params_i32(node, 1),
+                                         ggml_get_op_params_i32(node, 2), ggml_get_op_params_i32(node, 4),
+                                         ggml_get_op_params_f32(node, 5), ggml_get_op_params_f32(node, 6),
+                                         ggml_get_op_params_f32(node, 7), ggml_get_op_params_f32(node, 8),
+                                         ggml_get_op_params_f32(node, 9), ggml_get_op_params_f32(node, 10));
+    ggml_bw_add(bw, a, r);
+}
+
 // ---- loss ----------------------------------------------------------------------------------
 struct ggml_tensor * ggml_cross_entropy_loss(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b) {
     GGML_ASSERT(ggml_are_same_shape(a, b) && "cross_entropy_loss: logits and targets must have the same shape");
@@ -439,5 +645,188 @@ struct ggml_tensor * ggml_cross_entropy_loss(struct ggml_context * ctx, struct g
     r->op = GGML_OP_CROSS_ENTROPY_LOSS;
     r->src[0] = a;
     r->src[1] = b;
+    return r;
+}
+
+GGML_BACKWARD_RULE(cross_entropy_loss) {
+    ggml_tensor * a = node->src[0], * b = node->src[1];
+    if (ggml_bw_needs(bw, b)) GGML_ABORT("backward of cross_entropy_loss: the target probabilities cannot be a parameter");
+    if (ggml_bw_needs(bw, a)) ggml_bw_add(bw, a, ggml_cross_entropy_loss_back(ggml_bw_ctx(bw), grad, a, b));
+}
+
+// ---- ops of the backward pass ----------------------------------------------------------------
+static ggml_tensor * acc_impl(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, size_t nb1, size_t nb2,
+                              size_t nb3, size_t offset, bool inplace) {
+    GGML_ASSERT(ggml_nelements(b) <= ggml_nelements(a) && "acc: b must fit in a");
+    GGML_ASSERT(ggml_is_contiguous(a) && a->type == GGML_TYPE_F32 && b->type == GGML_TYPE_F32);
+    GGML_ASSERT(offset + (b->ne[0] - 1) * ggml_element_size(a) + (b->ne[1] - 1) * nb1 + (b->ne[2] - 1) * nb2 +
+                (b->ne[3] - 1) * nb3 < ggml_nbytes(a) && "acc: the view lies outside a");
+    ggml_tensor * r = result_like(ctx, a, inplace);
+    const size_t params[4] = { nb1, nb2, nb3, offset };
+    ggml_set_op_params(r, params, sizeof(params));
+    r->op = GGML_OP_ACC;
+    r->src[0] = a;
+    r->src[1] = b;
+    return r;
+}
+// F32 zeros of like's shape with b added into the view: ACC without src[0] (nothing to copy).
+static ggml_tensor * acc_zero_based(ggml_context * ctx, ggml_tensor * like, ggml_tensor * b, size_t nb1, size_t nb2,
+                                    size_t nb3, size_t offset) {
+    ggml_tensor * r = ggml_new_tensor(ctx, GGML_TYPE_F32, GGML_MAX_DIMS, like->ne);
+    GGML_ASSERT(b->type == GGML_TYPE_F32);
+    GGML_ASSERT(offset + (b->ne[0] - 1) * sizeof(float) + (b->ne[1] - 1) * nb1 + (b->ne[2] - 1) * nb2 +
+                (b->ne[3] - 1) * nb3 < ggml_nbytes(r) && "acc: the view lies outside a");
+    const size_t params[4] = { nb1, nb2, nb3, offset };
+    ggml_set_op_params(r, params, sizeof(params));
+    r->op = GGML_OP_ACC;
+    r->src[1] = b;
+    return r;
+}
+
+struct ggml_tensor * ggml_acc(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
+                              size_t nb1, size_t nb2, size_t nb3, size_t offset) {
+    return acc_impl(ctx, a, b, nb1, nb2, nb3, offset, false);
+}
+struct ggml_tensor * ggml_acc_inplace(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
+                                      size_t nb1, size_t nb2, size_t nb3, size_t offset) {
+    return acc_impl(ctx, a, b, nb1, nb2, nb3, offset, true);
+}
+
+struct ggml_tensor * ggml_repeat_back(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b) {
+    GGML_ASSERT(ggml_can_repeat(b, a) && "repeat_back: b's shape must tile a's");
+    ggml_tensor * r = ggml_new_tensor(ctx, GGML_TYPE_F32, GGML_MAX_DIMS, b->ne);
+    r->op = GGML_OP_REPEAT_BACK;
+    r->src[0] = a;
+    return r;
+}
+
+struct ggml_tensor * ggml_unary_back(struct ggml_context * ctx, struct ggml_tensor * grad, struct ggml_tensor * x, enum ggml_unary_op op) {
+    GGML_ASSERT(ggml_are_same_shape(grad, x) && "unary_back: grad and x must have the same shape");
+    GGML_ASSERT(op >= 0 && op < GGML_UNARY_OP_COUNT);
+    ggml_tensor * r = ggml_new_tensor(ctx, GGML_TYPE_F32, GGML_MAX_DIMS, x->ne);
+    ggml_set_op_params_i32(r, 0, (int32_t) op);
+    r->op = GGML_OP_UNARY_BACK;
+    r->src[0] = grad;
+    r->src[1] = x;
+    return r;
+}
+struct ggml_tensor * ggml_silu_back(struct ggml_context * ctx, struct ggml_tensor * grad, struct ggml_tensor * x) {
+    return ggml_unary_back(ctx, grad, x, GGML_UNARY_OP_SILU);
+}
+struct ggml_tensor * ggml_gelu_back(struct ggml_context * ctx, struct ggml_tensor * grad, struct ggml_tensor * x) {
+    return ggml_unary_back(ctx, grad, x, GGML_UNARY_OP_GELU);
+}
+
+static ggml_tensor * grad_x_op(ggml_context * ctx, ggml_tensor * grad, ggml_tensor * x, ggml_op op) {
+    GGML_ASSERT(ggml_are_same_shape(grad, x) && "backward op: grad and x must have the same shape");
+    ggml_tensor * r = ggml_new_tensor(ctx, GGML_TYPE_F32, GGML_MAX_DIMS, x->ne);
+    r->op = op;
+    r->src[0] = grad;
+    r->src[1] = x;
+    return r;
+}
+struct ggml_tensor * ggml_norm_back(struct ggml_context * ctx, struct ggml_tensor * grad, struct ggml_tensor * x, float eps) {
+    ggml_tensor * r = grad_x_op(ctx, grad, x, GGML_OP_NORM_BACK);
+    ggml_set_op_params_f32(r, 0, eps);
+    return r;
+}
+struct ggml_tensor * ggml_rms_norm_back(struct ggml_context * ctx, struct ggml_tensor * grad, struct ggml_tensor * x, float eps) {
+    ggml_tensor * r = grad_x_op(ctx, grad, x, GGML_OP_RMS_NORM_BACK);
+    ggml_set_op_params_f32(r, 0, eps);
+    return r;
+}
+
+struct ggml_tensor * ggml_diag_mask_zero(struct ggml_context * ctx, struct ggml_tensor * a, int n_past) {
+    ggml_tensor * r = unary_like(ctx, a, GGML_OP_DIAG_MASK_ZERO, false);
+    ggml_set_op_params_i32(r, 0, n_past);
+    return r;
+}
+
+struct ggml_tensor * ggml_soft_max_ext_back(struct ggml_context * ctx, struct ggml_tensor * grad, struct ggml_tensor * y,
+                                            float scale, float max_bias) {
+    ggml_tensor * r = grad_x_op(ctx, grad, y, GGML_OP_SOFT_MAX_BACK);
+    ggml_set_op_params_f32(r, 0, scale);
+    ggml_set_op_params_f32(r, 1, max_bias);
+    return r;
+}
+
+struct ggml_tensor * ggml_rope_ext_back(struct ggml_context * ctx, struct ggml_tensor * grad, struct ggml_tensor * b, struct ggml_tensor * c,
+        int n_dims, int mode, int n_ctx_orig, float freq_base, float freq_scale, float ext_factor,
+        float attn_factor, float beta_fast, float beta_slow) {
+    ggml_tensor * r = rope_impl(ctx, grad, b, c, n_dims, mode, n_ctx_orig, freq_base, freq_scale, ext_factor, attn_factor,
+                                beta_fast, beta_slow, false);
+    r->op = GGML_OP_ROPE_BACK;
+    return r;
+}
+
+struct ggml_tensor * ggml_get_rows_back(struct ggml_context * ctx, struct ggml_tensor * grad, struct ggml_tensor * b, struct ggml_tensor * c) {
+    GGML_ASSERT(b->type == GGML_TYPE_I32 && "get_rows_back: indices must be I32");
+    GGML_ASSERT(grad->ne[0] == c->ne[0] && grad->ne[1] == b->ne[0] && grad->ne[2] == b->ne[1] && grad->ne[3] == b->ne[2]);
+    GGML_ASSERT(c->ne[2] == b->ne[1] && c->ne[3] == b->ne[2]);
+    ggml_tensor * r = ggml_new_tensor(ctx, GGML_TYPE_F32, GGML_MAX_DIMS, c->ne);
+    r->op = GGML_OP_GET_ROWS_BACK;
+    r->src[0] = grad;
+    r->src[1] = b;
+    return r;
+}
+
+struct ggml_tensor * ggml_cross_entropy_loss_back(struct ggml_context * ctx, struct ggml_tensor * grad, struct ggml_tensor * a, struct ggml_tensor * b) {
+    GGML_ASSERT(ggml_is_scalar(grad) && grad->type == GGML_TYPE_F32);
+    GGML_ASSERT(ggml_are_same_shape(a, b) && a->type == GGML_TYPE_F32 && b->type == GGML_TYPE_F32);
+    ggml_tensor * r = ggml_new_tensor(ctx, GGML_TYPE_F32, GGML_MAX_DIMS, a->ne);
+    r->op = GGML_OP_CROSS_ENTROPY_LOSS_BACK;
+    r->src[0] = grad;
+    r->src[1] = a;
+    r->src[2] = b;
+    return r;
+}
+
+GGML_BACKWARD_RULE(acc) {
+    ggml_context * ctx = ggml_bw_ctx(bw);
+    ggml_tensor * a = node->src[0], * b = node->src[1];
+    if (ggml_bw_needs(bw, a)) ggml_bw_add(bw, a, grad);
+    if (ggml_bw_needs(bw, b)) {
+        const size_t * p = (const size_t *) node->op_params;
+        ggml_bw_add(bw, b, ggml_cont(ctx, ggml_view_4d(ctx, grad, b->ne[0], b->ne[1], b->ne[2], b->ne[3], p[0], p[1], p[2], p[3])));
+    }
+}
+GGML_BACKWARD_RULE(repeat_back) {
+    if (ggml_bw_needs(bw, node->src[0])) ggml_bw_add(bw, node->src[0], ggml_repeat(ggml_bw_ctx(bw), grad, node->src[0]));
+}
+
+// ---- optimizer steps -------------------------------------------------------------------------
+static void check_opt_operand(const ggml_tensor * a, const ggml_tensor * t, const char * what) {
+    if (!(t->type == GGML_TYPE_F32 && ggml_are_same_shape(a, t) && ggml_is_contiguous(t))) {
+        GGML_ABORT("opt_step: %s must be a contiguous F32 tensor of the parameter's shape", what);
+    }
+}
+
+struct ggml_tensor * ggml_opt_step_adamw(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * grad,
+                                         struct ggml_tensor * m, struct ggml_tensor * v, struct ggml_tensor * adamw_params) {
+    GGML_ASSERT(a->type == GGML_TYPE_F32 && ggml_is_contiguous(a) && "opt_step_adamw: the parameter must be contiguous F32");
+    check_opt_operand(a, grad, "grad");
+    check_opt_operand(a, m, "m");
+    check_opt_operand(a, v, "v");
+    GGML_ASSERT(adamw_params->type == GGML_TYPE_F32 && ggml_nelements(adamw_params) == 7);
+    ggml_tensor * r = ggml_view_tensor(ctx, a);
+    r->op = GGML_OP_OPT_STEP_ADAMW;
+    r->src[0] = a;
+    r->src[1] = grad;
+    r->src[2] = m;
+    r->src[3] = v;
+    r->src[4] = adamw_params;
+    return r;
+}
+
+struct ggml_tensor * ggml_opt_step_sgd(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * grad,
+                                       struct ggml_tensor * params) {
+    GGML_ASSERT(a->type == GGML_TYPE_F32 && ggml_is_contiguous(a) && "opt_step_sgd: the parameter must be contiguous F32");
+    check_opt_operand(a, grad, "grad");
+    GGML_ASSERT(params->type == GGML_TYPE_F32 && ggml_nelements(params) == 2);
+    ggml_tensor * r = ggml_view_tensor(ctx, a);
+    r->op = GGML_OP_OPT_STEP_SGD;
+    r->src[0] = a;
+    r->src[1] = grad;
+    r->src[2] = params;
     return r;
 }

@@ -149,24 +149,10 @@ enum ggml_type ggml_ftype_to_ggml_type(enum ggml_ftype ftype) {
 }
 
 // ---- op names ------------------------------------------------------------------------------
-static const char * const op_names[GGML_OP_COUNT] = {
-    "NONE", "DUP", "ADD", "ADD1", "SUB", "MUL", "DIV", "SQR", "SQRT", "LOG", "SUM", "SUM_ROWS",
-    "MEAN", "ARGMAX", "REPEAT", "CONCAT", "NORM", "RMS_NORM", "MUL_MAT", "OUT_PROD", "SCALE",
-    "CPY", "CONT", "RESHAPE", "VIEW", "PERMUTE", "TRANSPOSE", "GET_ROWS", "DIAG_MASK_INF",
-    "SOFT_MAX", "ROPE", "UNARY", "CROSS_ENTROPY_LOSS",
-};
-static const char * const op_symbols[GGML_OP_COUNT] = {
-    "none", "x", "x+y", "x+y", "x-y", "x*y", "x/y", "x^2", "√x", "log(x)", "Σx", "Σx_k",
-    "Σx/n", "argmax(x)", "repeat(x)", "concat(x, y)", "norm(x)", "rms_norm(x)", "X*Y", "X×Y", "x*v",
-    "x-\\>y", "cont(x)", "reshape(x)", "view(x)", "permute(x)", "transpose(x)", "get_rows(x)",
-    "diag_mask_inf(x)", "soft_max(x)", "rope(x)", "unary(x)", "cross_entropy_loss(x,y)",
-};
 static const char * const unary_op_names[GGML_UNARY_OP_COUNT] = {
     "ABS", "SGN", "NEG", "STEP", "TANH", "RELU", "SIGMOID", "GELU", "SILU", "EXP",
 };
 
-const char * ggml_op_name(enum ggml_op op) { return op >= 0 && op < GGML_OP_COUNT ? op_names[op] : "?"; }
-const char * ggml_op_symbol(enum ggml_op op) { return op >= 0 && op < GGML_OP_COUNT ? op_symbols[op] : "?"; }
 const char * ggml_unary_op_name(enum ggml_unary_op op) {
     return op >= 0 && op < GGML_UNARY_OP_COUNT ? unary_op_names[op] : "?";
 }
@@ -174,9 +160,6 @@ const char * ggml_op_desc(const struct ggml_tensor * t) {
     return t->op == GGML_OP_UNARY ? ggml_unary_op_name(ggml_get_unary_op(t)) : ggml_op_name(t->op);
 }
 
-bool ggml_op_is_view(enum ggml_op op) {
-    return op == GGML_OP_VIEW || op == GGML_OP_RESHAPE || op == GGML_OP_PERMUTE || op == GGML_OP_TRANSPOSE;
-}
 
 // ---- context -------------------------------------------------------------------------------
 static size_t pad_to(size_t x, size_t n) { return (x + n - 1) / n * n; }

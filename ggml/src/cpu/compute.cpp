@@ -13,17 +13,81 @@ void ggml_cpu_barrier(const struct ggml_compute_params * params) {
     if (params->nth > 1) params->tp->barrier();
 }
 
-static bool op_is_noop(const ggml_tensor * node) {
-    switch (node->op) {
-        case GGML_OP_NONE:
-        case GGML_OP_RESHAPE:
-        case GGML_OP_VIEW:
-        case GGML_OP_PERMUTE:
-        case GGML_OP_TRANSPOSE:
-            return true;
-        default:
-            return ggml_is_empty(node);
+// ---- the CPU's kernel table: one row per op (forward kernel, scratch size) ---------------------
+namespace {
+
+typedef void (*cpu_forward_fn)(const ggml_compute_params * params, ggml_tensor * dst);
+typedef size_t (*cpu_work_size_fn)(const ggml_tensor * node, int n_threads);
+
+struct cpu_kernel {
+    ggml_op op;
+    cpu_forward_fn forward;      // NULL: nothing to compute (views, leafs)
+    cpu_work_size_fn work_size;  // NULL: no scratch
+};
+
+#define K(OP, fn, ws) { GGML_OP_##OP, fn, ws }
+constexpr cpu_kernel cpu_kernels[] = {
+    K(NONE,                    nullptr,                                     nullptr),
+    K(DUP,                     ggml_cpu_forward_dup,                        nullptr),
+    K(ADD,                     ggml_cpu_forward_add,                        nullptr),
+    K(ADD1,                    ggml_cpu_forward_add1,                       nullptr),
+    K(SUB,                     ggml_cpu_forward_sub,                        nullptr),
+    K(MUL,                     ggml_cpu_forward_mul,                        nullptr),
+    K(DIV,                     ggml_cpu_forward_div,                        nullptr),
+    K(SQR,                     ggml_cpu_forward_sqr,                        nullptr),
+    K(SQRT,                    ggml_cpu_forward_sqrt,                       nullptr),
+    K(LOG,                     ggml_cpu_forward_log,                        nullptr),
+    K(SUM,                     ggml_cpu_forward_sum,                        nullptr),
+    K(SUM_ROWS,                ggml_cpu_forward_sum_rows,                   nullptr),
+    K(MEAN,                    ggml_cpu_forward_mean,                       nullptr),
+    K(ARGMAX,                  ggml_cpu_forward_argmax,                     nullptr),
+    K(REPEAT,                  ggml_cpu_forward_repeat,                     nullptr),
+    K(CONCAT,                  ggml_cpu_forward_concat,                     nullptr),
+    K(NORM,                    ggml_cpu_forward_norm,                       nullptr),
+    K(RMS_NORM,                ggml_cpu_forward_rms_norm,                   nullptr),
+    K(MUL_MAT,                 ggml_cpu_forward_mul_mat,                    ggml_cpu_mul_mat_work_size),
+    K(OUT_PROD,                ggml_cpu_forward_out_prod,                   ggml_cpu_out_prod_work_size),
+    K(SCALE,                   ggml_cpu_forward_scale,                      nullptr),
+    K(CPY,                     ggml_cpu_forward_dup,                        nullptr),
+    K(CONT,                    ggml_cpu_forward_dup,                        nullptr),
+    K(RESHAPE,                 nullptr,                                     nullptr),
+    K(VIEW,                    nullptr,                                     nullptr),
+    K(PERMUTE,                 nullptr,                                     nullptr),
+    K(TRANSPOSE,               nullptr,                                     nullptr),
+    K(GET_ROWS,                ggml_cpu_forward_get_rows,                   nullptr),
+    K(DIAG_MASK_INF,           ggml_cpu_forward_diag_mask_inf,              nullptr),
+    K(SOFT_MAX,                ggml_cpu_forward_soft_max,                   ggml_cpu_soft_max_work_size),
+    K(ROPE,                    ggml_cpu_forward_rope,                       nullptr),
+    K(UNARY,                   ggml_cpu_forward_unary,                      nullptr),
+    K(CROSS_ENTROPY_LOSS,      ggml_cpu_forward_cross_entropy_loss,         ggml_cpu_loss_work_size),
+    K(ACC,                     ggml_cpu_forward_acc,                        nullptr),
+    K(REPEAT_BACK,             ggml_cpu_forward_repeat_back,                nullptr),
+    K(UNARY_BACK,              ggml_cpu_forward_unary_back,                 nullptr),
+    K(NORM_BACK,               ggml_cpu_forward_norm_back,                  nullptr),
+    K(RMS_NORM_BACK,           ggml_cpu_forward_rms_norm_back,              nullptr),
+    K(DIAG_MASK_ZERO,          ggml_cpu_forward_diag_mask_zero,             nullptr),
+    K(SOFT_MAX_BACK,           ggml_cpu_forward_soft_max_back,              nullptr),
+    K(ROPE_BACK,               ggml_cpu_forward_rope_back,                  nullptr),
+    K(GET_ROWS_BACK,           ggml_cpu_forward_get_rows_back,              nullptr),
+    K(CROSS_ENTROPY_LOSS_BACK, ggml_cpu_forward_cross_entropy_loss_back,    nullptr),
+    K(OPT_STEP_ADAMW,          ggml_cpu_forward_opt_step_adamw,             nullptr),
+    K(OPT_STEP_SGD,            ggml_cpu_forward_opt_step_sgd,               nullptr),
+};
+#undef K
+
+constexpr bool kernels_cover_enum() {
+    if (sizeof(cpu_kernels) / sizeof(cpu_kernels[0]) != GGML_OP_COUNT) return false;
+    for (int i = 0; i < GGML_OP_COUNT; i++) {
+        if (cpu_kernels[i].op != i) return false;
     }
+    return true;
+}
+static_assert(kernels_cover_enum(), "the CPU kernel table needs one row per enum ggml_op, in enum order");
+
+}  // namespace
+
+static bool op_is_noop(const ggml_tensor * node) {
+    return cpu_kernels[node->op].forward == nullptr || ggml_is_empty(node);
 }
 
 int ggml_cpu_op_n_tasks(const struct ggml_tensor * node, int n_threads) {
@@ -31,54 +95,13 @@ int ggml_cpu_op_n_tasks(const struct ggml_tensor * node, int n_threads) {
 }
 
 size_t ggml_cpu_op_work_size(const struct ggml_tensor * node, int n_threads) {
-    switch (node->op) {
-        case GGML_OP_MUL_MAT:            return ggml_cpu_mul_mat_work_size(node, n_threads);
-        case GGML_OP_OUT_PROD:           return ggml_cpu_out_prod_work_size(node, n_threads);
-        case GGML_OP_SOFT_MAX:           return ggml_cpu_soft_max_work_size(node, n_threads);
-        case GGML_OP_CROSS_ENTROPY_LOSS: return ggml_cpu_loss_work_size(node, n_threads);
-        default:                         return 0;
-    }
+    const cpu_work_size_fn ws = cpu_kernels[node->op].work_size;
+    return ws ? ws(node, n_threads) : 0;
 }
 
 void ggml_cpu_compute_forward(const struct ggml_compute_params * params, struct ggml_tensor * dst) {
-    switch (dst->op) {
-        case GGML_OP_DUP:
-        case GGML_OP_CPY:
-        case GGML_OP_CONT:               ggml_cpu_forward_dup(params, dst); break;
-        case GGML_OP_ADD:                ggml_cpu_forward_add(params, dst); break;
-        case GGML_OP_ADD1:               ggml_cpu_forward_add1(params, dst); break;
-        case GGML_OP_SUB:                ggml_cpu_forward_sub(params, dst); break;
-        case GGML_OP_MUL:                ggml_cpu_forward_mul(params, dst); break;
-        case GGML_OP_DIV:                ggml_cpu_forward_div(params, dst); break;
-        case GGML_OP_SQR:                ggml_cpu_forward_sqr(params, dst); break;
-        case GGML_OP_SQRT:               ggml_cpu_forward_sqrt(params, dst); break;
-        case GGML_OP_LOG:                ggml_cpu_forward_log(params, dst); break;
-        case GGML_OP_SCALE:              ggml_cpu_forward_scale(params, dst); break;
-        case GGML_OP_SUM:                ggml_cpu_forward_sum(params, dst); break;
-        case GGML_OP_SUM_ROWS:           ggml_cpu_forward_sum_rows(params, dst); break;
-        case GGML_OP_MEAN:               ggml_cpu_forward_mean(params, dst); break;
-        case GGML_OP_ARGMAX:             ggml_cpu_forward_argmax(params, dst); break;
-        case GGML_OP_REPEAT:             ggml_cpu_forward_repeat(params, dst); break;
-        case GGML_OP_CONCAT:             ggml_cpu_forward_concat(params, dst); break;
-        case GGML_OP_NORM:               ggml_cpu_forward_norm(params, dst); break;
-        case GGML_OP_RMS_NORM:           ggml_cpu_forward_rms_norm(params, dst); break;
-        case GGML_OP_MUL_MAT:            ggml_cpu_forward_mul_mat(params, dst); break;
-        case GGML_OP_OUT_PROD:           ggml_cpu_forward_out_prod(params, dst); break;
-        case GGML_OP_GET_ROWS:           ggml_cpu_forward_get_rows(params, dst); break;
-        case GGML_OP_DIAG_MASK_INF:      ggml_cpu_forward_diag_mask_inf(params, dst); break;
-        case GGML_OP_SOFT_MAX:           ggml_cpu_forward_soft_max(params, dst); break;
-        case GGML_OP_ROPE:               ggml_cpu_forward_rope(params, dst); break;
-        case GGML_OP_UNARY:              ggml_cpu_forward_unary(params, dst); break;
-        case GGML_OP_CROSS_ENTROPY_LOSS: ggml_cpu_forward_cross_entropy_loss(params, dst); break;
-        case GGML_OP_NONE:
-        case GGML_OP_RESHAPE:
-        case GGML_OP_VIEW:
-        case GGML_OP_PERMUTE:
-        case GGML_OP_TRANSPOSE:
-            break;
-        default:
-            GGML_ABORT("op %s has no CPU kernel", ggml_op_name(dst->op));
-    }
+    const cpu_forward_fn fn = cpu_kernels[dst->op].forward;
+    if (fn) fn(params, dst);
 }
 
 struct ggml_cplan ggml_graph_plan(const struct ggml_cgraph * cgraph, int n_threads) {

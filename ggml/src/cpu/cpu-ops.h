@@ -79,6 +79,27 @@ void ggml_cpu_forward_cross_entropy_loss(const struct ggml_compute_params * para
 // matmul.cpp: mul_mat, out_prod
 void ggml_cpu_forward_mul_mat (const struct ggml_compute_params * params, struct ggml_tensor * dst);
 void ggml_cpu_forward_out_prod(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+// Ops of the backward pass and optimizer steps (semantics and params: ggml-impl.h).
+// ops-copy.cpp: acc, repeat_back, get_rows_back
+void ggml_cpu_forward_acc          (const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_forward_repeat_back  (const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_forward_get_rows_back(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+// ops-unary.cpp: unary_back
+void ggml_cpu_forward_unary_back   (const struct ggml_compute_params * params, struct ggml_tensor * dst);
+// ops-norm.cpp: norm_back, rms_norm_back
+void ggml_cpu_forward_norm_back    (const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_forward_rms_norm_back(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+// ops-softmax.cpp: diag_mask_zero, soft_max_back
+void ggml_cpu_forward_diag_mask_zero(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_forward_soft_max_back (const struct ggml_compute_params * params, struct ggml_tensor * dst);
+// ops-rope.cpp: rope_back
+void ggml_cpu_forward_rope_back    (const struct ggml_compute_params * params, struct ggml_tensor * dst);
+// ops-loss.cpp: cross_entropy_loss_back
+void ggml_cpu_forward_cross_entropy_loss_back(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+// ops-opt.cpp: optimizer steps
+void ggml_cpu_forward_opt_step_adamw(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_forward_opt_step_sgd  (const struct ggml_compute_params * params, struct ggml_tensor * dst);
+
 size_t ggml_cpu_mul_mat_work_size(const struct ggml_tensor * node, int n_threads);
 size_t ggml_cpu_out_prod_work_size(const struct ggml_tensor * node, int n_threads);
 size_t ggml_cpu_soft_max_work_size(const struct ggml_tensor * node, int n_threads);

@@ -305,3 +305,15 @@ void ggml_cpu_forward_get_rows(const struct ggml_compute_params * params, struct
         copy_or_convert(dst, ggml_cpu_elem_ptr(dst, 0, i10, i11, i12), src0, ggml_cpu_elem_ptr(src0, 0, idx, i11, i12), ne00);
     }
 }
+
+extern "C" void ggml_cpu_forward_acc(const ggml_compute_params * params, ggml_tensor * dst) {
+    GGML_ABORT("%s: no CPU kernel yet", ggml_op_name(dst->op));
+}
+
+extern "C" void ggml_cpu_forward_repeat_back(const ggml_compute_params * params, ggml_tensor * dst) {
+    GGML_ABORT("%s: no CPU kernel yet", ggml_op_name(dst->op));
+}
+
+extern "C" void ggml_cpu_forward_get_rows_back(const ggml_compute_params * params, ggml_tensor * dst) {
+    GGML_ABORT("%s: no CPU kernel yet", ggml_op_name(dst->op));
+}

@@ -115,3 +115,7 @@ extern "C" void ggml_cpu_forward_cross_entropy_loss(const ggml_compute_params * 
         *(float *) dst->data = (float) (nr > 0 ? total / (double) nr : 0.0);
     }
 }
+
+extern "C" void ggml_cpu_forward_cross_entropy_loss_back(const ggml_compute_params * params, ggml_tensor * dst) {
+    GGML_ABORT("%s: no CPU kernel yet", ggml_op_name(dst->op));
+}

@@ -107,3 +107,11 @@ extern "C" void ggml_cpu_forward_norm(const ggml_compute_params * params, ggml_t
 extern "C" void ggml_cpu_forward_rms_norm(const ggml_compute_params * params, ggml_tensor * dst) {
     forward_norm_rows<true>(params, dst);
 }
+
+extern "C" void ggml_cpu_forward_norm_back(const ggml_compute_params * params, ggml_tensor * dst) {
+    GGML_ABORT("%s: no CPU kernel yet", ggml_op_name(dst->op));
+}
+
+extern "C" void ggml_cpu_forward_rms_norm_back(const ggml_compute_params * params, ggml_tensor * dst) {
+    GGML_ABORT("%s: no CPU kernel yet", ggml_op_name(dst->op));
+}

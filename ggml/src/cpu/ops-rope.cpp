@@ -198,3 +198,7 @@ extern "C" void ggml_cpu_forward_rope(const ggml_compute_params * params, ggml_t
         default: GGML_ABORT("rope: unsupported type %s", ggml_type_name(dst->type));
     }
 }
+
+extern "C" void ggml_cpu_forward_rope_back(const ggml_compute_params * params, ggml_tensor * dst) {
+    GGML_ABORT("%s: no CPU kernel yet", ggml_op_name(dst->op));
+}

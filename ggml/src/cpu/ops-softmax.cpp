@@ -208,3 +208,11 @@ extern "C" void ggml_cpu_forward_soft_max(const ggml_compute_params * params, gg
         }
     }
 }
+
+extern "C" void ggml_cpu_forward_diag_mask_zero(const ggml_compute_params * params, ggml_tensor * dst) {
+    GGML_ABORT("%s: no CPU kernel yet", ggml_op_name(dst->op));
+}
+
+extern "C" void ggml_cpu_forward_soft_max_back(const ggml_compute_params * params, ggml_tensor * dst) {
+    GGML_ABORT("%s: no CPU kernel yet", ggml_op_name(dst->op));
+}

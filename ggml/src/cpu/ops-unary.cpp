@@ -292,3 +292,7 @@ void ggml_cpu_forward_unary(const struct ggml_compute_params * params, struct gg
             GGML_ABORT("ggml_cpu_forward_unary: unknown unary op %d", (int) op);
     }
 }
+
+extern "C" void ggml_cpu_forward_unary_back(const ggml_compute_params * params, ggml_tensor * dst) {
+    GGML_ABORT("%s: no CPU kernel yet", ggml_op_name(dst->op));
+}
