@@ -156,29 +156,37 @@ enum ggml_status ggml_graph_compute(struct ggml_cgraph * cgraph, struct ggml_cpl
     static std::mutex compute_mutex;
     std::lock_guard<std::mutex> lock(compute_mutex);
 
-    ggml_threadpool & tp = ggml_threadpool_global();
-    const int n_threads = cplan->n_threads;
-    std::atomic<bool> aborted{false};
+    // The job captures one pointer, so std::function keeps it inline: computing a graph
+    // allocates nothing (training steps rely on it).
+    struct job_state {
+        ggml_cgraph * cgraph;
+        ggml_cplan * cplan;
+        ggml_threadpool * tp;
+        std::atomic<bool> aborted{false};
+    } st;
+    st.cgraph = cgraph;
+    st.cplan = cplan;
+    st.tp = &ggml_threadpool_global();
 
-    tp.run(n_threads, [&](int ith, int nth) {
+    st.tp->run(cplan->n_threads, [s = &st](int ith, int nth) {
         ggml_compute_params params;
         params.ith = ith;
         params.nth = nth;
-        params.wsize = cplan->work_size;
-        params.wdata = cplan->work_data;
-        params.tp = &tp;
-        for (int i = 0; i < cgraph->n_nodes; i++) {
-            ggml_tensor * node = cgraph->nodes[i];
+        params.wsize = s->cplan->work_size;
+        params.wdata = s->cplan->work_data;
+        params.tp = s->tp;
+        for (int i = 0; i < s->cgraph->n_nodes; i++) {
+            ggml_tensor * node = s->cgraph->nodes[i];
             if (op_is_noop(node)) continue;
             ggml_cpu_compute_forward(&params, node);
-            if (ith == 0 && cplan->abort_callback && cplan->abort_callback(cplan->abort_callback_data)) {
-                aborted = true;
+            if (ith == 0 && s->cplan->abort_callback && s->cplan->abort_callback(s->cplan->abort_callback_data)) {
+                s->aborted = true;
             }
             ggml_cpu_barrier(&params);  // the next node may read this one; also publishes `aborted`
-            if (aborted) break;
+            if (s->aborted) break;
         }
     });
-    return aborted ? GGML_STATUS_ABORTED : GGML_STATUS_SUCCESS;
+    return st.aborted ? GGML_STATUS_ABORTED : GGML_STATUS_SUCCESS;
 }
 
 enum ggml_status ggml_graph_compute_with_ctx(struct ggml_context * ctx, struct ggml_cgraph * cgraph, int n_threads) {
