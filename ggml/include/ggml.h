@@ -544,6 +544,18 @@ struct ggml_tensor * ggml_graph_get_grad_acc(const struct ggml_cgraph * cgraph, 
 // Gradient accumulators to 0, the loss's gradient to 1, optimizer moments (of opt_step nodes) to 0.
 void ggml_graph_reset(struct ggml_cgraph * cgraph);
 
+// Gradient checkpointing: ggml_build_backward_expand, after which the backward pass reads, of
+// the forward pass, only the checkpoints (e.g. each layer's output), params, inputs, outputs and
+// leafs. Every other forward value it reads is recomputed from the nearest checkpoints, and each
+// recomputed tensor is placed just before its first backward reader (forward nodes stay first,
+// in their order). With the memory planner, forward activations then die after their last
+// forward reader, and only one segment between checkpoints is alive at a time in the backward
+// pass, for about one more forward pass of compute. Gradients are those of the plain backward
+// pass, bit for bit. ctx should be no_alloc (the planner places the recomputed tensors); the
+// graph needs room for up to twice its forward nodes plus the backward pass.
+void ggml_build_backward_checkpointed(struct ggml_context * ctx, struct ggml_cgraph * cgraph, struct ggml_tensor ** grad_accs,
+                                      struct ggml_tensor ** checkpoints, int n_checkpoints);
+
 // ---- CPU compute ---------------------------------------------------------------------------
 // Computes every node in order on a persistent pool of n_threads threads. The work buffer is
 // taken from ctx (allocated before the first node runs; nothing is allocated while computing).
