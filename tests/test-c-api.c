@@ -2,6 +2,7 @@
  * and libm only: the C API must be usable from C (no C++ types leak into ggml.h / gguf.h). */
 #include "ggml.h"
 #include "ggml-alloc.h"
+#include "ggml-opt.h"
 #include "gguf.h"
 
 #include <math.h>
@@ -42,6 +43,15 @@ int main(void) {
     gguf_set_val_u32(g, "test.answer", 42);
     CHECK(gguf_get_n_kv(g) == 1);
     gguf_free(g);
+
+    /* ggml-opt.h from C: a dataset, the default parameters, a learning-rate schedule. */
+    ggml_opt_dataset_t ds = ggml_opt_dataset_init(GGML_TYPE_F32, GGML_TYPE_F32, 3, 2, 8, 2);
+    CHECK(ggml_opt_dataset_ndata(ds) == 8);
+    ggml_opt_dataset_free(ds);
+    struct ggml_opt_params op = ggml_opt_default_params(NULL, NULL, NULL, GGML_OPT_LOSS_TYPE_CROSS_ENTROPY);
+    CHECK(op.opt_period == 1 && op.optimizer == GGML_OPT_OPTIMIZER_TYPE_ADAMW);
+    struct ggml_opt_lr_schedule sched = { GGML_OPT_LR_SCHEDULE_COSINE, 2, 4, 0.0f };
+    CHECK(fabs(ggml_opt_lr_factor(&sched, 0) - 0.5f) < 1e-6);
 
     ggml_free(ctx);
     printf("%s: %s\n", __FILE__, failures ? "FAILED" : "OK");
