@@ -1,5 +1,5 @@
 // ops-copy.cpp - dup / cpy / cont (copy with type conversion and reshaping), repeat, concat,
-// get_rows.
+// get_rows, and their backward ops: acc, repeat_back, get_rows_back.
 //
 // Conversions go through one "row to float" and one "float to row" function per type
 // (row_to_f32_fn / row_from_f32_fn): F32, F16, BF16 and I32 are handled here, any other type
@@ -306,14 +306,183 @@ void ggml_cpu_forward_get_rows(const struct ggml_compute_params * params, struct
     }
 }
 
+// ---- ops of the backward pass ---------------------------------------------------------------
+
+namespace {
+
+// True when no two elements of a view of shape ne with byte strides nb (nb[0] = es) share
+// memory: sorted by stride, each dim must step over the whole extent of the smaller ones.
+bool view_is_disjoint(const int64_t ne[4], const size_t nb[4], size_t es) {
+    int order[4] = {0, 1, 2, 3};
+    for (int i = 1; i < 4; i++) {  // insertion sort by stride
+        for (int j = i; j > 0 && nb[order[j]] < nb[order[j - 1]]; j--) {
+            const int t = order[j]; order[j] = order[j - 1]; order[j - 1] = t;
+        }
+    }
+    size_t extent = es;  // bytes spanned by the dims seen so far
+    for (int k = 0; k < 4; k++) {
+        const int d = order[k];
+        if (ne[d] <= 1) continue;
+        if (nb[d] < extent) return false;
+        extent = nb[d] * (size_t) (ne[d] - 1) + extent;
+    }
+    return true;
+}
+
+}  // namespace
+
+// dst = src0 (or zeros without src0), then src1 added into the view of dst with strides
+// nb1..nb3 and byte offset (op params, dst's layout). Phase 1 copies (or zeroes) dst split by
+// rows, a barrier, then phase 2 adds src1 split by its rows. A view whose elements overlap
+// would have two threads add into one element: then thread 0 adds everything, in row order.
 extern "C" void ggml_cpu_forward_acc(const ggml_compute_params * params, ggml_tensor * dst) {
-    GGML_ABORT("%s: no CPU kernel yet", ggml_op_name(dst->op));
+    const ggml_tensor * src0 = dst->src[0];
+    const ggml_tensor * src1 = dst->src[1];
+    GGML_ASSERT(src1 != NULL && src1->type == GGML_TYPE_F32);
+    GGML_ASSERT(dst->type == GGML_TYPE_F32 && ggml_is_contiguous(dst));
+    size_t p[4];
+    memcpy(p, dst->op_params, sizeof(p));
+    const size_t vnb[4] = { sizeof(float), p[0], p[1], p[2] };
+    const size_t offset = p[3];
+    GGML_ASSERT(offset % sizeof(float) == 0 && vnb[1] % sizeof(float) == 0 && vnb[2] % sizeof(float) == 0 &&
+                vnb[3] % sizeof(float) == 0 && "acc: the view's strides and offset must be multiples of 4 bytes");
+    if (!ggml_is_empty(src1)) {
+        size_t last = offset + sizeof(float);
+        for (int d = 0; d < 4; d++) last += (size_t) (src1->ne[d] - 1) * vnb[d];
+        GGML_ASSERT(last <= ggml_nbytes(dst) && "acc: the view lies outside the result");
+    }
+
+    // phase 1: the base
+    const int64_t nr = ggml_nrows(dst);
+    const size_t row_bytes = (size_t) dst->ne[0] * sizeof(float);
+    int64_t r0, r1;
+    ggml_cpu_split_rows(nr, params->ith, params->nth, &r0, &r1);
+    if (src0 == NULL) {
+        if (r0 < r1) memset((char *) dst->data + r0 * row_bytes, 0, (size_t) (r1 - r0) * row_bytes);
+    } else {
+        GGML_ASSERT(src0->type == GGML_TYPE_F32 && ggml_are_same_shape(src0, dst));
+        const bool same_memory = src0->data == dst->data && ggml_are_same_stride(src0, dst);
+        if (!same_memory) {
+            for (int64_t r = r0; r < r1; r++) {
+                int64_t i1, i2, i3;
+                row_index(dst, r, &i1, &i2, &i3);
+                copy_elems(ggml_cpu_elem_ptr(dst, 0, i1, i2, i3), sizeof(float), ggml_cpu_elem_ptr(src0, 0, i1, i2, i3),
+                           src0->nb[0], dst->ne[0], sizeof(float));
+            }
+        }
+    }
+    ggml_cpu_barrier(params);
+
+    // phase 2: src1 added into the view
+    const bool disjoint = view_is_disjoint(src1->ne, vnb, sizeof(float));
+    const int64_t nr1 = ggml_nrows(src1);
+    if (disjoint) {
+        ggml_cpu_split_rows(nr1, params->ith, params->nth, &r0, &r1);
+    } else {
+        r0 = 0;
+        r1 = params->ith == 0 ? nr1 : 0;
+    }
+    const int64_t ne10 = src1->ne[0];
+    const bool contig = src1->nb[0] == sizeof(float);
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t i1, i2, i3;
+        row_index(src1, r, &i1, &i2, &i3);
+        float * y = (float *) ((char *) dst->data + offset + i1 * vnb[1] + i2 * vnb[2] + i3 * vnb[3]);
+        const char * x = ggml_cpu_elem_ptr(src1, 0, i1, i2, i3);
+        if (contig) {
+            const float * xf = (const float *) x;
+            for (int64_t i = 0; i < ne10; i++) y[i] += xf[i];
+        } else {
+            for (int64_t i = 0; i < ne10; i++) y[i] += *(const float *) (x + i * src1->nb[0]);
+        }
+    }
 }
 
+// dst[i] = sum of src0 over every tile of dst's shape: dst[i0, i1, i2, i3] = sum over t of
+// src0[i0 + t0 ne0, i1 + t1 ne1, ...], the tiles taken in a fixed order (t3, t2, t1 outer,
+// t0 inner), accumulated in float in dst's row. Split by dst rows.
 extern "C" void ggml_cpu_forward_repeat_back(const ggml_compute_params * params, ggml_tensor * dst) {
-    GGML_ABORT("%s: no CPU kernel yet", ggml_op_name(dst->op));
+    const ggml_tensor * src = dst->src[0];
+    GGML_ASSERT(src != NULL && ggml_cpu_is_float_type(src->type));
+    GGML_ASSERT(dst->type == GGML_TYPE_F32 && dst->nb[0] == sizeof(float));
+    GGML_ASSERT(ggml_can_repeat(dst, src) && "repeat_back: the result's shape must tile the source's");
+
+    const int64_t ne0 = dst->ne[0];
+    const int64_t nt[4] = { src->ne[0] / dst->ne[0], src->ne[1] / dst->ne[1], src->ne[2] / dst->ne[2], src->ne[3] / dst->ne[3] };
+    const bool direct = src->type == GGML_TYPE_F32 && src->nb[0] == sizeof(float);
+    int64_t r0, r1;
+    ggml_cpu_split_rows(ggml_nrows(dst), params->ith, params->nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t i1, i2, i3;
+        row_index(dst, r, &i1, &i2, &i3);
+        float * y = (float *) ggml_cpu_elem_ptr(dst, 0, i1, i2, i3);
+        for (int64_t i = 0; i < ne0; i++) y[i] = 0.0f;
+        for (int64_t t3 = 0; t3 < nt[3]; t3++) {
+            for (int64_t t2 = 0; t2 < nt[2]; t2++) {
+                for (int64_t t1 = 0; t1 < nt[1]; t1++) {
+                    const char * x = ggml_cpu_elem_ptr(src, 0, i1 + t1 * dst->ne[1], i2 + t2 * dst->ne[2], i3 + t3 * dst->ne[3]);
+                    for (int64_t t0 = 0; t0 < nt[0]; t0++) {
+                        const char * xt = x + t0 * ne0 * src->nb[0];
+                        if (direct) {
+                            const float * xf = (const float *) xt;
+                            for (int64_t i = 0; i < ne0; i++) y[i] += xf[i];
+                        } else {
+                            for (int64_t i = 0; i < ne0; i++) y[i] += ggml_cpu_load_f32(src->type, xt + i * src->nb[0]);
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
 
+// src0 grad [ne0, n, A2, A3], src1 I32 indices [n, A2, A3] -> dst F32 [ne0, rows, A2, A3]:
+// zeros, then for j = 0, 1, ... in order, grad row (j, i2, i3) added into dst row
+// (src1[j, i2, i3], i2, i3). Split by destination rows: each thread scans all the indices of
+// the planes its rows lie in and adds the ones that land in its rows, so every dst row sums
+// its terms in index order whatever the thread count. Every index is checked before use.
 extern "C" void ggml_cpu_forward_get_rows_back(const ggml_compute_params * params, ggml_tensor * dst) {
-    GGML_ABORT("%s: no CPU kernel yet", ggml_op_name(dst->op));
+    const ggml_tensor * grad = dst->src[0];
+    const ggml_tensor * idx = dst->src[1];
+    GGML_ASSERT(grad != NULL && idx != NULL);
+    GGML_ASSERT(ggml_cpu_is_float_type(grad->type) && idx->type == GGML_TYPE_I32 && idx->ne[3] == 1);
+    GGML_ASSERT(dst->type == GGML_TYPE_F32 && dst->nb[0] == sizeof(float));
+    GGML_ASSERT(grad->ne[0] == dst->ne[0] && grad->ne[1] == idx->ne[0] && grad->ne[2] == idx->ne[1] &&
+                grad->ne[3] == idx->ne[2] && dst->ne[2] == idx->ne[1] && dst->ne[3] == idx->ne[2]);
+
+    const int64_t ne0 = dst->ne[0], rows = dst->ne[1], n = idx->ne[0];
+    const bool direct = grad->type == GGML_TYPE_F32 && grad->nb[0] == sizeof(float);
+    int64_t r0, r1;
+    ggml_cpu_split_rows(ggml_nrows(dst), params->ith, params->nth, &r0, &r1);
+    if (r0 >= r1) return;
+
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t i1, i2, i3;
+        row_index(dst, r, &i1, &i2, &i3);
+        float * y = (float *) ggml_cpu_elem_ptr(dst, 0, i1, i2, i3);
+        for (int64_t i = 0; i < ne0; i++) y[i] = 0.0f;
+    }
+    // planes (i2, i3) holding rows [r0, r1): flat plane index r / rows
+    for (int64_t plane = r0 / rows; plane <= (r1 - 1) / rows; plane++) {
+        const int64_t i2 = plane % dst->ne[2], i3 = plane / dst->ne[2];
+        const int64_t lo = r0 > plane * rows ? r0 - plane * rows : 0;            // this thread's rows
+        const int64_t hi = r1 < (plane + 1) * rows ? r1 - plane * rows : rows;   // of the plane
+        for (int64_t j = 0; j < n; j++) {
+            int32_t k;
+            memcpy(&k, (const char *) idx->data + j * idx->nb[0] + i2 * idx->nb[1] + i3 * idx->nb[2], sizeof(k));
+            if (k < 0 || k >= rows) {
+                GGML_ABORT("get_rows_back: index %d at [%lld, %lld, %lld] is out of range [0, %lld)", (int) k,
+                           (long long) j, (long long) i2, (long long) i3, (long long) rows);
+            }
+            if (k < lo || k >= hi) continue;
+            float * y = (float *) ggml_cpu_elem_ptr(dst, 0, k, i2, i3);
+            const char * x = ggml_cpu_elem_ptr(grad, 0, j, i2, i3);
+            if (direct) {
+                const float * xf = (const float *) x;
+                for (int64_t i = 0; i < ne0; i++) y[i] += xf[i];
+            } else {
+                for (int64_t i = 0; i < ne0; i++) y[i] += ggml_cpu_load_f32(grad->type, x + i * grad->nb[0]);
+            }
+        }
+    }
 }

@@ -1,5 +1,6 @@
 // ops-loss.cpp - cross_entropy_loss(a, b): a logits F32 [nc, rows...], b target probabilities of
 // the same shape; dst F32 [1] = -(1/nr) * sum over rows of sum_c b[c] * log_softmax(a)[c].
+// cross_entropy_loss_back: its gradient with respect to a, (softmax(a) - b) * grad / nr.
 //
 // Each thread writes the loss of each of its rows (in double) to a per-row slot of the work
 // buffer; after a barrier thread 0 sums the slots in row order, so the result is bit-identical
@@ -34,11 +35,15 @@ inline void for_lanes(int64_t n, F f) {
     for (int k = 0; j + k < n; k++) f(j + k, k);
 }
 
-// -sum_c b[c] * log_softmax(a)[c] for one row. Three passes over chunks: the max, the sum of
-// exp(a - max) (vectorized float exp, ~1 ulp, summed in double), and the weighted sum in
-// double. Each pass keeps kLanes independent partial results so it is not latency-bound.
-double row_cross_entropy(const char * a, size_t a_nb0, const char * b, size_t b_nb0, int64_t nc) {
-    float buf_a[GGML_CPU_CHUNK], buf_b[GGML_CPU_CHUNK], buf_e[GGML_CPU_CHUNK];
+// The max of a row and the sum of exp(a - max) over it: two passes over chunks, the second with
+// the vectorized float exp (~1 ulp) summed in double. Each pass keeps kLanes independent
+// partial results so it is not latency-bound.
+struct RowNorm {
+    float max;
+    double sum_exp;
+};
+RowNorm row_softmax_norm(const char * a, size_t a_nb0, int64_t nc) {
+    float buf_a[GGML_CPU_CHUNK], buf_e[GGML_CPU_CHUNK];
 
     float max_lanes[kLanes];
     for (int k = 0; k < kLanes; k++) max_lanes[k] = -INFINITY;
@@ -60,7 +65,15 @@ double row_cross_entropy(const char * a, size_t a_nb0, const char * b, size_t b_
     }
     double sum_exp = 0.0;
     for (int k = 0; k < kLanes; k++) sum_exp += sum_lanes[k];
-    const double log_norm = (double) max + log(sum_exp);  // log sum_c exp(a[c])
+    return {max, sum_exp};
+}
+
+// -sum_c b[c] * log_softmax(a)[c] for one row: the normalizer (row_softmax_norm), then the
+// weighted sum in double.
+double row_cross_entropy(const char * a, size_t a_nb0, const char * b, size_t b_nb0, int64_t nc) {
+    float buf_a[GGML_CPU_CHUNK], buf_b[GGML_CPU_CHUNK];
+    const RowNorm rn = row_softmax_norm(a, a_nb0, nc);
+    const double log_norm = (double) rn.max + log(rn.sum_exp);  // log sum_c exp(a[c])
 
     double loss_lanes[kLanes] = {0};
     for (int64_t c0 = 0; c0 < nc; c0 += GGML_CPU_CHUNK) {
@@ -116,6 +129,41 @@ extern "C" void ggml_cpu_forward_cross_entropy_loss(const ggml_compute_params * 
     }
 }
 
+// dst = (softmax(a) - b) * grad / nr per row, nr the number of rows (the forward is the mean
+// over rows). softmax(a) as in the forward: exp(a - max) with the vectorized exp over the
+// double sum; each output computed in double and rounded once. Split by rows.
 extern "C" void ggml_cpu_forward_cross_entropy_loss_back(const ggml_compute_params * params, ggml_tensor * dst) {
-    GGML_ABORT("%s: no CPU kernel yet", ggml_op_name(dst->op));
+    const ggml_tensor * grad = dst->src[0];
+    const ggml_tensor * a = dst->src[1];
+    const ggml_tensor * b = dst->src[2];
+    GGML_ASSERT(grad != nullptr && a != nullptr && b != nullptr);
+    GGML_ASSERT(grad->type == GGML_TYPE_F32 && ggml_nelements(grad) == 1);
+    GGML_ASSERT(a->type == GGML_TYPE_F32 && b->type == GGML_TYPE_F32 && dst->type == GGML_TYPE_F32);
+    GGML_ASSERT(ggml_are_same_shape(a, b) && ggml_are_same_shape(a, dst));
+
+    const int64_t nc = a->ne[0], ne1 = a->ne[1], ne2 = a->ne[2];
+    const int64_t nr = ggml_nrows(a);
+    const double k = (double) *(const float *) grad->data / (double) nr;
+
+    float buf_a[GGML_CPU_CHUNK], buf_b[GGML_CPU_CHUNK], buf_e[GGML_CPU_CHUNK];
+    int64_t r0, r1;
+    ggml_cpu_split_rows(nr, params->ith, params->nth, &r0, &r1);
+    for (int64_t ir = r0; ir < r1; ir++) {
+        const int64_t i1 = ir % ne1, i2 = (ir / ne1) % ne2, i3 = ir / (ne1 * ne2);
+        const char * ar = (const char *) a->data + i1 * a->nb[1] + i2 * a->nb[2] + i3 * a->nb[3];
+        const char * br = (const char *) b->data + i1 * b->nb[1] + i2 * b->nb[2] + i3 * b->nb[3];
+        char * dr = (char *) dst->data + i1 * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3];
+        const RowNorm rn = row_softmax_norm(ar, a->nb[0], nc);
+        const double inv_sum = 1.0 / rn.sum_exp;
+        for (int64_t c0 = 0; c0 < nc; c0 += GGML_CPU_CHUNK) {
+            const int64_t n = nc - c0 < GGML_CPU_CHUNK ? nc - c0 : GGML_CPU_CHUNK;
+            const float * x = row_chunk(ar, a->nb[0], c0, n, buf_a);
+            const float * t = row_chunk(br, b->nb[0], c0, n, buf_b);
+            for (int64_t j = 0; j < n; j++) buf_e[j] = x[j] - rn.max;
+            ggml_cpu_vec_exp_f32(buf_e, buf_e, n);
+            for (int64_t j = 0; j < n; j++) {
+                *(float *) (dr + (c0 + j) * dst->nb[0]) = (float) (((double) buf_e[j] * inv_sum - (double) t[j]) * k);
+            }
+        }
+    }
 }

@@ -1,4 +1,5 @@
-// ops-norm.cpp - normalization over rows (dim 0): norm (zero mean, unit variance) and rms_norm.
+// ops-norm.cpp - normalization over rows (dim 0): norm (zero mean, unit variance) and rms_norm,
+// and their gradients norm_back and rms_norm_back (src0 the output's gradient, src1 the input).
 //
 // F32 in and out, any strides (rows contiguous in dim 0 take the fast path). Sums are taken in
 // double with a fixed number of interleaved partial sums, so a row gives the same bits
@@ -108,10 +109,74 @@ extern "C" void ggml_cpu_forward_rms_norm(const ggml_compute_params * params, gg
     forward_norm_rows<true>(params, dst);
 }
 
+// ---- backward --------------------------------------------------------------------------------
+namespace {
+
+// Sum of term(i) for i in [0, n), over kLanes interleaved double partial sums (as sum_dev_pow).
+template <typename Term>
+double lane_sum(int64_t n, Term term) {
+    double acc[kLanes] = {0};
+    int64_t i = 0;
+    for (; i + kLanes <= n; i += kLanes) {
+        for (int k = 0; k < kLanes; k++) acc[k] += term(i + k);
+    }
+    for (int k = 0; i + k < n; k++) acc[k] += term(i + k);
+    double s = 0.0;
+    for (int k = 0; k < kLanes; k++) s += acc[k];
+    return s;
+}
+
+// norm: y = (x - mean) r with r = 1/sqrt(var + eps);
+//   dx = r (g - mean(g) - y mean(g y)),  mean(g y) = r sum(g (x - mean)) / n.
+// rms_norm: y = x r with r = 1/sqrt(mean(x^2) + eps);
+//   dx = r (g - y mean(g y)),  mean(g y) = r sum(g x) / n.
+// Sums in double (lanes), each output in double rounded once.
+template <bool Rms, typename Row, typename Out>
+void norm_back_row(Row g, Row x, Out dx, int64_t n, double eps) {
+    const double mean = Rms ? 0.0 : lane_sum(n, [&](int64_t i) { return (double) x[i]; }) / (double) n;
+    const double var = lane_sum(n, [&](int64_t i) { const double d = (double) x[i] - mean; return d * d; }) / (double) n;
+    const double r = 1.0 / sqrt(var + eps);
+    const double mean_g = Rms ? 0.0 : lane_sum(n, [&](int64_t i) { return (double) g[i]; }) / (double) n;
+    const double mean_gy = r * lane_sum(n, [&](int64_t i) { return (double) g[i] * ((double) x[i] - mean); }) / (double) n;
+    for (int64_t i = 0; i < n; i++) {
+        const double y = ((double) x[i] - mean) * r;
+        dx[i] = (float) (r * ((double) g[i] - mean_g - y * mean_gy));
+    }
+}
+
+template <bool Rms>
+void backward_norm_rows(const ggml_compute_params * params, ggml_tensor * dst) {
+    const ggml_tensor * grad = dst->src[0];
+    const ggml_tensor * src = dst->src[1];
+    GGML_ASSERT(grad != nullptr && src != nullptr);
+    GGML_ASSERT(grad->type == GGML_TYPE_F32 && src->type == GGML_TYPE_F32 && dst->type == GGML_TYPE_F32);
+    GGML_ASSERT(ggml_are_same_shape(grad, dst) && ggml_are_same_shape(src, dst));
+
+    const double eps = (double) ggml_get_op_params_f32(dst, 0);
+    const int64_t n = dst->ne[0], ne1 = dst->ne[1], ne2 = dst->ne[2];
+    const bool contig = grad->nb[0] == sizeof(float) && src->nb[0] == sizeof(float) && dst->nb[0] == sizeof(float);
+
+    int64_t r0, r1;
+    ggml_cpu_split_rows(ggml_nrows(dst), params->ith, params->nth, &r0, &r1);
+    for (int64_t ir = r0; ir < r1; ir++) {
+        const int64_t i1 = ir % ne1, i2 = (ir / ne1) % ne2, i3 = ir / (ne1 * ne2);
+        const char * g = (const char *) grad->data + i1 * grad->nb[1] + i2 * grad->nb[2] + i3 * grad->nb[3];
+        const char * x = (const char *) src->data + i1 * src->nb[1] + i2 * src->nb[2] + i3 * src->nb[3];
+        char * y = (char *) dst->data + i1 * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3];
+        if (contig) {
+            norm_back_row<Rms>(ContigRow{(const float *) g}, ContigRow{(const float *) x}, ContigOut{(float *) y}, n, eps);
+        } else {
+            norm_back_row<Rms>(StridedRow{g, grad->nb[0]}, StridedRow{x, src->nb[0]}, StridedOut{y, dst->nb[0]}, n, eps);
+        }
+    }
+}
+
+}  // namespace
+
 extern "C" void ggml_cpu_forward_norm_back(const ggml_compute_params * params, ggml_tensor * dst) {
-    GGML_ABORT("%s: no CPU kernel yet", ggml_op_name(dst->op));
+    backward_norm_rows<false>(params, dst);
 }
 
 extern "C" void ggml_cpu_forward_rms_norm_back(const ggml_compute_params * params, ggml_tensor * dst) {
-    GGML_ABORT("%s: no CPU kernel yet", ggml_op_name(dst->op));
+    backward_norm_rows<true>(params, dst);
 }

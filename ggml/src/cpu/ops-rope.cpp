@@ -13,6 +13,8 @@
 // NORMAL mode rotates (x[2i], x[2i+1]), NEOX mode (x[i], x[i + n_dims/2]); dims >= n_dims are
 // copied. Angles are computed in double (exact powers, no running product, no float loss at
 // large positions) once per token into a cos/sin cache, then applied to every head.
+// rope_back (the gradient) applies the inverse rotation, -theta, with the same mscale: the
+// same code with the sine negated.
 #include "cpu-ops.h"
 
 #include <math.h>
@@ -128,8 +130,9 @@ void rope_row_f32_contig(const float * x, float * y, int64_t ne0, int n_dims, bo
     }
 }
 
+// inverse: rotate by -theta (rope_back: the transpose of the rotation, same magnitude scale).
 template <ggml_type T>
-void rope_rows(const ggml_compute_params * params, ggml_tensor * dst, const RopeParams & rp) {
+void rope_rows(const ggml_compute_params * params, ggml_tensor * dst, const RopeParams & rp, bool inverse) {
     const ggml_tensor * src = dst->src[0];
     const ggml_tensor * pos = dst->src[1];
     const ggml_tensor * freq_factors = dst->src[2];
@@ -146,6 +149,7 @@ void rope_rows(const ggml_compute_params * params, ggml_tensor * dst, const Rope
     rope_angle_per_position(rp, freq_factors, angle_per_pos);
     double mscale = rp.attn_factor;
     if (rp.ext_factor != 0.0f) mscale *= 1.0 + 0.1 * log(1.0 / (double) rp.freq_scale);
+    const double sin_sign = inverse ? -1.0 : 1.0;
 
     const bool f32_contig = T == GGML_TYPE_F32 && src->nb[0] == sizeof(float) && dst->nb[0] == sizeof(float);
     int64_t cached_token = -1;
@@ -158,7 +162,7 @@ void rope_rows(const ggml_compute_params * params, ggml_tensor * dst, const Rope
             for (int i = 0; i < n_pairs; i++) {
                 const double theta = p * angle_per_pos[i];
                 cos_c[i] = (float) (cos(theta) * mscale);
-                sin_c[i] = (float) (sin(theta) * mscale);
+                sin_c[i] = (float) (sin(theta) * mscale * sin_sign);
             }
             cached_token = i2;
         }
@@ -172,9 +176,9 @@ void rope_rows(const ggml_compute_params * params, ggml_tensor * dst, const Rope
     }
 }
 
-}  // namespace
-
-extern "C" void ggml_cpu_forward_rope(const ggml_compute_params * params, ggml_tensor * dst) {
+// Forward (inverse = false) and backward (rope_back: dst = R(-theta) grad * mscale) share all
+// but the sign of the sine.
+void rope_dispatch(const ggml_compute_params * params, ggml_tensor * dst, bool inverse) {
     const ggml_tensor * src = dst->src[0];
     const ggml_tensor * pos = dst->src[1];
     const ggml_tensor * freq_factors = dst->src[2];
@@ -192,13 +196,19 @@ extern "C" void ggml_cpu_forward_rope(const ggml_compute_params * params, ggml_t
     }
 
     switch (dst->type) {
-        case GGML_TYPE_F32:  rope_rows<GGML_TYPE_F32>(params, dst, rp); break;
-        case GGML_TYPE_F16:  rope_rows<GGML_TYPE_F16>(params, dst, rp); break;
-        case GGML_TYPE_BF16: rope_rows<GGML_TYPE_BF16>(params, dst, rp); break;
-        default: GGML_ABORT("rope: unsupported type %s", ggml_type_name(dst->type));
+        case GGML_TYPE_F32:  rope_rows<GGML_TYPE_F32>(params, dst, rp, inverse); break;
+        case GGML_TYPE_F16:  rope_rows<GGML_TYPE_F16>(params, dst, rp, inverse); break;
+        case GGML_TYPE_BF16: rope_rows<GGML_TYPE_BF16>(params, dst, rp, inverse); break;
+        default: GGML_ABORT("%s: unsupported type %s", ggml_op_name(dst->op), ggml_type_name(dst->type));
     }
 }
 
+}  // namespace
+
+extern "C" void ggml_cpu_forward_rope(const ggml_compute_params * params, ggml_tensor * dst) {
+    rope_dispatch(params, dst, false);
+}
+
 extern "C" void ggml_cpu_forward_rope_back(const ggml_compute_params * params, ggml_tensor * dst) {
-    GGML_ABORT("%s: no CPU kernel yet", ggml_op_name(dst->op));
+    rope_dispatch(params, dst, true);
 }

@@ -1,4 +1,5 @@
-// ops-softmax.cpp - diag_mask_inf (causal mask) and soft_max (with scale, mask and ALiBi).
+// ops-softmax.cpp - diag_mask_inf (causal mask) and soft_max (with scale, mask and ALiBi), and
+// their gradients diag_mask_zero and soft_max_back.
 //
 // soft_max of a row x with mask row m and head slope s: y = softmax(x * scale + s * m).
 // Entries at -inf give 0. A row that is -inf everywhere has no defined softmax (ggml yields NaN
@@ -103,7 +104,11 @@ extern "C" size_t ggml_cpu_soft_max_work_size(const ggml_tensor * node, int n_th
     return kBufAlign + (size_t) n_threads * soft_max_row_bytes(node->ne[0]);
 }
 
-extern "C" void ggml_cpu_forward_diag_mask_inf(const ggml_compute_params * params, ggml_tensor * dst) {
+namespace {
+
+// dst = src with columns i0 > n_past + i1 set to fill (-inf: diag_mask_inf; 0: diag_mask_zero,
+// its gradient). In place (dst over src) the kept columns are left as they are.
+void diag_mask(const ggml_compute_params * params, ggml_tensor * dst, float fill) {
     const ggml_tensor * src = dst->src[0];
     GGML_ASSERT(src != nullptr);
     GGML_ASSERT(src->type == GGML_TYPE_F32 && dst->type == GGML_TYPE_F32);
@@ -124,8 +129,14 @@ extern "C" void ggml_cpu_forward_diag_mask_inf(const ggml_compute_params * param
         if (x != y || src->nb[0] != dst->nb[0]) {
             for (int64_t i0 = 0; i0 < keep; i0++) *(float *) (y + i0 * dst->nb[0]) = *(const float *) (x + i0 * src->nb[0]);
         }
-        for (int64_t i0 = keep; i0 < ne0; i0++) *(float *) (y + i0 * dst->nb[0]) = -INFINITY;
+        for (int64_t i0 = keep; i0 < ne0; i0++) *(float *) (y + i0 * dst->nb[0]) = fill;
     }
+}
+
+}  // namespace
+
+extern "C" void ggml_cpu_forward_diag_mask_inf(const ggml_compute_params * params, ggml_tensor * dst) {
+    diag_mask(params, dst, -INFINITY);
 }
 
 extern "C" void ggml_cpu_forward_soft_max(const ggml_compute_params * params, ggml_tensor * dst) {
@@ -210,9 +221,43 @@ extern "C" void ggml_cpu_forward_soft_max(const ggml_compute_params * params, gg
 }
 
 extern "C" void ggml_cpu_forward_diag_mask_zero(const ggml_compute_params * params, ggml_tensor * dst) {
-    GGML_ABORT("%s: no CPU kernel yet", ggml_op_name(dst->op));
+    diag_mask(params, dst, 0.0f);
 }
 
+// Gradient of y = soft_max(x * scale + mask) with respect to x, per row:
+// dx = scale * y * (g - sum(g * y)); src0 g, src1 y (F32, any strides). The mask and ALiBi
+// slope only shift the logits, so max_bias does not enter. The dot is summed in double over
+// 8 partial sums chosen by position, so a row gives the same bits on any thread.
 extern "C" void ggml_cpu_forward_soft_max_back(const ggml_compute_params * params, ggml_tensor * dst) {
-    GGML_ABORT("%s: no CPU kernel yet", ggml_op_name(dst->op));
+    const ggml_tensor * grad = dst->src[0];
+    const ggml_tensor * y = dst->src[1];
+    GGML_ASSERT(grad != nullptr && y != nullptr);
+    GGML_ASSERT(grad->type == GGML_TYPE_F32 && y->type == GGML_TYPE_F32 && dst->type == GGML_TYPE_F32);
+    GGML_ASSERT(ggml_are_same_shape(grad, dst) && ggml_are_same_shape(y, dst));
+    const double scale = (double) ggml_get_op_params_f32(dst, 0);
+    const int64_t ne0 = dst->ne[0];
+
+    int64_t r0, r1;
+    ggml_cpu_split_rows(ggml_nrows(dst), params->ith, params->nth, &r0, &r1);
+    for (int64_t ir = r0; ir < r1; ir++) {
+        int64_t i1, i2, i3;
+        row_coords(dst, ir, &i1, &i2, &i3);
+        const char * g = (const char *) grad->data + i1 * grad->nb[1] + i2 * grad->nb[2] + i3 * grad->nb[3];
+        const char * yr = (const char *) y->data + i1 * y->nb[1] + i2 * y->nb[2] + i3 * y->nb[3];
+        char * d = (char *) dst->data + i1 * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3];
+        auto gi = [&](int64_t i) { return (double) *(const float *) (g + i * grad->nb[0]); };
+        auto yi = [&](int64_t i) { return (double) *(const float *) (yr + i * y->nb[0]); };
+
+        double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        int64_t i = 0;
+        for (; i + 8 <= ne0; i += 8) {
+            for (int k = 0; k < 8; k++) acc[k] += gi(i + k) * yi(i + k);
+        }
+        for (int k = 0; i + k < ne0; k++) acc[k] += gi(i + k) * yi(i + k);
+        const double dot = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+
+        for (int64_t j = 0; j < ne0; j++) {
+            *(float *) (d + j * dst->nb[0]) = (float) (scale * yi(j) * (gi(j) - dot));
+        }
+    }
 }
