@@ -6,14 +6,16 @@
 //  - The training graph's logits equal llama_decode's (KV cache in F32) for the same tokens.
 //  - Gradients of every weight tensor against central finite differences of the library's own
 //    forward loss (the forward is the reference here: it is held to llama.cpp's logits by
-//    test-model). Per tensor: a few elements chosen with a fixed seed, and the directional
-//    derivative along a random direction (which checks the whole tensor's gradient at once).
-//    The forward is float, so the loss carries rounding noise of ~1e-6 relative: the step is
-//    1e-2 of the weight's magnitude (at least 1e-3) and the tolerance
+//    test-model). Per tensor: 4 elements chosen with a fixed seed, the element with the largest
+//    gradient, and the directional derivative along a random +-1 direction (which checks the
+//    whole tensor's gradient at once). The forward is float: its rounding moves the loss by up
+//    to ~1e-6 between nearby weights, an error of ~5e-4 in a derivative taken with a step of
+//    1e-3, so single elements take h = max(1e-2, 1e-2 |w|) (truncation is small there: steps
+//    3x and 10x larger agree within 0.5%), directions h = 3e-3 * rms(w) per element. Tolerance
 //        |analytic - numeric| <= 1e-3 + 3e-2 * |numeric|
-//    (noise / 2h stays below ~2e-4; the O(h^2) truncation below 1e-2 relative). A wrong rule
-//    anywhere in the graph (a missing factor, a transposed product, a misrouted head) puts
-//    the directional derivatives off by far more than 3%.
+//    which the finite differences meet with a margin of about 7x (GRAD_VERBOSE=1 prints the
+//    ratios). A wrong rule anywhere in the graph (a missing factor, a transposed product, a
+//    misrouted head) puts the directional derivatives off by far more than 3%.
 //  - The gradients are bit-identical with 1 and 2 threads.
 #include "test-util.h"
 
@@ -56,7 +58,9 @@ ModelPtr load_model() {
 
 // n + 1 tokens of a short text (BOS first): the first n are the input, the last n the targets.
 std::vector<llama_token> story_tokens(const llama_model * model, int n) {
-    const char * text = "Once upon a time, there was a little girl named Lily. She liked to play outside.";
+    // Not a sentence the model has learnt by heart: its loss (~3.4) and gradients are large
+    // enough to be measured well by finite differences.
+    const char * text = "The old robot sang loudly under the purple moon while cats danced.";
     std::vector<llama_token> toks(256);
     const int k = llama_tokenize(llama_model_get_vocab(model), text, (int) strlen(text), toks.data(), (int) toks.size(), true, false);
     EXPECT_GE(k, n + 1);
@@ -226,15 +230,23 @@ TEST(GradLlama, WeightGradientsMatchFiniteDifferences) {
         for (int64_t i = 0; i < ne; i++) rms += (double) data[i] * data[i];
         rms = std::sqrt(rms / (double) ne);
 
-        // Single elements. For the embedding table, the rows of tokens in the batch (the other
-        // rows get no gradient, which is checked below).
+        // Single elements: a few at random (for the embedding table, mostly in the rows of the
+        // batch's tokens: the other rows get no gradient, checked below) and the element with
+        // the largest gradient, where the relative part of the tolerance decides.
+        std::vector<int64_t> picks;
         for (int s = 0; s < kSamples; s++) {
-            int64_t i = (int64_t) (rng() % (uint64_t) ne);
             if (w == m.tok_embd && s < kSamples - 1) {
-                i = (int64_t) tokens[rng() % tokens.size()] * w->ne[0] + (int64_t) (rng() % (uint64_t) w->ne[0]);
+                picks.push_back((int64_t) tokens[rng() % tokens.size()] * w->ne[0] + (int64_t) (rng() % (uint64_t) w->ne[0]));
+            } else {
+                picks.push_back((int64_t) (rng() % (uint64_t) ne));
             }
+        }
+        int64_t imax = 0;
+        for (int64_t i = 1; i < ne; i++) if (std::fabs(g[i]) > std::fabs(g[imax])) imax = i;
+        picks.push_back(imax);
+        for (int64_t i : picks) {
             const float w0 = data[i];
-            const float h = std::max(1e-3f, 1e-2f * std::fabs(w0));
+            const float h = std::max(1e-2f, 1e-2f * std::fabs(w0));
             data[i] = w0 + h;
             const double lp = forward_loss();
             data[i] = w0 - h;
@@ -249,7 +261,7 @@ TEST(GradLlama, WeightGradientsMatchFiniteDifferences) {
         // over 2h against sum(grad * d).
         std::vector<float> w0(data, data + ne), d((size_t) ne);
         for (int64_t i = 0; i < ne; i++) d[(size_t) i] = (rng() & 1) ? 1.0f : -1.0f;
-        const double h = 1e-2 * rms;  // moves the tensor by 1% of its norm
+        const double h = 3e-3 * rms;  // moves the tensor by 0.3% of its norm
         std::vector<float> step_p((size_t) ne), step_m((size_t) ne);
         for (int64_t i = 0; i < ne; i++) {
             data[i] = (float) (w0[(size_t) i] + h * d[(size_t) i]);
