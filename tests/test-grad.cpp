@@ -24,10 +24,8 @@
 
 #include <algorithm>
 #include <array>
-#include <cinttypes>
 #include <fcntl.h>
 #include <limits>
-#include <sstream>
 
 namespace {
 
