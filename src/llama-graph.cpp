@@ -4,7 +4,9 @@
 //              x = h + Wdown (silu(Wgate n(h)) * Wup n(h))
 //   logits = Wout n(x)
 // Attention is grouped-query: query head h uses KV head h / (n_head / n_head_kv), which is how
-// mul_mat broadcasts a's planes over b's.
+// mul_mat broadcasts a's planes over b's. Inference reads keys and values from the KV cache;
+// training (llm_build_forward_train) uses the batch's own, so the graph can be differentiated.
+// Both share everything else (build_transformer).
 #include "llama-graph.h"
 #include "llama-kv-cache.h"
 #include "llama-model.h"
@@ -65,47 +67,90 @@ void store_kv(ggml_context * ctx, ggml_cgraph * gf, const llama_kv_cache & kv, i
     }
 }
 
-// softmax(K^T q / sqrt(d) + mask) V over cells [0, n_kv) for q [head_dim, n_head, n_tokens];
-// returns [n_head * head_dim, n_tokens].
-ggml_tensor * attention(ggml_context * ctx, const llama_model & model, const llama_kv_cache & kv, int il,
-                        ggml_tensor * q, ggml_tensor * kq_mask, uint32_t n_tokens, uint32_t n_kv) {
+// softmax(K^T q / sqrt(d) + mask) V for q [head_dim, n_head, n_tokens], keys k [head_dim, n_kv,
+// n_head_kv] and values v [n_kv, head_dim, n_head_kv]; returns [n_head * head_dim, n_tokens].
+ggml_tensor * attend(ggml_context * ctx, const llama_model & model, ggml_tensor * q, ggml_tensor * k, ggml_tensor * v,
+                     ggml_tensor * kq_mask, uint32_t n_tokens) {
     const llama_hparams & hp = model.hparams;
-    const int64_t head_dim = hp.n_embd_head(), n_head = hp.n_head, n_head_kv = hp.n_head_kv;
-
-    ggml_tensor * k_cache = kv.k_l[il];
-    ggml_tensor * k = ggml_view_3d(ctx, k_cache, head_dim, n_kv, n_head_kv, k_cache->nb[1],
-                                   ggml_row_size(k_cache->type, head_dim), 0);
+    const int64_t head_dim = hp.n_embd_head(), n_head = hp.n_head;
     q = ggml_permute(ctx, q, 0, 2, 1, 3);  // [head_dim, n_tokens, n_head]
     ggml_tensor * kq = ggml_mul_mat(ctx, k, q);  // [n_kv, n_tokens, n_head]
     kq = ggml_soft_max_ext(ctx, kq, kq_mask, 1.0f / sqrtf((float) head_dim), 0.0f);
-
-    ggml_tensor * v_cache = kv.v_l[il];
-    ggml_tensor * v;  // [n_kv, head_dim, n_head_kv]
-    if (kv.v_trans) {
-        v = ggml_view_3d(ctx, v_cache, n_kv, head_dim, n_head_kv, v_cache->nb[1], v_cache->nb[1] * head_dim, 0);
-    } else {
-        // Block-typed V: convert the used cells, then transpose.
-        ggml_tensor * vq = ggml_view_2d(ctx, v_cache, kv.n_embd_v_gqa, n_kv, v_cache->nb[1], 0);
-        ggml_tensor * vf = ggml_reshape_3d(ctx, ggml_cast(ctx, vq, GGML_TYPE_F32), head_dim, n_head_kv, n_kv);
-        v = ggml_cont(ctx, ggml_permute(ctx, vf, 1, 2, 0, 3));
-    }
     ggml_tensor * kqv = ggml_mul_mat(ctx, v, kq);  // [head_dim, n_tokens, n_head]
     kqv = ggml_permute(ctx, kqv, 0, 2, 1, 3);     // [head_dim, n_head, n_tokens]
     return ggml_cont_2d(ctx, kqv, head_dim * n_head, n_tokens);
 }
 
-}  // namespace
+// Where attention takes its keys and values from: the KV cache (inference), or the batch itself
+// (training, where the graph must be differentiable and hold no cache).
+struct kv_source {
+    virtual ~kv_source() = default;
+    // The layer's new keys (rotated, [head_dim, n_head_kv, n_tokens]) and values [n_embd_v_gqa, n_tokens].
+    virtual void put(int il, ggml_tensor * k, ggml_tensor * v) = 0;
+    // Keys [head_dim, n_kv, n_head_kv] and values [n_kv, head_dim, n_head_kv] the layer attends to.
+    virtual void get(int il, ggml_tensor ** k, ggml_tensor ** v) = 0;
+};
 
-size_t llm_graph_max_nodes(const llama_model & model) { return 64 * (size_t) model.hparams.n_layer + 256; }
+// The cache: this batch's keys and values go to cells [kv_head, kv_head + n_tokens); attention
+// reads cells [0, n_kv).
+struct kv_cache_source : kv_source {
+    ggml_context * ctx;
+    ggml_cgraph * gf;
+    const llama_model & model;
+    const llama_kv_cache & kv;
+    uint32_t n_tokens, kv_head, n_kv;
 
-ggml_cgraph * llm_build_forward(ggml_context * ctx, const llama_model & model, const llama_kv_cache & kv,
-                                uint32_t n_tokens, uint32_t kv_head, uint32_t n_kv, uint32_t n_outputs,
-                                llm_graph_io & io) {
-    const llama_hparams & hp = model.hparams;
-    const int64_t head_dim = hp.n_embd_head();
-    const float eps = hp.f_norm_rms_eps;
-    ggml_cgraph * gf = ggml_new_graph_custom(ctx, llm_graph_max_nodes(model), false);
+    kv_cache_source(ggml_context * ctx, ggml_cgraph * gf, const llama_model & model, const llama_kv_cache & kv,
+                    uint32_t n_tokens, uint32_t kv_head, uint32_t n_kv)
+        : ctx(ctx), gf(gf), model(model), kv(kv), n_tokens(n_tokens), kv_head(kv_head), n_kv(n_kv) {}
 
+    void put(int il, ggml_tensor * k, ggml_tensor * v) override { store_kv(ctx, gf, kv, il, k, v, n_tokens, kv_head); }
+
+    void get(int il, ggml_tensor ** k_out, ggml_tensor ** v_out) override {
+        const llama_hparams & hp = model.hparams;
+        const int64_t head_dim = hp.n_embd_head(), n_head_kv = hp.n_head_kv;
+        ggml_tensor * k_cache = kv.k_l[il];
+        *k_out = ggml_view_3d(ctx, k_cache, head_dim, n_kv, n_head_kv, k_cache->nb[1],
+                              ggml_row_size(k_cache->type, head_dim), 0);
+        ggml_tensor * v_cache = kv.v_l[il];
+        if (kv.v_trans) {
+            *v_out = ggml_view_3d(ctx, v_cache, n_kv, head_dim, n_head_kv, v_cache->nb[1], v_cache->nb[1] * head_dim, 0);
+        } else {
+            // Block-typed V: convert the used cells, then transpose.
+            ggml_tensor * vq = ggml_view_2d(ctx, v_cache, kv.n_embd_v_gqa, n_kv, v_cache->nb[1], 0);
+            ggml_tensor * vf = ggml_reshape_3d(ctx, ggml_cast(ctx, vq, GGML_TYPE_F32), head_dim, n_head_kv, n_kv);
+            *v_out = ggml_cont(ctx, ggml_permute(ctx, vf, 1, 2, 0, 3));
+        }
+    }
+};
+
+// The batch's own keys and values: token t attends to the batch's tokens (the mask decides which).
+struct kv_batch_source : kv_source {
+    ggml_context * ctx;
+    const llama_model & model;
+    uint32_t n_tokens;
+    ggml_tensor * k = nullptr, * v = nullptr;
+
+    kv_batch_source(ggml_context * ctx, const llama_model & model, uint32_t n_tokens)
+        : ctx(ctx), model(model), n_tokens(n_tokens) {}
+
+    void put(int, ggml_tensor * k_cur, ggml_tensor * v_cur) override {
+        k = k_cur;
+        v = v_cur;
+    }
+
+    void get(int, ggml_tensor ** k_out, ggml_tensor ** v_out) override {
+        const llama_hparams & hp = model.hparams;
+        const int64_t head_dim = hp.n_embd_head(), n_head_kv = hp.n_head_kv;
+        *k_out = ggml_permute(ctx, k, 0, 2, 1, 3);  // [head_dim, n_tokens, n_head_kv]
+        ggml_tensor * v3 = ggml_reshape_3d(ctx, v, head_dim, n_head_kv, n_tokens);
+        *v_out = ggml_cont(ctx, ggml_permute(ctx, v3, 1, 2, 0, 3));  // [n_tokens, head_dim, n_head_kv]
+    }
+};
+
+// The inputs: tokens, positions, the mask [n_kv, n_tokens], and the ids of the tokens that get
+// logits when only some of them do.
+void make_inputs(ggml_context * ctx, llm_graph_io & io, uint32_t n_tokens, uint32_t n_kv, uint32_t n_outputs) {
     io = llm_graph_io();
     io.tokens = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, n_tokens);
     ggml_set_name(io.tokens, "inp_tokens");
@@ -121,6 +166,15 @@ ggml_cgraph * llm_build_forward(ggml_context * ctx, const llama_model & model, c
         ggml_set_name(io.out_ids, "inp_out_ids");
         ggml_set_input(io.out_ids);
     }
+}
+
+// Embeddings, the layers and the output head, shared by inference and training; keys and
+// values go through src. With logits false only the layers' keys and values are produced.
+void build_transformer(ggml_context * ctx, ggml_cgraph * gf, const llama_model & model, uint32_t n_tokens, bool logits,
+                       llm_graph_io & io, kv_source & src) {
+    const llama_hparams & hp = model.hparams;
+    const int64_t head_dim = hp.n_embd_head();
+    const float eps = hp.f_norm_rms_eps;
 
     ggml_tensor * x = ggml_get_rows(ctx, model.tok_embd, io.tokens);  // [n_embd, n_tokens]
     const uint32_t n_layer = hp.n_layer;
@@ -132,12 +186,14 @@ ggml_cgraph * llm_build_forward(ggml_context * ctx, const llama_model & model, c
         ggml_tensor * k = linear(ctx, L.wk, L.bk, cur);
         ggml_tensor * v = linear(ctx, L.wv, L.bv, cur);
         k = rope(ctx, model, ggml_reshape_3d(ctx, k, head_dim, hp.n_head_kv, n_tokens), io.pos);
-        store_kv(ctx, gf, kv, (int) il, k, v, n_tokens, kv_head);
-        if (last && n_outputs == 0) break;  // only the cache was wanted
+        src.put((int) il, k, v);
+        if (last && !logits) break;  // only the keys and values were wanted
 
         ggml_tensor * q = linear(ctx, L.wq, L.bq, cur);
         q = rope(ctx, model, ggml_reshape_3d(ctx, q, head_dim, hp.n_head, n_tokens), io.pos);
-        cur = attention(ctx, model, kv, (int) il, q, io.kq_mask, n_tokens, n_kv);
+        ggml_tensor * k_all, * v_all;
+        src.get((int) il, &k_all, &v_all);
+        cur = attend(ctx, model, q, k_all, v_all, io.kq_mask, n_tokens);
         cur = ggml_mul_mat(ctx, L.wo, cur);
 
         if (last && io.out_ids) {
@@ -154,13 +210,36 @@ ggml_cgraph * llm_build_forward(ggml_context * ctx, const llama_model & model, c
         x = ggml_add(ctx, cur, h);
     }
 
-    if (n_outputs > 0) {
+    if (logits) {
         ggml_tensor * cur = rms_norm(ctx, x, model.output_norm, eps);
         io.logits = ggml_mul_mat(ctx, model.output, cur);  // [n_vocab, n_outputs]
         ggml_set_name(io.logits, "logits");
         ggml_set_output(io.logits);
         ggml_build_forward_expand(gf, io.logits);
     }
+}
+
+}  // namespace
+
+size_t llm_graph_max_nodes(const llama_model & model) { return 64 * (size_t) model.hparams.n_layer + 256; }
+
+size_t llm_graph_max_nodes_train(const llama_model & model) { return 6 * llm_graph_max_nodes(model); }
+
+ggml_cgraph * llm_build_forward(ggml_context * ctx, const llama_model & model, const llama_kv_cache & kv,
+                                uint32_t n_tokens, uint32_t kv_head, uint32_t n_kv, uint32_t n_outputs,
+                                llm_graph_io & io) {
+    ggml_cgraph * gf = ggml_new_graph_custom(ctx, llm_graph_max_nodes(model), false);
+    make_inputs(ctx, io, n_tokens, n_kv, n_outputs);
+    kv_cache_source src(ctx, gf, model, kv, n_tokens, kv_head, n_kv);
+    build_transformer(ctx, gf, model, n_tokens, n_outputs > 0, io, src);
+    return gf;
+}
+
+ggml_cgraph * llm_build_forward_train(ggml_context * ctx, const llama_model & model, uint32_t n_tokens, llm_graph_io & io) {
+    ggml_cgraph * gf = ggml_new_graph_custom(ctx, llm_graph_max_nodes_train(model), true);
+    make_inputs(ctx, io, n_tokens, n_tokens, n_tokens);
+    kv_batch_source src(ctx, model, n_tokens);
+    build_transformer(ctx, gf, model, n_tokens, true, io, src);
     return gf;
 }
 

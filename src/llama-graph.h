@@ -1,6 +1,7 @@
-// llama-graph.h - the llama forward graph for one micro-batch, and the graph that re-rotates
-// the cached keys after a position shift. Graphs are built in a no_alloc context; the caller
-// places them with ggml_gallocr and fills the input tensors.
+// llama-graph.h - the llama forward graph for one micro-batch (inference, through the KV cache,
+// or training, differentiable), and the graph that re-rotates the cached keys after a position
+// shift. Inference graphs are built in a no_alloc context; the caller places them with
+// ggml_gallocr and fills the input tensors.
 #pragma once
 
 #include "ggml.h"
@@ -28,6 +29,15 @@ size_t llm_graph_max_nodes(const llama_model & model);
 ggml_cgraph * llm_build_forward(ggml_context * ctx, const llama_model & model, const llama_kv_cache & kv,
                                 uint32_t n_tokens, uint32_t kv_head, uint32_t n_kv, uint32_t n_outputs,
                                 llm_graph_io & io);
+
+// The forward pass of n_tokens tokens for training: no KV cache; attention uses the batch's own
+// keys and values under the mask io.kq_mask (F32 [n_tokens, n_tokens], 0 visible, -inf hidden,
+// set by the caller: causal for one sequence), and every token gets logits. The graph is made
+// with room for gradients (ggml_new_graph_custom(.., llm_graph_max_nodes_train(model), true)):
+// add a loss, flag it and the weights, then ggml_build_backward_expand.
+ggml_cgraph * llm_build_forward_train(ggml_context * ctx, const llama_model & model, uint32_t n_tokens, llm_graph_io & io);
+// Most nodes a training graph can have with its backward pass and a loss.
+size_t llm_graph_max_nodes_train(const llama_model & model);
 
 // Rotates the keys of cells [0, n_cells) by their pending position deltas (input I32 [n_cells]
 // returned in *deltas), in place.

@@ -287,6 +287,15 @@ struct ggml_tensor * ggml_out_prod(struct ggml_context * ctx, struct ggml_tensor
     return r;
 }
 
+// A tensor that only gives a shape to ops like repeat_back: it gets no memory.
+static ggml_tensor * shape_only(ggml_context * ctx, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3) {
+    const bool no_alloc = ggml_get_no_alloc(ctx);
+    ggml_set_no_alloc(ctx, true);
+    ggml_tensor * t = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, ne0, ne1, ne2, ne3);
+    ggml_set_no_alloc(ctx, no_alloc);
+    return t;
+}
+
 // y = a^T b per plane (a [K, M], b [K, N], grad [M, N]):
 //   db = a grad^T: out_prod(a, grad^T), which reads a's rows as they are (a may be quantized);
 //   da = b grad^T: out_prod(b, grad), planes of b that shared a plane of a summed together.
@@ -306,7 +315,16 @@ GGML_BACKWARD_RULE(mul_mat) {
             ggml_tensor * g2 = ggml_reshape_4d(ctx, grad, grad->ne[0], grad->ne[1] * r2, a->ne[2], grad->ne[3]);
             ggml_bw_add(bw, a, ggml_out_prod(ctx, b2, g2));
         } else {
-            GGML_ABORT("backward of mul_mat: broadcasting a over dimension 3 is not supported");
+            // Groups of planes are not consecutive in memory: per-plane products of b's shape,
+            // then each group summed (dim 3, then dim 2) by repeat_back onto a shape with 1 there.
+            const int64_t K = a->ne[0], M = a->ne[1], A2 = a->ne[2], A3 = a->ne[3], B2 = b->ne[2];
+            ggml_tensor * full = ggml_out_prod(ctx, b, grad);  // [K, M, B2, B3]
+            ggml_tensor * t = ggml_repeat_back(ctx, ggml_reshape_4d(ctx, full, K * M * B2, r3, A3, 1),
+                                               shape_only(ctx, K * M * B2, 1, A3, 1));
+            if (r2 > 1) {
+                t = ggml_repeat_back(ctx, ggml_reshape_4d(ctx, t, K * M, r2, A2, A3), shape_only(ctx, K * M, 1, A2, A3));
+            }
+            ggml_bw_add(bw, a, ggml_reshape_4d(ctx, t, K, M, A2, A3));
         }
     }
 }
