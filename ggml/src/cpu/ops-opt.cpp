@@ -4,7 +4,9 @@
 // Every tensor is contiguous F32 of the parameter's shape (the builders check it), so the
 // update is elementwise over flat indices, split across threads in contiguous chunks; each
 // element is computed the same way whatever the split. The hyperparameters come from an F32
-// tensor so one graph serves every step (the caller updates the bias corrections).
+// tensor so one graph serves every step (the caller updates the bias corrections). Every
+// multiply-add is an explicit fmaf: left to the compiler, vectorized and scalar iterations may
+// fuse different pairs (seen on aarch64), and the result would depend on the thread split.
 #include "cpu-ops.h"
 
 #include <math.h>
@@ -55,13 +57,13 @@ extern "C" void ggml_cpu_forward_opt_step_adamw(const ggml_compute_params * para
     ggml_cpu_split_rows(ggml_nelements(a), params->ith, params->nth, &i0, &i1);
     for (int64_t i = i0; i < i1; i++) {
         const float gi = g[i];
-        const float mi = m[i] * beta1 + gi * (1.0f - beta1);
-        const float vi = v[i] * beta2 + gi * gi * (1.0f - beta2);
+        const float mi = fmaf(m[i], beta1, gi * (1.0f - beta1));
+        const float vi = fmaf(v[i], beta2, gi * gi * (1.0f - beta2));
         m[i] = mi;
         v[i] = vi;
         const float mh = mi * beta1h;
         const float vh = sqrtf(vi * beta2h) + eps;
-        w[i] = w[i] * keep - alpha * mh / vh;
+        w[i] = fmaf(w[i], keep, -(alpha * mh / vh));
     }
 }
 
@@ -82,5 +84,5 @@ extern "C" void ggml_cpu_forward_opt_step_sgd(const ggml_compute_params * params
 
     int64_t i0, i1;
     ggml_cpu_split_rows(ggml_nelements(a), params->ith, params->nth, &i0, &i1);
-    for (int64_t i = i0; i < i1; i++) w[i] = w[i] * keep - alpha * g[i];
+    for (int64_t i = i0; i < i1; i++) w[i] = fmaf(w[i], keep, -(alpha * g[i]));
 }
