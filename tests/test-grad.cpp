@@ -20,32 +20,22 @@
 // factor 2, a gradient sent to the wrong broadcast slot, a dropped contribution) is off by
 // 10% or more of the scale and fails. Cases whose forward rounds to F16 / BF16 or quantizes
 // the activations say so where they loosen the forward check; the gradient tolerance stays.
-#include "test-util.h"
+#include "test-ref.h"
 
 #include <algorithm>
-#include <array>
 #include <fcntl.h>
-#include <limits>
 
 namespace {
 
-using Shape = std::array<int64_t, 4>;
-using Values = std::vector<double>;
-
-constexpr double kInf = std::numeric_limits<double>::infinity();
-
-std::string shape_str(const Shape & ne) {
-    return "[" + std::to_string(ne[0]) + "," + std::to_string(ne[1]) + "," + std::to_string(ne[2]) + "," +
-           std::to_string(ne[3]) + "]";
-}
-Shape shape_of(const ggml_tensor * t) { return {t->ne[0], t->ne[1], t->ne[2], t->ne[3]}; }
+using namespace tu;  // test-util.h and test-ref.h: Shape, Values, Layout, new_input, references
 
 // A tensor's values in logical order (i0 fastest), in double.
 struct Arr {
     Shape ne{{1, 1, 1, 1}};
     Values v;
     Arr() = default;
-    explicit Arr(const Shape & s) : ne(s), v((size_t) (s[0] * s[1] * s[2] * s[3]), 0.0) {}
+    explicit Arr(const Shape & s) : ne(s), v((size_t) tu::n_elements(s), 0.0) {}
+    Arr(const Shape & s, Values vals) : ne(s), v(std::move(vals)) {}
     int64_t size() const { return (int64_t) v.size(); }
     int64_t idx(int64_t i0, int64_t i1 = 0, int64_t i2 = 0, int64_t i3 = 0) const {
         return i0 + ne[0] * (i1 + ne[1] * (i2 + ne[2] * i3));
@@ -67,23 +57,6 @@ struct Arr {
 };
 
 using Ref = std::function<Arr(const std::vector<Arr> & in)>;
-
-// How an input sits in memory: the op reads a view of a contiguous base tensor (the parameter).
-enum class Layout {
-    Contiguous,  // the base itself
-    Padded,      // rows and planes padded: the base is larger, the padding must get zero gradient
-    Transposed,  // dims 0 and 1 swapped in memory
-    Permuted,    // dims 1 and 2 swapped in memory (rows stay contiguous), as attention's q and k
-};
-const char * layout_name(Layout l) {
-    switch (l) {
-        case Layout::Contiguous: return "contiguous";
-        case Layout::Padded:     return "padded";
-        case Layout::Transposed: return "transposed";
-        case Layout::Permuted:   return "permuted";
-    }
-    return "?";
-}
 
 // Random values for inputs.
 struct Dist {
@@ -120,29 +93,13 @@ class GradCheck {
     ggml_context * ctx() const { return ctx_; }
     std::mt19937 & rng() { return rng_; }
 
-    // An input of logical shape ne (F32, F16 or BF16) that the op reads through `layout`; its
-    // base tensor is a parameter unless param is false (then it is a constant of the loss).
+    // An input of logical shape ne (F32, F16 or BF16) that the op reads through `layout` (a view
+    // of a contiguous base tensor; Padded's padding must get zero gradient); the base is a
+    // parameter unless param is false (then it is a constant of the loss).
     ggml_tensor * input(const Shape & ne, Layout layout = Layout::Contiguous, ggml_type type = GGML_TYPE_F32,
                         const Dist & dist = kUniform, bool param = true) {
-        ggml_context * c = ctx_;
-        ggml_tensor * base = nullptr, * view = nullptr;
-        switch (layout) {
-            case Layout::Contiguous:
-                base = view = ggml_new_tensor_4d(c, type, ne[0], ne[1], ne[2], ne[3]);
-                break;
-            case Layout::Padded:
-                base = ggml_new_tensor_4d(c, type, ne[0] + 3, ne[1] + 1, ne[2], ne[3]);
-                view = ggml_view_4d(c, base, ne[0], ne[1], ne[2], ne[3], base->nb[1], base->nb[2], base->nb[3], base->nb[1]);
-                break;
-            case Layout::Transposed:
-                base = ggml_new_tensor_4d(c, type, ne[1], ne[0], ne[2], ne[3]);
-                view = ggml_transpose(c, base);
-                break;
-            case Layout::Permuted:
-                base = ggml_new_tensor_4d(c, type, ne[0], ne[2], ne[1], ne[3]);
-                view = ggml_permute(c, base, 0, 2, 1, 3);
-                break;
-        }
+        ggml_tensor * view = tu::new_input(ctx_, type, ne, layout);
+        ggml_tensor * base = view->view_src ? view->view_src : view;
         ggml_format_name(base, "in%zu", ins_.size());
         tu::for_each(base, [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) { tu::set(base, dist.draw(rng_), i0, i1, i2, i3); });
         if (param) ggml_set_param(base);
@@ -349,7 +306,7 @@ TEST(Grad, BinaryBroadcast) {
                 GradCheck g(seed++);
                 ggml_tensor * a = g.input(a_ne, la);
                 const bool div = std::string(op.name) == "div";
-                ggml_tensor * b = g.input(b_ne, la == Layout::Padded ? Layout::Permuted : Layout::Contiguous, GGML_TYPE_F32,
+                ggml_tensor * b = g.input(b_ne, la == Layout::Padded ? Layout::Permuted12 : Layout::Contiguous, GGML_TYPE_F32,
                                           div ? Dist{0.5, 1.5, true} : kUniform);
                 ggml_tensor * f = op.build(g.ctx(), a, b);
                 g.run(f, [&](const std::vector<Arr> & in) { return binary_ref(in[0], in[1], op.f); },
@@ -369,7 +326,7 @@ TEST(Grad, Add1AndScale) {
     }
     {
         GradCheck g(201);
-        ggml_tensor * a = g.input({9, 4, 2, 1}, Layout::Permuted);
+        ggml_tensor * a = g.input({9, 4, 2, 1}, Layout::Permuted12);
         g.run(ggml_scale(g.ctx(), a, -0.7f), [](const std::vector<Arr> & in) { return in[0].map([](double x) { return x * (double) -0.7f; }); },
               "scale");
     }
@@ -434,7 +391,7 @@ TEST(Grad, Unary) {
 
 TEST(Grad, Reductions) {
     uint32_t seed = 500;
-    for (Layout l : {Layout::Contiguous, Layout::Permuted, Layout::Transposed}) {
+    for (Layout l : {Layout::Contiguous, Layout::Permuted12, Layout::Transposed}) {
         const Shape ne = {5, 4, 3, 2};
         {
             GradCheck g(seed++);
@@ -527,22 +484,8 @@ TEST(Grad, NormAndRmsNorm) {
                 GradCheck g(seed++);
                 ggml_tensor * x = g.input({13, 4, 3, 1}, l, GGML_TYPE_F32, Dist{-1.0, 2.0, false});
                 ggml_tensor * f = rms ? ggml_rms_norm(g.ctx(), x, eps) : ggml_norm(g.ctx(), x, eps);
-                g.run(f, [&](const std::vector<Arr> & in) {
-                    const Arr & a = in[0];
-                    Arr r(a.ne);
-                    for (int64_t row = 0; row < a.ne[1] * a.ne[2] * a.ne[3]; row++) {
-                        const double * x = a.v.data() + row * a.ne[0];
-                        double mean = 0.0, ss = 0.0;
-                        if (!rms) {
-                            for (int64_t i = 0; i < a.ne[0]; i++) mean += x[i];
-                            mean /= (double) a.ne[0];
-                        }
-                        for (int64_t i = 0; i < a.ne[0]; i++) ss += (x[i] - mean) * (x[i] - mean);
-                        const double s = 1.0 / std::sqrt(ss / (double) a.ne[0] + (double) eps);
-                        for (int64_t i = 0; i < a.ne[0]; i++) r.v[row * a.ne[0] + i] = (x[i] - mean) * s;
-                    }
-                    return r;
-                }, std::string(rms ? "rms_norm" : "norm") + " eps " + std::to_string(eps) + " " + layout_name(l));
+                g.run(f, [&](const std::vector<Arr> & in) { return Arr(in[0].ne, tu::ref_norm(in[0].v, in[0].ne, eps, rms)); },
+                      std::string(rms ? "rms_norm" : "norm") + " eps " + std::to_string(eps) + " " + layout_name(l));
             }
         }
     }
@@ -571,10 +514,10 @@ TEST(Grad, MulMat) {
     const Case cases[] = {
         {{33, 7, 1, 1}, {33, 5, 1, 1}, Layout::Contiguous, Layout::Contiguous},
         {{33, 7, 1, 1}, {33, 5, 1, 1}, Layout::Padded, Layout::Transposed},
-        {{17, 4, 2, 3}, {17, 6, 2, 3}, Layout::Contiguous, Layout::Permuted},
+        {{17, 4, 2, 3}, {17, 6, 2, 3}, Layout::Contiguous, Layout::Permuted12},
         // Grouped-query attention: a's planes (KV heads, permuted like the keys) broadcast over
         // b's (query heads, permuted like the queries); 3 query heads per KV head.
-        {{16, 6, 2, 1}, {16, 5, 6, 1}, Layout::Permuted, Layout::Permuted},
+        {{16, 6, 2, 1}, {16, 5, 6, 1}, Layout::Permuted12, Layout::Permuted12},
         // Broadcast over dims 2 and 3 together.
         {{16, 4, 2, 1}, {16, 3, 4, 3}, Layout::Contiguous, Layout::Contiguous},
         {{8, 3, 1, 2}, {8, 5, 3, 4}, Layout::Contiguous, Layout::Transposed},
@@ -598,7 +541,7 @@ void mul_mat_weight_type_cases(ggml_type type, int64_t K, uint32_t seed) {
         GradCheck g(seed++);
         const Shape a_ne = {K, 5, gqa ? 2 : 1, 1}, b_ne = {K, 3, gqa ? 4 : 1, 1};
         ggml_tensor * a = a_param ? g.input(a_ne, Layout::Contiguous, type) : g.quantized(a_ne, type);
-        ggml_tensor * b = g.input(b_ne, gqa ? Layout::Permuted : Layout::Contiguous);
+        ggml_tensor * b = g.input(b_ne, gqa ? Layout::Permuted12 : Layout::Contiguous);
         Tol tol;
         // mul_mat converts b to the weights' dot type (F16, BF16, Q8_0 or Q8_K) before the
         // products: the forward is as close to the reference as that rounding allows. The
@@ -666,7 +609,7 @@ TEST(Grad, OutProd) {
     };
     const Case cases[] = {
         {{7, 9, 1, 1}, {5, 9, 1, 1}, Layout::Contiguous, Layout::Contiguous, GGML_TYPE_F32},
-        {{7, 9, 2, 3}, {5, 9, 2, 3}, Layout::Transposed, Layout::Permuted, GGML_TYPE_F32},
+        {{7, 9, 2, 3}, {5, 9, 2, 3}, Layout::Transposed, Layout::Permuted12, GGML_TYPE_F32},
         {{6, 11, 1, 1}, {4, 11, 1, 1}, Layout::Contiguous, Layout::Transposed, GGML_TYPE_F16},
     };
     uint32_t seed = 1100;
@@ -722,7 +665,7 @@ TEST(Grad, CpyAndCast) {
     }
     {
         GradCheck g(1202);
-        ggml_tensor * x = g.input({7, 3, 2, 1}, Layout::Permuted, GGML_TYPE_F16);
+        ggml_tensor * x = g.input({7, 3, 2, 1}, Layout::Permuted12, GGML_TYPE_F16);
         ggml_tensor * dst = ggml_new_tensor_1d(g.ctx(), GGML_TYPE_F32, 42);
         g.run(ggml_cpy(g.ctx(), x, dst), [](const std::vector<Arr> & in) { return reshaped(in[0], Shape{42, 1, 1, 1}); },
               "cpy f16 (permuted) -> f32 1d");
@@ -778,7 +721,7 @@ TEST(Grad, ContReshapePermuteTranspose) {
     }
     {
         GradCheck g(seed++);
-        ggml_tensor * x = g.input({5, 7, 2, 1}, Layout::Permuted);
+        ggml_tensor * x = g.input({5, 7, 2, 1}, Layout::Permuted12);
         g.run(ggml_transpose(g.ctx(), x), [](const std::vector<Arr> & in) {
             Arr r(Shape{7, 5, 2, 1});
             r.each([&](int64_t i0, int64_t i1, int64_t i2, int64_t) { r(i0, i1, i2) = in[0](i1, i0, i2); });
@@ -887,14 +830,7 @@ TEST(Grad, DiagMaskInf) {
             g.run(ggml_soft_max(g.ctx(), ggml_diag_mask_inf(g.ctx(), x, n_past)), [&](const std::vector<Arr> & in) {
                 Arr m = in[0];
                 m.each([&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) { if (i0 > n_past + i1) m(i0, i1, i2, i3) = -kInf; });
-                Arr r(m.ne);
-                for (int64_t row = 0; row < m.ne[1] * m.ne[2] * m.ne[3]; row++) {
-                    double mx = -kInf, s = 0.0;
-                    for (int64_t i = 0; i < m.ne[0]; i++) mx = std::max(mx, m.v[row * m.ne[0] + i]);
-                    for (int64_t i = 0; i < m.ne[0]; i++) s += std::exp(m.v[row * m.ne[0] + i] - mx);
-                    for (int64_t i = 0; i < m.ne[0]; i++) r.v[row * m.ne[0] + i] = std::exp(m.v[row * m.ne[0] + i] - mx) / s;
-                }
-                return r;
+                return Arr(m.ne, tu::ref_soft_max(m.v, m.ne));
             }, "soft_max(diag_mask_inf) n_past " + std::to_string(n_past));
         }
     }
@@ -902,34 +838,7 @@ TEST(Grad, DiagMaskInf) {
 
 // softmax(x * scale + slope * mask) per row; slope from ALiBi (ggml's definition) when max_bias > 0.
 Arr soft_max_ref(const Arr & x, const Arr * mask, double scale, double max_bias) {
-    Arr r(x.ne);
-    const int64_t n_head = x.ne[2];
-    const int64_t n_head_log2 = n_head > 0 ? (int64_t) 1 << (int64_t) std::floor(std::log2((double) n_head)) : 1;
-    const double m0 = std::pow(2.0, -max_bias / (double) n_head_log2);
-    const double m1 = std::pow(2.0, -(max_bias / 2.0) / (double) n_head_log2);
-    for (int64_t i3 = 0; i3 < x.ne[3]; i3++) {
-        for (int64_t i2 = 0; i2 < x.ne[2]; i2++) {
-            double slope = 1.0;
-            if (max_bias > 0.0) slope = i2 < n_head_log2 ? std::pow(m0, (double) (i2 + 1)) : std::pow(m1, (double) (2 * (i2 - n_head_log2) + 1));
-            for (int64_t i1 = 0; i1 < x.ne[1]; i1++) {
-                std::vector<double> w((size_t) x.ne[0]);
-                double mx = -kInf;
-                for (int64_t i0 = 0; i0 < x.ne[0]; i0++) {
-                    double v = x(i0, i1, i2, i3) * scale;
-                    if (mask) {
-                        const double mv = (*mask)(i0, i1, i2 % mask->ne[2], i3 % mask->ne[3]);
-                        v = mv == -kInf ? -kInf : v + slope * mv;
-                    }
-                    w[(size_t) i0] = v;
-                    mx = std::max(mx, v);
-                }
-                double s = 0.0;
-                for (double & v : w) s += (v = std::exp(v - mx));
-                for (int64_t i0 = 0; i0 < x.ne[0]; i0++) r(i0, i1, i2, i3) = w[(size_t) i0] / s;
-            }
-        }
-    }
-    return r;
+    return Arr(x.ne, tu::ref_soft_max(x.v, x.ne, scale, mask ? &mask->v : nullptr, mask ? mask->ne : Shape{1, 1, 1, 1}, max_bias));
 }
 
 TEST(Grad, SoftMax) {
@@ -973,58 +882,12 @@ TEST(Grad, SoftMax) {
 // ============================================================================================
 // rope
 
-struct RopeCase {
-    int n_dims = 0;
-    int mode = GGML_ROPE_TYPE_NORMAL;
-    int n_ctx_orig = 0;
-    float freq_base = 10000.0f, freq_scale = 1.0f, ext_factor = 0.0f, attn_factor = 1.0f;
-    float beta_fast = 32.0f, beta_slow = 1.0f;
-    bool freq_factors = false;
-};
-
-// The rotation angle of pair i at position p and the magnitude scale (ggml_rope_ext / YaRN).
-void rope_angle(const RopeCase & c, const Values & ff, double p, int i, double * theta, double * mscale) {
-    double theta_extrap = p * std::pow((double) c.freq_base, -2.0 * i / c.n_dims);
-    if (!ff.empty()) theta_extrap /= ff[(size_t) i];
-    const double theta_interp = c.freq_scale * theta_extrap;
-    *theta = theta_interp;
-    *mscale = c.attn_factor;
-    if (c.ext_factor != 0.0f) {
-        auto corr_dim = [&](double n_rot) {
-            return c.n_dims * std::log(c.n_ctx_orig / (n_rot * 2.0 * M_PI)) / (2.0 * std::log((double) c.freq_base));
-        };
-        const double lo = std::max(0.0, std::floor(corr_dim(c.beta_fast)));
-        const double hi = std::min((double) (c.n_dims - 1), std::ceil(corr_dim(c.beta_slow)));
-        const double y = (i - lo) / std::max(0.001, hi - lo);
-        const double mix = (1.0 - std::min(1.0, std::max(0.0, y))) * c.ext_factor;
-        *theta = theta_interp * (1.0 - mix) + theta_extrap * mix;
-        *mscale *= 1.0 + 0.1 * std::log(1.0 / c.freq_scale);
-    }
-}
-
-Arr rope_ref(const Arr & x, const std::vector<int32_t> & pos, const Values & ff, const RopeCase & c) {
-    Arr y = x;
-    const bool neox = c.mode == GGML_ROPE_TYPE_NEOX;
-    const int n_pairs = c.n_dims / 2;
-    for (int64_t i3 = 0; i3 < x.ne[3]; i3++)
-        for (int64_t i2 = 0; i2 < x.ne[2]; i2++)
-            for (int64_t i1 = 0; i1 < x.ne[1]; i1++)
-                for (int i = 0; i < n_pairs; i++) {
-                    double theta, mscale;
-                    rope_angle(c, ff, (double) pos[(size_t) i2], i, &theta, &mscale);
-                    const int64_t j0 = neox ? i : 2 * i, j1 = neox ? i + n_pairs : 2 * i + 1;
-                    const double x0 = x(j0, i1, i2, i3), x1 = x(j1, i1, i2, i3);
-                    y(j0, i1, i2, i3) = (x0 * std::cos(theta) - x1 * std::sin(theta)) * mscale;
-                    y(j1, i1, i2, i3) = (x0 * std::sin(theta) + x1 * std::cos(theta)) * mscale;
-                }
-    return y;
-}
-
 TEST(Grad, Rope) {
     uint32_t seed = 1800;
     struct Case {
         int64_t head_dim;
-        RopeCase c;
+        tu::RopeCase c;  // freq factors drawn below when with_ff
+        bool with_ff;
         Layout layout;
     };
     std::vector<Case> cases;
@@ -1035,8 +898,8 @@ TEST(Grad, Rope) {
                 k.head_dim = ff ? 10 : 8;
                 k.c.mode = mode;
                 k.c.n_dims = ff ? 6 : 8;  // with freq factors, a partial rotation too
-                k.c.freq_factors = ff;
-                k.layout = yarn ? Layout::Permuted : Layout::Contiguous;
+                k.with_ff = ff;
+                k.layout = yarn ? Layout::Permuted12 : Layout::Contiguous;
                 if (yarn) {
                     k.c.ext_factor = 1.0f;
                     k.c.freq_scale = 0.25f;
@@ -1054,21 +917,20 @@ TEST(Grad, Rope) {
         ggml_tensor * x = g.input({k.head_dim, n_head, n_tokens, 1}, k.layout);
         const std::vector<int32_t> pos = {0, 7, 3, 250, 7};
         ggml_tensor * p = g.ints({n_tokens, 1, 1, 1}, pos);
-        Values ff;
+        tu::RopeCase rc = k.c;
         ggml_tensor * c = nullptr;
-        if (k.c.freq_factors) {
+        if (k.with_ff) {
             Arr fa(Shape{k.c.n_dims / 2, 1, 1, 1});
             std::uniform_real_distribution<double> d(0.5, 4.0);
             for (double & v : fa.v) v = d(g.rng());
             c = g.constant(fa);
-            ff = tu::to_double(c);
+            rc.freq_factors = tu::to_double(c);
         }
-        const RopeCase & rc = k.c;
         ggml_tensor * f = ggml_rope_ext(g.ctx(), x, p, c, rc.n_dims, rc.mode, rc.n_ctx_orig, rc.freq_base, rc.freq_scale,
                                         rc.ext_factor, rc.attn_factor, rc.beta_fast, rc.beta_slow);
-        g.run(f, [&](const std::vector<Arr> & in) { return rope_ref(in[0], pos, ff, rc); },
+        g.run(f, [&](const std::vector<Arr> & in) { return Arr(in[0].ne, tu::ref_rope(in[0].v, in[0].ne, pos, rc)); },
               std::string("rope ") + (rc.mode == GGML_ROPE_TYPE_NEOX ? "neox" : "normal") + (rc.ext_factor != 0.0f ? " yarn" : "") +
-                  (rc.freq_factors ? " freq factors, n_dims 6 of 10" : "") + " " + layout_name(k.layout));
+                  (k.with_ff ? " freq factors, n_dims 6 of 10" : "") + " " + layout_name(k.layout));
     }
 }
 
@@ -1173,8 +1035,8 @@ TEST(Grad, Attention) {
     GradCheck g(2200);
     ggml_context * c = g.ctx();
     const int64_t hd = 8, T = 5, n_head = 4, n_head_kv = 2;
-    ggml_tensor * q = g.input({hd, T, n_head, 1}, Layout::Permuted);      // [hd, T, n_head] from [hd, n_head, T]
-    ggml_tensor * k = g.input({hd, T, n_head_kv, 1}, Layout::Permuted);
+    ggml_tensor * q = g.input({hd, T, n_head, 1}, Layout::Permuted12);      // [hd, T, n_head] from [hd, n_head, T]
+    ggml_tensor * k = g.input({hd, T, n_head_kv, 1}, Layout::Permuted12);
     ggml_tensor * v = g.input({T, hd, n_head_kv, 1});
     Arr m(Shape{T, T, 1, 1});
     m.each([&](int64_t i0, int64_t i1, int64_t, int64_t) { m(i0, i1) = i0 > i1 ? -kInf : 0.0; });

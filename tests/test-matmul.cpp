@@ -1,34 +1,19 @@
 // test-matmul.cpp - mul_mat and out_prod against naive double-precision references (odd sizes,
 // vectors, broadcasts, padded / permuted / transposed inputs, both mul_mat paths, 1/2/3 threads
 // bit-identical), and every compiled-in SIMD kernel set held to the scalar reference kernels.
-#include "test-util.h"
+#include "test-ref.h"
 
 #include "cpu/vec.h"
 
 #include <algorithm>
-#include <array>
 #include <cfloat>
 #include <string>
 
 namespace {
 
-using Shape = std::array<int64_t, 4>;
+using namespace tu;  // test-util.h and test-ref.h: Shape, Values, Layout, new_input, references
 
 const ggml_type kTypes[] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16 };
-
-std::string shape_str(const Shape & ne) {
-    return "[" + std::to_string(ne[0]) + "," + std::to_string(ne[1]) + "," + std::to_string(ne[2]) + "," +
-           std::to_string(ne[3]) + "]";
-}
-
-// A value as stored in `type` (b is rounded to a's vec_dot_type before the dot products).
-double round_to(ggml_type type, double v) {
-    switch (type) {
-        case GGML_TYPE_F16:  return ggml_fp16_to_fp32(ggml_fp32_to_fp16((float) v));
-        case GGML_TYPE_BF16: return ggml_bf16_to_fp32(ggml_fp32_to_bf16((float) v));
-        default:             return (float) v;
-    }
-}
 
 // Float accumulation of K products can be off by about K * eps * sum |a_k b_k| (worst case).
 double accum_tol(int64_t K, double sum_abs) { return (K + 4) * (double) FLT_EPSILON * sum_abs + 1e-30; }
@@ -47,31 +32,6 @@ void expect_within(const std::vector<double> & got, const std::vector<double> & 
 }
 
 // ---- mul_mat through the graph -------------------------------------------------------------
-enum class Layout { Contiguous, Padded, Transposed, Permuted12 };
-
-const char * layout_name(Layout l) {
-    switch (l) {
-        case Layout::Contiguous: return "contiguous";
-        case Layout::Padded:     return "padded";
-        case Layout::Transposed: return "transposed";
-        case Layout::Permuted12: return "permuted12";
-    }
-    return "?";
-}
-
-ggml_tensor * new_input(ggml_context * ctx, ggml_type type, const Shape & ne, Layout layout) {
-    switch (layout) {
-        case Layout::Contiguous: return ggml_new_tensor_4d(ctx, type, ne[0], ne[1], ne[2], ne[3]);
-        case Layout::Padded:     return tu::new_padded_view(ctx, type, ne.data());
-        case Layout::Transposed: return tu::new_transposed_view(ctx, type, ne.data());
-        case Layout::Permuted12: {
-            ggml_tensor * base = ggml_new_tensor_4d(ctx, type, ne[0], ne[2], ne[1], ne[3]);
-            return ggml_permute(ctx, base, 0, 2, 1, 3);
-        }
-    }
-    return nullptr;
-}
-
 struct MulMatCase {
     ggml_type type;
     int64_t K, M, N;
@@ -104,7 +64,7 @@ void check_mul_mat(const MulMatCase & c) {
 
     const std::vector<double> av = tu::to_double(a);
     std::vector<double> bv = tu::to_double(b);
-    for (double & v : bv) v = round_to(c.type, v);
+    for (double & v : bv) v = round_to(c.type, v);  // b is rounded to a's vec_dot_type before the dot products
     const int64_t B2 = nbs[2], r2 = nbs[2] / na[2], r3 = nbs[3] / na[3];
     std::vector<double> ref, tol;
     for (int64_t i3 = 0; i3 < nbs[3]; i3++)

@@ -4,94 +4,18 @@
 // double-precision references: random data, odd sizes, non-contiguous inputs, broadcasting,
 // repeated indices, 1/2/3 threads bit-identical. Where a formula stands for a derivative, it is
 // also checked against central finite differences of the forward op in double.
-#include "test-util.h"
+#include "test-ref.h"
 
 #include "ggml-impl.h"  // ggml_set_op_params: builds the ACC node without a base (autodiff's form)
 #include "ggml-alloc.h"
 
 #include <algorithm>
-#include <array>
-#include <limits>
 
 namespace {
 
-using Shape = std::array<int64_t, 4>;
-using Values = std::vector<double>;
+using namespace tu;  // test-util.h and test-ref.h: Shape, Values, Layout, new_input, references
 
-int64_t flat_index(const Shape & ne, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
-    return i0 + ne[0] * (i1 + ne[1] * (i2 + ne[2] * i3));
-}
-
-Shape shape_of(const ggml_tensor * t) { return {t->ne[0], t->ne[1], t->ne[2], t->ne[3]}; }
-
-int64_t rows_of(const Shape & ne) { return ne[1] * ne[2] * ne[3]; }
-
-int64_t count_of(const Shape & ne) { return ne[0] * ne[1] * ne[2] * ne[3]; }
-
-std::string shape_str(const Shape & ne) {
-    return "[" + std::to_string(ne[0]) + "," + std::to_string(ne[1]) + "," + std::to_string(ne[2]) + "," +
-           std::to_string(ne[3]) + "]";
-}
-
-ggml_tensor * new_tensor(ggml_context * ctx, ggml_type type, const Shape & ne) {
-    return ggml_new_tensor_4d(ctx, type, ne[0], ne[1], ne[2], ne[3]);
-}
-
-// How a test input is laid out in memory.
-enum class Layout { Contiguous, Padded, Permuted12, Transposed };
 const Layout kAllLayouts[] = {Layout::Contiguous, Layout::Padded, Layout::Permuted12, Layout::Transposed};
-
-const char * layout_name(Layout l) {
-    switch (l) {
-        case Layout::Contiguous: return "contiguous";
-        case Layout::Padded:     return "padded";
-        case Layout::Permuted12: return "permuted12";
-        case Layout::Transposed: return "transposed";
-    }
-    return "?";
-}
-
-// A tensor of logical shape ne with the given layout.
-ggml_tensor * new_input(ggml_context * ctx, ggml_type type, const Shape & ne, Layout layout) {
-    switch (layout) {
-        case Layout::Contiguous: return new_tensor(ctx, type, ne);
-        case Layout::Padded:     return tu::new_padded_view(ctx, type, ne.data());
-        case Layout::Permuted12: {
-            // Memory holds [ne0, ne2, ne1, ne3]; the view swaps dims 1 and 2 back.
-            ggml_tensor * base = ggml_new_tensor_4d(ctx, type, ne[0], ne[2], ne[1], ne[3]);
-            return ggml_permute(ctx, base, 0, 2, 1, 3);
-        }
-        case Layout::Transposed: return tu::new_transposed_view(ctx, type, ne.data());
-    }
-    return nullptr;
-}
-
-void set_values(ggml_tensor * t, const Values & v) {
-    const Shape ne = shape_of(t);
-    tu::for_each(t, [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
-        tu::set(t, v[flat_index(ne, i0, i1, i2, i3)], i0, i1, i2, i3);
-    });
-}
-
-// Computes an in-place op with 1, 2 and 3 threads, restoring the input before each run; checks
-// bit-identity like tu::compute_all_threads and returns the 1-thread values.
-Values compute_inplace_all_threads(ggml_context * ctx, ggml_tensor * out, ggml_tensor * input, const Values & input_vals) {
-    ggml_cgraph * gf = ggml_new_graph(ctx);
-    ggml_build_forward_expand(gf, out);
-    std::vector<uint8_t> first;
-    Values vals;
-    for (int nt = 1; nt <= 3; nt++) {
-        set_values(input, input_vals);
-        EXPECT_EQ(ggml_graph_compute_with_ctx(ctx, gf, nt), GGML_STATUS_SUCCESS);
-        if (nt == 1) {
-            first = tu::bytes_of(out);
-            vals = tu::to_double(out);
-        } else {
-            EXPECT_TRUE(tu::bytes_of(out) == first) << "in-place result with " << nt << " threads differs from 1 thread";
-        }
-    }
-    return vals;
-}
 
 // Central difference of f at x[j] (double).
 template <typename F>
@@ -187,7 +111,7 @@ TEST(Acc, ViewsLayoutsBaseAndInPlace) {
 
 // dst[i] = sum of src over every tile that ggml_repeat(dst shape -> src shape) would copy i to.
 Values ref_repeat_back(const Values & src, const Shape & src_ne, const Shape & ne) {
-    Values r((size_t) count_of(ne), 0.0);
+    Values r((size_t) tu::n_elements(ne), 0.0);
     for (int64_t i3 = 0; i3 < src_ne[3]; i3++)
         for (int64_t i2 = 0; i2 < src_ne[2]; i2++)
             for (int64_t i1 = 0; i1 < src_ne[1]; i1++)
@@ -260,7 +184,7 @@ TEST(RepeatBack, AdjointOfRepeat) {
 
 Values ref_get_rows_back(const Values & grad, const Shape & g_ne, const std::vector<int32_t> & idx, int64_t rows) {
     const Shape ne = {g_ne[0], rows, g_ne[2], g_ne[3]};
-    Values r((size_t) count_of(ne), 0.0);
+    Values r((size_t) tu::n_elements(ne), 0.0);
     for (int64_t i3 = 0; i3 < g_ne[3]; i3++)
         for (int64_t i2 = 0; i2 < g_ne[2]; i2++)
             for (int64_t j = 0; j < g_ne[1]; j++) {
@@ -427,7 +351,7 @@ TEST(UnaryBack, EveryOpTypesAndLayouts) {
                     tu::Ctx ctx;
                     ggml_tensor * x = new_input(ctx, x_type, ne, layout);
                     tu::fill_uniform(x, rng, -4.0f, 4.0f);
-                    if (count_of(ne) > 4) tu::set(x, 0.0, 3);  // the kinks of abs / relu / step
+                    if (tu::n_elements(ne) > 4) tu::set(x, 0.0, 3);  // the kinks of abs / relu / step
                     // grad in the other layout (and F16 once in a while)
                     const ggml_type g_type = x_type == GGML_TYPE_BF16 ? GGML_TYPE_F16 : GGML_TYPE_F32;
                     ggml_tensor * g = new_input(ctx, g_type, ne, layout == Layout::Contiguous ? Layout::Transposed : Layout::Contiguous);
@@ -530,45 +454,24 @@ TEST(UnaryBack, MatchesFiniteDifferencesOfForward) {
 // ============================================================================================
 // norm_back, rms_norm_back
 
-double norm_scale(const double * x, int64_t n, double eps, bool rms, double * mean_out) {
-    double mean = 0.0;
-    if (!rms) {
-        for (int64_t i = 0; i < n; i++) mean += x[i];
-        mean /= (double) n;
-    }
-    double ss = 0.0;
-    for (int64_t i = 0; i < n; i++) ss += (x[i] - mean) * (x[i] - mean);
-    *mean_out = mean;
-    return 1.0 / std::sqrt(ss / (double) n + eps);
-}
-
-// The forward of one row in double.
-Values ref_norm_row(const double * x, int64_t n, double eps, bool rms) {
-    double mean;
-    const double r = norm_scale(x, n, eps, rms, &mean);
-    Values y((size_t) n);
-    for (int64_t i = 0; i < n; i++) y[i] = (x[i] - mean) * r;
-    return y;
-}
-
 // dx = r (g - mean(g) - y mean(g y)) (norm), r (g - y mean(g y)) (rms_norm).
 Values ref_norm_back(const Values & g, const Values & x, const Shape & ne, double eps, bool rms) {
     Values dx(x.size());
     const int64_t n = ne[0];
+    const Values y = tu::ref_norm(x, ne, eps, rms);
     for (int64_t row = 0; row < rows_of(ne); row++) {
-        const double * xr = x.data() + row * n;
         const double * gr = g.data() + row * n;
-        const Values y = ref_norm_row(xr, n, eps, rms);
+        const double * yr = y.data() + row * n;
         double mean;
-        const double r = norm_scale(xr, n, eps, rms, &mean);
+        const double r = tu::ref_norm_scale(x.data() + row * n, n, eps, rms, &mean);
         double mg = 0.0, mgy = 0.0;
         for (int64_t i = 0; i < n; i++) {
             mg += gr[i];
-            mgy += gr[i] * y[i];
+            mgy += gr[i] * yr[i];
         }
         mg = rms ? 0.0 : mg / (double) n;
         mgy /= (double) n;
-        for (int64_t i = 0; i < n; i++) dx[row * n + i] = r * (gr[i] - mg - y[i] * mgy);
+        for (int64_t i = 0; i < n; i++) dx[row * n + i] = r * (gr[i] - mg - yr[i] * mgy);
     }
     return dx;
 }
@@ -632,11 +535,9 @@ TEST(NormBack, MatchesFiniteDifferencesOfForward) {
         Values fd(xv.size());
         for (size_t j = 0; j < xv.size(); j++) {
             fd[j] = central_diff([&](const Values & v) {
+                const Values y = tu::ref_norm(v, ne, eps, rms);
                 double loss = 0.0;
-                for (int64_t row = 0; row < rows_of(ne); row++) {
-                    const Values y = ref_norm_row(v.data() + row * ne[0], ne[0], eps, rms);
-                    for (int64_t i = 0; i < ne[0]; i++) loss += gv[row * ne[0] + i] * y[i];
-                }
+                for (size_t i = 0; i < y.size(); i++) loss += gv[i] * y[i];
                 return loss;
             }, xv, j, 1e-6);
         }
@@ -713,23 +614,6 @@ TEST(DiagMaskZero, PlannedGraph) {
 // ============================================================================================
 // soft_max_back
 
-// Softmax of each row of x * scale + slope * mask in double.
-Values ref_soft_max(const Values & x, const Shape & ne, double scale, const Values * mask, double slope) {
-    Values y(x.size());
-    for (int64_t row = 0; row < rows_of(ne); row++) {
-        double mx = -std::numeric_limits<double>::infinity();
-        Values w((size_t) ne[0]);
-        for (int64_t i = 0; i < ne[0]; i++) {
-            w[i] = x[row * ne[0] + i] * scale + (mask ? slope * (*mask)[row * ne[0] + i] : 0.0);
-            mx = std::max(mx, w[i]);
-        }
-        double sum = 0.0;
-        for (int64_t i = 0; i < ne[0]; i++) sum += std::exp(w[i] - mx);
-        for (int64_t i = 0; i < ne[0]; i++) y[row * ne[0] + i] = std::exp(w[i] - mx) / sum;
-    }
-    return y;
-}
-
 Values ref_soft_max_back(const Values & g, const Values & y, const Shape & ne, double scale) {
     Values dx(y.size());
     for (int64_t row = 0; row < rows_of(ne); row++) {
@@ -755,10 +639,10 @@ TEST(SoftMaxBack, ShapesLayoutsAndScale) {
                     tu::fill_uniform(g, rng, -1.0f, 1.0f);
                     const Layout y_layout = g_layout == Layout::Transposed ? Layout::Padded : Layout::Transposed;
                     ggml_tensor * y = new_input(ctx, GGML_TYPE_F32, ne, y_layout);
-                    Values logits((size_t) count_of(ne));
+                    Values logits((size_t) tu::n_elements(ne));
                     std::uniform_real_distribution<double> d(-4.0, 4.0);
                     for (double & v : logits) v = d(rng);
-                    set_values(y, ref_soft_max(logits, ne, 1.0, nullptr, 0.0));
+                    set_values(y, tu::ref_soft_max(logits, ne));
                     ggml_tensor * out = ggml_soft_max_ext_back(ctx, g, y, scale, max_bias);
                     const Values got = tu::compute_all_threads(ctx, out);
                     tu::expect_close(got, ref_soft_max_back(tu::to_double(g), tu::to_double(y), ne, scale), 1e-5, 2e-7,
@@ -777,20 +661,22 @@ TEST(SoftMaxBack, MatchesFiniteDifferencesOfForward) {
     const Shape ne = {8, 3, 1, 1};
     const double scale = 0.6, slope = 0.7;
     tu::Ctx ctx;
-    Values x((size_t) count_of(ne)), mask((size_t) count_of(ne));
+    Values x((size_t) tu::n_elements(ne)), mask((size_t) tu::n_elements(ne));
     std::uniform_real_distribution<double> d(-2.0, 2.0);
     for (double & v : x) v = d(rng);
     for (double & v : mask) v = d(rng);
+    Values slope_mask = mask;  // slope * mask: what the softmax adds to x * scale
+    for (double & v : slope_mask) v *= slope;
     ggml_tensor * g = new_tensor(ctx, GGML_TYPE_F32, ne);
     ggml_tensor * y = new_tensor(ctx, GGML_TYPE_F32, ne);
     tu::fill_uniform(g, rng);
-    set_values(y, ref_soft_max(x, ne, scale, &mask, slope));
+    set_values(y, tu::ref_soft_max(x, ne, scale, &slope_mask, ne));
     const Values got = tu::compute_all_threads(ctx, ggml_soft_max_ext_back(ctx, g, y, (float) scale, 0.0f));
     const Values gv = tu::to_double(g);
     Values fd(x.size());
     for (size_t j = 0; j < x.size(); j++) {
         fd[j] = central_diff([&](const Values & v) {
-            const Values s = ref_soft_max(v, ne, scale, &mask, slope);
+            const Values s = tu::ref_soft_max(v, ne, scale, &slope_mask, ne);
             double loss = 0.0;
             for (size_t i = 0; i < s.size(); i++) loss += gv[i] * s[i];
             return loss;
@@ -802,100 +688,7 @@ TEST(SoftMaxBack, MatchesFiniteDifferencesOfForward) {
 // ============================================================================================
 // rope_back
 
-struct RopeCase {
-    int n_dims = 0;
-    int mode = GGML_ROPE_TYPE_NORMAL;
-    int n_ctx_orig = 0;
-    float freq_base = 10000.0f, freq_scale = 1.0f, ext_factor = 0.0f, attn_factor = 1.0f;
-    float beta_fast = 32.0f, beta_slow = 1.0f;
-    std::vector<double> freq_factors;  // empty: none
-};
-
-std::string rope_case_str(const RopeCase & c) {
-    return std::string(c.mode & GGML_ROPE_TYPE_NEOX ? "neox" : "normal") + " n_dims " + std::to_string(c.n_dims) +
-           " scale " + std::to_string(c.freq_scale) + " ext " + std::to_string(c.ext_factor) + " attn " +
-           std::to_string(c.attn_factor) + " n_ctx_orig " + std::to_string(c.n_ctx_orig) +
-           (c.freq_factors.empty() ? "" : " freq factors");
-}
-
-// The rotation angle of pair i at position p and the magnitude scale, from the definitions of
-// ggml_rope_ext / YaRN, in double.
-void ref_rope_angle(const RopeCase & c, double p, int i, double * theta, double * mscale) {
-    double theta_extrap = p * std::pow((double) c.freq_base, -2.0 * i / c.n_dims);
-    if (!c.freq_factors.empty()) theta_extrap /= c.freq_factors[i];
-    const double theta_interp = c.freq_scale * theta_extrap;
-    *theta = theta_interp;
-    *mscale = c.attn_factor;
-    if (c.ext_factor != 0.0f) {
-        auto corr_dim = [&](double n_rot) {
-            return c.n_dims * std::log(c.n_ctx_orig / (n_rot * 2.0 * M_PI)) / (2.0 * std::log((double) c.freq_base));
-        };
-        const double lo = std::max(0.0, std::floor(corr_dim(c.beta_fast)));
-        const double hi = std::min((double) (c.n_dims - 1), std::ceil(corr_dim(c.beta_slow)));
-        const double y = (i - lo) / std::max(0.001, hi - lo);
-        const double ramp = 1.0 - std::min(1.0, std::max(0.0, y));
-        const double mix = ramp * c.ext_factor;
-        *theta = theta_interp * (1.0 - mix) + theta_extrap * mix;
-        *mscale *= 1.0 + 0.1 * std::log(1.0 / c.freq_scale);
-    }
-}
-
-// dx = R(-theta) dy * mscale: the transpose of the forward rotation.
-Values ref_rope_back(const Values & dy, const Shape & ne, const std::vector<int32_t> & pos, const RopeCase & c) {
-    Values dx = dy;
-    const bool neox = (c.mode & GGML_ROPE_TYPE_NEOX) != 0;
-    const int n_pairs = c.n_dims / 2;
-    for (int64_t i3 = 0; i3 < ne[3]; i3++)
-        for (int64_t i2 = 0; i2 < ne[2]; i2++)
-            for (int64_t i1 = 0; i1 < ne[1]; i1++)
-                for (int i = 0; i < n_pairs; i++) {
-                    double theta, mscale;
-                    ref_rope_angle(c, (double) pos[i2], i, &theta, &mscale);
-                    const int64_t j0 = neox ? i : 2 * i, j1 = neox ? i + n_pairs : 2 * i + 1;
-                    const double y0 = dy[flat_index(ne, j0, i1, i2, i3)], y1 = dy[flat_index(ne, j1, i1, i2, i3)];
-                    dx[flat_index(ne, j0, i1, i2, i3)] = (y0 * std::cos(theta) + y1 * std::sin(theta)) * mscale;
-                    dx[flat_index(ne, j1, i1, i2, i3)] = (-y0 * std::sin(theta) + y1 * std::cos(theta)) * mscale;
-                }
-    return dx;
-}
-
-std::vector<int32_t> test_positions(int64_t n, std::mt19937 & rng) {
-    const int32_t fixed[] = {0, 100003, 7, 4095, 1, 31, 2047, 65536, 3, 250};
-    std::vector<int32_t> pos;
-    for (int64_t i = 0; i < n; i++) pos.push_back(fixed[i % 10] + (int32_t) (i / 10) * 11);
-    std::shuffle(pos.begin(), pos.end(), rng);
-    return pos;
-}
-
-std::vector<double> random_freq_factors(int n_dims, std::mt19937 & rng) {
-    std::uniform_real_distribution<double> d(0.5, 4.0);
-    std::vector<double> ff((size_t) n_dims / 2);
-    for (double & v : ff) v = d(rng);
-    return ff;
-}
-
-struct RopeInputs {
-    ggml_tensor * pos = nullptr;
-    ggml_tensor * ff = nullptr;
-    std::vector<int32_t> pos_vals;
-    RopeCase stored;  // freq factors as stored (float)
-};
-
-RopeInputs make_rope_inputs(ggml_context * ctx, const RopeCase & c, int64_t n_tokens, std::mt19937 & rng) {
-    RopeInputs in;
-    in.pos_vals = test_positions(n_tokens, rng);
-    in.pos = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, n_tokens);
-    for (int64_t i = 0; i < n_tokens; i++) tu::set(in.pos, in.pos_vals[i], i);
-    in.stored = c;
-    if (!c.freq_factors.empty()) {
-        in.ff = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, (int64_t) c.freq_factors.size());
-        for (size_t i = 0; i < c.freq_factors.size(); i++) tu::set(in.ff, c.freq_factors[i], (int64_t) i);
-        in.stored.freq_factors = tu::to_double(in.ff);
-    }
-    return in;
-}
-
-ggml_tensor * rope_back(ggml_context * ctx, ggml_tensor * g, const RopeInputs & in, const RopeCase & c) {
+ggml_tensor * rope_back(ggml_context * ctx, ggml_tensor * g, const tu::RopeInputs & in, const RopeCase & c) {
     return ggml_rope_ext_back(ctx, g, in.pos, in.ff, c.n_dims, c.mode, c.n_ctx_orig, c.freq_base, c.freq_scale,
                               c.ext_factor, c.attn_factor, c.beta_fast, c.beta_slow);
 }
@@ -924,13 +717,15 @@ TEST(RopeBack, ModesYarnFreqFactorsTypesAndLayouts) {
                             const Shape ne = {head, 3, 7, 2};
                             ggml_tensor * g = new_input(ctx, type, ne, layout);
                             tu::fill_uniform(g, r, -1.0f, 1.0f);
-                            const RopeInputs in = make_rope_inputs(ctx, c, ne[2], r);
+                            const tu::RopeInputs in = tu::make_rope_inputs(ctx, c, ne[2], r);
                             ggml_tensor * y = rope_back(ctx, g, in, c);
                             ASSERT_EQ(y->type, type);
                             const Values got = tu::compute_all_threads(ctx, y);
                             const double rtol = type == GGML_TYPE_F32 ? 1e-5 : tu::type_rtol(type);
                             const double atol = type == GGML_TYPE_F32 ? 3e-6 : tu::type_rtol(type) * 0.5;
-                            tu::expect_close(got, ref_rope_back(tu::to_double(g), ne, in.pos_vals, in.stored), rtol, atol,
+                            // dx = R(-theta) dy * mscale: the transpose of the forward rotation.
+                            const Values ref = tu::ref_rope(tu::to_double(g), ne, in.pos_vals, in.stored, /*inverse=*/true);
+                            tu::expect_close(got, ref, rtol, atol,
                                              "rope_back " + rope_case_str(c) + " " + ggml_type_name(type) + " " +
                                              layout_name(layout));
                         }
@@ -962,12 +757,12 @@ TEST(RopeBack, UndoesRope) {
                 const Shape ne = {40, 4, 9, 1};
                 ggml_tensor * x = new_tensor(ctx, GGML_TYPE_F32, ne);
                 tu::fill_uniform(x, r, -1.0f, 1.0f);
-                const RopeInputs in = make_rope_inputs(ctx, c, ne[2], r);
+                const tu::RopeInputs in = tu::make_rope_inputs(ctx, c, ne[2], r);
                 ggml_tensor * y = ggml_rope_ext(ctx, x, in.pos, in.ff, c.n_dims, c.mode, c.n_ctx_orig, c.freq_base,
                                                 c.freq_scale, c.ext_factor, c.attn_factor, c.beta_fast, c.beta_slow);
                 const Values got = tu::compute_all_threads(ctx, rope_back(ctx, y, in, c));
                 double theta, mscale;
-                ref_rope_angle(in.stored, 0.0, 0, &theta, &mscale);
+                tu::ref_rope_angle(in.stored, 0.0, 0, &theta, &mscale);
                 Values ref = tu::to_double(x);
                 for (size_t i = 0; i < ref.size(); i++) {
                     if ((int64_t) (i % ne[0]) < c.n_dims) ref[i] *= mscale * mscale;  // copied dims stay as they are
@@ -982,7 +777,7 @@ TEST(RopeBack, UndoesRope) {
 // cross_entropy_loss_back
 
 Values ref_cross_entropy_loss_back(const Values & a, const Values & b, const Shape & ne, double grad) {
-    const Values s = ref_soft_max(a, ne, 1.0, nullptr, 0.0);
+    const Values s = tu::ref_soft_max(a, ne);
     Values d(a.size());
     const double k = grad / (double) rows_of(ne);
     for (size_t i = 0; i < a.size(); i++) d[i] = (s[i] - b[i]) * k;
@@ -990,7 +785,7 @@ Values ref_cross_entropy_loss_back(const Values & a, const Values & b, const Sha
 }
 
 double ref_cross_entropy_loss(const Values & a, const Values & b, const Shape & ne) {
-    const Values s = ref_soft_max(a, ne, 1.0, nullptr, 0.0);
+    const Values s = tu::ref_soft_max(a, ne);
     double loss = 0.0;
     for (size_t i = 0; i < a.size(); i++) loss -= b[i] * std::log(s[i]);
     return loss / (double) rows_of(ne);
@@ -999,7 +794,7 @@ double ref_cross_entropy_loss(const Values & a, const Values & b, const Shape & 
 // Random target probabilities: each row sums to 1.
 Values random_targets(const Shape & ne, std::mt19937 & rng) {
     std::uniform_real_distribution<double> d(0.0, 1.0);
-    Values b((size_t) count_of(ne));
+    Values b((size_t) tu::n_elements(ne));
     for (int64_t row = 0; row < rows_of(ne); row++) {
         double sum = 0.0;
         for (int64_t i = 0; i < ne[0]; i++) sum += (b[row * ne[0] + i] = d(rng));

@@ -2,70 +2,21 @@
 // double-precision references: random data, odd sizes, non-contiguous (padded, transposed,
 // permuted) operands, every broadcast pattern, F32/F16/BF16, in-place variants, and 1/2/3
 // threads bit-identical.
-#include "test-util.h"
+#include "test-ref.h"
 
 #include "cpu/ops-common.h"
 
 #include <algorithm>
-#include <array>
 #include <cstdint>
 #include <limits>
 
 namespace {
 
-using Shape = std::array<int64_t, 4>;
-using Values = std::vector<double>;
+using namespace tu;  // test-util.h and test-ref.h: Shape, Values, Layout, new_input, references
 
 const ggml_type kFloatTypes[] = {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16};
 const Shape kShapes[] = {{7, 5, 3, 2}, {33, 1, 4, 1}, {1, 1, 1, 1}, {16, 3, 2, 1}, {300, 2, 1, 3}};
-
-int64_t flat_index(const Shape & ne, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
-    return i0 + ne[0] * (i1 + ne[1] * (i2 + ne[2] * i3));
-}
-
-int64_t n_elements(const Shape & ne) { return ne[0] * ne[1] * ne[2] * ne[3]; }
-
-Shape shape_of(const ggml_tensor * t) { return {t->ne[0], t->ne[1], t->ne[2], t->ne[3]}; }
-
-std::string shape_str(const Shape & ne) {
-    return "[" + std::to_string(ne[0]) + "," + std::to_string(ne[1]) + "," + std::to_string(ne[2]) + "," +
-           std::to_string(ne[3]) + "]";
-}
-
-ggml_tensor * new_tensor(ggml_context * ctx, ggml_type type, const Shape & ne) {
-    return ggml_new_tensor_4d(ctx, type, ne[0], ne[1], ne[2], ne[3]);
-}
-
-// How a test operand is laid out in memory.
-enum class Layout { Contiguous, Padded, Transposed, Permuted };
-const Layout kLayouts[] = {Layout::Contiguous, Layout::Padded, Layout::Transposed, Layout::Permuted};
-
-const char * layout_name(Layout l) {
-    switch (l) {
-        case Layout::Contiguous: return "contiguous";
-        case Layout::Padded:     return "padded";
-        case Layout::Transposed: return "transposed";
-        case Layout::Permuted:   return "permuted";
-    }
-    return "?";
-}
-
-// A tensor of logical shape ne with the given layout.
-ggml_tensor * new_input(ggml_context * ctx, ggml_type type, const Shape & ne, Layout layout) {
-    switch (layout) {
-        case Layout::Contiguous: return new_tensor(ctx, type, ne);
-        case Layout::Padded:     return tu::new_padded_view(ctx, type, ne.data());
-        case Layout::Transposed: return tu::new_transposed_view(ctx, type, ne.data());
-        case Layout::Permuted: {
-            // memory order [ne2, ne0, ne3, ne1]: no dimension keeps its stride
-            ggml_tensor * base = ggml_new_tensor_4d(ctx, type, ne[2], ne[0], ne[3], ne[1]);
-            ggml_tensor * t = ggml_permute(ctx, base, 2, 0, 3, 1);
-            EXPECT_EQ(shape_of(t), ne);
-            return t;
-        }
-    }
-    return nullptr;
-}
+const Layout kLayouts[] = {Layout::Contiguous, Layout::Padded, Layout::Transposed, Layout::PermutedAll};
 
 // Fills t with uniform values in [lo, hi) and returns them as stored (rounded to t's type).
 Values fill(ggml_tensor * t, std::mt19937 & rng, float lo = -1.0f, float hi = 1.0f) {
@@ -73,46 +24,9 @@ Values fill(ggml_tensor * t, std::mt19937 & rng, float lo = -1.0f, float hi = 1.
     return tu::to_double(t);
 }
 
-void set_values(ggml_tensor * t, const Values & v) {
-    const Shape ne = shape_of(t);
-    tu::for_each(t, [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
-        tu::set(t, v[flat_index(ne, i0, i1, i2, i3)], i0, i1, i2, i3);
-    });
-}
-
-// A value as the given type stores it.
-double round_to(ggml_type type, double v) {
-    switch (type) {
-        case GGML_TYPE_F16:  return ggml_fp16_to_fp32(ggml_fp32_to_fp16((float) v));
-        case GGML_TYPE_BF16: return ggml_bf16_to_fp32(ggml_fp32_to_bf16((float) v));
-        case GGML_TYPE_I32:  return (double) (int32_t) v;
-        default:             return (float) v;
-    }
-}
-
 Values round_all(ggml_type type, Values v) {
     for (double & x : v) x = round_to(type, x);
     return v;
-}
-
-// Computes an in-place op with 1, 2 and 3 threads, restoring the input before each run;
-// checks bit-identity across thread counts and returns the 1-thread values.
-Values compute_inplace_all_threads(ggml_context * ctx, ggml_tensor * out, ggml_tensor * input, const Values & input_vals) {
-    ggml_cgraph * gf = ggml_new_graph(ctx);
-    ggml_build_forward_expand(gf, out);
-    std::vector<uint8_t> first;
-    Values vals;
-    for (int nt = 1; nt <= 3; nt++) {
-        set_values(input, input_vals);
-        EXPECT_EQ(ggml_graph_compute_with_ctx(ctx, gf, nt), GGML_STATUS_SUCCESS);
-        if (nt == 1) {
-            first = tu::bytes_of(out);
-            vals = tu::to_double(out);
-        } else {
-            EXPECT_TRUE(tu::bytes_of(out) == first) << "in-place result with " << nt << " threads differs from 1 thread";
-        }
-    }
-    return vals;
 }
 
 // ==== binary elementwise ======================================================================
@@ -590,7 +504,7 @@ TEST(Copy, CpyAllTypePairsAndLayouts) {
     for (ggml_type ts : kCopyTypes)
         for (ggml_type td : kCopyTypes)
             for (Layout ls : kLayouts)
-                for (Layout ld : {Layout::Contiguous, Layout::Padded, Layout::Transposed, Layout::Permuted}) {
+                for (Layout ld : {Layout::Contiguous, Layout::Padded, Layout::Transposed, Layout::PermutedAll}) {
                     run_cpy(ts, td, {7, 5, 3, 2}, ls, {7, 5, 3, 2}, ld, rng);
                 }
     for (Layout ls : kLayouts)

@@ -1,107 +1,16 @@
 // test-ops-nn.cpp - the neural-network op kernels (norm, rms_norm, diag_mask_inf, soft_max, rope,
 // cross_entropy_loss) against naive double-precision references: random data, odd sizes,
 // non-contiguous inputs, masks with broadcasting, ALiBi, YaRN, and 1/2/3 threads bit-identical.
-#include "test-util.h"
+#include "test-ref.h"
 
 #include <algorithm>
-#include <array>
-#include <limits>
 
 namespace {
 
-using Shape = std::array<int64_t, 4>;
-using Values = std::vector<double>;
-
-constexpr double kInf = std::numeric_limits<double>::infinity();
-
-int64_t flat_index(const Shape & ne, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
-    return i0 + ne[0] * (i1 + ne[1] * (i2 + ne[2] * i3));
-}
-
-Shape shape_of(const ggml_tensor * t) { return {t->ne[0], t->ne[1], t->ne[2], t->ne[3]}; }
-
-int64_t rows_of(const Shape & ne) { return ne[1] * ne[2] * ne[3]; }
-
-std::string shape_str(const Shape & ne) {
-    return "[" + std::to_string(ne[0]) + "," + std::to_string(ne[1]) + "," + std::to_string(ne[2]) + "," +
-           std::to_string(ne[3]) + "]";
-}
-
-ggml_tensor * new_tensor(ggml_context * ctx, ggml_type type, const Shape & ne) {
-    return ggml_new_tensor_4d(ctx, type, ne[0], ne[1], ne[2], ne[3]);
-}
-
-// How a test input is laid out in memory.
-enum class Layout { Contiguous, Padded, Permuted12, Transposed };
-
-const char * layout_name(Layout l) {
-    switch (l) {
-        case Layout::Contiguous: return "contiguous";
-        case Layout::Padded:     return "padded";
-        case Layout::Permuted12: return "permuted12";
-        case Layout::Transposed: return "transposed";
-    }
-    return "?";
-}
-
-// A tensor of logical shape ne with the given layout.
-ggml_tensor * new_input(ggml_context * ctx, ggml_type type, const Shape & ne, Layout layout) {
-    switch (layout) {
-        case Layout::Contiguous: return new_tensor(ctx, type, ne);
-        case Layout::Padded:     return tu::new_padded_view(ctx, type, ne.data());
-        case Layout::Permuted12: {
-            // Memory holds [ne0, ne2, ne1, ne3]; the view swaps dims 1 and 2 back (rows stay contiguous).
-            ggml_tensor * base = ggml_new_tensor_4d(ctx, type, ne[0], ne[2], ne[1], ne[3]);
-            return ggml_permute(ctx, base, 0, 2, 1, 3);
-        }
-        case Layout::Transposed: return tu::new_transposed_view(ctx, type, ne.data());
-    }
-    return nullptr;
-}
-
-// Computes an in-place op with 1, 2 and 3 threads, restoring the input before each run (the op
-// overwrites it); checks bit-identity like tu::compute_all_threads and returns the 1-thread values.
-Values compute_inplace_all_threads(ggml_context * ctx, ggml_tensor * out, ggml_tensor * input, const Values & input_vals) {
-    ggml_cgraph * gf = ggml_new_graph(ctx);
-    ggml_build_forward_expand(gf, out);
-    const Shape ne = shape_of(input);
-    std::vector<uint8_t> first;
-    Values vals;
-    for (int nt = 1; nt <= 3; nt++) {
-        tu::for_each(input, [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
-            tu::set(input, input_vals[flat_index(ne, i0, i1, i2, i3)], i0, i1, i2, i3);
-        });
-        EXPECT_EQ(ggml_graph_compute_with_ctx(ctx, gf, nt), GGML_STATUS_SUCCESS);
-        if (nt == 1) {
-            first = tu::bytes_of(out);
-            vals = tu::to_double(out);
-        } else {
-            EXPECT_TRUE(tu::bytes_of(out) == first) << "in-place result with " << nt << " threads differs from 1 thread";
-        }
-    }
-    return vals;
-}
+using namespace tu;  // test-util.h and test-ref.h: Shape, Values, Layout, new_input, references
 
 // ============================================================================================
 // norm, rms_norm
-
-Values ref_norm(const Values & x, const Shape & ne, double eps, bool rms) {
-    Values y(x.size());
-    for (int64_t r = 0; r < rows_of(ne); r++) {
-        const double * xr = x.data() + r * ne[0];
-        double * yr = y.data() + r * ne[0];
-        double mean = 0.0;
-        if (!rms) {
-            for (int64_t i = 0; i < ne[0]; i++) mean += xr[i];
-            mean /= (double) ne[0];
-        }
-        double ss = 0.0;
-        for (int64_t i = 0; i < ne[0]; i++) ss += (xr[i] - mean) * (xr[i] - mean);
-        const double scale = 1.0 / std::sqrt(ss / (double) ne[0] + eps);
-        for (int64_t i = 0; i < ne[0]; i++) yr[i] = (xr[i] - mean) * scale;
-    }
-    return y;
-}
 
 ggml_tensor * build_norm(ggml_context * ctx, ggml_tensor * x, float eps, bool rms, bool inplace) {
     if (rms) return inplace ? ggml_rms_norm_inplace(ctx, x, eps) : ggml_rms_norm(ctx, x, eps);
@@ -124,7 +33,7 @@ TEST(Norm, ShapesLayoutsAndEps) {
                     const Values got = tu::compute_all_threads(ctx, y);
                     const std::string what = std::string(rms ? "rms_norm " : "norm ") + shape_str(ne) + " " +
                                              layout_name(layout) + " eps " + std::to_string(eps);
-                    tu::expect_close(got, ref_norm(xv, ne, eps, rms), 1e-5, 1e-6, what);
+                    tu::expect_close(got, tu::ref_norm(xv, ne, eps, rms), 1e-5, 1e-6, what);
                 }
             }
         }
@@ -142,7 +51,7 @@ TEST(Norm, InPlace) {
             const Values xv = tu::to_double(x);
             ggml_tensor * y = build_norm(ctx, x, 1e-6f, rms, true);
             const Values got = compute_inplace_all_threads(ctx, y, x, xv);
-            tu::expect_close(got, ref_norm(xv, ne, 1e-6, rms), 1e-5, 1e-6, rms ? "rms_norm in place" : "norm in place");
+            tu::expect_close(got, tu::ref_norm(xv, ne, 1e-6, rms), 1e-5, 1e-6, rms ? "rms_norm in place" : "norm in place");
         }
     }
 }
@@ -156,9 +65,9 @@ TEST(Norm, LargeMeanSmallSpread) {
     tu::fill_uniform(x, rng, 1000.0f, 1000.5f);
     const Values xv = tu::to_double(x);
     const Values got = tu::compute_all_threads(ctx, ggml_norm(ctx, x, 1e-9f));
-    tu::expect_close(got, ref_norm(xv, ne, 1e-9, false), 1e-5, 1e-5, "norm with mean 1000");
+    tu::expect_close(got, tu::ref_norm(xv, ne, 1e-9, false), 1e-5, 1e-5, "norm with mean 1000");
     const Values got_rms = tu::compute_all_threads(ctx, ggml_rms_norm(ctx, x, 1e-9f));
-    tu::expect_close(got_rms, ref_norm(xv, ne, 1e-9, true), 1e-5, 1e-6, "rms_norm with mean 1000");
+    tu::expect_close(got_rms, tu::ref_norm(xv, ne, 1e-9, true), 1e-5, 1e-6, "rms_norm with mean 1000");
 }
 
 // ============================================================================================
@@ -193,50 +102,6 @@ TEST(DiagMaskInf, CausalMaskAnyNPast) {
 // ============================================================================================
 // soft_max
 
-struct SoftMaxCase {
-    float scale = 1.0f;
-    float max_bias = 0.0f;
-    const ggml_tensor * mask = nullptr;
-    Values mask_vals;  // in the mask's logical order
-    Shape mask_ne = {0, 0, 0, 0};
-};
-
-// ggml's ALiBi slope for head h of n_head, in double.
-double alibi_slope(double max_bias, int64_t h, int64_t n_head) {
-    int64_t n_head_log2 = 1;
-    while (n_head_log2 * 2 <= n_head) n_head_log2 *= 2;
-    const double m0 = std::pow(2.0, -max_bias / (double) n_head_log2);
-    const double m1 = std::pow(2.0, -(max_bias / 2.0) / (double) n_head_log2);
-    return h < n_head_log2 ? std::pow(m0, (double) (h + 1)) : std::pow(m1, (double) (2 * (h - n_head_log2) + 1));
-}
-
-Values ref_soft_max(const Values & x, const Shape & ne, const SoftMaxCase & c) {
-    Values y(x.size());
-    std::vector<double> v((size_t) ne[0]);
-    for (int64_t i3 = 0; i3 < ne[3]; i3++) {
-        for (int64_t i2 = 0; i2 < ne[2]; i2++) {
-            for (int64_t i1 = 0; i1 < ne[1]; i1++) {
-                const double slope = c.max_bias > 0.0f ? alibi_slope(c.max_bias, i2, ne[2]) : 1.0;
-                double max = -kInf;
-                for (int64_t i0 = 0; i0 < ne[0]; i0++) {
-                    v[i0] = x[flat_index(ne, i0, i1, i2, i3)] * (double) c.scale;
-                    if (c.mask) {
-                        const double m = c.mask_vals[flat_index(c.mask_ne, i0, i1, i2 % c.mask_ne[2], i3 % c.mask_ne[3])];
-                        v[i0] += slope * m;
-                    }
-                    max = std::max(max, v[i0]);
-                }
-                double sum = 0.0;
-                for (int64_t i0 = 0; i0 < ne[0]; i0++) sum += max == -kInf ? 0.0 : std::exp(v[i0] - max);
-                for (int64_t i0 = 0; i0 < ne[0]; i0++) {
-                    y[flat_index(ne, i0, i1, i2, i3)] = max == -kInf ? 0.0 : std::exp(v[i0] - max) / sum;
-                }
-            }
-        }
-    }
-    return y;
-}
-
 TEST(SoftMax, PlainOddShapes) {
     const Shape shapes[] = {{1, 1, 1, 1}, {5, 3, 1, 1}, {37, 4, 3, 2}, {1003, 3, 1, 1}, {4099, 2, 1, 1}};
     std::mt19937 rng(31);
@@ -246,7 +111,7 @@ TEST(SoftMax, PlainOddShapes) {
         tu::fill_uniform(x, rng, -6.0f, 6.0f);
         const Values xv = tu::to_double(x);
         const Values got = tu::compute_all_threads(ctx, ggml_soft_max(ctx, x));
-        tu::expect_close(got, ref_soft_max(xv, ne, SoftMaxCase()), 1e-5, 1e-12, "soft_max " + shape_str(ne));
+        tu::expect_close(got, tu::ref_soft_max(xv, ne), 1e-5, 1e-12, "soft_max " + shape_str(ne));
     }
 }
 
@@ -260,7 +125,7 @@ TEST(SoftMax, AllShortRowLengths) {
         tu::fill_uniform(x, rng, -10.0f, 10.0f);
         const Values xv = tu::to_double(x);
         const Values got = tu::compute_all_threads(ctx, ggml_soft_max(ctx, x));
-        tu::expect_close(got, ref_soft_max(xv, ne, SoftMaxCase()), 1e-5, 1e-12, "soft_max " + shape_str(ne));
+        tu::expect_close(got, tu::ref_soft_max(xv, ne), 1e-5, 1e-12, "soft_max " + shape_str(ne));
     }
 }
 
@@ -272,7 +137,7 @@ TEST(SoftMax, InPlace) {
     tu::fill_uniform(x, rng, -4.0f, 4.0f);
     const Values xv = tu::to_double(x);
     const Values got = compute_inplace_all_threads(ctx, ggml_soft_max_inplace(ctx, x), x, xv);
-    tu::expect_close(got, ref_soft_max(xv, ne, SoftMaxCase()), 1e-5, 1e-12, "soft_max in place");
+    tu::expect_close(got, tu::ref_soft_max(xv, ne), 1e-5, 1e-12, "soft_max in place");
 }
 
 // Arguments of exp over a wide range: large positive and negative logits, results that
@@ -284,11 +149,10 @@ TEST(SoftMax, WideRangeExp) {
     ggml_tensor * x = new_tensor(ctx, GGML_TYPE_F32, ne);
     tu::fill_uniform(x, rng, -60.0f, 60.0f);
     const Values xv = tu::to_double(x);
-    SoftMaxCase c;
-    c.scale = 1.5f;
-    const Values got = tu::compute_all_threads(ctx, ggml_soft_max_ext(ctx, x, nullptr, c.scale, 0.0f));
+    const float scale = 1.5f;
+    const Values got = tu::compute_all_threads(ctx, ggml_soft_max_ext(ctx, x, nullptr, scale, 0.0f));
     // |x*scale - max| up to 180: the float rounding of the argument alone is ~1e-5 relative.
-    tu::expect_close(got, ref_soft_max(xv, ne, c), 5e-5, 1e-37, "soft_max wide range");
+    tu::expect_close(got, tu::ref_soft_max(xv, ne, scale), 5e-5, 1e-37, "soft_max wide range");
 }
 
 // Mask values: random, with a causal -inf pattern and a fully masked row (row 0 of plane 0).
@@ -312,15 +176,10 @@ void run_soft_max_mask_case(const Shape & ne, ggml_type mask_type, int64_t m2, i
     ggml_tensor * mask = new_input(ctx, mask_type, mask_ne, mask_padded ? Layout::Padded : Layout::Contiguous);
     fill_mask(mask, rng, max_bias > 0.0f);
 
-    SoftMaxCase c;
-    c.scale = scale;
-    c.max_bias = max_bias;
-    c.mask = mask;
-    c.mask_vals = tu::to_double(mask);
-    c.mask_ne = mask_ne;
+    const Values mask_vals = tu::to_double(mask);
     const Values xv = tu::to_double(x);
     const Values got = tu::compute_all_threads(ctx, ggml_soft_max_ext(ctx, x, mask, scale, max_bias));
-    const Values ref = ref_soft_max(xv, ne, c);
+    const Values ref = tu::ref_soft_max(xv, ne, scale, &mask_vals, mask_ne, max_bias);
     const std::string what = "soft_max_ext " + shape_str(ne) + " mask " + ggml_type_name(mask_type) + " " +
                              shape_str(mask_ne) + (mask_padded ? " padded" : "") + " scale " + std::to_string(scale) +
                              " max_bias " + std::to_string(max_bias);
@@ -382,76 +241,6 @@ TEST(SoftMax, FullyMaskedRowsAreZero) {
 // ============================================================================================
 // rope
 
-struct RopeCase {
-    int n_dims = 0;
-    int mode = GGML_ROPE_TYPE_NORMAL;
-    int n_ctx_orig = 0;
-    float freq_base = 10000.0f, freq_scale = 1.0f, ext_factor = 0.0f, attn_factor = 1.0f;
-    float beta_fast = 32.0f, beta_slow = 1.0f;
-    std::vector<double> freq_factors;  // empty: none
-};
-
-std::string rope_case_str(const RopeCase & c) {
-    return std::string(c.mode & GGML_ROPE_TYPE_NEOX ? "neox" : "normal") + " n_dims " + std::to_string(c.n_dims) +
-           " base " + std::to_string(c.freq_base) + " scale " + std::to_string(c.freq_scale) + " ext " +
-           std::to_string(c.ext_factor) + " attn " + std::to_string(c.attn_factor) + " n_ctx_orig " +
-           std::to_string(c.n_ctx_orig) + (c.freq_factors.empty() ? "" : " freq factors");
-}
-
-// The rotation angle of pair i at position p and the magnitude scale, straight from the
-// definitions (ggml_rope_ext / YaRN), in double.
-void ref_rope_angle(const RopeCase & c, double p, int i, double * theta, double * mscale) {
-    double theta_extrap = p * std::pow((double) c.freq_base, -2.0 * i / c.n_dims);
-    if (!c.freq_factors.empty()) theta_extrap /= c.freq_factors[i];
-    const double theta_interp = c.freq_scale * theta_extrap;
-    *theta = theta_interp;
-    *mscale = c.attn_factor;
-    if (c.ext_factor != 0.0f) {
-        // Correction dims: the dimension where the wavelength fits n_rot turns into n_ctx_orig.
-        auto corr_dim = [&](double n_rot) {
-            return c.n_dims * std::log(c.n_ctx_orig / (n_rot * 2.0 * M_PI)) / (2.0 * std::log((double) c.freq_base));
-        };
-        const double lo = std::max(0.0, std::floor(corr_dim(c.beta_fast)));
-        const double hi = std::min((double) (c.n_dims - 1), std::ceil(corr_dim(c.beta_slow)));
-        const double y = (i - lo) / std::max(0.001, hi - lo);
-        const double ramp = 1.0 - std::min(1.0, std::max(0.0, y));
-        const double mix = ramp * c.ext_factor;
-        *theta = theta_interp * (1.0 - mix) + theta_extrap * mix;
-        *mscale *= 1.0 + 0.1 * std::log(1.0 / c.freq_scale);
-    }
-}
-
-Values ref_rope(const Values & x, const Shape & ne, const std::vector<int32_t> & pos, const RopeCase & c) {
-    Values y = x;
-    const bool neox = (c.mode & GGML_ROPE_TYPE_NEOX) != 0;
-    const int n_pairs = c.n_dims / 2;
-    for (int64_t i3 = 0; i3 < ne[3]; i3++) {
-        for (int64_t i2 = 0; i2 < ne[2]; i2++) {
-            for (int64_t i1 = 0; i1 < ne[1]; i1++) {
-                for (int i = 0; i < n_pairs; i++) {
-                    double theta, mscale;
-                    ref_rope_angle(c, (double) pos[i2], i, &theta, &mscale);
-                    const int64_t j0 = neox ? i : 2 * i, j1 = neox ? i + n_pairs : 2 * i + 1;
-                    const double x0 = x[flat_index(ne, j0, i1, i2, i3)], x1 = x[flat_index(ne, j1, i1, i2, i3)];
-                    y[flat_index(ne, j0, i1, i2, i3)] = (x0 * std::cos(theta) - x1 * std::sin(theta)) * mscale;
-                    y[flat_index(ne, j1, i1, i2, i3)] = (x0 * std::sin(theta) + x1 * std::cos(theta)) * mscale;
-                }
-            }
-        }
-    }
-    return y;
-}
-
-// Distinct positions out of order, including 0 and large values (a float angle would lose
-// ~1e-3 rad at 10^5).
-std::vector<int32_t> test_positions(int64_t n, std::mt19937 & rng) {
-    const int32_t fixed[] = {0, 100003, 7, 4095, 1, 31, 2047, 65536, 3, 250};
-    std::vector<int32_t> pos;
-    for (int64_t i = 0; i < n; i++) pos.push_back(fixed[i % 10] + (int32_t) (i / 10) * 11);
-    std::shuffle(pos.begin(), pos.end(), rng);
-    return pos;
-}
-
 struct RopeRun {
     Shape ne;
     ggml_type type = GGML_TYPE_F32;
@@ -466,41 +255,23 @@ void run_rope_case(const RopeRun & run, const RopeCase & c, uint32_t seed, doubl
     ggml_tensor * x = new_input(ctx, run.type, run.ne, run.layout);
     tu::fill_uniform(x, rng, -1.0f, 1.0f);
     const Values xv = tu::to_double(x);
-
-    const std::vector<int32_t> pos = test_positions(run.ne[2], rng);
-    ggml_tensor * p = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, run.ne[2]);
-    for (int64_t i = 0; i < run.ne[2]; i++) tu::set(p, pos[i], i);
-
-    RopeCase cc = c;
-    ggml_tensor * ff = nullptr;
-    if (!c.freq_factors.empty()) {
-        ff = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, (int64_t) c.freq_factors.size());
-        for (size_t i = 0; i < c.freq_factors.size(); i++) tu::set(ff, c.freq_factors[i], (int64_t) i);
-        cc.freq_factors = tu::to_double(ff);  // as stored (already float)
-    }
+    const tu::RopeInputs in = tu::make_rope_inputs(ctx, c, run.ne[2], rng);
 
     ggml_tensor * y;
     if (run.simple_builder) {
-        y = run.inplace ? ggml_rope_inplace(ctx, x, p, c.n_dims, c.mode) : ggml_rope(ctx, x, p, c.n_dims, c.mode);
+        y = run.inplace ? ggml_rope_inplace(ctx, x, in.pos, c.n_dims, c.mode) : ggml_rope(ctx, x, in.pos, c.n_dims, c.mode);
     } else if (run.inplace) {
-        y = ggml_rope_ext_inplace(ctx, x, p, ff, c.n_dims, c.mode, c.n_ctx_orig, c.freq_base, c.freq_scale,
+        y = ggml_rope_ext_inplace(ctx, x, in.pos, in.ff, c.n_dims, c.mode, c.n_ctx_orig, c.freq_base, c.freq_scale,
                                   c.ext_factor, c.attn_factor, c.beta_fast, c.beta_slow);
     } else {
-        y = ggml_rope_ext(ctx, x, p, ff, c.n_dims, c.mode, c.n_ctx_orig, c.freq_base, c.freq_scale, c.ext_factor,
+        y = ggml_rope_ext(ctx, x, in.pos, in.ff, c.n_dims, c.mode, c.n_ctx_orig, c.freq_base, c.freq_scale, c.ext_factor,
                           c.attn_factor, c.beta_fast, c.beta_slow);
     }
     ASSERT_EQ(y->type, run.type);
     const Values got = run.inplace ? compute_inplace_all_threads(ctx, y, x, xv) : tu::compute_all_threads(ctx, y);
     const std::string what = "rope " + rope_case_str(c) + " " + shape_str(run.ne) + " " + ggml_type_name(run.type) +
                              " " + layout_name(run.layout) + (run.inplace ? " in place" : "");
-    tu::expect_close(got, ref_rope(xv, run.ne, pos, cc), rtol, atol, what);
-}
-
-std::vector<double> random_freq_factors(int n_dims, std::mt19937 & rng) {
-    std::uniform_real_distribution<double> d(0.5, 4.0);
-    std::vector<double> ff((size_t) n_dims / 2);
-    for (double & v : ff) v = d(rng);
-    return ff;
+    tu::expect_close(got, tu::ref_rope(xv, run.ne, in.pos_vals, in.stored), rtol, atol, what);
 }
 
 // The ext_factor == 0 path over every combination of mode, n_dims < or == head_dim, base,

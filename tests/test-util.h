@@ -118,14 +118,16 @@ inline std::vector<uint8_t> bytes_of(const ggml_tensor * t) {
     return b;
 }
 
-// Computes out with 1, 2 and 3 threads; returns the values of the 1-thread run and checks the
-// other runs are bit-identical to it.
-inline std::vector<double> compute_all_threads(ggml_context * ctx, ggml_tensor * out, bool bit_identical = true) {
+// Computes out with 1, 2 and 3 threads (calling before_run, when given, before each run);
+// returns the values of the 1-thread run and checks the other runs are bit-identical to it.
+inline std::vector<double> compute_all_threads(ggml_context * ctx, ggml_tensor * out, bool bit_identical = true,
+                                               const std::function<void()> & before_run = nullptr) {
     ggml_cgraph * gf = ggml_new_graph(ctx);
     ggml_build_forward_expand(gf, out);
     std::vector<uint8_t> first;
     std::vector<double> vals;
     for (int nt = 1; nt <= 3; nt++) {
+        if (before_run) before_run();
         EXPECT_EQ(ggml_graph_compute_with_ctx(ctx, gf, nt), GGML_STATUS_SUCCESS);
         if (nt == 1) {
             first = bytes_of(out);

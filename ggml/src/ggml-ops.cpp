@@ -819,17 +819,25 @@ static void check_opt_operand(const ggml_tensor * a, const ggml_tensor * t, cons
     }
 }
 
-struct ggml_tensor * ggml_opt_step_adamw(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * grad,
-                                         struct ggml_tensor * m, struct ggml_tensor * v, struct ggml_tensor * adamw_params) {
-    GGML_ASSERT(a->type == GGML_TYPE_F32 && ggml_is_contiguous(a) && "opt_step_adamw: the parameter must be contiguous F32");
+// The step node: a view of the parameter a (the step updates a in place) with sources a, grad,
+// then the step's own operands; params holds its n_params F32 hyperparameters.
+static ggml_tensor * opt_step_node(ggml_context * ctx, ggml_op op, ggml_tensor * a, ggml_tensor * grad,
+                                   ggml_tensor * params, int64_t n_params) {
+    GGML_ASSERT(a->type == GGML_TYPE_F32 && ggml_is_contiguous(a) && "opt_step: the parameter must be contiguous F32");
     check_opt_operand(a, grad, "grad");
-    check_opt_operand(a, m, "m");
-    check_opt_operand(a, v, "v");
-    GGML_ASSERT(adamw_params->type == GGML_TYPE_F32 && ggml_nelements(adamw_params) == 7);
+    GGML_ASSERT(params->type == GGML_TYPE_F32 && ggml_nelements(params) == n_params);
     ggml_tensor * r = ggml_view_tensor(ctx, a);
-    r->op = GGML_OP_OPT_STEP_ADAMW;
+    r->op = op;
     r->src[0] = a;
     r->src[1] = grad;
+    return r;
+}
+
+struct ggml_tensor * ggml_opt_step_adamw(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * grad,
+                                         struct ggml_tensor * m, struct ggml_tensor * v, struct ggml_tensor * adamw_params) {
+    ggml_tensor * r = opt_step_node(ctx, GGML_OP_OPT_STEP_ADAMW, a, grad, adamw_params, 7);
+    check_opt_operand(a, m, "m");
+    check_opt_operand(a, v, "v");
     r->src[2] = m;
     r->src[3] = v;
     r->src[4] = adamw_params;
@@ -838,13 +846,7 @@ struct ggml_tensor * ggml_opt_step_adamw(struct ggml_context * ctx, struct ggml_
 
 struct ggml_tensor * ggml_opt_step_sgd(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * grad,
                                        struct ggml_tensor * params) {
-    GGML_ASSERT(a->type == GGML_TYPE_F32 && ggml_is_contiguous(a) && "opt_step_sgd: the parameter must be contiguous F32");
-    check_opt_operand(a, grad, "grad");
-    GGML_ASSERT(params->type == GGML_TYPE_F32 && ggml_nelements(params) == 2);
-    ggml_tensor * r = ggml_view_tensor(ctx, a);
-    r->op = GGML_OP_OPT_STEP_SGD;
-    r->src[0] = a;
-    r->src[1] = grad;
+    ggml_tensor * r = opt_step_node(ctx, GGML_OP_OPT_STEP_SGD, a, grad, params, 2);
     r->src[2] = params;
     return r;
 }

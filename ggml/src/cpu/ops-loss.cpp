@@ -115,8 +115,8 @@ extern "C" void ggml_cpu_forward_cross_entropy_loss(const ggml_compute_params * 
     ggml_cpu_split_rows(nr, params->ith, params->nth, &r0, &r1);
     for (int64_t ir = r0; ir < r1; ir++) {
         const int64_t i1 = ir % ne1, i2 = (ir / ne1) % ne2, i3 = ir / (ne1 * ne2);
-        const char * ar = (const char *) a->data + i1 * a->nb[1] + i2 * a->nb[2] + i3 * a->nb[3];
-        const char * br = (const char *) b->data + i1 * b->nb[1] + i2 * b->nb[2] + i3 * b->nb[3];
+        const char * ar = ggml_cpu_elem_ptr(a, 0, i1, i2, i3);
+        const char * br = ggml_cpu_elem_ptr(b, 0, i1, i2, i3);
         row_loss[ir] = row_cross_entropy(ar, a->nb[0], br, b->nb[0], nc);
     }
 
@@ -150,9 +150,9 @@ extern "C" void ggml_cpu_forward_cross_entropy_loss_back(const ggml_compute_para
     ggml_cpu_split_rows(nr, params->ith, params->nth, &r0, &r1);
     for (int64_t ir = r0; ir < r1; ir++) {
         const int64_t i1 = ir % ne1, i2 = (ir / ne1) % ne2, i3 = ir / (ne1 * ne2);
-        const char * ar = (const char *) a->data + i1 * a->nb[1] + i2 * a->nb[2] + i3 * a->nb[3];
-        const char * br = (const char *) b->data + i1 * b->nb[1] + i2 * b->nb[2] + i3 * b->nb[3];
-        char * dr = (char *) dst->data + i1 * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3];
+        const char * ar = ggml_cpu_elem_ptr(a, 0, i1, i2, i3);
+        const char * br = ggml_cpu_elem_ptr(b, 0, i1, i2, i3);
+        char * dr = ggml_cpu_elem_ptr(dst, 0, i1, i2, i3);
         const RowNorm rn = row_softmax_norm(ar, a->nb[0], nc);
         const double inv_sum = 1.0 / rn.sum_exp;
         for (int64_t c0 = 0; c0 < nc; c0 += GGML_CPU_CHUNK) {

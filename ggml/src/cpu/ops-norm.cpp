@@ -5,6 +5,7 @@
 // double with a fixed number of interleaved partial sums, so a row gives the same bits
 // whichever thread computes it, and the compiler can still vectorize the loops.
 #include "cpu-ops.h"
+#include "ops-common.h"
 
 #include <math.h>
 
@@ -32,22 +33,27 @@ struct StridedOut {
     float & operator[](int64_t i) const { return *(float *) (y + i * stride); }
 };
 
-// Sum of (x[i] - center)^p for p = 1 or 2.
-template <int Power, typename Row>
-double sum_dev_pow(Row x, int64_t n, double center) {
+// Sum of term(i) for i in [0, n), over kLanes interleaved double partial sums.
+template <typename Term>
+double lane_sum(int64_t n, Term term) {
     double acc[kLanes] = {0};
-    auto term = [center](float v) {
-        const double d = (double) v - center;
-        return Power == 1 ? d : d * d;
-    };
     int64_t i = 0;
     for (; i + kLanes <= n; i += kLanes) {
-        for (int k = 0; k < kLanes; k++) acc[k] += term(x[i + k]);
+        for (int k = 0; k < kLanes; k++) acc[k] += term(i + k);
     }
-    for (int k = 0; i + k < n; k++) acc[k] += term(x[i + k]);
+    for (int k = 0; i + k < n; k++) acc[k] += term(i + k);
     double s = 0.0;
     for (int k = 0; k < kLanes; k++) s += acc[k];
     return s;
+}
+
+// Sum of (x[i] - center)^p for p = 1 or 2.
+template <int Power, typename Row>
+double sum_dev_pow(Row x, int64_t n, double center) {
+    return lane_sum(n, [&](int64_t i) {
+        const double d = (double) x[i] - center;
+        return Power == 1 ? d : d * d;
+    });
 }
 
 // y = (x - mean) * scale, mean given as float hi + lo: x - hi is exact for x near the mean, so
@@ -85,8 +91,8 @@ void forward_norm_rows(const ggml_compute_params * params, ggml_tensor * dst) {
     ggml_cpu_split_rows(ggml_nrows(dst), params->ith, params->nth, &r0, &r1);
     for (int64_t ir = r0; ir < r1; ir++) {
         const int64_t i1 = ir % ne1, i2 = (ir / ne1) % ne2, i3 = ir / (ne1 * ne2);
-        const char * x = (const char *) src->data + i1 * src->nb[1] + i2 * src->nb[2] + i3 * src->nb[3];
-        char * y = (char *) dst->data + i1 * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3];
+        const char * x = ggml_cpu_elem_ptr(src, 0, i1, i2, i3);
+        char * y = ggml_cpu_elem_ptr(dst, 0, i1, i2, i3);
         if (contig) {
             const ContigRow xr{(const float *) x};
             const ContigOut yr{(float *) y};
@@ -111,20 +117,6 @@ extern "C" void ggml_cpu_forward_rms_norm(const ggml_compute_params * params, gg
 
 // ---- backward --------------------------------------------------------------------------------
 namespace {
-
-// Sum of term(i) for i in [0, n), over kLanes interleaved double partial sums (as sum_dev_pow).
-template <typename Term>
-double lane_sum(int64_t n, Term term) {
-    double acc[kLanes] = {0};
-    int64_t i = 0;
-    for (; i + kLanes <= n; i += kLanes) {
-        for (int k = 0; k < kLanes; k++) acc[k] += term(i + k);
-    }
-    for (int k = 0; i + k < n; k++) acc[k] += term(i + k);
-    double s = 0.0;
-    for (int k = 0; k < kLanes; k++) s += acc[k];
-    return s;
-}
 
 // norm: y = (x - mean) r with r = 1/sqrt(var + eps);
 //   dx = r (g - mean(g) - y mean(g y)),  mean(g y) = r sum(g (x - mean)) / n.
@@ -160,9 +152,9 @@ void backward_norm_rows(const ggml_compute_params * params, ggml_tensor * dst) {
     ggml_cpu_split_rows(ggml_nrows(dst), params->ith, params->nth, &r0, &r1);
     for (int64_t ir = r0; ir < r1; ir++) {
         const int64_t i1 = ir % ne1, i2 = (ir / ne1) % ne2, i3 = ir / (ne1 * ne2);
-        const char * g = (const char *) grad->data + i1 * grad->nb[1] + i2 * grad->nb[2] + i3 * grad->nb[3];
-        const char * x = (const char *) src->data + i1 * src->nb[1] + i2 * src->nb[2] + i3 * src->nb[3];
-        char * y = (char *) dst->data + i1 * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3];
+        const char * g = ggml_cpu_elem_ptr(grad, 0, i1, i2, i3);
+        const char * x = ggml_cpu_elem_ptr(src, 0, i1, i2, i3);
+        char * y = ggml_cpu_elem_ptr(dst, 0, i1, i2, i3);
         if (contig) {
             norm_back_row<Rms>(ContigRow{(const float *) g}, ContigRow{(const float *) x}, ContigOut{(float *) y}, n, eps);
         } else {

@@ -21,19 +21,25 @@
 
 namespace {
 
-// w[i] = exp(w[i] - max) for i < n, with the shared vectorized exp (ops-common.h); returns the
-// sum of the new w[i], accumulated in double over 8 partial sums chosen by position, so the
-// result depends only on the row, never on which thread computes it.
-double exp_sub_max_sum(float * w, int64_t n, float max) {
-    for (int64_t i = 0; i < n; i++) w[i] -= max;
-    ggml_cpu_vec_exp_f32(w, w, n);
+// Sum of term(i) for i in [0, n), accumulated in double over 8 partial sums chosen by position
+// and added pairwise, so the result depends only on the row, never on which thread computes it.
+template <typename Term>
+double row_sum(int64_t n, Term term) {
     double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
-        for (int k = 0; k < 8; k++) acc[k] += (double) w[i + k];
+        for (int k = 0; k < 8; k++) acc[k] += term(i + k);
     }
-    for (int k = 0; i + k < n; k++) acc[k] += (double) w[i + k];
+    for (int k = 0; i + k < n; k++) acc[k] += term(i + k);
     return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+// w[i] = exp(w[i] - max) for i < n, with the shared vectorized exp (ops-common.h); returns the
+// sum of the new w[i] (row_sum).
+double exp_sub_max_sum(float * w, int64_t n, float max) {
+    for (int64_t i = 0; i < n; i++) w[i] -= max;
+    ggml_cpu_vec_exp_f32(w, w, n);
+    return row_sum(n, [w](int64_t i) { return (double) w[i]; });
 }
 
 // Largest element of w[0..n) (-inf for an all -inf row). Max is exact, so any order gives the
@@ -92,10 +98,14 @@ size_t soft_max_row_bytes(int64_t ne0) {
     return ((size_t) ne0 * sizeof(float) + kBufAlign - 1) / kBufAlign * kBufAlign;
 }
 
-inline void row_coords(const ggml_tensor * t, int64_t ir, int64_t * i1, int64_t * i2, int64_t * i3) {
-    *i1 = ir % t->ne[1];
-    *i2 = (ir / t->ne[1]) % t->ne[2];
-    *i3 = ir / (t->ne[1] * t->ne[2]);
+// Calls row(i1, i2, i3) for each row of dst in this thread's share (ggml_cpu_split_rows).
+template <typename RowFn>
+void for_own_rows(const ggml_compute_params * params, const ggml_tensor * dst, RowFn row) {
+    int64_t r0, r1;
+    ggml_cpu_split_rows(ggml_nrows(dst), params->ith, params->nth, &r0, &r1);
+    for (int64_t ir = r0; ir < r1; ir++) {
+        row(ir % dst->ne[1], (ir / dst->ne[1]) % dst->ne[2], ir / (dst->ne[1] * dst->ne[2]));
+    }
 }
 
 }  // namespace
@@ -116,13 +126,9 @@ void diag_mask(const ggml_compute_params * params, ggml_tensor * dst, float fill
     const int64_t n_past = ggml_get_op_params_i32(dst, 0);
     const int64_t ne0 = dst->ne[0];
 
-    int64_t r0, r1;
-    ggml_cpu_split_rows(ggml_nrows(dst), params->ith, params->nth, &r0, &r1);
-    for (int64_t ir = r0; ir < r1; ir++) {
-        int64_t i1, i2, i3;
-        row_coords(dst, ir, &i1, &i2, &i3);
-        const char * x = (const char *) src->data + i1 * src->nb[1] + i2 * src->nb[2] + i3 * src->nb[3];
-        char * y = (char *) dst->data + i1 * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3];
+    for_own_rows(params, dst, [&](int64_t i1, int64_t i2, int64_t i3) {
+        const char * x = ggml_cpu_elem_ptr(src, 0, i1, i2, i3);
+        char * y = ggml_cpu_elem_ptr(dst, 0, i1, i2, i3);
         // Columns i0 > n_past + i1 are masked; clamp the boundary into [0, ne0].
         int64_t keep = n_past + i1 + 1;
         keep = keep < 0 ? 0 : (keep > ne0 ? ne0 : keep);
@@ -130,7 +136,7 @@ void diag_mask(const ggml_compute_params * params, ggml_tensor * dst, float fill
             for (int64_t i0 = 0; i0 < keep; i0++) *(float *) (y + i0 * dst->nb[0]) = *(const float *) (x + i0 * src->nb[0]);
         }
         for (int64_t i0 = keep; i0 < ne0; i0++) *(float *) (y + i0 * dst->nb[0]) = fill;
-    }
+    });
 }
 
 }  // namespace
@@ -172,13 +178,8 @@ extern "C" void ggml_cpu_forward_soft_max(const ggml_compute_params * params, gg
     const bool src_contig = src->nb[0] == sizeof(float);
     const bool dst_contig = dst->nb[0] == sizeof(float);
 
-    int64_t r0, r1;
-    ggml_cpu_split_rows(ggml_nrows(dst), params->ith, params->nth, &r0, &r1);
-    for (int64_t ir = r0; ir < r1; ir++) {
-        int64_t i1, i2, i3;
-        row_coords(dst, ir, &i1, &i2, &i3);
-
-        const char * x = (const char *) src->data + i1 * src->nb[1] + i2 * src->nb[2] + i3 * src->nb[3];
+    for_own_rows(params, dst, [&](int64_t i1, int64_t i2, int64_t i3) {
+        const char * x = ggml_cpu_elem_ptr(src, 0, i1, i2, i3);
         if (src_contig) {
             const float * xf = (const float *) x;
             for (int64_t i = 0; i < ne0; i++) w[i] = xf[i] * scale;
@@ -192,8 +193,7 @@ extern "C" void ggml_cpu_forward_soft_max(const ggml_compute_params * params, gg
                 const uint32_t h = (uint32_t) i2;
                 slope = h < n_head_log2 ? powf(m0, (float) (h + 1)) : powf(m1, (float) (2 * (h - n_head_log2) + 1));
             }
-            const char * m = (const char *) mask->data + i1 * mask->nb[1] + (i2 % mask->ne[2]) * mask->nb[2] +
-                             (i3 % mask->ne[3]) * mask->nb[3];
+            const char * m = ggml_cpu_elem_ptr(mask, 0, i1, i2 % mask->ne[2], i3 % mask->ne[3]);
             if (mask->type == GGML_TYPE_F16) {
                 add_mask_f16(w, (const ggml_fp16_t *) m, ne0, slope);
             } else {
@@ -202,12 +202,12 @@ extern "C" void ggml_cpu_forward_soft_max(const ggml_compute_params * params, gg
             }
         }
 
-        char * y = (char *) dst->data + i1 * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3];
+        char * y = ggml_cpu_elem_ptr(dst, 0, i1, i2, i3);
         const float max = row_max(w, ne0);
         if (max == -INFINITY) {
             // Fully masked row: defined as zeros (see the top of the file).
             for (int64_t i = 0; i < ne0; i++) *(float *) (y + i * dst->nb[0]) = 0.0f;
-            continue;
+            return;
         }
         const double sum = exp_sub_max_sum(w, ne0, max);
         const float inv_sum = (float) (1.0 / sum);
@@ -217,7 +217,7 @@ extern "C" void ggml_cpu_forward_soft_max(const ggml_compute_params * params, gg
         } else {
             for (int64_t i = 0; i < ne0; i++) *(float *) (y + i * dst->nb[0]) = w[i] * inv_sum;
         }
-    }
+    });
 }
 
 extern "C" void ggml_cpu_forward_diag_mask_zero(const ggml_compute_params * params, ggml_tensor * dst) {
@@ -226,8 +226,8 @@ extern "C" void ggml_cpu_forward_diag_mask_zero(const ggml_compute_params * para
 
 // Gradient of y = soft_max(x * scale + mask) with respect to x, per row:
 // dx = scale * y * (g - sum(g * y)); src0 g, src1 y (F32, any strides). The mask and ALiBi
-// slope only shift the logits, so max_bias does not enter. The dot is summed in double over
-// 8 partial sums chosen by position, so a row gives the same bits on any thread.
+// slope only shift the logits, so max_bias does not enter. The dot is a row_sum, so a row
+// gives the same bits on any thread.
 extern "C" void ggml_cpu_forward_soft_max_back(const ggml_compute_params * params, ggml_tensor * dst) {
     const ggml_tensor * grad = dst->src[0];
     const ggml_tensor * y = dst->src[1];
@@ -237,27 +237,17 @@ extern "C" void ggml_cpu_forward_soft_max_back(const ggml_compute_params * param
     const double scale = (double) ggml_get_op_params_f32(dst, 0);
     const int64_t ne0 = dst->ne[0];
 
-    int64_t r0, r1;
-    ggml_cpu_split_rows(ggml_nrows(dst), params->ith, params->nth, &r0, &r1);
-    for (int64_t ir = r0; ir < r1; ir++) {
-        int64_t i1, i2, i3;
-        row_coords(dst, ir, &i1, &i2, &i3);
-        const char * g = (const char *) grad->data + i1 * grad->nb[1] + i2 * grad->nb[2] + i3 * grad->nb[3];
-        const char * yr = (const char *) y->data + i1 * y->nb[1] + i2 * y->nb[2] + i3 * y->nb[3];
-        char * d = (char *) dst->data + i1 * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3];
+    for_own_rows(params, dst, [&](int64_t i1, int64_t i2, int64_t i3) {
+        const char * g = ggml_cpu_elem_ptr(grad, 0, i1, i2, i3);
+        const char * yr = ggml_cpu_elem_ptr(y, 0, i1, i2, i3);
+        char * d = ggml_cpu_elem_ptr(dst, 0, i1, i2, i3);
         auto gi = [&](int64_t i) { return (double) *(const float *) (g + i * grad->nb[0]); };
         auto yi = [&](int64_t i) { return (double) *(const float *) (yr + i * y->nb[0]); };
 
-        double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        int64_t i = 0;
-        for (; i + 8 <= ne0; i += 8) {
-            for (int k = 0; k < 8; k++) acc[k] += gi(i + k) * yi(i + k);
-        }
-        for (int k = 0; i + k < ne0; k++) acc[k] += gi(i + k) * yi(i + k);
-        const double dot = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+        const double dot = row_sum(ne0, [&](int64_t i) { return gi(i) * yi(i); });
 
         for (int64_t j = 0; j < ne0; j++) {
             *(float *) (d + j * dst->nb[0]) = (float) (scale * yi(j) * (gi(j) - dot));
         }
-    }
+    });
 }
