@@ -567,7 +567,8 @@ enum ggml_status  ggml_graph_compute(struct ggml_cgraph * cgraph, struct ggml_cp
 // builds, all but Q8_0 on AVX2; a matrix with data, not a view,
 // contiguous, rows a multiple of 16). ggml_cpu_repack rearranges t's data in place (the memory
 // must be writable) and sets GGML_TENSOR_FLAG_REPACKED; false, with nothing changed, where it
-// cannot. Afterwards only mul_mat may read t, as its src0: graph compute refuses other readers.
+// cannot. Afterwards only mul_mat and out_prod may read t, as their src0: graph compute refuses
+// other readers.
 bool ggml_cpu_can_repack(const struct ggml_tensor * t);
 bool ggml_cpu_repack(struct ggml_tensor * t);
 

@@ -86,6 +86,8 @@ extern const struct ggml_vec_kernels ggml_vec_neon;
 // kernel's min_n). Tests and benchmarks set it to exercise either path; results never depend
 // on the thread count, only on the path.
 extern int ggml_mm_gemm_min_n;
+// The same for out_prod (out-prod.cpp): the packed GEMM from this many rows of dst on (> 0).
+extern int ggml_out_prod_gemm_min_n;
 
 #ifdef __cplusplus
 }
