@@ -53,13 +53,22 @@ struct Case {
     Dims4 b23 = { 1, 1, 1, 1 };
     BLayout lb = BLayout::TransposedGrad;
     bool repack = false;             // also compute with a repacked copy of a
+    bool bf16 = false;               // GGML_PREC_BF16
 };
+
+// Whether out_prod with GGML_PREC_BF16 takes the bf16-pairs GEMM in this build (else F32).
+bool bf16_products(int64_t N) {
+    const int min_n = ggml_out_prod_gemm_min_n > 0 ? ggml_out_prod_gemm_min_n : 16;
+    return ggml_vec_best()->gemm_bf16_pairs != nullptr && N >= min_n;
+}
+
+double bf16_round(double v) { return ggml_bf16_to_fp32(ggml_fp32_to_bf16((float) v)); }
 
 std::string describe(const Case & c) {
     return std::string(ggml_type_name(c.type)) + " K=" + std::to_string(c.K) + " M=" + std::to_string(c.M) +
            " N=" + std::to_string(c.N) + " a23=" + std::to_string(c.a23[2]) + "x" + std::to_string(c.a23[3]) +
            " b23=" + std::to_string(c.b23[2]) + "x" + std::to_string(c.b23[3]) + " b " + layout_name(c.lb) +
-           " gemm_min_n=" + std::to_string(ggml_out_prod_gemm_min_n);
+           " gemm_min_n=" + std::to_string(ggml_out_prod_gemm_min_n) + (c.bf16 ? " prec bf16" : "");
 }
 
 // Random weights: normal values converted or quantized row by row.
@@ -119,13 +128,18 @@ void check(const Case & c) {
     fill_weights(a, rng);
     tu::fill_uniform(b, rng);
     ggml_tensor * out = ggml_out_prod(ctx, a, b);
+    if (c.bf16) ggml_out_prod_set_prec(out, GGML_PREC_BF16);
     ASSERT_EQ(out->ne[0], c.K);
     ASSERT_EQ(out->ne[1], c.N);
     const std::vector<double> got = tu::compute_all_threads(ctx, out);
     const std::vector<uint8_t> got_bytes = tu::bytes_of(out);
 
-    const std::vector<double> av = dequantized(a);
-    const std::vector<double> bv = tu::to_double(b);  // [plane][m][n]
+    std::vector<double> av = dequantized(a);
+    std::vector<double> bv = tu::to_double(b);  // [plane][m][n]
+    if (c.bf16 && bf16_products(c.N)) {  // the products of the values rounded to bf16
+        for (double & v : av) v = bf16_round(v);
+        for (double & v : bv) v = bf16_round(v);
+    }
     const int64_t B2 = c.b23[2], r2 = c.b23[2] / c.a23[2], r3 = c.b23[3] / c.a23[3];
     std::vector<double> ref, tol;
     for (int64_t i3 = 0; i3 < c.b23[3]; i3++)
@@ -232,4 +246,114 @@ TEST(OutProdTypes, RepackedEqualsFileLayout) {
         }
     }
     EXPECT_GE(tested, 4);  // Q8_0, Q4_0, Q4_K, Q6_K
+}
+
+// Opt-in BF16 products: the sums of the bf16-rounded values where the build has the kernel (the
+// F32 results elsewhere, and on the axpy path), F32 accumulation either way.
+TEST(OutProdTypes, Bf16Products) {
+    for (ggml_type t : { GGML_TYPE_F32, GGML_TYPE_BF16, GGML_TYPE_Q4_0, GGML_TYPE_Q4_K })
+        for (int min_n : { 1, 1 << 20 }) {
+            GemmMinN g(min_n);
+            for (int64_t M : { 1, 37, 1100 }) {  // odd: a last pair with a zero half; past a cache block
+                Case c = { t, ks(t)[1], M, 29 };
+                c.bf16 = true;
+                check(c);
+            }
+            Case c = { t, ks(t)[0], 19, 13 };
+            c.a23 = { 0, 0, 2, 3 };
+            c.b23 = { 0, 0, 4, 3 };
+            c.lb = BLayout::Contiguous;
+            c.bf16 = true;
+            check(c);
+            if (!repackable(t)) continue;
+            c = { t, ks(t)[1], 48, 30 };
+            c.repack = true;
+            c.bf16 = true;
+            check(c);
+        }
+}
+
+// ---- the bf16-pair kernels against the scalar reference --------------------------------------
+TEST(OutProdKernels, Bf16PairsMatchScalar) {
+    std::vector<const ggml_vec_kernels *> sets;
+#if defined(GGML_SIMD_AVX512)
+    sets.push_back(&ggml_vec_avx512);
+#endif
+    sets.push_back(&ggml_vec_scalar);  // the reference GEMM too, against a double sum
+    std::mt19937 rng(13);
+    std::uniform_real_distribution<float> d(-2.0f, 2.0f);
+    int tested = 0;
+    for (const ggml_vec_kernels * vk : sets) {
+        if (!vk->gemm_bf16_pairs) continue;
+        tested++;
+        SCOPED_TRACE(vk->isa);
+        const ggml_gemm_kernel * g = vk->gemm_bf16_pairs;
+        ASSERT_EQ(g->k_unit, 2);
+        // Conversion: bit for bit, ties and specials included (NaN as NaN-ness).
+        for (int64_t n : { 1, 15, 16, 33 }) {
+            std::vector<float> x0(n), x1(n);
+            for (int64_t i = 0; i < n; i++) {
+                x0[i] = d(rng);
+                x1[i] = d(rng);
+            }
+            x0[0] = 1.0f + 0x1p-8f;  // a tie, rounded to even
+            if (n > 1) x1[1] = -0.0f;
+            if (n > 2) x0[2] = INFINITY;
+            if (n > 3) x1[3] = NAN;
+            for (bool second : { true, false }) {
+                std::vector<uint32_t> got(n), want(n);
+                vk->bf16_pairs(x0.data(), second ? x1.data() : nullptr, n, got.data());
+                ggml_vec_scalar.bf16_pairs(x0.data(), second ? x1.data() : nullptr, n, want.data());
+                for (int64_t i = 0; i < n; i++) {
+                    if (i == 3 && second) {
+                        EXPECT_EQ(got[i] & 0xffff, want[i] & 0xffff) << i;
+                        EXPECT_TRUE(std::isnan(ggml_bf16_to_fp32({ (uint16_t) (got[i] >> 16) }))) << i;
+                        continue;
+                    }
+                    EXPECT_EQ(got[i], want[i]) << "n " << n << " element " << i;
+                }
+            }
+        }
+        // Micro-kernel: two cache blocks of units, accumulated; against a double sum of the
+        // same bf16 products.
+        for (int64_t nu : { 1, 2, 7, 100 }) {
+            std::vector<uint32_t> ap((size_t) nu * g->mr), bp((size_t) nu * g->nr);
+            std::vector<float> x0(std::max(g->mr, g->nr)), x1(x0.size());
+            for (int64_t u = 0; u < nu; u++) {
+                for (size_t i = 0; i < x0.size(); i++) {
+                    x0[i] = d(rng);
+                    x1[i] = d(rng);
+                }
+                ggml_vec_scalar.bf16_pairs(x0.data(), x1.data(), g->mr, &ap[u * g->mr]);
+                for (size_t i = 0; i < x0.size(); i++) {
+                    x0[i] = d(rng);
+                    x1[i] = d(rng);
+                }
+                ggml_vec_scalar.bf16_pairs(x0.data(), x1.data(), g->nr, &bp[u * g->nr]);
+            }
+            const int64_t n1 = nu / 2;
+            std::vector<float> c((size_t) g->mr * g->nr, 5.0f), ref_c = c;
+            if (n1 > 0) g->micro(n1, ap.data(), bp.data(), c.data(), g->mr, false);
+            g->micro(nu - n1, &ap[n1 * g->mr], &bp[n1 * g->nr], c.data(), g->mr, n1 > 0);
+            auto half = [](uint32_t u, int h) { return ggml_bf16_to_fp32({ (uint16_t) (h ? u >> 16 : u & 0xffff) }); };
+            for (int j = 0; j < g->nr; j++)
+                for (int i = 0; i < g->mr; i++) {
+                    // The scalar reference's sum (vec-scalar.cpp): per unit the high halves'
+                    // product, then the low ones', in float; vdpbf16ps gives the same bits (no
+                    // denormals here, which it flushes).
+                    float f = 0.0f;
+                    double s = 0, sa = 0;
+                    for (int64_t u = 0; u < nu; u++)
+                        for (int h : { 1, 0 }) {
+                            const float p = half(ap[u * g->mr + i], h) * half(bp[u * g->nr + j], h);
+                            f += p;
+                            s += p;
+                            sa += std::fabs(p);
+                        }
+                    EXPECT_NEAR(c[j * g->mr + i], s, accum_tol(2 * nu, sa)) << "nu " << nu << " output " << i << "," << j;
+                    EXPECT_EQ(c[j * g->mr + i], f) << "nu " << nu << " output " << i << "," << j;
+                }
+        }
+    }
+    EXPECT_GE(tested, 1);
 }

@@ -6,15 +6,18 @@
 //   backward  dx = out_prod(a, transpose(grad))   [K, N]
 // both 2*K*M*N flops, and prints a markdown table of GFLOP/s (median of the runs) and the ratio
 // backward / forward. Quantized weights are repacked where this build repacks the type, as the
-// llama runtime does at load (--no-repack keeps the file layout).
+// llama runtime does at load (--no-repack keeps the file layout). --bf16 adds the backward with
+// the opt-in BF16 products (ggml_out_prod_set_prec) and its relative error against the F32 one
+// (Frobenius norm of the difference over that of the F32 result).
 //
 // usage: bench-backward [-t THREADS] [-r REPEATS] [-n TOKENS] [--types f32,bf16,q8_0,q4_0,q4_k]
-//                       [--shapes KxM,...] [--no-repack] [--gemm-min-n N]
+//                       [--shapes KxM,...] [--no-repack] [--bf16] [--gemm-min-n N]
 #include "ggml.h"
 #include "cpu/vec.h"
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -33,6 +36,7 @@ struct Options {
     int repeats = 5;
     int64_t n = 256;
     bool repack = true;
+    bool bf16 = false;
     std::vector<ggml_type> types = { GGML_TYPE_F32, GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_K };
     // The projections of TinyLlama-1.1B: attention (2048 x 2048), FFN up/gate and down.
     std::vector<Shape> shapes = { { 2048, 2048 }, { 2048, 5632 }, { 5632, 2048 } };
@@ -48,6 +52,7 @@ void usage(const char * prog) {
             "                      (default f32,bf16,q8_0,q4_0,q4_k)\n"
             "  --shapes LIST       KxM,... weight shapes (default 2048x2048,2048x5632,5632x2048)\n"
             "  --no-repack         keep quantized weights in the file layout\n"
+            "  --bf16              also time the backward with opt-in BF16 products, and give its error\n"
             "  --gemm-min-n N      N from which mul_mat and out_prod take the packed GEMM (default: the build's)\n",
             prog);
 }
@@ -88,8 +93,8 @@ bool parse_args(int argc, char ** argv, Options & o) {
     for (int i = 1; i < argc; i++) {
         const std::string a = argv[i];
         if (a == "-h" || a == "--help") return false;
-        if (a == "--no-repack") {
-            o.repack = false;
+        if (a == "--no-repack" || a == "--bf16") {
+            (a == "--bf16" ? o.bf16 : o.repack) = a == "--bf16";
             continue;
         }
         if (i + 1 >= argc) {
@@ -163,15 +168,26 @@ double time_graph(ggml_cgraph * gf, ggml_context * wctx, int threads, int repeat
 }
 
 struct Result {
-    double fwd = -1, bwd = -1;  // seconds
+    double fwd = -1, bwd = -1, bwd_bf16 = -1;  // seconds
+    double err_bf16 = -1;                      // ||dx_bf16 - dx|| / ||dx||
     bool repacked = false;
 };
+
+double rel_diff(const ggml_tensor * x, const ggml_tensor * ref) {
+    double d2 = 0, r2 = 0;
+    for (int64_t i = 0; i < ggml_nelements(ref); i++) {
+        const double r = ((const float *) ref->data)[i], v = ((const float *) x->data)[i];
+        d2 += (v - r) * (v - r);
+        r2 += r * r;
+    }
+    return r2 > 0 ? sqrt(d2 / r2) : 0.0;
+}
 
 Result bench(ggml_type type, const Shape & s, const Options & o) {
     Result res;
     const int64_t K = s.k, M = s.m, N = o.n;
     if (K % ggml_blck_size(type) != 0) return res;
-    const size_t bytes = ggml_row_size(type, K) * M + (size_t) (K + 2 * M + K) * N * sizeof(float) +
+    const size_t bytes = ggml_row_size(type, K) * M + (size_t) (K + 2 * M + 2 * K) * N * sizeof(float) +
                          16 * ggml_tensor_overhead() + 2 * ggml_graph_overhead() + (1u << 20);
     ggml_init_params ip = { bytes, nullptr, false };
     ggml_context * ctx = ggml_init(ip);
@@ -197,6 +213,10 @@ Result bench(ggml_type type, const Shape & s, const Options & o) {
     ggml_build_forward_expand(gf, y);
     ggml_cgraph * gb = ggml_new_graph(ctx);
     ggml_build_forward_expand(gb, dx);
+    ggml_tensor * dx16 = ggml_out_prod(ctx, a, ggml_transpose(ctx, grad));
+    ggml_out_prod_set_prec(dx16, GGML_PREC_BF16);
+    ggml_cgraph * gb16 = ggml_new_graph(ctx);
+    ggml_build_forward_expand(gb16, dx16);
 
     const size_t wsize = std::max(ggml_graph_plan(gf, o.threads).work_size, ggml_graph_plan(gb, o.threads).work_size);
     ggml_init_params wp = { wsize + (1u << 16), nullptr, false };
@@ -204,6 +224,10 @@ Result bench(ggml_type type, const Shape & s, const Options & o) {
     if (wctx) {
         res.fwd = time_graph(gf, wctx, o.threads, o.repeats);
         res.bwd = time_graph(gb, wctx, o.threads, o.repeats);
+        if (o.bf16) {
+            res.bwd_bf16 = time_graph(gb16, wctx, o.threads, o.repeats);
+            res.err_bf16 = rel_diff(dx16, dx);
+        }
         ggml_free(wctx);
     }
     ggml_free(ctx);
@@ -226,8 +250,15 @@ int main(int argc, char ** argv) {
         fclose(f);
     }
     printf("forward: mul_mat(a [K, M], x [K, N]); backward: out_prod(a, transpose(grad [M, N])); GFLOP/s = 2*K*M*N / time\n\n");
-    printf("| type | K | M | forward GFLOP/s | backward GFLOP/s | backward / forward |\n");
-    printf("|------|---|---|----------------:|-----------------:|-------------------:|\n");
+    if (o.bf16) {
+        printf("BF16 products: %s\n\n", ggml_vec_best()->gemm_bf16_pairs ? "AVX512-BF16 kernel"
+                                                                         : "no fast kernel in this build (F32 products)");
+        printf("| type | K | M | forward GFLOP/s | backward GFLOP/s | backward / forward | backward BF16 GFLOP/s | BF16 / forward | BF16 rel. error |\n");
+        printf("|------|---|---|----------------:|-----------------:|-------------------:|----------------------:|---------------:|----------------:|\n");
+    } else {
+        printf("| type | K | M | forward GFLOP/s | backward GFLOP/s | backward / forward |\n");
+        printf("|------|---|---|----------------:|-----------------:|-------------------:|\n");
+    }
     for (ggml_type type : o.types) {
         for (const Shape & s : o.shapes) {
             const Result r = bench(type, s, o);
@@ -238,8 +269,10 @@ int main(int argc, char ** argv) {
                 continue;
             }
             const double gflop = 2.0 * s.k * s.m * o.n / 1e9;
-            printf("| %s | %lld | %lld | %.1f | %.1f | %.2f |\n", name.c_str(), (long long) s.k, (long long) s.m,
+            printf("| %s | %lld | %lld | %.1f | %.1f | %.2f |", name.c_str(), (long long) s.k, (long long) s.m,
                    gflop / r.fwd, gflop / r.bwd, r.fwd / r.bwd);
+            if (r.bwd_bf16 > 0) printf(" %.1f | %.2f | %.1e |", gflop / r.bwd_bf16, r.fwd / r.bwd_bf16, r.err_bf16);
+            printf("\n");
             fflush(stdout);
         }
     }

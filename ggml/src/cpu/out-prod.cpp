@@ -11,9 +11,11 @@
 //    row m, so packing a block of A is converting a block of a's rows, over the block's k
 //    range, straight into the panel layout. b is packed whole once (B row n is b's row of
 //    elements n, contiguous over m when b is a transposed contiguous gradient).
+//    With GGML_PREC_BF16 (opt-in) and a build with a BF16 kernel, the panels hold pairs of m
+//    rounded to bf16 instead (vdpbf16ps: twice the F32 rate, F32 sums).
 //  - Small N: each row of dst accumulates the converted rows of a, 16 at a time (axpy).
-// Either way each output is one sequential FMA chain over m from zero, so results do not depend on
-// the thread count or blocking (and the two paths agree where the kernels' FMAs do).
+// Either way each output is one sequential chain of F32 additions over m from zero, so results do
+// not depend on the thread count or blocking (and the F32 paths agree where the kernels' FMAs do).
 #include "cpu-ops.h"
 #include "quant-repack.h"
 #include "vec.h"
@@ -143,9 +145,11 @@ float * d_plane(ggml_tensor * dst, const Dims & d, int64_t p) {
 // ---- work buffer layout (shared by the size query and the kernel) ---------------------------
 struct Plan {
     const ggml_gemm_kernel * g;  // NULL: axpy path
+    ggml_bf16_pairs_fn pairs;    // GEMM in bf16 pairs (k_unit 2): the conversion of a's and b's values
+    int64_t units;      // GEMM: units of the reduction (m, or pairs of m)
     int64_t tile;       // GEMM: k granularity of the work split (a multiple of mr and of a's block)
     int64_t mc;         // GEMM: rows of A (elements of k) per packed block, a multiple of KBLK
-    int64_t kc;         // GEMM: units of m per cache block, a multiple of 16
+    int64_t kc;         // GEMM: units per cache block (a multiple of 16 rows of a)
     int64_t n_panels;   // GEMM: panels of nr rows of B per plane
     size_t b_panel_size, b_pack_size;
     size_t a_pack_size; // GEMM: per thread
@@ -163,16 +167,23 @@ Plan plan_out_prod(const ggml_tensor * dst) {
     Plan p = {};
     const int64_t min_n = ggml_out_prod_gemm_min_n > 0 ? ggml_out_prod_gemm_min_n : GEMM_MIN_N;
     if (d.N >= min_n && d.K > 0 && d.M > 0) {
+        const ggml_vec_kernels * vk = ggml_vec_best();
         const ggml_gemm_kernel * g = f32_gemm();
-        GGML_ASSERT(g->k_unit == 1 && KBLK % g->mr == 0);
+        if (ggml_get_op_params_i32(dst, 0) == GGML_PREC_BF16 && vk->gemm_bf16_pairs) {
+            g = vk->gemm_bf16_pairs;
+            p.pairs = vk->bf16_pairs;
+        }
+        GGML_ASSERT(g->k_unit == (p.pairs ? 2 : 1) && KBLK % g->mr == 0 && g->nr <= 64);
         p.g = g;
+        p.units = ceil_div(d.M, g->k_unit);
         p.tile = std::max<int64_t>(g->mr, rd.blck);  // both divide KBLK
         p.mc = ceil_div(std::max<int64_t>(g->mc, KBLK), KBLK) * KBLK;
-        p.kc = ceil_div(g->kc, ROWS) * ROWS;
+        p.kc = ceil_div(g->kc * g->k_unit, ROWS) * ROWS / g->k_unit;
         p.n_panels = ceil_div(d.N, g->nr);
+        // F32 units of all of m (bf16 pairs are converted in place from them).
         p.b_panel_size = align_up((size_t) d.M * g->nr * sizeof(float));
         p.b_pack_size = p.b_panel_size * (size_t) (p.n_panels * d.planes());
-        p.a_pack_size = align_up((size_t) p.mc * std::min(p.kc, d.M) * sizeof(float));
+        p.a_pack_size = align_up((size_t) p.mc * std::min(p.kc, p.units) * sizeof(float));
         p.rows_size = rd.direct ? 0 : align_up((size_t) ROWS * p.mc * sizeof(float));
         p.scratch_size = rd.scratch_size(p.mc);
     } else {
@@ -194,18 +205,27 @@ void pack_b_panels(const ggml_tensor * b, const Dims & d, const Plan & pl, char 
         const char * src = b_plane(b, d, p) + n0 * b->nb[0];
         float * out = (float *) (b_pack + q * pl.b_panel_size);
         if (b->nb[1] == sizeof(float)) {
-            g->pack_b(src, b->nb[0], rows, nr, 0, d.M, out);  // b = transpose(contiguous grad)
-            continue;
-        }
-        for (int64_t u = 0; u < d.M; u++) {
-            const char * bu = src + u * b->nb[1];
-            float * o = out + u * nr;
-            if (b->nb[0] == sizeof(float)) {
-                memcpy(o, bu, rows * sizeof(float));
-            } else {
-                for (int j = 0; j < rows; j++) o[j] = *(const float *) (bu + j * b->nb[0]);
+            f32_gemm()->pack_b(src, b->nb[0], rows, nr, 0, d.M, out);  // b = transpose(contiguous grad)
+        } else {
+            for (int64_t u = 0; u < d.M; u++) {
+                const char * bu = src + u * b->nb[1];
+                float * o = out + u * nr;
+                if (b->nb[0] == sizeof(float)) {
+                    memcpy(o, bu, rows * sizeof(float));
+                } else {
+                    for (int j = 0; j < rows; j++) o[j] = *(const float *) (bu + j * b->nb[0]);
+                }
+                for (int j = rows; j < nr; j++) o[j] = 0.0f;
             }
-            for (int j = rows; j < nr; j++) o[j] = 0.0f;
+        }
+        if (!pl.pairs) continue;
+        // Units m (nr floats each) -> pairs of m, in place: unit u is written after units 2u and
+        // 2u + 1 were read, and never over a unit not read yet.
+        uint32_t pair[64];
+        for (int64_t u = 0; u < pl.units; u++) {
+            const float * x0 = out + 2 * u * nr;
+            pl.pairs(x0, 2 * u + 1 < d.M ? x0 + nr : nullptr, nr, pair);
+            memcpy(out + u * nr, pair, nr * sizeof(uint32_t));
         }
     }
 }
@@ -228,20 +248,40 @@ struct ThreadBufs {
     char * scratch;
 };
 
-// Packs the A block of k in [k0, k0 + nk) and m in [u0, u0 + nu) (panels of mr rows of k).
+// The same for bf16 pairs: rows x0 and x1 (NULL: zeros) make unit u.
+inline void scatter_pair(ggml_bf16_pairs_fn pairs, const float * x0, const float * x1, int64_t nk, int mr,
+                         size_t panel_units, int64_t u, uint32_t * a_pack) {
+    uint32_t * out = a_pack + u * mr;
+    for (int64_t i = 0; i < nk; i += mr, out += panel_units) {
+        const int64_t n = std::min<int64_t>(mr, nk - i);
+        pairs(x0 + i, x1 ? x1 + i : nullptr, n, out);
+        if (n < mr) memset(out + n, 0, (mr - n) * sizeof(uint32_t));
+    }
+}
+
+// Packs the A block of k in [k0, k0 + nk) and units [u0, u0 + nu) (panels of mr rows of k).
 void pack_a_block(const RowReader & rd, const char * ap, const Plan & pl, const ThreadBufs & tb, int64_t k0, int64_t nk,
                   int64_t u0, int64_t nu) {
-    const int mr = pl.g->mr;
-    const size_t panel_floats = (size_t) nu * mr;
-    float * a_pack = (float *) tb.a_pack;
-    for (int64_t r0 = 0; r0 < nu; r0 += ROWS) {
-        const int64_t nr = std::min<int64_t>(ROWS, nu - r0);
+    const int mr = pl.g->mr, ku = pl.g->k_unit;
+    const size_t panel_units = (size_t) nu * mr;
+    const int64_t m_begin = u0 * ku, m_end = std::min(rd.a->ne[1], (u0 + nu) * ku);
+    for (int64_t r0 = m_begin; r0 < m_end; r0 += ROWS) {
+        const int64_t nr = std::min<int64_t>(ROWS, m_end - r0);
+        const float * rows[ROWS];
         if (rd.direct) {
-            for (int64_t r = 0; r < nr; r++) scatter_unit(rd.row_in_place(ap, u0 + r0 + r, k0), nk, mr, panel_floats, r0 + r, a_pack);
+            for (int64_t r = 0; r < nr; r++) rows[r] = rd.row_in_place(ap, r0 + r, k0);
+        } else {
+            rd.read(ap, r0, nr, k0, nk, tb.rows, pl.mc, tb.scratch);
+            for (int64_t r = 0; r < nr; r++) rows[r] = tb.rows + r * pl.mc;
+        }
+        const int64_t u = (r0 - m_begin) / ku;  // ROWS is even: pairs never straddle two reads
+        if (!pl.pairs) {
+            for (int64_t r = 0; r < nr; r++) scatter_unit(rows[r], nk, mr, panel_units, u + r, (float *) tb.a_pack);
             continue;
         }
-        rd.read(ap, u0 + r0, nr, k0, nk, tb.rows, pl.mc, tb.scratch);
-        for (int64_t r = 0; r < nr; r++) scatter_unit(tb.rows + r * pl.mc, nk, mr, panel_floats, r0 + r, a_pack);
+        for (int64_t r = 0; r < nr; r += 2) {
+            scatter_pair(pl.pairs, rows[r], r + 1 < nr ? rows[r + 1] : nullptr, nk, mr, panel_units, u + r / 2, (uint32_t *) tb.a_pack);
+        }
     }
 }
 
@@ -255,17 +295,17 @@ void gemm_run(const RowReader & rd, ggml_tensor * dst, const Dims & d, const Pla
     float edge[1024] = {};  // an edge tile, computed whole then copied out
     GGML_ASSERT(mr * nr <= 1024);
 
-    for (int64_t u0 = 0; u0 < d.M; u0 += pl.kc) {
-        const int64_t nu = std::min<int64_t>(pl.kc, d.M - u0);
+    for (int64_t u0 = 0; u0 < pl.units; u0 += pl.kc) {
+        const int64_t nu = std::min<int64_t>(pl.kc, pl.units - u0);
         const bool acc = u0 > 0;
-        const size_t a_panel = (size_t) nu * mr * sizeof(float);
+        const size_t a_panel = (size_t) nu * mr * 4;  // 32-bit units
         for (int64_t ic = k_begin; ic < k_end; ic += pl.mc) {
             const int64_t mcur = std::min<int64_t>(pl.mc, k_end - ic);
             pack_a_block(rd, ap, pl, tb, ic, mcur, u0, nu);
             for (int64_t jp = jp0; jp < jp1; jp++) {
                 const int64_t n0 = jp * nr;
                 const int ncur = (int) std::min<int64_t>(nr, d.N - n0);
-                const char * bp = b_pack + (p * pl.n_panels + jp) * pl.b_panel_size + (size_t) u0 * nr * sizeof(float);
+                const char * bp = b_pack + (p * pl.n_panels + jp) * pl.b_panel_size + (size_t) u0 * nr * 4;
                 for (int64_t ir = 0; ir < mcur; ir += mr) {
                     const int mrows = (int) std::min<int64_t>(mr, mcur - ir);
                     float * c = dp + n0 * d.ldd + ic + ir;

@@ -59,12 +59,22 @@ struct ggml_mm_type_kernels {
 // y[i] += s[0] * x[0][i], then += s[1] * x[1][i], ... (one FMA per term, in order of j).
 typedef void (*ggml_axpy_fn)(int64_t n, int nx, const float * s, const float * const * x, float * y);
 
+// ---- BF16 products (opt-in, out_prod with GGML_PREC_BF16) ----------------------------------
+// Packed units are pairs of bf16 (k_unit 2): out[i] = bf16(x0[i]) | bf16(x1[i]) << 16 for i < n,
+// rounded to nearest even (x1 NULL: zero high halves). The GEMM kernel of this kind has no
+// pack_a / pack_b: its caller packs through this function. Its micro-kernel adds, per unit, the
+// product of the high halves, then that of the low halves (as vdpbf16ps does), accumulating in
+// F32; bf16 products are exact in F32, so only the additions round.
+typedef void (*ggml_bf16_pairs_fn)(const float * x0, const float * x1, int64_t n, void * out);
+
 struct ggml_vec_kernels {
     const char * isa;
     const struct ggml_mm_type_kernels * (*mm_type)(enum ggml_type type);  // NULL: not supported
     ggml_axpy_fn axpy;
     ggml_to_float_t fp16_to_fp32;
     ggml_to_float_t bf16_to_fp32;
+    ggml_bf16_pairs_fn bf16_pairs;
+    const struct ggml_gemm_kernel * gemm_bf16_pairs;  // NULL: no fast BF16 products here
 };
 
 #ifdef __cplusplus
