@@ -240,7 +240,7 @@ TEST(OutProdTypes, RepackedEqualsFileLayout) {
             c.b23 = { 0, 0, 4, 2 };
             c.repack = true;
             check(c);
-            c = { t, ks(t)[1], 544, 25 };  // more than one cache block of the reduction
+            c = { t, ks(t).back(), 544, 25 };  // more than one cache block of k and of the reduction
             c.repack = true;
             check(c);
         }
@@ -356,4 +356,42 @@ TEST(OutProdKernels, Bf16PairsMatchScalar) {
         }
     }
     EXPECT_GE(tested, 1);
+}
+
+// ---- row dequantization against the types' reference to_float --------------------------------
+TEST(OutProdKernels, DequantMatchesReference) {
+    std::vector<const ggml_vec_kernels *> sets = { &ggml_vec_scalar };
+#if defined(GGML_SIMD_AVX2)
+    sets.push_back(&ggml_vec_avx2);
+#endif
+#if defined(GGML_SIMD_AVX512)
+    sets.push_back(&ggml_vec_avx512);
+#endif
+#if defined(GGML_SIMD_NEON)
+    sets.push_back(&ggml_vec_neon);
+#endif
+    std::mt19937 rng(17);
+    std::normal_distribution<float> d(0.0f, 1.0f);
+    for (const ggml_vec_kernels * vk : sets)
+        for (int ti = 0; ti < GGML_TYPE_COUNT; ti++) {
+            const ggml_type t = (ggml_type) ti;
+            if (!ggml_type_is_valid(ti) || !ggml_is_quantized(t) || !ggml_get_type_traits(t)->to_float) continue;
+            if (!ggml_quantize_supported(t) || ggml_quantize_requires_imatrix(t)) continue;
+            SCOPED_TRACE(std::string(vk->isa) + " " + ggml_type_name(t));
+            const ggml_to_float_t f = vk->dequant(t);
+            ASSERT_TRUE(f != nullptr);
+            const int64_t n = 2 * 256;
+            std::vector<float> src(n), got(n), want(n);
+            for (float & v : src) v = d(rng);
+            std::vector<uint8_t> q(ggml_row_size(t, n));
+            ggml_quantize_chunk(t, src.data(), q.data(), 0, 1, n, nullptr);
+            f(q.data(), got.data(), n);
+            ggml_get_type_traits(t)->to_float(q.data(), want.data(), n);
+            float amax = 0;
+            for (float v : want) amax = std::max(amax, std::fabs(v));
+            // Bit for bit, but for Q4_K's d * q - m, fused in the kernel and fused in the reference
+            // only where its compiler contracts it (GCC and Clang do under -mfma): one rounding.
+            const float tol = t == GGML_TYPE_Q4_K ? 2 * FLT_EPSILON * amax : 0.0f;
+            for (int64_t i = 0; i < n; i++) EXPECT_NEAR(got[i], want[i], tol) << "element " << i;
+        }
 }

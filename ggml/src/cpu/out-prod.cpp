@@ -69,7 +69,7 @@ struct RowReader {
             case GGML_TYPE_F16:  to_float = rows ? vk->fp16_to_fp32 : nullptr; break;
             case GGML_TYPE_BF16: to_float = rows ? vk->bf16_to_fp32 : nullptr; break;
             default:
-                to_float = ggml_get_type_traits(t->type)->to_float;
+                to_float = vk->dequant(t->type);
                 GGML_ASSERT(to_float && "out_prod: a's type has no conversion to F32");
                 GGML_ASSERT(rows && "out_prod: a quantized a must have contiguous rows");
                 break;

@@ -141,4 +141,6 @@ const ggml_mm_type_kernels * mm_type(ggml_type type) {
 }  // namespace
 
 extern "C" const ggml_vec_kernels ggml_vec_scalar = { "scalar", mm_type, axpy, fp16_to_fp32, bf16_to_fp32,
-                                                      bf16_pairs, &gemm_bf16_pairs };
+                                                      bf16_pairs, &gemm_bf16_pairs, ggml_dequant_ref };
+
+ggml_to_float_t ggml_dequant_ref(enum ggml_type type) { return ggml_get_type_traits(type)->to_float; }

@@ -75,6 +75,9 @@ struct ggml_vec_kernels {
     ggml_to_float_t bf16_to_fp32;
     ggml_bf16_pairs_fn bf16_pairs;
     const struct ggml_gemm_kernel * gemm_bf16_pairs;  // NULL: no fast BF16 products here
+    // Rows of a quantized type to F32 (out_prod's conversion of a): the same values as the
+    // type's reference to_float, which serves where the set has no kernel of its own.
+    ggml_to_float_t (*dequant)(enum ggml_type type);
 };
 
 #ifdef __cplusplus
@@ -82,11 +85,13 @@ extern "C" {
 #endif
 
 extern const struct ggml_vec_kernels ggml_vec_scalar;
+ggml_to_float_t ggml_dequant_ref(enum ggml_type type);  // the type's to_float
 #if defined(GGML_SIMD_AVX2)
 extern const struct ggml_vec_kernels ggml_vec_avx2;
 #endif
 #if defined(GGML_SIMD_AVX512)
 extern const struct ggml_vec_kernels ggml_vec_avx512;
+ggml_to_float_t ggml_dequant_avx512(enum ggml_type type);  // arch/x86/dequant-avx512.cpp
 #endif
 #if defined(GGML_SIMD_NEON)
 extern const struct ggml_vec_kernels ggml_vec_neon;

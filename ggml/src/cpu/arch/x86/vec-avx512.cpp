@@ -366,6 +366,7 @@ const ggml_mm_type_kernels * mm_type(ggml_type type) {
 
 }  // namespace
 
-extern "C" const ggml_vec_kernels ggml_vec_avx512 = { "AVX512", mm_type, axpy, fp16_to_fp32, bf16_to_fp32, BF16_PAIRS };
+extern "C" const ggml_vec_kernels ggml_vec_avx512 = { "AVX512", mm_type, axpy, fp16_to_fp32, bf16_to_fp32, BF16_PAIRS,
+                                                      ggml_dequant_avx512 };
 
 #endif  // GGML_SIMD_AVX512
