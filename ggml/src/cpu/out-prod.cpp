@@ -39,6 +39,9 @@ constexpr int64_t AXPY_KCH = 256;           // axpy path: elements of a row of d
 constexpr int64_t AXPY_NB = 16;             // axpy path: rows of dst sharing each converted block of a
 // From how many rows of b the GEMM beats the axpy path (measured on AVX512; tests override it).
 constexpr int64_t GEMM_MIN_N = 16;
+// GEMM: at most this many units of the reduction per cache block, so that the packed block of a
+// takes 256 KiB per thread with AVX512's 256 rows of k (as fast as the kernel's 512 there).
+constexpr int64_t GEMM_KC_MAX = 256;
 
 const ggml_gemm_kernel * f32_gemm() {
     const ggml_mm_type_kernels * k = ggml_vec_best()->mm_type(GGML_TYPE_F32);
@@ -178,7 +181,7 @@ Plan plan_out_prod(const ggml_tensor * dst) {
         p.units = ceil_div(d.M, g->k_unit);
         p.tile = std::max<int64_t>(g->mr, rd.blck);  // both divide KBLK
         p.mc = ceil_div(std::max<int64_t>(g->mc, KBLK), KBLK) * KBLK;
-        p.kc = ceil_div(g->kc * g->k_unit, ROWS) * ROWS / g->k_unit;
+        p.kc = ceil_div(std::min<int64_t>(g->kc, GEMM_KC_MAX) * g->k_unit, ROWS) * ROWS / g->k_unit;
         p.n_panels = ceil_div(d.N, g->nr);
         // F32 units of all of m (bf16 pairs are converted in place from them).
         p.b_panel_size = align_up((size_t) d.M * g->nr * sizeof(float));
