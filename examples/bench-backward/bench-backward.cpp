@@ -155,8 +155,13 @@ double median(std::vector<double> v) {
 // Median seconds of computing gf; the work buffer comes from wctx, reset before every run so that
 // the same (already touched) memory serves each one.
 double time_graph(ggml_cgraph * gf, ggml_context * wctx, int threads, int repeats) {
-    ggml_reset(wctx);
-    if (ggml_graph_compute_with_ctx(wctx, gf, threads) != GGML_STATUS_SUCCESS) return -1;  // warm-up
+    // Warm-up: threads started, pages touched, and the cores' clocks up after idling (a single
+    // run left the first figures of a process ~30% low): at least 2 runs and 0.3 s.
+    const double w0 = now_s();
+    for (int i = 0; i < 2 || now_s() - w0 < 0.3; i++) {
+        ggml_reset(wctx);
+        if (ggml_graph_compute_with_ctx(wctx, gf, threads) != GGML_STATUS_SUCCESS) return -1;
+    }
     std::vector<double> times;
     for (int r = 0; r < repeats; r++) {
         ggml_reset(wctx);
