@@ -1,6 +1,7 @@
 // Repacked weights (quant-repack.h): the layout round-trips; this build's kernel equals the
 // scalar reference bit for bit; mul_mat with a repacked a equals the reference dot per output,
-// whatever the number of columns or threads; other readers of a repacked tensor are refused.
+// whatever the number of columns or threads; readers of a repacked tensor other than mul_mat and
+// out_prod (as src0, test-out-prod.cpp) are refused.
 // On builds without a SIMD kernel the reference kernel is forced, so the path is tested anyway.
 #include "test-util.h"
 
@@ -304,6 +305,7 @@ TEST(Repack, OtherReadersAreRefused) {
         ggml_get_rows(ctx, a, ids),
         ggml_mul_mat(ctx, ggml_view_2d(ctx, a, 64, 16, a->nb[1], 0), b),
         ggml_cpy(ctx, a, ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 64, 32)),
+        ggml_out_prod(ctx, ggml_view_2d(ctx, a, 64, 16, a->nb[1], 0), ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 3, 16)),
     };
     for (ggml_tensor * t : bad) {
         ggml_cgraph * gf = ggml_new_graph(ctx);

@@ -417,7 +417,20 @@ struct ggml_tensor * ggml_rms_norm_inplace(struct ggml_context * ctx, struct ggm
 // b broadcasts a over dims 2 and 3 (b->ne[2] a multiple of a->ne[2], same for dim 3).
 struct ggml_tensor * ggml_mul_mat(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
 // a: [M, K, ...], b: [N, K, ...] -> F32 [M, N, ...]: sum over k of a[:, k] x b[:, k] (outer products).
+// a may be any type with a to_float conversion, also repacked for the CPU; b is F32.
 struct ggml_tensor * ggml_out_prod(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
+
+// Precision of the products of a matrix op; sums are F32 whatever it is. GGML_PREC_DEFAULT and
+// GGML_PREC_F32: F32 products of the operands' values. GGML_PREC_BF16 (opt-in, out_prod only):
+// both operands rounded to BF16 where the build has a fast kernel for it (AVX512-BF16: about
+// twice the F32 rate), F32 elsewhere; results then differ from the F32 ones by ~2e-3 relative.
+enum ggml_prec {
+    GGML_PREC_DEFAULT = 0,
+    GGML_PREC_F32     = 10,
+    GGML_PREC_BF16    = 16,
+};
+// Sets the precision of an out_prod node (the tensor ggml_out_prod returned).
+void ggml_out_prod_set_prec(struct ggml_tensor * a, enum ggml_prec prec);
 
 // Copies and layout.
 struct ggml_tensor * ggml_cpy(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);  // a -> b (same element count), returns a view of b
@@ -579,7 +592,8 @@ enum ggml_status  ggml_graph_compute(struct ggml_cgraph * cgraph, struct ggml_cp
 // builds, all but Q8_0 on AVX2; a matrix with data, not a view,
 // contiguous, rows a multiple of 16). ggml_cpu_repack rearranges t's data in place (the memory
 // must be writable) and sets GGML_TENSOR_FLAG_REPACKED; false, with nothing changed, where it
-// cannot. Afterwards only mul_mat may read t, as its src0: graph compute refuses other readers.
+// cannot. Afterwards only mul_mat and out_prod may read t, as their src0: graph compute refuses
+// other readers.
 bool ggml_cpu_can_repack(const struct ggml_tensor * t);
 bool ggml_cpu_repack(struct ggml_tensor * t);
 

@@ -98,6 +98,7 @@ static inline void ggml_set_op_params_f32(struct ggml_tensor * t, uint32_t i, fl
 //         src[1] I32 positions, src[2] optional freq factors.
 //   CPY: src[0] source, src[1] destination; the node is a view of src[1].
 //   VIEW: size_t offset at op_params[0..1] (informative; view_offs is authoritative).
+//   OUT_PROD: i32[0] enum ggml_prec (0: F32 products).
 //   PERMUTE: i32[0..3] axes.
 //   ACC: size_t[0..3] at op_params: nb1, nb2, nb3, offset of the view of src[0] that src[1] is
 //        added into; the result has src[0]'s shape (a view of src[0] for ggml_acc_inplace).

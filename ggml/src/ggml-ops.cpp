@@ -343,6 +343,12 @@ GGML_BACKWARD_RULE(out_prod) {
     }
 }
 
+void ggml_out_prod_set_prec(struct ggml_tensor * a, enum ggml_prec prec) {
+    GGML_ASSERT(a->op == GGML_OP_OUT_PROD && "out_prod_set_prec: not an out_prod node");
+    GGML_ASSERT((prec == GGML_PREC_DEFAULT || prec == GGML_PREC_F32 || prec == GGML_PREC_BF16) && "out_prod_set_prec: unknown precision");
+    ggml_set_op_params_i32(a, 0, (int32_t) prec);
+}
+
 // ---- copies and layout ---------------------------------------------------------------------
 struct ggml_tensor * ggml_cpy(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b) {
     GGML_ASSERT(ggml_nelements(a) == ggml_nelements(b) && "cpy: element counts differ");

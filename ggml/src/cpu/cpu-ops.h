@@ -76,7 +76,7 @@ void ggml_cpu_forward_soft_max     (const struct ggml_compute_params * params, s
 void ggml_cpu_forward_rope(const struct ggml_compute_params * params, struct ggml_tensor * dst);
 // ops-loss.cpp
 void ggml_cpu_forward_cross_entropy_loss(const struct ggml_compute_params * params, struct ggml_tensor * dst);
-// matmul.cpp: mul_mat, out_prod
+// matmul.cpp: mul_mat; out-prod.cpp: out_prod
 void ggml_cpu_forward_mul_mat (const struct ggml_compute_params * params, struct ggml_tensor * dst);
 void ggml_cpu_forward_out_prod(const struct ggml_compute_params * params, struct ggml_tensor * dst);
 // Ops of the backward pass and optimizer steps (semantics and params: ggml-impl.h).

@@ -1,4 +1,4 @@
-// matmul.cpp - mul_mat and out_prod on the CPU.
+// matmul.cpp - mul_mat on the CPU (out_prod, its backward product, is in out-prod.cpp).
 //
 // mul_mat(a, b): b's rows are first converted to the vec_dot_type of a's type (split by rows
 // across threads, then a barrier; contiguous F32 rows that need no conversion are read in
@@ -276,13 +276,6 @@ void mul_mat_gemm(const MulMatArgs & x, const MulMatPlan & plan, char * b_pack, 
     }
 }
 
-// ---- out_prod ------------------------------------------------------------------------------
-constexpr int64_t OP_KB = 8;     // terms per axpy call: y stays in registers across them
-constexpr int64_t OP_MCH = 512;  // elements of a row of dst per chunk
-constexpr int64_t OP_NB = 16;    // rows of dst per block (their chunks stay in L1/L2)
-
-size_t out_prod_thread_size() { return align_up(OP_KB * OP_MCH * sizeof(float)); }
-
 }  // namespace
 
 size_t ggml_cpu_mul_mat_work_size(const struct ggml_tensor * node, int n_threads) {
@@ -334,80 +327,5 @@ void ggml_cpu_forward_mul_mat(const struct ggml_compute_params * params, struct 
         mul_mat_gemm(x, plan, b_pack, a_pack, params);
     } else {
         mul_mat_dot(x, plan.kern, params->ith, params->nth);
-    }
-}
-
-size_t ggml_cpu_out_prod_work_size(const struct ggml_tensor * node, int n_threads) {
-    return ALIGN + (size_t) n_threads * out_prod_thread_size();
-}
-
-// dst[m, n] = sum_k a[m, k] * b[n, k]: each row of dst accumulates rows of a (axpy), one k after
-// the other, so its values do not depend on how rows are split across threads.
-void ggml_cpu_forward_out_prod(const struct ggml_compute_params * params, struct ggml_tensor * dst) {
-    const ggml_tensor * a = dst->src[0];
-    const ggml_tensor * b = dst->src[1];
-    GGML_ASSERT(a->type == GGML_TYPE_F32 || a->type == GGML_TYPE_F16 || a->type == GGML_TYPE_BF16);
-    GGML_ASSERT(b->type == GGML_TYPE_F32);
-    GGML_ASSERT(dst->type == GGML_TYPE_F32 && dst->nb[0] == sizeof(float));
-    GGML_ASSERT(a->ne[0] == dst->ne[0] && b->ne[0] == dst->ne[1] && a->ne[1] == b->ne[1]);
-    GGML_ASSERT(b->ne[2] == dst->ne[2] && b->ne[3] == dst->ne[3]);
-    GGML_ASSERT(b->ne[2] % a->ne[2] == 0 && b->ne[3] % a->ne[3] == 0);
-    GGML_ASSERT(params->wsize >= ggml_cpu_out_prod_work_size(dst, params->nth));
-
-    const ggml_vec_kernels * vk = ggml_vec_best();
-    const int64_t M = dst->ne[0], N = dst->ne[1], K = a->ne[1], B2 = dst->ne[2];
-    const int64_t r2 = dst->ne[2] / a->ne[2], r3 = dst->ne[3] / a->ne[3];
-    const bool a_direct = a->type == GGML_TYPE_F32 && a->nb[0] == sizeof(float);
-    const bool a_rows = a->nb[0] == ggml_type_size(a->type);
-    float * tmp = (float *) (align_ptr(params->wdata) + (size_t) params->ith * out_prod_thread_size());
-
-    int64_t r0, r1;
-    ggml_cpu_split_rows(N * dst->ne[2] * dst->ne[3], params->ith, params->nth, &r0, &r1);
-    for (int64_t rb = r0; rb < r1;) {
-        // A block of rows of dst within one plane.
-        const int64_t n0 = rb % N, p = rb / N;
-        const int64_t nn = std::min({ OP_NB, N - n0, r1 - rb });
-        const int64_t i2 = p % B2, i3 = p / B2;
-        const char * a_plane = (const char *) a->data + (i2 / r2) * a->nb[2] + (i3 / r3) * a->nb[3];
-        const char * b_plane = (const char *) b->data + i2 * b->nb[2] + i3 * b->nb[3];
-        char * d_plane = (char *) dst->data + i2 * dst->nb[2] + i3 * dst->nb[3];
-
-        for (int64_t m0 = 0; m0 < M; m0 += OP_MCH) {
-            const int64_t mch = std::min(OP_MCH, M - m0);
-            for (int64_t n = n0; n < n0 + nn; n++) memset(d_plane + n * dst->nb[1] + m0 * sizeof(float), 0, mch * sizeof(float));
-            for (int64_t k0 = 0; k0 < K; k0 += OP_KB) {
-                const int kb = (int) std::min(OP_KB, K - k0);
-                const float * x[OP_KB];
-                for (int j = 0; j < kb; j++) {
-                    const char * arow = a_plane + (k0 + j) * a->nb[1];
-                    if (a_direct) {
-                        x[j] = (const float *) arow + m0;
-                        continue;
-                    }
-                    float * t = tmp + j * OP_MCH;
-                    if (a_rows && a->type == GGML_TYPE_F16) {
-                        vk->fp16_to_fp32(arow + m0 * sizeof(ggml_fp16_t), t, mch);
-                    } else if (a_rows && a->type == GGML_TYPE_BF16) {
-                        vk->bf16_to_fp32(arow + m0 * sizeof(ggml_bf16_t), t, mch);
-                    } else {
-                        for (int64_t m = 0; m < mch; m++) {
-                            const char * e = arow + (m0 + m) * a->nb[0];
-                            switch (a->type) {
-                                case GGML_TYPE_F16:  t[m] = GGML_FP16_TO_FP32(*(const ggml_fp16_t *) e); break;
-                                case GGML_TYPE_BF16: t[m] = GGML_BF16_TO_FP32(*(const ggml_bf16_t *) e); break;
-                                default:             t[m] = *(const float *) e; break;
-                            }
-                        }
-                    }
-                    x[j] = t;
-                }
-                for (int64_t n = n0; n < n0 + nn; n++) {
-                    float s[OP_KB];
-                    for (int j = 0; j < kb; j++) s[j] = *(const float *) (b_plane + n * b->nb[0] + (k0 + j) * b->nb[1]);
-                    vk->axpy(mch, kb, s, x, (float *) (d_plane + n * dst->nb[1]) + m0);
-                }
-            }
-        }
-        rb += nn;
     }
 }

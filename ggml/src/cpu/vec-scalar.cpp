@@ -2,6 +2,8 @@
 // per output. The SIMD kernels are tested against these; GGML_SCALAR builds run on them.
 #include "vec.h"
 
+#include <string.h>
+
 namespace {
 
 inline float load_f32(const float * p, int64_t i) { return p[i]; }
@@ -82,7 +84,44 @@ void axpy(int64_t n, int nx, const float * s, const float * const * x, float * y
     }
 }
 
+// BF16 pairs (opt-in products): the reference for the SIMD kernels' rounding and order.
+void bf16_pairs(const float * x0, const float * x1, int64_t n, void * out) {
+    uint32_t * o = (uint32_t *) out;
+    for (int64_t i = 0; i < n; i++) {
+        const uint32_t hi = x1 ? GGML_FP32_TO_BF16(x1[i]).bits : 0;
+        o[i] = (uint32_t) GGML_FP32_TO_BF16(x0[i]).bits | hi << 16;
+    }
+}
+
+inline float bf16_half(uint32_t u, int half) {
+    const uint32_t bits = half ? u & 0xffff0000u : u << 16;
+    float f;
+    memcpy(&f, &bits, sizeof(f));
+    return f;
+}
+
+void micro_bf16(int64_t nu, const void * a, const void * b, float * c, size_t ldc, bool accumulate) {
+    const uint32_t * ap = (const uint32_t *) a;
+    const uint32_t * bp = (const uint32_t *) b;
+    float acc[NR][MR];
+    for (int j = 0; j < NR; j++)
+        for (int i = 0; i < MR; i++) acc[j][i] = accumulate ? c[j * ldc + i] : 0.0f;
+    for (int64_t u = 0; u < nu; u++) {
+        for (int j = 0; j < NR; j++) {
+            const uint32_t bj = bp[u * NR + j];
+            for (int i = 0; i < MR; i++) {
+                const uint32_t ai = ap[u * MR + i];
+                acc[j][i] += bf16_half(ai, 1) * bf16_half(bj, 1);  // exact products: one rounding each
+                acc[j][i] += bf16_half(ai, 0) * bf16_half(bj, 0);
+            }
+        }
+    }
+    for (int j = 0; j < NR; j++)
+        for (int i = 0; i < MR; i++) c[j * ldc + i] = acc[j][i];
+}
+
 const ggml_gemm_kernel gemm_f32  = { MR, NR, 1, 256, 64, 8, pack<float>, pack<float>, micro };
+const ggml_gemm_kernel gemm_bf16_pairs = { MR, NR, 2, 128, 64, 8, nullptr, nullptr, micro_bf16 };
 const ggml_gemm_kernel gemm_f16  = { MR, NR, 1, 256, 64, 8, pack<ggml_fp16_t>, pack<ggml_fp16_t>, micro };
 const ggml_gemm_kernel gemm_bf16 = { MR, NR, 1, 256, 64, 8, pack<ggml_bf16_t>, pack<ggml_bf16_t>, micro };
 
@@ -101,4 +140,7 @@ const ggml_mm_type_kernels * mm_type(ggml_type type) {
 
 }  // namespace
 
-extern "C" const ggml_vec_kernels ggml_vec_scalar = { "scalar", mm_type, axpy, fp16_to_fp32, bf16_to_fp32 };
+extern "C" const ggml_vec_kernels ggml_vec_scalar = { "scalar", mm_type, axpy, fp16_to_fp32, bf16_to_fp32,
+                                                      bf16_pairs, &gemm_bf16_pairs, ggml_dequant_ref };
+
+ggml_to_float_t ggml_dequant_ref(enum ggml_type type) { return ggml_get_type_traits(type)->to_float; }

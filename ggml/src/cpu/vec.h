@@ -59,12 +59,25 @@ struct ggml_mm_type_kernels {
 // y[i] += s[0] * x[0][i], then += s[1] * x[1][i], ... (one FMA per term, in order of j).
 typedef void (*ggml_axpy_fn)(int64_t n, int nx, const float * s, const float * const * x, float * y);
 
+// ---- BF16 products (opt-in, out_prod with GGML_PREC_BF16) ----------------------------------
+// Packed units are pairs of bf16 (k_unit 2): out[i] = bf16(x0[i]) | bf16(x1[i]) << 16 for i < n,
+// rounded to nearest even (x1 NULL: zero high halves). The GEMM kernel of this kind has no
+// pack_a / pack_b: its caller packs through this function. Its micro-kernel adds, per unit, the
+// product of the high halves, then that of the low halves (as vdpbf16ps does), accumulating in
+// F32; bf16 products are exact in F32, so only the additions round.
+typedef void (*ggml_bf16_pairs_fn)(const float * x0, const float * x1, int64_t n, void * out);
+
 struct ggml_vec_kernels {
     const char * isa;
     const struct ggml_mm_type_kernels * (*mm_type)(enum ggml_type type);  // NULL: not supported
     ggml_axpy_fn axpy;
     ggml_to_float_t fp16_to_fp32;
     ggml_to_float_t bf16_to_fp32;
+    ggml_bf16_pairs_fn bf16_pairs;
+    const struct ggml_gemm_kernel * gemm_bf16_pairs;  // NULL: no fast BF16 products here
+    // Rows of a quantized type to F32 (out_prod's conversion of a): the same values as the
+    // type's reference to_float, which serves where the set has no kernel of its own.
+    ggml_to_float_t (*dequant)(enum ggml_type type);
 };
 
 #ifdef __cplusplus
@@ -72,11 +85,13 @@ extern "C" {
 #endif
 
 extern const struct ggml_vec_kernels ggml_vec_scalar;
+ggml_to_float_t ggml_dequant_ref(enum ggml_type type);  // the type's to_float
 #if defined(GGML_SIMD_AVX2)
 extern const struct ggml_vec_kernels ggml_vec_avx2;
 #endif
 #if defined(GGML_SIMD_AVX512)
 extern const struct ggml_vec_kernels ggml_vec_avx512;
+ggml_to_float_t ggml_dequant_avx512(enum ggml_type type);  // arch/x86/dequant-avx512.cpp
 #endif
 #if defined(GGML_SIMD_NEON)
 extern const struct ggml_vec_kernels ggml_vec_neon;
@@ -86,6 +101,8 @@ extern const struct ggml_vec_kernels ggml_vec_neon;
 // kernel's min_n). Tests and benchmarks set it to exercise either path; results never depend
 // on the thread count, only on the path.
 extern int ggml_mm_gemm_min_n;
+// The same for out_prod (out-prod.cpp): the packed GEMM from this many rows of dst on (> 0).
+extern int ggml_out_prod_gemm_min_n;
 
 #ifdef __cplusplus
 }

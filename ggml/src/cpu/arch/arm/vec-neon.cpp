@@ -240,6 +240,7 @@ const ggml_mm_type_kernels * mm_type(ggml_type type) {
 
 }  // namespace
 
-extern "C" const ggml_vec_kernels ggml_vec_neon = { "NEON", mm_type, axpy, fp16_to_fp32, bf16_to_fp32 };
+extern "C" const ggml_vec_kernels ggml_vec_neon = { "NEON", mm_type, axpy, fp16_to_fp32, bf16_to_fp32, nullptr, nullptr,
+                                                    ggml_dequant_ref };
 
 #endif  // GGML_SIMD_NEON

@@ -288,6 +288,7 @@ const ggml_mm_type_kernels * mm_type(ggml_type type) {
 
 }  // namespace
 
-extern "C" const ggml_vec_kernels ggml_vec_avx2 = { "AVX2", mm_type, axpy, fp16_to_fp32, bf16_to_fp32 };
+extern "C" const ggml_vec_kernels ggml_vec_avx2 = { "AVX2", mm_type, axpy, fp16_to_fp32, bf16_to_fp32, nullptr, nullptr,
+                                                    ggml_dequant_ref };
 
 #endif  // GGML_SIMD_AVX2

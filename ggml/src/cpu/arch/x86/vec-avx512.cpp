@@ -1,6 +1,7 @@
 // vec-avx512.cpp - AVX512 matmul kernels: 16-lane dot tiles (F16 through F16C, BF16 through
 // AVX512-BF16 vdpbf16ps where the build has it), transposing packers, and a 32 x 12 GEMM
-// micro-kernel (24 zmm accumulators, one broadcast of b per column).
+// micro-kernel (24 zmm accumulators, one broadcast of b per column), in F32 and, for the opt-in
+// BF16 products of out_prod, in bf16 pairs through vdpbf16ps.
 #include "../../vec.h"
 
 #if defined(GGML_SIMD_AVX512)
@@ -252,6 +253,64 @@ void micro_f32(int64_t nu, const void * a, const void * b, float * c, size_t ldc
     }
 }
 
+// ---- BF16 products (opt-in, out_prod with GGML_PREC_BF16) ---------------------------------
+#if defined(__AVX512BF16__)
+// Units (bf16(x0[i]), bf16(x1[i])): one two-source conversion, then the halves interleaved.
+void bf16_pairs(const float * x0, const float * x1, int64_t n, void * out) {
+    uint32_t * o = (uint32_t *) out;
+    // word 2i <- word i (x0), word 2i + 1 <- word 16 + i (x1)
+    static const uint16_t order[32] = { 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23,
+                                        8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31 };
+    const __m512i idx = _mm512_loadu_si512(order);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 v0 = _mm512_loadu_ps(x0 + i);
+        const __m512 v1 = x1 ? _mm512_loadu_ps(x1 + i) : _mm512_setzero_ps();
+        const __m512i w = (__m512i) _mm512_cvtne2ps_pbh(v1, v0);  // words 0..15: v0, 16..31: v1
+        _mm512_storeu_si512(o + i, _mm512_permutexvar_epi16(idx, w));
+    }
+    if (i < n) {
+        const __mmask16 m = mask16(n - i);
+        const __m512 v0 = _mm512_maskz_loadu_ps(m, x0 + i);
+        const __m512 v1 = x1 ? _mm512_maskz_loadu_ps(m, x1 + i) : _mm512_setzero_ps();
+        const __m512i w = (__m512i) _mm512_cvtne2ps_pbh(v1, v0);
+        _mm512_mask_storeu_epi32(o + i, m, _mm512_permutexvar_epi16(idx, w));
+    }
+}
+
+// As micro_f32 with vdpbf16ps: each unit is a pair of k, two products per lane and instruction.
+void micro_bf16(int64_t nu, const void * a, const void * b, float * c, size_t ldc, bool accumulate) {
+    const uint32_t * A = (const uint32_t *) a;
+    const uint32_t * B = (const uint32_t *) b;
+    __m512 c0[NR], c1[NR];
+    for (int j = 0; j < NR; j++) {
+        c0[j] = accumulate ? _mm512_loadu_ps(c + j * ldc) : _mm512_setzero_ps();
+        c1[j] = accumulate ? _mm512_loadu_ps(c + j * ldc + 16) : _mm512_setzero_ps();
+    }
+    for (int64_t u = 0; u < nu; u++) {
+        const __m512bh a0 = (__m512bh) _mm512_loadu_si512(A), a1 = (__m512bh) _mm512_loadu_si512(A + 16);
+#pragma GCC unroll 12
+        for (int j = 0; j < NR; j++) {
+            const __m512bh bj = (__m512bh) _mm512_set1_epi32((int) B[j]);
+            c0[j] = _mm512_dpbf16_ps(c0[j], a0, bj);
+            c1[j] = _mm512_dpbf16_ps(c1[j], a1, bj);
+        }
+        A += MR;
+        B += NR;
+    }
+    for (int j = 0; j < NR; j++) {
+        _mm512_storeu_ps(c + j * ldc, c0[j]);
+        _mm512_storeu_ps(c + j * ldc + 16, c1[j]);
+    }
+}
+
+// KC in pairs: the b micro-panel takes the same 24 KiB of L1 as the f32 kernel's.
+const ggml_gemm_kernel gemm_bf16_pairs = { MR, NR, 2, KC, MC, MIN_N_F32, nullptr, nullptr, micro_bf16 };
+#define BF16_PAIRS bf16_pairs, &gemm_bf16_pairs
+#else
+#define BF16_PAIRS nullptr, nullptr
+#endif
+
 // ---- axpy ----------------------------------------------------------------------------------
 void axpy(int64_t n, int nx, const float * s, const float * const * x, float * y) {
     int64_t i = 0;
@@ -307,6 +366,7 @@ const ggml_mm_type_kernels * mm_type(ggml_type type) {
 
 }  // namespace
 
-extern "C" const ggml_vec_kernels ggml_vec_avx512 = { "AVX512", mm_type, axpy, fp16_to_fp32, bf16_to_fp32 };
+extern "C" const ggml_vec_kernels ggml_vec_avx512 = { "AVX512", mm_type, axpy, fp16_to_fp32, bf16_to_fp32, BF16_PAIRS,
+                                                      ggml_dequant_avx512 };
 
 #endif  // GGML_SIMD_AVX512
