@@ -273,6 +273,56 @@ TEST(OutProdTypes, Bf16Products) {
         }
 }
 
+// Opt-in int8 products (GGML_PREC_INT8): a's values and b's quantized to Q8_0 along m and
+// multiplied by the forward's Q8_0 x16 kernel. Checked by the relative (Frobenius) error against
+// the double sum of a's values, bit-identical over 1, 2 and 3 threads and for a repacked a.
+TEST(OutProdTypes, Int8Products) {
+    const ggml_repack_traits * q8 = ggml_repack_get_traits(GGML_TYPE_Q8_0);
+    if (!q8 || !q8->gemm) GTEST_SKIP() << "this build has no Q8_0 x16 kernel: GGML_PREC_INT8 computes in F32";
+    double worst = 0;
+    for (ggml_type t : { GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K })
+        for (int64_t M : { 256, 544, 1024 })
+            for (int64_t N : { 1, 7, 8, 17, 40 }) {
+                const int64_t K = 512;
+                SCOPED_TRACE(std::string(ggml_type_name(t)) + " K=512 M=" + std::to_string(M) + " N=" + std::to_string(N));
+                tu::Ctx ctx(64u << 20);
+                ggml_tensor * a = ggml_new_tensor_2d(ctx, t, K, M);
+                const int64_t ne[4] = { N, M, 1, 1 };
+                ggml_tensor * b = tu::new_transposed_view(ctx, GGML_TYPE_F32, ne);
+                std::mt19937 rng((uint32_t) (M * 17 + N * 7 + t));
+                fill_weights(a, rng);
+                tu::fill_uniform(b, rng);
+                ggml_tensor * out = ggml_out_prod(ctx, a, b);
+                ggml_out_prod_set_prec(out, GGML_PREC_INT8);
+                const std::vector<double> got = tu::compute_all_threads(ctx, out);
+                const std::vector<uint8_t> got_bytes = tu::bytes_of(out);
+                const std::vector<double> av = dequantized(a), bv = tu::to_double(b);  // [m][k], [m][n]
+                double e2 = 0, r2 = 0;
+                for (int64_t n = 0; n < N; n++)
+                    for (int64_t k = 0; k < K; k++) {
+                        double s = 0;
+                        for (int64_t m = 0; m < M; m++) s += av[m * K + k] * bv[m * N + n];
+                        const double g = got[n * K + k];
+                        e2 += (g - s) * (g - s);
+                        r2 += s * s;
+                    }
+                const double rel = std::sqrt(e2 / r2);
+                worst = std::max(worst, rel);
+                EXPECT_LT(rel, 1e-2);
+                {  // the default precision differs (the int8 path was taken)
+                    ggml_tensor * f = ggml_out_prod(ctx, a, b);
+                    tu::compute_all_threads(ctx, f);
+                    EXPECT_FALSE(tu::bytes_of(f) == got_bytes);
+                }
+                ForceRepack force;
+                if (!ggml_cpu_can_repack(a)) continue;
+                ASSERT_TRUE(ggml_cpu_repack(a));
+                tu::compute_all_threads(ctx, out);
+                EXPECT_TRUE(tu::bytes_of(out) == got_bytes) << "repacked a gives other results than the file layout";
+            }
+    printf("int8 products: worst relative error %.2e\n", worst);
+}
+
 // ---- the bf16-pair kernels against the scalar reference --------------------------------------
 TEST(OutProdKernels, Bf16PairsMatchScalar) {
     std::vector<const ggml_vec_kernels *> sets;

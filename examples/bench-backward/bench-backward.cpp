@@ -8,11 +8,13 @@
 // backward / forward. Quantized weights are repacked where this build repacks the type, as the
 // llama runtime does at load (--no-repack keeps the file layout). --bf16 adds the backward with
 // the opt-in BF16 products (ggml_out_prod_set_prec) and its relative error against the F32 one
-// (Frobenius norm of the difference over that of the F32 result).
+// (Frobenius norm of the difference over that of the F32 result); --int8 the same with the opt-in
+// int8 products (GGML_PREC_INT8: Q8_0 operands through the forward's repacked kernel).
 //
 // usage: bench-backward [-t THREADS] [-r REPEATS] [-n TOKENS] [--types f32,bf16,q8_0,q4_0,q4_k]
-//                       [--shapes KxM,...] [--no-repack] [--bf16] [--gemm-min-n N]
+//                       [--shapes KxM,...] [--no-repack] [--bf16] [--int8] [--gemm-min-n N]
 #include "ggml.h"
+#include "cpu/quant-repack.h"
 #include "cpu/vec.h"
 
 #include <algorithm>
@@ -37,6 +39,7 @@ struct Options {
     int64_t n = 256;
     bool repack = true;
     bool bf16 = false;
+    bool int8 = false;
     std::vector<ggml_type> types = { GGML_TYPE_F32, GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_K };
     // The projections of TinyLlama-1.1B: attention (2048 x 2048), FFN up/gate and down.
     std::vector<Shape> shapes = { { 2048, 2048 }, { 2048, 5632 }, { 5632, 2048 } };
@@ -53,6 +56,7 @@ void usage(const char * prog) {
             "  --shapes LIST       KxM,... weight shapes (default 2048x2048,2048x5632,5632x2048)\n"
             "  --no-repack         keep quantized weights in the file layout\n"
             "  --bf16              also time the backward with opt-in BF16 products, and give its error\n"
+            "  --int8              also time the backward with opt-in int8 products, and give its error\n"
             "  --gemm-min-n N      N from which mul_mat and out_prod take the packed GEMM (default: the build's)\n",
             prog);
 }
@@ -93,6 +97,10 @@ bool parse_args(int argc, char ** argv, Options & o) {
     for (int i = 1; i < argc; i++) {
         const std::string a = argv[i];
         if (a == "-h" || a == "--help") return false;
+        if (a == "--int8") {
+            o.int8 = true;
+            continue;
+        }
         if (a == "--no-repack" || a == "--bf16") {
             (a == "--bf16" ? o.bf16 : o.repack) = a == "--bf16";
             continue;
@@ -175,6 +183,7 @@ double time_graph(ggml_cgraph * gf, ggml_context * wctx, int threads, int repeat
 struct Result {
     double fwd = -1, bwd = -1, bwd_bf16 = -1;  // seconds
     double err_bf16 = -1;                      // ||dx_bf16 - dx|| / ||dx||
+    double bwd_int8 = -1, err_int8 = -1;
     bool repacked = false;
 };
 
@@ -192,7 +201,7 @@ Result bench(ggml_type type, const Shape & s, const Options & o) {
     Result res;
     const int64_t K = s.k, M = s.m, N = o.n;
     if (K % ggml_blck_size(type) != 0) return res;
-    const size_t bytes = ggml_row_size(type, K) * M + (size_t) (K + 2 * M + 2 * K) * N * sizeof(float) +
+    const size_t bytes = ggml_row_size(type, K) * M + (size_t) (K + 2 * M + 3 * K) * N * sizeof(float) +
                          16 * ggml_tensor_overhead() + 2 * ggml_graph_overhead() + (1u << 20);
     ggml_init_params ip = { bytes, nullptr, false };
     ggml_context * ctx = ggml_init(ip);
@@ -223,7 +232,13 @@ Result bench(ggml_type type, const Shape & s, const Options & o) {
     ggml_cgraph * gb16 = ggml_new_graph(ctx);
     ggml_build_forward_expand(gb16, dx16);
 
-    const size_t wsize = std::max(ggml_graph_plan(gf, o.threads).work_size, ggml_graph_plan(gb, o.threads).work_size);
+    ggml_tensor * dx8 = ggml_out_prod(ctx, a, ggml_transpose(ctx, grad));
+    ggml_out_prod_set_prec(dx8, GGML_PREC_INT8);
+    ggml_cgraph * gb8 = ggml_new_graph(ctx);
+    ggml_build_forward_expand(gb8, dx8);
+
+    const size_t wsize = std::max({ ggml_graph_plan(gf, o.threads).work_size, ggml_graph_plan(gb, o.threads).work_size,
+                                    ggml_graph_plan(gb16, o.threads).work_size, ggml_graph_plan(gb8, o.threads).work_size });
     ggml_init_params wp = { wsize + (1u << 16), nullptr, false };
     ggml_context * wctx = ggml_init(wp);
     if (wctx) {
@@ -232,6 +247,10 @@ Result bench(ggml_type type, const Shape & s, const Options & o) {
         if (o.bf16) {
             res.bwd_bf16 = time_graph(gb16, wctx, o.threads, o.repeats);
             res.err_bf16 = rel_diff(dx16, dx);
+        }
+        if (o.int8) {
+            res.bwd_int8 = time_graph(gb8, wctx, o.threads, o.repeats);
+            res.err_int8 = rel_diff(dx8, dx);
         }
         ggml_free(wctx);
     }
@@ -256,14 +275,21 @@ int main(int argc, char ** argv) {
     }
     printf("forward: mul_mat(a [K, M], x [K, N]); backward: out_prod(a, transpose(grad [M, N])); GFLOP/s = 2*K*M*N / time\n\n");
     if (o.bf16) {
-        printf("BF16 products: %s\n\n", ggml_vec_best()->gemm_bf16_pairs ? "AVX512-BF16 kernel"
-                                                                         : "no fast kernel in this build (F32 products)");
-        printf("| type | K | M | forward GFLOP/s | backward GFLOP/s | backward / forward | backward BF16 GFLOP/s | BF16 / forward | BF16 rel. error |\n");
-        printf("|------|---|---|----------------:|-----------------:|-------------------:|----------------------:|---------------:|----------------:|\n");
-    } else {
-        printf("| type | K | M | forward GFLOP/s | backward GFLOP/s | backward / forward |\n");
-        printf("|------|---|---|----------------:|-----------------:|-------------------:|\n");
+        printf("BF16 products: %s\n", ggml_vec_best()->gemm_bf16_pairs ? "AVX512-BF16 kernel"
+                                                                       : "no fast kernel in this build (F32 products)");
     }
+    if (o.int8) {
+        const ggml_repack_traits * q8 = ggml_repack_get_traits(GGML_TYPE_Q8_0);
+        printf("int8 products: %s\n", q8 && q8->gemm ? "the forward's Q8_0 x16 kernel" : "no kernel in this build (F32 products)");
+    }
+    if (o.bf16 || o.int8) printf("\n");
+    printf("| type | K | M | forward GFLOP/s | backward GFLOP/s | backward / forward |");
+    if (o.bf16) printf(" backward BF16 GFLOP/s | BF16 / forward | BF16 rel. error |");
+    if (o.int8) printf(" backward int8 GFLOP/s | int8 / forward | int8 rel. error |");
+    printf("\n|------|---|---|----------------:|-----------------:|-------------------:|");
+    if (o.bf16) printf("----------------------:|---------------:|----------------:|");
+    if (o.int8) printf("----------------------:|---------------:|----------------:|");
+    printf("\n");
     for (ggml_type type : o.types) {
         for (const Shape & s : o.shapes) {
             const Result r = bench(type, s, o);
@@ -277,6 +303,7 @@ int main(int argc, char ** argv) {
             printf("| %s | %lld | %lld | %.1f | %.1f | %.2f |", name.c_str(), (long long) s.k, (long long) s.m,
                    gflop / r.fwd, gflop / r.bwd, r.fwd / r.bwd);
             if (r.bwd_bf16 > 0) printf(" %.1f | %.2f | %.1e |", gflop / r.bwd_bf16, r.fwd / r.bwd_bf16, r.err_bf16);
+            if (r.bwd_int8 > 0) printf(" %.1f | %.2f | %.1e |", gflop / r.bwd_int8, r.fwd / r.bwd_int8, r.err_int8);
             printf("\n");
             fflush(stdout);
         }

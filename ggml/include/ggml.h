@@ -424,8 +424,13 @@ struct ggml_tensor * ggml_out_prod(struct ggml_context * ctx, struct ggml_tensor
 // GGML_PREC_F32: F32 products of the operands' values. GGML_PREC_BF16 (opt-in, out_prod only):
 // both operands rounded to BF16 where the build has a fast kernel for it (AVX512-BF16: about
 // twice the F32 rate), F32 elsewhere; results then differ from the F32 ones by ~2e-3 relative.
+// GGML_PREC_INT8 (opt-in, out_prod only): products of 8-bit quantized operands, as the quantized
+// forward: a's values and b's are quantized to Q8_0 along the reduction and multiplied by the
+// forward's int8 kernel, where the build has one (AVX512-VNNI, NEON dotprod) and M % 32 == 0 and
+// K % 16 == 0; F32 elsewhere. Results then differ from the F32 ones by ~1e-2 relative.
 enum ggml_prec {
     GGML_PREC_DEFAULT = 0,
+    GGML_PREC_INT8    = 8,
     GGML_PREC_F32     = 10,
     GGML_PREC_BF16    = 16,
 };

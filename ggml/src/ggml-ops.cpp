@@ -345,7 +345,8 @@ GGML_BACKWARD_RULE(out_prod) {
 
 void ggml_out_prod_set_prec(struct ggml_tensor * a, enum ggml_prec prec) {
     GGML_ASSERT(a->op == GGML_OP_OUT_PROD && "out_prod_set_prec: not an out_prod node");
-    GGML_ASSERT((prec == GGML_PREC_DEFAULT || prec == GGML_PREC_F32 || prec == GGML_PREC_BF16) && "out_prod_set_prec: unknown precision");
+    GGML_ASSERT((prec == GGML_PREC_DEFAULT || prec == GGML_PREC_F32 || prec == GGML_PREC_BF16 ||
+                 prec == GGML_PREC_INT8) && "out_prod_set_prec: unknown precision");
     ggml_set_op_params_i32(a, 0, (int32_t) prec);
 }
 

@@ -147,6 +147,9 @@ float * d_plane(ggml_tensor * dst, const Dims & d, int64_t p) {
 
 // ---- work buffer layout (shared by the size query and the kernel) ---------------------------
 struct Plan {
+    const ggml_repack_traits * q8;  // non-NULL: the int8 path (GGML_PREC_INT8), the fields below unused but sizes
+    size_t act_size;    // int8: Q8_0 activations of all of b's rows of elements (shared)
+    size_t q8_thread;   // int8: per thread, the F32 tile, the quantized rows and the packed group
     const ggml_gemm_kernel * g;  // NULL: axpy path
     ggml_bf16_pairs_fn pairs;    // GEMM in bf16 pairs (k_unit 2): the conversion of a's and b's values
     int64_t units;      // GEMM: units of the reduction (m, or pairs of m)
@@ -159,8 +162,32 @@ struct Plan {
     size_t rows_size;   // per thread: converted rows of a (16 x a range of k)
     size_t scratch_size;// per thread: a repacked group's blocks
 
-    size_t thread_size() const { return a_pack_size + rows_size + scratch_size; }
-    size_t total(int nth) const { return ALIGN + b_pack_size + (size_t) nth * thread_size(); }
+    size_t thread_size() const { return q8 ? q8_thread : a_pack_size + rows_size + scratch_size; }
+    size_t total(int nth) const { return ALIGN + (q8 ? act_size : b_pack_size) + (size_t) nth * thread_size(); }
+};
+
+// ---- int8 path (GGML_PREC_INT8) sizes ----------------------------------------------------------
+// Per thread: a tile of a transposed, T[k - lo][m] for a range [lo, hi) of at most I8_KB values of
+// k (whole blocks of a), filled 16 rows of m at a time through `rows` (16 x I8_KB) and a repacked
+// group's scratch; then for each slab of 16 k, its 16 rows T[k] quantized to Q8_0 (q8 rows, row
+// after row) and packed as a Q8_0 x16 group (`packed`); `col`: one of b's rows of elements.
+constexpr int64_t I8_KB = 256;
+struct Int8Sizes {
+    int64_t nb;            // Q8_0 blocks along m
+    size_t act_row;        // bytes of one column's activations
+    size_t tile, rows, scratch, q8rows, packed, col;
+    Int8Sizes(const RowReader & rd, const Dims & d, const ggml_repack_traits * q8) {
+        nb = d.M / QK8_0;
+        act_row = (size_t) nb * q8->act_size;
+        const int64_t kb = std::max<int64_t>(I8_KB, rd.blck);
+        tile = align_up((size_t) kb * d.M * sizeof(float));
+        rows = align_up((size_t) ROWS * kb * sizeof(float));
+        scratch = rd.scratch_size(kb);
+        q8rows = align_up((size_t) ROWS * nb * sizeof(block_q8_0));
+        packed = q8rows;
+        col = align_up((size_t) d.M * sizeof(float));
+    }
+    size_t thread() const { return tile + rows + scratch + q8rows + packed + col; }
 };
 
 Plan plan_out_prod(const ggml_tensor * dst) {
@@ -168,6 +195,16 @@ Plan plan_out_prod(const ggml_tensor * dst) {
     const Dims d(dst);
     const RowReader rd(a);
     Plan p = {};
+    if (ggml_get_op_params_i32(dst, 0) == GGML_PREC_INT8) {
+        const ggml_repack_traits * q8 = ggml_repack_get_traits(GGML_TYPE_Q8_0);
+        if (q8 && q8->gemm && d.M > 0 && d.K > 0 && d.N > 0 && d.M % QK8_0 == 0 && d.K % ROWS == 0 && q8->act_blck == QK8_0) {
+            const Int8Sizes z(rd, d, q8);
+            p.q8 = q8;
+            p.act_size = align_up(z.act_row * (size_t) (d.N * d.planes()));
+            p.q8_thread = z.thread();
+            return p;
+        }
+    }
     const int64_t min_n = ggml_out_prod_gemm_min_n > 0 ? ggml_out_prod_gemm_min_n : GEMM_MIN_N;
     if (d.N >= min_n && d.K > 0 && d.M > 0) {
         const ggml_vec_kernels * vk = ggml_vec_best();
@@ -392,6 +429,80 @@ void out_prod_axpy(const RowReader & rd, const ggml_tensor * b, ggml_tensor * ds
     }
 }
 
+// ---- int8 path (GGML_PREC_INT8) ------------------------------------------------------------
+// GEMM rows are slabs of 16 values of k: rows T[k] = a[k, 0..M) quantized to Q8_0 along m and
+// packed as one Q8_0 x16 group of the forward's layout; columns are b's rows of elements n,
+// quantized once as the forward's activations. Each output is one call of the forward's kernel,
+// whose value does not depend on the columns beside it: results do not depend on the threads.
+void out_prod_int8(const RowReader & rd, const ggml_tensor * b, ggml_tensor * dst, const Dims & d, const Plan & pl,
+                   char * act, char * tw, const ggml_compute_params * params) {
+    const ggml_repack_traits * q8 = pl.q8;
+    const int ith = params->ith, nth = params->nth;
+    const Int8Sizes z(rd, d, q8);
+    const int64_t kb = std::max<int64_t>(I8_KB, rd.blck);
+    float * tile = (float *) tw;
+    float * rows = (float *) (tw + z.tile);
+    char * scratch = tw + z.tile + z.rows;
+    char * q8rows = scratch + z.scratch;
+    char * packed = q8rows + z.q8rows;
+    float * col = (float *) (packed + z.packed);
+    const ggml_from_float_t quant = ggml_get_type_traits(GGML_TYPE_Q8_0)->from_float_ref;
+    GGML_ASSERT(quant);
+
+    // Activations: column (plane p, n) at act + (p * N + n) * act_row.
+    {
+        int64_t c0, c1;
+        ggml_cpu_split_rows(d.planes() * d.N, ith, nth, &c0, &c1);
+        for (int64_t c = c0; c < c1; c++) {
+            const int64_t p = c / d.N, n = c % d.N;
+            const char * src = b_plane(b, d, p) + n * b->nb[0];
+            if (b->nb[1] == sizeof(float)) {
+                q8->act_from_float((const float *) src, act + c * z.act_row, d.M);
+            } else {
+                for (int64_t m = 0; m < d.M; m++) col[m] = *(const float *) (src + m * b->nb[1]);
+                q8->act_from_float(col, act + c * z.act_row, d.M);
+            }
+        }
+    }
+    ggml_cpu_barrier(params);
+
+    const int64_t slabs = d.K / ROWS;
+    int64_t s0, s1;
+    ggml_cpu_split_rows(d.planes() * slabs, ith, nth, &s0, &s1);
+    int64_t tile_p = -1, lo = 0, hi = 0;  // the tile holds T[lo, hi) of plane tile_p
+    for (int64_t s = s0; s < s1; s++) {
+        const int64_t p = s / slabs, k0 = (s % slabs) * ROWS;
+        const char * ap = a_plane(rd.a, d, p);
+        if (p != tile_p || k0 < lo || k0 + ROWS > hi) {
+            // The slabs of this thread in k's block of kb, rounded out to whole blocks of a.
+            const int64_t blk0 = (k0 / kb) * kb;
+            const int64_t last = std::min<int64_t>((s1 - 1 - p * slabs) * ROWS + ROWS, std::min(d.K, blk0 + kb));
+            lo = k0 / rd.blck * rd.blck;
+            hi = std::min(d.K, ceil_div(last, rd.blck) * rd.blck);
+            tile_p = p;
+            const int64_t nk = hi - lo;
+            for (int64_t m0 = 0; m0 < d.M; m0 += ROWS) {
+                const int64_t nr = std::min<int64_t>(ROWS, d.M - m0);
+                rd.read(ap, m0, nr, lo, nk, rows, kb, scratch);
+                for (int64_t e = 0; e < nk; e++) {
+                    float * t = tile + e * d.M + m0;
+                    for (int64_t r = 0; r < nr; r++) t[r] = rows[r * kb + e];
+                }
+            }
+        }
+        for (int64_t r = 0; r < ROWS; r++) {
+            quant(tile + (k0 + r - lo) * d.M, q8rows + r * z.nb * sizeof(block_q8_0), d.M);
+        }
+        q8->pack_group(q8rows, z.nb, packed);
+        float * dp = d_plane(dst, d, p);
+        const char * ac = act + p * d.N * z.act_row;
+        for (int64_t n0 = 0; n0 < d.N; n0 += GGML_REPACK_MAX_COLS) {
+            const int nc = (int) std::min<int64_t>(GGML_REPACK_MAX_COLS, d.N - n0);
+            q8->gemm(z.nb, packed, ac + n0 * z.act_row, z.act_row, nc, dp + n0 * d.ldd + k0, d.ldd);
+        }
+    }
+}
+
 }  // namespace
 
 size_t ggml_cpu_out_prod_work_size(const struct ggml_tensor * node, int n_threads) {
@@ -416,7 +527,9 @@ void ggml_cpu_forward_out_prod(const struct ggml_compute_params * params, struct
     char * t = w + pl.b_pack_size + (size_t) params->ith * pl.thread_size();
     const ThreadBufs tb = { t, (float *) (t + pl.a_pack_size), t + pl.a_pack_size + pl.rows_size };
 
-    if (pl.g) {
+    if (pl.q8) {
+        out_prod_int8(rd, b, dst, d, pl, w, w + pl.act_size + (size_t) params->ith * pl.thread_size(), params);
+    } else if (pl.g) {
         out_prod_gemm(rd, b, dst, d, pl, b_pack, tb, params);
     } else {
         out_prod_axpy(rd, b, dst, d, tb, params->ith, params->nth);
