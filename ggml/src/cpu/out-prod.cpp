@@ -13,10 +13,14 @@
 //    elements n, contiguous over m when b is a transposed contiguous gradient).
 //    With GGML_PREC_BF16 (opt-in) and a build with a BF16 kernel, the panels hold pairs of m
 //    rounded to bf16 instead (vdpbf16ps: twice the F32 rate, F32 sums).
+//  - GGML_PREC_INT8 (opt-in, builds with a Q8_0 x16 kernel, M % 32 == 0, K % 16 == 0): slabs of
+//    16 values of k of a transposed, quantized to Q8_0 along m and packed as the forward's Q8_0
+//    x16 groups, against b's rows of elements quantized as the forward's activations.
 //  - Small N: each row of dst accumulates the converted rows of a, 16 at a time (axpy).
 // Either way each output is one sequential chain of F32 additions over m from zero, so results do
 // not depend on the thread count or blocking (and the F32 paths agree where the kernels' FMAs do).
 #include "cpu-ops.h"
+#include "quant-dot.h"
 #include "quant-repack.h"
 #include "vec.h"
 
@@ -446,8 +450,6 @@ void out_prod_int8(const RowReader & rd, const ggml_tensor * b, ggml_tensor * ds
     char * q8rows = scratch + z.scratch;
     char * packed = q8rows + z.q8rows;
     float * col = (float *) (packed + z.packed);
-    const ggml_from_float_t quant = ggml_get_type_traits(GGML_TYPE_Q8_0)->from_float_ref;
-    GGML_ASSERT(quant);
 
     // Activations: column (plane p, n) at act + (p * N + n) * act_row.
     {
@@ -490,8 +492,11 @@ void out_prod_int8(const RowReader & rd, const ggml_tensor * b, ggml_tensor * ds
                 }
             }
         }
+        // Q8_0 as the forward's activations (the reference but for rounding ties to even).
         for (int64_t r = 0; r < ROWS; r++) {
-            quant(tile + (k0 + r - lo) * d.M, q8rows + r * z.nb * sizeof(block_q8_0), d.M);
+            const float * x = tile + (k0 + r - lo) * d.M;
+            block_q8_0 * y = (block_q8_0 *) q8rows + r * z.nb;
+            for (int64_t i = 0; i < z.nb; i++) y[i].d = ggml_quantize_act_block_q8_0(x + i * QK8_0, y[i].qs);
         }
         q8->pack_group(q8rows, z.nb, packed);
         float * dp = d_plane(dst, d, p);
