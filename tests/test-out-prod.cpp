@@ -7,6 +7,7 @@
 // A repacked a gives bit-identical results to the same matrix unrepacked.
 #include "test-util.h"
 
+#include "cpu/quant-dot.h"
 #include "cpu/quant-repack.h"
 #include "cpu/vec.h"
 
@@ -321,6 +322,43 @@ TEST(OutProdTypes, Int8Products) {
                 EXPECT_TRUE(tu::bytes_of(out) == got_bytes) << "repacked a gives other results than the file layout";
             }
     printf("int8 products: worst relative error %.2e\n", worst);
+}
+
+// The int8 path quantizes a's slabs straight into Q8_0 x16 blocks: the same bytes as quantizing
+// each of the 16 rows as the forward's activations and packing them with pack_group.
+TEST(OutProdTypes, Int8SlabPackingMatchesReference) {
+    ForceRepack force;
+    const ggml_repack_traits * q8 = ggml_repack_get_traits(GGML_TYPE_Q8_0);
+    ASSERT_TRUE(q8 != nullptr);
+    std::mt19937 rng(21);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    const int64_t ldx = 40;
+    for (int trial = 0; trial < 200; trial++) {
+        SCOPED_TRACE("trial " + std::to_string(trial));
+        std::vector<float> x(QK8_0 * ldx);
+        const float scale = std::ldexp(1.0f, (int) (rng() % 40) - 20);
+        for (float & v : x) v = u(rng) * scale;
+        // Edge cases: zero rows, rows of one value, exact halves, ties and a row's max repeated.
+        for (int m = 0; m < QK8_0; m++) {
+            x[m * ldx + 3] = 0.0f;
+            x[m * ldx + 5] = (trial % 2 ? -2.5f : 0.75f) * scale;
+            x[m * ldx + 7] = (float) ((m % 5) - 2) * 0.5f;
+        }
+        x[9 * ldx + 11] = -x[4 * ldx + 11] * 0 + 127.0f;
+        x[10 * ldx + 11] = -127.0f;
+        block_q8_0 rows[GGML_REPACK_ROWS];
+        for (int r = 0; r < GGML_REPACK_ROWS; r++) {
+            float t[QK8_0];
+            for (int m = 0; m < QK8_0; m++) t[m] = x[m * ldx + r];
+            rows[r].d = ggml_quantize_act_block_q8_0(t, rows[r].qs);
+        }
+        block_q8_0x16 want, ref, got;
+        q8->pack_group(rows, 1, &want);
+        ggml_repack_quantize_q8_0x16_ref(x.data(), ldx, &ref);
+        ggml_repack_quantize_q8_0x16(x.data(), ldx, &got);
+        ASSERT_EQ(memcmp(&want, &ref, sizeof(want)), 0) << "the scalar packing differs from quantize + pack_group";
+        ASSERT_EQ(memcmp(&want, &got, sizeof(want)), 0) << "this build's packing differs from quantize + pack_group";
+    }
 }
 
 // ---- the bf16-pair kernels against the scalar reference --------------------------------------

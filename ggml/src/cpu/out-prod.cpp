@@ -171,27 +171,28 @@ struct Plan {
 };
 
 // ---- int8 path (GGML_PREC_INT8) sizes ----------------------------------------------------------
-// Per thread: a tile of a transposed, T[k - lo][m] for a range [lo, hi) of at most I8_KB values of
-// k (whole blocks of a), filled 16 rows of m at a time through `rows` (16 x I8_KB) and a repacked
-// group's scratch; then for each slab of 16 k, its 16 rows T[k] quantized to Q8_0 (q8 rows, row
-// after row) and packed as a Q8_0 x16 group (`packed`); `col`: one of b's rows of elements.
+// Per thread: for a range [lo, hi) of at most I8_KB values of k (whole blocks of a), `rows` holds
+// 32 rows of m of a converted (a repacked group's blocks through `scratch`), from which every
+// slab of 16 k in the range quantizes its Q8_0 x16 block of those 32 m straight into `packed`
+// (one group per slab, I8_KB / 16 of them); `col`: one of b's rows of elements.
 constexpr int64_t I8_KB = 256;
 struct Int8Sizes {
     int64_t nb;            // Q8_0 blocks along m
+    int64_t kb;            // k per range
     size_t act_row;        // bytes of one column's activations
-    size_t tile, rows, scratch, q8rows, packed, col;
+    size_t group;          // bytes of one slab's packed group
+    size_t rows, scratch, packed, col;
     Int8Sizes(const RowReader & rd, const Dims & d, const ggml_repack_traits * q8) {
         nb = d.M / QK8_0;
         act_row = (size_t) nb * q8->act_size;
-        const int64_t kb = std::max<int64_t>(I8_KB, rd.blck);
-        tile = align_up((size_t) kb * d.M * sizeof(float));
-        rows = align_up((size_t) ROWS * kb * sizeof(float));
+        kb = std::max<int64_t>(I8_KB, rd.blck);
+        group = (size_t) nb * sizeof(block_q8_0x16);
+        rows = align_up((size_t) 2 * ROWS * kb * sizeof(float));
         scratch = rd.scratch_size(kb);
-        q8rows = align_up((size_t) ROWS * nb * sizeof(block_q8_0));
-        packed = q8rows;
+        packed = align_up(group * (size_t) (kb / ROWS));
         col = align_up((size_t) d.M * sizeof(float));
     }
-    size_t thread() const { return tile + rows + scratch + q8rows + packed + col; }
+    size_t thread() const { return rows + scratch + packed + col; }
 };
 
 Plan plan_out_prod(const ggml_tensor * dst) {
@@ -443,12 +444,10 @@ void out_prod_int8(const RowReader & rd, const ggml_tensor * b, ggml_tensor * ds
     const ggml_repack_traits * q8 = pl.q8;
     const int ith = params->ith, nth = params->nth;
     const Int8Sizes z(rd, d, q8);
-    const int64_t kb = std::max<int64_t>(I8_KB, rd.blck);
-    float * tile = (float *) tw;
-    float * rows = (float *) (tw + z.tile);
-    char * scratch = tw + z.tile + z.rows;
-    char * q8rows = scratch + z.scratch;
-    char * packed = q8rows + z.q8rows;
+    const int64_t kb = z.kb;
+    float * rows = (float *) tw;
+    char * scratch = tw + z.rows;
+    char * packed = scratch + z.scratch;
     float * col = (float *) (packed + z.packed);
 
     // Activations: column (plane p, n) at act + (p * N + n) * act_row.
@@ -468,43 +467,41 @@ void out_prod_int8(const RowReader & rd, const ggml_tensor * b, ggml_tensor * ds
     }
     ggml_cpu_barrier(params);
 
+    // Columns in blocks that stay in L2 while every packed slab of the range passes over them.
+    const int64_t C = GGML_REPACK_MAX_COLS;
+    const int64_t col_block = std::max<int64_t>(C, (int64_t) (256 * 1024 / z.act_row) / C * C);
     const int64_t slabs = d.K / ROWS;
     int64_t s0, s1;
     ggml_cpu_split_rows(d.planes() * slabs, ith, nth, &s0, &s1);
-    int64_t tile_p = -1, lo = 0, hi = 0;  // the tile holds T[lo, hi) of plane tile_p
-    for (int64_t s = s0; s < s1; s++) {
+    for (int64_t s = s0; s < s1;) {
+        // This thread's slabs [k0, k1) of plane p within k's block of kb, read over [lo, hi)
+        // (whole blocks of a).
         const int64_t p = s / slabs, k0 = (s % slabs) * ROWS;
+        const int64_t k1 = std::min((s1 - p * slabs) * ROWS, std::min(d.K, (k0 / kb) * kb + kb));
+        const int64_t lo = k0 / rd.blck * rd.blck;
+        const int64_t hi = std::min(d.K, ceil_div(k1, rd.blck) * rd.blck);
+        const int64_t ns = (k1 - k0) / ROWS;
         const char * ap = a_plane(rd.a, d, p);
-        if (p != tile_p || k0 < lo || k0 + ROWS > hi) {
-            // The slabs of this thread in k's block of kb, rounded out to whole blocks of a.
-            const int64_t blk0 = (k0 / kb) * kb;
-            const int64_t last = std::min<int64_t>((s1 - 1 - p * slabs) * ROWS + ROWS, std::min(d.K, blk0 + kb));
-            lo = k0 / rd.blck * rd.blck;
-            hi = std::min(d.K, ceil_div(last, rd.blck) * rd.blck);
-            tile_p = p;
-            const int64_t nk = hi - lo;
-            for (int64_t m0 = 0; m0 < d.M; m0 += ROWS) {
-                const int64_t nr = std::min<int64_t>(ROWS, d.M - m0);
-                rd.read(ap, m0, nr, lo, nk, rows, kb, scratch);
-                for (int64_t e = 0; e < nk; e++) {
-                    float * t = tile + e * d.M + m0;
-                    for (int64_t r = 0; r < nr; r++) t[r] = rows[r * kb + e];
+        for (int64_t m0 = 0; m0 < d.M; m0 += 2 * ROWS) {
+            rd.read(ap, m0, ROWS, lo, hi - lo, rows, kb, scratch);
+            rd.read(ap, m0 + ROWS, ROWS, lo, hi - lo, rows + ROWS * kb, kb, scratch);
+            char * out = packed + (m0 / QK8_0) * sizeof(block_q8_0x16);
+            for (int64_t j = 0; j < ns; j++) {
+                ggml_repack_quantize_q8_0x16(rows + (k0 - lo) + j * ROWS, kb, out + j * z.group);
+            }
+        }
+        float * dp = d_plane(dst, d, p);
+        const char * ac = act + p * d.N * z.act_row;
+        for (int64_t c0 = 0; c0 < d.N; c0 += col_block) {
+            const int64_t c1 = std::min(d.N, c0 + col_block);
+            for (int64_t j = 0; j < ns; j++) {
+                for (int64_t n0 = c0; n0 < c1; n0 += C) {
+                    const int nc = (int) std::min<int64_t>(C, c1 - n0);
+                    q8->gemm(z.nb, packed + j * z.group, ac + n0 * z.act_row, z.act_row, nc, dp + n0 * d.ldd + k0 + j * ROWS, d.ldd);
                 }
             }
         }
-        // Q8_0 as the forward's activations (the reference but for rounding ties to even).
-        for (int64_t r = 0; r < ROWS; r++) {
-            const float * x = tile + (k0 + r - lo) * d.M;
-            block_q8_0 * y = (block_q8_0 *) q8rows + r * z.nb;
-            for (int64_t i = 0; i < z.nb; i++) y[i].d = ggml_quantize_act_block_q8_0(x + i * QK8_0, y[i].qs);
-        }
-        q8->pack_group(q8rows, z.nb, packed);
-        float * dp = d_plane(dst, d, p);
-        const char * ac = act + p * d.N * z.act_row;
-        for (int64_t n0 = 0; n0 < d.N; n0 += GGML_REPACK_MAX_COLS) {
-            const int nc = (int) std::min<int64_t>(GGML_REPACK_MAX_COLS, d.N - n0);
-            q8->gemm(z.nb, packed, ac + n0 * z.act_row, z.act_row, nc, dp + n0 * d.ldd + k0, d.ldd);
-        }
+        s += ns;
     }
 }
 

@@ -8,6 +8,15 @@
 
 #include <vector>
 
+#if defined(GGML_SIMD_AVX512)
+// GCC 12 reports false "may be used uninitialized" warnings inside its own AVX512 headers.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+#include <immintrin.h>
+#endif
+
 int ggml_repack_force = 0;
 
 // ---- activations ---------------------------------------------------------------------------
@@ -21,6 +30,56 @@ void ggml_quantize_row_q8_0x(const float * x, void * vy, int64_t n) {
         y[b].neg8sum = -8 * sum;
     }
 }
+
+// Transposed F32 (32 values of m of 16 rows) straight to a Q8_0 x16 block: per row, the max of
+// |x| as ggml_quantize_act_block_q8_0 takes it (a NaN never wins), d = amax / 127, values
+// rint(x / d) + 128 at [j][row][4] for m = 4j + (0..3).
+void ggml_repack_quantize_q8_0x16_ref(const float * x, int64_t ldx, void * vout) {
+    block_q8_0x16 * out = (block_q8_0x16 *) vout;
+    for (int r = 0; r < GGML_REPACK_ROWS; r++) {
+        float amax = 0.0f;
+        for (int m = 0; m < QK8_0; m++) {
+            const float a = fabsf(x[m * ldx + r]);
+            amax = a > amax ? a : amax;
+        }
+        const float d = amax / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        out->d[r] = GGML_FP32_TO_FP16(d);
+        for (int m = 0; m < QK8_0; m++) {
+            out->qs[(m / 4) * 64 + r * 4 + m % 4] = (uint8_t) ((int8_t) rintf(x[m * ldx + r] * id) ^ 0x80);
+        }
+    }
+}
+
+#if defined(GGML_SIMD_AVX512)
+// Lane r is row r: 32 loads of 16 rows, the max, then 4 values of m of each row into one dword.
+void ggml_repack_quantize_q8_0x16(const float * x, int64_t ldx, void * vout) {
+    block_q8_0x16 * out = (block_q8_0x16 *) vout;
+    const __m512 sign = _mm512_set1_ps(-0.0f);
+    __m512 amax = _mm512_setzero_ps();
+    for (int m = 0; m < QK8_0; m++) {
+        amax = _mm512_max_ps(_mm512_andnot_ps(sign, _mm512_loadu_ps(x + m * ldx)), amax);  // a > max ? a : max
+    }
+    const __m512 d = _mm512_div_ps(amax, _mm512_set1_ps(127.0f));
+    const __m512 id = _mm512_maskz_div_ps(_mm512_cmp_ps_mask(d, _mm512_setzero_ps(), _CMP_NEQ_UQ), _mm512_set1_ps(1.0f), d);
+    _mm256_storeu_si256((__m256i *) out->d, _mm512_cvtps_ph(d, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    const __m512i lo8 = _mm512_set1_epi32(0xFF);
+    for (int j = 0; j < QK8_0 / 4; j++) {
+        const float * xj = x + 4 * j * ldx;
+        const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xj), id));
+        const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xj + ldx), id));
+        const __m512i q2 = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xj + 2 * ldx), id));
+        const __m512i q3 = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xj + 3 * ldx), id));
+        __m512i v = _mm512_and_si512(q0, lo8);
+        v = _mm512_or_si512(v, _mm512_slli_epi32(_mm512_and_si512(q1, lo8), 8));
+        v = _mm512_or_si512(v, _mm512_slli_epi32(_mm512_and_si512(q2, lo8), 16));
+        v = _mm512_or_si512(v, _mm512_slli_epi32(q3, 24));
+        _mm512_storeu_si512((void *) (out->qs + j * 64), _mm512_xor_si512(v, _mm512_set1_epi32((int) 0x80808080u)));
+    }
+}
+#else
+void ggml_repack_quantize_q8_0x16(const float * x, int64_t ldx, void * out) { ggml_repack_quantize_q8_0x16_ref(x, ldx, out); }
+#endif
 
 // ---- layouts ------------------------------------------------------------------------------
 // One group: 16 GGUF rows of nb blocks (row stride nb blocks) <-> nb repacked blocks. Both types

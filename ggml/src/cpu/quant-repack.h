@@ -135,6 +135,12 @@ extern int ggml_repack_force;
 // Activations: F32 row of n values (n % 32 == 0) to block_q8_0x.
 void ggml_quantize_row_q8_0x(const float * x, void * y, int64_t n);
 
+// One Q8_0 x16 block straight from F32: 32 values of m of 16 rows, x[m * ldx + r] (r < 16), each
+// row's 32 values quantized as ggml_quantize_act_block_q8_0 does and stored as pack_group lays
+// out Q8_0 x16 (values + 128). The scalar reference, and this build's fastest (the same bytes).
+void ggml_repack_quantize_q8_0x16_ref(const float * x, int64_t ldx, void * out);
+void ggml_repack_quantize_q8_0x16(const float * x, int64_t ldx, void * out);
+
 // Reference kernels, and the SIMD ones where compiled.
 void ggml_repack_gemm_q4_0x16_ref(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
 void ggml_repack_gemm_q8_0x16_ref(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
