@@ -14,8 +14,9 @@
 //    With GGML_PREC_BF16 (opt-in) and a build with a BF16 kernel, the panels hold pairs of m
 //    rounded to bf16 instead (vdpbf16ps: twice the F32 rate, F32 sums).
 //  - GGML_PREC_INT8 (opt-in, builds with a Q8_0 x16 kernel, M % 32 == 0, K % 16 == 0): slabs of
-//    16 values of k of a transposed, quantized to Q8_0 along m and packed as the forward's Q8_0
-//    x16 groups, against b's rows of elements quantized as the forward's activations.
+//    16 values of k of a (along m: a's rows, converted 32 at a time) quantized to Q8_0 straight
+//    into the forward's Q8_0 x16 groups, against b's rows of elements quantized as the forward's
+//    activations.
 //  - Small N: each row of dst accumulates the converted rows of a, 16 at a time (axpy).
 // Either way each output is one sequential chain of F32 additions over m from zero, so results do
 // not depend on the thread count or blocking (and the F32 paths agree where the kernels' FMAs do).
@@ -437,8 +438,10 @@ void out_prod_axpy(const RowReader & rd, const ggml_tensor * b, ggml_tensor * ds
 // ---- int8 path (GGML_PREC_INT8) ------------------------------------------------------------
 // GEMM rows are slabs of 16 values of k: rows T[k] = a[k, 0..M) quantized to Q8_0 along m and
 // packed as one Q8_0 x16 group of the forward's layout; columns are b's rows of elements n,
-// quantized once as the forward's activations. Each output is one call of the forward's kernel,
-// whose value does not depend on the columns beside it: results do not depend on the threads.
+// quantized once as the forward's activations. A slab's group is quantized from a's converted
+// rows directly (ggml_repack_quantize_q8_0x16: 32 rows of m, 16 k each, one block). Each output
+// is one call of the forward's kernel, whose value does not depend on the columns beside it:
+// results do not depend on the threads.
 void out_prod_int8(const RowReader & rd, const ggml_tensor * b, ggml_tensor * dst, const Dims & d, const Plan & pl,
                    char * act, char * tw, const ggml_compute_params * params) {
     const ggml_repack_traits * q8 = pl.q8;
