@@ -92,8 +92,11 @@ static void pack_group(const void * vrows, int64_t nb, void * vout) {
         for (int r = 0; r < GGML_REPACK_ROWS; r++) {
             const Row & src = rows[r * nb + i];
             out[i].d[r] = src.d;
-            for (int j = 0; j < NCOL; j++) {
-                for (int k = 0; k < 4; k++) out[i].qs[j * 64 + r * 4 + k] = (uint8_t) (src.qs[j * 4 + k] ^ XOR);
+            for (int j = 0; j < NCOL; j++) {  // 4 bytes at a time (XOR in each)
+                uint32_t w;
+                memcpy(&w, src.qs + j * 4, 4);
+                w ^= XOR * 0x01010101u;
+                memcpy(out[i].qs + j * 64 + r * 4, &w, 4);
             }
         }
     }
@@ -108,10 +111,10 @@ static void unpack_group(const void * vin, int64_t nb, void * vrows) {
             Row & dst = rows[r * nb + i];
             dst.d = in[i].d[r];
             for (int j = 0; j < NCOL; j++) {
-                for (int k = 0; k < 4; k++) {
-                    const uint8_t v = (uint8_t) (in[i].qs[j * 64 + r * 4 + k] ^ XOR);
-                    memcpy(&dst.qs[j * 4 + k], &v, 1);
-                }
+                uint32_t w;
+                memcpy(&w, in[i].qs + j * 64 + r * 4, 4);
+                w ^= XOR * 0x01010101u;
+                memcpy(dst.qs + j * 4, &w, 4);
             }
         }
     }
