@@ -1099,4 +1099,49 @@ TEST(GradEngine, Accumulators) {
     for (double v : tu::to_double(acc)) EXPECT_EQ(v, 0.0);
 }
 
+
+// ggml_mul_mat_set_prec reaches the backward product: the gradient with respect to the
+// activations of a Q4_0 layer with GGML_PREC_INT8 comes from an out_prod of that precision and
+// stays close to the F32 one (int8 products of both operands: ~1e-2 relative).
+TEST(GradEngine, MulMatPrecisionReachesTheBackwardProduct) {
+    const int64_t K = 256, M = 64, N = 24;
+    std::vector<float> dx[2];
+    for (int with_prec = 0; with_prec < 2; with_prec++) {
+        tu::Ctx ctx(64u << 20);
+        std::mt19937 rng(7);
+        ggml_tensor * wf = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, K, M);
+        tu::fill_uniform(wf, rng);
+        ggml_tensor * w = ggml_new_tensor_2d(ctx, GGML_TYPE_Q4_0, K, M);
+        ggml_quantize_chunk(GGML_TYPE_Q4_0, (const float *) wf->data, w->data, 0, M, K, nullptr);
+        ggml_tensor * x = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, K, N);
+        tu::fill_uniform(x, rng);
+        ggml_set_param(x);
+        ggml_tensor * y = ggml_mul_mat(ctx, w, x);
+        if (with_prec) ggml_mul_mat_set_prec(y, GGML_PREC_INT8);
+        ggml_tensor * loss = ggml_sum(ctx, ggml_sqr(ctx, y));
+        ggml_set_loss(loss);
+        ggml_cgraph * g = ggml_new_graph_custom(ctx, 256, true);
+        ggml_build_forward_expand(g, loss);
+        ggml_build_backward_expand(ctx, g, nullptr);
+        int n_out_prod = 0;
+        for (int i = 0; i < ggml_graph_n_nodes(g); i++) {
+            ggml_tensor * t = ggml_graph_node(g, i);
+            if (t->op != GGML_OP_OUT_PROD) continue;
+            n_out_prod++;
+            EXPECT_EQ(t->op_params[0], with_prec ? (int32_t) GGML_PREC_INT8 : (int32_t) GGML_PREC_DEFAULT);
+        }
+        EXPECT_EQ(n_out_prod, 1);
+        ggml_graph_reset(g);
+        ASSERT_EQ(ggml_graph_compute_with_ctx(ctx, g, 2), GGML_STATUS_SUCCESS);
+        ggml_tensor * gx = ggml_graph_get_grad(g, x);
+        dx[with_prec].assign((const float *) gx->data, (const float *) gx->data + K * N);
+    }
+    double num = 0, den = 0;
+    for (size_t i = 0; i < dx[0].size(); i++) {
+        num += (dx[1][i] - dx[0][i]) * (double) (dx[1][i] - dx[0][i]);
+        den += (double) dx[0][i] * dx[0][i];
+    }
+    EXPECT_LT(std::sqrt(num / den), 2e-2) << "int8 backward product too far from F32";
+}
+
 }  // namespace

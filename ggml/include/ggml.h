@@ -436,6 +436,10 @@ enum ggml_prec {
 };
 // Sets the precision of an out_prod node (the tensor ggml_out_prod returned).
 void ggml_out_prod_set_prec(struct ggml_tensor * a, enum ggml_prec prec);
+// Sets the precision of a mul_mat node (ggml's name). The CPU forward is unchanged (its products
+// follow the weights' type); autodiff gives the gradient with respect to b (the activations) this
+// precision: e.g. GGML_PREC_INT8 on the products with frozen quantized weights (QLoRA).
+void ggml_mul_mat_set_prec(struct ggml_tensor * a, enum ggml_prec prec);
 
 // Copies and layout.
 struct ggml_tensor * ggml_cpy(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);  // a -> b (same element count), returns a view of b

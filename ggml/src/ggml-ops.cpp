@@ -302,7 +302,12 @@ static ggml_tensor * shape_only(ggml_context * ctx, int64_t ne0, int64_t ne1, in
 GGML_BACKWARD_RULE(mul_mat) {
     ggml_context * ctx = ggml_bw_ctx(bw);
     ggml_tensor * a = node->src[0], * b = node->src[1];
-    if (ggml_bw_needs(bw, b)) ggml_bw_add(bw, b, ggml_out_prod(ctx, a, ggml_transpose(ctx, grad)));
+    if (ggml_bw_needs(bw, b)) {
+        ggml_tensor * db = ggml_out_prod(ctx, a, ggml_transpose(ctx, grad));
+        const enum ggml_prec prec = (enum ggml_prec) ggml_get_op_params_i32(node, 0);
+        if (prec != GGML_PREC_DEFAULT) ggml_out_prod_set_prec(db, prec);
+        ggml_bw_add(bw, b, db);
+    }
     if (ggml_bw_needs(bw, a)) {
         const int64_t r2 = b->ne[2] / a->ne[2], r3 = b->ne[3] / a->ne[3];
         if (r2 == 1 && r3 == 1) {
@@ -341,6 +346,13 @@ GGML_BACKWARD_RULE(out_prod) {
         ggml_tensor * af = a->type == GGML_TYPE_F32 ? a : ggml_cast(ctx, a, GGML_TYPE_F32);
         ggml_bw_add(bw, b, ggml_mul_mat(ctx, grad, af));
     }
+}
+
+void ggml_mul_mat_set_prec(struct ggml_tensor * a, enum ggml_prec prec) {
+    GGML_ASSERT(a->op == GGML_OP_MUL_MAT && "mul_mat_set_prec: not a mul_mat node");
+    GGML_ASSERT((prec == GGML_PREC_DEFAULT || prec == GGML_PREC_F32 || prec == GGML_PREC_BF16 || prec == GGML_PREC_INT8) &&
+                "mul_mat_set_prec: unknown precision");
+    ggml_set_op_params_i32(a, 0, (int32_t) prec);
 }
 
 void ggml_out_prod_set_prec(struct ggml_tensor * a, enum ggml_prec prec) {
