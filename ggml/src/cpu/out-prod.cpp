@@ -32,11 +32,7 @@ int ggml_out_prod_gemm_min_n = 0;
 
 namespace {
 
-constexpr size_t ALIGN = 64;
-
-inline size_t align_up(size_t x) { return (x + ALIGN - 1) & ~(ALIGN - 1); }
-inline char * align_ptr(void * p) { return (char *) (((uintptr_t) p + ALIGN - 1) & ~(uintptr_t) (ALIGN - 1)); }
-inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+using namespace ggml_mm_buf;  // ALIGN, align_up, align_ptr, ceil_div (vec.h)
 
 constexpr int64_t ROWS = GGML_REPACK_ROWS;  // rows of a converted per call (one repacked group)
 constexpr int64_t KBLK = 256;               // k ranges of a start at multiples of this (>= every block size)

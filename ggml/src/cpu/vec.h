@@ -120,3 +120,14 @@ static inline const struct ggml_vec_kernels * ggml_vec_best(void) {
     return &ggml_vec_scalar;
 #endif
 }
+
+#ifdef __cplusplus
+// Work-buffer arithmetic shared by the matrix kernels (matmul.cpp, out-prod.cpp): slices of the
+// work buffer start on cache lines.
+namespace ggml_mm_buf {
+constexpr size_t ALIGN = 64;
+inline size_t align_up(size_t x) { return (x + ALIGN - 1) & ~(ALIGN - 1); }
+inline char * align_ptr(void * p) { return (char *) (((uintptr_t) p + ALIGN - 1) & ~(uintptr_t) (ALIGN - 1)); }
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+}  // namespace ggml_mm_buf
+#endif
