@@ -86,10 +86,14 @@ bool decode_ubatch(llama_context & lctx, const llama_token * tokens, const llama
     kv.append(pos, n);
     const uint32_t n_kv = kv.used;
 
+    // Adapters add nodes: grow the graph memory when they need more than planned.
+    const size_t max_nodes = llm_graph_max_nodes(lctx.model, lctx.loras.entries.size());
+    const size_t meta = ggml_tensor_overhead() * max_nodes * 2 + ggml_graph_overhead_custom(max_nodes, false);
+    if (meta > lctx.graph_meta.size()) lctx.graph_meta.resize(meta);
     ggml_context * ctx = graph_context(lctx);
     if (!ctx) return false;
     llm_graph_io io;
-    ggml_cgraph * gf = llm_build_forward(ctx, lctx.model, kv, n, kv_head, n_kv, n_out, io);
+    ggml_cgraph * gf = llm_build_forward(ctx, lctx.model, kv, n, kv_head, n_kv, n_out, io, &lctx.loras);
     if (!ggml_gallocr_alloc_graph(lctx.galloc, gf)) {
         ggml_free(ctx);
         return false;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "llama.h"
+#include "llama-adapter.h"
 #include "llama-kv-cache.h"
 
 #include "ggml-alloc.h"
@@ -21,6 +22,7 @@ struct llama_context {
     int32_t n_threads = 1;
 
     llama_kv_cache kv;
+    llm_lora_set loras;  // adapters applied to every decode (llama_set_adapter_lora)
 
     ggml_gallocr_t galloc = nullptr;
     std::vector<uint8_t> graph_meta;  // memory of the no_alloc graph contexts (tensor structs, graph)

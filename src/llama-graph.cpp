@@ -8,6 +8,7 @@
 // training (llm_build_forward_train) uses the batch's own, so the graph can be differentiated.
 // Both share everything else (build_transformer).
 #include "llama-graph.h"
+#include "llama-adapter.h"
 #include "llama-kv-cache.h"
 #include "llama-model.h"
 
@@ -39,9 +40,37 @@ ggml_tensor * rope_shift(ggml_context * ctx, const llama_model & model, ggml_ten
               hp.rope_freq_scale, hp.rope_yarn_ext_factor, attn_factor, hp.rope_yarn_beta_fast, hp.rope_yarn_beta_slow);
 }
 
-// Projection with an optional bias.
-ggml_tensor * linear(ggml_context * ctx, ggml_tensor * w, ggml_tensor * b, ggml_tensor * x) {
+// What the projections need beyond their weights: the adapters, and where dropout masks go.
+struct lora_ctx {
+    const llm_lora_set * set;
+    llm_graph_io * io;
+};
+
+// w x, plus s * B (A x) for every adapter that adapts w (its input x masked by a fresh dropout
+// mask input when training with dropout).
+ggml_tensor * lora_mm(ggml_context * ctx, const lora_ctx & lc, ggml_tensor * w, ggml_tensor * x) {
     ggml_tensor * y = ggml_mul_mat(ctx, w, x);
+    if (!lc.set) return y;
+    for (const llm_lora_entry & e : lc.set->entries) {
+        const llama_adapter_lora_weight * lw = e.adapter->get(w);
+        if (!lw || e.scale == 0.0f) continue;
+        ggml_tensor * xin = x;
+        if (lc.set->dropout) {
+            ggml_tensor * mask = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, x->ne[0], x->ne[1]);
+            ggml_format_name(mask, "lora_dropout_%d", (int) lc.io->lora_masks.size());
+            ggml_set_input(mask);
+            lc.io->lora_masks.push_back(mask);
+            xin = ggml_mul(ctx, x, mask);
+        }
+        ggml_tensor * ab = ggml_mul_mat(ctx, lw->b, ggml_mul_mat(ctx, lw->a, xin));
+        y = ggml_add(ctx, y, ggml_scale(ctx, ab, e.adapter->effective_scale(*lw, e.scale)));
+    }
+    return y;
+}
+
+// Projection with an optional bias.
+ggml_tensor * linear(ggml_context * ctx, const lora_ctx & lc, ggml_tensor * w, ggml_tensor * b, ggml_tensor * x) {
+    ggml_tensor * y = lora_mm(ctx, lc, w, x);
     return b ? ggml_add(ctx, y, b) : y;
 }
 
@@ -171,7 +200,8 @@ void make_inputs(ggml_context * ctx, llm_graph_io & io, uint32_t n_tokens, uint3
 // Embeddings, the layers and the output head, shared by inference and training; keys and
 // values go through src. With logits false only the layers' keys and values are produced.
 void build_transformer(ggml_context * ctx, ggml_cgraph * gf, const llama_model & model, uint32_t n_tokens, bool logits,
-                       llm_graph_io & io, kv_source & src) {
+                       llm_graph_io & io, kv_source & src, const llm_lora_set * lora) {
+    const lora_ctx lc = {lora && !lora->empty() ? lora : nullptr, &io};
     const llama_hparams & hp = model.hparams;
     const int64_t head_dim = hp.n_embd_head();
     const float eps = hp.f_norm_rms_eps;
@@ -183,18 +213,18 @@ void build_transformer(ggml_context * ctx, ggml_cgraph * gf, const llama_model &
         const bool last = il + 1 == n_layer;
 
         ggml_tensor * cur = rms_norm(ctx, x, L.attn_norm, eps);
-        ggml_tensor * k = linear(ctx, L.wk, L.bk, cur);
-        ggml_tensor * v = linear(ctx, L.wv, L.bv, cur);
+        ggml_tensor * k = linear(ctx, lc, L.wk, L.bk, cur);
+        ggml_tensor * v = linear(ctx, lc, L.wv, L.bv, cur);
         k = rope(ctx, model, ggml_reshape_3d(ctx, k, head_dim, hp.n_head_kv, n_tokens), io.pos);
         src.put((int) il, k, v);
         if (last && !logits) break;  // only the keys and values were wanted
 
-        ggml_tensor * q = linear(ctx, L.wq, L.bq, cur);
+        ggml_tensor * q = linear(ctx, lc, L.wq, L.bq, cur);
         q = rope(ctx, model, ggml_reshape_3d(ctx, q, head_dim, hp.n_head, n_tokens), io.pos);
         ggml_tensor * k_all, * v_all;
         src.get((int) il, &k_all, &v_all);
         cur = attend(ctx, model, q, k_all, v_all, io.kq_mask, n_tokens);
-        cur = ggml_mul_mat(ctx, L.wo, cur);
+        cur = lora_mm(ctx, lc, L.wo, cur);
 
         if (last && io.out_ids) {
             // Only the rows that get logits need the last feed-forward block.
@@ -204,15 +234,15 @@ void build_transformer(ggml_context * ctx, ggml_cgraph * gf, const llama_model &
         ggml_tensor * h = ggml_add(ctx, cur, x);
 
         cur = rms_norm(ctx, h, L.ffn_norm, eps);
-        ggml_tensor * gate = ggml_silu(ctx, ggml_mul_mat(ctx, L.ffn_gate, cur));
-        ggml_tensor * up = ggml_mul_mat(ctx, L.ffn_up, cur);
-        cur = ggml_mul_mat(ctx, L.ffn_down, ggml_mul(ctx, gate, up));
+        ggml_tensor * gate = ggml_silu(ctx, lora_mm(ctx, lc, L.ffn_gate, cur));
+        ggml_tensor * up = lora_mm(ctx, lc, L.ffn_up, cur);
+        cur = lora_mm(ctx, lc, L.ffn_down, ggml_mul(ctx, gate, up));
         x = ggml_add(ctx, cur, h);
     }
 
     if (logits) {
         ggml_tensor * cur = rms_norm(ctx, x, model.output_norm, eps);
-        io.logits = ggml_mul_mat(ctx, model.output, cur);  // [n_vocab, n_outputs]
+        io.logits = lora_mm(ctx, lc, model.output, cur);  // [n_vocab, n_outputs]
         ggml_set_name(io.logits, "logits");
         ggml_set_output(io.logits);
         ggml_build_forward_expand(gf, io.logits);
@@ -221,25 +251,29 @@ void build_transformer(ggml_context * ctx, ggml_cgraph * gf, const llama_model &
 
 }  // namespace
 
-size_t llm_graph_max_nodes(const llama_model & model) { return 64 * (size_t) model.hparams.n_layer + 256; }
+// Each adapter adds at most 5 nodes (mask, A, B, scale, add) to each of 7 projections a layer.
+size_t llm_graph_max_nodes(const llama_model & model, size_t n_lora) {
+    return (64 + 40 * n_lora) * (size_t) model.hparams.n_layer + 256 + 8 * n_lora;
+}
 
-size_t llm_graph_max_nodes_train(const llama_model & model) { return 6 * llm_graph_max_nodes(model); }
+size_t llm_graph_max_nodes_train(const llama_model & model, size_t n_lora) { return 6 * llm_graph_max_nodes(model, n_lora); }
 
 ggml_cgraph * llm_build_forward(ggml_context * ctx, const llama_model & model, const llama_kv_cache & kv,
                                 uint32_t n_tokens, uint32_t kv_head, uint32_t n_kv, uint32_t n_outputs,
-                                llm_graph_io & io) {
-    ggml_cgraph * gf = ggml_new_graph_custom(ctx, llm_graph_max_nodes(model), false);
+                                llm_graph_io & io, const llm_lora_set * lora) {
+    ggml_cgraph * gf = ggml_new_graph_custom(ctx, llm_graph_max_nodes(model, lora ? lora->entries.size() : 0), false);
     make_inputs(ctx, io, n_tokens, n_kv, n_outputs);
     kv_cache_source src(ctx, gf, model, kv, n_tokens, kv_head, n_kv);
-    build_transformer(ctx, gf, model, n_tokens, n_outputs > 0, io, src);
+    build_transformer(ctx, gf, model, n_tokens, n_outputs > 0, io, src, lora);
     return gf;
 }
 
-ggml_cgraph * llm_build_forward_train(ggml_context * ctx, const llama_model & model, uint32_t n_tokens, llm_graph_io & io) {
-    ggml_cgraph * gf = ggml_new_graph_custom(ctx, llm_graph_max_nodes_train(model), true);
+ggml_cgraph * llm_build_forward_train(ggml_context * ctx, const llama_model & model, uint32_t n_tokens, llm_graph_io & io,
+                                      const llm_lora_set * lora) {
+    ggml_cgraph * gf = ggml_new_graph_custom(ctx, llm_graph_max_nodes_train(model, lora ? lora->entries.size() : 0), true);
     make_inputs(ctx, io, n_tokens, n_tokens, n_tokens);
     kv_batch_source src(ctx, model, n_tokens);
-    build_transformer(ctx, gf, model, n_tokens, true, io, src);
+    build_transformer(ctx, gf, model, n_tokens, true, io, src, lora);
     return gf;
 }
 

@@ -7,9 +7,11 @@
 #include "ggml.h"
 
 #include <cstdint>
+#include <vector>
 
 struct llama_model;
 struct llama_kv_cache;
+struct llm_lora_set;
 
 // What the forward graph reads and produces.
 struct llm_graph_io {
@@ -18,26 +20,33 @@ struct llm_graph_io {
     ggml_tensor * kq_mask = nullptr;  // F32 [n_kv, n_tokens]: 0 visible, -inf hidden
     ggml_tensor * out_ids = nullptr;  // I32 [n_outputs]: which tokens get logits (nullptr: all)
     ggml_tensor * logits = nullptr;   // F32 [n_vocab, n_outputs] (nullptr when n_outputs == 0)
+    // LoRA dropout (llm_lora_set::dropout): one F32 mask [n_in, n_tokens] per adapted weight,
+    // multiplied into the input of its A (0, or 1 / (1 - p) for the kept values).
+    std::vector<ggml_tensor *> lora_masks;
 };
 
-// Most nodes either graph can have (for sizing the graph and its context).
-size_t llm_graph_max_nodes(const llama_model & model);
+// Most nodes either graph can have (for sizing the graph and its context), with n_lora adapters.
+size_t llm_graph_max_nodes(const llama_model & model, size_t n_lora = 0);
 
 // The forward pass of n_tokens tokens whose keys and values go to cells [kv_head, kv_head +
 // n_tokens) of the cache; attention reads cells [0, n_kv). Logits for n_outputs of the tokens
-// (all when n_outputs == n_tokens; none: only the KV cache is written).
+// (all when n_outputs == n_tokens; none: only the KV cache is written). lora: adapters applied
+// unmerged to the projections (nullptr: none).
 ggml_cgraph * llm_build_forward(ggml_context * ctx, const llama_model & model, const llama_kv_cache & kv,
                                 uint32_t n_tokens, uint32_t kv_head, uint32_t n_kv, uint32_t n_outputs,
-                                llm_graph_io & io);
+                                llm_graph_io & io, const llm_lora_set * lora = nullptr);
 
 // The forward pass of n_tokens tokens for training: no KV cache; attention uses the batch's own
 // keys and values under the mask io.kq_mask (F32 [n_tokens, n_tokens], 0 visible, -inf hidden,
 // set by the caller: causal for one sequence), and every token gets logits. The graph is made
 // with room for gradients (ggml_new_graph_custom(.., llm_graph_max_nodes_train(model), true)):
 // add a loss, flag it and the weights, then ggml_build_backward_expand.
-ggml_cgraph * llm_build_forward_train(ggml_context * ctx, const llama_model & model, uint32_t n_tokens, llm_graph_io & io);
+// With lora, the adapters' tensors flagged as parameters are what gets trained (QLoRA when the
+// base weights are quantized: gradients flow through them to the activations only).
+ggml_cgraph * llm_build_forward_train(ggml_context * ctx, const llama_model & model, uint32_t n_tokens, llm_graph_io & io,
+                                      const llm_lora_set * lora = nullptr);
 // Most nodes a training graph can have with its backward pass and a loss.
-size_t llm_graph_max_nodes_train(const llama_model & model);
+size_t llm_graph_max_nodes_train(const llama_model & model, size_t n_lora = 0);
 
 // Rotates the keys of cells [0, n_cells) by their pending position deltas (input I32 [n_cells]
 // returned in *deltas), in place.

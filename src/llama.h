@@ -81,6 +81,23 @@ uint32_t llama_n_batch(const struct llama_context * ctx);
 const struct llama_model * llama_get_model(const struct llama_context * ctx);
 void llama_set_n_threads(struct llama_context * ctx, int32_t n_threads);
 
+// ---- LoRA adapters -------------------------------------------------------------------------
+struct llama_adapter_lora;
+
+// Loads a LoRA adapter for the model: a GGUF adapter (as llama.cpp's convert_lora_to_gguf.py
+// and llama-finetune write) or a PEFT directory (adapter_config.json, adapter_model.safetensors;
+// lora_B rows of q_proj / k_proj are taken from Hugging Face order). NULL with a message on a
+// missing or corrupt file, another architecture, or tensors that do not fit the model.
+struct llama_adapter_lora * llama_adapter_lora_init(struct llama_model * model, const char * path_lora);
+void llama_adapter_lora_free(struct llama_adapter_lora * adapter);  // after every context using it
+
+// Applies the adapter to every following decode of ctx, unmerged: y = W x + scale * alpha / r *
+// B (A x). Setting it again changes the scale. Returns 0, or -1 on bad arguments.
+int32_t llama_set_adapter_lora(struct llama_context * ctx, struct llama_adapter_lora * adapter, float scale);
+// Stops applying it; -1 if it was not applied.
+int32_t llama_rm_adapter_lora(struct llama_context * ctx, struct llama_adapter_lora * adapter);
+void llama_clear_adapter_lora(struct llama_context * ctx);
+
 // ---- batches and evaluation ----------------------------------------------------------------
 typedef struct llama_batch {
     int32_t       n_tokens;

@@ -4,7 +4,7 @@
 #include "test-util.h"
 
 #include "gguf.h"
-#include "json.h"
+#include "llama-json.h"
 #include "llama.h"
 
 #include <dirent.h>

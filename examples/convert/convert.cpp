@@ -17,57 +17,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-mapped_file::~mapped_file() {
-    if (data && size) munmap((void *) data, size);
-}
-
-std::shared_ptr<mapped_file> map_file(const std::string & path) {
-    auto m = std::make_shared<mapped_file>();
-    m->path = path;
-    const int fd = open(path.c_str(), O_RDONLY);
-    if (fd < 0) throw convert_error("cannot open '" + path + "': " + strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        throw convert_error("'" + path + "' is not a regular file");
-    }
-    m->size = (size_t) st.st_size;
-    if (m->size > 0) {
-        void * p = mmap(nullptr, m->size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (p == MAP_FAILED) {
-            close(fd);
-            throw convert_error("cannot map '" + path + "': " + strerror(errno));
-        }
-        m->data = (const uint8_t *) p;
-    }
-    close(fd);
-    return m;
-}
-
-void release_pages(const void * p, size_t n) {
-    const uintptr_t page = (uintptr_t) sysconf(_SC_PAGESIZE);
-    const uintptr_t b = ((uintptr_t) p + page - 1) & ~(page - 1);  // whole pages inside the range only
-    const uintptr_t e = ((uintptr_t) p + n) & ~(page - 1);
-    if (e > b) madvise((void *) b, e - b, MADV_DONTNEED);
-}
-
-void permute_qk_rows(std::vector<uint8_t> & data, int64_t n_rows, size_t row_bytes, int64_t n_head) {
-    if (n_head <= 0 || n_rows % n_head != 0 || (n_rows / n_head) % 2 != 0) {
-        throw convert_error("cannot permute " + std::to_string(n_rows) + " rows into " + std::to_string(n_head) + " heads");
-    }
-    const int64_t hd = n_rows / n_head, half = hd / 2;
-    std::vector<uint8_t> out(data.size());
-    for (int64_t h = 0; h < n_head; h++) {
-        for (int64_t i = 0; i < half; i++) {
-            for (int64_t j = 0; j < 2; j++) {
-                const int64_t dst = h * hd + i * 2 + j, src = h * hd + j * half + i;
-                memcpy(out.data() + dst * row_bytes, data.data() + src * row_bytes, row_bytes);
-            }
-        }
-    }
-    data.swap(out);
-}
-
 namespace {
 
 void usage(FILE * out) {

@@ -5,6 +5,7 @@
 
 #include "ggml.h"
 #include "gguf.h"
+#include "llama-safetensors.h"
 
 #include <cstdint>
 #include <functional>
@@ -31,24 +32,6 @@ struct model_plan {
     std::vector<source_tensor> tensors;
 };
 
-// Row permutation GGUF llama files apply to Q and K of checkpoints using the rotate-half RoPE
-// layout (Hugging Face): within each head, row j * (hd/2) + i moves to row i * 2 + j.
-void permute_qk_rows(std::vector<uint8_t> & data, int64_t n_rows, size_t row_bytes, int64_t n_head);
-
 // Readers. Each throws convert_error on a missing, malformed or inconsistent input.
 model_plan load_llama2c(const std::string & model_path, const std::string & tokenizer_path);
 model_plan load_hf(const std::string & dir);
-
-// A read-only memory mapping of a whole file, shared by the tensor readers that point into it.
-struct mapped_file {
-    std::string path;
-    const uint8_t * data = nullptr;
-    size_t size = 0;
-    ~mapped_file();
-};
-// Throws convert_error if the file cannot be opened or mapped (an empty file maps to size 0).
-std::shared_ptr<mapped_file> map_file(const std::string & path);
-
-// Tells the kernel the mapped input bytes [p, p + n) will not be read again, so resident memory
-// stays near one tensor instead of growing to the whole model (pages are re-read if touched).
-void release_pages(const void * p, size_t n);

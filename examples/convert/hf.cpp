@@ -5,8 +5,9 @@
 #include "convert.h"
 
 #include <algorithm>
-#include "json.h"
-#include "safetensors.h"
+#include "llama-hf.h"
+#include "llama-json.h"
+#include "llama-safetensors.h"
 
 #include <cstdio>
 #include <cstring>

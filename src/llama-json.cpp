@@ -1,5 +1,5 @@
-// json.cpp - recursive-descent JSON parser (depth-limited so hostile input cannot overflow the stack).
-#include "json.h"
+// llama-json.cpp - recursive-descent JSON parser (depth-limited so hostile input cannot overflow the stack).
+#include "llama-json.h"
 
 #include <cmath>
 #include <cstdio>

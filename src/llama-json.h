@@ -1,5 +1,6 @@
-// json.h - a small JSON reader for the converter's config and tokenizer files (RFC 8259:
-// objects keep their key order, numbers are kept as double and as their source text).
+// llama-json.h - a small JSON reader for Hugging Face config and tokenizer files and PEFT adapter
+// configs (RFC 8259: objects keep their key order, numbers are kept as double and as their source
+// text).
 #pragma once
 
 #include <memory>

@@ -1,0 +1,333 @@
+// llama-adapter.cpp - LoRA adapters: creation, GGUF reading and writing, checks against the base
+// model, and the C API (llama_adapter_lora_init, llama_set_adapter_lora, ...).
+#include "llama-adapter.h"
+#include "llama-context.h"
+#include "llama-hf.h"
+#include "llama-impl.h"
+#include "llama-model.h"
+
+#include "gguf.h"
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <sys/stat.h>
+
+namespace {
+
+// Room for n A/B pairs of rank r on the given weights (tensor structs and F32 data).
+size_t pairs_mem(const std::vector<std::pair<const ggml_tensor *, int32_t>> & ws) {
+    size_t mem = 2 * ws.size() * ggml_tensor_overhead() + 1024;
+    for (const auto & w : ws) {
+        mem += ((size_t) w.second * (size_t) (w.first->ne[0] + w.first->ne[1])) * sizeof(float) + 4 * GGML_MEM_ALIGN;
+    }
+    return mem;
+}
+
+bool is_dir(const std::string & p) {
+    struct stat st;
+    return stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+std::string shape_str(const ggml_tensor * t) {
+    return "[" + std::to_string(t->ne[0]) + ", " + std::to_string(t->ne[1]) + "]";
+}
+
+}  // namespace
+
+llama_adapter_lora::~llama_adapter_lora() { ggml_free(ctx); }
+
+int32_t llama_adapter_lora::rank() const { return weights.empty() ? 0 : (int32_t) weights.begin()->second.a->ne[1]; }
+
+float llama_adapter_lora::effective_scale(const llama_adapter_lora_weight & w, float scale) const {
+    return alpha != 0.0f ? scale * alpha / (float) w.a->ne[1] : scale;
+}
+
+const ggml_tensor * llama_adapter_base_tensor(const llama_model & model, const std::string & name) {
+    // Only the projections the graph multiplies through lora_mm can be adapted (not token_embd).
+    for (const auto & p : llama_hf_projections()) {
+        const int n = p.per_layer ? (int) model.hparams.n_layer : 1;
+        for (int il = 0; il < n; il++) {
+            if (llama_hf_name(p.gguf, il) == name) return model.ctx_w ? ggml_get_tensor(model.ctx_w, name.c_str()) : nullptr;
+        }
+    }
+    return nullptr;
+}
+
+bool llama_adapter_lora_add(llama_adapter_lora & ad, const ggml_tensor * w, int32_t r, std::string & err) {
+    if (ad.weights.count(w)) {
+        err = std::string("two adapter entries for ") + w->name;
+        return false;
+    }
+    ggml_tensor * a = ggml_new_tensor_2d(ad.ctx, GGML_TYPE_F32, w->ne[0], r);
+    ggml_tensor * b = ggml_new_tensor_2d(ad.ctx, GGML_TYPE_F32, r, w->ne[1]);
+    if (!a || !b) {
+        err = "out of adapter memory";
+        return false;
+    }
+    ggml_format_name(a, "%s.lora_a", w->name);
+    ggml_format_name(b, "%s.lora_b", w->name);
+    memset(a->data, 0, ggml_nbytes(a));
+    memset(b->data, 0, ggml_nbytes(b));
+    ad.weights[w] = {a, b};
+    return true;
+}
+
+bool llama_adapter_lora_create(llama_adapter_lora & ad, const llama_model & model, const std::vector<std::string> & targets,
+                               int32_t r, float alpha, std::string & err) {
+    if (r <= 0 || r > 65536) {
+        err = "LoRA rank " + std::to_string(r) + " is out of range (1..65536)";
+        return false;
+    }
+    if (!std::isfinite(alpha)) {
+        err = "LoRA alpha is not a finite number";
+        return false;
+    }
+    if (targets.empty()) {
+        err = "no LoRA targets";
+        return false;
+    }
+    std::vector<std::pair<const ggml_tensor *, int32_t>> ws;
+    for (const std::string & t : targets) {
+        const llama_hf_proj * p = llama_hf_find_target(t);
+        if (!p) {
+            err = "unknown LoRA target '" + t + "' (q, k, v, o, gate, up, down, output)";
+            return false;
+        }
+        const int n = p->per_layer ? (int) model.hparams.n_layer : 1;
+        for (int il = 0; il < n; il++) {
+            const std::string name = llama_hf_name(p->gguf, il);
+            const ggml_tensor * w = llama_adapter_base_tensor(model, name);
+            if (!w) {
+                err = "the model has no tensor " + name + " for LoRA target '" + t + "'";
+                return false;
+            }
+            if (r > w->ne[0] || r > w->ne[1]) {
+                err = "LoRA rank " + std::to_string(r) + " exceeds the size of " + name + " " + shape_str(w);
+                return false;
+            }
+            ws.push_back({w, r});
+        }
+        ad.targets.push_back(p->target);
+    }
+    ggml_free(ad.ctx);
+    ad.ctx = ggml_init({pairs_mem(ws), nullptr, false});
+    if (!ad.ctx) {
+        err = "cannot allocate the adapter";
+        return false;
+    }
+    ad.weights.clear();
+    for (const auto & w : ws) {
+        if (!llama_adapter_lora_add(ad, w.first, w.second, err)) return false;
+    }
+    ad.arch = model.arch_name;
+    ad.alpha = alpha;
+    return true;
+}
+
+namespace {
+
+// Converts a tensor of any type with a row converter to F32 values.
+bool to_f32(const ggml_tensor * t, float * dst, std::string & err) {
+    const int64_t n = ggml_nelements(t);
+    if (t->type == GGML_TYPE_F32) {
+        memcpy(dst, t->data, (size_t) n * sizeof(float));
+        return true;
+    }
+    const ggml_type_traits * tr = ggml_get_type_traits(t->type);
+    if (!tr || !tr->to_float || t->ne[0] % tr->blck_size != 0) {
+        err = std::string("adapter tensor ") + t->name + " has unsupported type " + ggml_type_name(t->type);
+        return false;
+    }
+    const int64_t rows = n / t->ne[0];
+    for (int64_t i = 0; i < rows; i++) tr->to_float((const char *) t->data + i * t->nb[1], dst + i * t->ne[0], t->ne[0]);
+    return true;
+}
+
+std::string meta_str(const gguf_context * g, const char * key) {
+    const int64_t id = gguf_find_key(g, key);
+    if (id < 0 || gguf_get_kv_type(g, id) != GGUF_TYPE_STRING) return "";
+    return gguf_get_val_str(g, id);
+}
+
+bool load_gguf(llama_adapter_lora & ad, const llama_model & model, const std::string & path, std::string & err) {
+    ggml_context * ctx_file = nullptr;
+    gguf_context * g = gguf_init_from_file(path.c_str(), {false, &ctx_file, false});
+    if (!g) {
+        err = "cannot read '" + path + "' as a GGUF file (missing, truncated or corrupt)";
+        return false;
+    }
+    std::unique_ptr<gguf_context, void (*)(gguf_context *)> gg(g, gguf_free);
+    std::unique_ptr<ggml_context, void (*)(ggml_context *)> gc(ctx_file, ggml_free);
+    const std::string gtype = meta_str(g, "general.type"), atype = meta_str(g, "adapter.type");
+    if (gtype != "adapter" || atype != "lora") {
+        err = "'" + path + "' is not a LoRA adapter (general.type '" + gtype + "', adapter.type '" + atype + "')";
+        return false;
+    }
+    ad.arch = meta_str(g, "general.architecture");
+    if (ad.arch != model.arch_name) {
+        err = "'" + path + "' is an adapter for architecture '" + ad.arch + "', the model is '" + model.arch_name + "'";
+        return false;
+    }
+    ad.alpha = 0.0f;
+    const int64_t ka = gguf_find_key(g, "adapter.lora.alpha");
+    if (ka >= 0) {
+        if (gguf_get_kv_type(g, ka) == GGUF_TYPE_FLOAT32) ad.alpha = gguf_get_val_f32(g, ka);
+        else if (gguf_get_kv_type(g, ka) == GGUF_TYPE_FLOAT64) ad.alpha = (float) gguf_get_val_f64(g, ka);
+        else {
+            err = "'" + path + "': adapter.lora.alpha is not a float";
+            return false;
+        }
+    }
+    // Pair up <base>.lora_a / <base>.lora_b.
+    std::map<std::string, std::pair<ggml_tensor *, ggml_tensor *>> pairs;
+    for (ggml_tensor * t = ggml_get_first_tensor(ctx_file); t; t = ggml_get_next_tensor(ctx_file, t)) {
+        const std::string n = t->name;
+        const bool is_a = n.size() > 7 && n.compare(n.size() - 7, 7, ".lora_a") == 0;
+        const bool is_b = n.size() > 7 && n.compare(n.size() - 7, 7, ".lora_b") == 0;
+        if (!is_a && !is_b) {
+            LLAMA_LOG_WARN("%s: ignoring tensor '%s' (not a .lora_a / .lora_b tensor)\n", path.c_str(), n.c_str());
+            continue;
+        }
+        auto & p = pairs[n.substr(0, n.size() - 7)];
+        (is_a ? p.first : p.second) = t;
+    }
+    if (pairs.empty()) {
+        err = "'" + path + "' holds no LoRA tensors";
+        return false;
+    }
+    std::vector<std::pair<const ggml_tensor *, int32_t>> ws;
+    for (const auto & kv : pairs) {
+        const ggml_tensor * a = kv.second.first, * b = kv.second.second;
+        if (!a || !b) {
+            err = "'" + path + "': " + kv.first + " has lora_" + (a ? "a" : "b") + " but no lora_" + (a ? "b" : "a");
+            return false;
+        }
+        const ggml_tensor * w = llama_adapter_base_tensor(model, kv.first);
+        if (!w) {
+            err = "'" + path + "' adapts " + kv.first + ", which the model does not have";
+            return false;
+        }
+        if (ggml_n_dims(a) > 2 || ggml_n_dims(b) > 2 || a->ne[0] != w->ne[0] || b->ne[1] != w->ne[1] || a->ne[1] != b->ne[0]) {
+            err = "'" + path + "': " + kv.first + " " + shape_str(w) + " does not fit lora_a " + shape_str(a) + " and lora_b " +
+                  shape_str(b) + " (expected [n_in, r] and [r, n_out])";
+            return false;
+        }
+        ws.push_back({w, (int32_t) a->ne[1]});
+    }
+    ggml_free(ad.ctx);
+    ad.ctx = ggml_init({pairs_mem(ws), nullptr, false});
+    ad.weights.clear();
+    size_t i = 0;
+    for (const auto & kv : pairs) {
+        const ggml_tensor * w = ws[i++].first;
+        if (!llama_adapter_lora_add(ad, w, (int32_t) kv.second.first->ne[1], err)) return false;
+        const llama_adapter_lora_weight & lw = ad.weights[w];
+        if (!to_f32(kv.second.first, (float *) lw.a->data, err) || !to_f32(kv.second.second, (float *) lw.b->data, err)) return false;
+    }
+    // The short targets present, for information (and PEFT's target_modules on export).
+    for (const auto & p : llama_hf_projections()) {
+        const int n = p.per_layer ? (int) model.hparams.n_layer : 1;
+        for (int il = 0; il < n; il++) {
+            const ggml_tensor * w = llama_adapter_base_tensor(model, llama_hf_name(p.gguf, il));
+            if (w && ad.weights.count(w)) {
+                ad.targets.push_back(p.target);
+                break;
+            }
+        }
+    }
+    return true;
+}
+
+}  // namespace
+
+bool llama_adapter_lora_load(llama_adapter_lora & ad, const llama_model & model, const std::string & path, std::string & err) {
+    if (is_dir(path)) return llama_adapter_lora_load_peft(ad, model, path, err);
+    return load_gguf(ad, model, path, err);
+}
+
+bool llama_adapter_lora_save_gguf(const llama_adapter_lora & ad, const llama_model & model, const std::string & path,
+                                  ggml_type type, std::string & err) {
+    if (type != GGML_TYPE_F32 && type != GGML_TYPE_F16 && type != GGML_TYPE_BF16) {
+        err = std::string("adapters are written as F32, F16 or BF16, not ") + ggml_type_name(type);
+        return false;
+    }
+    gguf_context * g = gguf_init_empty();
+    std::unique_ptr<gguf_context, void (*)(gguf_context *)> gg(g, gguf_free);
+    gguf_set_val_str(g, "general.architecture", model.arch_name.c_str());
+    gguf_set_val_str(g, "general.type", "adapter");
+    gguf_set_val_str(g, "adapter.type", "lora");
+    gguf_set_val_f32(g, "adapter.lora.alpha", ad.alpha);
+    // Tensors in the model's order (layer by layer), A before B, as llama.cpp's converter writes them.
+    std::vector<const llama_adapter_lora_weight *> order;
+    for (ggml_tensor * w = ggml_get_first_tensor(model.ctx_w); w; w = ggml_get_next_tensor(model.ctx_w, w)) {
+        if (const llama_adapter_lora_weight * lw = ad.get(w)) order.push_back(lw);
+    }
+    std::vector<std::vector<uint8_t>> bufs;
+    for (const llama_adapter_lora_weight * lw : order) {
+        for (const ggml_tensor * t : {lw->a, lw->b}) {
+            gguf_add_tensor(g, t);
+            if (type == GGML_TYPE_F32) continue;
+            gguf_set_tensor_type(g, t->name, type);
+            bufs.emplace_back(ggml_row_size(type, ggml_nelements(t)));
+            ggml_get_type_traits(type)->from_float_ref((const float *) t->data, bufs.back().data(), ggml_nelements(t));
+        }
+    }
+    if (type != GGML_TYPE_F32) {
+        size_t i = 0;
+        for (const llama_adapter_lora_weight * lw : order) {
+            for (const ggml_tensor * t : {lw->a, lw->b}) gguf_set_tensor_data(g, t->name, bufs[i++].data());
+        }
+    }
+    if (!gguf_write_to_file(g, path.c_str(), false)) {
+        err = "cannot write '" + path + "'";
+        return false;
+    }
+    return true;
+}
+
+// ---- C API ---------------------------------------------------------------------------------
+
+llama_adapter_lora * llama_adapter_lora_init(llama_model * model, const char * path_lora) {
+    if (!model || !path_lora) return nullptr;
+    auto * ad = new llama_adapter_lora();
+    std::string err;
+    if (!llama_adapter_lora_load(*ad, *model, path_lora, err)) {
+        LLAMA_LOG_ERROR("llama_adapter_lora_init: %s\n", err.c_str());
+        delete ad;
+        return nullptr;
+    }
+    LLAMA_LOG_INFO("llama_adapter_lora_init: loaded %zu LoRA pairs (rank %d, alpha %g) from %s\n", ad->weights.size(),
+                   ad->rank(), ad->alpha, path_lora);
+    return ad;
+}
+
+void llama_adapter_lora_free(llama_adapter_lora * adapter) { delete adapter; }
+
+int32_t llama_set_adapter_lora(llama_context * ctx, llama_adapter_lora * adapter, float scale) {
+    if (!ctx || !adapter) return -1;
+    for (auto & e : ctx->loras.entries) {
+        if (e.adapter == adapter) {
+            e.scale = scale;
+            return 0;
+        }
+    }
+    ctx->loras.entries.push_back({adapter, scale});
+    return 0;
+}
+
+int32_t llama_rm_adapter_lora(llama_context * ctx, llama_adapter_lora * adapter) {
+    if (!ctx) return -1;
+    auto & es = ctx->loras.entries;
+    for (size_t i = 0; i < es.size(); i++) {
+        if (es[i].adapter == adapter) {
+            es.erase(es.begin() + (long) i);
+            return 0;
+        }
+    }
+    return -1;
+}
+
+void llama_clear_adapter_lora(llama_context * ctx) {
+    if (ctx) ctx->loras.entries.clear();
+}
