@@ -84,5 +84,8 @@ struct llm_lora_entry {
 struct llm_lora_set {
     std::vector<llm_lora_entry> entries;
     bool dropout = false;  // create dropout masks (training)
+    // Precision of the backward products through the frozen base weights (training; see
+    // ggml_mul_mat_set_prec: GGML_PREC_INT8 runs them on the forward's integer kernels).
+    enum ggml_prec base_prec = GGML_PREC_DEFAULT;
     bool empty() const { return entries.empty(); }
 };

@@ -51,6 +51,7 @@ struct lora_ctx {
 ggml_tensor * lora_mm(ggml_context * ctx, const lora_ctx & lc, ggml_tensor * w, ggml_tensor * x) {
     ggml_tensor * y = ggml_mul_mat(ctx, w, x);
     if (!lc.set) return y;
+    if (lc.set->base_prec != GGML_PREC_DEFAULT) ggml_mul_mat_set_prec(y, lc.set->base_prec);
     for (const llm_lora_entry & e : lc.set->entries) {
         const llama_adapter_lora_weight * lw = e.adapter->get(w);
         if (!lw || e.scale == 0.0f) continue;
@@ -238,6 +239,7 @@ void build_transformer(ggml_context * ctx, ggml_cgraph * gf, const llama_model &
         ggml_tensor * up = lora_mm(ctx, lc, L.ffn_up, cur);
         cur = lora_mm(ctx, lc, L.ffn_down, ggml_mul(ctx, gate, up));
         x = ggml_add(ctx, cur, h);
+        io.layer_out.push_back(x);
     }
 
     if (logits) {

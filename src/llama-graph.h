@@ -23,6 +23,7 @@ struct llm_graph_io {
     // LoRA dropout (llm_lora_set::dropout): one F32 mask [n_in, n_tokens] per adapted weight,
     // multiplied into the input of its A (0, or 1 / (1 - p) for the kept values).
     std::vector<ggml_tensor *> lora_masks;
+    std::vector<ggml_tensor *> layer_out;  // each layer's output (checkpoints for recomputation)
 };
 
 // Most nodes either graph can have (for sizing the graph and its context), with n_lora adapters.

@@ -212,6 +212,11 @@ const char * ggml_opt_optimizer_name(enum ggml_opt_optimizer_type type);
 
 // Optimizer steps done since the last reset.
 int64_t ggml_opt_n_steps(ggml_opt_context_t opt_ctx);
+// Beyond upstream, for checkpoints: sets the steps done (AdamW's bias correction depends on it),
+// and the optimizer state of a parameter: AdamW's first (i = 0) and second (i = 1) moments,
+// NULL for SGD or a tensor that is not a parameter. Read or write their data between evals.
+void ggml_opt_set_n_steps(ggml_opt_context_t opt_ctx, int64_t n_steps);
+struct ggml_tensor * ggml_opt_optimizer_state(ggml_opt_context_t opt_ctx, struct ggml_tensor * param, int i);
 // Bytes of the planner's buffer for computed tensors, and of the static buffer (accumulators,
 // moments, labels); both fixed at init.
 size_t ggml_opt_compute_buffer_size(ggml_opt_context_t opt_ctx);

@@ -517,7 +517,8 @@ struct ggml_tensor * ggml_rope_ext_back(struct ggml_context * ctx, struct ggml_t
         float attn_factor, float beta_fast, float beta_slow);
 // Gradient of get_rows(a, b): rows of grad added (in index order) into zeros of shape c (a's shape).
 struct ggml_tensor * ggml_get_rows_back(struct ggml_context * ctx, struct ggml_tensor * grad, struct ggml_tensor * b, struct ggml_tensor * c);
-// Gradient of cross_entropy_loss(a, b) with respect to the logits a: (softmax(a) - b) * grad / rows.
+// Gradient of cross_entropy_loss(a, b) with respect to the logits a: (softmax(a) * sum(b) - b) *
+// grad / rows per row (labels need not sum to 1: rows of zeros drop out, weights scale).
 struct ggml_tensor * ggml_cross_entropy_loss_back(struct ggml_context * ctx, struct ggml_tensor * grad, struct ggml_tensor * a, struct ggml_tensor * b);
 
 // ---- optimizer steps (ops: one graph serves every step; the result is a view of a) ---------

@@ -39,6 +39,7 @@ struct ggml_opt_context {
     ggml_tensor * opt_pars = nullptr;  // F32 [7] AdamW or [2] SGD, written before each step
     std::vector<ggml_tensor *> param_tensors;  // trainable tensors, forward order
     std::vector<ggml_tensor *> grad_accs;  // their accumulators
+    std::vector<ggml_tensor *> moments;    // AdamW: m, v per parameter
 
     bool loss_per_datapoint = false;
     int32_t opt_i = 0;        // micro-batches accumulated towards the next step
@@ -222,7 +223,7 @@ ggml_opt_context_t ggml_opt_init(struct ggml_opt_params params) {
         ggml_set_name(oc->ncorrect, "ncorrect");
     }
     std::unordered_map<const ggml_tensor *, ggml_tensor *> acc_of;
-    std::vector<ggml_tensor *> moments;  // m, v per parameter (AdamW)
+    std::vector<ggml_tensor *> & moments = oc->moments;
     if (grad) {
         for (ggml_tensor * p : oc->param_tensors) {
             ggml_tensor * acc = ggml_new_tensor(cs, GGML_TYPE_F32, GGML_MAX_DIMS, p->ne);
@@ -345,6 +346,14 @@ struct ggml_tensor * ggml_opt_grad_acc(ggml_opt_context_t oc, struct ggml_tensor
 }
 enum ggml_opt_optimizer_type ggml_opt_context_optimizer_type(ggml_opt_context_t oc) { return oc->params.optimizer; }
 int64_t ggml_opt_n_steps(ggml_opt_context_t oc) { return oc->iter; }
+void ggml_opt_set_n_steps(ggml_opt_context_t oc, int64_t n_steps) { oc->iter = n_steps; }
+struct ggml_tensor * ggml_opt_optimizer_state(ggml_opt_context_t oc, struct ggml_tensor * param, int i) {
+    if (oc->moments.empty() || i < 0 || i > 1) return nullptr;
+    for (size_t k = 0; k < oc->param_tensors.size(); k++) {
+        if (oc->param_tensors[k] == param) return oc->moments[2 * k + (size_t) i];
+    }
+    return nullptr;
+}
 size_t ggml_opt_compute_buffer_size(ggml_opt_context_t oc) { return ggml_gallocr_get_buffer_size(oc->galloc, 0); }
 size_t ggml_opt_static_buffer_size(ggml_opt_context_t oc) { return oc->buf_static_size; }
 struct ggml_cgraph * ggml_opt_graph_forward(ggml_opt_context_t oc) { return oc->gf; }

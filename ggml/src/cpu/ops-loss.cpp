@@ -1,6 +1,8 @@
 // ops-loss.cpp - cross_entropy_loss(a, b): a logits F32 [nc, rows...], b target probabilities of
 // the same shape; dst F32 [1] = -(1/nr) * sum over rows of sum_c b[c] * log_softmax(a)[c].
-// cross_entropy_loss_back: its gradient with respect to a, (softmax(a) - b) * grad / nr.
+// cross_entropy_loss_back: its gradient with respect to a, (softmax(a) * sum(b) - b) * grad / nr
+// (sum(b) is 1 for probability labels; weighted or all-zero label rows, as a fine-tuning loss
+// over some tokens uses them, get their exact gradient too).
 //
 // Each thread writes the loss of each of its rows (in double) to a per-row slot of the work
 // buffer; after a barrier thread 0 sums the slots in row order, so the result is bit-identical
@@ -129,7 +131,7 @@ extern "C" void ggml_cpu_forward_cross_entropy_loss(const ggml_compute_params * 
     }
 }
 
-// dst = (softmax(a) - b) * grad / nr per row, nr the number of rows (the forward is the mean
+// dst = (softmax(a) * sum(b) - b) * grad / nr per row, nr the number of rows (the forward is the mean
 // over rows). softmax(a) as in the forward: exp(a - max) with the vectorized exp over the
 // double sum; each output computed in double and rounded once. Split by rows.
 extern "C" void ggml_cpu_forward_cross_entropy_loss_back(const ggml_compute_params * params, ggml_tensor * dst) {
@@ -153,8 +155,14 @@ extern "C" void ggml_cpu_forward_cross_entropy_loss_back(const ggml_compute_para
         const char * ar = ggml_cpu_elem_ptr(a, 0, i1, i2, i3);
         const char * br = ggml_cpu_elem_ptr(b, 0, i1, i2, i3);
         char * dr = ggml_cpu_elem_ptr(dst, 0, i1, i2, i3);
+        double mass = 0.0;  // of the labels: exactly 1 for one-hot rows
+        for (int64_t c = 0; c < nc; c++) mass += *(const float *) (br + c * b->nb[0]);
+        if (mass == 0.0) {
+            for (int64_t c = 0; c < nc; c++) *(float *) (dr + c * dst->nb[0]) = 0.0f;
+            continue;
+        }
         const RowNorm rn = row_softmax_norm(ar, a->nb[0], nc);
-        const double inv_sum = 1.0 / rn.sum_exp;
+        const double inv_sum = mass / rn.sum_exp;
         for (int64_t c0 = 0; c0 < nc; c0 += GGML_CPU_CHUNK) {
             const int64_t n = nc - c0 < GGML_CPU_CHUNK ? nc - c0 : GGML_CPU_CHUNK;
             const float * x = row_chunk(ar, a->nb[0], c0, n, buf_a);

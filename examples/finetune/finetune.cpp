@@ -1,0 +1,691 @@
+// llama-finetune: LoRA / QLoRA fine-tuning of a GGUF model on the CPU.
+//
+//   llama-finetune -m BASE.gguf -f DATA -o ADAPTER.gguf [options]
+//
+// The base stays as loaded (quantized weights stay quantized; gradients flow through them to
+// the activations); only the adapter's A and B are trained. One training graph of one sequence
+// is built once (ggml-opt: forward, backward into accumulators, optimizer step); a step
+// accumulates the gradients of b * grad-acc sequences, and the loss of a step is the mean
+// cross-entropy over every counted target of its sequences (each target weighted by
+// 1 / targets of the step, so sequences of any length and masked prompts add up exactly).
+#include "finetune-checkpoint.h"
+#include "finetune-data.h"
+#include "finetune-report.h"
+
+#include "ggml-opt.h"
+#include "llama.h"
+#include "llama-adapter.h"
+#include "llama-graph.h"
+#include "llama-hf.h"
+#include "llama-model.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <random>
+#include <string>
+#include <sys/resource.h>
+#include <thread>
+#include <vector>
+
+namespace {
+
+struct options {
+    std::string model, data, out, lora_in, peft_out, loss_log, plot, resume, checkpoint_out;
+    ft_data_format format = FT_DATA_TEXT;
+    int32_t r = 8;
+    float alpha = 16.0f, dropout = 0.0f;
+    std::vector<std::string> targets = {"q", "k", "v", "o"};
+    bool r_set = false, alpha_set = false, targets_set = false;
+    int32_t n_ctx = 256, n_batch = 1, grad_acc = 1, n_threads = 0;
+    int64_t steps = 0, epochs = 0, save_every = 0, warmup = 0;
+    uint32_t seed = 0;
+    bool shuffle = true;
+    float val_split = 0.0f;
+    ggml_opt_optimizer_type opt = GGML_OPT_OPTIMIZER_TYPE_ADAMW;
+    float lr = 1e-3f, wd = -1.0f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, grad_clip = 0.0f, min_lr_factor = 0.0f;
+    bool cosine = false;
+    ggml_type outtype = GGML_TYPE_F32;
+    std::string backward_prec = "auto";
+    bool checkpointing = false;
+    bool bench = false;
+};
+
+void usage(FILE * f) {
+    fprintf(f,
+            "usage: llama-finetune -m BASE.gguf -f DATA -o ADAPTER.gguf [options]\n"
+            "       llama-finetune -m BASE.gguf --bench [-b N] [-c N] [--steps N] [-t N] [--lora-targets L]\n"
+            "\n"
+            "LoRA / QLoRA fine-tuning: the base model (F32, F16, BF16 or quantized) is frozen and stays as\n"
+            "loaded; a low-rank adapter is trained and written as a GGUF LoRA adapter (llama.cpp's format).\n"
+            "\n"
+            "model and adapter:\n"
+            "  -m, --model FILE        base model (GGUF)\n"
+            "  -o, --output FILE       adapter to write (GGUF; required unless --bench)\n"
+            "  --lora-r R              rank (default 8)\n"
+            "  --lora-alpha A          alpha; B A is scaled by alpha / r (default 16)\n"
+            "  --lora-dropout P        dropout on the input of A, as PEFT (default 0)\n"
+            "  --lora-targets LIST     comma-separated from q,k,v,o,gate,up,down,output (default q,k,v,o)\n"
+            "  --lora-in ADAPTER       start from this adapter (GGUF or PEFT dir): its rank, alpha, targets\n"
+            "  --outtype f32|f16       type of the written adapter (default f32)\n"
+            "  --peft-out DIR          also write a PEFT adapter (adapter_config.json, adapter_model.safetensors)\n"
+            "\n"
+            "data:\n"
+            "  -f, --file FILE         training data\n"
+            "  --data-format text|jsonl  plain text (default), or one JSON example per line:\n"
+            "                          {\"messages\": [{\"role\", \"content\"}...]} (chat template; loss on the\n"
+            "                          assistant turns) or {\"prompt\", \"completion\"} (loss on the completion)\n"
+            "  -c, --ctx-size N        tokens per sequence (default 256)\n"
+            "  --no-shuffle            keep the data order (default: shuffled every epoch with --seed)\n"
+            "  --val-split F           hold out this fraction of the sequences; report their loss\n"
+            "\n"
+            "optimization:\n"
+            "  --opt adamw|sgd         optimizer (default adamw)\n"
+            "  --lr X                  learning rate (default 1e-3)\n"
+            "  --wd X                  decoupled weight decay (default 0.01 for adamw, 0 for sgd)\n"
+            "  --beta1 X --beta2 X --eps X   AdamW (defaults 0.9, 0.999, 1e-8)\n"
+            "  --lr-schedule constant|cosine  (default constant); --warmup N steps of linear warm-up\n"
+            "  --lr-min F              cosine: the final learning rate as a fraction of --lr (default 0)\n"
+            "  --grad-clip X           clip the gradients' global L2 norm to X (default off)\n"
+            "  -b, --batch N           sequences per optimizer step (default 1)\n"
+            "  --grad-acc K            multiply the sequences per step by K (gradient accumulation)\n"
+            "  --steps N | --epochs N  length of the run (default 1 epoch)\n"
+            "  --seed N                seed of A's initialization, the shuffling and the dropout (default 0)\n"
+            "  -t, --threads N         threads (default: all cores)\n"
+            "  --checkpointing         recompute activations layer by layer in the backward pass (less memory)\n"
+            "  --backward-prec auto|f32|bf16|int8  products through the frozen weights in the backward pass\n"
+            "                          (auto: int8 for quantized weights, f32 otherwise)\n"
+            "\n"
+            "output and long runs:\n"
+            "  --loss-log FILE         TSV: step, loss, lr, tokens_per_s (row 0: before any update)\n"
+            "  --plot FILE.svg         the loss curve (train and validation)\n"
+            "  --save-every N          write a checkpoint every N steps (atomically)\n"
+            "  --checkpoint-out FILE   where checkpoints go (default: ADAPTER.ckpt.gguf)\n"
+            "  --resume CHECKPOINT     continue a run (same options); Ctrl-C saves a checkpoint and exits 0\n"
+            "  --bench                 measure training tokens/s and peak memory on random tokens\n");
+}
+
+[[noreturn]] void die(const std::string & msg) {
+    fprintf(stderr, "llama-finetune: error: %s\n", msg.c_str());
+    exit(1);
+}
+
+bool parse_i64(const char * s, int64_t lo, int64_t hi, int64_t & out) {
+    char * end = nullptr;
+    errno = 0;
+    const long long v = strtoll(s, &end, 10);
+    if (errno || !end || *end || end == s || v < lo || v > hi) return false;
+    out = v;
+    return true;
+}
+
+bool parse_f32(const char * s, float & out) {
+    char * end = nullptr;
+    const float v = strtof(s, &end);
+    if (!end || *end || end == s || !std::isfinite(v)) return false;
+    out = v;
+    return true;
+}
+
+options parse_args(int argc, char ** argv) {
+    options o;
+    for (int i = 1; i < argc; i++) {
+        const std::string a = argv[i];
+        auto value = [&]() -> const char * {
+            if (i + 1 >= argc) die("option '" + a + "' needs a value");
+            return argv[++i];
+        };
+        auto int_arg = [&](int64_t lo, int64_t hi) {
+            const char * v = value();
+            int64_t x;
+            if (!parse_i64(v, lo, hi, x)) {
+                die("invalid value '" + std::string(v) + "' for " + a + " (an integer from " + std::to_string(lo) + " to " +
+                    std::to_string(hi) + ")");
+            }
+            return x;
+        };
+        auto float_arg = [&](float lo, float hi, bool lo_open) {
+            const char * v = value();
+            float x;
+            if (!parse_f32(v, x) || x < lo || x > hi || (lo_open && x == lo)) {
+                char b[128];
+                snprintf(b, sizeof(b), " (a number %s %g and <= %g)", lo_open ? ">" : ">=", lo, hi);
+                die("invalid value '" + std::string(v) + "' for " + a + b);
+            }
+            return x;
+        };
+        if (a == "-h" || a == "--help") {
+            usage(stdout);
+            exit(0);
+        } else if (a == "-m" || a == "--model") o.model = value();
+        else if (a == "-f" || a == "--file") o.data = value();
+        else if (a == "-o" || a == "--output") o.out = value();
+        else if (a == "--lora-in") o.lora_in = value();
+        else if (a == "--peft-out") o.peft_out = value();
+        else if (a == "--loss-log") o.loss_log = value();
+        else if (a == "--plot") o.plot = value();
+        else if (a == "--resume") o.resume = value();
+        else if (a == "--checkpoint-out") o.checkpoint_out = value();
+        else if (a == "--data-format") {
+            const std::string v = value();
+            if (v == "text") o.format = FT_DATA_TEXT;
+            else if (v == "jsonl") o.format = FT_DATA_JSONL;
+            else die("unknown --data-format '" + v + "' (text or jsonl)");
+        } else if (a == "--lora-r") {
+            o.r = (int32_t) int_arg(1, 65536);
+            o.r_set = true;
+        } else if (a == "--lora-alpha") {
+            o.alpha = float_arg(-1e6f, 1e6f, false);
+            o.alpha_set = true;
+        } else if (a == "--lora-dropout") o.dropout = float_arg(0.0f, 0.99f, false);
+        else if (a == "--lora-targets") {
+            o.targets.clear();
+            std::string v = value(), cur;
+            for (size_t k = 0; k <= v.size(); k++) {
+                if (k == v.size() || v[k] == ',') {
+                    if (!cur.empty()) {
+                        if (!llama_hf_find_target(cur)) die("unknown LoRA target '" + cur + "' (q, k, v, o, gate, up, down, output)");
+                        if (std::find(o.targets.begin(), o.targets.end(), cur) == o.targets.end()) o.targets.push_back(cur);
+                    }
+                    cur.clear();
+                } else {
+                    cur += v[k];
+                }
+            }
+            if (o.targets.empty()) die("--lora-targets is empty");
+            o.targets_set = true;
+        } else if (a == "--outtype") {
+            const std::string v = value();
+            if (v == "f32") o.outtype = GGML_TYPE_F32;
+            else if (v == "f16") o.outtype = GGML_TYPE_F16;
+            else die("unknown --outtype '" + v + "' (f32 or f16)");
+        } else if (a == "-c" || a == "--ctx-size") o.n_ctx = (int32_t) int_arg(2, 1 << 20);
+        else if (a == "-b" || a == "--batch") o.n_batch = (int32_t) int_arg(1, 1 << 16);
+        else if (a == "--grad-acc") o.grad_acc = (int32_t) int_arg(1, 1 << 16);
+        else if (a == "-t" || a == "--threads") o.n_threads = (int32_t) int_arg(1, 512);
+        else if (a == "--steps") o.steps = int_arg(1, (int64_t) 1 << 40);
+        else if (a == "--epochs") o.epochs = int_arg(1, 1 << 20);
+        else if (a == "--save-every") o.save_every = int_arg(1, (int64_t) 1 << 40);
+        else if (a == "--warmup") o.warmup = int_arg(0, (int64_t) 1 << 40);
+        else if (a == "--seed") o.seed = (uint32_t) int_arg(0, UINT32_MAX);
+        else if (a == "--no-shuffle") o.shuffle = false;
+        else if (a == "--val-split") o.val_split = float_arg(0.0f, 0.9f, false);
+        else if (a == "--opt") {
+            const std::string v = value();
+            if (v == "adamw") o.opt = GGML_OPT_OPTIMIZER_TYPE_ADAMW;
+            else if (v == "sgd") o.opt = GGML_OPT_OPTIMIZER_TYPE_SGD;
+            else die("unknown --opt '" + v + "' (adamw or sgd)");
+        } else if (a == "--lr") o.lr = float_arg(0.0f, 10.0f, true);
+        else if (a == "--wd") o.wd = float_arg(0.0f, 1.0f, false);
+        else if (a == "--beta1") o.beta1 = float_arg(0.0f, 0.9999999f, false);
+        else if (a == "--beta2") o.beta2 = float_arg(0.0f, 0.9999999f, false);
+        else if (a == "--eps") o.eps = float_arg(0.0f, 1.0f, true);
+        else if (a == "--grad-clip") o.grad_clip = float_arg(0.0f, 1e9f, false);
+        else if (a == "--lr-min") o.min_lr_factor = float_arg(0.0f, 1.0f, false);
+        else if (a == "--lr-schedule") {
+            const std::string v = value();
+            if (v == "constant") o.cosine = false;
+            else if (v == "cosine") o.cosine = true;
+            else die("unknown --lr-schedule '" + v + "' (constant or cosine)");
+        } else if (a == "--backward-prec") {
+            o.backward_prec = value();
+            if (o.backward_prec != "auto" && o.backward_prec != "f32" && o.backward_prec != "bf16" && o.backward_prec != "int8") {
+                die("unknown --backward-prec '" + o.backward_prec + "' (auto, f32, bf16 or int8)");
+            }
+        } else if (a == "--checkpointing") o.checkpointing = true;
+        else if (a == "--bench") o.bench = true;
+        else die("unknown option '" + a + "' (see --help)");
+    }
+    if (o.model.empty()) die("no base model (-m BASE.gguf)");
+    if (!o.bench && o.data.empty()) die("no training data (-f FILE)");
+    if (!o.bench && o.out.empty()) die("no output adapter (-o ADAPTER.gguf)");
+    if (o.steps && o.epochs) die("give --steps or --epochs, not both");
+    if (o.wd < 0) o.wd = o.opt == GGML_OPT_OPTIMIZER_TYPE_ADAMW ? 0.01f : 0.0f;
+    if (o.lr > 1.0f) die("learning rate " + std::to_string(o.lr) + " is absurd for fine-tuning (at most 1)");
+    if (o.checkpoint_out.empty() && !o.out.empty()) {
+        std::string base = o.out;
+        if (base.size() > 5 && base.compare(base.size() - 5, 5, ".gguf") == 0) base.resize(base.size() - 5);
+        o.checkpoint_out = base + ".ckpt.gguf";
+    }
+    if (o.n_threads == 0) o.n_threads = (int32_t) std::max(1u, std::thread::hardware_concurrency());
+    return o;
+}
+
+std::atomic<bool> g_interrupted(false);
+
+void on_sigint(int) {
+    if (g_interrupted.exchange(true)) {
+        signal(SIGINT, SIG_DFL);
+        raise(SIGINT);
+    }
+}
+
+double now_s() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double peak_rss_gb() {
+    rusage ru{};
+    getrusage(RUSAGE_SELF, &ru);
+    return (double) ru.ru_maxrss * 1024.0 / 1e9;
+}
+
+// PEFT's default initialization of A: Kaiming-uniform with a = sqrt(5), i.e. U(-1/sqrt(n_in), 1/sqrt(n_in)).
+void init_lora_a(llama_adapter_lora & ad, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::vector<ggml_tensor *> as;
+    for (auto & kv : ad.weights) as.push_back(kv.second.a);
+    std::sort(as.begin(), as.end(), [](const ggml_tensor * x, const ggml_tensor * y) { return strcmp(x->name, y->name) < 0; });
+    for (ggml_tensor * a : as) {
+        const float bound = 1.0f / std::sqrt((float) a->ne[0]);
+        std::uniform_real_distribution<float> u(-bound, bound);
+        float * d = (float *) a->data;
+        for (int64_t i = 0; i < ggml_nelements(a); i++) d[i] = u(rng);
+    }
+}
+
+struct ModelDeleter {
+    void operator()(llama_model * m) const { llama_model_free(m); }
+};
+struct OptDeleter {
+    void operator()(ggml_opt_context * c) const { ggml_opt_free(c); }
+};
+struct CtxDeleter {
+    void operator()(ggml_context * c) const { ggml_free(c); }
+};
+
+void quiet_log(int level, const char * text, void *) {
+    if (level <= 3) fputs(text, stderr);
+}
+
+// The training run: model, adapter, graph, optimizer, data and the loop.
+struct trainer {
+    options o;
+    llama_model * model = nullptr;
+    llama_adapter_lora ad;
+    llm_lora_set lora;
+    std::unique_ptr<ggml_context, CtxDeleter> ctx;
+    std::unique_ptr<ggml_opt_context, OptDeleter> oc;
+    llm_graph_io io;
+    ggml_opt_optimizer_params opt_pars{};
+    int32_t n_graph = 0;  // tokens per graph (the longest sequence's inputs)
+    int32_t n_vocab = 0;
+    std::vector<ft_sequence> train, val;
+    int64_t seqs_per_step = 1;
+    int64_t total_steps = 0;
+    std::vector<int32_t> label_rows;  // one-hot positions set in the labels (cleared next time)
+
+    // The training sequence at global position pos (epoch pos / n, shuffled per epoch).
+    std::vector<int64_t> order;
+    int64_t order_epoch = -1;
+    const ft_sequence & train_seq(int64_t pos) {
+        const int64_t n = (int64_t) train.size(), epoch = pos / n;
+        if (epoch != order_epoch) {
+            if (o.shuffle) {
+                order = ft_shuffled_order(n, ft_mix(o.seed ^ ft_mix((uint64_t) epoch + 1)));
+            } else {
+                order.resize((size_t) n);
+                for (int64_t i = 0; i < n; i++) order[(size_t) i] = i;
+            }
+            order_epoch = epoch;
+        }
+        return train[(size_t) order[(size_t) (pos % n)]];
+    }
+
+    // Fills the inputs and labels of one sequence; weight: of each counted target. Dropout
+    // masks are drawn from dropout_seed when training, all ones otherwise.
+    void set_inputs(const ft_sequence & s, double weight, bool training, uint64_t dropout_seed) {
+        int32_t * tok = (int32_t *) io.tokens->data;
+        const int32_t n = (int32_t) s.tokens.size() - 1;
+        for (int32_t t = 0; t < n_graph; t++) tok[t] = t < n ? s.tokens[(size_t) t] : 0;
+        ggml_tensor * labels = ggml_opt_labels(oc.get());
+        float * lab = (float *) labels->data;
+        for (int32_t idx : label_rows) lab[idx] = 0.0f;
+        label_rows.clear();
+        for (int32_t t = 0; t < n; t++) {
+            if (!s.counts[(size_t) t + 1]) continue;
+            const int32_t idx = t * n_vocab + s.tokens[(size_t) t + 1];
+            lab[idx] = (float) weight;
+            label_rows.push_back(idx);
+        }
+        if (!io.lora_masks.empty()) {
+            std::mt19937_64 rng(dropout_seed);
+            const double keep = 1.0 - o.dropout;
+            const float scale = (float) (1.0 / keep);
+            for (ggml_tensor * m : io.lora_masks) {
+                float * d = (float *) m->data;
+                for (int64_t i = 0; i < ggml_nelements(m); i++) {
+                    d[i] = !training ? 1.0f : (double) (rng() >> 11) * 0x1.0p-53 < keep ? scale : 0.0f;
+                }
+            }
+        }
+    }
+
+    // The weight that makes the sum of the graphs' losses over a group the mean over its
+    // targets: the graph averages over n_graph rows and ggml-opt divides by the period.
+    double target_weight(int64_t n_targets) const {
+        return (double) n_graph * (double) seqs_per_step / (double) n_targets;
+    }
+
+    // Mean loss of the validation sequences (forward only), in groups of seqs_per_step.
+    float validate() {
+        if (val.empty()) return NAN;
+        int64_t n_targets = 0;
+        for (const auto & s : val) n_targets += s.n_targets();
+        double sum = 0;
+        for (const auto & s : val) {
+            set_inputs(s, target_weight(n_targets), false, 0);
+            ggml_opt_alloc(oc.get(), false);
+            ggml_opt_eval(oc.get(), nullptr);
+            sum += *(const float *) ggml_opt_loss(oc.get())->data;
+        }
+        return (float) sum;
+    }
+};
+
+// Everything the resumed run must share with the interrupted one.
+std::string config_string(const options & o, const trainer & tr) {
+    char b[1024];
+    snprintf(b, sizeof(b),
+             "data_sequences=%zu+%zu\nn_ctx=%d\nbatch=%d\ngrad_acc=%d\nseed=%u\nshuffle=%d\nopt=%d\nlr=%.9g\nwd=%.9g\n"
+             "beta1=%.9g\nbeta2=%.9g\neps=%.9g\ngrad_clip=%.9g\ncosine=%d\nwarmup=%lld\nlr_min=%.9g\nsteps=%lld\n"
+             "r=%d\nalpha=%.9g\ndropout=%.9g\n",
+             tr.train.size(), tr.val.size(), o.n_ctx, o.n_batch, o.grad_acc, o.seed, (int) o.shuffle, (int) o.opt, o.lr,
+             o.wd, o.beta1, o.beta2, o.eps, o.grad_clip, (int) o.cosine, (long long) o.warmup, o.min_lr_factor,
+             (long long) tr.total_steps, tr.ad.rank(), tr.ad.alpha, o.dropout);
+    std::string s = b;
+    s += "targets=";
+    for (const auto & t : tr.ad.targets) s += t + ",";
+    s += "\n";
+    return s;
+}
+
+ggml_prec backward_prec(const options & o, const llama_model & m) {
+    if (o.backward_prec == "f32") return GGML_PREC_DEFAULT;
+    if (o.backward_prec == "bf16") return GGML_PREC_BF16;
+    if (o.backward_prec == "int8") return GGML_PREC_INT8;
+    // auto: the frozen projections' own precision is 8 bits or less when they are quantized.
+    const ggml_tensor * w = m.layers.empty() ? nullptr : m.layers[0].wq;
+    return w && ggml_is_quantized(w->type) ? GGML_PREC_INT8 : GGML_PREC_DEFAULT;
+}
+
+// Random token sequences for --bench: b * grad-acc sequences of n_ctx inputs.
+void bench_data(trainer & tr) {
+    std::mt19937 rng(tr.o.seed);
+    std::uniform_int_distribution<int32_t> tok(0, tr.n_vocab - 1);
+    for (int64_t i = 0; i < (int64_t) tr.o.n_batch * tr.o.grad_acc; i++) {
+        ft_sequence s;
+        for (int32_t t = 0; t <= tr.o.n_ctx; t++) s.tokens.push_back(tok(rng));
+        s.counts.assign(s.tokens.size(), 1);
+        s.counts[0] = 0;
+        tr.train.push_back(std::move(s));
+    }
+}
+
+int run(int argc, char ** argv) {
+    trainer tr;
+    tr.o = parse_args(argc, argv);
+    options & o = tr.o;
+    llama_log_set(quiet_log, nullptr);
+
+    // The checkpoint's state first: a mismatch is reported before anything heavy.
+    ft_checkpoint_state resume_state;
+    if (!o.resume.empty()) {
+        std::string err;
+        if (!ft_checkpoint_read_state(o.resume, resume_state, err)) die(err);
+    }
+
+    llama_model_params mp = llama_model_default_params();
+    std::unique_ptr<llama_model, ModelDeleter> model(llama_model_load_from_file(o.model.c_str(), mp));
+    if (!model) die("cannot load the base model '" + o.model + "'");
+    tr.model = model.get();
+    const llama_model & m = *model;
+    tr.n_vocab = (int32_t) m.hparams.n_vocab;
+
+    std::string err;
+    if (!o.lora_in.empty()) {
+        if (!llama_adapter_lora_load(tr.ad, m, o.lora_in, err)) die("--lora-in: " + err);
+        if (tr.ad.alpha == 0.0f) tr.ad.alpha = (float) tr.ad.rank();  // no alpha: scale 1
+        if (o.r_set || o.alpha_set || o.targets_set) {
+            fprintf(stderr, "llama-finetune: note: --lora-in's rank %d, alpha %g and targets apply\n", tr.ad.rank(), tr.ad.alpha);
+        }
+    } else {
+        if (!llama_adapter_lora_create(tr.ad, m, o.targets, o.r, o.alpha, err)) die(err);
+        init_lora_a(tr.ad, o.seed);
+    }
+    tr.ad.dropout = o.dropout;
+    if (tr.ad.base_name.empty()) {
+        char name[256];
+        if (llama_model_meta_val_str(&m, "general.name", name, sizeof(name)) >= 0) tr.ad.base_name = name;
+    }
+
+    // Data.
+    if (o.bench) {
+        bench_data(tr);
+    } else {
+        std::vector<ft_sequence> all;
+        if (!ft_load_data(&m, o.data, o.format, o.n_ctx, all, err)) die(err);
+        const int64_t n_val = o.val_split > 0 ? (int64_t) std::ceil(o.val_split * (double) all.size()) : 0;
+        if (n_val >= (int64_t) all.size()) {
+            die("--val-split " + std::to_string(o.val_split) + " leaves no training sequence (" + std::to_string(all.size()) +
+                " in all)");
+        }
+        tr.val.assign(all.end() - n_val, all.end());
+        tr.train.assign(all.begin(), all.end() - n_val);
+    }
+    size_t max_len = 0;
+    int64_t n_tokens_train = 0;
+    for (const auto & s : tr.train) {
+        max_len = std::max(max_len, s.tokens.size());
+        n_tokens_train += (int64_t) s.tokens.size() - 1;
+    }
+    for (const auto & s : tr.val) max_len = std::max(max_len, s.tokens.size());
+    tr.n_graph = (int32_t) max_len - 1;
+    if ((uint32_t) tr.n_graph > m.hparams.n_ctx_train && m.hparams.n_ctx_train > 0) {
+        fprintf(stderr, "llama-finetune: warning: sequences of %d tokens exceed the model's training context %u\n", tr.n_graph,
+                m.hparams.n_ctx_train);
+    }
+    tr.seqs_per_step = (int64_t) o.n_batch * o.grad_acc;
+    const int64_t n_train = (int64_t) tr.train.size();
+    tr.total_steps = o.steps ? o.steps
+                   : o.bench ? 4
+                   : ((o.epochs ? o.epochs : 1) * n_train + tr.seqs_per_step - 1) / tr.seqs_per_step;
+    if (o.bench && !o.steps) tr.total_steps = 4;
+
+    // The training graph: the adapter's tensors are the parameters.
+    for (auto & kv : tr.ad.weights) {
+        ggml_set_param(kv.second.a);
+        ggml_set_param(kv.second.b);
+    }
+    tr.lora.entries.push_back({&tr.ad, 1.0f});
+    tr.lora.dropout = o.dropout > 0.0f;
+    tr.lora.base_prec = backward_prec(o, m);
+    const size_t max_nodes = llm_graph_max_nodes_train(m, 1);
+    tr.ctx.reset(ggml_init({ggml_graph_overhead_custom(max_nodes, true) + 2 * max_nodes * ggml_tensor_overhead(), nullptr, true}));
+    llm_build_forward_train(tr.ctx.get(), m, (uint32_t) tr.n_graph, tr.io, &tr.lora);
+
+    tr.opt_pars = ggml_opt_get_default_optimizer_params(nullptr);
+    tr.opt_pars.adamw.alpha = o.lr;
+    tr.opt_pars.adamw.beta1 = o.beta1;
+    tr.opt_pars.adamw.beta2 = o.beta2;
+    tr.opt_pars.adamw.eps = o.eps;
+    tr.opt_pars.adamw.wd = o.wd;
+    tr.opt_pars.sgd.alpha = o.lr;
+    tr.opt_pars.sgd.wd = o.wd;
+    ggml_opt_params op = ggml_opt_default_params(tr.ctx.get(), tr.io.tokens, tr.io.logits, GGML_OPT_LOSS_TYPE_CROSS_ENTROPY);
+    op.optimizer = o.opt;
+    op.get_opt_pars = ggml_opt_get_constant_optimizer_params;
+    op.get_opt_pars_ud = &tr.opt_pars;
+    op.opt_period = (int32_t) tr.seqs_per_step;
+    op.n_threads = o.n_threads;
+    op.seed = o.seed;
+    op.grad_clip = o.grad_clip;
+    op.lr_schedule.type = o.cosine ? GGML_OPT_LR_SCHEDULE_COSINE : GGML_OPT_LR_SCHEDULE_CONSTANT;
+    op.lr_schedule.warmup_steps = o.warmup;
+    op.lr_schedule.decay_steps = std::max<int64_t>(1, tr.total_steps - o.warmup);
+    op.lr_schedule.min_factor = o.min_lr_factor;
+    if (o.checkpointing) {
+        op.checkpoints = tr.io.layer_out.data();
+        op.n_checkpoints = (int) tr.io.layer_out.size();
+    }
+    tr.oc.reset(ggml_opt_init(op));
+    if (!tr.oc) die("cannot set up the training graphs");
+
+    // Static inputs: positions and the causal mask (padding after a shorter sequence is never
+    // attended to by its real tokens, and its rows carry no label).
+    const int32_t n = tr.n_graph;
+    for (int32_t t = 0; t < n; t++) ((int32_t *) tr.io.pos->data)[t] = t;
+    float * mask = (float *) tr.io.kq_mask->data;
+    for (int32_t t = 0; t < n; t++)
+        for (int32_t c = 0; c < n; c++) mask[(size_t) t * n + c] = c <= t ? 0.0f : -std::numeric_limits<float>::infinity();
+    memset(ggml_opt_labels(tr.oc.get())->data, 0, ggml_nbytes(ggml_opt_labels(tr.oc.get())));
+
+    ft_checkpoint_state st;
+    st.config = config_string(o, tr);
+    if (!o.resume.empty()) {
+        if (resume_state.config != st.config) {
+            die("checkpoint '" + o.resume + "' was made with other options or data:\n--- checkpoint\n" + resume_state.config +
+                "--- this run\n" + st.config);
+        }
+        if (!ft_checkpoint_restore(o.resume, tr.ad, tr.oc.get(), err)) die(err);
+        st.step = resume_state.step;
+        st.seq_pos = resume_state.seq_pos;
+        st.history = resume_state.history;
+        fprintf(stderr, "llama-finetune: resuming at step %lld of %lld\n", (long long) st.step, (long long) tr.total_steps);
+    }
+
+    int64_t n_params = 0;
+    for (const auto & kv : tr.ad.weights) n_params += ggml_nelements(kv.second.a) + ggml_nelements(kv.second.b);
+    std::string targets;
+    for (const auto & t : tr.ad.targets) targets += (targets.empty() ? "" : ",") + t;
+    fprintf(stderr,
+            "llama-finetune: %s, %s base; LoRA r %d alpha %g on %s (%lld parameters); %lld training sequences "
+            "(%lld tokens), %zu validation; %lld sequences of <= %d tokens per step, %lld steps; %s lr %g; %d threads; "
+            "backward %s\n",
+            o.model.c_str(), ggml_type_name(m.layers[0].wq->type), tr.ad.rank(), tr.ad.alpha, targets.c_str(),
+            (long long) n_params, (long long) n_train, (long long) n_tokens_train, tr.val.size(), (long long) tr.seqs_per_step,
+            n, (long long) tr.total_steps, ggml_opt_optimizer_name(o.opt), o.lr, o.n_threads,
+            tr.lora.base_prec == GGML_PREC_INT8 ? "int8" : tr.lora.base_prec == GGML_PREC_BF16 ? "bf16" : "f32");
+
+    signal(SIGINT, on_sigint);
+    auto save_outputs = [&](bool final_adapter) {
+        std::string e;
+        if (!o.loss_log.empty() && !ft_write_loss_log(st.history, o.loss_log, e)) die(e);
+        if (!o.plot.empty() && !ft_write_plot(st.history, o.plot, "llama-finetune: " + o.model, e)) die(e);
+        if (final_adapter && !o.out.empty()) {
+            if (!llama_adapter_lora_save_gguf(tr.ad, m, o.out, o.outtype, e)) die(e);
+            if (!o.peft_out.empty() && !llama_adapter_lora_save_peft(tr.ad, m, o.peft_out, e)) die(e);
+        }
+    };
+    auto save_checkpoint = [&]() {
+        std::string e;
+        if (o.checkpoint_out.empty()) return;
+        if (!ft_checkpoint_save(o.checkpoint_out, m, tr.ad, tr.oc.get(), st, e)) die(e);
+        fprintf(stderr, "\nllama-finetune: checkpoint at step %lld written to %s\n", (long long) st.step, o.checkpoint_out.c_str());
+    };
+
+    // Runs the sequences of the next group (one optimizer step, or a forward-only look at the
+    // loss after the last step); returns the group's mean loss and sets tokens/s.
+    auto run_group = [&](bool train_step, double & tokens_per_s) {
+        int64_t n_targets = 0, n_tokens = 0;
+        for (int64_t i = 0; i < tr.seqs_per_step; i++) {
+            const ft_sequence & s = tr.train_seq(st.seq_pos + i);
+            n_targets += s.n_targets();
+            n_tokens += (int64_t) s.tokens.size() - 1;
+        }
+        const double t0 = now_s();
+        double loss = 0;
+        for (int64_t i = 0; i < tr.seqs_per_step; i++) {
+            const ft_sequence & s = tr.train_seq(st.seq_pos + i);
+            tr.set_inputs(s, tr.target_weight(n_targets), train_step,
+                          ft_mix(((uint64_t) o.seed << 40) ^ (uint64_t) (st.seq_pos + i)));
+            ggml_opt_alloc(tr.oc.get(), train_step);
+            ggml_opt_eval(tr.oc.get(), nullptr);
+            loss += *(const float *) ggml_opt_loss(tr.oc.get())->data;
+        }
+        tokens_per_s = (double) n_tokens / std::max(1e-9, now_s() - t0);
+        if (train_step) st.seq_pos += tr.seqs_per_step;
+        return (float) loss;
+    };
+
+    const double t_start = now_s();
+    const int64_t first_step = st.step;
+    std::vector<double> bench_rates;
+    if (st.step == 0 && !tr.val.empty()) {
+        st.history.val_step.push_back(0);
+        st.history.val_loss.push_back(tr.validate());
+    }
+    const int64_t steps_per_epoch = std::max<int64_t>(1, n_train / tr.seqs_per_step);
+    while (st.step < tr.total_steps) {
+        const float lr = o.lr * ggml_opt_lr_factor(&op.lr_schedule, st.step);
+        double tps = 0;
+        const float loss = run_group(true, tps);
+        if (!std::isfinite(loss)) die("the loss is not finite at step " + std::to_string(st.step + 1) + " (lr too high?)");
+        st.history.loss.push_back(loss);
+        st.history.lr.push_back(lr);
+        st.history.tokens_per_s.push_back((float) tps);
+        st.step++;
+        if (o.bench) bench_rates.push_back(tps);
+        if (!tr.val.empty() && (st.step % steps_per_epoch == 0 || st.step == tr.total_steps)) {
+            st.history.val_step.push_back(st.step);
+            st.history.val_loss.push_back(tr.validate());
+        }
+        const double elapsed = now_s() - t_start;
+        const double eta = elapsed / (double) (st.step - first_step) * (double) (tr.total_steps - st.step);
+        ft_progress(st.step, tr.total_steps, loss, lr, tps, eta, st.step == tr.total_steps);
+        if (g_interrupted) {
+            save_checkpoint();
+            save_outputs(false);
+            fprintf(stderr, "llama-finetune: interrupted; resume with --resume %s\n", o.checkpoint_out.c_str());
+            return 0;
+        }
+        if (o.save_every > 0 && st.step % o.save_every == 0 && st.step < tr.total_steps) {
+            save_checkpoint();
+            save_outputs(false);
+        }
+    }
+
+    if (o.bench) {
+        // The first step is a warm-up (page faults, caches); the median of the rest.
+        std::vector<double> r(bench_rates.begin() + (bench_rates.size() > 1 ? 1 : 0), bench_rates.end());
+        std::sort(r.begin(), r.end());
+        const double med = r.empty() ? 0.0 : r[r.size() / 2];
+        printf("| model | type | targets | batch x seq | threads | backward | train tokens/s | peak RSS |\n");
+        printf("| %s | %s | %s | %lld x %d | %d | %s | %.1f | %.2f GB |\n", o.model.c_str(), ggml_type_name(m.layers[0].wq->type),
+               targets.c_str(), (long long) tr.seqs_per_step, n, o.n_threads,
+               tr.lora.base_prec == GGML_PREC_INT8 ? "int8" : tr.lora.base_prec == GGML_PREC_BF16 ? "bf16" : "f32", med,
+               peak_rss_gb());
+        if (o.out.empty()) return 0;
+    }
+
+    // Row N: the loss after the last update, on the batch that would come next.
+    double tps = 0;
+    const float final_loss = run_group(false, tps);
+    st.history.loss.push_back(final_loss);
+    st.history.lr.push_back(st.history.lr.empty() ? o.lr : st.history.lr.back());
+    st.history.tokens_per_s.push_back((float) tps);
+    save_outputs(true);
+    fprintf(stderr, "llama-finetune: loss %.4f -> %.4f over %lld steps", st.history.loss.front(), final_loss,
+            (long long) tr.total_steps);
+    if (!st.history.val_loss.empty()) fprintf(stderr, ", validation %.4f -> %.4f", st.history.val_loss.front(), st.history.val_loss.back());
+    fprintf(stderr, "; %.1f s, peak RSS %.2f GB; adapter written to %s\n", now_s() - t_start, peak_rss_gb(), o.out.c_str());
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char ** argv) {
+    try {
+        return run(argc, argv);
+    } catch (const std::exception & e) {
+        fprintf(stderr, "llama-finetune: error: %s\n", e.what());
+        return 1;
+    }
+}
