@@ -222,6 +222,7 @@ void build_transformer(ggml_context * ctx, ggml_cgraph * gf, const llama_model &
 
         ggml_tensor * q = linear(ctx, lc, L.wq, L.bq, cur);
         q = rope(ctx, model, ggml_reshape_3d(ctx, q, head_dim, hp.n_head, n_tokens), io.pos);
+        io.matmul_out.insert(io.matmul_out.end(), {x, q, k, v});
         ggml_tensor * k_all, * v_all;
         src.get((int) il, &k_all, &v_all);
         cur = attend(ctx, model, q, k_all, v_all, io.kq_mask, n_tokens);
@@ -233,10 +234,12 @@ void build_transformer(ggml_context * ctx, ggml_cgraph * gf, const llama_model &
             x = ggml_get_rows(ctx, x, io.out_ids);
         }
         ggml_tensor * h = ggml_add(ctx, cur, x);
+        io.matmul_out.push_back(h);
 
         cur = rms_norm(ctx, h, L.ffn_norm, eps);
         ggml_tensor * gate = ggml_silu(ctx, lora_mm(ctx, lc, L.ffn_gate, cur));
         ggml_tensor * up = lora_mm(ctx, lc, L.ffn_up, cur);
+        io.matmul_out.insert(io.matmul_out.end(), {gate->src[0], up});
         cur = lora_mm(ctx, lc, L.ffn_down, ggml_mul(ctx, gate, up));
         x = ggml_add(ctx, cur, h);
         io.layer_out.push_back(x);

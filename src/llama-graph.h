@@ -24,6 +24,10 @@ struct llm_graph_io {
     // multiplied into the input of its A (0, or 1 / (1 - p) for the kept values).
     std::vector<ggml_tensor *> lora_masks;
     std::vector<ggml_tensor *> layer_out;  // each layer's output (checkpoints for recomputation)
+    // Each layer's input, the outputs of its weight products (roped Q and K, V, FFN gate and
+    // up) and the residual after attention: checkpoints under which only attention, the LoRA
+    // down-projections (A x) and elementwise ops are recomputed, none of the weight products.
+    std::vector<ggml_tensor *> matmul_out;
 };
 
 // Most nodes either graph can have (for sizing the graph and its context), with n_lora adapters.

@@ -54,7 +54,7 @@ struct options {
     bool cosine = false;
     ggml_type outtype = GGML_TYPE_F32;
     std::string backward_prec = "auto";
-    bool checkpointing = false;
+    bool checkpointing = false, no_recompute = false;
     bool bench = false;
 };
 
@@ -99,7 +99,9 @@ void usage(FILE * f) {
             "  --steps N | --epochs N  length of the run (default 1 epoch)\n"
             "  --seed N                seed of A's initialization, the shuffling and the dropout (default 0)\n"
             "  -t, --threads N         threads (default: all cores)\n"
-            "  --checkpointing         recompute activations layer by layer in the backward pass (less memory)\n"
+            "  --checkpointing         recompute activations layer by layer in the backward pass (least memory)\n"
+            "  --no-recompute          keep every activation for the backward pass (most memory); by default\n"
+            "                          attention and elementwise results are recomputed, weight products kept\n"
             "  --backward-prec auto|f32|bf16|int8  products through the frozen weights in the backward pass\n"
             "                          (auto: bf16 for quantized weights, f32 otherwise)\n"
             "\n"
@@ -240,6 +242,7 @@ options parse_args(int argc, char ** argv) {
                 die("unknown --backward-prec '" + o.backward_prec + "' (auto, f32, bf16 or int8)");
             }
         } else if (a == "--checkpointing") o.checkpointing = true;
+        else if (a == "--no-recompute") o.no_recompute = true;
         else if (a == "--bench") o.bench = true;
         else die("unknown option '" + a + "' (see --help)");
     }
@@ -536,6 +539,9 @@ int run(int argc, char ** argv) {
     if (o.checkpointing) {
         op.checkpoints = tr.io.layer_out.data();
         op.n_checkpoints = (int) tr.io.layer_out.size();
+    } else if (!o.no_recompute) {
+        op.checkpoints = tr.io.matmul_out.data();
+        op.n_checkpoints = (int) tr.io.matmul_out.size();
     }
     tr.oc.reset(ggml_opt_init(op));
     if (!tr.oc) die("cannot set up the training graphs");
