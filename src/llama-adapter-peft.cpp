@@ -29,8 +29,10 @@ const ggml_tensor * find_module(const llama_model & model, const std::string & m
     return nullptr;
 }
 
-// Heads whose rows a projection's lora_B permutes (0: none).
+// Heads whose rows a projection's lora_B permutes (0: none). Only llama GGUF files have their
+// Q/K rows permuted at conversion; qwen2 (NEOX RoPE) keeps Hugging Face's order.
 int64_t qk_heads(const llama_model & model, const llama_hf_proj & p) {
+    if (model.arch != LLM_ARCH_LLAMA) return 0;
     if (strcmp(p.target, "q") == 0) return model.hparams.n_head;
     if (strcmp(p.target, "k") == 0) return model.hparams.n_head_kv;
     return 0;
@@ -88,8 +90,14 @@ bool llama_adapter_lora_load_peft(llama_adapter_lora & ad, const llama_model & m
         err = dir + "/adapter_config.json: r or lora_alpha missing or invalid";
         return false;
     }
+    const json_value * rp = cfg.get("rank_pattern");
+    const bool rank_pattern = rp && rp->is_object() && !rp->obj.empty();
     const json_value * rs = cfg.get("use_rslora");
     const bool rslora = rs && rs->kind == json_value::BOOL && rs->b;
+    if (rslora && rank_pattern) {
+        err = dir + "/adapter_config.json: use_rslora with a per-module rank_pattern is not supported";
+        return false;
+    }
     // rsLoRA scales by alpha / sqrt(r): the same as alpha * sqrt(r) / r.
     ad.alpha = (float) (rslora ? alpha_cfg * std::sqrt(r_cfg) : alpha_cfg);
     ad.dropout = (float) num(cfg, "lora_dropout", 0.0);
@@ -158,6 +166,15 @@ bool llama_adapter_lora_load_peft(llama_adapter_lora & ad, const llama_model & m
                   ") does not fit its lora_A / lora_B shapes: an adapter for another model?";
             return false;
         }
+        if (a->shape[0] < 1 || a->shape[0] > 65536) {
+            err = st_path + ": module '" + kv.first + "' has rank " + std::to_string(a->shape[0]) + " (1..65536 supported)";
+            return false;
+        }
+        if (!rank_pattern && (double) a->shape[0] != r_cfg) {
+            err = st_path + ": module '" + kv.first + "' has rank " + std::to_string(a->shape[0]) + ", the config's r is " +
+                  std::to_string((int64_t) r_cfg);
+            return false;
+        }
         bases.push_back({w, proj});
         mem += 2 * ggml_tensor_overhead() + (size_t) (a->nbytes / ggml_type_size(a->type) + b->nbytes / ggml_type_size(b->type)) * 4 +
                4 * GGML_MEM_ALIGN;
@@ -218,6 +235,11 @@ bool llama_adapter_lora_save_peft(const llama_adapter_lora & ad, const llama_mod
             const llama_adapter_lora_weight * lw = w ? ad.get(w) : nullptr;
             if (!lw) continue;
             used = true;
+            if (r != 0 && r != (int32_t) lw->a->ne[1]) {
+                // PEFT would need a rank_pattern; nothing writes such adapters here.
+                err = "the adapter's ranks differ between weights: not written as PEFT";
+                return false;
+            }
             r = (int32_t) lw->a->ne[1];
             const std::string base = "base_model.model." + llama_hf_name(p.hf, il);
             st_out_tensor a{base + ".lora_A.weight", GGML_TYPE_F32, {lw->a->ne[1], lw->a->ne[0]}, {}};
@@ -239,10 +261,11 @@ bool llama_adapter_lora_save_peft(const llama_adapter_lora & ad, const llama_mod
     for (const auto & m : modules) tm += (tm.empty() ? "\"" : ", \"") + m + "\"";
     char num[64];
     std::string cfg = "{\n";
-    cfg += "  \"base_model_name_or_path\": \"" + (ad.base_name.empty() ? std::string("") : ad.base_name) + "\",\n";
+    cfg += "  \"base_model_name_or_path\": " + json_string(ad.base_name) + ",\n";
     cfg += "  \"bias\": \"none\",\n  \"fan_in_fan_out\": false,\n  \"inference_mode\": true,\n";
     cfg += "  \"init_lora_weights\": true,\n  \"layers_pattern\": null,\n  \"layers_to_transform\": null,\n";
-    snprintf(num, sizeof(num), "%.9g", (double) ad.alpha);
+    // alpha 0 means no alpha (B A scaled by the scale alone, as alpha = r would); PEFT's 0 is none.
+    snprintf(num, sizeof(num), "%.9g", ad.alpha != 0.0f ? (double) ad.alpha : (double) r);
     cfg += std::string("  \"lora_alpha\": ") + num + ",\n";
     snprintf(num, sizeof(num), "%.9g", (double) ad.dropout);
     cfg += std::string("  \"lora_dropout\": ") + num + ",\n";

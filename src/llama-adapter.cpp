@@ -8,6 +8,7 @@
 
 #include "gguf.h"
 
+#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -22,11 +23,6 @@ size_t pairs_mem(const std::vector<std::pair<const ggml_tensor *, int32_t>> & ws
         mem += ((size_t) w.second * (size_t) (w.first->ne[0] + w.first->ne[1])) * sizeof(float) + 4 * GGML_MEM_ALIGN;
     }
     return mem;
-}
-
-bool is_dir(const std::string & p) {
-    struct stat st;
-    return stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
 std::string shape_str(const ggml_tensor * t) {
@@ -154,7 +150,7 @@ bool load_gguf(llama_adapter_lora & ad, const llama_model & model, const std::st
     ggml_context * ctx_file = nullptr;
     gguf_context * g = gguf_init_from_file(path.c_str(), {false, &ctx_file, false});
     if (!g) {
-        err = "cannot read '" + path + "' as a GGUF file (missing, truncated or corrupt)";
+        err = "cannot read '" + path + "' as a GGUF file (truncated or corrupt)";
         return false;
     }
     std::unique_ptr<gguf_context, void (*)(gguf_context *)> gg(g, gguf_free);
@@ -213,6 +209,10 @@ bool load_gguf(llama_adapter_lora & ad, const llama_model & model, const std::st
                   shape_str(b) + " (expected [n_in, r] and [r, n_out])";
             return false;
         }
+        if (a->ne[1] < 1 || a->ne[1] > 65536) {
+            err = "'" + path + "': " + kv.first + " has rank " + std::to_string(a->ne[1]) + " (1..65536 supported)";
+            return false;
+        }
         ws.push_back({w, (int32_t) a->ne[1]});
     }
     ggml_free(ad.ctx);
@@ -242,7 +242,12 @@ bool load_gguf(llama_adapter_lora & ad, const llama_model & model, const std::st
 }  // namespace
 
 bool llama_adapter_lora_load(llama_adapter_lora & ad, const llama_model & model, const std::string & path, std::string & err) {
-    if (is_dir(path)) return llama_adapter_lora_load_peft(ad, model, path, err);
+    struct stat st;
+    if (stat(path.c_str(), &st) != 0) {
+        err = "cannot open '" + path + "': " + strerror(errno);
+        return false;
+    }
+    if (S_ISDIR(st.st_mode)) return llama_adapter_lora_load_peft(ad, model, path, err);
     return load_gguf(ad, model, path, err);
 }
 

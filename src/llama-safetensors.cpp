@@ -147,8 +147,6 @@ std::map<std::string, st_tensor> safetensors_load_dir(const std::string & dir) {
     return out;
 }
 
-namespace {
-
 std::string json_string(const std::string & s) {
     std::string o = "\"";
     for (unsigned char c : s) {
@@ -165,6 +163,8 @@ std::string json_string(const std::string & s) {
     }
     return o + "\"";
 }
+
+namespace {
 
 const char * st_dtype(ggml_type t) {
     switch (t) {

@@ -53,6 +53,9 @@ struct st_out_tensor {
 void safetensors_write(const std::string & path, const std::vector<st_out_tensor> & tensors,
                        const std::map<std::string, std::string> & metadata);
 
+// s as a JSON string literal: quoted, with quotes, backslashes and control characters escaped.
+std::string json_string(const std::string & s);
+
 // Writes text to path whole or not at all (a temporary file renamed into place). Throws
 // std::runtime_error on failure.
 void write_file_atomic(const std::string & path, const std::string & text);

@@ -186,21 +186,36 @@ inline std::string models_dir() {
     return shared_dir() + "/models";
 }
 
-// Runs a command line (stdout and stderr captured together); status is the exit code, or 128 +
-// the signal for a killed process.
+// Runs a command line (stdout and stderr captured together, or stderr into *err when given);
+// status is the exit code, or 128 + the signal for a killed process.
 struct run_result {
     int status = -1;
     std::string output;
 };
-inline run_result run_command(const std::string & cmd) {
+inline run_result run_command(const std::string & cmd, std::string * err = nullptr) {
     run_result r;
-    FILE * p = popen((cmd + " 2>&1").c_str(), "r");
-    if (!p) return r;
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.output.append(buf, n);
-    const int st = pclose(p);
-    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+    char tmpl[] = "/tmp/llama-test-err-XXXXXX";
+    const int fd = err ? mkstemp(tmpl) : -1;
+    if (err && fd < 0) return r;
+    if (fd >= 0) close(fd);
+    FILE * p = popen(err ? ("{ " + cmd + "; } 2>'" + tmpl + "'").c_str() : (cmd + " 2>&1").c_str(), "r");
+    if (p) {
+        char buf[4096];
+        size_t n;
+        while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.output.append(buf, n);
+        const int st = pclose(p);
+        r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+    }
+    if (err) {
+        err->clear();
+        if (FILE * f = fopen(tmpl, "rb")) {
+            char buf[4096];
+            size_t n;
+            while ((n = fread(buf, 1, sizeof(buf), f)) > 0) err->append(buf, n);
+            fclose(f);
+        }
+        unlink(tmpl);
+    }
     return r;
 }
 

@@ -45,6 +45,7 @@ struct cli_params {
     ggml_type cache_type = GGML_TYPE_F16;
     bool use_mmap = true;
     bool use_repack = true;
+    std::vector<std::pair<std::string, float>> loras;  // LoRA adapter path, scale
 };
 
 volatile sig_atomic_t g_interrupted = 0;
@@ -79,6 +80,10 @@ void usage(FILE * out) {
             "      --no-mmap             read the model into memory instead of mapping it\n"
             "      --no-repack           keep the file's weight layout (default: rearrange\n"
             "                            the matrices this CPU multiplies faster repacked)\n"
+            "      --lora FILE           apply a LoRA adapter (GGUF file or PEFT directory) at\n"
+            "                            scale 1; repeatable\n"
+            "      --lora-scaled FILE SCALE\n"
+            "                            apply a LoRA adapter at the given scale; repeatable\n"
             "  -cnv, --conversation      interactive chat using the model's chat template\n"
             "      --chat-template NAME  llama2, llama3, chatml, zephyr, mistral, or a template text\n"
             "  -h, --help                this help\n");
@@ -168,6 +173,11 @@ cli_params parse_args(int argc, char ** argv) {
             p.use_mmap = false;
         } else if (a == "--no-repack") {
             p.use_repack = false;
+        } else if (a == "--lora") {
+            p.loras.push_back({value(), 1.0f});
+        } else if (a == "--lora-scaled") {
+            const std::string path = value();
+            p.loras.push_back({path, parse_float(a, value(), -1e6f, 1e6f)});
         } else if (a == "-cnv" || a == "--conversation") {
             p.conversation = true;
         } else if (a == "--chat-template") {
@@ -296,6 +306,22 @@ int main(int argc, char ** argv) {
         return 1;
     }
 
+    // Adapters are checked against the model before the context is made; freed after it.
+    std::vector<llama_adapter_lora *> adapters;
+    auto free_adapters = [&]() {
+        for (llama_adapter_lora * ad : adapters) llama_adapter_lora_free(ad);
+    };
+    for (const auto & l : params.loras) {
+        llama_adapter_lora * ad = llama_adapter_lora_init(model, l.first.c_str());
+        if (!ad) {
+            fprintf(stderr, "llama-cli: cannot load LoRA adapter '%s'\n", l.first.c_str());
+            free_adapters();
+            llama_model_free(model);
+            return 1;
+        }
+        adapters.push_back(ad);
+    }
+
     llama_context_params cparams = llama_context_default_params();
     const int32_t n_ctx_train = llama_model_n_ctx_train(model);
     cparams.n_ctx = (uint32_t) (params.n_ctx > 0 ? params.n_ctx : std::min(n_ctx_train > 0 ? n_ctx_train : 4096, 4096));
@@ -306,9 +332,11 @@ int main(int argc, char ** argv) {
     llama_context * ctx = llama_init_from_model(model, cparams);
     if (!ctx) {
         fprintf(stderr, "llama-cli: cannot create a context\n");
+        free_adapters();
         llama_model_free(model);
         return 1;
     }
+    for (size_t i = 0; i < adapters.size(); i++) llama_set_adapter_lora(ctx, adapters[i], params.loras[i].second);
 
     llama_sampler * smpl = llama_sampler_chain_init();
     llama_sampler_chain_add(smpl, llama_sampler_init_penalties(params.repeat_last_n, params.repeat_penalty, 0.0f, 0.0f));
@@ -401,6 +429,7 @@ int main(int argc, char ** argv) {
     llama_perf_context_print(ctx);
     llama_sampler_free(smpl);
     llama_free(ctx);
+    free_adapters();
     llama_model_free(model);
     llama_backend_free();
     return rc;

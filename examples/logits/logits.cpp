@@ -1,6 +1,7 @@
 // llama-logits: evaluates a prompt in one batch and writes the logits of every token.
 //
 //   llama-logits -m MODEL (-p PROMPT | --tokens 1,2,3) -o OUT [-t N] [--no-bos]
+//                [--lora FILE] [--lora-scaled FILE SCALE]
 //
 // OUT (little-endian): int32 n_tokens, int32 n_vocab, int32 tokens[n_tokens],
 // float32 logits[n_tokens][n_vocab]. It is written to a temporary file that is renamed into
@@ -8,6 +9,7 @@
 #include "llama.h"
 
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -19,13 +21,17 @@ namespace {
 
 void usage(FILE * out) {
     fprintf(out,
-            "usage: llama-logits -m MODEL -p PROMPT -o OUT [-t N] [--no-bos]\n"
+            "usage: llama-logits -m MODEL -p PROMPT -o OUT [-t N] [--no-bos] [--lora FILE]\n"
             "  -m, --model FILE    GGUF model\n"
             "  -p, --prompt TEXT   text to evaluate (tokenized with BOS when the model asks for it)\n"
             "  -o, --output FILE   logits file to write\n"
             "  -t, --threads N     threads (default: the library's)\n"
             "      --no-bos        do not add BOS/EOS even if the model asks for them\n"
             "      --tokens LIST   evaluate these comma-separated token ids instead of a prompt\n"
+            "      --lora FILE     apply a LoRA adapter (GGUF file or PEFT directory) at scale 1;\n"
+            "                      repeatable\n"
+            "      --lora-scaled FILE SCALE\n"
+            "                      apply a LoRA adapter at the given scale; repeatable\n"
             "Writes int32 n_tokens, int32 n_vocab, int32 tokens[n_tokens], float32 logits[n_tokens][n_vocab]\n"
             "(little-endian), all tokens evaluated in one batch.\n");
 }
@@ -35,6 +41,16 @@ bool parse_int(const char * s, long lo, long hi, long & out) {
     errno = 0;
     const long v = strtol(s, &end, 10);
     if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi) return false;
+    out = v;
+    return true;
+}
+
+// A finite number (LoRA scales may be negative or zero).
+bool parse_float(const char * s, float & out) {
+    char * end = nullptr;
+    errno = 0;
+    const float v = strtof(s, &end);
+    if (errno != 0 || end == s || *end != '\0' || !std::isfinite(v)) return false;
     out = v;
     return true;
 }
@@ -83,11 +99,12 @@ int main(int argc, char ** argv) {
     std::string model_path, prompt, out_path, token_list;
     bool has_prompt = false, has_tokens = false, add_bos = true;
     long n_threads = 0;
+    std::vector<std::pair<std::string, float>> loras;  // adapter path, scale
     for (int i = 1; i < argc; i++) {
         const std::string a = argv[i];
         const bool takes_value = a == "-m" || a == "--model" || a == "-p" || a == "--prompt" || a == "-o" ||
-                                 a == "--output" || a == "-t" || a == "--threads" || a == "--tokens";
-        if (takes_value && i + 1 >= argc) {
+                                 a == "--output" || a == "-t" || a == "--threads" || a == "--tokens" || a == "--lora";
+        if ((takes_value && i + 1 >= argc) || (a == "--lora-scaled" && i + 2 >= argc)) {
             fprintf(stderr, "llama-logits: missing value for %s\n", a.c_str());
             usage(stderr);
             return 1;
@@ -110,6 +127,16 @@ int main(int argc, char ** argv) {
         } else if (a == "--tokens") {
             token_list = argv[++i];
             has_tokens = true;
+        } else if (a == "--lora") {
+            loras.push_back({argv[++i], 1.0f});
+        } else if (a == "--lora-scaled") {
+            const char * path = argv[++i];
+            float scale;
+            if (!parse_float(argv[++i], scale)) {
+                fprintf(stderr, "llama-logits: invalid LoRA scale '%s' for '%s' (a number)\n", argv[i], path);
+                return 1;
+            }
+            loras.push_back({path, scale});
         } else if (a == "--no-bos") {
             add_bos = false;
         } else {
@@ -145,6 +172,23 @@ int main(int argc, char ** argv) {
         return 1;
     }
 
+    // Adapters are checked against the model before any work; freed after the context.
+    std::vector<llama_adapter_lora *> adapters;
+    auto free_all = [&](llama_context * ctx) {
+        llama_free(ctx);
+        for (llama_adapter_lora * ad : adapters) llama_adapter_lora_free(ad);
+        llama_model_free(model);
+    };
+    for (const auto & l : loras) {
+        llama_adapter_lora * ad = llama_adapter_lora_init(model, l.first.c_str());
+        if (!ad) {
+            fprintf(stderr, "llama-logits: cannot load LoRA adapter '%s'\n", l.first.c_str());
+            free_all(nullptr);
+            return 1;
+        }
+        adapters.push_back(ad);
+    }
+
     if (has_prompt) {
         // add_special: BOS (and EOS) exactly as the model's metadata asks.
         int32_t n = llama_tokenize(vocab, prompt.data(), (int32_t) prompt.size(), nullptr, 0, add_bos, true);
@@ -152,14 +196,14 @@ int main(int argc, char ** argv) {
         n = llama_tokenize(vocab, prompt.data(), (int32_t) prompt.size(), tokens.data(), (int32_t) tokens.size(), add_bos, true);
         if (n < 0) {
             fprintf(stderr, "llama-logits: tokenization failed\n");
-            llama_model_free(model);
+            free_all(nullptr);
             return 1;
         }
         tokens.resize((size_t) n);
     }
     if (tokens.empty()) {
         fprintf(stderr, "llama-logits: the prompt has no tokens\n");
-        llama_model_free(model);
+        free_all(nullptr);
         return 1;
     }
 
@@ -170,9 +214,10 @@ int main(int argc, char ** argv) {
     llama_context * ctx = llama_init_from_model(model, cp);
     if (!ctx) {
         fprintf(stderr, "llama-logits: cannot create a context\n");
-        llama_model_free(model);
+        free_all(nullptr);
         return 1;
     }
+    for (size_t i = 0; i < adapters.size(); i++) llama_set_adapter_lora(ctx, adapters[i], loras[i].second);
 
     // All tokens in one batch, logits for every one of them.
     const int32_t n_tokens = (int32_t) tokens.size();
@@ -201,7 +246,6 @@ int main(int argc, char ** argv) {
         }
         ok = ok && write_logits(out_path, tokens, n_vocab, logits);
     }
-    llama_free(ctx);
-    llama_model_free(model);
+    free_all(ctx);
     return ok ? 0 : 1;
 }

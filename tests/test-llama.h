@@ -1,0 +1,145 @@
+// test-llama.h - helpers shared by the tests of the llama runtime: a quiet log whose errors are
+// kept for the tests to check, models and contexts freed at scope exit, evaluation with the
+// logits of every token, llama-logits' file format, and the KL divergence of two sets of logits.
+#pragma once
+
+#include "test-util.h"
+
+#include "llama.h"
+
+#include <algorithm>
+#include <fstream>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace tu {
+
+// ---- logging: quiet, but errors are kept so tests can check the messages ------------------
+inline std::mutex g_log_mutex;
+inline std::string g_errors;
+
+inline void capture_log(int level, const char * text, void *) {
+    std::lock_guard<std::mutex> lock(g_log_mutex);
+    if (level <= 3) g_errors += text;
+    if (getenv("LLAMA_TEST_VERBOSE")) fputs(text, stderr);
+}
+
+struct QuietLog : testing::Environment {
+    void SetUp() override { llama_log_set(capture_log, nullptr); }
+};
+inline testing::Environment * const g_quiet_log_env = testing::AddGlobalTestEnvironment(new QuietLog);
+
+inline std::string take_errors() {
+    std::lock_guard<std::mutex> lock(g_log_mutex);
+    std::string s;
+    s.swap(g_errors);
+    return s;
+}
+
+// ---- model and context helpers -------------------------------------------------------------
+struct ModelPtr {
+    llama_model * m = nullptr;
+    explicit ModelPtr(const std::string & path, bool use_mmap = true, bool vocab_only = false, bool use_repack = true) {
+        llama_model_params p = llama_model_default_params();
+        p.use_mmap = use_mmap;
+        p.vocab_only = vocab_only;
+        p.use_repack = use_repack;
+        m = llama_model_load_from_file(path.c_str(), p);
+    }
+    ~ModelPtr() { llama_model_free(m); }
+    operator llama_model *() const { return m; }
+};
+
+struct CtxPtr {
+    llama_context * c = nullptr;
+    CtxPtr(llama_model * m, uint32_t n_ctx, uint32_t n_batch, int n_threads = 2, ggml_type tk = GGML_TYPE_F16,
+           ggml_type tv = GGML_TYPE_F16) {
+        llama_context_params p = llama_context_default_params();
+        p.n_ctx = n_ctx;
+        p.n_batch = n_batch;
+        p.n_threads = n_threads;
+        p.type_k = tk;
+        p.type_v = tv;
+        c = llama_init_from_model(m, p);
+    }
+    ~CtxPtr() { llama_free(c); }
+    operator llama_context *() const { return c; }
+};
+
+inline int32_t n_vocab_of(llama_model * m) { return llama_vocab_n_tokens(llama_model_get_vocab(m)); }
+
+// Evaluates tokens in one llama_decode call at positions p0, p0 + 1, ... with logits for all;
+// returns them ([n][n_vocab]), empty on failure.
+inline std::vector<float> eval_all(llama_context * ctx, const std::vector<llama_token> & tokens, llama_pos p0 = 0) {
+    const int32_t n = (int32_t) tokens.size();
+    const int32_t n_vocab = n_vocab_of((llama_model *) llama_get_model(ctx));
+    llama_batch b = llama_batch_init(n);
+    for (int32_t i = 0; i < n; i++) {
+        b.token[i] = tokens[i];
+        b.pos[i] = p0 + i;
+        b.logits[i] = 1;
+    }
+    b.n_tokens = n;
+    const int32_t rc = llama_decode(ctx, b);
+    llama_batch_free(b);
+    if (rc != 0) {
+        ADD_FAILURE() << "llama_decode returned " << rc << ": " << take_errors();
+        return {};
+    }
+    std::vector<float> out((size_t) n * n_vocab);
+    for (int32_t i = 0; i < n; i++) {
+        const float * row = llama_get_logits_ith(ctx, i);
+        if (!row) {
+            ADD_FAILURE() << "no logits for token " << i;
+            return {};
+        }
+        std::copy(row, row + n_vocab, out.begin() + (size_t) i * n_vocab);
+    }
+    return out;
+}
+
+// ---- logits files (llama-logits, ../shared/reference/logits) --------------------------------
+struct LogitsFile {
+    std::vector<llama_token> tokens;
+    int32_t n_vocab = 0;
+    std::vector<float> logits;  // [n_tokens][n_vocab]
+};
+
+inline bool read_logits_file(const std::string & path, LogitsFile & out) {
+    std::ifstream f(path, std::ios::binary);
+    int32_t hdr[2];
+    if (!f.read((char *) hdr, sizeof(hdr)) || hdr[0] <= 0 || hdr[1] <= 0) return false;
+    out.tokens.resize((size_t) hdr[0]);
+    out.n_vocab = hdr[1];
+    out.logits.resize((size_t) hdr[0] * hdr[1]);
+    return f.read((char *) out.tokens.data(), hdr[0] * sizeof(int32_t)) &&
+           f.read((char *) out.logits.data(), (std::streamsize) (out.logits.size() * sizeof(float)));
+}
+
+// ---- comparisons (as shared/tools/cmplogits.py) --------------------------------------------
+inline std::vector<double> log_softmax(const float * x, int32_t n) {
+    double mx = -INFINITY;
+    for (int32_t i = 0; i < n; i++) mx = std::max(mx, (double) x[i]);
+    double sum = 0;
+    for (int32_t i = 0; i < n; i++) sum += std::exp((double) x[i] - mx);
+    const double lse = mx + std::log(sum);
+    std::vector<double> r((size_t) n);
+    for (int32_t i = 0; i < n; i++) r[i] = (double) x[i] - lse;
+    return r;
+}
+
+// Mean over rows of KL(softmax(a) || softmax(b)), in nats.
+inline double mean_kl(const float * a, const float * b, int32_t n_rows, int32_t n_vocab) {
+    double total = 0;
+    for (int32_t r = 0; r < n_rows; r++) {
+        const auto pa = log_softmax(a + (size_t) r * n_vocab, n_vocab);
+        const auto pb = log_softmax(b + (size_t) r * n_vocab, n_vocab);
+        double kl = 0;
+        for (int32_t i = 0; i < n_vocab; i++) kl += std::exp(pa[i]) * (pa[i] - pb[i]);
+        total += kl;
+    }
+    return total / n_rows;
+}
+
+}  // namespace tu
