@@ -7,7 +7,7 @@
 // temporary file renamed into place when complete, so memory stays near the largest tensor and
 // a failed run leaves no output.
 #include "convert.h"
-#include "gguf-stream.h"
+#include "llama-gguf-stream.h"
 
 #include <cerrno>
 #include <cstdio>
