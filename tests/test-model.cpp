@@ -102,29 +102,7 @@ bool read_logits_file(const std::string & path, LogitsFile & out) {
 }
 
 // ---- comparisons (as shared/tools/cmplogits.py) --------------------------------------------
-std::vector<double> log_softmax(const float * x, int32_t n) {
-    double mx = -INFINITY;
-    for (int32_t i = 0; i < n; i++) mx = std::max(mx, (double) x[i]);
-    double sum = 0;
-    for (int32_t i = 0; i < n; i++) sum += std::exp((double) x[i] - mx);
-    const double lse = mx + std::log(sum);
-    std::vector<double> r((size_t) n);
-    for (int32_t i = 0; i < n; i++) r[i] = (double) x[i] - lse;
-    return r;
-}
-
-// Mean over rows of KL(softmax(a) || softmax(b)), in nats.
-double mean_kl(const float * a, const float * b, int32_t n_rows, int32_t n_vocab) {
-    double total = 0;
-    for (int32_t r = 0; r < n_rows; r++) {
-        const auto pa = log_softmax(a + (size_t) r * n_vocab, n_vocab);
-        const auto pb = log_softmax(b + (size_t) r * n_vocab, n_vocab);
-        double kl = 0;
-        for (int32_t i = 0; i < n_vocab; i++) kl += std::exp(pa[i]) * (pa[i] - pb[i]);
-        total += kl;
-    }
-    return total / n_rows;
-}
+using tu::mean_kl;
 
 // The KL divergence two evaluation paths of one model may differ by. Float models differ by
 // rounding only; in quantized models a last-bit difference can flip the rounding of an
