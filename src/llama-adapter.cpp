@@ -55,6 +55,14 @@ bool llama_adapter_lora_add(llama_adapter_lora & ad, const ggml_tensor * w, int3
         err = std::string("two adapter entries for ") + w->name;
         return false;
     }
+    if (!ad.ctx) {  // ggml_init failed
+        err = "cannot allocate the adapter's memory";
+        return false;
+    }
+    if (r < 1) {  // B A would be zero with an infinite scale alpha / r
+        err = std::string("the LoRA pair of ") + w->name + " has rank " + std::to_string(r) + " (empty A and B)";
+        return false;
+    }
     ggml_tensor * a = ggml_new_tensor_2d(ad.ctx, GGML_TYPE_F32, w->ne[0], r);
     ggml_tensor * b = ggml_new_tensor_2d(ad.ctx, GGML_TYPE_F32, r, w->ne[1]);
     if (!a || !b) {
@@ -84,6 +92,7 @@ bool llama_adapter_lora_create(llama_adapter_lora & ad, const llama_model & mode
         return false;
     }
     std::vector<std::pair<const ggml_tensor *, int32_t>> ws;
+    ad.targets.clear();
     for (const std::string & t : targets) {
         const llama_hf_proj * p = llama_hf_find_target(t);
         if (!p) {
@@ -226,6 +235,7 @@ bool load_gguf(llama_adapter_lora & ad, const llama_model & model, const std::st
         if (!to_f32(kv.second.first, (float *) lw.a->data, err) || !to_f32(kv.second.second, (float *) lw.b->data, err)) return false;
     }
     // The short targets present, for information (and PEFT's target_modules on export).
+    ad.targets.clear();
     for (const auto & p : llama_hf_projections()) {
         const int n = p.per_layer ? (int) model.hparams.n_layer : 1;
         for (int il = 0; il < n; il++) {

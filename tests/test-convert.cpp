@@ -72,20 +72,7 @@ bool read_logits(const std::string & path, logits_file & out) {
 }
 
 double mean_kl(const logits_file & a, const logits_file & b) {
-    double total = 0;
-    for (int32_t r = 0; r < a.n_tokens; r++) {
-        auto lsm = [&](const float * x) {
-            double mx = -INFINITY, s = 0;
-            for (int32_t i = 0; i < a.n_vocab; i++) mx = std::max(mx, (double) x[i]);
-            for (int32_t i = 0; i < a.n_vocab; i++) s += std::exp(x[i] - mx);
-            std::vector<double> o((size_t) a.n_vocab);
-            for (int32_t i = 0; i < a.n_vocab; i++) o[i] = x[i] - mx - std::log(s);
-            return o;
-        };
-        const auto pa = lsm(a.logits.data() + (size_t) r * a.n_vocab), pb = lsm(b.logits.data() + (size_t) r * a.n_vocab);
-        for (int32_t i = 0; i < a.n_vocab; i++) total += std::exp(pa[i]) * (pa[i] - pb[i]);
-    }
-    return total / a.n_tokens;
+    return tu::mean_kl(a.logits.data(), b.logits.data(), a.n_tokens, a.n_vocab);
 }
 
 // Runs llama-logits on model with the reference file's tokens; returns its logits.

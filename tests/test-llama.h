@@ -1,6 +1,6 @@
 // test-llama.h - helpers shared by the tests of the llama runtime: a quiet log whose errors are
 // kept for the tests to check, models and contexts freed at scope exit, evaluation with the
-// logits of every token, llama-logits' file format, and the KL divergence of two sets of logits.
+// logits of every token, and llama-logits' file format.
 #pragma once
 
 #include "test-util.h"
@@ -117,29 +117,6 @@ inline bool read_logits_file(const std::string & path, LogitsFile & out) {
            f.read((char *) out.logits.data(), (std::streamsize) (out.logits.size() * sizeof(float)));
 }
 
-// ---- comparisons (as shared/tools/cmplogits.py) --------------------------------------------
-inline std::vector<double> log_softmax(const float * x, int32_t n) {
-    double mx = -INFINITY;
-    for (int32_t i = 0; i < n; i++) mx = std::max(mx, (double) x[i]);
-    double sum = 0;
-    for (int32_t i = 0; i < n; i++) sum += std::exp((double) x[i] - mx);
-    const double lse = mx + std::log(sum);
-    std::vector<double> r((size_t) n);
-    for (int32_t i = 0; i < n; i++) r[i] = (double) x[i] - lse;
-    return r;
-}
-
-// Mean over rows of KL(softmax(a) || softmax(b)), in nats.
-inline double mean_kl(const float * a, const float * b, int32_t n_rows, int32_t n_vocab) {
-    double total = 0;
-    for (int32_t r = 0; r < n_rows; r++) {
-        const auto pa = log_softmax(a + (size_t) r * n_vocab, n_vocab);
-        const auto pb = log_softmax(b + (size_t) r * n_vocab, n_vocab);
-        double kl = 0;
-        for (int32_t i = 0; i < n_vocab; i++) kl += std::exp(pa[i]) * (pa[i] - pb[i]);
-        total += kl;
-    }
-    return total / n_rows;
-}
+// The KL divergence of two sets of logits is tu::mean_kl (test-util.h).
 
 }  // namespace tu

@@ -6,6 +6,7 @@
 
 #include "ggml.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -163,6 +164,28 @@ inline double type_rtol(ggml_type type) {
         case GGML_TYPE_BF16: return 1.6e-2;
         default:             return 1e-5;
     }
+}
+
+// Mean over rows of KL(softmax(a) || softmax(b)) in nats, for logits of n_rows x n_vocab (as
+// shared/tools/cmplogits.py compares logits files).
+inline double mean_kl(const float * a, const float * b, int64_t n_rows, int64_t n_vocab) {
+    const auto log_softmax = [n_vocab](const float * x) {
+        double mx = -INFINITY;
+        for (int64_t i = 0; i < n_vocab; i++) mx = std::max(mx, (double) x[i]);
+        double sum = 0;
+        for (int64_t i = 0; i < n_vocab; i++) sum += std::exp((double) x[i] - mx);
+        const double lse = mx + std::log(sum);
+        std::vector<double> r((size_t) n_vocab);
+        for (int64_t i = 0; i < n_vocab; i++) r[i] = (double) x[i] - lse;
+        return r;
+    };
+    double total = 0;
+    for (int64_t r = 0; r < n_rows; r++) {
+        const auto pa = log_softmax(a + (size_t) (r * n_vocab));
+        const auto pb = log_softmax(b + (size_t) (r * n_vocab));
+        for (int64_t i = 0; i < n_vocab; i++) total += std::exp(pa[i]) * (pa[i] - pb[i]);
+    }
+    return n_rows > 0 ? total / (double) n_rows : 0.0;
 }
 
 inline bool file_exists(const std::string & path) {

@@ -1,13 +1,15 @@
-// llama-convert: llama2.c checkpoints and Hugging Face Llama models to GGUF, without Python.
+// llama-convert: llama2.c checkpoints and Hugging Face Llama models to GGUF, and PEFT LoRA
+// adapters to GGUF adapters, without Python.
 //
 //   llama-convert --llama2c MODEL.bin --tokenizer TOKENIZER.bin -o OUT.gguf [--outtype T]
 //   llama-convert --hf DIR -o OUT.gguf [--outtype T]
+//   llama-convert --lora PEFT_DIR --base BASE.gguf -o ADAPTER.gguf [--outtype T]
 //
 // Inputs are memory-mapped; tensors are produced, converted and written one at a time into a
 // temporary file renamed into place when complete, so memory stays near the largest tensor and
 // a failed run leaves no output.
 #include "convert.h"
-#include "gguf-stream.h"
+#include "llama-gguf-stream.h"
 
 #include <cerrno>
 #include <cstdio>
@@ -23,13 +25,19 @@ void usage(FILE * out) {
     fprintf(out,
             "usage: llama-convert --llama2c MODEL.bin --tokenizer TOKENIZER.bin -o OUT.gguf [--outtype T]\n"
             "       llama-convert --hf DIR -o OUT.gguf [--outtype T]\n"
+            "       llama-convert --lora PEFT_DIR --base BASE.gguf -o ADAPTER.gguf [--outtype T]\n"
             "  --llama2c FILE     llama2.c legacy (version 0) checkpoint\n"
             "  --tokenizer FILE   llama2.c tokenizer (tokenizer.bin format)\n"
             "  --hf DIR           Hugging Face LlamaForCausalLM directory (config.json, *.safetensors,\n"
             "                     tokenizer.json, tokenizer_config.json)\n"
+            "  --lora DIR         PEFT LoRA adapter (adapter_config.json, adapter_model.safetensors), written\n"
+            "                     as llama.cpp's GGUF adapter (as convert_lora_to_gguf.py does)\n"
+            "  --base FILE        with --lora: the GGUF base model the adapter is for (tensor names, shapes,\n"
+            "                     Q/K row order); its weights are not read\n"
             "  -o, --outfile FILE GGUF file to write\n"
             "  --outtype T        f32, f16, bf16 or q8_0 for the matrices (default: the source's type;\n"
-            "                     1-D tensors are always F32)\n");
+            "                     1-D tensors are always F32); f32, f16 or bf16 for --lora (default: the\n"
+            "                     adapter's type when all its tensors have one, else f32)\n");
 }
 
 // The type a tensor is written as.
@@ -44,7 +52,7 @@ ggml_type choose_type(const source_tensor & t, const std::string & outtype) {
 }
 
 int run(int argc, char ** argv) {
-    std::string llama2c, tokenizer, hf, out, outtype;
+    std::string llama2c, tokenizer, hf, lora, base, out, outtype;
     for (int i = 1; i < argc; i++) {
         const std::string a = argv[i];
         auto next = [&]() -> std::string {
@@ -60,6 +68,10 @@ int run(int argc, char ** argv) {
             tokenizer = next();
         } else if (a == "--hf") {
             hf = next();
+        } else if (a == "--lora") {
+            lora = next();
+        } else if (a == "--base") {
+            base = next();
         } else if (a == "-o" || a == "--outfile") {
             out = next();
         } else if (a == "--outtype") {
@@ -72,6 +84,15 @@ int run(int argc, char ** argv) {
         }
     }
     if (out.empty()) throw convert_error("no output file (-o OUT.gguf)");
+    if (!lora.empty()) {
+        if (!llama2c.empty() || !hf.empty() || !tokenizer.empty()) {
+            throw convert_error("--lora does not go with --llama2c, --tokenizer or --hf");
+        }
+        if (base.empty()) throw convert_error("--lora needs --base BASE.gguf (the model the adapter is for)");
+        convert_lora(lora, base, out, outtype);
+        return 0;
+    }
+    if (!base.empty()) throw convert_error("--base is only for --lora");
     if (llama2c.empty() == hf.empty()) throw convert_error("give exactly one of --llama2c and --hf");
     if (!llama2c.empty() && tokenizer.empty()) throw convert_error("--llama2c needs --tokenizer TOKENIZER.bin");
     if (!hf.empty() && !tokenizer.empty()) throw convert_error("--tokenizer is only for --llama2c");

@@ -35,3 +35,7 @@ struct model_plan {
 // Readers. Each throws convert_error on a missing, malformed or inconsistent input.
 model_plan load_llama2c(const std::string & model_path, const std::string & tokenizer_path);
 model_plan load_hf(const std::string & dir);
+
+// llama-convert --lora (lora.cpp): a PEFT adapter directory to a GGUF adapter for the base model;
+// outtype "" (the adapter's type), f32, f16 or bf16. Throws convert_error.
+void convert_lora(const std::string & peft_dir, const std::string & base, const std::string & out, const std::string & outtype);

@@ -1,5 +1,6 @@
-// gguf-stream.h - writes a GGUF file tensor by tensor into a temporary file next to the output,
-// renamed into place only when complete (SIGINT/SIGTERM or an error remove it).
+// llama-gguf-stream.h - writes a GGUF file tensor by tensor into a temporary file next to the
+// output, renamed into place only when complete (SIGINT/SIGTERM or an error remove it), so that
+// only one tensor is in memory at a time. Used by llama-convert and llama-export-lora.
 #pragma once
 
 #include "ggml.h"
@@ -18,6 +19,7 @@ struct gguf_stream_tensor {
 };
 
 // meta must already hold every tensor info (gguf_add_tensor + gguf_set_tensor_type) in the order
-// of `tensors`. Throws convert_error (see convert.h) on failure, after removing the temp file.
+// of `tensors`. Throws std::runtime_error on failure (a producer may throw too), after removing
+// the temporary file.
 void gguf_stream_write(const gguf_context * meta, const std::vector<gguf_stream_tensor> & tensors,
                        const std::string & out_path);
