@@ -6,12 +6,6 @@
 #include <sstream>
 #include <sys/wait.h>
 
-#ifndef LLAMA_BIN_DIR
-#define LLAMA_BIN_DIR ""
-#endif
-#ifndef LLAMA_EMULATOR
-#define LLAMA_EMULATOR ""
-#endif
 
 namespace {
 

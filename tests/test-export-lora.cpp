@@ -18,12 +18,6 @@
 #include <map>
 #include <memory>
 
-#ifndef LLAMA_BIN_DIR
-#define LLAMA_BIN_DIR ""
-#endif
-#ifndef LLAMA_EMULATOR
-#define LLAMA_EMULATOR ""
-#endif
 
 namespace {
 

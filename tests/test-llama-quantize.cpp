@@ -11,12 +11,6 @@
 
 #include <map>
 
-#ifndef LLAMA_BIN_DIR
-#define LLAMA_BIN_DIR ""
-#endif
-#ifndef LLAMA_EMULATOR
-#define LLAMA_EMULATOR ""
-#endif
 #define LLAMA_QUANTIZE_BIN LLAMA_BIN_DIR "/llama-quantize"
 
 namespace {

@@ -19,12 +19,6 @@
 #include <set>
 #include <sstream>
 
-#ifndef LLAMA_BIN_DIR
-#define LLAMA_BIN_DIR ""
-#endif
-#ifndef LLAMA_EMULATOR
-#define LLAMA_EMULATOR ""
-#endif
 
 namespace {
 

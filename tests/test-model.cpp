@@ -862,12 +862,6 @@ TEST(Model, MatchesNaiveForwardPass) {
 // ---- llama-logits ----------------------------------------------------------------------------
 // The program in the bin folder, run under the cross emulator in cross builds; empty (the test
 // skips) when it is absent.
-#ifndef LLAMA_BIN_DIR
-#define LLAMA_BIN_DIR ""
-#endif
-#ifndef LLAMA_EMULATOR
-#define LLAMA_EMULATOR ""
-#endif
 std::string logits_program() {
     const std::string prog = std::string(LLAMA_BIN_DIR) + "/llama-logits";
     if (!tu::file_exists(prog)) return "";

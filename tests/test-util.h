@@ -20,6 +20,15 @@
 #include <unistd.h>
 #include <vector>
 
+// Where tests that run the programs find them (tests/CMakeLists.txt defines both: the bin folder,
+// and the emulator of a cross build).
+#ifndef LLAMA_BIN_DIR
+#define LLAMA_BIN_DIR "build/bin"
+#endif
+#ifndef LLAMA_EMULATOR
+#define LLAMA_EMULATOR ""
+#endif
+
 namespace tu {
 
 // A context freed at scope exit.
