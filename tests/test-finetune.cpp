@@ -9,7 +9,7 @@
 //  - the trained adapter's logits through llama_set_adapter_lora against the merged weights;
 //  - resuming from a checkpoint (also one written on Ctrl-C) against an uninterrupted run;
 //  - bad input refused without a crash or a half-written file.
-#include "test-util.h"
+#include "test-llama.h"
 
 #include "llama.h"
 #include "llama-adapter.h"
@@ -304,6 +304,29 @@ TEST(Finetune, TrainedAdapterMatchesMergedWeightsAndPeftCopy) {
            moved, scale);
     EXPECT_GT(moved, 0.05) << "the trained adapter should change the logits";
     EXPECT_LT(worst, 1e-4 * std::max(1.0, scale));
+
+    // The programs: llama-logits --lora (unmerged) and the model llama-export-lora merged, on
+    // the same prompt, against the plain-loop merge.
+    const std::string prompt_text = "Once upon a time, there was a little dog";
+    const tu::run_result rl = tu::run_command(bin("llama-logits") + " -m " + model_path() + " --lora " + ad_path + " -p '" +
+                                              prompt_text + "' -o " + dir.path + "/lora.logits");
+    ASSERT_EQ(rl.status, 0) << rl.output;
+    const tu::run_result re = tu::run_command(bin("llama-export-lora") + " -m " + model_path() + " --lora " + ad_path + " -o " +
+                                              dir.path + "/merged.gguf");
+    ASSERT_EQ(re.status, 0) << re.output;
+    const tu::run_result rm = tu::run_command(bin("llama-logits") + " -m " + dir.path + "/merged.gguf -p '" + prompt_text +
+                                              "' -o " + dir.path + "/merged.logits");
+    ASSERT_EQ(rm.status, 0) << rm.output;
+    for (const char * f : {"lora.logits", "merged.logits"}) {
+        tu::LogitsFile lf;
+        ASSERT_TRUE(tu::read_logits_file(dir.path + "/" + f, lf)) << f;
+        ASSERT_EQ(lf.tokens, prompt) << f;
+        ASSERT_EQ(lf.logits.size(), ref.size()) << f;
+        double w = 0;
+        for (size_t i = 0; i < ref.size(); i++) w = std::max(w, (double) std::fabs(lf.logits[i] - ref[i]));
+        printf("  %s against the plain-loop merge: max |diff| %.2e\n", f, w);
+        EXPECT_LT(w, 1e-4 * std::max(1.0, scale)) << f;
+    }
     llama_adapter_lora_free(ad);
 }
 
