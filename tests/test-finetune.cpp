@@ -285,9 +285,12 @@ TEST(Finetune, TrainedAdapterMatchesMergedWeightsAndPeftCopy) {
     }
 
     merge_into(*merged, *ad);
+    // F32 KV caches: an F16 cache rounds the two paths' keys and values apart, which some
+    // builds (NEON) amplify past the tolerance.
     llama_context_params cp = llama_context_default_params();
     cp.n_ctx = 128;
     cp.n_threads = 2;
+    cp.type_k = cp.type_v = GGML_TYPE_F32;
     std::unique_ptr<llama_context, CtxDeleter> c1(llama_init_from_model(base.get(), cp)), c2(llama_init_from_model(merged.get(), cp));
     ASSERT_TRUE(c1 && c2);
     const std::vector<llama_token> prompt = tokenize(base.get(), "Once upon a time, there was a little dog", true);
@@ -306,7 +309,13 @@ TEST(Finetune, TrainedAdapterMatchesMergedWeightsAndPeftCopy) {
     EXPECT_LT(worst, 1e-4 * std::max(1.0, scale));
 
     // The programs: llama-logits --lora (unmerged) and the model llama-export-lora merged, on
-    // the same prompt, against the plain-loop merge.
+    // the same prompt, against the plain-loop merge. llama-logits keeps an F16 KV cache, so
+    // the comparison is the mean KL divergence (a correct F32 path lands below 1e-5 nats,
+    // ../shared/README.md), against the merged weights evaluated the same way.
+    cp.type_k = cp.type_v = GGML_TYPE_F16;
+    std::unique_ptr<llama_context, CtxDeleter> c3(llama_init_from_model(merged.get(), cp));
+    ASSERT_TRUE(c3);
+    const std::vector<float> ref16 = all_logits(c3.get(), prompt);
     const std::string prompt_text = "Once upon a time, there was a little dog";
     const tu::run_result rl = tu::run_command(bin("llama-logits") + " -m " + model_path() + " --lora " + ad_path + " -p '" +
                                               prompt_text + "' -o " + dir.path + "/lora.logits");
@@ -322,10 +331,11 @@ TEST(Finetune, TrainedAdapterMatchesMergedWeightsAndPeftCopy) {
         ASSERT_TRUE(tu::read_logits_file(dir.path + "/" + f, lf)) << f;
         ASSERT_EQ(lf.tokens, prompt) << f;
         ASSERT_EQ(lf.logits.size(), ref.size()) << f;
-        double w = 0;
-        for (size_t i = 0; i < ref.size(); i++) w = std::max(w, (double) std::fabs(lf.logits[i] - ref[i]));
-        printf("  %s against the plain-loop merge: max |diff| %.2e\n", f, w);
-        EXPECT_LT(w, 1e-4 * std::max(1.0, scale)) << f;
+        const int64_t nv = (int64_t) (ref16.size() / prompt.size());
+        const double kl = tu::mean_kl(lf.logits.data(), ref16.data(), (int64_t) prompt.size(), nv);
+        const double kl_moved = tu::mean_kl(plain.data(), ref16.data(), (int64_t) prompt.size(), nv);
+        printf("  %s against the plain-loop merge: mean KL %.2e nats (base against it: %.2e)\n", f, kl, kl_moved);
+        EXPECT_LT(kl, 1e-5) << f;
     }
     llama_adapter_lora_free(ad);
 }
