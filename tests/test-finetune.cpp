@@ -378,6 +378,17 @@ TEST(Finetune, ResumedRunGivesTheUninterruptedLosses) {
     EXPECT_NE(other.status, 0);
     EXPECT_NE(other.output.find("other options"), std::string::npos) << other.output;
     EXPECT_FALSE(tu::file_exists(dir.path + "/x.gguf"));
+
+    // So is other data with as many sequences (one word changed).
+    std::string data = read_text(dir.path + "/data.jsonl");
+    data.replace(data.find("Tom"), 3, "Tim");
+    std::ofstream(dir.path + "/data2.jsonl") << data;
+    std::string args2 = args;
+    args2.replace(args2.find("/data.jsonl"), 11, "/data2.jsonl");
+    const tu::run_result changed = finetune(args2 + " -o " + dir.path + "/y.gguf --resume " + dir.path + "/ck.gguf");
+    EXPECT_NE(changed.status, 0);
+    EXPECT_NE(changed.output.find("other options or data"), std::string::npos) << changed.output;
+    EXPECT_FALSE(tu::file_exists(dir.path + "/y.gguf"));
 }
 
 // Ctrl-C: a checkpoint is written and the program exits 0; resuming finishes with the losses of

@@ -393,14 +393,26 @@ struct trainer {
     }
 };
 
+// FNV-1a over the sequences' tokens and loss masks: the same data, not just as many sequences.
+uint64_t data_hash(const std::vector<ft_sequence> & seqs, uint64_t h = 1469598103934665603ull) {
+    for (const auto & s : seqs) {
+        for (size_t i = 0; i < s.tokens.size(); i++) {
+            const uint64_t v = (uint64_t) (uint32_t) s.tokens[i] << 1 | s.counts[i];
+            for (int k = 0; k < 5; k++) h = (h ^ ((v >> (8 * k)) & 0xff)) * 1099511628211ull;
+        }
+        h = (h ^ 0xff) * 1099511628211ull;  // sequence boundary
+    }
+    return h;
+}
+
 // Everything the resumed run must share with the interrupted one.
 std::string config_string(const options & o, const trainer & tr) {
     char b[1024];
     snprintf(b, sizeof(b),
-             "data_sequences=%zu+%zu\nn_ctx=%d\nbatch=%d\ngrad_acc=%d\nseed=%u\nshuffle=%d\nopt=%d\nlr=%.9g\nwd=%.9g\n"
+             "data=%016llx\ndata_sequences=%zu+%zu\nn_ctx=%d\nbatch=%d\ngrad_acc=%d\nseed=%u\nshuffle=%d\nopt=%d\nlr=%.9g\nwd=%.9g\n"
              "beta1=%.9g\nbeta2=%.9g\neps=%.9g\ngrad_clip=%.9g\ncosine=%d\nwarmup=%lld\nlr_min=%.9g\nsteps=%lld\n"
              "r=%d\nalpha=%.9g\ndropout=%.9g\n",
-             tr.train.size(), tr.val.size(), o.n_ctx, o.n_batch, o.grad_acc, o.seed, (int) o.shuffle, (int) o.opt, o.lr,
+             (unsigned long long) data_hash(tr.val, data_hash(tr.train)), tr.train.size(), tr.val.size(), o.n_ctx, o.n_batch, o.grad_acc, o.seed, (int) o.shuffle, (int) o.opt, o.lr,
              o.wd, o.beta1, o.beta2, o.eps, o.grad_clip, (int) o.cosine, (long long) o.warmup, o.min_lr_factor,
              (long long) tr.total_steps, tr.ad.rank(), tr.ad.alpha, o.dropout);
     std::string s = b;
