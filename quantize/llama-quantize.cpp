@@ -86,39 +86,6 @@ static bool write_all(int fd, const void * data, size_t n) {
     return true;
 }
 
-// Converts nrows rows of `in` (any float type or, with requantize, a quantized type) to `type`.
-static void convert_tensor(const ggml_tensor * in, ggml_type type, void * out, int n_threads) {
-    const int64_t n_per_row = in->ne[0];
-    const int64_t nrows = ggml_nrows(in);
-    const size_t in_row = ggml_row_size(in->type, n_per_row);
-    const size_t out_row = ggml_row_size(type, n_per_row);
-    const ggml_type_traits * tin = ggml_get_type_traits(in->type);
-    // Rows per task: a few hundred KB of floats, handed out dynamically so threads stay busy.
-    const int64_t chunk = std::max<int64_t>(1, (256 * 1024) / (n_per_row * (int64_t) sizeof(float)));
-    std::atomic<int64_t> next{0};
-    auto work = [&]() {
-        std::vector<float> buf((size_t) (chunk * n_per_row));
-        for (;;) {
-            const int64_t r0 = next.fetch_add(chunk);
-            if (r0 >= nrows) break;
-            const int64_t nr = std::min(chunk, nrows - r0);
-            const char * src = (const char *) in->data + r0 * in_row;
-            const float * f;
-            if (in->type == GGML_TYPE_F32) {
-                f = (const float *) src;
-            } else {
-                for (int64_t r = 0; r < nr; r++) tin->to_float(src + r * in_row, buf.data() + r * n_per_row, n_per_row);
-                f = buf.data();
-            }
-            ggml_quantize_chunk(type, f, (char *) out + r0 * out_row, 0, nr, n_per_row, nullptr);
-        }
-    };
-    std::vector<std::thread> threads;
-    for (int t = 1; t < n_threads; t++) threads.emplace_back(work);
-    work();
-    for (auto & t : threads) t.join();
-}
-
 int main(int argc, char ** argv) {
     bool allow_requantize = false;
     std::vector<std::string> pos;
@@ -246,7 +213,7 @@ int main(int argc, char ** argv) {
             if (!write_all(fd, t->data, nin)) die("write failed: %s", strerror(errno));
         } else {
             out_buf.resize(nout);
-            convert_tensor(t, type, out_buf.data(), n_threads);
+            ggml_convert_rows(t, type, out_buf.data(), n_threads, nullptr, nullptr);
             if (!write_all(fd, out_buf.data(), nout)) die("write failed: %s", strerror(errno));
         }
         offset += nout;

@@ -280,6 +280,14 @@ void   ggml_quantize_free(void);
 // Whether ggml_quantize_chunk can produce this type.
 bool   ggml_quantize_supported(enum ggml_type type);
 
+// Beyond upstream: converts every row of a contiguous tensor (F32, or any type with a row
+// converter) to `type` into dst (ggml_row_size(type, ne[0]) bytes a row), with n_threads
+// threads taking blocks of rows. edit, if not NULL, changes each row's F32 values first (row:
+// its index); it is called from several threads at once. Used by the quantizer and the LoRA merge.
+typedef void (*ggml_row_edit_t)(int64_t row, float * values, int64_t n, void * user_data);
+void ggml_convert_rows(const struct ggml_tensor * src, enum ggml_type type, void * dst, int n_threads,
+                       ggml_row_edit_t edit, void * user_data);
+
 // ---- tensor properties ---------------------------------------------------------------------
 int64_t ggml_nelements(const struct ggml_tensor * tensor);
 int64_t ggml_nrows(const struct ggml_tensor * tensor);

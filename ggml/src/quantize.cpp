@@ -4,6 +4,12 @@
 #include "quants-search.h"
 
 #include <math.h>
+#include <string.h>
+
+#include <algorithm>
+#include <atomic>
+#include <thread>
+#include <vector>
 
 // ---- importance-weighted quantizers of the 32-value types ----------------------------------
 // With an importance matrix, the one-scale types also search their scale (weighted least
@@ -116,6 +122,42 @@ size_t ggml_quantize_chunk(enum ggml_type type, const float * src, void * dst, i
         quantize_row(type, src + start + r * n_per_row, out + r * row_size, n_per_row, imatrix);
     }
     return nrows * row_size;
+}
+
+void ggml_convert_rows(const struct ggml_tensor * src, enum ggml_type type, void * dst, int n_threads,
+                       ggml_row_edit_t edit, void * user_data) {
+    const int64_t n = src->ne[0], nrows = ggml_nrows(src);
+    const size_t in_row = ggml_row_size(src->type, n), out_row = ggml_row_size(type, n);
+    const ggml_type_traits * tin = ggml_get_type_traits(src->type);
+    GGML_ASSERT(src->type == GGML_TYPE_F32 || (tin && tin->to_float));
+    // Rows per task: about 256 KiB of floats, handed out dynamically so threads stay busy.
+    const int64_t chunk = std::max<int64_t>(1, (256 * 1024) / (n * (int64_t) sizeof(float)));
+    std::atomic<int64_t> next{0};
+    auto work = [&]() {
+        std::vector<float> buf;
+        for (;;) {
+            const int64_t r0 = next.fetch_add(chunk);
+            if (r0 >= nrows) break;
+            const int64_t nr = std::min(chunk, nrows - r0);
+            const char * in = (const char *) src->data + r0 * in_row;
+            const float * f = (const float *) in;
+            if (src->type != GGML_TYPE_F32 || edit) {  // F32 rows are read in place unless edited
+                buf.resize((size_t) (chunk * n));
+                for (int64_t r = 0; r < nr; r++) {
+                    float * row = buf.data() + r * n;
+                    if (src->type == GGML_TYPE_F32) memcpy(row, in + r * in_row, (size_t) n * sizeof(float));
+                    else tin->to_float(in + r * in_row, row, n);
+                    if (edit) edit(r0 + r, row, n, user_data);
+                }
+                f = buf.data();
+            }
+            ggml_quantize_chunk(type, f, (char *) dst + r0 * out_row, 0, nr, n, nullptr);
+        }
+    };
+    std::vector<std::thread> threads;
+    for (int t = 1; t < n_threads; t++) threads.emplace_back(work);
+    work();
+    for (auto & t : threads) t.join();
 }
 
 // ---- row converters for the type table -----------------------------------------------------
