@@ -149,3 +149,20 @@ def forward(P, tokens, cfg, lora=None, lora_scale=1.0):
     x = rms_norm(x, P["output_norm.weight"], eps)
     out = P["output.weight"] if "output.weight" in P else P["token_embd.weight"]
     return x @ out.T
+
+
+def adamw_curve(params, loss_fn, steps):
+    """torch.optim.AdamW (lr 1e-3, betas 0.9/0.999, eps 1e-8, weight decay 0.01) on params for
+    `steps` steps; returns the losses after 0..steps steps (loss_fn() recomputes the loss)."""
+    opt = torch.optim.AdamW(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
+    losses = []
+    for step in range(steps + 1):
+        loss = loss_fn()
+        losses.append(loss.item())
+        print(f"step {step:3d}  loss {losses[-1]:.9g}")
+        if step == steps:
+            break
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return losses

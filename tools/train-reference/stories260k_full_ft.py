@@ -29,7 +29,7 @@ import argparse
 
 import torch
 
-from llama_ref import config, forward, read_gguf, read_ids
+from llama_ref import adamw_curve, config, forward, read_gguf, read_ids
 
 
 def main():
@@ -55,17 +55,8 @@ def main():
     tokens = torch.tensor(ids, dtype=torch.long)
     inp, tgt = tokens[:-1], tokens[1:]
 
-    opt = torch.optim.AdamW(P.values(), lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
-    losses = []
-    for step in range(args.steps + 1):
-        loss = torch.nn.functional.cross_entropy(forward(P, inp, cfg), tgt)  # mean over the targets
-        losses.append(loss.item())
-        print(f"step {step:3d}  loss {losses[-1]:.9g}")
-        if step == args.steps:
-            break
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+    # mean cross-entropy over the targets
+    losses = adamw_curve(P.values(), lambda: torch.nn.functional.cross_entropy(forward(P, inp, cfg), tgt), args.steps)
 
     if args.out:
         n_params = sum(p.numel() for p in P.values())

@@ -43,7 +43,7 @@ import sys
 import numpy as np
 import torch
 
-from llama_ref import config, forward, read_gguf, read_ids
+from llama_ref import adamw_curve, config, forward, read_gguf, read_ids
 
 # GGUF projection -> PEFT / Hugging Face module name, in the order A is drawn within a layer.
 TARGETS = (("attn_q", "q_proj"), ("attn_k", "k_proj"), ("attn_v", "v_proj"), ("attn_output", "o_proj"))
@@ -186,18 +186,9 @@ def main():
     tokens = torch.tensor(ids, dtype=torch.long)
     inp, tgt = tokens[:-1], tokens[1:]
 
-    opt = torch.optim.AdamW(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
-    losses = []
-    for step in range(args.steps + 1):
-        logits = forward(P, inp, cfg, lora=lora, lora_scale=alpha / r)
-        loss = torch.nn.functional.cross_entropy(logits, tgt)  # mean over the targets
-        losses.append(loss.item())
-        print(f"step {step:3d}  loss {losses[-1]:.9g}")
-        if step == args.steps:
-            break
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+    # mean cross-entropy over the targets
+    losses = adamw_curve(params, lambda: torch.nn.functional.cross_entropy(
+        forward(P, inp, cfg, lora=lora, lora_scale=alpha / r), tgt), args.steps)
 
     if args.out:
         n_params = sum(p.numel() for p in params)
