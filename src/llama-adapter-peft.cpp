@@ -205,17 +205,7 @@ bool llama_adapter_lora_load_peft(llama_adapter_lora & ad, const llama_model & m
         memcpy(lw.a->data, va.data(), ggml_nbytes(lw.a));
         memcpy(lw.b->data, vb.data(), ggml_nbytes(lw.b));
     }
-    ad.targets.clear();
-    for (const auto & p : llama_hf_projections()) {
-        const int n = p.per_layer ? (int) model.hparams.n_layer : 1;
-        for (int il = 0; il < n; il++) {
-            const ggml_tensor * w = ggml_get_tensor(model.ctx_w, llama_hf_name(p.gguf, il).c_str());
-            if (w && ad.get(w)) {
-                ad.targets.push_back(p.target);
-                break;
-            }
-        }
-    }
+    llama_adapter_lora_list_targets(ad, model);
     return true;
 }
 

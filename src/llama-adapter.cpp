@@ -234,22 +234,25 @@ bool load_gguf(llama_adapter_lora & ad, const llama_model & model, const std::st
         const llama_adapter_lora_weight & lw = ad.weights[w];
         if (!to_f32(kv.second.first, (float *) lw.a->data, err) || !to_f32(kv.second.second, (float *) lw.b->data, err)) return false;
     }
-    // The short targets present, for information (and PEFT's target_modules on export).
+    llama_adapter_lora_list_targets(ad, model);
+    return true;
+}
+
+}  // namespace
+
+void llama_adapter_lora_list_targets(llama_adapter_lora & ad, const llama_model & model) {
     ad.targets.clear();
     for (const auto & p : llama_hf_projections()) {
         const int n = p.per_layer ? (int) model.hparams.n_layer : 1;
         for (int il = 0; il < n; il++) {
             const ggml_tensor * w = llama_adapter_base_tensor(model, llama_hf_name(p.gguf, il));
-            if (w && ad.weights.count(w)) {
+            if (w && ad.get(w)) {
                 ad.targets.push_back(p.target);
                 break;
             }
         }
     }
-    return true;
 }
-
-}  // namespace
 
 bool llama_adapter_lora_load(llama_adapter_lora & ad, const llama_model & model, const std::string & path, std::string & err) {
     struct stat st;

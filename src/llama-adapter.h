@@ -72,6 +72,8 @@ bool llama_adapter_lora_load_peft(llama_adapter_lora & ad, const llama_model & m
 
 // Adds an A/B pair for base weight w (F32, zero) to ad.ctx (which must have room); internal.
 bool llama_adapter_lora_add(llama_adapter_lora & ad, const ggml_tensor * w, int32_t r, std::string & err);
+// Sets ad.targets to the short names of the projections the adapter covers; internal.
+void llama_adapter_lora_list_targets(llama_adapter_lora & ad, const llama_model & model);
 // The base tensor a GGUF tensor name refers to in the model (nullptr if none); internal.
 const ggml_tensor * llama_adapter_base_tensor(const llama_model & model, const std::string & name);
 
