@@ -117,8 +117,8 @@ struct kv_source {
     virtual ~kv_source() = default;
     // The layer's new keys (rotated, [head_dim, n_head_kv, n_tokens]) and values [n_embd_v_gqa, n_tokens].
     virtual void put(int il, ggml_tensor * k, ggml_tensor * v) = 0;
-    // Keys [head_dim, n_kv, n_head_kv] and values [n_kv, head_dim, n_head_kv] the layer attends to.
-    virtual void get(int il, ggml_tensor ** k, ggml_tensor ** v) = 0;
+    // The layer's attention output [n_head * head_dim, n_tokens] for q [head_dim, n_head, n_tokens].
+    virtual ggml_tensor * attention(int il, ggml_tensor * q, ggml_tensor * kq_mask) = 0;
 };
 
 // The cache: this batch's keys and values go to cells [kv_head, kv_head + n_tokens); attention
@@ -136,7 +136,14 @@ struct kv_cache_source : kv_source {
 
     void put(int il, ggml_tensor * k, ggml_tensor * v) override { store_kv(ctx, gf, kv, il, k, v, n_tokens, kv_head); }
 
-    void get(int il, ggml_tensor ** k_out, ggml_tensor ** v_out) override {
+    ggml_tensor * attention(int il, ggml_tensor * q, ggml_tensor * kq_mask) override {
+        ggml_tensor * k, * v;
+        get(il, &k, &v);
+        return attend(ctx, model, q, k, v, kq_mask, n_tokens);
+    }
+
+    // Keys [head_dim, n_kv, n_head_kv] and values [n_kv, head_dim, n_head_kv] of cells [0, n_kv).
+    void get(int il, ggml_tensor ** k_out, ggml_tensor ** v_out) {
         const llama_hparams & hp = model.hparams;
         const int64_t head_dim = hp.n_embd_head(), n_head_kv = hp.n_head_kv;
         ggml_tensor * k_cache = kv.k_l[il];
@@ -169,12 +176,16 @@ struct kv_batch_source : kv_source {
         v = v_cur;
     }
 
-    void get(int, ggml_tensor ** k_out, ggml_tensor ** v_out) override {
+    // The fused op: no score matrix kept for the backward pass, and a causal mask skips the
+    // hidden half of the products (forward and backward).
+    ggml_tensor * attention(int, ggml_tensor * q, ggml_tensor * kq_mask) override {
         const llama_hparams & hp = model.hparams;
-        const int64_t head_dim = hp.n_embd_head(), n_head_kv = hp.n_head_kv;
-        *k_out = ggml_permute(ctx, k, 0, 2, 1, 3);  // [head_dim, n_tokens, n_head_kv]
-        ggml_tensor * v3 = ggml_reshape_3d(ctx, v, head_dim, n_head_kv, n_tokens);
-        *v_out = ggml_cont(ctx, ggml_permute(ctx, v3, 1, 2, 0, 3));  // [n_tokens, head_dim, n_head_kv]
+        const int64_t head_dim = hp.n_embd_head(), n_head = hp.n_head, n_head_kv = hp.n_head_kv;
+        ggml_tensor * kt = ggml_permute(ctx, k, 0, 2, 1, 3);  // [head_dim, n_tokens, n_head_kv]
+        ggml_tensor * vt = ggml_permute(ctx, ggml_reshape_3d(ctx, v, head_dim, n_head_kv, n_tokens), 0, 2, 1, 3);
+        ggml_tensor * qt = ggml_permute(ctx, q, 0, 2, 1, 3);  // [head_dim, n_tokens, n_head]
+        ggml_tensor * o = ggml_flash_attn_ext(ctx, qt, kt, vt, kq_mask, 1.0f / sqrtf((float) head_dim), 0.0f, 0.0f);
+        return ggml_reshape_2d(ctx, o, head_dim * n_head, n_tokens);  // [head_dim, n_head, n_tokens] in memory
     }
 };
 
@@ -223,9 +234,8 @@ void build_transformer(ggml_context * ctx, ggml_cgraph * gf, const llama_model &
         ggml_tensor * q = linear(ctx, lc, L.wq, L.bq, cur);
         q = rope(ctx, model, ggml_reshape_3d(ctx, q, head_dim, hp.n_head, n_tokens), io.pos);
         io.matmul_out.insert(io.matmul_out.end(), {x, q, k, v});
-        ggml_tensor * k_all, * v_all;
-        src.get((int) il, &k_all, &v_all);
-        cur = attend(ctx, model, q, k_all, v_all, io.kq_mask, n_tokens);
+        cur = src.attention((int) il, q, io.kq_mask);
+        io.matmul_out.push_back(cur);  // the input of wo, which its adapter's gradient reads
         cur = lora_mm(ctx, lc, L.wo, cur);
 
         if (last && io.out_ids) {

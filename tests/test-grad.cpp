@@ -1054,6 +1054,32 @@ TEST(Grad, Attention) {
     }, "attention (gqa, causal)");
 }
 
+// The fused op: gradients of q, k and v (grouped heads, causal mask, q and k permuted views as
+// the llama graph passes them), plain, with ALiBi and with a softcap.
+TEST(Grad, FlashAttention) {
+    struct Case { float max_bias, softcap; const char * name; };
+    for (const Case & cs : {Case{0.0f, 0.0f, "flash_attn_ext (gqa, causal)"}, Case{6.0f, 0.0f, "flash_attn_ext alibi"},
+                            Case{0.0f, 2.0f, "flash_attn_ext softcap"}}) {
+        GradCheck g(2210);
+        ggml_context * c = g.ctx();
+        const int64_t hd = 8, T = 5, n_head = 4, n_head_kv = 2;
+        ggml_tensor * q = g.input({hd, T, n_head, 1}, Layout::Permuted12);
+        ggml_tensor * k = g.input({hd, T, n_head_kv, 1}, Layout::Permuted12);
+        ggml_tensor * v = g.input({hd, T, n_head_kv, 1});
+        Arr m(Shape{T, T, 1, 1});
+        m.each([&](int64_t i0, int64_t i1, int64_t, int64_t) { m(i0, i1) = i0 > i1 ? -kInf : -0.5 * (double) (i1 - i0); });
+        ggml_tensor * mask = g.constant(m);
+        const float scale = 1.0f / std::sqrt((float) hd);
+        ggml_tensor * out = ggml_flash_attn_ext(c, q, k, v, mask, scale, cs.max_bias, cs.softcap);
+        g.run(out, [&](const std::vector<Arr> & in) {
+            Arr r(Shape{hd, n_head, T, 1});
+            r.v = tu::ref_flash_attn(in[0].v, in[0].ne, in[1].v, in[1].ne, in[2].v, in[2].ne, &in[3].v, in[3].ne, scale,
+                                     cs.max_bias, cs.softcap);
+            return r;
+        }, cs.name);
+    }
+}
+
 // ============================================================================================
 // the engine: accumulators
 

@@ -686,6 +686,66 @@ TEST(SoftMaxBack, MatchesFiniteDifferencesOfForward) {
 }
 
 // ============================================================================================
+// flash_attn_back
+
+struct AttnBackCase {
+    int64_t D, Dv, n_q, n_kv, H, Hkv, B3;
+    ggml_type kv_type;
+    bool causal, q_permuted;
+    float max_bias, softcap;
+};
+
+// Gradients of q, k and v against the analytic double reference (test-ref.h), with several
+// query blocks and groups, grouped heads, a queries-after-cache causal mask and F16 keys.
+TEST(FlashAttnBack, ShapesMasksAndHeads) {
+    const AttnBackCase cases[] = {
+        {8, 8, 5, 5, 4, 2, 1, GGML_TYPE_F32, true, true, 0, 0},
+        {64, 64, 300, 300, 4, 2, 1, GGML_TYPE_F32, true, true, 0, 0},
+        {32, 48, 130, 170, 6, 3, 2, GGML_TYPE_F16, true, false, 0, 0},
+        {24, 24, 70, 50, 2, 2, 1, GGML_TYPE_F32, false, false, 0, 0},
+        {16, 16, 66, 66, 4, 1, 1, GGML_TYPE_F32, true, false, 4.0f, 0},
+        {16, 16, 67, 67, 2, 1, 1, GGML_TYPE_F32, true, true, 0, 3.0f},
+    };
+    uint32_t seed = 500;
+    for (const AttnBackCase & c : cases) {
+        std::mt19937 rng(seed++);
+        tu::Ctx ctx;
+        const Shape qne = {c.D, c.n_q, c.H, c.B3}, kne = {c.D, c.n_kv, c.Hkv, c.B3}, vne = {c.Dv, c.n_kv, c.Hkv, c.B3};
+        const Shape one = {c.Dv, c.H, c.n_q, c.B3}, mne = {c.n_kv, c.n_q, 1, 1};
+        ggml_tensor * q = new_input(ctx, GGML_TYPE_F32, qne, c.q_permuted ? Layout::Permuted12 : Layout::Contiguous);
+        ggml_tensor * k = new_tensor(ctx, c.kv_type, kne);
+        ggml_tensor * v = new_tensor(ctx, c.kv_type, vne);
+        ggml_tensor * g = new_tensor(ctx, GGML_TYPE_F32, one);
+        for (ggml_tensor * t : {q, k, v, g}) tu::fill_uniform(t, rng);
+        ggml_tensor * mask = nullptr;
+        Values mv;
+        if (c.causal) {
+            mask = new_tensor(ctx, GGML_TYPE_F32, mne);
+            tu::for_each(mask, [&](int64_t j, int64_t i, int64_t, int64_t) {
+                const int64_t past = c.n_kv - c.n_q;
+                tu::set(mask, j > i + past ? -kInf : (c.max_bias > 0 ? -(double) (i + past - j) : 0.0), j, i);
+            });
+            mv = tu::to_double(mask);
+        }
+        const float scale = 1.0f / std::sqrt((float) c.D);
+        ggml_tensor * out = ggml_flash_attn_back(ctx, q, k, v, mask, g, scale, c.max_bias, c.softcap);
+        const Values got = tu::compute_all_threads(ctx, out);
+        Values dq, dk, dv;
+        const Values gv = tu::to_double(g);
+        ref_flash_attn(tu::to_double(q), qne, tu::to_double(k), kne, tu::to_double(v), vne, mask ? &mv : nullptr, mne, scale,
+                       c.max_bias, c.softcap, &gv, &dq, &dk, &dv);
+        Values ref = dq;
+        ref.insert(ref.end(), dk.begin(), dk.end());
+        ref.insert(ref.end(), dv.begin(), dv.end());
+        const std::string what = "flash_attn_back D " + std::to_string(c.D) + " n_q " + std::to_string(c.n_q) + " n_kv " +
+                                 std::to_string(c.n_kv) + " H " + std::to_string(c.H) + "/" + std::to_string(c.Hkv) + " " +
+                                 ggml_type_name(c.kv_type) + (c.causal ? " causal" : "") + " max_bias " +
+                                 std::to_string(c.max_bias) + " softcap " + std::to_string(c.softcap);
+        tu::expect_close(got, ref, 1e-4, 1e-5, what);
+    }
+}
+
+// ============================================================================================
 // rope_back
 
 ggml_tensor * rope_back(ggml_context * ctx, ggml_tensor * g, const tu::RopeInputs & in, const RopeCase & c) {

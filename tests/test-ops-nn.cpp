@@ -469,4 +469,109 @@ TEST(CrossEntropyLoss, ManyRowsBitIdentical) {
     tu::expect_close(got, {ref}, 1e-6, 0.0, "cross_entropy_loss many rows");
 }
 
+// ============================================================================================
+// flash_attn_ext
+
+enum class AttnMask { None, Causal, Random, Alibi };
+
+struct AttnCase {
+    int64_t D, Dv, n_q, n_kv, H, Hkv, B3;
+    ggml_type kv_type, mask_type;
+    AttnMask mask;
+    int64_t m2;  // mask planes: 1 (shared by the heads) or H
+    bool q_permuted;
+    float scale, max_bias, softcap;
+};
+
+std::string attn_case_str(const AttnCase & c) {
+    const char * masks[] = {"none", "causal", "random", "alibi"};
+    return "flash_attn D " + std::to_string(c.D) + " Dv " + std::to_string(c.Dv) + " n_q " + std::to_string(c.n_q) +
+           " n_kv " + std::to_string(c.n_kv) + " H " + std::to_string(c.H) + "/" + std::to_string(c.Hkv) + " B3 " +
+           std::to_string(c.B3) + " kv " + ggml_type_name(c.kv_type) + " mask " + masks[(int) c.mask] + " " +
+           ggml_type_name(c.mask_type) + " m2 " + std::to_string(c.m2) + (c.q_permuted ? " q permuted" : "") +
+           " scale " + std::to_string(c.scale) + " max_bias " + std::to_string(c.max_bias) + " softcap " + std::to_string(c.softcap);
+}
+
+// Causal with the queries at the end of the keys (a batch after a cache), one random plane
+// hiding a few extra keys, and query 1 of plane 0 hiding every key.
+void fill_attn_mask(ggml_tensor * m, AttnMask kind, int64_t n_q, std::mt19937 & rng) {
+    std::uniform_real_distribution<float> d(-2.0f, 0.5f);
+    const int64_t n_kv = m->ne[0];
+    tu::for_each(m, [&](int64_t j, int64_t i, int64_t i2, int64_t i3) {
+        double v = 0.0;
+        const bool causal_hidden = j > i + (n_kv - n_q);
+        switch (kind) {
+            case AttnMask::None:   break;
+            case AttnMask::Causal: v = causal_hidden ? -kInf : 0.0; break;
+            case AttnMask::Alibi:  v = causal_hidden ? -kInf : -(double) (i + n_kv - n_q - j); break;
+            case AttnMask::Random: v = causal_hidden || (j * 7 + i2) % 11 == 3 ? -kInf : d(rng); break;
+        }
+        if (kind == AttnMask::Random && i == 1 && i2 == 0 && i3 == 0) v = -kInf;
+        tu::set(m, v, j, i, i2, i3);
+    });
+}
+
+Values run_flash_attn_case(const AttnCase & c, uint32_t seed) {
+    std::mt19937 rng(seed);
+    tu::Ctx ctx;
+    const Shape qne = {c.D, c.n_q, c.H, c.B3}, kne = {c.D, c.n_kv, c.Hkv, c.B3}, vne = {c.Dv, c.n_kv, c.Hkv, c.B3};
+    ggml_tensor * q = new_input(ctx, GGML_TYPE_F32, qne, c.q_permuted ? Layout::Permuted12 : Layout::Contiguous);
+    ggml_tensor * k = new_tensor(ctx, c.kv_type, kne);
+    ggml_tensor * v = new_tensor(ctx, c.kv_type, vne);
+    tu::fill_uniform(q, rng);
+    tu::fill_uniform(k, rng);
+    tu::fill_uniform(v, rng);
+    ggml_tensor * mask = nullptr;
+    const Shape mne = {c.n_kv, c.n_q + 2, c.m2, 1};
+    Values mv;
+    if (c.mask != AttnMask::None) {
+        mask = new_tensor(ctx, c.mask_type, mne);
+        fill_attn_mask(mask, c.mask, c.n_q, rng);
+        mv = tu::to_double(mask);
+    }
+    ggml_tensor * out = ggml_flash_attn_ext(ctx, q, k, v, mask, c.scale, c.max_bias, c.softcap);
+    EXPECT_EQ(shape_of(out), (Shape{c.Dv, c.H, c.n_q, c.B3}));
+    const Values got = tu::compute_all_threads(ctx, out);
+    const Values ref = ref_flash_attn(tu::to_double(q), qne, tu::to_double(k), kne, tu::to_double(v), vne, mask ? &mv : nullptr,
+                                      mne, c.scale, c.max_bias, c.softcap);
+    tu::expect_close(got, ref, 2e-5, 2e-6, attn_case_str(c));
+    return got;
+}
+
+TEST(FlashAttn, ShapesMasksAndHeads) {
+    const float s = 0.35f;
+    const AttnCase cases[] = {
+        // D, Dv, n_q, n_kv, H, Hkv, B3, kv type, mask type, mask, m2, q permuted, scale, max_bias, softcap
+        {8, 8, 5, 5, 4, 2, 1, GGML_TYPE_F32, GGML_TYPE_F32, AttnMask::Causal, 1, true, s, 0, 0},
+        {64, 64, 130, 130, 4, 1, 1, GGML_TYPE_F32, GGML_TYPE_F32, AttnMask::Causal, 1, true, 0.125f, 0, 0},
+        {64, 64, 70, 200, 8, 2, 1, GGML_TYPE_F16, GGML_TYPE_F16, AttnMask::Causal, 1, false, 0.125f, 0, 0},
+        {40, 24, 67, 90, 3, 3, 2, GGML_TYPE_F32, GGML_TYPE_F32, AttnMask::None, 1, false, s, 0, 0},
+        {17, 33, 66, 71, 6, 2, 1, GGML_TYPE_F32, GGML_TYPE_F16, AttnMask::Random, 6, true, s, 0, 0},
+        {16, 16, 9, 300, 6, 3, 1, GGML_TYPE_F16, GGML_TYPE_F32, AttnMask::Alibi, 1, false, s, 8.0f, 0},
+        {32, 32, 65, 65, 2, 1, 1, GGML_TYPE_F32, GGML_TYPE_F32, AttnMask::Causal, 1, false, s, 0, 5.0f},
+        {80, 80, 1, 513, 4, 4, 1, GGML_TYPE_F16, GGML_TYPE_F16, AttnMask::Causal, 1, false, 0.11f, 0, 0},
+    };
+    uint32_t seed = 300;
+    for (const AttnCase & c : cases) run_flash_attn_case(c, seed++);
+}
+
+// The fused op equals what soft_max_ext composes (within float rounding).
+TEST(FlashAttn, MatchesSoftMaxComposition) {
+    std::mt19937 rng(320);
+    tu::Ctx ctx;
+    const int64_t D = 32, T = 77, H = 4, Hkv = 2;
+    ggml_tensor * q = new_tensor(ctx, GGML_TYPE_F32, {D, T, H, 1});
+    ggml_tensor * k = new_tensor(ctx, GGML_TYPE_F32, {D, T, Hkv, 1});
+    ggml_tensor * v = new_tensor(ctx, GGML_TYPE_F32, {D, T, Hkv, 1});
+    ggml_tensor * mask = new_tensor(ctx, GGML_TYPE_F32, {T, T, 1, 1});
+    for (ggml_tensor * t : {q, k, v}) tu::fill_uniform(t, rng);
+    fill_attn_mask(mask, AttnMask::Causal, T, rng);
+    const float scale = 0.2f;
+    ggml_tensor * fused = ggml_flash_attn_ext(ctx, q, k, v, mask, scale, 0.0f, 0.0f);  // [D, H, T]
+    ggml_tensor * kq = ggml_soft_max_ext(ctx, ggml_mul_mat(ctx, k, q), mask, scale, 0.0f);
+    ggml_tensor * kqv = ggml_mul_mat(ctx, ggml_cont(ctx, ggml_transpose(ctx, v)), kq);  // [D, T, H]
+    ggml_tensor * composed = ggml_cont(ctx, ggml_permute(ctx, kqv, 0, 2, 1, 3));          // [D, H, T]
+    tu::expect_close(tu::compute_all_threads(ctx, fused), tu::compute_all_threads(ctx, composed), 1e-5, 1e-6, "fused vs composed");
+}
+
 }  // namespace

@@ -177,6 +177,69 @@ inline Values ref_soft_max(const Values & x, const Shape & ne, double scale = 1.
     return y;
 }
 
+// ---- flash_attn_ext --------------------------------------------------------------------------
+
+// ggml_flash_attn_ext in double: per head h (kv head h / (H / Hkv)) and query i, logits
+// u_j = scale q.k_j (softcap > 0: softcap tanh(u_j / softcap)) + slope * mask[j, i], p =
+// softmax (zeros when every key is hidden), out[:, h, i] = sum_j p_j v_j. q [D, n_q, H, B3], k
+// [D, n_kv, Hkv, B3], v [Dv, n_kv, Hkv, B3]; result [Dv, H, n_q, B3]. Given dout (the result's
+// shape), also the gradients dq, dk, dv (the shapes of q, k, v).
+inline Values ref_flash_attn(const Values & q, const Shape & qne, const Values & k, const Shape & kne, const Values & v,
+                             const Shape & vne, const Values * mask, const Shape & mne, double scale, double max_bias,
+                             double softcap, const Values * dout = nullptr, Values * dq = nullptr, Values * dk = nullptr,
+                             Values * dv = nullptr) {
+    const int64_t D = qne[0], n_q = qne[1], H = qne[2], B3 = qne[3], n_kv = kne[1], Hkv = kne[2], Dv = vne[0];
+    const Shape one = {Dv, H, n_q, B3};
+    Values out((size_t) n_elements(one), 0.0);
+    if (dout) {
+        dq->assign(q.size(), 0.0);
+        dk->assign(k.size(), 0.0);
+        dv->assign(v.size(), 0.0);
+    }
+    std::vector<double> u((size_t) n_kv), p((size_t) n_kv);
+    for (int64_t i3 = 0; i3 < B3; i3++) {
+        for (int64_t h = 0; h < H; h++) {
+            const int64_t hk = h / (H / Hkv);
+            const double slope = max_bias > 0.0 ? alibi_slope(max_bias, h, H) : 1.0;
+            for (int64_t i = 0; i < n_q; i++) {
+                double max = -kInf;
+                for (int64_t j = 0; j < n_kv; j++) {
+                    double dot = 0.0;
+                    for (int64_t d = 0; d < D; d++) dot += q[flat_index(qne, d, i, h, i3)] * k[flat_index(kne, d, j, hk, i3)];
+                    u[j] = scale * dot;
+                    p[j] = softcap > 0.0 ? softcap * std::tanh(u[j] / softcap) : u[j];
+                    if (mask) p[j] += slope * (*mask)[flat_index(mne, j, i, h % mne[2], i3 % mne[3])];
+                    max = std::max(max, p[j]);
+                }
+                double sum = 0.0;
+                for (int64_t j = 0; j < n_kv; j++) sum += max == -kInf ? 0.0 : std::exp(p[j] - max);
+                for (int64_t j = 0; j < n_kv; j++) p[j] = max == -kInf ? 0.0 : std::exp(p[j] - max) / sum;
+                for (int64_t j = 0; j < n_kv; j++) {
+                    for (int64_t d = 0; d < Dv; d++) out[flat_index(one, d, h, i, i3)] += p[j] * v[flat_index(vne, d, j, hk, i3)];
+                }
+                if (!dout) continue;
+                std::vector<double> dp((size_t) n_kv);
+                double Di = 0.0;
+                for (int64_t j = 0; j < n_kv; j++) {
+                    dp[j] = 0.0;
+                    for (int64_t d = 0; d < Dv; d++) dp[j] += (*dout)[flat_index(one, d, h, i, i3)] * v[flat_index(vne, d, j, hk, i3)];
+                    Di += p[j] * dp[j];
+                }
+                for (int64_t j = 0; j < n_kv; j++) {
+                    double du = p[j] * (dp[j] - Di) * scale;
+                    if (softcap > 0.0) du *= 1.0 - std::pow(std::tanh(u[j] / softcap), 2);
+                    for (int64_t d = 0; d < D; d++) {
+                        (*dq)[flat_index(qne, d, i, h, i3)] += du * k[flat_index(kne, d, j, hk, i3)];
+                        (*dk)[flat_index(kne, d, j, hk, i3)] += du * q[flat_index(qne, d, i, h, i3)];
+                    }
+                    for (int64_t d = 0; d < Dv; d++) (*dv)[flat_index(vne, d, j, hk, i3)] += p[j] * (*dout)[flat_index(one, d, h, i, i3)];
+                }
+            }
+        }
+    }
+    return out;
+}
+
 // ---- rope ------------------------------------------------------------------------------------
 
 // The parameters of ggml_rope_ext.

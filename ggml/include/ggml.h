@@ -136,6 +136,7 @@ enum ggml_op {
     GGML_OP_DIAG_MASK_INF,
     GGML_OP_SOFT_MAX,
     GGML_OP_ROPE,
+    GGML_OP_FLASH_ATTN_EXT,
 
     GGML_OP_UNARY,
 
@@ -151,6 +152,7 @@ enum ggml_op {
     GGML_OP_SOFT_MAX_BACK,
     GGML_OP_ROPE_BACK,
     GGML_OP_GET_ROWS_BACK,            // rows of grad added into zeros at the picked indices
+    GGML_OP_FLASH_ATTN_BACK,          // the gradients of flash_attn_ext for q, k and v, packed
     GGML_OP_CROSS_ENTROPY_LOSS_BACK,
     GGML_OP_OPT_STEP_ADAMW,
     GGML_OP_OPT_STEP_SGD,
@@ -482,6 +484,25 @@ struct ggml_tensor * ggml_diag_mask_inf_inplace(struct ggml_context * ctx, struc
 struct ggml_tensor * ggml_soft_max(struct ggml_context * ctx, struct ggml_tensor * a);
 struct ggml_tensor * ggml_soft_max_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
 struct ggml_tensor * ggml_soft_max_ext(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * mask, float scale, float max_bias);
+
+// Fused attention (ggml's flash_attn_ext): per head softmax(scale * K^T q + mask) V, computed by
+// blocks of queries without the n_kv x n_q score matrix. q [D, n_q, n_head, ne3] F32; k [D, n_kv,
+// n_head_kv, ne3] and v [Dv, n_kv, n_head_kv, ne3] F32 or F16, rows contiguous (n_head a multiple
+// of n_head_kv: grouped-query attention); mask NULL or F32/F16 [n_kv, >= n_q, 1 or n_head, 1 or
+// ne3], -inf where a key is hidden from a query (the keys hidden from a whole block of queries are
+// skipped, so a causal mask halves the work). max_bias > 0: ALiBi, the mask scaled by the head's
+// slope as in soft_max_ext; logit_softcap > 0: logits = softcap * tanh(scale * K^T q / softcap).
+// Result F32 [Dv, n_head, n_q, ne3]: the heads of a query side by side. A query that sees no key
+// gets zeros. Differentiable with respect to q, k and v (F32).
+struct ggml_tensor * ggml_flash_attn_ext(struct ggml_context * ctx, struct ggml_tensor * q, struct ggml_tensor * k,
+                                         struct ggml_tensor * v, struct ggml_tensor * mask, float scale, float max_bias,
+                                         float logit_softcap);
+void ggml_flash_attn_ext_set_prec(struct ggml_tensor * a, enum ggml_prec prec);  // accepted; F32 here whatever it is
+// The gradients of flash_attn_ext(q, k, v, mask, ...) given grad, the gradient of its result:
+// one F32 vector holding grad q, then grad k, then grad v, each contiguous in its source's shape.
+struct ggml_tensor * ggml_flash_attn_back(struct ggml_context * ctx, struct ggml_tensor * q, struct ggml_tensor * k,
+                                          struct ggml_tensor * v, struct ggml_tensor * mask, struct ggml_tensor * grad,
+                                          float scale, float max_bias, float logit_softcap);
 
 // Rotary position embedding. a: [head_dim, n_head, n_tokens, 1], b: I32 positions [n_tokens].
 // c: optional F32 frequency factors [n_dims/2] (NULL for none). YaRN arguments as in ggml;

@@ -51,6 +51,7 @@ GGML_BACKWARD_RULE(get_rows);
 GGML_BACKWARD_RULE(diag_mask_inf);
 GGML_BACKWARD_RULE(soft_max);
 GGML_BACKWARD_RULE(rope);
+GGML_BACKWARD_RULE(flash_attn_ext);
 GGML_BACKWARD_RULE(unary);
 GGML_BACKWARD_RULE(cross_entropy_loss);
 GGML_BACKWARD_RULE(acc);

@@ -5,6 +5,8 @@
 
 #include <stdio.h>
 
+#include <initializer_list>
+
 struct ggml_tensor * ggml_new_view_impl(struct ggml_context * ctx, struct ggml_tensor * src, int n_dims,
                                         const int64_t * ne, size_t offset);
 
@@ -615,6 +617,85 @@ GGML_BACKWARD_RULE(soft_max) {
     if (ggml_bw_needs(bw, a)) {
         ggml_bw_add(bw, a, ggml_soft_max_ext_back(ggml_bw_ctx(bw), grad, node, ggml_get_op_params_f32(node, 0),
                                                   ggml_get_op_params_f32(node, 1)));
+    }
+}
+
+// ---- fused attention -----------------------------------------------------------------------
+static void check_attention_operands(const ggml_tensor * q, const ggml_tensor * k, const ggml_tensor * v, const ggml_tensor * mask) {
+    auto is_kv_type = [](ggml_type t) { return t == GGML_TYPE_F32 || t == GGML_TYPE_F16; };
+    GGML_ASSERT(q->type == GGML_TYPE_F32 && q->nb[0] == sizeof(float) && "flash_attn_ext: q must be F32 with contiguous rows");
+    GGML_ASSERT(is_kv_type(k->type) && is_kv_type(v->type) && "flash_attn_ext: k and v must be F32 or F16");
+    GGML_ASSERT(k->nb[0] == ggml_type_size(k->type) && v->nb[0] == ggml_type_size(v->type) && "flash_attn_ext: k and v need contiguous rows");
+    GGML_ASSERT(k->ne[0] == q->ne[0] && "flash_attn_ext: q and k rows must have the same length");
+    GGML_ASSERT(v->ne[1] == k->ne[1] && v->ne[2] == k->ne[2] && "flash_attn_ext: k and v must have the same keys and heads");
+    GGML_ASSERT(k->ne[2] > 0 && q->ne[2] % k->ne[2] == 0 && "flash_attn_ext: n_head must be a multiple of n_head_kv");
+    GGML_ASSERT(q->ne[3] == k->ne[3] && q->ne[3] == v->ne[3] && "flash_attn_ext: q, k and v must have the same ne[3]");
+    if (mask) {
+        GGML_ASSERT((mask->type == GGML_TYPE_F32 || mask->type == GGML_TYPE_F16) && "flash_attn_ext: mask must be F32 or F16");
+        GGML_ASSERT(mask->nb[0] == ggml_type_size(mask->type) && mask->ne[0] == k->ne[1] && "flash_attn_ext: mask rows must have n_kv entries");
+        GGML_ASSERT(mask->ne[1] >= q->ne[1] && "flash_attn_ext: mask needs a row per query");
+        GGML_ASSERT(q->ne[2] % mask->ne[2] == 0 && q->ne[3] % mask->ne[3] == 0 && "flash_attn_ext: mask must broadcast");
+    }
+}
+
+struct ggml_tensor * ggml_flash_attn_ext(struct ggml_context * ctx, struct ggml_tensor * q, struct ggml_tensor * k,
+                                         struct ggml_tensor * v, struct ggml_tensor * mask, float scale, float max_bias,
+                                         float logit_softcap) {
+    check_attention_operands(q, k, v, mask);
+    if (max_bias > 0.0f) GGML_ASSERT(mask && "flash_attn_ext: ALiBi (max_bias > 0) needs a mask");
+    GGML_ASSERT(logit_softcap >= 0.0f && "flash_attn_ext: logit_softcap must be >= 0");
+    ggml_tensor * r = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, v->ne[0], q->ne[2], q->ne[1], q->ne[3]);
+    r->op = GGML_OP_FLASH_ATTN_EXT;
+    ggml_set_op_params_f32(r, 0, scale);
+    ggml_set_op_params_f32(r, 1, max_bias);
+    ggml_set_op_params_f32(r, 2, logit_softcap);
+    r->src[0] = q;
+    r->src[1] = k;
+    r->src[2] = v;
+    r->src[3] = mask;
+    return r;
+}
+
+void ggml_flash_attn_ext_set_prec(struct ggml_tensor * a, enum ggml_prec prec) {
+    GGML_ASSERT(a->op == GGML_OP_FLASH_ATTN_EXT);
+    ggml_set_op_params_i32(a, 3, (int32_t) prec);
+}
+
+struct ggml_tensor * ggml_flash_attn_back(struct ggml_context * ctx, struct ggml_tensor * q, struct ggml_tensor * k,
+                                          struct ggml_tensor * v, struct ggml_tensor * mask, struct ggml_tensor * grad,
+                                          float scale, float max_bias, float logit_softcap) {
+    check_attention_operands(q, k, v, mask);
+    GGML_ASSERT(grad->type == GGML_TYPE_F32 && ggml_is_contiguous(grad) && "flash_attn_back: grad must be contiguous F32");
+    GGML_ASSERT(grad->ne[0] == v->ne[0] && grad->ne[1] == q->ne[2] && grad->ne[2] == q->ne[1] && grad->ne[3] == q->ne[3]);
+    ggml_tensor * r = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, ggml_nelements(q) + ggml_nelements(k) + ggml_nelements(v));
+    r->op = GGML_OP_FLASH_ATTN_BACK;
+    ggml_set_op_params_f32(r, 0, scale);
+    ggml_set_op_params_f32(r, 1, max_bias);
+    ggml_set_op_params_f32(r, 2, logit_softcap);
+    r->src[0] = q;
+    r->src[1] = k;
+    r->src[2] = v;
+    r->src[3] = mask;
+    r->src[4] = grad;
+    return r;
+}
+
+// One flash_attn_back node gives all three gradients; each source takes its slice.
+GGML_BACKWARD_RULE(flash_attn_ext) {
+    ggml_tensor * q = node->src[0], * k = node->src[1], * v = node->src[2];
+    if (ggml_bw_needs(bw, node->src[3])) GGML_ABORT("backward of flash_attn_ext: the mask cannot be a parameter");
+    const bool nq = ggml_bw_needs(bw, q), nk = ggml_bw_needs(bw, k), nv = ggml_bw_needs(bw, v);
+    if (!nq && !nk && !nv) return;
+    ggml_context * ctx = ggml_bw_ctx(bw);
+    ggml_tensor * g = ggml_flash_attn_back(ctx, q, k, v, node->src[3], grad, ggml_get_op_params_f32(node, 0),
+                                           ggml_get_op_params_f32(node, 1), ggml_get_op_params_f32(node, 2));
+    size_t offset = 0;
+    for (ggml_tensor * src : {q, k, v}) {
+        const size_t nb1 = src->ne[0] * sizeof(float), nb2 = nb1 * src->ne[1], nb3 = nb2 * src->ne[2];
+        if (ggml_bw_needs(bw, src)) {
+            ggml_bw_add(bw, src, ggml_view_4d(ctx, g, src->ne[0], src->ne[1], src->ne[2], src->ne[3], nb1, nb2, nb3, offset));
+        }
+        offset += nb3 * src->ne[3];
     }
 }
 

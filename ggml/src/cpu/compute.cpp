@@ -2,9 +2,11 @@
 // the persistent thread pool, every thread taking its share of each node, with a barrier between
 // nodes. Nothing is allocated while the graph computes.
 #include "cpu-ops.h"
+#include "node-perf.h"
 #include "simd.h"
 #include "threadpool.h"
 
+#include <chrono>
 #include <mutex>
 
 static const size_t CACHE_LINE = 64;
@@ -58,6 +60,7 @@ constexpr cpu_kernel cpu_kernels[] = {
     K(DIAG_MASK_INF,           ggml_cpu_forward_diag_mask_inf,              nullptr),
     K(SOFT_MAX,                ggml_cpu_forward_soft_max,                   ggml_cpu_soft_max_work_size),
     K(ROPE,                    ggml_cpu_forward_rope,                       nullptr),
+    K(FLASH_ATTN_EXT,          ggml_cpu_forward_flash_attn_ext,             ggml_cpu_flash_attn_ext_work_size),
     K(UNARY,                   ggml_cpu_forward_unary,                      nullptr),
     K(CROSS_ENTROPY_LOSS,      ggml_cpu_forward_cross_entropy_loss,         ggml_cpu_loss_work_size),
     K(ACC,                     ggml_cpu_forward_acc,                        nullptr),
@@ -69,6 +72,7 @@ constexpr cpu_kernel cpu_kernels[] = {
     K(SOFT_MAX_BACK,           ggml_cpu_forward_soft_max_back,              nullptr),
     K(ROPE_BACK,               ggml_cpu_forward_rope_back,                  nullptr),
     K(GET_ROWS_BACK,           ggml_cpu_forward_get_rows_back,              nullptr),
+    K(FLASH_ATTN_BACK,         ggml_cpu_forward_flash_attn_back,            ggml_cpu_flash_attn_back_work_size),
     K(CROSS_ENTROPY_LOSS_BACK, ggml_cpu_forward_cross_entropy_loss_back,    nullptr),
     K(OPT_STEP_ADAMW,          ggml_cpu_forward_opt_step_adamw,             nullptr),
     K(OPT_STEP_SGD,            ggml_cpu_forward_opt_step_sgd,               nullptr),
@@ -168,7 +172,8 @@ enum ggml_status ggml_graph_compute(struct ggml_cgraph * cgraph, struct ggml_cpl
     st.cplan = cplan;
     st.tp = &ggml_threadpool_global();
 
-    st.tp->run(cplan->n_threads, [s = &st](int ith, int nth) {
+    const bool perf = ggml_node_perf_enabled();
+    st.tp->run(cplan->n_threads, [s = &st, perf](int ith, int nth) {
         ggml_compute_params params;
         params.ith = ith;
         params.nth = nth;
@@ -178,11 +183,15 @@ enum ggml_status ggml_graph_compute(struct ggml_cgraph * cgraph, struct ggml_cpl
         for (int i = 0; i < s->cgraph->n_nodes; i++) {
             ggml_tensor * node = s->cgraph->nodes[i];
             if (op_is_noop(node)) continue;
+            const auto t0 = perf && ith == 0 ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
             ggml_cpu_compute_forward(&params, node);
             if (ith == 0 && s->cplan->abort_callback && s->cplan->abort_callback(s->cplan->abort_callback_data)) {
                 s->aborted = true;
             }
             ggml_cpu_barrier(&params);  // the next node may read this one; also publishes `aborted`
+            if (perf && ith == 0) {
+                ggml_node_perf_add(node, std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+            }
             if (s->aborted) break;
         }
     });

@@ -74,6 +74,11 @@ void ggml_cpu_forward_diag_mask_inf(const struct ggml_compute_params * params, s
 void ggml_cpu_forward_soft_max     (const struct ggml_compute_params * params, struct ggml_tensor * dst);
 // ops-rope.cpp
 void ggml_cpu_forward_rope(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+// ops-flash-attn.cpp: flash_attn_ext and flash_attn_back
+void ggml_cpu_forward_flash_attn_ext (const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_forward_flash_attn_back(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+size_t ggml_cpu_flash_attn_ext_work_size (const struct ggml_tensor * node, int n_threads);
+size_t ggml_cpu_flash_attn_back_work_size(const struct ggml_tensor * node, int n_threads);
 // ops-loss.cpp
 void ggml_cpu_forward_cross_entropy_loss(const struct ggml_compute_params * params, struct ggml_tensor * dst);
 // matmul.cpp: mul_mat; out-prod.cpp: out_prod

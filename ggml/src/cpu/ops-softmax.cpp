@@ -10,29 +10,18 @@
 // GCC 12 reports false "may be used uninitialized" warnings inside its own AVX512 headers.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 
 #include "cpu-ops.h"
 #include "ops-common.h"
 #include "simd.h"
+#include "softmax-row.h"
 
 #include <math.h>
 #include <stdint.h>
 
-namespace {
-
-// Sum of term(i) for i in [0, n), accumulated in double over 8 partial sums chosen by position
-// and added pairwise, so the result depends only on the row, never on which thread computes it.
-template <typename Term>
-double row_sum(int64_t n, Term term) {
-    double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        for (int k = 0; k < 8; k++) acc[k] += term(i + k);
-    }
-    for (int k = 0; i + k < n; k++) acc[k] += term(i + k);
-    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-}
+namespace ggml_softmax_row {
 
 // w[i] = exp(w[i] - max) for i < n, with the shared vectorized exp (ops-common.h); returns the
 // sum of the new w[i] (row_sum).
@@ -89,6 +78,20 @@ void add_mask_f16(float * w, const ggml_fp16_t * mask, int64_t n, float slope) {
     for (; i < n; i++) w[i] += slope * GGML_FP16_TO_FP32(mask[i]);
 #endif
 }
+
+float alibi_slope(uint32_t h, uint32_t n_head, float max_bias) {
+    if (max_bias <= 0.0f) return 1.0f;
+    const uint32_t n_head_log2 = n_head > 0 ? 1u << (uint32_t) floor(log2((double) n_head)) : 1u;
+    const float m0 = powf(2.0f, -max_bias / (float) n_head_log2);
+    const float m1 = powf(2.0f, -(max_bias / 2.0f) / (float) n_head_log2);
+    return h < n_head_log2 ? powf(m0, (float) (h + 1)) : powf(m1, (float) (2 * (h - n_head_log2) + 1));
+}
+
+}  // namespace ggml_softmax_row
+
+namespace {
+
+using namespace ggml_softmax_row;
 
 constexpr size_t kBufAlign = 64;
 
@@ -162,13 +165,6 @@ extern "C" void ggml_cpu_forward_soft_max(const ggml_compute_params * params, gg
     const float scale = ggml_get_op_params_f32(dst, 0);
     const float max_bias = ggml_get_op_params_f32(dst, 1);
 
-    // ALiBi (ggml's definition): head h = i2 of n_head = ne2 gets slope m0^(h+1) for the first
-    // n_head_log2 heads (a power of two), then m1^(2(h - n_head_log2) + 1).
-    const uint32_t n_head = (uint32_t) ne2;
-    const uint32_t n_head_log2 = n_head > 0 ? 1u << (uint32_t) floor(log2((double) n_head)) : 1u;
-    const float m0 = powf(2.0f, -max_bias / (float) n_head_log2);
-    const float m1 = powf(2.0f, -(max_bias / 2.0f) / (float) n_head_log2);
-
     const size_t row_bytes = soft_max_row_bytes(ne0);
     GGML_ASSERT(params->wdata != nullptr || ne0 == 0);
     GGML_ASSERT(params->wsize >= kBufAlign + (size_t) params->nth * row_bytes);
@@ -188,11 +184,7 @@ extern "C" void ggml_cpu_forward_soft_max(const ggml_compute_params * params, gg
         }
 
         if (mask) {
-            float slope = 1.0f;
-            if (max_bias > 0.0f) {
-                const uint32_t h = (uint32_t) i2;
-                slope = h < n_head_log2 ? powf(m0, (float) (h + 1)) : powf(m1, (float) (2 * (h - n_head_log2) + 1));
-            }
+            const float slope = alibi_slope((uint32_t) i2, (uint32_t) ne2, max_bias);
             const char * m = ggml_cpu_elem_ptr(mask, 0, i1, i2 % mask->ne[2], i3 % mask->ne[3]);
             if (mask->type == GGML_TYPE_F16) {
                 add_mask_f16(w, (const ggml_fp16_t *) m, ne0, slope);
