@@ -2,8 +2,8 @@
 // against llama.cpp's reference files, batch splitting, token-by-token evaluation, KV cache
 // types, thread counts, context shifting, and the errors of the model loader.
 //
-// A speed measurement (pp512 + tg128) runs only when LLAMA_BENCH_MODEL names a model file
-// (LLAMA_BENCH_THREADS, default 2; LLAMA_BENCH_BW, the memory bandwidth in GB/s, default 31).
+// Speed is measured by a program, not here: build/bin/llama-bench -m MODEL.gguf -p 512 -n 128
+// (--ceiling GBPS compares tg with the memory-bandwidth ceiling).
 #include "test-llama.h"
 
 #include "gguf.h"
@@ -988,43 +988,6 @@ TEST(Model, GreedyStories260KMatchesLlama2c) {
     if (!text.empty() && text[0] == ' ') text.erase(0, 1);  // SentencePiece's leading space
     while (!text.empty() && text.back() == '\n') text.pop_back();
     EXPECT_EQ(text, expected);
-}
-
-// ---- speed (only on request) -----------------------------------------------------------------
-TEST(ModelSpeed, PromptAndGeneration) {
-    const char * path = getenv("LLAMA_BENCH_MODEL");
-    if (!path || !*path) GTEST_SKIP() << "set LLAMA_BENCH_MODEL to a model file to measure pp512 + tg128";
-    const int n_threads = getenv("LLAMA_BENCH_THREADS") ? atoi(getenv("LLAMA_BENCH_THREADS")) : 2;
-    const double bw = getenv("LLAMA_BENCH_BW") ? atof(getenv("LLAMA_BENCH_BW")) : 31.0;
-    const int n_prompt = 512, n_gen = 128, reps = getenv("LLAMA_BENCH_REPS") ? atoi(getenv("LLAMA_BENCH_REPS")) : 3;
-    ModelPtr model(path);
-    ASSERT_NE(model.m, nullptr) << take_errors();
-    const llama_perf_context_data load = [&] {
-        CtxPtr c(model, 16, 16, n_threads);
-        return llama_perf_context(c);
-    }();
-    CtxPtr ctx(model, n_prompt + n_gen, n_prompt, n_threads);
-    ASSERT_NE(ctx.c, nullptr) << take_errors();
-    const int32_t n_vocab = (int32_t) std::min<uint64_t>(32000, 1u << 15);
-    std::vector<llama_token> prompt = some_tokens(n_prompt, std::min(n_vocab, 1000), 1);
-    // Warm-up: touch every weight page once.
-    ASSERT_EQ(llama_decode(ctx, llama_batch_get_one(prompt.data(), 8)), 0);
-    for (int r = 0; r < reps; r++) {
-        llama_kv_self_clear(ctx);
-        llama_perf_context_reset(ctx);
-        ASSERT_EQ(llama_decode(ctx, llama_batch_get_one(prompt.data(), n_prompt)), 0);
-        llama_token t = 10;
-        for (int i = 0; i < n_gen; i++) {
-            ASSERT_EQ(llama_decode(ctx, llama_batch_get_one(&t, 1)), 0);
-            t = 3 + (t * 7 + i) % 900;
-        }
-        const llama_perf_context_data d = llama_perf_context(ctx);
-        const double size_gb = llama_model_size(model) / 1e9;
-        printf("[ speed ] %s, %d threads: load %.0f ms, pp%d %.1f t/s, tg%d %.2f t/s (ceiling %.0f GB/s / %.3f GB = %.1f t/s: %.0f%%)\n",
-               path, n_threads, load.t_load_ms, n_prompt, 1e3 * d.n_p_eval / d.t_p_eval_ms, n_gen,
-               1e3 * d.n_eval / d.t_eval_ms, bw, size_gb, bw / size_gb,
-               100.0 * (1e3 * d.n_eval / d.t_eval_ms) / (bw / size_gb));
-    }
 }
 
 }  // namespace

@@ -1,0 +1,101 @@
+// bench.h - what llama-bench's parts share: the command line, one test instance of it, a
+// measured test, and the printers of the output formats (md, csv, json, jsonl, sql).
+#pragma once
+
+#include "llama.h"
+
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+enum class bench_format { none, md, csv, json, jsonl, sql };
+
+// The command line. Every list is a test parameter: each combination of values is one test.
+struct bench_params {
+    std::vector<std::string> model;
+    std::vector<int> n_prompt;
+    std::vector<int> n_gen;
+    std::vector<std::pair<int, int>> n_pg;
+    std::vector<int> n_depth;
+    std::vector<int> n_batch;
+    std::vector<int> n_ubatch;
+    std::vector<ggml_type> type_k;
+    std::vector<ggml_type> type_v;
+    std::vector<int> n_threads;
+    std::vector<int> n_gpu_layers;  // recorded only: everything runs on the CPU
+    std::vector<bool> flash_attn;   // recorded only: there is no flash attention yet
+    std::vector<bool> use_mmap;
+    int reps = 5;
+    int delay = 0;  // seconds of rest before each test
+    bool verbose = false;
+    bool progress = false;
+    bool no_warmup = false;
+    double ceiling_gbps = 0;  // > 0: report tg speed as a share of the memory-bandwidth ceiling
+    bench_format output = bench_format::md;
+    bench_format output_err = bench_format::none;
+};
+
+// llama.cpp's defaults, which decide the columns a markdown table shows.
+struct bench_defaults {
+    static constexpr int n_batch = 2048;
+    static constexpr int n_ubatch = 512;
+    static constexpr ggml_type type_k = GGML_TYPE_F16;
+    static constexpr ggml_type type_v = GGML_TYPE_F16;
+    static constexpr int n_gpu_layers = 99;
+    static constexpr bool flash_attn = false;
+    static constexpr bool use_mmap = true;
+};
+
+// One test: one value of every list. n_prompt > 0 and n_gen > 0 together is a pg test.
+struct bench_instance {
+    std::string model;
+    int n_prompt = 0;
+    int n_gen = 0;
+    int n_depth = 0;
+    int n_batch = 0;
+    int n_ubatch = 0;
+    ggml_type type_k = GGML_TYPE_F16;
+    ggml_type type_v = GGML_TYPE_F16;
+    int n_threads = 0;
+    int n_gpu_layers = 0;
+    bool flash_attn = false;
+    bool use_mmap = true;
+};
+
+// A test with the model's description and the measured repetitions.
+struct bench_result {
+    bench_instance inst;
+    std::string model_type;  // llama_model_desc
+    uint64_t model_size = 0;
+    uint64_t model_n_params = 0;
+    std::string test_time;  // RFC 3339, UTC
+    std::vector<uint64_t> samples_ns;
+    double ceiling_gbps = 0;
+
+    std::string test_name() const;   // "pp512", "tg128", "pp512+tg128", with " @ d4096" for a depth
+    std::vector<double> samples_ts() const;
+    uint64_t avg_ns() const;
+    uint64_t stddev_ns() const;
+    double avg_ts() const;
+    double stddev_ts() const;
+    // Mean tokens/s as a percentage of GBPS / model size (every weight byte read once per token);
+    // negative when it does not apply (no --ceiling, or not a plain tg test).
+    double ceiling_pct() const;
+};
+
+class bench_printer {
+public:
+    explicit bench_printer(FILE * out) : out_(out) {}
+    virtual ~bench_printer() = default;
+    virtual void header(const bench_params &) {}
+    virtual void row(const bench_result & r) = 0;
+    virtual void footer() {}
+
+protected:
+    FILE * out_;
+};
+
+std::unique_ptr<bench_printer> bench_make_printer(bench_format format, FILE * out);
