@@ -63,8 +63,10 @@ ggml_tensor * lora_mm(ggml_context * ctx, const lora_ctx & lc, ggml_tensor * w, 
             lc.io->lora_masks.push_back(mask);
             xin = ggml_mul(ctx, x, mask);
         }
-        ggml_tensor * ab = ggml_mul_mat(ctx, lw->b, ggml_mul_mat(ctx, lw->a, xin));
-        y = ggml_add(ctx, y, ggml_scale(ctx, ab, e.adapter->effective_scale(*lw, e.scale)));
+        // The scale goes on A x ([r, n_tokens]), the small end; A x is a checkpoint (training).
+        ggml_tensor * ax = ggml_scale(ctx, ggml_mul_mat(ctx, lw->a, xin), e.adapter->effective_scale(*lw, e.scale));
+        lc.io->matmul_out.push_back(ax);
+        y = ggml_add(ctx, y, ggml_mul_mat(ctx, lw->b, ax));
     }
     return y;
 }

@@ -25,8 +25,8 @@ struct llm_graph_io {
     std::vector<ggml_tensor *> lora_masks;
     std::vector<ggml_tensor *> layer_out;  // each layer's output (checkpoints for recomputation)
     // Each layer's input, the outputs of its weight products (roped Q and K, V, FFN gate and
-    // up), the attention output and the residual after attention: checkpoints under which only
-    // the LoRA down-projections (A x) and elementwise ops are recomputed, none of the products.
+    // up), the attention output, the residual after attention and the adapters' scaled A x:
+    // checkpoints under which only elementwise ops are recomputed, none of the products.
     std::vector<ggml_tensor *> matmul_out;
 };
 

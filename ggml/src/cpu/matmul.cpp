@@ -86,7 +86,10 @@ MulMatPlan plan_mul_mat(const ggml_tensor * dst) {
     const ggml_type vdt = p.kern->vec_dot_type;
     p.conv = { p.kern->from_float, ggml_blck_size(vdt), ggml_type_size(vdt) };
     if (p.kern->gemm && K > 0) {
-        p.use_gemm = N >= (ggml_mm_gemm_min_n > 0 ? ggml_mm_gemm_min_n : p.kern->gemm->min_n);
+        // Fewer rows of a than half a micro-tile (a LoRA A x): the tile would mostly multiply
+        // padding, and packing all of b costs more than the dot tiles reading it once.
+        const bool few_rows = a->ne[1] < p.kern->gemm->mr / 2;
+        p.use_gemm = ggml_mm_gemm_min_n > 0 ? N >= ggml_mm_gemm_min_n : (N >= p.kern->gemm->min_n && !few_rows);
     }
     p.convert_b = !(p.kern->vec_dot_type == GGML_TYPE_F32 && b->nb[0] == sizeof(float));
     p.b_row_size = align_up(ggml_row_size(p.kern->vec_dot_type, K));

@@ -40,6 +40,7 @@ constexpr int64_t AXPY_KCH = 256;           // axpy path: elements of a row of d
 constexpr int64_t AXPY_NB = 16;             // axpy path: rows of dst sharing each converted block of a
 // From how many rows of b the GEMM beats the axpy path (measured on AVX512; tests override it).
 constexpr int64_t GEMM_MIN_N = 16;
+constexpr int64_t GEMM_MIN_M = 16;  // ... and from how long a reduction
 // GEMM: at most this many units of the reduction per cache block, so that the packed block of a
 // takes 256 KiB per thread with AVX512's 256 rows of k (as fast as the kernel's 512 there).
 constexpr int64_t GEMM_KC_MAX = 256;
@@ -207,8 +208,9 @@ Plan plan_out_prod(const ggml_tensor * dst) {
             return p;
         }
     }
-    const int64_t min_n = ggml_out_prod_gemm_min_n > 0 ? ggml_out_prod_gemm_min_n : GEMM_MIN_N;
-    if (d.N >= min_n && d.K > 0 && d.M > 0) {
+    // A short reduction (a LoRA rank) makes the GEMM mostly packing: the axpy path is faster.
+    const bool gemm = ggml_out_prod_gemm_min_n > 0 ? d.N >= ggml_out_prod_gemm_min_n : (d.N >= GEMM_MIN_N && d.M >= GEMM_MIN_M);
+    if (gemm && d.K > 0 && d.M > 0) {
         const ggml_vec_kernels * vk = ggml_vec_best();
         const ggml_gemm_kernel * g = f32_gemm();
         if (ggml_get_op_params_i32(dst, 0) == GGML_PREC_BF16 && vk->gemm_bf16_pairs) {
