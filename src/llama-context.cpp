@@ -130,6 +130,7 @@ llama_context_params llama_context_default_params(void) {
     p.n_threads = default_n_threads();
     p.type_k = GGML_TYPE_F16;
     p.type_v = GGML_TYPE_F16;
+    p.flash_attn = false;
     return p;
 }
 
@@ -159,7 +160,7 @@ llama_context * llama_init_from_model(llama_model * model, llama_context_params 
     lctx->n_threads = params.n_threads > 0 ? params.n_threads : default_n_threads();
 
     std::string err;
-    if (!lctx->kv.init(hp, lctx->n_ctx, params.type_k, params.type_v, err)) {
+    if (!lctx->kv.init(hp, lctx->n_ctx, params.type_k, params.type_v, params.flash_attn, err)) {
         LLAMA_LOG_ERROR("llama_init_from_model: %s\n", err.c_str());
         delete lctx;
         return nullptr;
@@ -191,9 +192,9 @@ llama_context * llama_init_from_model(llama_model * model, llama_context_params 
     }
 
     LLAMA_LOG_INFO("llama_init_from_model: n_ctx %u, n_batch %u, n_threads %d, KV cache %.2f MiB (K %s, V %s), "
-                   "compute buffer %.2f MiB, work buffer %.2f MiB\n",
+                   "flash_attn %d, compute buffer %.2f MiB, work buffer %.2f MiB\n",
                    lctx->n_ctx, lctx->n_batch, lctx->n_threads, lctx->kv.total_size() / (1024.0 * 1024.0),
-                   ggml_type_name(params.type_k), ggml_type_name(params.type_v),
+                   ggml_type_name(params.type_k), ggml_type_name(params.type_v), (int) params.flash_attn,
                    ggml_gallocr_get_buffer_size(lctx->galloc, 0) / (1024.0 * 1024.0),
                    lctx->work_size / (1024.0 * 1024.0));
     return lctx;

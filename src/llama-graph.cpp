@@ -113,6 +113,17 @@ ggml_tensor * attend(ggml_context * ctx, const llama_model & model, ggml_tensor 
     return ggml_cont_2d(ctx, kqv, head_dim * n_head, n_tokens);
 }
 
+// The same with the fused op (ggml_flash_attn_ext): keys k and values v both [head_dim, n_kv,
+// n_head_kv] with contiguous rows of any cache type; no score matrix is kept, and a causal mask
+// skips the hidden blocks.
+ggml_tensor * attend_fused(ggml_context * ctx, const llama_model & model, ggml_tensor * q, ggml_tensor * k, ggml_tensor * v,
+                           ggml_tensor * kq_mask, uint32_t n_tokens) {
+    const llama_hparams & hp = model.hparams;
+    const int64_t head_dim = hp.n_embd_head(), n_head = hp.n_head;
+    ggml_tensor * o = ggml_flash_attn_ext(ctx, ggml_permute(ctx, q, 0, 2, 1, 3), k, v, kq_mask, 1.0f / sqrtf((float) head_dim), 0.0f, 0.0f);
+    return ggml_reshape_2d(ctx, o, head_dim * n_head, n_tokens);  // [head_dim, n_head, n_tokens] in memory
+}
+
 // Where attention takes its keys and values from: the KV cache (inference), or the batch itself
 // (training, where the graph must be differentiable and hold no cache).
 struct kv_source {
@@ -139,9 +150,20 @@ struct kv_cache_source : kv_source {
     void put(int il, ggml_tensor * k, ggml_tensor * v) override { store_kv(ctx, gf, kv, il, k, v, n_tokens, kv_head); }
 
     ggml_tensor * attention(int il, ggml_tensor * q, ggml_tensor * kq_mask) override {
+        if (kv.flash_attn) return fused(il, q, kq_mask);
         ggml_tensor * k, * v;
         get(il, &k, &v);
         return attend(ctx, model, q, k, v, kq_mask, n_tokens);
+    }
+
+    // The fused op over cells [0, n_kv), K and V read as stored (F16, Q8_0, ...).
+    ggml_tensor * fused(int il, ggml_tensor * q, ggml_tensor * kq_mask) {
+        const llama_hparams & hp = model.hparams;
+        const int64_t head_dim = hp.n_embd_head(), n_head_kv = hp.n_head_kv;
+        ggml_tensor * k_cache = kv.k_l[il], * v_cache = kv.v_l[il];
+        ggml_tensor * k = ggml_view_3d(ctx, k_cache, head_dim, n_kv, n_head_kv, k_cache->nb[1], ggml_row_size(k_cache->type, head_dim), 0);
+        ggml_tensor * v = ggml_view_3d(ctx, v_cache, head_dim, n_kv, n_head_kv, v_cache->nb[1], ggml_row_size(v_cache->type, head_dim), 0);
+        return attend_fused(ctx, model, q, k, v, kq_mask, n_tokens);
     }
 
     // Keys [head_dim, n_kv, n_head_kv] and values [n_kv, head_dim, n_head_kv] of cells [0, n_kv).
@@ -178,16 +200,13 @@ struct kv_batch_source : kv_source {
         v = v_cur;
     }
 
-    // The fused op: no score matrix kept for the backward pass, and a causal mask skips the
-    // hidden half of the products (forward and backward).
+    // Always the fused op: it keeps no score matrix for the backward pass.
     ggml_tensor * attention(int, ggml_tensor * q, ggml_tensor * kq_mask) override {
         const llama_hparams & hp = model.hparams;
-        const int64_t head_dim = hp.n_embd_head(), n_head = hp.n_head, n_head_kv = hp.n_head_kv;
+        const int64_t head_dim = hp.n_embd_head(), n_head_kv = hp.n_head_kv;
         ggml_tensor * kt = ggml_permute(ctx, k, 0, 2, 1, 3);  // [head_dim, n_tokens, n_head_kv]
         ggml_tensor * vt = ggml_permute(ctx, ggml_reshape_3d(ctx, v, head_dim, n_head_kv, n_tokens), 0, 2, 1, 3);
-        ggml_tensor * qt = ggml_permute(ctx, q, 0, 2, 1, 3);  // [head_dim, n_tokens, n_head]
-        ggml_tensor * o = ggml_flash_attn_ext(ctx, qt, kt, vt, kq_mask, 1.0f / sqrtf((float) head_dim), 0.0f, 0.0f);
-        return ggml_reshape_2d(ctx, o, head_dim * n_head, n_tokens);  // [head_dim, n_head, n_tokens] in memory
+        return attend_fused(ctx, model, q, kt, vt, kq_mask, n_tokens);
     }
 };
 

@@ -14,7 +14,7 @@ llama_kv_cache::~llama_kv_cache() {
     ggml_free(ctx);
 }
 
-bool llama_kv_cache::init(const llama_hparams & hp, uint32_t n_ctx, ggml_type tk, ggml_type tv, std::string & err) {
+bool llama_kv_cache::init(const llama_hparams & hp, uint32_t n_ctx, ggml_type tk, ggml_type tv, bool fa, std::string & err) {
     const uint32_t head_dim = hp.n_embd_head();
     auto check_type = [&](ggml_type t, const char * which) {
         if (t == GGML_TYPE_F32 || t == GGML_TYPE_F16) return true;
@@ -39,7 +39,8 @@ bool llama_kv_cache::init(const llama_hparams & hp, uint32_t n_ctx, ggml_type tk
     size = n_ctx;
     n_embd_k_gqa = hp.n_embd_k_gqa();
     n_embd_v_gqa = hp.n_embd_v_gqa();
-    v_trans = !ggml_is_quantized(tv);
+    flash_attn = fa;
+    v_trans = !ggml_is_quantized(tv) && !fa;
 
     ggml_init_params ip = { 2 * hp.n_layer * ggml_tensor_overhead() + 1024, nullptr, true };
     ctx = ggml_init(ip);

@@ -3,7 +3,8 @@
 // Layout per layer: K is [n_embd_k_gqa, size] (one row per cell, RoPE already applied). V is
 // stored transposed, [size, n_embd_v_gqa], for F32/F16 so that attention multiplies it without
 // a copy; a block type (Q8_0) cannot be written one element per row, so V is then stored like
-// K and converted for attention.
+// K and converted for attention. With flash attention V is always stored like K: the fused op
+// reads rows of both as they are.
 //
 // The used cells are always [0, used): removing tokens compacts the remaining cells (moving
 // their data), so a batch is appended at `used` as one contiguous range. Causality comes from
@@ -24,7 +25,8 @@ struct llama_kv_cache {
     uint32_t size = 0;          // cells (n_ctx)
     uint32_t n_embd_k_gqa = 0;
     uint32_t n_embd_v_gqa = 0;
-    bool v_trans = true;        // V stored transposed (F32, F16)
+    bool v_trans = true;        // V stored transposed (F32, F16 without flash attention)
+    bool flash_attn = false;    // attention through ggml_flash_attn_ext (V stored like K)
 
     std::vector<ggml_tensor *> k_l;  // per layer
     std::vector<ggml_tensor *> v_l;
@@ -40,7 +42,7 @@ struct llama_kv_cache {
     llama_kv_cache & operator=(const llama_kv_cache &) = delete;
 
     // Allocates (and zeroes) the cache; false with a message in err.
-    bool init(const llama_hparams & hp, uint32_t n_ctx, ggml_type type_k, ggml_type type_v, std::string & err);
+    bool init(const llama_hparams & hp, uint32_t n_ctx, ggml_type type_k, ggml_type type_v, bool flash_attn, std::string & err);
     size_t total_size() const { return buf_size; }
 
     void clear();

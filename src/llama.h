@@ -70,6 +70,8 @@ struct llama_context_params {
     int32_t  n_threads;   // threads for evaluation
     enum ggml_type type_k;  // KV cache types: F16 (default), F32 or Q8_0
     enum ggml_type type_v;
+    bool flash_attn;        // fused attention (ggml_flash_attn_ext) reading the cache as stored,
+                            // no n_kv x n_tokens score matrix (default false, as llama.cpp)
 };
 struct llama_context_params llama_context_default_params(void);
 

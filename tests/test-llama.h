@@ -54,13 +54,14 @@ struct ModelPtr {
 struct CtxPtr {
     llama_context * c = nullptr;
     CtxPtr(llama_model * m, uint32_t n_ctx, uint32_t n_batch, int n_threads = 2, ggml_type tk = GGML_TYPE_F16,
-           ggml_type tv = GGML_TYPE_F16) {
+           ggml_type tv = GGML_TYPE_F16, bool flash_attn = false) {
         llama_context_params p = llama_context_default_params();
         p.n_ctx = n_ctx;
         p.n_batch = n_batch;
         p.n_threads = n_threads;
         p.type_k = tk;
         p.type_v = tv;
+        p.flash_attn = flash_attn;
         c = llama_init_from_model(m, p);
     }
     ~CtxPtr() { llama_free(c); }

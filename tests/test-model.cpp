@@ -308,6 +308,62 @@ TEST(Model, KvCacheTypes) {
     }
 }
 
+// Flash attention (the fused op reading K and V rows as stored) against the soft_max path: a
+// prompt in batches of 16 (queries after cached keys), then tokens one at a time, on F32, F16
+// and quantized models. With an F32 cache both compute the same thing. With an F16 or Q8_0
+// cache the soft_max path also rounds q and the probabilities to F16 for its products while the
+// fused op keeps them in F32: it must be at least as close to the F32 cache's logits. Then a
+// context shift, which moves V rows instead of columns.
+TEST(Model, FlashAttentionMatchesSoftMaxPath) {
+    for (const char * name : { "stories260K", "ktest-F16", "ktest-Q4_0", "TinyStories-656K-Q8_0" }) {
+        REQUIRE_MODEL(name);
+        const int32_t n_vocab = n_vocab_of(model);
+        const int32_t n = 48;
+        const std::vector<llama_token> toks = some_tokens(n, n_vocab, 5);
+        const std::vector<llama_token> prompt(toks.begin(), toks.begin() + 40), gen(toks.begin() + 40, toks.end());
+        const bool q8_ok = llama_model_n_embd(model) / llama_model_n_head(model) % 32 == 0;
+        auto run = [&](ggml_type type, bool fa) {
+            CtxPtr ctx(model, 64, 16, 2, type, type, fa);
+            EXPECT_NE(ctx.c, nullptr) << take_errors();
+            if (!ctx.c) return std::vector<float>();
+            std::vector<float> r = eval_all(ctx, prompt);
+            const std::vector<float> g = eval_one_by_one(ctx, gen);
+            r.insert(r.end(), g.begin(), g.end());
+            return r;
+        };
+        const std::vector<float> exact = run(GGML_TYPE_F32, false);
+        ASSERT_EQ(exact.size(), (size_t) n * n_vocab);
+        for (ggml_type type : { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_Q8_0 }) {
+            if (type == GGML_TYPE_Q8_0 && !q8_ok) continue;
+            SCOPED_TRACE(std::string(name) + " cache " + ggml_type_name(type));
+            const std::vector<float> soft = run(type, false), fused = run(type, true);
+            ASSERT_EQ(fused.size(), exact.size());
+            const double kl_soft = mean_kl(exact.data(), soft.data(), n, n_vocab);
+            const double kl_fused = mean_kl(exact.data(), fused.data(), n, n_vocab);
+            printf("[ %s, %s cache ] mean KL to the F32 cache: soft_max path %.3g, flash attention %.3g\n", name,
+                   ggml_type_name(type), kl_soft, kl_fused);
+            if (type == GGML_TYPE_F32) {
+                EXPECT_LT(kl_fused, 1e-6);  // float rounding only: sums in another order
+            } else {
+                EXPECT_LT(kl_fused, 1.1 * kl_soft + 1e-9);
+                EXPECT_LT(kl_fused, 1e-3);
+            }
+
+            // Shift: drop positions [4, 12), move the rest down, continue; both paths agree.
+            std::vector<float> shifted[2];
+            for (int fa = 0; fa < 2; fa++) {
+                CtxPtr ctx(model, 64, 16, 2, type, type, fa == 1);
+                ASSERT_FALSE(eval_all(ctx, prompt).empty());
+                ASSERT_TRUE(llama_kv_self_seq_rm(ctx, 0, 4, 12));
+                llama_kv_self_seq_add(ctx, 0, 12, -1, -8);
+                shifted[fa] = eval_one_by_one(ctx, gen);
+            }
+            const double kl_shift = mean_kl(shifted[0].data(), shifted[1].data(), (int32_t) gen.size(), n_vocab);
+            EXPECT_LT(kl_shift, 2 * kl_soft + 1e-6) << "after a context shift";
+        }
+    }
+}
+
 TEST(Model, KvCacheQ8NeedsWholeBlocksPerHead) {
     REQUIRE_MODEL("stories260K");  // head size 8
     take_errors();

@@ -26,7 +26,7 @@ struct bench_params {
     std::vector<ggml_type> type_v;
     std::vector<int> n_threads;
     std::vector<int> n_gpu_layers;  // recorded only: everything runs on the CPU
-    std::vector<bool> flash_attn;   // recorded only: there is no flash attention yet
+    std::vector<bool> flash_attn;
     std::vector<bool> use_mmap;
     int reps = 5;
     int delay = 0;  // seconds of rest before each test

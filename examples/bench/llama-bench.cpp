@@ -53,7 +53,7 @@ void usage(FILE * out) {
             "  -ctv, --cache-type-v <f16|f32|q8_0>       (default: f16)\n"
             "  -t, --threads <n>                         (default: %d)\n"
             "  -ngl, --n-gpu-layers <n>                  (default: %d; recorded only, this engine runs on the CPU)\n"
-            "  -fa, --flash-attn <0|1>                   (default: 0; recorded only, no flash attention yet)\n"
+            "  -fa, --flash-attn <0|1>                   (default: 0)\n"
             "  -mmp, --mmap <0|1>                        (default: 1)\n"
             "\n"
             "Multiple values can be given for each parameter by separating them with ','\n"
@@ -275,9 +275,6 @@ bench_params parse_args(int argc, char ** argv) {
     if (p.n_gpu_layers.empty()) p.n_gpu_layers = { bench_defaults::n_gpu_layers };
     if (p.flash_attn.empty()) p.flash_attn = { bench_defaults::flash_attn };
     if (p.use_mmap.empty()) p.use_mmap = { bench_defaults::use_mmap };
-    if (std::find(p.flash_attn.begin(), p.flash_attn.end(), true) != p.flash_attn.end()) {
-        fprintf(stderr, "llama-bench: warning: -fa 1 is recorded but ignored: this engine has no flash attention yet\n");
-    }
     return p;
 }
 
@@ -407,6 +404,7 @@ int run(const bench_params & params) {
         cp.n_batch = (uint32_t) std::min(inst.n_batch, inst.n_ubatch);  // our graphs are llama.cpp's micro-batches
         cp.n_threads = inst.n_threads;
         cp.type_k = inst.type_k;
+        cp.flash_attn = inst.flash_attn;
         cp.type_v = inst.type_v;
         ctx_ptr ctx(llama_init_from_model(model.get(), cp));
         if (!ctx) throw std::runtime_error("failed to create a context for model '" + inst.model + "'");

@@ -43,6 +43,7 @@ struct cli_params {
     bool conversation = false;
     std::string chat_template;  // empty: the model's, else ChatML
     ggml_type cache_type = GGML_TYPE_F16;
+    bool flash_attn = false;
     bool use_mmap = true;
     bool use_repack = true;
     std::vector<std::pair<std::string, float>> loras;  // LoRA adapter path, scale
@@ -77,6 +78,7 @@ void usage(FILE * out) {
             "      --repeat-last-n N     tokens the penalty looks back (default 64)\n"
             "      --keep N              prompt tokens kept when the context shifts (default 0)\n"
             "      --cache-type T        KV cache type: f16 (default), f32, q8_0\n"
+            "  -fa, --flash-attn         fused attention reading the cache as stored (less memory)\n"
             "      --no-mmap             read the model into memory instead of mapping it\n"
             "      --no-repack           keep the file's weight layout (default: rearrange\n"
             "                            the matrices this CPU multiplies faster repacked)\n"
@@ -169,6 +171,8 @@ cli_params parse_args(int argc, char ** argv) {
             else if (t == "f32") p.cache_type = GGML_TYPE_F32;
             else if (t == "q8_0") p.cache_type = GGML_TYPE_Q8_0;
             else fail_arg("invalid value for --cache-type: '" + t + "' (f16, f32 or q8_0)");
+        } else if (a == "-fa" || a == "--flash-attn") {
+            p.flash_attn = true;
         } else if (a == "--no-mmap") {
             p.use_mmap = false;
         } else if (a == "--no-repack") {
@@ -329,6 +333,7 @@ int main(int argc, char ** argv) {
     cparams.n_threads = params.n_threads > 0 ? params.n_threads : (int32_t) std::max(1u, std::thread::hardware_concurrency());
     cparams.type_k = params.cache_type;
     cparams.type_v = params.cache_type;
+    cparams.flash_attn = params.flash_attn;
     llama_context * ctx = llama_init_from_model(model, cparams);
     if (!ctx) {
         fprintf(stderr, "llama-cli: cannot create a context\n");

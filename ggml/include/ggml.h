@@ -487,7 +487,8 @@ struct ggml_tensor * ggml_soft_max_ext(struct ggml_context * ctx, struct ggml_te
 
 // Fused attention (ggml's flash_attn_ext): per head softmax(scale * K^T q + mask) V, computed by
 // blocks of queries without the n_kv x n_q score matrix. q [D, n_q, n_head, ne3] F32; k [D, n_kv,
-// n_head_kv, ne3] and v [Dv, n_kv, n_head_kv, ne3] F32 or F16, rows contiguous (n_head a multiple
+// n_head_kv, ne3] and v [Dv, n_kv, n_head_kv, ne3] F32, F16, BF16 or a quantized type (a KV
+// cache read as it is stored; gradients only for F32), rows contiguous (n_head a multiple
 // of n_head_kv: grouped-query attention); mask NULL or F32/F16 [n_kv, >= n_q, 1 or n_head, 1 or
 // ne3], -inf where a key is hidden from a query (the keys hidden from a whole block of queries are
 // skipped, so a causal mask halves the work). max_bias > 0: ALiBi, the mask scaled by the head's

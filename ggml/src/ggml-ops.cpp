@@ -622,10 +622,14 @@ GGML_BACKWARD_RULE(soft_max) {
 
 // ---- fused attention -----------------------------------------------------------------------
 static void check_attention_operands(const ggml_tensor * q, const ggml_tensor * k, const ggml_tensor * v, const ggml_tensor * mask) {
-    auto is_kv_type = [](ggml_type t) { return t == GGML_TYPE_F32 || t == GGML_TYPE_F16; };
+    // Keys and values of any type with a conversion to F32 (F16, BF16, Q8_0 caches), whole rows.
+    auto is_kv = [](const ggml_tensor * t) {
+        const ggml_type_traits * tt = ggml_get_type_traits(t->type);
+        return (t->type == GGML_TYPE_F32 || (tt && tt->to_float)) && t->ne[0] % ggml_blck_size(t->type) == 0 &&
+               t->nb[0] == ggml_type_size(t->type);
+    };
     GGML_ASSERT(q->type == GGML_TYPE_F32 && q->nb[0] == sizeof(float) && "flash_attn_ext: q must be F32 with contiguous rows");
-    GGML_ASSERT(is_kv_type(k->type) && is_kv_type(v->type) && "flash_attn_ext: k and v must be F32 or F16");
-    GGML_ASSERT(k->nb[0] == ggml_type_size(k->type) && v->nb[0] == ggml_type_size(v->type) && "flash_attn_ext: k and v need contiguous rows");
+    GGML_ASSERT(is_kv(k) && is_kv(v) && "flash_attn_ext: k and v need contiguous rows of a type convertible to F32");
     GGML_ASSERT(k->ne[0] == q->ne[0] && "flash_attn_ext: q and k rows must have the same length");
     GGML_ASSERT(v->ne[1] == k->ne[1] && v->ne[2] == k->ne[2] && "flash_attn_ext: k and v must have the same keys and heads");
     GGML_ASSERT(k->ne[2] > 0 && q->ne[2] % k->ne[2] == 0 && "flash_attn_ext: n_head must be a multiple of n_head_kv");

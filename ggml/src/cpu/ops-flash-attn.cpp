@@ -87,7 +87,12 @@ KvRows kv_rows(const ggml_tensor * t, int64_t hk, int64_t i3, int64_t lo, int64_
         return { (const float *) base, (int64_t) (t->nb[1] / sizeof(float)) };
     }
     const int64_t n = t->ne[0];
-    for (int64_t j = lo; j < hi; j++) ggml_cpu_row_to_f32(t->type, base + j * t->nb[1], buf + j * n, n);
+    if (t->type == GGML_TYPE_F32 || t->type == GGML_TYPE_F16 || t->type == GGML_TYPE_BF16) {
+        for (int64_t j = lo; j < hi; j++) ggml_cpu_row_to_f32(t->type, base + j * t->nb[1], buf + j * n, n);
+    } else {
+        const ggml_to_float_t to_float = ggml_get_type_traits(t->type)->to_float;
+        for (int64_t j = lo; j < hi; j++) to_float(base + j * t->nb[1], buf + j * n, n);
+    }
     return { buf, n };
 }
 
