@@ -549,7 +549,10 @@ TEST(FlashAttn, ShapesMasksAndHeads) {
         {17, 33, 66, 71, 6, 2, 1, GGML_TYPE_F32, GGML_TYPE_F16, AttnMask::Random, 6, true, s, 0, 0},
         {16, 16, 9, 300, 6, 3, 1, GGML_TYPE_F16, GGML_TYPE_F32, AttnMask::Alibi, 1, false, s, 8.0f, 0},
         {32, 32, 65, 65, 2, 1, 1, GGML_TYPE_F32, GGML_TYPE_F32, AttnMask::Causal, 1, false, s, 0, 5.0f},
+        // a few queries (token generation): the dot-product path
         {80, 80, 1, 513, 4, 4, 1, GGML_TYPE_F16, GGML_TYPE_F16, AttnMask::Causal, 1, false, 0.11f, 0, 0},
+        {24, 40, 3, 37, 6, 2, 2, GGML_TYPE_F32, GGML_TYPE_F32, AttnMask::Random, 6, true, s, 0, 0},
+        {16, 16, 4, 70, 4, 2, 1, GGML_TYPE_F16, GGML_TYPE_F16, AttnMask::Alibi, 1, false, s, 4.0f, 3.0f},
     };
     uint32_t seed = 300;
     for (const AttnCase & c : cases) run_flash_attn_case(c, seed++);

@@ -161,6 +161,38 @@ void softmax_rows(const Attn & at, int64_t i3, int64_t h, int64_t i0, int64_t nb
     }
 }
 
+// At most this many queries per block take the dot-product path (few_queries).
+constexpr int64_t FEW_QUERIES = 4;
+
+// The same products without packing: S = K^T q by the build's F32 dot tiles, softmax (the
+// callback), then each output row accumulates the value rows weighted by its probabilities,
+// 16 rows per axpy call. Each value is computed the same way whatever the thread.
+template <typename Softmax>
+void few_queries(const KvRows & K, const KvRows & V, int64_t lo, int64_t nk, const float * q, size_t q_nb1, int64_t nb,
+                 float * s, int64_t ld_s, int64_t D, int64_t Dv, float * o, int64_t ldo, Softmax softmax) {
+    const ggml_vec_kernels * vk = ggml_vec_best();
+    const ggml_mm_type_kernels * mk = vk->mm_type(GGML_TYPE_F32);
+    const ggml_dot_tile_fn dot = mk ? mk->dot_tile : ggml_vec_scalar.mm_type(GGML_TYPE_F32)->dot_tile;
+    const int T = GGML_DOT_TILE_MAX;
+    for (int64_t j = 0; j < nk; j += T) {
+        for (int64_t i = 0; i < nb; i += T) {
+            dot(D, (int) std::min<int64_t>(T, nk - j), (int) std::min<int64_t>(T, nb - i), K.p + (lo + j) * K.ld,
+                (size_t) K.ld * sizeof(float), (const char *) q + i * q_nb1, q_nb1, s + i * ld_s + j, (size_t) ld_s);
+        }
+    }
+    softmax();
+    const float * rows[16];
+    for (int64_t r = 0; r < nb; r++) {
+        float * out = o + r * ldo;
+        memset(out, 0, Dv * sizeof(float));
+        for (int64_t j = 0; j < nk; j += 16) {
+            const int n = (int) std::min<int64_t>(16, nk - j);
+            for (int t = 0; t < n; t++) rows[t] = V.p + (lo + j + t) * V.ld;
+            vk->axpy(Dv, n, s + r * ld_s + j, rows, out);
+        }
+    }
+}
+
 struct ThreadBufs {
     float * s, * dp, * t, * kbuf, * vbuf;
     void * gemm;
@@ -222,8 +254,14 @@ void ggml_cpu_forward_flash_attn_ext(const struct ggml_compute_params * params, 
                 for (int64_t r = 0; r < nb; r++) memset(o + r * ldo, 0, at.Dv * sizeof(float));
                 continue;
             }
-            const ggml_gemm_operand qr = { (const float *) ((const char *) at.q->data + i0 * at.q->nb[1] + h * at.q->nb[2] + i3 * at.q->nb[3]),
-                                           (int64_t) (at.q->nb[1] / sizeof(float)), false };
+            const float * qp = (const float *) ((const char *) at.q->data + i0 * at.q->nb[1] + h * at.q->nb[2] + i3 * at.q->nb[3]);
+            if (nb <= FEW_QUERIES) {
+                // Token generation: packing the keys for a few queries costs more than the products.
+                few_queries(K, V, lo, nk, qp, at.q->nb[1], nb, tb.s, at.ld_s, at.D, at.Dv, o, ldo,
+                            [&] { softmax_rows(at, i3, h, i0, nb, lo, nk, tb.s, nullptr); });
+                continue;
+            }
+            const ggml_gemm_operand qr = { qp, (int64_t) (at.q->nb[1] / sizeof(float)), false };
             ggml_gemm_block(nk, nb, at.D, { K.p + lo * K.ld, K.ld, false }, qr, tb.s, at.ld_s, false, tb.gemm);
             softmax_rows(at, i3, h, i0, nb, lo, nk, tb.s, nullptr);
             ggml_gemm_block(at.Dv, nb, nk, { V.p + lo * V.ld, V.ld, true }, { tb.s, at.ld_s, false }, o, ldo, false, tb.gemm);
