@@ -12,6 +12,35 @@
 
 static inline int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
 
+// Eight lanes (GCC/Clang vector extensions: AVX / NEON registers where the build has them,
+// scalar code elsewhere). This file is compiled with -ffp-contract=off, so each lane rounds
+// exactly as the scalar expression does on every ISA and compiler.
+typedef float f8 __attribute__((vector_size(32)));
+typedef int32_t i8v __attribute__((vector_size(32)));
+
+static inline f8 load8(const float * p) {
+    f8 v;
+    memcpy(&v, p, sizeof(v));
+    return v;
+}
+static inline f8 splat8(float s) { return f8{s, s, s, s, s, s, s, s}; }
+static inline double sum8(f8 v) { return (double) (((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]))); }
+
+// rintf (nearest, ties to even) of each lane with |v| < 2^22, by adding and subtracting
+// 1.5 * 2^23, which vectorizes where the libm call does not. Larger |v| come out large with
+// their sign, which the callers' clamping to the level range maps the same way.
+static inline f8 round_even8(f8 v) {
+    const f8 magic = splat8(12582912.0f);
+    return (v + magic) - magic;
+}
+
+// Lanes clamped to [lo, hi] (a NaN stays NaN, as with the scalar ternaries).
+static inline f8 clamp8(f8 v, float lo, float hi) {
+    const f8 vlo = splat8(lo), vhi = splat8(hi);
+    v = v < vlo ? vlo : v;
+    return v > vhi ? vhi : v;
+}
+
 // ---- symmetric: x ~ s * q, q in [qmin, qmax] -----------------------------------------------
 static const int SYM_STEPS = 9;  // candidates on each side of each end's guess
 
@@ -19,20 +48,17 @@ static const int SYM_STEPS = 9;  // candidates on each side of each end's guess
 // position (a fixed order the compiler can vectorize); n is a multiple of 8.
 static inline void sym_round(int n, const float * x, const float * w, float iscale, int qmin, int qmax, int8_t * L,
                              double * sxl, double * sll) {
-    float a[8] = {0}, b[8] = {0};
-    const float fqmin = (float) qmin, fqmax = (float) qmax;
+    f8 a = {}, b = {};
     for (int i = 0; i < n; i += 8) {
-        for (int k = 0; k < 8; k++) {
-            float l = rintf(iscale * x[i + k]);  // float min/max: the loop vectorizes
-            l = l < fqmin ? fqmin : l;
-            l = l > fqmax ? fqmax : l;
-            L[i + k] = (int8_t) l;
-            a[k] += w[i + k] * x[i + k] * l;
-            b[k] += w[i + k] * l * l;
-        }
+        const f8 xv = load8(x + i), wv = load8(w + i);
+        const f8 l = clamp8(round_even8(iscale * xv), (float) qmin, (float) qmax);
+        const i8v li = __builtin_convertvector(l, i8v);
+        for (int k = 0; k < 8; k++) L[i + k] = (int8_t) li[k];
+        a += wv * xv * l;
+        b += wv * l * l;
     }
-    *sxl = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
-    *sll = ((b[0] + b[1]) + (b[2] + b[3])) + ((b[4] + b[5]) + (b[6] + b[7]));
+    *sxl = sum8(a);
+    *sll = sum8(b);
 }
 
 float quant_fit_symmetric(int n, const float * x, const float * w, int qmin, int qmax, int8_t * L) {
@@ -93,14 +119,14 @@ float quant_fit_symmetric(int n, const float * x, const float * w, int qmin, int
 }
 
 double quant_error(int n, const float * x, const float * w, float s, float m, const uint8_t * L) {
-    float e[8] = {0};
+    f8 e = {};
     for (int i = 0; i < n; i += 8) {
-        for (int k = 0; k < 8; k++) {
-            const float d = x[i + k] - (s * (float) L[i + k] - m);
-            e[k] += w[i + k] * d * d;
-        }
+        f8 l;
+        for (int k = 0; k < 8; k++) l[k] = (float) L[i + k];
+        const f8 d = load8(x + i) - (s * l - m);
+        e += load8(w + i) * d * d;
     }
-    return ((e[0] + e[1]) + (e[2] + e[3])) + ((e[4] + e[5]) + (e[6] + e[7]));
+    return sum8(e);
 }
 
 // ---- asymmetric: x ~ s * q - m, q in [0, qmax] ---------------------------------------------
@@ -111,20 +137,16 @@ struct ls_sums { double sw, sx, sxx, sl, sll, sxl; };
 // Rounds (x - xmin) * iscale to levels 0..qmax and accumulates the least-squares sums (8 partial
 // sums by position, as in sym_round; n a multiple of 8).
 static inline ls_sums asym_round(int n, const float * x, const float * w, float xmin, float iscale, int qmax, uint8_t * L) {
-    float sl[8] = {0}, sll[8] = {0}, sxl[8] = {0};
-    const float fqmax = (float) qmax;
+    f8 sl = {}, sll = {}, sxl = {};
     for (int i = 0; i < n; i += 8) {
-        for (int k = 0; k < 8; k++) {
-            float l = rintf(iscale * (x[i + k] - xmin));  // float min/max: the loop vectorizes
-            l = l < 0.0f ? 0.0f : l;
-            l = l > fqmax ? fqmax : l;
-            L[i + k] = (uint8_t) l;
-            sl[k] += w[i + k] * l;
-            sll[k] += w[i + k] * l * l;
-            sxl[k] += w[i + k] * x[i + k] * l;
-        }
+        const f8 xv = load8(x + i), wv = load8(w + i);
+        const f8 l = clamp8(round_even8(iscale * (xv - xmin)), 0.0f, (float) qmax);
+        const i8v li = __builtin_convertvector(l, i8v);
+        for (int k = 0; k < 8; k++) L[i + k] = (uint8_t) li[k];
+        sl += wv * l;
+        sll += wv * l * l;
+        sxl += wv * xv * l;
     }
-    auto sum8 = [](const float * v) { return (double) (((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]))); };
     ls_sums r = {};
     r.sl = sum8(sl);
     r.sll = sum8(sll);
@@ -137,8 +159,9 @@ static double solve_scale_min(const ls_sums & t, bool any_sign, float * s_out, f
     const double det = t.sw * t.sll - t.sl * t.sl;
     double s = 0, off = 0;  // x ~ s * L + off
     if (det > 0) {
-        s = (t.sw * t.sxl - t.sl * t.sx) / det;
-        off = (t.sll * t.sx - t.sl * t.sxl) / det;
+        const double inv = 1.0 / det;  // one division: this runs for every candidate scale
+        s = (t.sw * t.sxl - t.sl * t.sx) * inv;
+        off = (t.sll * t.sx - t.sl * t.sxl) * inv;
     }
     if (det <= 0 || (off > 0 && !any_sign) || s < 0) {
         off = 0;  // the format cannot add a positive offset: fit the scale alone
