@@ -53,10 +53,7 @@ static void quantize_scale_min_superblock(const float * x, const float * w, int 
             for (int mi = m0 - 1; mi <= m0 + 1; mi++) {
                 if (mi < 0 || mi > smax) continue;
                 const float ds = d * si, dm = dmin * mi;
-                for (int i = 0; i < sub; i++) {
-                    cand[i] = ds > 0.0f ? (uint8_t) clampi(quant_round((xs[i] + dm) / ds), 0, qmax) : 0;
-                }
-                const double err = quant_error(sub, xs, ws, ds, dm, cand);
+                const double err = quant_round_error(sub, xs, ws, ds, dm, qmax, cand);
                 if (err < best) {
                     best = err;
                     sc_q[j] = (uint8_t) si;

@@ -118,12 +118,26 @@ float quant_fit_symmetric(int n, const float * x, const float * w, int qmin, int
     return s;
 }
 
-double quant_error(int n, const float * x, const float * w, float s, float m, const uint8_t * L) {
+double quant_round_error(int n, const float * x, const float * w, float s, float m, int qmax, uint8_t * L) {
     f8 e = {};
+    const i8v zero = {}, top = zero + qmax;
     for (int i = 0; i < n; i += 8) {
-        f8 l;
-        for (int k = 0; k < 8; k++) l[k] = (float) L[i + k];
-        const f8 d = load8(x + i) - (s * l - m);
+        const f8 xv = load8(x + i);
+        f8 l = {};
+        if (s > 0.0f) {
+            const f8 v = (xv + m) / s;
+            // quant_round: half away from zero, then truncation; clamped first so that the
+            // conversion stays in range.
+            const f8 r = clamp8(v >= 0.0f ? v + 0.5f : v - 0.5f, -1.0f, (float) qmax + 1.0f);
+            i8v q = __builtin_convertvector(r, i8v);
+            q = q < zero ? zero : q;
+            q = q > top ? top : q;
+            l = __builtin_convertvector(q, f8);
+            for (int k = 0; k < 8; k++) L[i + k] = (uint8_t) q[k];
+        } else {
+            memset(L + i, 0, 8);
+        }
+        const f8 d = xv - (s * l - m);
         e += load8(w + i) * d * d;
     }
     return sum8(e);

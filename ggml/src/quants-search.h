@@ -18,8 +18,9 @@ float quant_fit_scale_offset(int n, const float * x, const float * w, int qmax, 
 // Non-uniform levels (sorted ascending, nlev of them): x ~ s * levels[L]. Returns s.
 float quant_fit_levels(int n, const float * x, const float * w, const int8_t * levels, int nlev, uint8_t * L);
 
-// Weighted squared error of x against s * q - m for the given levels.
-double quant_error(int n, const float * x, const float * w, float s, float m, const uint8_t * L);
+// Levels L = clamp(quant_round((x + m) / s), 0, qmax) (all 0 when s <= 0) and the weighted
+// squared error of x against s * L - m; n a multiple of 8.
+double quant_round_error(int n, const float * x, const float * w, float s, float m, int qmax, uint8_t * L);
 
 // Nearest integer, ties away from zero (as roundf), returned as int.
 static inline int quant_round(float v) { return (int) (v >= 0.0f ? v + 0.5f : v - 0.5f); }
