@@ -91,13 +91,7 @@ static void quantize_symmetric_superblock(const float * x, const float * w, int 
         double best = INFINITY;
         for (int si = s0 - 1; si <= s0 + 1; si++) {
             if (si < smin || si > smax) continue;
-            const float ds = d * si;
-            double err = 0.0;
-            for (int i = 0; i < sub; i++) {
-                cand[i] = ds != 0.0f ? (int8_t) clampi(quant_round(xs[i] / ds), qmin, qmax) : 0;
-                const double e = xs[i] - (double) ds * cand[i];
-                err += ws[i] * e * e;
-            }
+            const double err = quant_round_error_sym(sub, xs, ws, d * si, qmin, qmax, cand);
             if (err < best) {
                 best = err;
                 sc_q[j] = (int8_t) si;

@@ -143,6 +143,29 @@ double quant_round_error(int n, const float * x, const float * w, float s, float
     return sum8(e);
 }
 
+double quant_round_error_sym(int n, const float * x, const float * w, float s, int qmin, int qmax, int8_t * L) {
+    f8 e = {};
+    const i8v lo = i8v{} + qmin, hi = i8v{} + qmax;
+    for (int i = 0; i < n; i += 8) {
+        const f8 xv = load8(x + i);
+        f8 l = {};
+        if (s != 0.0f) {
+            const f8 v = xv / s;
+            const f8 r = clamp8(v >= 0.0f ? v + 0.5f : v - 0.5f, (float) qmin - 1.0f, (float) qmax + 1.0f);
+            i8v q = __builtin_convertvector(r, i8v);
+            q = q < lo ? lo : q;
+            q = q > hi ? hi : q;
+            l = __builtin_convertvector(q, f8);
+            for (int k = 0; k < 8; k++) L[i + k] = (int8_t) q[k];
+        } else {
+            memset(L + i, 0, 8);
+        }
+        const f8 d = xv - s * l;
+        e += load8(w + i) * d * d;
+    }
+    return sum8(e);
+}
+
 // ---- asymmetric: x ~ s * q - m, q in [0, qmax] ---------------------------------------------
 static const int ASYM_STEPS = 8;
 

@@ -21,6 +21,9 @@ float quant_fit_levels(int n, const float * x, const float * w, const int8_t * l
 // Levels L = clamp(quant_round((x + m) / s), 0, qmax) (all 0 when s <= 0) and the weighted
 // squared error of x against s * L - m; n a multiple of 8.
 double quant_round_error(int n, const float * x, const float * w, float s, float m, int qmax, uint8_t * L);
+// The same for symmetric levels: L = clamp(quant_round(x / s), qmin, qmax) (all 0 when s == 0),
+// error against s * L.
+double quant_round_error_sym(int n, const float * x, const float * w, float s, int qmin, int qmax, int8_t * L);
 
 // Nearest integer, ties away from zero (as roundf), returned as int.
 static inline int quant_round(float v) { return (int) (v >= 0.0f ? v + 0.5f : v - 0.5f); }
