@@ -13,6 +13,8 @@
 #include <string>
 #include <thread>
 
+#include <unistd.h>
+
 void llama_context::free_deleter::operator()(void * p) const { free(p); }
 
 namespace {
@@ -26,6 +28,28 @@ uint8_t * alloc_work(size_t size) {
 int32_t default_n_threads() {
     const unsigned hc = std::thread::hardware_concurrency();
     return hc == 0 ? 4 : (int32_t) std::min(hc, 8u);
+}
+
+// Threads beyond the cores only wait on each other at every node's barrier (hundreds of times
+// slower with a spinning barrier): warn and use the cores.
+int32_t usable_threads(int32_t n_threads) {
+    const unsigned hw = std::thread::hardware_concurrency();
+    if (n_threads <= 0) return default_n_threads();
+    if (hw > 0 && (unsigned) n_threads > hw) {
+        LLAMA_LOG_WARN("llama: %d threads asked for on %u cores: using %u\n", n_threads, hw, hw);
+        return (int32_t) hw;
+    }
+    return n_threads;
+}
+
+// Bytes of physical memory (0 when unknown).
+double physical_memory() {
+#if defined(_SC_PHYS_PAGES) && defined(_SC_PAGESIZE)
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? (double) pages * (double) page : 0.0;
+#else
+    return 0.0;
+#endif
 }
 
 // A no_alloc context over the context's graph memory.
@@ -157,7 +181,21 @@ llama_context * llama_init_from_model(llama_model * model, llama_context_params 
                        hp.n_ctx_train);
     }
     lctx->n_batch = std::min(params.n_batch ? params.n_batch : 512u, lctx->n_ctx);
-    lctx->n_threads = params.n_threads > 0 ? params.n_threads : default_n_threads();
+    lctx->n_threads = usable_threads(params.n_threads);
+
+    // A cache that cannot fit in memory is refused before anything is allocated.
+    // (Unknown types are reported by the cache's own check below.)
+    auto bytes_per_value = [](ggml_type t) { return ggml_type_name(t) ? (double) ggml_type_size(t) / (double) ggml_blck_size(t) : 0.0; };
+    const double kv_bytes = (double) lctx->n_ctx * hp.n_layer *
+                            (bytes_per_value(params.type_k) * hp.n_embd_k_gqa() + bytes_per_value(params.type_v) * hp.n_embd_v_gqa());
+    const double mem = physical_memory();
+    if (mem > 0 && kv_bytes > mem) {
+        LLAMA_LOG_ERROR("llama_init_from_model: a context of %u tokens needs a %.1f GiB KV cache, more than this machine's "
+                        "%.1f GiB of memory (the model was trained on %u tokens)\n",
+                        lctx->n_ctx, kv_bytes / (1024.0 * 1024 * 1024), mem / (1024.0 * 1024 * 1024), hp.n_ctx_train);
+        delete lctx;
+        return nullptr;
+    }
 
     std::string err;
     if (!lctx->kv.init(hp, lctx->n_ctx, params.type_k, params.type_v, params.flash_attn, err)) {
@@ -206,7 +244,7 @@ uint32_t llama_n_ctx(const llama_context * ctx) { return ctx->n_ctx; }
 uint32_t llama_n_batch(const llama_context * ctx) { return ctx->n_batch; }
 const llama_model * llama_get_model(const llama_context * ctx) { return &ctx->model; }
 void llama_set_n_threads(llama_context * ctx, int32_t n_threads) {
-    ctx->n_threads = n_threads > 0 ? n_threads : default_n_threads();
+    ctx->n_threads = usable_threads(n_threads);
 }
 
 // ---- batches -------------------------------------------------------------------------------

@@ -100,6 +100,38 @@ TEST(Cli, PromptLongerThanTheContextIsNotRefused) {
     EXPECT_GT(r.out.size(), prompt.size());
 }
 
+// Prompts of 1x to 20x the context, with the default batch (larger than the context) and small
+// ones: every shift drops half of the context after the kept tokens, so all go through and the
+// generation follows (the bug was a halving of what was left until nothing could be dropped).
+TEST(Cli, PromptsUpToTwentyContextsGoThroughWithAnyBatch) {
+    REQUIRE_PROG("llama-cli");
+    TU_REQUIRE_FILE(model("stories260K.gguf"));
+    const std::string sentence = "Lily saw a big red ball in the park. ";  // 10 tokens
+    for (int n_ctx : {64, 128}) {
+        for (int times : {1, 3, 8, 20}) {
+            std::string prompt;
+            while ((int) prompt.size() / (int) sentence.size() * 10 < times * n_ctx) prompt += sentence;
+            for (const char * batch : {"", " -b 16", " -b 7"}) {
+                const std::string args = "-m " + model("stories260K.gguf") + " -c " + std::to_string(n_ctx) + batch +
+                                         " --keep 4 -n 30 --temp 0 -p '" + prompt + "'";
+                const run_result r = run("llama-cli", args);
+                ASSERT_EQ(r.status, 0) << args << "\n" << r.err;
+                EXPECT_EQ(r.out.rfind(prompt, 0), 0u) << args;
+                EXPECT_GT(r.out.size(), prompt.size()) << "nothing generated: " << args;
+            }
+        }
+    }
+}
+
+// More threads than cores: a warning, and the cores are used.
+TEST(Cli, ThreadsAboveTheCoresAreCapped) {
+    REQUIRE_PROG("llama-cli");
+    TU_REQUIRE_FILE(model("stories260K.gguf"));
+    const run_result r = run("llama-cli", "-m " + model("stories260K.gguf") + " -t 1000 -n 8 --temp 0 -p 'Once'");
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.err.find("1000 threads asked for"), std::string::npos) << r.err;
+}
+
 TEST(Cli, SeededSamplingIsReproducible) {
     REQUIRE_PROG("llama-cli");
     TU_REQUIRE_FILE(model("stories260K.gguf"));

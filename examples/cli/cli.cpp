@@ -204,20 +204,22 @@ struct session {
     int32_t n_keep;  // tokens at the start never dropped by a shift (BOS included)
     int32_t n_past = 0;
 
-    // Drops the oldest half of the tokens after n_keep so that `need` more positions fit.
+    // Makes room for `need` more positions (at most n_ctx - n_keep) with one shift: drops half of
+    // the context after the kept tokens (a fixed share of the context, not of what is left), or
+    // more when `need` asks for it, so that any prompt length and batch size goes through.
     bool make_room(int32_t need) {
-        while (n_past + need > n_ctx) {
-            const int32_t n_left = n_past - n_keep;
-            const int32_t n_discard = n_left / 2;
-            if (n_discard <= 0) {
-                fprintf(stderr, "llama-cli: the context (%d) is too small for --keep %d\n", n_ctx, n_keep);
-                return false;
-            }
-            llama_kv_self_seq_rm(ctx, 0, n_keep, n_keep + n_discard);
-            llama_kv_self_seq_add(ctx, 0, n_keep + n_discard, n_past, -n_discard);
-            n_past -= n_discard;
-            fprintf(stderr, "\nllama-cli: context full, dropped %d tokens\n", n_discard);
+        need = std::min(need, n_ctx - n_keep);
+        if (n_past + need <= n_ctx) return true;
+        const int32_t n_left = n_past - n_keep;
+        const int32_t n_discard = std::min(n_left, std::max((n_ctx - n_keep) / 2, n_past + need - n_ctx));
+        if (n_discard <= 0) {  // cannot happen while n_keep < n_ctx
+            fprintf(stderr, "llama-cli: no room left in the context (%d)\n", n_ctx);
+            return false;
         }
+        llama_kv_self_seq_rm(ctx, 0, n_keep, n_keep + n_discard);
+        llama_kv_self_seq_add(ctx, 0, n_keep + n_discard, n_past, -n_discard);
+        n_past -= n_discard;
+        fprintf(stderr, "\nllama-cli: context full, dropped %d tokens\n", n_discard);
         return true;
     }
 
@@ -225,19 +227,13 @@ struct session {
     bool eval(const std::vector<llama_token> & tokens) {
         for (size_t i = 0; i < tokens.size(); i += (size_t) n_batch) {
             const int32_t n = (int32_t) std::min(tokens.size() - i, (size_t) n_batch);
-            if (!make_room(std::min(n, n_ctx - n_keep))) return false;
             int32_t done = 0;
             while (done < n) {
                 // A chunk never larger than what the context can hold after a shift.
+                if (!make_room(n - done)) return false;
                 const int32_t m = std::min(n - done, n_ctx - n_past);
-                if (m <= 0 && !make_room(1)) return false;
-                if (m <= 0) continue;
                 std::vector<llama_token> chunk(tokens.begin() + (long) i + done, tokens.begin() + (long) i + done + m);
                 const int32_t rc = llama_decode(ctx, llama_batch_get_one(chunk.data(), m));
-                if (rc == 1) {
-                    if (!make_room(m)) return false;
-                    continue;
-                }
                 if (rc != 0) {
                     fprintf(stderr, "llama-cli: evaluation failed (%d)\n", rc);
                     return false;
