@@ -193,7 +193,13 @@ llama_token llama_sampler_sample_logits(llama_sampler * smpl, const float * logi
 }
 
 // ---- C API ---------------------------------------------------------------------------------
-struct llama_sampler * llama_sampler_chain_init(void) { return new sampler_chain(); }
+struct llama_sampler_chain_params llama_sampler_chain_default_params(void) {
+    llama_sampler_chain_params p;
+    p.no_perf = true;
+    return p;
+}
+
+struct llama_sampler * llama_sampler_chain_init(struct llama_sampler_chain_params) { return new sampler_chain(); }
 
 void llama_sampler_chain_add(struct llama_sampler * chain, struct llama_sampler * smpl) {
     auto * c = dynamic_cast<sampler_chain *>(chain);

@@ -164,7 +164,12 @@ int32_t llama_detokenize(const struct llama_vocab * vocab, const llama_token * t
 
 // ---- sampling ------------------------------------------------------------------------------
 // A sampler chain: each stage filters or reshapes the candidate distribution; the last picks.
-struct llama_sampler * llama_sampler_chain_init(void);
+// The parameters are llama.cpp's (no_perf: no timing of the chain; we keep none either way).
+struct llama_sampler_chain_params {
+    bool no_perf;
+};
+struct llama_sampler_chain_params llama_sampler_chain_default_params(void);
+struct llama_sampler * llama_sampler_chain_init(struct llama_sampler_chain_params params);
 void llama_sampler_chain_add(struct llama_sampler * chain, struct llama_sampler * smpl);  // takes ownership
 struct llama_sampler * llama_sampler_init_greedy(void);
 struct llama_sampler * llama_sampler_init_dist(uint32_t seed);  // random draw from the distribution

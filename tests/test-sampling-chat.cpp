@@ -27,7 +27,7 @@ TEST(Sampling, GreedyPicksTheFirstMaximum) {
     EXPECT_EQ(sample(g, {0.1f, 3.0f, -1.0f, 3.0f}), 1);
     llama_sampler_free(g);
     // Temperature 0 in a chain with dist is greedy too.
-    llama_sampler * c = llama_sampler_chain_init();
+    llama_sampler * c = llama_sampler_chain_init(llama_sampler_chain_default_params());
     llama_sampler_chain_add(c, llama_sampler_init_temp(0.0f));
     llama_sampler_chain_add(c, llama_sampler_init_dist(123));
     for (int i = 0; i < 20; i++) EXPECT_EQ(sample(c, {0.1f, 2.0f, 1.9f, -5.0f}), 1);
@@ -57,7 +57,7 @@ TEST(Sampling, DistFollowsTheDistributionAndIsSeeded) {
 TEST(Sampling, TopKTopPMinPFilter) {
     const std::vector<float> logits = {std::log(0.4f), std::log(0.3f), std::log(0.2f), std::log(0.1f)};
     auto support = [&](llama_sampler * filter) {
-        llama_sampler * c = llama_sampler_chain_init();
+        llama_sampler * c = llama_sampler_chain_init(llama_sampler_chain_default_params());
         llama_sampler_chain_add(c, filter);
         llama_sampler_chain_add(c, llama_sampler_init_dist(7));
         std::map<llama_token, int> seen;
@@ -75,7 +75,7 @@ TEST(Sampling, TopKTopPMinPFilter) {
 }
 
 TEST(Sampling, RepetitionPenaltyDemotesRecentTokens) {
-    llama_sampler * c = llama_sampler_chain_init();
+    llama_sampler * c = llama_sampler_chain_init(llama_sampler_chain_default_params());
     llama_sampler_chain_add(c, llama_sampler_init_penalties(2, 2.0f, 0.0f, 0.0f));
     llama_sampler_chain_add(c, llama_sampler_init_greedy());
     const std::vector<float> logits = {2.0f, 1.5f, 1.2f, -1.0f};

@@ -339,7 +339,7 @@ int main(int argc, char ** argv) {
     }
     for (size_t i = 0; i < adapters.size(); i++) llama_set_adapter_lora(ctx, adapters[i], params.loras[i].second);
 
-    llama_sampler * smpl = llama_sampler_chain_init();
+    llama_sampler * smpl = llama_sampler_chain_init(llama_sampler_chain_default_params());
     llama_sampler_chain_add(smpl, llama_sampler_init_penalties(params.repeat_last_n, params.repeat_penalty, 0.0f, 0.0f));
     if (params.temp <= 0.0f) {
         llama_sampler_chain_add(smpl, llama_sampler_init_greedy());

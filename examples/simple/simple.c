@@ -31,7 +31,7 @@ int main(int argc, char ** argv) {
     llama_token * tokens = malloc(sizeof(llama_token) * (size_t) (n_prompt + n_predict));
     llama_tokenize(vocab, prompt, (int) strlen(prompt), tokens, n_prompt, true, true);
 
-    struct llama_sampler * smpl = llama_sampler_chain_init();
+    struct llama_sampler * smpl = llama_sampler_chain_init(llama_sampler_chain_default_params());
     llama_sampler_chain_add(smpl, llama_sampler_init_greedy());
 
     printf("%s", prompt);
