@@ -18,8 +18,14 @@ struct llama_context {
     const llama_model & model;
 
     uint32_t n_ctx = 0;
-    uint32_t n_batch = 0;
-    int32_t n_threads = 1;
+    uint32_t n_batch = 0;          // most tokens per llama_decode call
+    uint32_t n_ubatch = 0;         // most tokens per graph
+    int32_t n_threads = 1;         // for single-token batches
+    int32_t n_threads_batch = 1;   // for larger ones
+    bool logits_all = false;       // keep every token's logits when the batch does not say
+    bool no_perf = true;           // no timings
+    ggml_abort_callback abort_callback = nullptr;
+    void * abort_callback_data = nullptr;
 
     llama_kv_cache kv;
     llm_lora_set loras;  // adapters applied to every decode (llama_set_adapter_lora)

@@ -124,6 +124,20 @@ void llama_kv_cache::seq_add(llama_pos p0, llama_pos p1, llama_pos d) {
     if (removed) compact(keep);
 }
 
+void llama_kv_cache::seq_div(llama_pos p0, llama_pos p1, int d) {
+    if (d <= 1) return;
+    if (p0 < 0) p0 = 0;
+    if (p1 < 0) p1 = std::numeric_limits<llama_pos>::max();
+    for (uint32_t i = 0; i < used; i++) {
+        if (pos[i] >= p0 && pos[i] < p1) {
+            const llama_pos p = pos[i] / d;
+            delta[i] += p - pos[i];
+            has_shift = has_shift || p != pos[i];
+            pos[i] = p;
+        }
+    }
+}
+
 void llama_kv_cache::shift_applied() {
     for (uint32_t i = 0; i < used; i++) delta[i] = 0;
     has_shift = false;

@@ -58,6 +58,8 @@ struct llama_kv_cache {
     void seq_rm(llama_pos p0, llama_pos p1);
     // Adds delta to the positions in [p0, p1); cells whose position becomes negative are removed.
     void seq_add(llama_pos p0, llama_pos p1, llama_pos delta);
+    // Divides the positions in [p0, p1) by d > 1.
+    void seq_div(llama_pos p0, llama_pos p1, int d);
     // After the K shift graph ran.
     void shift_applied();
 
