@@ -45,7 +45,7 @@ aarch64:
 	cmake --build build-aarch64 -j $(JOBS)
 
 test-aarch64: aarch64
-	cd build-aarch64 && ctest --output-on-failure -j $(JOBS) -L ggml
+	cd build-aarch64 && ctest --output-on-failure -j $(JOBS)
 
 # Generates text with llama-cli from the default model (the runtime arrives with a later issue).
 demo: all

@@ -31,3 +31,7 @@ struct llama_sampler {
 // Runs the chain on raw logits (n_vocab of them) and accepts the chosen token; what
 // llama_sampler_sample does with a context's logits.
 llama_token llama_sampler_sample_logits(llama_sampler * smpl, const float * logits, int32_t n_vocab);
+
+// Mirostat's current mu (maximum surprise, in bits) of a Mirostat 1 or 2 sampler (for tests);
+// false for another sampler.
+bool llama_sampler_mirostat_mu(const llama_sampler * smpl, float * mu);

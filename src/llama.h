@@ -14,6 +14,7 @@ extern "C" {
 #endif
 
 #define LLAMA_TOKEN_NULL -1
+#define LLAMA_DEFAULT_SEED 0xFFFFFFFF  // as a sampler seed: a random one
 
 typedef int32_t llama_token;
 typedef int32_t llama_pos;
@@ -172,14 +173,31 @@ struct llama_sampler_chain_params llama_sampler_chain_default_params(void);
 struct llama_sampler * llama_sampler_chain_init(struct llama_sampler_chain_params params);
 void llama_sampler_chain_add(struct llama_sampler * chain, struct llama_sampler * smpl);  // takes ownership
 struct llama_sampler * llama_sampler_init_greedy(void);
-struct llama_sampler * llama_sampler_init_dist(uint32_t seed);  // random draw from the distribution
+// Random draw from the distribution (seed LLAMA_DEFAULT_SEED: a random seed; reset re-seeds).
+struct llama_sampler * llama_sampler_init_dist(uint32_t seed);
 struct llama_sampler * llama_sampler_init_temp(float t);
 struct llama_sampler * llama_sampler_init_top_k(int32_t k);
 struct llama_sampler * llama_sampler_init_top_p(float p, size_t min_keep);
 struct llama_sampler * llama_sampler_init_min_p(float p, size_t min_keep);
-// Repetition penalty over the last penalty_last_n accepted tokens (1.0: off).
+// Penalties over the last penalty_last_n accepted tokens: repetition (divides a positive logit,
+// multiplies a negative one; 1.0: off), frequency (minus count * penalty_freq) and presence
+// (minus penalty_present once the token occurs; 0.0: off).
 struct llama_sampler * llama_sampler_init_penalties(int32_t penalty_last_n, float penalty_repeat, float penalty_freq,
                                                     float penalty_present);
+// Mirostat 1.0 (arXiv 2007.14966, algorithm 1), a selecting stage: tau is the target surprise
+// (cross-entropy, in bits), eta the learning rate, m the number of most likely tokens used to
+// estimate the Zipf exponent (llama.cpp uses 100); n_vocab the vocabulary size. mu, the maximum
+// surprise, starts at 2 * tau and moves by -eta * (observed surprise - tau) after each draw.
+struct llama_sampler * llama_sampler_init_mirostat(int32_t n_vocab, uint32_t seed, float tau, float eta, int32_t m);
+// Mirostat 2.0: keeps the tokens with surprise -log2(p) <= mu (at least the most likely one),
+// draws from them renormalized, then mu -= eta * (surprise of the drawn token - tau).
+struct llama_sampler * llama_sampler_init_mirostat_v2(uint32_t seed, float tau, float eta);
+// Adds bias to the logits of the given tokens (-INFINITY: the token is never sampled).
+typedef struct llama_logit_bias {
+    llama_token token;
+    float bias;
+} llama_logit_bias;
+struct llama_sampler * llama_sampler_init_logit_bias(int32_t n_vocab, int32_t n_logit_bias, const llama_logit_bias * logit_bias);
 // Samples from the logits of batch token idx, and accepts the result into the chain's history.
 llama_token llama_sampler_sample(struct llama_sampler * smpl, struct llama_context * ctx, int32_t idx);
 void llama_sampler_accept(struct llama_sampler * smpl, llama_token token);

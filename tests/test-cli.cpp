@@ -1,8 +1,9 @@
 // The programs as a user runs them: llama-cli (greedy text against llama2.c's reference, context
-// shift, long prompts, chat, bad input) and llama-tokenize.
+// shift, long prompts, chat, bad input, llama.cpp's flags), llama-simple and llama-tokenize.
 #include "test-util.h"
 
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <sys/wait.h>
 
@@ -57,6 +58,19 @@ std::vector<std::string> words(const std::string & s) {
     std::string x;
     while (in >> x) w.push_back(x);
     return w;
+}
+
+// The number of single-token evaluations in the timings ("eval time = ... / N runs"), -1 if absent.
+int eval_runs(const std::string & err) {
+    std::smatch m;
+    if (!std::regex_search(err, m, std::regex("eval time = [^/]*/ *([0-9]+) runs"))) return -1;
+    return std::stoi(m[1].str());
+}
+
+size_t count(const std::string & s, const std::string & what) {
+    size_t n = 0;
+    for (size_t p = s.find(what); p != std::string::npos; p = s.find(what, p + what.size())) n++;
+    return n;
 }
 
 #define REQUIRE_PROG(p) do { if (!have(p)) GTEST_SKIP() << p " was not built"; } while (0)
@@ -166,6 +180,18 @@ TEST(Cli, BadInputGetsAMessageAndNonZeroExit) {
         {"-m " + m + " --temp abc", "--temp"},
         {"-m " + m + " --frobnicate", "unknown option"},
         {"-m " + m + " -c", "missing value"},
+        {"-m " + m + " --mirostat 3", "--mirostat"},
+        {"-m " + m + " --mirostat-lr abc", "--mirostat-lr"},
+        {"-m " + m + " -ctk q9", "-ctk"},
+        {"-m " + m + " --cache-type-v q4_0", "--cache-type-v"},
+        {"-m " + m + " -ctv", "missing value"},
+        {"-m " + m + " -ub 0", "-ub"},
+        {"-m " + m + " -s -2", "-s"},
+        {"-m " + m + " -s 12x", "-s"},
+        {"-m " + m + " -ngl many", "-ngl"},
+        {"-m " + m + " -sm diagonal", "-sm"},
+        {"-m " + m + " -r", "missing value"},
+        {"-m " + m + " --presence-penalty", "missing value"},
         {"-n 5", "no model"},
     };
     for (const bad & c : cases) {
@@ -238,4 +264,202 @@ TEST(Cli, RepackAndMmapFlags) {
         EXPECT_EQ(r.err.find("repacked") != std::string::npos, repacks && !strstr(flags, "--no-repack")) << flags << "\n" << r.err;
         EXPECT_EQ(r.out.rfind("Once upon", 0), 0u) << r.out;
     }
+}
+
+// ---- llama.cpp's flags ----------------------------------------------------------------------
+
+TEST(CliFlags, VersionPrintsALineAndExits) {
+    REQUIRE_PROG("llama-cli");
+    const run_result r = run("llama-cli", "--version");
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(r.out.rfind("llama-cli (llama-engine) version ", 0), 0u) << r.out;
+    EXPECT_NE(r.out.find("built with"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(ggml_cpu_isa_name()), std::string::npos) << r.out;
+}
+
+TEST(CliFlags, SeedMinusOneIsRandom) {
+    REQUIRE_PROG("llama-cli");
+    TU_REQUIRE_FILE(model("stories260K.gguf"));
+    for (const char * seed : {"-s -1", "--seed -1"}) {
+        const run_result r = run("llama-cli", "-m " + model("stories260K.gguf") + " " + seed + " -n 8 -p 'Once upon a time'");
+        ASSERT_EQ(r.status, 0) << seed << "\n" << r.err;
+        EXPECT_EQ(r.out.rfind("Once upon a time", 0), 0u) << r.out;
+        EXPECT_NE(r.err.find("sampler seed: "), std::string::npos) << r.err;
+    }
+}
+
+// Escapes are processed by default (as llama.cpp), -e keeps that, --no-escape does not.
+TEST(CliFlags, EscapesInThePrompt) {
+    REQUIRE_PROG("llama-cli");
+    TU_REQUIRE_FILE(model("stories260K.gguf"));
+    const std::string base = "-m " + model("stories260K.gguf") + " -n 4 --temp 0 -p 'a\\nb\\t\\x41\\q'";
+    for (const char * flag : {"", " -e", " --escape"}) {
+        const run_result r = run("llama-cli", base + flag);
+        ASSERT_EQ(r.status, 0) << r.err;
+        EXPECT_EQ(r.out.rfind("a\nb\tA\\q", 0), 0u) << flag << ": " << r.out;
+    }
+    const run_result raw = run("llama-cli", base + " --no-escape");
+    ASSERT_EQ(raw.status, 0) << raw.err;
+    EXPECT_EQ(raw.out.rfind("a\\nb\\t\\x41\\q", 0), 0u) << raw.out;
+}
+
+TEST(CliFlags, NoDisplayPromptPrintsOnlyTheGeneration) {
+    REQUIRE_PROG("llama-cli");
+    TU_REQUIRE_FILE(model("stories260K.gguf"));
+    const std::string prompt = "Once upon a time";
+    const std::string args = "-m " + model("stories260K.gguf") + " -n 20 --temp 0 -p '" + prompt + "'";
+    const run_result with = run("llama-cli", args), without = run("llama-cli", args + " --no-display-prompt");
+    ASSERT_EQ(with.status, 0) << with.err;
+    ASSERT_EQ(without.status, 0) << without.err;
+    EXPECT_NE(without.out.rfind(prompt, 0), 0u) << without.out;
+    EXPECT_FALSE(lstrip(without.out).empty());
+    EXPECT_EQ(prompt + without.out, with.out);
+}
+
+// --color wraps the prompt in ANSI colors; --log-disable leaves standard error empty on success;
+// -v adds the CLI's debug lines.
+TEST(CliFlags, ColorLogDisableVerbose) {
+    REQUIRE_PROG("llama-cli");
+    TU_REQUIRE_FILE(model("stories260K.gguf"));
+    const std::string args = "-m " + model("stories260K.gguf") + " -n 8 --temp 0 -p 'Once upon a time'";
+    const run_result color = run("llama-cli", args + " --color");
+    ASSERT_EQ(color.status, 0) << color.err;
+    EXPECT_EQ(color.out.rfind("\x1b[33mOnce upon a time\x1b[0m", 0), 0u) << color.out;
+    const run_result quiet = run("llama-cli", args + " --log-disable -ngl 99");
+    ASSERT_EQ(quiet.status, 0) << quiet.err;
+    EXPECT_EQ(quiet.err, "");
+    EXPECT_EQ(quiet.out.rfind("Once upon a time", 0), 0u) << quiet.out;
+    const run_result verbose = run("llama-cli", args + " -v");
+    ASSERT_EQ(verbose.status, 0) << verbose.err;
+    EXPECT_NE(verbose.err.find("llama-cli: prompt: "), std::string::npos) << verbose.err;
+    EXPECT_NE(verbose.err.find("sampler chain: logits -> penalties -> greedy"), std::string::npos) << verbose.err;
+    EXPECT_EQ(verbose.out, quiet.out);
+}
+
+// A model that ends its story at about 108 tokens at temperature 0 goes on to exactly 200 with
+// --ignore-eos (its end-of-generation token is never sampled).
+TEST(CliFlags, IgnoreEosGeneratesAllTokens) {
+    REQUIRE_PROG("llama-cli");
+    const std::string m = model("TinyStories-656K-Q8_0.gguf");
+    TU_REQUIRE_FILE(m);
+    const std::string args = "-m " + m + " -n 200 --temp 0 -p 'Once upon a time'";
+    const run_result stops = run("llama-cli", args);
+    ASSERT_EQ(stops.status, 0) << stops.err;
+    const int n_stops = eval_runs(stops.err);
+    ASSERT_GT(n_stops, 0) << stops.err;
+    ASSERT_LT(n_stops, 200) << "the model no longer stops early: pick another prompt";
+    const run_result r = run("llama-cli", args + " --ignore-eos");
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(eval_runs(r.err), 200) << r.err;
+    EXPECT_GT(r.out.size(), stops.out.size());
+    // The same text up to where the first run ended (its last newline aside).
+    EXPECT_EQ(r.out.substr(0, stops.out.size() - 1), stops.out.substr(0, stops.out.size() - 1));
+}
+
+// -r alone stops at the reverse prompt; with -i the program then reads a line, appends it and
+// goes on, until the end of input (exit 0).
+TEST(CliFlags, InteractiveReversePrompt) {
+    REQUIRE_PROG("llama-cli");
+    TU_REQUIRE_FILE(model("stories260K.gguf"));
+    const std::string args = "-m " + model("stories260K.gguf") + " -n 60 --temp 0 -p 'Once upon a time'";
+    const run_result plain = run("llama-cli", args);
+    const run_result stop = run("llama-cli", args + " -r .");
+    ASSERT_EQ(plain.status, 0) << plain.err;
+    ASSERT_EQ(stop.status, 0) << stop.err;
+    // Stopped right after the first '.'.
+    const size_t dot = plain.out.find('.');
+    ASSERT_NE(dot, std::string::npos) << plain.out;
+    EXPECT_EQ(stop.out, plain.out.substr(0, dot + 1) + "\n");
+
+    const run_result inter = run("llama-cli", args + " -i -r . -v", "Hello\n");
+    ASSERT_EQ(inter.status, 0) << inter.err;
+    const std::string first = plain.out.substr(0, dot + 1);
+    ASSERT_EQ(inter.out.rfind(first, 0), 0u) << inter.out;
+    // It went on after the input, with another text than without it.
+    const std::string after = inter.out.substr(first.size());
+    EXPECT_GT(lstrip(after).size(), 3u) << inter.out;
+    EXPECT_NE(after, plain.out.substr(first.size(), after.size())) << inter.out;
+    // Two turns: after the first reverse prompt (the line read), after the second (end of input).
+    EXPECT_EQ(count(inter.err, "waiting for input"), 2u) << inter.err;
+    EXPECT_NE(inter.err.find("end of input"), std::string::npos) << inter.err;
+    EXPECT_NE(inter.err.find("eval time"), std::string::npos) << "timings at the end";
+
+    // -if reads before generating: no input, nothing generated.
+    const run_result first_in = run("llama-cli", args + " -if");
+    ASSERT_EQ(first_in.status, 0) << first_in.err;
+    EXPECT_EQ(first_in.out, "Once upon a time\n");
+}
+
+TEST(CliFlags, MirostatIsSeededAndNotGreedy) {
+    REQUIRE_PROG("llama-cli");
+    TU_REQUIRE_FILE(model("stories260K.gguf"));
+    const std::string base = "-m " + model("stories260K.gguf") + " -n 40 -p 'Once upon a time'";
+    const run_result greedy = run("llama-cli", base + " --temp 0");
+    ASSERT_EQ(greedy.status, 0) << greedy.err;
+    for (const char * m : {"1", "2"}) {
+        const std::string args = base + " -s 7 --mirostat " + m + " --mirostat-ent 5.0 --mirostat-lr 0.1";
+        const run_result a = run("llama-cli", args), b = run("llama-cli", args);
+        ASSERT_EQ(a.status, 0) << a.err;
+        EXPECT_NE(a.err.find(std::string("-> temp -> mirostat") + (m[0] == '2' ? "-v2" : "")), std::string::npos) << a.err;
+        EXPECT_EQ(a.out, b.out) << "mirostat " << m;
+        EXPECT_NE(a.out, greedy.out) << "mirostat " << m;
+        EXPECT_EQ(a.out.rfind("Once upon a time", 0), 0u);
+    }
+}
+
+// Penalties, cache types, micro-batches and GPU flags are accepted.
+TEST(CliFlags, CacheBatchPenaltyAndGpuFlagsAccepted) {
+    REQUIRE_PROG("llama-cli");
+    TU_REQUIRE_FILE(model("stories260K.gguf"));
+    const std::string base = "-m " + model("stories260K.gguf") + " -n 12 --temp 0 -p 'Once upon a time'";
+    const run_result ref = run("llama-cli", base);
+    ASSERT_EQ(ref.status, 0) << ref.err;
+    const run_result r = run("llama-cli", base + " -ctk f32 -ctv f16 -b 3 -ub 2 --presence-penalty 0 --frequency-penalty 0");
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.err.find("n_batch 2,"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("K f32, V f16"), std::string::npos) << r.err;
+    EXPECT_EQ(r.out, ref.out);  // the same greedy text
+    // Penalised, the text leaves the greedy one within 30 tokens.
+    const std::string longer = "-m " + model("stories260K.gguf") + " -n 30 --temp 0 -p 'Once upon a time'";
+    const run_result unpen = run("llama-cli", longer);
+    for (const char * flags : {" --presence-penalty 1.5", " --frequency-penalty 1.0"}) {
+        const run_result pen = run("llama-cli", longer + flags);
+        ASSERT_EQ(pen.status, 0) << pen.err;
+        EXPECT_NE(pen.out, unpen.out) << flags;
+    }
+    const run_result gpu = run("llama-cli", base + " -ngl 99 -sm layer -mg 0 -nkvo");
+    ASSERT_EQ(gpu.status, 0) << gpu.err;
+    EXPECT_NE(gpu.err.find("no GPU"), std::string::npos) << gpu.err;
+    EXPECT_EQ(gpu.out, ref.out);
+    const std::string k = tu::models_dir() + "/ktest/ktest-Q4_0.gguf";  // head size 32: a q8_0 cache
+    if (tu::file_exists(k)) {
+        const run_result q = run("llama-cli", "-m " + k + " -n 4 --temp 0 -p 'Once' -ctk q8_0 -ctv q8_0");
+        ASSERT_EQ(q.status, 0) << q.err;
+        EXPECT_NE(q.err.find("K q8_0, V q8_0"), std::string::npos) << q.err;
+    }
+}
+
+// -sys is the system message, -p the first user message (answered before any input is read);
+// a model without a chat template gets ChatML, with a message.
+TEST(CliFlags, ChatSystemPromptAndTemplateFallback) {
+    REQUIRE_PROG("llama-cli");
+    TU_REQUIRE_FILE(model("stories260K.gguf"));
+    const run_result r = run("llama-cli", "-m " + model("stories260K.gguf") + " -cnv -sys 'Be brief.' -p 'Hi there' -n 10 --temp 0 -no-cnv -cnv");
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.err.find("no chat template: using chatml"), std::string::npos) << r.err;
+    EXPECT_NE(r.out.find("> Hi there\n"), std::string::npos) << r.out;
+    EXPECT_GT(r.out.size(), std::string("\n> Hi there\n\n> \n").size()) << "an answer: " << r.out;
+}
+
+TEST(Simple, TakesLlamaCppsArguments) {
+    REQUIRE_PROG("llama-simple");
+    TU_REQUIRE_FILE(model("stories260K.gguf"));
+    const run_result r = run("llama-simple", "-m " + model("stories260K.gguf") + " -n 8");
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(r.out.rfind("Hello my name is", 0), 0u) << r.out;
+    EXPECT_GT(words(r.out).size(), 5u) << r.out;
+    const run_result p = run("llama-simple", "-m " + model("stories260K.gguf") + " -n 8 Once upon a time");
+    ASSERT_EQ(p.status, 0) << p.err;
+    EXPECT_EQ(p.out.rfind("Once upon a time,", 0), 0u) << p.out;
+    EXPECT_NE(run("llama-simple", model("stories260K.gguf")).status, 0);  // no -m: usage
 }

@@ -3,7 +3,9 @@
 
 #include "llama-sampling.h"
 
+#include <cmath>
 #include <map>
+#include <random>
 
 namespace {
 
@@ -83,6 +85,110 @@ TEST(Sampling, RepetitionPenaltyDemotesRecentTokens) {
     EXPECT_EQ(sample(c, logits), 1);  // 0 penalised to 1.0
     EXPECT_EQ(sample(c, logits), 2);  // 0 -> 1.0, 1 -> 0.75
     EXPECT_EQ(sample(c, logits), 0);  // window of 2: only 1 and 2 are penalised now
+    llama_sampler_free(c);
+}
+
+// Mirostat 2.0 by hand: p = {1/2, 1/4, 1/8, 1/8} have surprises 1, 2, 3, 3 bits. With tau = 1.25,
+// mu starts at 2.5: tokens 0 and 1 stay, renormalized to {2/3, 1/3}; the draw is the one a
+// uniform u from the same seeded mt19937 gives; then mu -= eta * (surprise - tau).
+TEST(Sampling, MirostatV2TruncatesDrawsAndUpdatesMu) {
+    const std::vector<float> logits = {std::log(0.5f), std::log(0.25f), std::log(0.125f), std::log(0.125f)};
+    const float tau = 1.25f, eta = 0.5f;
+    for (uint32_t seed : {1u, 2u, 3u, 4u, 5u, 6u, 7u, 8u}) {
+        llama_sampler * m = llama_sampler_init_mirostat_v2(seed, tau, eta);
+        float mu = 0.0f;
+        ASSERT_TRUE(llama_sampler_mirostat_mu(m, &mu));
+        EXPECT_FLOAT_EQ(mu, 2.5f);  // 2 * tau
+        std::mt19937 rng(seed);
+        const double u = std::uniform_real_distribution<double>(0.0, 1.0)(rng);
+        const llama_token want = u < 2.0 / 3.0 ? 0 : 1;
+        const llama_token got = sample(m, logits);
+        EXPECT_EQ(got, want) << "seed " << seed << ", u " << u;
+        // Surprise of the drawn token after renormalization: log2(3/2) or log2(3).
+        const double surprise = got == 0 ? std::log2(1.5) : std::log2(3.0);
+        ASSERT_TRUE(llama_sampler_mirostat_mu(m, &mu));
+        EXPECT_NEAR(mu, 2.5 - eta * (surprise - tau), 1e-5) << "seed " << seed;
+        EXPECT_NEAR(mu, got == 0 ? 2.83251875 : 2.33251875, 1e-5);
+        // Reset: mu back to 2 * tau and the same draw again.
+        llama_sampler_reset(m);
+        ASSERT_TRUE(llama_sampler_mirostat_mu(m, &mu));
+        EXPECT_FLOAT_EQ(mu, 2.5f);
+        EXPECT_EQ(sample(m, logits), got);
+        llama_sampler_free(m);
+    }
+    // Tau below the surprise of the most likely token: only it stays (p = 1 after
+    // renormalization, surprise 0), so mu grows by eta * tau at each step.
+    llama_sampler * m = llama_sampler_init_mirostat_v2(9, 0.25f, 0.5f);
+    float mu = 0.0f;
+    for (int i = 1; i <= 3; i++) {
+        EXPECT_EQ(sample(m, logits), 0);
+        ASSERT_TRUE(llama_sampler_mirostat_mu(m, &mu));
+        EXPECT_NEAR(mu, 0.5f + i * 0.5f * 0.25f, 1e-6);
+    }
+    llama_sampler_free(m);
+    // Not a Mirostat sampler.
+    llama_sampler * g = llama_sampler_init_greedy();
+    EXPECT_FALSE(llama_sampler_mirostat_mu(g, &mu));
+    llama_sampler_free(g);
+}
+
+// Mirostat 1.0 on a Zipf distribution p_i ~ 1/(i+1)^1.5 over 100 tokens: s_hat = 1.5 exactly, so
+// with tau = 3 (mu = 6) k = (0.5 * 2^6 / (1 - 100^-0.5))^(1/1.5) = 10.8: the draw is among the 10
+// most likely tokens, and mu moves by -eta * (surprise among those 10 - tau).
+TEST(Sampling, MirostatV1KeepsTheTopKOfTheZipfEstimate) {
+    const int n = 100;
+    std::vector<float> logits((size_t) n);
+    double z10 = 0.0;
+    for (int i = 0; i < n; i++) logits[(size_t) i] = -1.5f * std::log((float) (i + 1));
+    for (int i = 0; i < 10; i++) z10 += std::pow(i + 1.0, -1.5);
+    const float tau = 3.0f, eta = 0.1f;
+    std::map<llama_token, int> seen;
+    for (uint32_t seed = 0; seed < 300; seed++) {
+        llama_sampler * m = llama_sampler_init_mirostat(n, seed, tau, eta, 100);
+        const llama_token t = sample(m, logits);
+        ASSERT_GE(t, 0);
+        ASSERT_LT(t, 10) << "seed " << seed;
+        seen[t]++;
+        float mu = 0.0f;
+        ASSERT_TRUE(llama_sampler_mirostat_mu(m, &mu));
+        const double p = std::pow(t + 1.0, -1.5) / z10;
+        EXPECT_NEAR(mu, 6.0 - eta * (-std::log2(p) - tau), 1e-4) << "seed " << seed << " token " << t;
+        llama_sampler_free(m);
+    }
+    EXPECT_GE(seen.size(), 6u);  // a draw, not a fixed pick
+    // Seeded: the same sequence twice.
+    llama_sampler * a = llama_sampler_init_mirostat(n, 42, tau, eta, 100);
+    llama_sampler * b = llama_sampler_init_mirostat(n, 42, tau, eta, 100);
+    for (int i = 0; i < 50; i++) EXPECT_EQ(sample(a, logits), sample(b, logits));
+    llama_sampler_free(a);
+    llama_sampler_free(b);
+}
+
+// A -inf logit bias (--ignore-eos) makes a token impossible, even for greedy when it is the best.
+TEST(Sampling, LogitBiasMinusInfinityIsNeverSampled) {
+    const std::vector<float> logits = {1.0f, 5.0f, 2.0f, 0.5f};
+    const llama_logit_bias bias[] = {{1, -INFINITY}, {3, 0.75f}};
+    llama_sampler * c = llama_sampler_chain_init(llama_sampler_chain_default_params());
+    llama_sampler_chain_add(c, llama_sampler_init_logit_bias(4, 2, bias));
+    llama_sampler_chain_add(c, llama_sampler_init_greedy());
+    EXPECT_EQ(sample(c, logits), 2);
+    llama_sampler_free(c);
+    c = llama_sampler_chain_init(llama_sampler_chain_default_params());
+    llama_sampler_chain_add(c, llama_sampler_init_logit_bias(4, 2, bias));
+    llama_sampler_chain_add(c, llama_sampler_init_dist(5));
+    for (int i = 0; i < 2000; i++) EXPECT_NE(sample(c, logits), 1);
+    llama_sampler_free(c);
+}
+
+TEST(Sampling, FrequencyAndPresencePenalties) {
+    llama_sampler * c = llama_sampler_chain_init(llama_sampler_chain_default_params());
+    llama_sampler_chain_add(c, llama_sampler_init_penalties(8, 1.0f, 0.5f, 0.25f));
+    llama_sampler_chain_add(c, llama_sampler_init_greedy());
+    const std::vector<float> logits = {3.0f, 2.0f, 1.7f};
+    llama_sampler_accept(c, 0);
+    llama_sampler_accept(c, 0);  // token 0: 3 - 2 * 0.5 - 0.25 = 1.75
+    EXPECT_EQ(sample(c, logits), 1);  // token 1: 2.0 (history now 0, 0, 1)
+    EXPECT_EQ(sample(c, logits), 0);  // 0: 1.75, 1: 2 - 0.5 - 0.25 = 1.25, 2: 1.7
     llama_sampler_free(c);
 }
 

@@ -1,25 +1,43 @@
-// llama-cli: generates text from a prompt, or chats (-cnv), with a GGUF model.
+// llama-cli: generates text from a prompt, or chats (-cnv), with a GGUF model; llama.cpp's flags.
 //
-// Standard output carries the prompt followed by the generated text and nothing else; logs and
-// timings go to standard error. When the context fills up, the oldest half of the tokens after
-// the first --keep (and BOS) is dropped and generation goes on; a prompt longer than the
-// context is evaluated through the same shift.
+// Standard output carries the prompt followed by the generated text and nothing else (in
+// interactive mode also --in-prefix / --in-suffix; the user's lines are not echoed, as in
+// llama.cpp: a terminal shows them as typed); logs and timings go to standard error. When the
+// context fills up, the oldest half of the tokens after the first --keep (and BOS) is dropped and
+// generation goes on; a prompt longer than the context is evaluated through the same shift.
 #include "llama.h"
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <climits>
+#include <cmath>
 #include <csignal>
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <random>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <unistd.h>
+
+#ifndef LLAMA_ENGINE_VERSION
+#define LLAMA_ENGINE_VERSION ""
+#endif
+#ifndef LLAMA_BUILD_COMPILER
+#define LLAMA_BUILD_COMPILER "unknown compiler"
+#endif
+#ifndef LLAMA_BUILD_TARGET
+#define LLAMA_BUILD_TARGET "unknown target"
+#endif
+#ifndef LLAMA_BUILD_TYPE
+#define LLAMA_BUILD_TYPE ""
+#endif
 
 namespace {
 
@@ -27,27 +45,74 @@ struct cli_params {
     std::string model;
     std::string prompt;
     bool has_prompt = false;
+    std::string system_prompt;  // -sys: the system message of chat mode
     int32_t n_predict = -1;   // -1: until end of generation
     int32_t n_ctx = 0;        // 0: min(model's context, 4096)
-    int32_t n_batch = 512;
+    int32_t n_batch = 512;    // prompt tokens per llama_decode call
+    int32_t n_ubatch = 512;   // tokens per graph (the context's n_batch is min(-b, -ub))
     int32_t n_threads = 0;    // 0: all cores
-    int32_t n_keep = 0;
-    uint32_t seed = 0;
-    bool has_seed = false;
+    int32_t n_keep = 0;       // -1: the whole prompt
+    int64_t seed = -1;        // -1: random
     float temp = 0.8f;
     int32_t top_k = 40;
     float top_p = 0.95f;
     float min_p = 0.05f;
     float repeat_penalty = 1.0f;
-    int32_t repeat_last_n = 64;
+    int32_t repeat_last_n = 64;  // -1: the context size
+    float presence_penalty = 0.0f;
+    float frequency_penalty = 0.0f;
+    int32_t mirostat = 0;        // 0 off, 1 Mirostat, 2 Mirostat 2.0
+    float mirostat_tau = 5.0f;   // --mirostat-ent
+    float mirostat_eta = 0.1f;   // --mirostat-lr
+    bool ignore_eos = false;
+    bool escape = true;          // as llama.cpp: on unless --no-escape
+    bool color = false;
+    bool display_prompt = true;
+    bool interactive = false;
+    bool interactive_first = false;
+    std::vector<std::string> antiprompts;  // -r, repeatable
+    std::string input_prefix, input_suffix;
     bool conversation = false;
     std::string chat_template;  // empty: the model's, else ChatML
-    ggml_type cache_type = GGML_TYPE_F16;
+    ggml_type cache_type_k = GGML_TYPE_F16;
+    ggml_type cache_type_v = GGML_TYPE_F16;
     bool flash_attn = false;
     bool use_mmap = true;
     bool use_repack = true;
     std::vector<std::pair<std::string, float>> loras;  // LoRA adapter path, scale
+    std::vector<std::string> gpu_flags;  // GPU options given (accepted, without effect)
 };
+
+// Logs: 0 errors only (--log-disable), 1 errors, warnings and information (default), 2 also the
+// CLI's debug lines (-v).
+int g_verbosity = 1;
+
+enum { LOG_ERROR = 2, LOG_WARN = 3, LOG_INFO = 4, LOG_DEBUG = 5 };
+
+bool log_shown(int level) { return level <= LOG_ERROR || (level <= LOG_INFO ? g_verbosity >= 1 : g_verbosity >= 2); }
+
+void log_callback(int level, const char * text, void *) {
+    if (!log_shown(level)) return;
+    fputs(text, stderr);
+    fflush(stderr);
+}
+
+#ifdef __GNUC__
+__attribute__((format(printf, 2, 3)))
+#endif
+void cli_log(int level, const char * fmt, ...) {
+    if (!log_shown(level)) return;
+    va_list args;
+    va_start(args, fmt);
+    vfprintf(stderr, fmt, args);
+    va_end(args);
+    fflush(stderr);
+}
+
+// Colors of --color, as llama.cpp's console: the prompt yellow, the user's input bold green.
+const char * const COLOR_PROMPT = "\x1b[33m";
+const char * const COLOR_INPUT = "\x1b[1m\x1b[32m";
+const char * const COLOR_RESET = "\x1b[0m";
 
 volatile sig_atomic_t g_interrupted = 0;
 
@@ -63,21 +128,71 @@ void usage(FILE * out) {
     fprintf(out,
             "usage: llama-cli -m MODEL [options]\n\n"
             "  -m, --model FILE          GGUF model\n"
-            "  -p, --prompt TEXT         prompt (default: empty, generation starts from BOS)\n"
-            "  -f, --file FILE           read the prompt from a file\n"
-            "  -n, --n-predict N         tokens to generate (-1: until the model ends; default -1)\n"
+            "  -p, --prompt TEXT         prompt (default: empty, generation starts from BOS); with -cnv,\n"
+            "                            the first user message\n"
+            "  -f, --file FILE           read the prompt from a file (one trailing newline dropped)\n"
+            "  -e, --escape              process escapes (\\n, \\r, \\t, \\', \\\", \\\\, \\xNN) in the prompt,\n"
+            "                            reverse prompts, --in-prefix/--in-suffix and input lines\n"
+            "                            (default: on, as llama.cpp)\n"
+            "      --no-escape           take them literally\n"
+            "  -n, --n-predict N         tokens to generate (-1: until the model ends; default -1);\n"
+            "                            per turn in interactive and chat mode\n"
             "  -c, --ctx-size N          context size (default: the model's, at most 4096)\n"
-            "  -b, --batch-size N        prompt tokens per batch (default 512)\n"
+            "  -b, --batch-size N        prompt tokens per llama_decode call (default 512)\n"
+            "  -ub, --ubatch-size N      most tokens per graph (default 512); min(-b, -ub) is the\n"
+            "                            context's n_batch\n"
             "  -t, --threads N           threads (default: all cores)\n"
-            "  -s, --seed N              random seed (default: random)\n"
+            "  -s, --seed N              random seed (default -1: random)\n"
+            "      --keep N              prompt tokens kept when the context shifts (default 0; -1: all)\n"
+            "\n"
+            "sampling (chain: [--ignore-eos bias] -> penalties -> top-k -> top-p -> min-p -> temp -> draw;\n"
+            "with --mirostat: temp -> mirostat, as llama.cpp):\n"
             "      --temp T              temperature (default 0.8; 0: greedy)\n"
             "      --top-k K             top-k (default 40; 0: off)\n"
             "      --top-p P             top-p (default 0.95; 1: off)\n"
             "      --min-p P             min-p (default 0.05; 0: off)\n"
             "      --repeat-penalty R    repetition penalty (default 1.0: off)\n"
-            "      --repeat-last-n N     tokens the penalty looks back (default 64)\n"
-            "      --keep N              prompt tokens kept when the context shifts (default 0)\n"
-            "      --cache-type T        KV cache type: f16 (default), f32, q8_0\n"
+            "      --repeat-last-n N     tokens the penalties look back (default 64; 0: off; -1: context)\n"
+            "      --presence-penalty P  presence penalty (default 0.0: off)\n"
+            "      --frequency-penalty F frequency penalty (default 0.0: off)\n"
+            "      --mirostat N          Mirostat sampling: 0 off (default), 1 Mirostat, 2 Mirostat 2.0;\n"
+            "                            top-k, top-p, min-p and the penalties are not used with it\n"
+            "      --mirostat-ent TAU    Mirostat target entropy tau (default 5.0)\n"
+            "      --mirostat-lr ETA     Mirostat learning rate eta (default 0.1)\n"
+            "      --ignore-eos          never stop at end-of-generation tokens (they get a logit\n"
+            "                            bias of -inf: never sampled)\n"
+            "\n"
+            "interaction:\n"
+            "  -i, --interactive         after the prompt, generate until a reverse prompt, -n tokens or\n"
+            "                            the end of generation, then read a line from standard input,\n"
+            "                            append it and go on; end of input ends the program (exit 0).\n"
+            "                            As llama.cpp: the line's newline is not appended (end a line\n"
+            "                            with '\\' to go on to the next one with a newline, with '/' to\n"
+            "                            send it without); an empty line lets the model go on\n"
+            "  -if, --interactive-first  interactive, reading a line before generating\n"
+            "  -r, --reverse-prompt TEXT stop generating when the output ends with TEXT (in interactive\n"
+            "                            mode: read a line); repeatable\n"
+            "      --in-prefix TEXT      text put before each input line (interactive mode)\n"
+            "      --in-suffix TEXT      text put after each input line (interactive mode)\n"
+            "  -cnv, --conversation      chat using the model's chat template (a model without one: ChatML)\n"
+            "  -no-cnv, --no-conversation\n"
+            "                            no chat (the default here: unlike llama.cpp, chat mode is never\n"
+            "                            turned on by itself for a model with a chat template)\n"
+            "  -sys, --system-prompt TEXT\n"
+            "                            system message of chat mode\n"
+            "      --chat-template NAME  llama2, llama3, chatml, zephyr, mistral, or a template text\n"
+            "\n"
+            "output and logs:\n"
+            "      --color               color the prompt (yellow) and the user's input (green)\n"
+            "      --no-display-prompt   do not print the prompt, only what is generated\n"
+            "      --log-disable         no log on standard error but errors (no timings either)\n"
+            "  -v, --verbose             all logs, the CLI's debug lines included\n"
+            "      --version             print the version and build information, and exit\n"
+            "\n"
+            "model and memory:\n"
+            "      --cache-type T        KV cache type of K and V: f16 (default), f32, q8_0\n"
+            "  -ctk, --cache-type-k T    KV cache type of K only\n"
+            "  -ctv, --cache-type-v T    KV cache type of V only\n"
             "  -fa, --flash-attn         fused attention reading the cache as stored (less memory)\n"
             "      --no-mmap             read the model into memory instead of mapping it\n"
             "      --no-repack           keep the file's weight layout (default: rearrange\n"
@@ -86,9 +201,17 @@ void usage(FILE * out) {
             "                            scale 1; repeatable\n"
             "      --lora-scaled FILE SCALE\n"
             "                            apply a LoRA adapter at the given scale; repeatable\n"
-            "  -cnv, --conversation      interactive chat using the model's chat template\n"
-            "      --chat-template NAME  llama2, llama3, chatml, zephyr, mistral, or a template text\n"
+            "  -ngl, --n-gpu-layers N, -sm, --split-mode none|layer|row, -mg, --main-gpu N,\n"
+            "  -nkvo, --no-kv-offload    accepted for llama.cpp scripts, without effect: this build\n"
+            "                            runs on the CPU only (a note says so on standard error)\n"
             "  -h, --help                this help\n");
+}
+
+void print_version() {
+    const char * version = LLAMA_ENGINE_VERSION[0] ? LLAMA_ENGINE_VERSION : "0.1.0";
+    printf("llama-cli (llama-engine) version %s\n", version);
+    printf("built with %s for %s%s%s, CPU kernels: %s\n", LLAMA_BUILD_COMPILER, LLAMA_BUILD_TARGET,
+           LLAMA_BUILD_TYPE[0] ? ", " : "", LLAMA_BUILD_TYPE, ggml_cpu_isa_name());
 }
 
 [[noreturn]] void fail_arg(const std::string & msg) {
@@ -96,15 +219,19 @@ void usage(FILE * out) {
     exit(1);
 }
 
-int32_t parse_int(const std::string & flag, const char * v, int32_t lo, int32_t hi) {
+int64_t parse_int64(const std::string & flag, const char * v, int64_t lo, int64_t hi) {
     char * end = nullptr;
     errno = 0;
-    const long x = strtol(v, &end, 10);
+    const long long x = strtoll(v, &end, 10);
     if (!*v || !end || *end != '\0' || errno == ERANGE) fail_arg("invalid value for " + flag + ": '" + v + "' (expected an integer)");
     if (x < lo || x > hi) {
         fail_arg("value of " + flag + " out of range: " + v + " (allowed " + std::to_string(lo) + " .. " + std::to_string(hi) + ")");
     }
-    return (int32_t) x;
+    return (int64_t) x;
+}
+
+int32_t parse_int(const std::string & flag, const char * v, int32_t lo, int32_t hi) {
+    return (int32_t) parse_int64(flag, v, lo, hi);
 }
 
 float parse_float(const std::string & flag, const char * v, float lo, float hi) {
@@ -114,6 +241,48 @@ float parse_float(const std::string & flag, const char * v, float lo, float hi) 
     if (!*v || !end || *end != '\0' || errno == ERANGE || x != x) fail_arg("invalid value for " + flag + ": '" + v + "' (expected a number)");
     if (x < lo || x > hi) fail_arg("value of " + flag + " out of range: " + v);
     return x;
+}
+
+ggml_type parse_cache_type(const std::string & flag, const std::string & t) {
+    if (t == "f16") return GGML_TYPE_F16;
+    if (t == "f32") return GGML_TYPE_F32;
+    if (t == "q8_0") return GGML_TYPE_Q8_0;
+    fail_arg("invalid value for " + flag + ": '" + t + "' (f16, f32 or q8_0)");
+}
+
+// llama.cpp's escapes: \n \r \t \' \" \\ and \xNN; any other backslash stays as it is.
+void process_escapes(std::string & s) {
+    std::string out;
+    out.reserve(s.size());
+    for (size_t i = 0; i < s.size(); i++) {
+        if (s[i] != '\\' || i + 1 >= s.size()) {
+            out += s[i];
+            continue;
+        }
+        const char c = s[++i];
+        switch (c) {
+            case 'n': out += '\n'; break;
+            case 'r': out += '\r'; break;
+            case 't': out += '\t'; break;
+            case '\'': out += '\''; break;
+            case '"': out += '"'; break;
+            case '\\': out += '\\'; break;
+            case 'x':
+                if (i + 2 < s.size() && isxdigit((unsigned char) s[i + 1]) && isxdigit((unsigned char) s[i + 2])) {
+                    out += (char) strtol(s.substr(i + 1, 2).c_str(), nullptr, 16);
+                    i += 2;
+                    break;
+                }
+                out += '\\';
+                out += c;
+                break;
+            default:
+                out += '\\';
+                out += c;
+                break;
+        }
+    }
+    s = out;
 }
 
 cli_params parse_args(int argc, char ** argv) {
@@ -127,6 +296,9 @@ cli_params parse_args(int argc, char ** argv) {
         if (a == "-h" || a == "--help") {
             usage(stdout);
             exit(0);
+        } else if (a == "--version") {
+            print_version();
+            exit(0);
         } else if (a == "-m" || a == "--model") {
             p.model = value();
         } else if (a == "-p" || a == "--prompt") {
@@ -139,18 +311,26 @@ cli_params parse_args(int argc, char ** argv) {
             std::stringstream ss;
             ss << in.rdbuf();
             p.prompt = ss.str();
+            if (!p.prompt.empty() && p.prompt.back() == '\n') p.prompt.pop_back();  // as llama.cpp
             p.has_prompt = true;
-        } else if (a == "-n" || a == "--n-predict") {
+        } else if (a == "-sys" || a == "--system-prompt") {
+            p.system_prompt = value();
+        } else if (a == "-e" || a == "--escape") {
+            p.escape = true;
+        } else if (a == "--no-escape") {
+            p.escape = false;
+        } else if (a == "-n" || a == "--n-predict" || a == "--predict") {
             p.n_predict = parse_int(a, value(), -1, INT32_MAX);
         } else if (a == "-c" || a == "--ctx-size") {
             p.n_ctx = parse_int(a, value(), 0, 1 << 24);
         } else if (a == "-b" || a == "--batch-size") {
             p.n_batch = parse_int(a, value(), 1, 1 << 20);
+        } else if (a == "-ub" || a == "--ubatch-size") {
+            p.n_ubatch = parse_int(a, value(), 1, 1 << 20);
         } else if (a == "-t" || a == "--threads") {
             p.n_threads = parse_int(a, value(), 1, 1024);
         } else if (a == "-s" || a == "--seed") {
-            p.seed = (uint32_t) parse_int(a, value(), 0, INT32_MAX);
-            p.has_seed = true;
+            p.seed = parse_int64(a, value(), -1, UINT32_MAX);
         } else if (a == "--temp") {
             p.temp = parse_float(a, value(), 0.0f, 1e6f);
         } else if (a == "--top-k") {
@@ -162,15 +342,27 @@ cli_params parse_args(int argc, char ** argv) {
         } else if (a == "--repeat-penalty") {
             p.repeat_penalty = parse_float(a, value(), 0.0f, 1e6f);
         } else if (a == "--repeat-last-n") {
-            p.repeat_last_n = parse_int(a, value(), 0, INT32_MAX);
+            p.repeat_last_n = parse_int(a, value(), -1, INT32_MAX);
+        } else if (a == "--presence-penalty") {
+            p.presence_penalty = parse_float(a, value(), -1e6f, 1e6f);
+        } else if (a == "--frequency-penalty") {
+            p.frequency_penalty = parse_float(a, value(), -1e6f, 1e6f);
+        } else if (a == "--mirostat") {
+            p.mirostat = parse_int(a, value(), 0, 2);
+        } else if (a == "--mirostat-ent") {
+            p.mirostat_tau = parse_float(a, value(), 0.0f, 1e6f);
+        } else if (a == "--mirostat-lr") {
+            p.mirostat_eta = parse_float(a, value(), 0.0f, 1e6f);
+        } else if (a == "--ignore-eos") {
+            p.ignore_eos = true;
         } else if (a == "--keep") {
-            p.n_keep = parse_int(a, value(), 0, INT32_MAX);
+            p.n_keep = parse_int(a, value(), -1, INT32_MAX);
         } else if (a == "--cache-type") {
-            const std::string t = value();
-            if (t == "f16") p.cache_type = GGML_TYPE_F16;
-            else if (t == "f32") p.cache_type = GGML_TYPE_F32;
-            else if (t == "q8_0") p.cache_type = GGML_TYPE_Q8_0;
-            else fail_arg("invalid value for --cache-type: '" + t + "' (f16, f32 or q8_0)");
+            p.cache_type_k = p.cache_type_v = parse_cache_type(a, value());
+        } else if (a == "-ctk" || a == "--cache-type-k") {
+            p.cache_type_k = parse_cache_type(a, value());
+        } else if (a == "-ctv" || a == "--cache-type-v") {
+            p.cache_type_v = parse_cache_type(a, value());
         } else if (a == "-fa" || a == "--flash-attn") {
             p.flash_attn = true;
         } else if (a == "--no-mmap") {
@@ -182,27 +374,82 @@ cli_params parse_args(int argc, char ** argv) {
         } else if (a == "--lora-scaled") {
             const std::string path = value();
             p.loras.push_back({path, parse_float(a, value(), -1e6f, 1e6f)});
+        } else if (a == "-i" || a == "--interactive") {
+            p.interactive = true;
+        } else if (a == "-if" || a == "--interactive-first") {
+            p.interactive = p.interactive_first = true;
+        } else if (a == "-r" || a == "--reverse-prompt") {
+            const std::string r = value();
+            if (r.empty()) fail_arg("empty reverse prompt (" + a + ")");
+            p.antiprompts.push_back(r);
+        } else if (a == "--in-prefix") {
+            p.input_prefix = value();
+        } else if (a == "--in-suffix") {
+            p.input_suffix = value();
         } else if (a == "-cnv" || a == "--conversation") {
             p.conversation = true;
+        } else if (a == "-no-cnv" || a == "--no-conversation") {
+            p.conversation = false;
         } else if (a == "--chat-template") {
             p.chat_template = value();
+        } else if (a == "-co" || a == "--color") {
+            p.color = true;
+            // llama.cpp's newer form takes on|off|auto.
+            if (i + 1 < argc && (!strcmp(argv[i + 1], "on") || !strcmp(argv[i + 1], "off") || !strcmp(argv[i + 1], "auto"))) {
+                const std::string v = argv[++i];
+                p.color = v == "on" || (v == "auto" && isatty(fileno(stdout)));
+            }
+        } else if (a == "--no-display-prompt") {
+            p.display_prompt = false;
+        } else if (a == "--display-prompt") {
+            p.display_prompt = true;
+        } else if (a == "--log-disable") {
+            g_verbosity = 0;
+        } else if (a == "-v" || a == "--verbose" || a == "--log-verbose") {
+            g_verbosity = 2;
+        } else if (a == "-ngl" || a == "--n-gpu-layers" || a == "--gpu-layers") {
+            const std::string v = value();
+            if (v != "auto" && v != "all") parse_int(a, v.c_str(), -1, INT32_MAX);
+            p.gpu_flags.push_back(a);
+        } else if (a == "-sm" || a == "--split-mode") {
+            const std::string v = value();
+            if (v != "none" && v != "layer" && v != "row") fail_arg("invalid value for " + a + ": '" + v + "' (none, layer or row)");
+            p.gpu_flags.push_back(a);
+        } else if (a == "-mg" || a == "--main-gpu") {
+            parse_int(a, value(), 0, INT32_MAX);
+            p.gpu_flags.push_back(a);
+        } else if (a == "-nkvo" || a == "--no-kv-offload") {
+            p.gpu_flags.push_back(a);
         } else {
             fail_arg("unknown option '" + a + "'");
         }
     }
     if (p.model.empty()) fail_arg("no model given (-m MODEL)");
+    if (p.escape) {  // what llama.cpp processes
+        process_escapes(p.prompt);
+        process_escapes(p.input_prefix);
+        process_escapes(p.input_suffix);
+        for (auto & r : p.antiprompts) process_escapes(r);
+    }
     return p;
 }
 
+// Why generate() stopped.
+enum class gen_stop { limit, eog, reverse_prompt, interrupted, error };
+
 // The generation loop's state: the context, how many positions are used, the sampler.
 struct session {
-    llama_context * ctx;
-    const llama_vocab * vocab;
-    llama_sampler * smpl;
-    int32_t n_ctx;
-    int32_t n_batch;
-    int32_t n_keep;  // tokens at the start never dropped by a shift (BOS included)
+    llama_context * ctx = nullptr;
+    const llama_vocab * vocab = nullptr;
+    llama_sampler * smpl = nullptr;
+    int32_t n_ctx = 0;
+    int32_t n_batch = 0;  // tokens per llama_decode call
+    int32_t n_keep = 0;   // tokens at the start never dropped by a shift (BOS included)
     int32_t n_past = 0;
+    std::vector<std::string> antiprompts;
+    bool interactive = false;  // reverse prompts must end the text exactly
+    std::string tail;  // the end of the text evaluated so far, where reverse prompts are looked for
+    llama_token last_eog = LLAMA_TOKEN_NULL;  // the end-of-generation token generate() stopped at
 
     // Makes room for `need` more positions (at most n_ctx - n_keep) with one shift: drops half of
     // the context after the kept tokens (a fixed share of the context, not of what is left), or
@@ -219,7 +466,7 @@ struct session {
         llama_kv_self_seq_rm(ctx, 0, n_keep, n_keep + n_discard);
         llama_kv_self_seq_add(ctx, 0, n_keep + n_discard, n_past, -n_discard);
         n_past -= n_discard;
-        fprintf(stderr, "\nllama-cli: context full, dropped %d tokens\n", n_discard);
+        cli_log(LOG_INFO, "\nllama-cli: context full, dropped %d tokens\n", n_discard);
         return true;
     }
 
@@ -257,22 +504,49 @@ struct session {
         return std::string(buf, (size_t) n);
     }
 
-    // Samples and prints up to n_predict tokens (-1: until end of generation or Ctrl-C);
-    // returns the generated text.
-    std::string generate(int32_t n_predict) {
-        std::string text;
+    void remember(const std::string & text) {
+        tail += text;
+        size_t longest = 0;
+        for (const auto & r : antiprompts) longest = std::max(longest, r.size());
+        const size_t keep = longest + 64;
+        if (tail.size() > 2 * keep) tail.erase(0, tail.size() - keep);
+    }
+
+    // Whether the text so far ends with a reverse prompt (as llama.cpp: outside interactive mode
+    // the reverse prompt may also be followed by up to 2 more characters, which a token can bring).
+    bool at_reverse_prompt() const {
+        for (const auto & r : antiprompts) {
+            const size_t window = r.size() + (interactive ? 0 : 2);
+            const size_t from = tail.size() > window ? tail.size() - window : 0;
+            if (tail.find(r, from) != std::string::npos) return true;
+        }
+        return false;
+    }
+
+    // Samples, prints and evaluates up to n_predict tokens (-1: no limit) until an end-of-generation
+    // token (not evaluated), a reverse prompt or Ctrl-C; the generated text goes to *text.
+    gen_stop generate(int32_t n_predict, std::string * text) {
         for (int32_t i = 0; n_predict < 0 || i < n_predict; i++) {
-            if (g_interrupted) break;
+            if (g_interrupted) return gen_stop::interrupted;
             const llama_token t = llama_sampler_sample(smpl, ctx, -1);
-            if (t == LLAMA_TOKEN_NULL || llama_vocab_is_eog(vocab, t)) break;
+            if (t == LLAMA_TOKEN_NULL) return gen_stop::error;
+            if (llama_vocab_is_eog(vocab, t)) {
+                last_eog = t;
+                return gen_stop::eog;
+            }
             const std::string s = piece(t);
             fwrite(s.data(), 1, s.size(), stdout);
             fflush(stdout);
-            text += s;
+            if (text) *text += s;
+            remember(s);
             std::vector<llama_token> one = {t};
-            if (!eval(one)) break;
+            if (!eval(one)) return gen_stop::error;
+            if (at_reverse_prompt()) {
+                cli_log(LOG_DEBUG, "\nllama-cli: reverse prompt found\n");
+                return gen_stop::reverse_prompt;
+            }
         }
-        return text;
+        return gen_stop::limit;
     }
 };
 
@@ -284,11 +558,44 @@ std::vector<llama_token> tokenize(const llama_vocab * vocab, const std::string &
     return out;
 }
 
+// Reads the user's input as llama.cpp does: a line ending in '\' goes on to the next line (the
+// newline kept), one ending in '/' is sent as it is; the final newline is dropped. False at the
+// end of input with nothing read.
+bool read_input(std::string & out) {
+    out.clear();
+    bool any = false;
+    for (;;) {
+        std::string line;
+        if (!std::getline(std::cin, line)) return any;
+        any = true;
+        if (!line.empty() && line.back() == '\r') line.pop_back();
+        if (!line.empty() && line.back() == '/') {
+            line.pop_back();
+            out += line;
+            return true;
+        }
+        if (!line.empty() && line.back() == '\\') {
+            line.pop_back();
+            out += line + "\n";
+            continue;
+        }
+        out += line;
+        return true;
+    }
+}
+
 }  // namespace
 
 int main(int argc, char ** argv) {
     const cli_params params = parse_args(argc, argv);
+    llama_log_set(log_callback, nullptr);
     std::signal(SIGINT, on_sigint);
+
+    if (!params.gpu_flags.empty()) {
+        std::string flags;
+        for (const auto & f : params.gpu_flags) flags += (flags.empty() ? "" : ", ") + f;
+        cli_log(LOG_WARN, "llama-cli: this build has no GPU support: %s ignored, everything runs on the CPU\n", flags.c_str());
+    }
 
     llama_backend_init();
     llama_model_params mp = llama_model_default_params();
@@ -325,10 +632,10 @@ int main(int argc, char ** argv) {
     llama_context_params cparams = llama_context_default_params();
     const int32_t n_ctx_train = llama_model_n_ctx_train(model);
     cparams.n_ctx = (uint32_t) (params.n_ctx > 0 ? params.n_ctx : std::min(n_ctx_train > 0 ? n_ctx_train : 4096, 4096));
-    cparams.n_batch = (uint32_t) std::min<int32_t>(params.n_batch, (int32_t) cparams.n_ctx);
+    cparams.n_batch = (uint32_t) std::min<int32_t>(std::min(params.n_batch, params.n_ubatch), (int32_t) cparams.n_ctx);
     cparams.n_threads = params.n_threads > 0 ? params.n_threads : (int32_t) std::max(1u, std::thread::hardware_concurrency());
-    cparams.type_k = params.cache_type;
-    cparams.type_v = params.cache_type;
+    cparams.type_k = params.cache_type_k;
+    cparams.type_v = params.cache_type_v;
     cparams.flash_attn = params.flash_attn;
     llama_context * ctx = llama_init_from_model(model, cparams);
     if (!ctx) {
@@ -338,24 +645,84 @@ int main(int argc, char ** argv) {
         return 1;
     }
     for (size_t i = 0; i < adapters.size(); i++) llama_set_adapter_lora(ctx, adapters[i], params.loras[i].second);
+    const int32_t n_ctx = (int32_t) llama_n_ctx(ctx);
 
+    // The sampler chain, as llama.cpp builds it.
+    uint32_t seed = (uint32_t) params.seed;
+    if (params.seed < 0 || seed == LLAMA_DEFAULT_SEED) seed = std::random_device()();
+    const int32_t n_vocab = llama_vocab_n_tokens(vocab);
     llama_sampler * smpl = llama_sampler_chain_init(llama_sampler_chain_default_params());
-    llama_sampler_chain_add(smpl, llama_sampler_init_penalties(params.repeat_last_n, params.repeat_penalty, 0.0f, 0.0f));
-    if (params.temp <= 0.0f) {
-        llama_sampler_chain_add(smpl, llama_sampler_init_greedy());
-    } else {
-        llama_sampler_chain_add(smpl, llama_sampler_init_top_k(params.top_k));
-        llama_sampler_chain_add(smpl, llama_sampler_init_top_p(params.top_p, 1));
-        llama_sampler_chain_add(smpl, llama_sampler_init_min_p(params.min_p, 1));
-        llama_sampler_chain_add(smpl, llama_sampler_init_temp(params.temp));
-        const uint32_t seed = params.has_seed ? params.seed : (uint32_t) std::chrono::steady_clock::now().time_since_epoch().count();
-        llama_sampler_chain_add(smpl, llama_sampler_init_dist(seed));
+    std::string chain_desc = "logits";
+    if (params.ignore_eos) {
+        std::vector<llama_logit_bias> biases;
+        for (llama_token t = 0; t < n_vocab; t++) {
+            if (llama_vocab_is_eog(vocab, t)) biases.push_back({t, -INFINITY});
+        }
+        llama_sampler_chain_add(smpl, llama_sampler_init_logit_bias(llama_model_n_vocab(model), (int32_t) biases.size(), biases.data()));
+        chain_desc += " -> logit-bias (" + std::to_string(biases.size()) + " end-of-generation tokens at -inf)";
     }
+    if (params.mirostat == 0) {
+        const int32_t last_n = params.repeat_last_n < 0 ? n_ctx : params.repeat_last_n;
+        llama_sampler_chain_add(smpl, llama_sampler_init_penalties(last_n, params.repeat_penalty, params.frequency_penalty,
+                                                                   params.presence_penalty));
+        chain_desc += " -> penalties";
+        if (params.temp <= 0.0f) {
+            llama_sampler_chain_add(smpl, llama_sampler_init_greedy());
+            chain_desc += " -> greedy";
+        } else {
+            llama_sampler_chain_add(smpl, llama_sampler_init_top_k(params.top_k));
+            llama_sampler_chain_add(smpl, llama_sampler_init_top_p(params.top_p, 1));
+            llama_sampler_chain_add(smpl, llama_sampler_init_min_p(params.min_p, 1));
+            llama_sampler_chain_add(smpl, llama_sampler_init_temp(params.temp));
+            llama_sampler_chain_add(smpl, llama_sampler_init_dist(seed));
+            chain_desc += " -> top-k -> top-p -> min-p -> temp -> dist";
+        }
+    } else {
+        llama_sampler_chain_add(smpl, llama_sampler_init_temp(params.temp));
+        if (params.mirostat == 1) {
+            llama_sampler_chain_add(smpl, llama_sampler_init_mirostat(n_vocab, seed, params.mirostat_tau, params.mirostat_eta, 100));
+        } else {
+            llama_sampler_chain_add(smpl, llama_sampler_init_mirostat_v2(seed, params.mirostat_tau, params.mirostat_eta));
+        }
+        chain_desc += params.mirostat == 1 ? " -> temp -> mirostat" : " -> temp -> mirostat-v2";
+    }
+    cli_log(LOG_INFO, "llama-cli: sampler seed: %u\n", seed);
+    cli_log(LOG_INFO, "llama-cli: sampler chain: %s\n", chain_desc.c_str());
+    cli_log(LOG_DEBUG, "llama-cli: n_ctx %d, n_batch %d (per decode call %d), n_predict %d, temp %.3f, top_k %d, top_p %.3f, "
+                       "min_p %.3f, repeat_penalty %.3f, repeat_last_n %d, presence_penalty %.3f, frequency_penalty %.3f, "
+                       "mirostat %d (tau %.3f, eta %.3f)\n",
+            n_ctx, (int) llama_n_batch(ctx), params.n_batch, params.n_predict, params.temp, params.top_k, params.top_p,
+            params.min_p, params.repeat_penalty, params.repeat_last_n, params.presence_penalty, params.frequency_penalty,
+            params.mirostat, params.mirostat_tau, params.mirostat_eta);
 
-    session s{ctx, vocab, smpl, (int32_t) llama_n_ctx(ctx), (int32_t) llama_n_batch(ctx), 0};
+    session s;
+    s.ctx = ctx;
+    s.vocab = vocab;
+    s.smpl = smpl;
+    s.n_ctx = n_ctx;
+    s.n_batch = params.n_batch;
+    s.antiprompts = params.antiprompts;
+    s.interactive = params.interactive || params.conversation;
     const bool add_bos = llama_vocab_get_add_bos(vocab);
-    s.n_keep = std::min<int32_t>(params.n_keep + (add_bos ? 1 : 0), s.n_ctx - 1);
+    s.n_keep = std::min<int32_t>(std::max(params.n_keep, 0) + (add_bos ? 1 : 0), n_ctx - 1);
     int rc = 0;
+
+    const bool color = params.color;
+    // Reads one input line (colored), or returns false at the end of input.
+    auto read_user = [&](std::string & line) {
+        g_interrupted = 0;
+        if (color) printf("%s", COLOR_INPUT);
+        fflush(stdout);
+        const bool ok = read_input(line);
+        if (color) printf("%s", COLOR_RESET);
+        fflush(stdout);
+        if (!ok) {
+            cli_log(LOG_DEBUG, "\nllama-cli: end of input\n");
+            return false;
+        }
+        if (params.escape) process_escapes(line);
+        return true;
+    };
 
     if (!params.conversation) {
         std::vector<llama_token> prompt = tokenize(vocab, params.prompt, true, true);
@@ -369,27 +736,90 @@ int main(int argc, char ** argv) {
             }
         }
         if (rc == 0) {
-            if ((int32_t) prompt.size() > s.n_ctx) {
-                fprintf(stderr, "llama-cli: the prompt (%zu tokens) is longer than the context (%d): it is evaluated "
-                                "through context shifts, keeping its first %d tokens\n", prompt.size(), s.n_ctx, s.n_keep);
+            if (params.n_keep < 0) s.n_keep = std::min<int32_t>((int32_t) prompt.size(), n_ctx - 1);
+            if ((int32_t) prompt.size() > n_ctx) {
+                cli_log(LOG_WARN, "llama-cli: the prompt (%zu tokens) is longer than the context (%d): it is evaluated "
+                                  "through context shifts, keeping its first %d tokens\n", prompt.size(), n_ctx, s.n_keep);
             }
-            fwrite(params.prompt.data(), 1, params.prompt.size(), stdout);
-            fflush(stdout);
+            cli_log(LOG_DEBUG, "llama-cli: prompt: %zu tokens\n", prompt.size());
+            if (params.display_prompt) {
+                if (color) printf("%s", COLOR_PROMPT);
+                fwrite(params.prompt.data(), 1, params.prompt.size(), stdout);
+                if (color) printf("%s", COLOR_RESET);
+                fflush(stdout);
+            }
             for (llama_token t : prompt) llama_sampler_accept(smpl, t);
-            if (!s.eval(prompt)) {
+            s.remember(params.prompt);
+            if (!s.eval(prompt)) rc = 1;
+        }
+        const bool interactive = params.interactive;
+        // Interactive mode reads a line first with -if, or when the prompt ends with a reverse prompt.
+        bool want_input = interactive && (params.interactive_first || s.at_reverse_prompt());
+        // Without -i, a prompt that ends with a reverse prompt generates nothing (as llama.cpp).
+        bool done = rc != 0 || (!interactive && s.at_reverse_prompt());
+        while (!done) {
+            if (!want_input) {
+                const gen_stop why = s.generate(params.n_predict, nullptr);
+                if (why == gen_stop::error) {
+                    rc = 1;
+                    break;
+                }
+                if (!interactive) break;
+                if (why == gen_stop::eog) {
+                    // As llama.cpp: the end-of-generation token goes into the context, followed
+                    // by the first reverse prompt (not printed), and the user gets the turn.
+                    std::vector<llama_token> toks = {s.last_eog};
+                    if (!params.antiprompts.empty()) {
+                        const std::vector<llama_token> r = tokenize(vocab, params.antiprompts[0], false, true);
+                        toks.insert(toks.end(), r.begin(), r.end());
+                        s.remember(params.antiprompts[0]);
+                    }
+                    for (size_t k = 1; k < toks.size(); k++) llama_sampler_accept(smpl, toks[k]);
+                    if (!s.eval(toks)) {
+                        rc = 1;
+                        break;
+                    }
+                    printf("\n");
+                }
+            }
+            want_input = false;
+            if (!params.input_prefix.empty()) {
+                fwrite(params.input_prefix.data(), 1, params.input_prefix.size(), stdout);
+            }
+            cli_log(LOG_DEBUG, "\nllama-cli: waiting for input\n");
+            std::string line;
+            if (!read_user(line)) break;  // end of input: the end, exit 0
+            if (line.empty()) continue;    // an empty line lets the model go on
+            if (!params.input_suffix.empty()) {
+                fwrite(params.input_suffix.data(), 1, params.input_suffix.size(), stdout);
+                fflush(stdout);
+            }
+            std::vector<llama_token> toks = tokenize(vocab, params.input_prefix, false, true);
+            const std::vector<llama_token> inp = tokenize(vocab, line, false, false);
+            const std::vector<llama_token> sfx = tokenize(vocab, params.input_suffix, false, true);
+            toks.insert(toks.end(), inp.begin(), inp.end());
+            toks.insert(toks.end(), sfx.begin(), sfx.end());
+            // As llama.cpp: the sampler starts afresh each turn, then sees the input.
+            llama_sampler_reset(smpl);
+            for (llama_token t : toks) llama_sampler_accept(smpl, t);
+            s.remember(params.input_prefix + line + params.input_suffix);
+            if (!toks.empty() && !s.eval(toks)) {
                 rc = 1;
-            } else {
-                s.generate(params.n_predict);
-                printf("\n");
+                break;
             }
         }
+        if (rc == 0) printf("\n");
     } else {
         // Chat: the whole history is formatted with the template each turn; the part that is new
         // since the last turn is tokenized and evaluated.
         std::string tmpl_owned = params.chat_template;
         const char * tmpl = tmpl_owned.empty() ? llama_model_chat_template(model, nullptr) : tmpl_owned.c_str();
+        if (!tmpl) {
+            cli_log(LOG_WARN, "llama-cli: the model has no chat template: using chatml (--chat-template NAME picks another)\n");
+            tmpl = "chatml";
+        }
         std::vector<std::pair<std::string, std::string>> history;
-        if (params.has_prompt && !params.prompt.empty()) history.push_back({"system", params.prompt});
+        if (!params.system_prompt.empty()) history.push_back({"system", params.system_prompt});
         std::string formatted_prev;
         auto format = [&](bool add_ass) {
             std::vector<llama_chat_message> msgs;
@@ -401,23 +831,40 @@ int main(int argc, char ** argv) {
             return out;
         };
         bool first = true;
+        // -p is the first user message (as llama.cpp), answered before any input is read.
+        std::string pending = params.prompt;
         for (;;) {
-            g_interrupted = 0;
-            printf("\n> ");
-            fflush(stdout);
             std::string line;
-            if (!std::getline(std::cin, line)) break;
-            if (line.empty()) continue;
+            if (!pending.empty()) {
+                line = pending;
+                pending.clear();
+                if (params.display_prompt) {
+                    printf("\n> %s%s%s\n", color ? COLOR_INPUT : "", line.c_str(), color ? COLOR_RESET : "");
+                    fflush(stdout);
+                }
+            } else {
+                printf("\n> ");
+                fflush(stdout);
+                if (!read_user(line)) break;
+                if (line.empty()) continue;
+            }
             history.push_back({"user", line});
             const std::string formatted = format(true);
             const std::string delta = formatted.substr(std::min(formatted_prev.size(), formatted.size()));
             std::vector<llama_token> toks = tokenize(vocab, delta, first, true);
             first = false;
+            llama_sampler_reset(smpl);
+            for (llama_token t : toks) llama_sampler_accept(smpl, t);
             if (!s.eval(toks)) {
                 rc = 1;
                 break;
             }
-            const std::string reply = s.generate(params.n_predict);
+            s.tail.clear();
+            std::string reply;
+            if (s.generate(params.n_predict, &reply) == gen_stop::error) {
+                rc = 1;
+                break;
+            }
             history.push_back({"assistant", reply});
             // The cache holds the formatted text up to the assistant's opening plus the reply;
             // the next turn's delta starts with the closing of this reply.

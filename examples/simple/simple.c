@@ -1,7 +1,7 @@
 /* simple: the shortest complete use of the C API: load a model, tokenize a prompt, evaluate it,
- * then generate greedily token by token.
+ * then generate greedily token by token. Arguments as llama.cpp's simple example:
  *
- *   llama-simple MODEL [PROMPT] [N]
+ *   llama-simple -m MODEL [-n N_PREDICT] [-ngl N (ignored: CPU only)] [PROMPT...]
  */
 #include "llama.h"
 
@@ -10,26 +10,42 @@
 #include <string.h>
 
 int main(int argc, char ** argv) {
-    if (argc < 2) {
-        fprintf(stderr, "usage: %s MODEL [PROMPT] [N]\n", argv[0]);
+    const char * model_path = NULL;
+    const char * prompt = "Hello my name is";
+    int n_predict = 32;
+    char * joined = NULL;
+    int a = 1;
+    for (; a < argc; a++) {
+        if (!strcmp(argv[a], "-m") && a + 1 < argc) model_path = argv[++a];
+        else if (!strcmp(argv[a], "-n") && a + 1 < argc) n_predict = atoi(argv[++a]);
+        else if (!strcmp(argv[a], "-ngl") && a + 1 < argc) ++a;
+        else break;  /* the rest is the prompt */
+    }
+    if (!model_path || n_predict < 0 || (a < argc && argv[a][0] == '-' && argv[a][1] != '\0')) {
+        fprintf(stderr, "usage: %s -m model.gguf [-n n_predict] [-ngl n_gpu_layers] [prompt]\n", argv[0]);
         return 1;
     }
-    const char * prompt = argc > 2 ? argv[2] : "Once upon a time";
-    const int n_predict = argc > 3 ? atoi(argv[3]) : 32;
+    if (a < argc) {  /* the remaining arguments, joined with spaces */
+        size_t len = 1;
+        for (int k = a; k < argc; k++) len += strlen(argv[k]) + 1;
+        joined = calloc(len, 1);
+        for (int k = a; k < argc; k++) strcat(strcat(joined, k > a ? " " : ""), argv[k]);
+        prompt = joined;
+    }
 
-    struct llama_model * model = llama_model_load_from_file(argv[1], llama_model_default_params());
+    struct llama_model * model = llama_model_load_from_file(model_path, llama_model_default_params());
     if (!model) return 1;
     const struct llama_vocab * vocab = llama_model_get_vocab(model);
 
-    struct llama_context_params cparams = llama_context_default_params();
-    cparams.n_ctx = 512;
-    struct llama_context * ctx = llama_init_from_model(model, cparams);
-    if (!ctx) return 1;
-
     /* Tokenize: a first call with no room returns minus the number of tokens. */
     const int n_prompt = -llama_tokenize(vocab, prompt, (int) strlen(prompt), NULL, 0, true, true);
-    llama_token * tokens = malloc(sizeof(llama_token) * (size_t) (n_prompt + n_predict));
+    llama_token * tokens = malloc(sizeof(llama_token) * (size_t) (n_prompt + n_predict + 1));
     llama_tokenize(vocab, prompt, (int) strlen(prompt), tokens, n_prompt, true, true);
+
+    struct llama_context_params cparams = llama_context_default_params();
+    cparams.n_ctx = (uint32_t) (n_prompt + n_predict + 1);
+    struct llama_context * ctx = llama_init_from_model(model, cparams);
+    if (!ctx) return 1;
 
     struct llama_sampler * smpl = llama_sampler_chain_init(llama_sampler_chain_default_params());
     llama_sampler_chain_add(smpl, llama_sampler_init_greedy());
@@ -56,5 +72,6 @@ int main(int argc, char ** argv) {
     llama_free(ctx);
     llama_model_free(model);
     free(tokens);
+    free(joined);
     return 0;
 }

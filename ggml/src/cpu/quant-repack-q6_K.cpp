@@ -7,7 +7,7 @@
 // Where value v = 128h + 32t + l (h half, t quarter 0..3, l 0..31) of a row lives: low 4 bits in
 // ql byte 64h + 32(t & 1) + l (low nibble for t < 2, high nibble otherwise), high 2 bits in qh
 // byte 32h + l at bit 2t. In 4-byte columns: l = 4g + b, ql column 16h + 8(t & 1) + g, qh
-// column 8h + g, byte b of each.
+// column 8h + g, byte b of each; ggml_q6_Kx16_ql / _qh say where a column is stored.
 #include "quant-repack.h"
 
 #include <math.h>
@@ -24,8 +24,8 @@ void pack_group_q6_K(const void * vrows, int64_t nb, void * vout) {
             const block_q6_K & src = rows[r * nb + i];
             g.d[r] = src.d;
             for (int j = 0; j < QK_K / 16; j++) g.scales[j][r] = src.scales[j];
-            for (int k = 0; k < QK_K / 8; k++) memcpy(g.ql[k][r], src.ql + 4 * k, 4);
-            for (int k = 0; k < QK_K / 16; k++) memcpy(g.qh[k][r], src.qh + 4 * k, 4);
+            for (int k = 0; k < QK_K / 8; k++) memcpy(g.q[ggml_q6_Kx16_ql(k)][r], src.ql + 4 * k, 4);
+            for (int k = 0; k < QK_K / 16; k++) memcpy(g.q[ggml_q6_Kx16_qh(k)][r], src.qh + 4 * k, 4);
         }
     }
 }
@@ -39,8 +39,8 @@ void unpack_group_q6_K(const void * vin, int64_t nb, void * vrows) {
             block_q6_K & dst = rows[r * nb + i];
             dst.d = g.d[r];
             for (int j = 0; j < QK_K / 16; j++) dst.scales[j] = g.scales[j][r];
-            for (int k = 0; k < QK_K / 8; k++) memcpy(dst.ql + 4 * k, g.ql[k][r], 4);
-            for (int k = 0; k < QK_K / 16; k++) memcpy(dst.qh + 4 * k, g.qh[k][r], 4);
+            for (int k = 0; k < QK_K / 8; k++) memcpy(dst.ql + 4 * k, g.q[ggml_q6_Kx16_ql(k)][r], 4);
+            for (int k = 0; k < QK_K / 16; k++) memcpy(dst.qh + 4 * k, g.q[ggml_q6_Kx16_qh(k)][r], 4);
         }
     }
 }
@@ -50,8 +50,8 @@ void unpack_group_q6_K(const void * vin, int64_t nb, void * vrows) {
 inline int q6_value(const block_q6_Kx16 & g, int r, int v) {
     const int h = v / 128, t = (v % 128) / 32, l = v % 32;
     const int bl = 64 * h + 32 * (t & 1) + l, bh = 32 * h + l;
-    const int lo = (g.ql[bl / 4][r][bl % 4] >> (4 * (t >> 1))) & 15;
-    const int hi = (g.qh[bh / 4][r][bh % 4] >> (2 * t)) & 3;
+    const int lo = (g.q[ggml_q6_Kx16_ql(bl / 4)][r][bl % 4] >> (4 * (t >> 1))) & 15;
+    const int hi = (g.q[ggml_q6_Kx16_qh(bh / 4)][r][bh % 4] >> (2 * t)) & 3;
     return lo | (hi << 4);
 }
 

@@ -1,6 +1,6 @@
 // quant-repack-q6_K-neon.cpp - NEON (SDOT) kernel for Q6_K weights repacked 16 rows at a time
-// (quant-repack.h). In block_q6_Kx16, the 16 bytes at ql[k][4q] (resp. qh[k][4q]) are rows
-// 4q..4q+3, 4 bytes each, of byte column k: one register whose 4 s32 lanes are 4 rows. A
+// (quant-repack.h). In block_q6_Kx16, the 16 bytes at q[ggml_q6_Kx16_ql(k)][4q] (resp. _qh) are
+// rows 4q..4q+3, 4 bytes each, of ql (qh) byte column k: one register whose 4 s32 lanes are 4 rows. A
 // sub-block j (16 values) is 4 byte columns; they decode to the unsigned 6-bit values (0..63,
 // valid s8: ql nibble | 2 qh bits << 4), and SDOT by lane (vdotq_laneq_s32) meets column k with
 // activation bytes 16j + 4k .. 16j + 4k + 3, so every lane ends the sub-block holding its row's sum.
@@ -63,7 +63,8 @@ inline void sub_block(const block_q6_Kx16 * g, const block_q8_K * const * y, con
         int8x16_t u[4];
         #pragma GCC unroll 4
         for (int k = 0; k < 4; k++) {
-            u[k] = decode<t>(vld1q_u8(g->ql[16 * h + 8 * (t & 1) + 4 * gg + k][r]), vld1q_u8(g->qh[8 * h + 4 * gg + k][r]), m0F, m30);
+            u[k] = decode<t>(vld1q_u8(g->q[ggml_q6_Kx16_ql(16 * h + 8 * (t & 1) + 4 * gg + k)][r]),
+                            vld1q_u8(g->q[ggml_q6_Kx16_qh(8 * h + 4 * gg + k)][r]), m0F, m30);
         }
         int32_t s4;
         memcpy(&s4, g->scales[J] + r, 4);

@@ -26,8 +26,6 @@ inline __m256i load32(const void * p) { return _mm256_loadu_si256((const __m256i
 
 inline __m128i load8(const void * p) { return _mm_loadl_epi64((const __m128i *) p); }
 
-constexpr int PREFETCH = 4096;
-
 // Keeps GCC from reassociating the sums of all 16 sub-blocks into a tree, which keeps every
 // sub-block's products live at once and spills them (GCC 12).
 // Likewise the activation pointers per row half: else GCC hoists all the activation loads out of
@@ -64,8 +62,8 @@ inline void sub_block(const block_q6_Kx16 * g, const block_q8_K * const * y, int
     constexpr int h = J / 8, t = J % 8 / 2, gg = J % 2;
     __m256i u[4];
     for (int k = 0; k < 4; k++) {
-        const __m256i ql = load32(g->ql[16 * h + 8 * (t & 1) + 4 * gg + k][r0]);
-        const __m256i qh = load32(g->qh[8 * h + 4 * gg + k][r0]);
+        const __m256i ql = load32(g->q[ggml_q6_Kx16_ql(16 * h + 8 * (t & 1) + 4 * gg + k)][r0]);
+        const __m256i qh = load32(g->q[ggml_q6_Kx16_qh(8 * h + 4 * gg + k)][r0]);
         const __m256i lo = _mm256_and_si256(t < 2 ? ql : _mm256_srli_epi16(ql, 4), m0F);
         u[k] = _mm256_or_si256(lo, _mm256_and_si256(qh_bits<t>(qh), m30));
     }
@@ -92,7 +90,6 @@ void gemm_q6_Kx16(int64_t nb, const block_q6_Kx16 * a, const char * b, size_t ld
     const __m256i m0F = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
     for (int64_t i = 0; i < nb; i++) {
         const block_q6_Kx16 * g = a + i;
-        for (int l = 0; l < (int) sizeof(block_q6_Kx16); l += 64) _mm_prefetch((const char *) g + PREFETCH + l, _MM_HINT_T0);
         const block_q8_K * yi[NC];
         for (int c = 0; c < NC; c++) yi[c] = (const block_q8_K *) (b + c * ldb) + i;
         for (int rh = 0; rh < 2; rh++) {
@@ -110,7 +107,11 @@ void gemm_q6_Kx16(int64_t nb, const block_q6_Kx16 * a, const char * b, size_t ld
                 const __m256i pairs = _mm256_slli_epi16(_mm256_cvtepi8_epi16(s01), 5);  // 32 sc: -4096 .. 4064
                 for (int c = 0; c < NC; c++) isum[c] = _mm256_sub_epi32(isum[c], _mm256_madd_epi16(pairs, bcast4(y[c]->bsums + j)));
             }
-            sub_blocks<NC, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15>(g, y, r0, m0F, m30, isum);
+            // Sub-blocks in the order their columns are stored (quant-repack.h: half, then 16
+            // values, then quarter), so that the block is read front to back, which the hardware
+            // prefetcher streams with no software prefetch. One thread (Zen 4): 23 GB/s; 18 in
+            // the order 0..15, 13-16 with the block prefetched 4 KiB ahead.
+            sub_blocks<NC, 0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15>(g, y, r0, m0F, m30, isum);
             const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *) (g->d + r0)));
             for (int c = 0; c < NC; c++) {
                 const __m256 f = _mm256_mul_ps(d, _mm256_set1_ps(yi[c]->d));

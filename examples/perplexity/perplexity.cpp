@@ -1,0 +1,771 @@
+// llama-perplexity: the perplexity of a model over a text, computed as llama.cpp's
+// llama-perplexity computes it, and the KL divergence of a model from a reference model.
+//
+//   llama-perplexity -m MODEL -f TEXT [-c N] [-b N] [-t N] [--chunks N] [-fa] [-ctk T] [-ctv T]
+//                    [--kl-divergence-base FILE]
+//   llama-perplexity -m MODEL --kl-divergence-base FILE --kl-divergence [...]
+//
+// Perplexity: the whole text is tokenized (BOS first when the model adds it) and cut into
+// n_tokens / n_ctx chunks of n_ctx tokens (the tail is dropped; at least 2 * n_ctx tokens are
+// needed, as in llama.cpp). Each chunk is evaluated from an empty KV cache, in batches of -b
+// tokens, with its first token replaced by BOS when the model adds BOS. Only the second half of
+// a chunk is scored: the token at position j, for j from n_ctx/2 + 1 to n_ctx - 1, by the
+// logits of position j - 1 (n_ctx - 1 - n_ctx/2 tokens a chunk), so that every scored token has
+// at least n_ctx/2 tokens of context. The running estimate exp(mean NLL) is printed after each
+// chunk as [i]PPL, then
+//   Final estimate: PPL = exp(m) +/- exp(m) * s
+// with m the mean negative log-likelihood and s its standard error,
+// sqrt((mean(nll^2) - m^2) / (count - 1)), carried through exp to first order.
+// Log-softmax is computed in double. Results go to standard output, the log (load, timings)
+// to standard error.
+//
+// KL divergence: --kl-divergence-base FILE without --kl-divergence also saves the tokens and the
+// logits of every scored position to FILE. With --kl-divergence the tokens come from FILE (no
+// -f), the model (a quantized copy, say) is evaluated on the same chunks, and at every scored
+// position its distribution is compared with the saved one: KL(base || model), whether the most
+// likely tokens agree, and delta-p = p_model(next token) - p_base(next token); printed in the
+// shape of llama.cpp's output.
+//
+// Base file (host byte order: little-endian on the CPUs this engine supports):
+//   char     magic[8]   "PPLLOGIT"
+//   uint32   version    1
+//   uint32   n_ctx      tokens per chunk (at least 4)
+//   uint32   n_vocab    width of a logits row
+//   uint32   n_chunk    chunks saved (at least 1)
+//   int32    tokens[n_chunk * n_ctx]                    the text's tokens (before BOS replacement)
+//   float32  logits[n_chunk][n_ctx - 1 - n_ctx/2][n_vocab]
+//            row r of chunk c: the logits of position n_ctx/2 + r of chunk c, which predict
+//            tokens[c * n_ctx + n_ctx/2 + r + 1]
+// and nothing after. It is written under a temporary name beside FILE and renamed into place
+// once complete, so FILE is written whole or not at all. Unlike llama.cpp's base files (16-bit
+// log-probabilities) the logits are kept exactly: a model compared with its own base file gives
+// a KL divergence of exactly 0.
+#include "llama.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cmath>
+#include <csignal>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <vector>
+
+namespace {
+
+constexpr int32_t kDefaultCtx = 512;  // llama.cpp's perplexity default
+constexpr int32_t kMinCtx = 4;        // the smallest context that scores a token per chunk
+constexpr char kMagic[8] = {'P', 'P', 'L', 'L', 'O', 'G', 'I', 'T'};
+constexpr uint32_t kVersion = 1;
+constexpr size_t kHeaderBytes = 8 + 4 * sizeof(uint32_t);
+
+struct ppl_params {
+    std::string model;
+    std::string text_file;
+    std::string kl_base;      // --kl-divergence-base FILE
+    bool kl_divergence = false;
+    int32_t n_ctx = 0;        // 0: 512, lowered to what the text has
+    int32_t n_batch = 2048;   // capped to n_ctx
+    int32_t n_threads = 0;    // 0: the library's default
+    int32_t n_chunks = -1;    // -1: all
+    ggml_type type_k = GGML_TYPE_F16;
+    ggml_type type_v = GGML_TYPE_F16;
+    bool flash_attn = false;
+    bool use_mmap = true;
+    bool use_repack = true;
+};
+
+volatile sig_atomic_t g_interrupted = 0;
+
+void on_sigint(int) {
+    if (g_interrupted) {  // a second Ctrl-C: leave now
+        std::signal(SIGINT, SIG_DFL);
+        std::raise(SIGINT);
+    }
+    g_interrupted = 1;
+}
+
+void usage(FILE * out) {
+    fprintf(out,
+            "usage: llama-perplexity -m MODEL -f TEXT [options]\n"
+            "       llama-perplexity -m MODEL --kl-divergence-base FILE --kl-divergence [options]\n\n"
+            "  -m, --model FILE          GGUF model\n"
+            "  -f, --file FILE           text whose perplexity is computed\n"
+            "  -c, --ctx-size N          tokens per chunk (default 512, lowered to half the text's\n"
+            "                            tokens when it is shorter; at least %d); the second half of\n"
+            "                            each chunk is scored\n"
+            "  -b, --batch-size N        tokens per decode (default 2048, at most -c)\n"
+            "  -t, --threads N           threads (default: all cores)\n"
+            "      --chunks N            evaluate at most N chunks (default: all)\n"
+            "  -fa, --flash-attn         fused attention reading the cache as stored\n"
+            "  -ctk, --cache-type-k T    KV cache type of K: f16 (default), f32, q8_0\n"
+            "  -ctv, --cache-type-v T    KV cache type of V: f16 (default), f32, q8_0\n"
+            "      --no-mmap             read the model into memory instead of mapping it\n"
+            "      --no-repack           keep the file's weight layout\n"
+            "      --kl-divergence-base FILE\n"
+            "                            without --kl-divergence: also save the tokens and the logits\n"
+            "                            of the scored positions to FILE (written whole or not at all);\n"
+            "                            with it: the base model's file to compare with\n"
+            "      --kl-divergence       compare the model with --kl-divergence-base FILE (the tokens\n"
+            "                            come from FILE: no -f): KL divergence, top-token agreement,\n"
+            "                            probability differences, both perplexities\n"
+            "  -h, --help                this help\n",
+            kMinCtx);
+}
+
+[[noreturn]] void fail_arg(const std::string & msg) {
+    fprintf(stderr, "llama-perplexity: %s\n(see llama-perplexity --help)\n", msg.c_str());
+    exit(1);
+}
+
+int32_t parse_int(const std::string & flag, const char * v, int32_t lo, int32_t hi) {
+    char * end = nullptr;
+    errno = 0;
+    const long x = strtol(v, &end, 10);
+    if (!*v || !end || *end != '\0' || errno == ERANGE) fail_arg("invalid value for " + flag + ": '" + v + "' (expected an integer)");
+    if (x < lo || x > hi) {
+        fail_arg("value of " + flag + " out of range: " + v + " (allowed " + std::to_string(lo) + " .. " + std::to_string(hi) + ")");
+    }
+    return (int32_t) x;
+}
+
+ggml_type parse_cache_type(const std::string & flag, const std::string & v) {
+    if (v == "f16") return GGML_TYPE_F16;
+    if (v == "f32") return GGML_TYPE_F32;
+    if (v == "q8_0") return GGML_TYPE_Q8_0;
+    fail_arg("invalid value for " + flag + ": '" + v + "' (f16, f32 or q8_0)");
+}
+
+ppl_params parse_args(int argc, char ** argv) {
+    ppl_params p;
+    for (int i = 1; i < argc; i++) {
+        const std::string a = argv[i];
+        auto value = [&]() -> const char * {
+            if (i + 1 >= argc) fail_arg("missing value for " + a);
+            return argv[++i];
+        };
+        if (a == "-h" || a == "--help") {
+            usage(stdout);
+            exit(0);
+        } else if (a == "-m" || a == "--model") {
+            p.model = value();
+        } else if (a == "-f" || a == "--file") {
+            p.text_file = value();
+        } else if (a == "-c" || a == "--ctx-size") {
+            p.n_ctx = parse_int(a, value(), kMinCtx, 1 << 24);
+        } else if (a == "-b" || a == "--batch-size") {
+            p.n_batch = parse_int(a, value(), 1, 1 << 24);
+        } else if (a == "-t" || a == "--threads") {
+            p.n_threads = parse_int(a, value(), 1, 1024);
+        } else if (a == "--chunks") {
+            p.n_chunks = parse_int(a, value(), -1, INT32_MAX);
+            if (p.n_chunks == 0) fail_arg("--chunks must be at least 1 (or -1: all)");
+        } else if (a == "-fa" || a == "--flash-attn") {
+            p.flash_attn = true;
+        } else if (a == "-ctk" || a == "--cache-type-k") {
+            p.type_k = parse_cache_type(a, value());
+        } else if (a == "-ctv" || a == "--cache-type-v") {
+            p.type_v = parse_cache_type(a, value());
+        } else if (a == "--no-mmap") {
+            p.use_mmap = false;
+        } else if (a == "--no-repack") {
+            p.use_repack = false;
+        } else if (a == "--kl-divergence-base") {
+            p.kl_base = value();
+        } else if (a == "--kl-divergence") {
+            p.kl_divergence = true;
+        } else {
+            fail_arg("unknown option '" + a + "'");
+        }
+    }
+    if (p.model.empty()) fail_arg("no model given (-m MODEL)");
+    if (p.kl_divergence) {
+        if (p.kl_base.empty()) fail_arg("--kl-divergence needs the base model's file (--kl-divergence-base FILE)");
+        if (!p.text_file.empty()) fprintf(stderr, "llama-perplexity: -f is ignored with --kl-divergence (the tokens come from the base file)\n");
+    } else if (p.text_file.empty()) {
+        fail_arg("no text given (-f FILE)");
+    }
+    return p;
+}
+
+bool read_file(const std::string & path, std::string & out) {
+    FILE * f = fopen(path.c_str(), "rb");
+    if (!f) {
+        fprintf(stderr, "llama-perplexity: cannot open '%s': %s\n", path.c_str(), strerror(errno));
+        return false;
+    }
+    char buf[1 << 16];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, n);
+    const bool ok = !ferror(f);
+    const int err = errno;
+    fclose(f);
+    if (!ok) fprintf(stderr, "llama-perplexity: cannot read '%s': %s\n", path.c_str(), strerror(err));
+    return ok;
+}
+
+// ---- log-softmax ---------------------------------------------------------------------------
+
+// log(sum(exp(x))) of a row, in double; *imax (when given) gets the index of the largest value.
+double log_sum_exp(const float * x, int32_t n, int32_t * imax = nullptr) {
+    int32_t im = 0;
+    for (int32_t i = 1; i < n; i++) {
+        if (x[i] > x[im]) im = i;
+    }
+    const double mx = x[im];
+    double sum = 0.0;
+    for (int32_t i = 0; i < n; i++) sum += std::exp((double) x[i] - mx);
+    if (imax) *imax = im;
+    return mx + std::log(sum);
+}
+
+// ---- evaluation ----------------------------------------------------------------------------
+
+struct evaluator {
+    llama_context * ctx;
+    int32_t n_ctx;
+    int32_t n_batch;
+    int32_t n_vocab;
+    llama_token bos;  // LLAMA_TOKEN_NULL: the first token of a chunk is kept
+    llama_batch batch;
+
+    int32_t first() const { return n_ctx / 2; }
+    int32_t n_scored() const { return n_ctx - 1 - n_ctx / 2; }
+
+    // Evaluates the n_ctx tokens of a chunk from an empty cache; rows gets the logits of
+    // positions first() .. n_ctx - 2 (n_scored() rows of n_vocab).
+    bool eval_chunk(const llama_token * tokens, std::vector<float> & rows) {
+        llama_kv_self_clear(ctx);
+        rows.resize((size_t) n_scored() * n_vocab);
+        const int32_t lo = first(), hi = n_ctx - 1;  // positions whose logits are kept: [lo, hi)
+        for (int32_t start = 0; start < n_ctx; start += n_batch) {
+            const int32_t n = std::min(n_batch, n_ctx - start);
+            for (int32_t k = 0; k < n; k++) {
+                const int32_t pos = start + k;
+                batch.token[k] = (pos == 0 && bos != LLAMA_TOKEN_NULL) ? bos : tokens[pos];
+                batch.pos[k] = pos;
+                batch.logits[k] = pos >= lo && pos < hi;
+            }
+            batch.n_tokens = n;
+            const int32_t rc = llama_decode(ctx, batch);
+            if (rc != 0) {
+                fprintf(stderr, "llama-perplexity: evaluation failed (llama_decode returned %d)\n", rc);
+                return false;
+            }
+            for (int32_t k = 0; k < n; k++) {
+                const int32_t pos = start + k;
+                if (pos < lo || pos >= hi) continue;
+                const float * row = llama_get_logits_ith(ctx, k);
+                if (!row) {
+                    fprintf(stderr, "llama-perplexity: no logits for position %d\n", pos);
+                    return false;
+                }
+                memcpy(rows.data() + (size_t) (pos - lo) * n_vocab, row, (size_t) n_vocab * sizeof(float));
+            }
+        }
+        return true;
+    }
+};
+
+// ---- base file -----------------------------------------------------------------------------
+
+// Writes a file under a temporary name beside it; commit() renames it into place, and the
+// temporary file is removed if it is never committed.
+struct atomic_writer {
+    std::string path, tmp;
+    FILE * f = nullptr;
+    bool ok = true;
+
+    bool open(const std::string & p) {
+        path = p;
+        tmp = p + ".tmp." + std::to_string((long) getpid());
+        f = fopen(tmp.c_str(), "wb");
+        if (!f) {
+            fprintf(stderr, "llama-perplexity: cannot create '%s': %s\n", tmp.c_str(), strerror(errno));
+            return false;
+        }
+        return true;
+    }
+    bool write(const void * data, size_t bytes) {
+        if (ok && bytes > 0 && fwrite(data, 1, bytes, f) != bytes) {
+            fprintf(stderr, "llama-perplexity: cannot write '%s': %s\n", tmp.c_str(), strerror(errno));
+            ok = false;
+        }
+        return ok;
+    }
+    bool commit() {
+        if (!f) return false;
+        ok = fflush(f) == 0 && ok;
+        ok = fsync(fileno(f)) == 0 && ok;
+        ok = fclose(f) == 0 && ok;
+        f = nullptr;
+        if (ok && rename(tmp.c_str(), path.c_str()) != 0) ok = false;
+        if (!ok) {
+            fprintf(stderr, "llama-perplexity: cannot write '%s': %s\n", path.c_str(), strerror(errno));
+            unlink(tmp.c_str());
+        }
+        return ok;
+    }
+    ~atomic_writer() {
+        if (f) {
+            fclose(f);
+            unlink(tmp.c_str());
+        }
+    }
+};
+
+bool write_base_header(atomic_writer & w, uint32_t n_ctx, uint32_t n_vocab, uint32_t n_chunk, const llama_token * tokens) {
+    const uint32_t h[4] = {kVersion, n_ctx, n_vocab, n_chunk};
+    return w.write(kMagic, sizeof(kMagic)) && w.write(h, sizeof(h)) &&
+           w.write(tokens, (size_t) n_chunk * n_ctx * sizeof(llama_token));
+}
+
+// A base file opened for reading: its header and tokens read and checked, f at the first
+// logits row.
+struct base_file {
+    uint32_t n_ctx = 0, n_vocab = 0, n_chunk = 0;
+    std::vector<llama_token> tokens;
+    FILE * f = nullptr;
+    ~base_file() {
+        if (f) fclose(f);
+    }
+};
+
+bool open_base(const std::string & path, base_file & b) {
+    auto fail = [&](const std::string & why) {
+        fprintf(stderr, "llama-perplexity: '%s' %s\n", path.c_str(), why.c_str());
+        return false;
+    };
+    b.f = fopen(path.c_str(), "rb");
+    if (!b.f) return fail(std::string("cannot be opened: ") + strerror(errno));
+    struct stat st;
+    if (fstat(fileno(b.f), &st) != 0 || !S_ISREG(st.st_mode)) return fail("is not a regular file");
+    char magic[8];
+    uint32_t h[4];
+    if (fread(magic, 1, sizeof(magic), b.f) != sizeof(magic) || memcmp(magic, kMagic, sizeof(magic)) != 0) {
+        return fail("is not a base file of llama-perplexity (no PPLLOGIT magic; write one with --kl-divergence-base "
+                    "FILE without --kl-divergence)");
+    }
+    if (fread(h, 1, sizeof(h), b.f) != sizeof(h)) return fail("is truncated (incomplete header)");
+    if (h[0] != kVersion) return fail("has version " + std::to_string(h[0]) + ", this program reads version " + std::to_string(kVersion));
+    b.n_ctx = h[1];
+    b.n_vocab = h[2];
+    b.n_chunk = h[3];
+    if (b.n_ctx < (uint32_t) kMinCtx || b.n_ctx > (1u << 24)) return fail("has an invalid context size " + std::to_string(b.n_ctx));
+    if (b.n_vocab == 0 || b.n_vocab > (1u << 24)) return fail("has an invalid vocabulary size " + std::to_string(b.n_vocab));
+    if (b.n_chunk == 0 || b.n_chunk > (1u << 24)) return fail("has an invalid chunk count " + std::to_string(b.n_chunk));
+    // With these bounds the sizes fit in 64 bits.
+    const uint64_t n_tok = (uint64_t) b.n_chunk * b.n_ctx;
+    const uint64_t n_rows = (uint64_t) b.n_chunk * (b.n_ctx - 1 - b.n_ctx / 2);
+    const uint64_t want = kHeaderBytes + n_tok * sizeof(llama_token) + n_rows * b.n_vocab * sizeof(float);
+    if ((uint64_t) st.st_size < want) {
+        return fail("is truncated: " + std::to_string((uint64_t) st.st_size) + " bytes, its header announces " + std::to_string(want));
+    }
+    if ((uint64_t) st.st_size > want) {
+        return fail("has " + std::to_string((uint64_t) st.st_size - want) + " bytes more than its header announces");
+    }
+    b.tokens.resize((size_t) n_tok);
+    if (fread(b.tokens.data(), sizeof(llama_token), b.tokens.size(), b.f) != b.tokens.size()) return fail("cannot be read");
+    for (size_t i = 0; i < b.tokens.size(); i++) {
+        if (b.tokens[i] < 0 || (uint32_t) b.tokens[i] >= b.n_vocab) {
+            return fail("holds an invalid token id " + std::to_string(b.tokens[i]) + " at " + std::to_string(i));
+        }
+    }
+    return true;
+}
+
+// ---- statistics ----------------------------------------------------------------------------
+
+// Mean of the values whose sum and sum of squares are given, and its standard error (0 for
+// fewer than 11 values, as llama.cpp).
+std::pair<double, double> mean_and_uncertainty(double sum, double sum2, size_t count) {
+    if (count < 1) return {0.0, 0.0};
+    const double f = sum / (double) count;
+    double df = sum2 / (double) count - f * f;
+    df = df > 0 && count > 10 ? std::sqrt(df / (double) (count - 1)) : 0.0;
+    return {f, df};
+}
+
+// Covariance of the means of a and b (0 for fewer than 10 values, as llama.cpp).
+double covariance(double suma, double sumb, double sumab, size_t count) {
+    if (count < 10) return 0.0;
+    const double c = (double) count;
+    return (sumab / c - (suma / c) * (sumb / c)) / (c - 1);
+}
+
+// The value at a fraction of a sorted vector, interpolating between neighbours.
+double percentile(const std::vector<float> & v, double fraction) {
+    if (v.empty()) return 0.0;
+    if (fraction <= 0) return v.front();
+    if (fraction >= 1) return v.back();
+    double p = fraction * (double) (v.size() - 1);
+    const size_t ip = (size_t) p;
+    p -= (double) ip;
+    return (1 - p) * v[ip] + p * v[std::min(ip + 1, v.size() - 1)];
+}
+
+double median(const std::vector<float> & v) {
+    if (v.empty()) return 0.0;
+    const size_t n = v.size();
+    return n % 2 == 0 ? 0.5 * ((double) v[n / 2] + v[n / 2 - 1]) : (double) v[n / 2];
+}
+
+struct kl_stats {
+    double sum_nll = 0, sum_nll2 = 0;            // the model's negative log-likelihoods
+    double sum_nll_base = 0, sum_nll_base2 = 0;  // the base's
+    double sum_nll_nll_base = 0;
+    double sum_kld = 0, sum_kld2 = 0;
+    double sum_p_diff = 0, sum_p_diff2 = 0, sum_p_diff4 = 0;
+    size_t n_same_top = 0;
+    size_t count = 0;
+    std::vector<float> kld_values, p_diff_values;
+
+    // One scored position: the model's and the base's logits, and the text's next token.
+    void add(const float * logits, const float * base, int32_t n_vocab, llama_token tok) {
+        int32_t imax = 0, imax_base = 0;
+        const double lse = log_sum_exp(logits, n_vocab, &imax);
+        const double lse_base = log_sum_exp(base, n_vocab, &imax_base);
+        double kld = 0.0;
+        for (int32_t i = 0; i < n_vocab; i++) {
+            const double lp_base = (double) base[i] - lse_base;
+            const double lp = (double) logits[i] - lse;
+            const double p_base = std::exp(lp_base);
+            if (p_base > 0) kld += p_base * (lp_base - lp);
+        }
+        const double nll = lse - logits[tok];
+        const double nll_base = lse_base - base[tok];
+        const double p_diff = std::exp(-nll) - std::exp(-nll_base);
+        sum_nll += nll;
+        sum_nll2 += nll * nll;
+        sum_nll_base += nll_base;
+        sum_nll_base2 += nll_base * nll_base;
+        sum_nll_nll_base += nll * nll_base;
+        sum_kld += kld;
+        sum_kld2 += kld * kld;
+        sum_p_diff += p_diff;
+        sum_p_diff2 += p_diff * p_diff;
+        sum_p_diff4 += p_diff * p_diff * p_diff * p_diff;
+        n_same_top += imax == imax_base;
+        count++;
+        kld_values.push_back((float) kld);
+        p_diff_values.push_back((float) p_diff);
+    }
+
+    std::pair<double, double> log_ppl() const { return mean_and_uncertainty(sum_nll, sum_nll2, count); }
+    std::pair<double, double> log_ppl_base() const { return mean_and_uncertainty(sum_nll_base, sum_nll_base2, count); }
+    double log_ppl_cov() const { return covariance(sum_nll, sum_nll_base, sum_nll_nll_base, count); }
+    std::pair<double, double> log_ppl_ratio() const {
+        const auto a = log_ppl(), b = log_ppl_base();
+        return {a.first - b.first, std::sqrt(std::max(0.0, a.second * a.second + b.second * b.second - 2.0 * log_ppl_cov()))};
+    }
+    std::pair<double, double> p_diff_rms() const {
+        const auto mse = mean_and_uncertainty(sum_p_diff2, sum_p_diff4, count);
+        const double v = std::sqrt(mse.first);
+        return {v, v > 0 ? 0.5 / v * mse.second : 0.0};
+    }
+    std::pair<double, double> same_top() const {
+        const double p = count ? (double) n_same_top / (double) count : 0.0;
+        return {p, count > 1 ? std::sqrt(p * (1 - p) / (double) (count - 1)) : 0.0};
+    }
+};
+
+void print_kl_chunk(int chunk, const kl_stats & s) {
+    const auto lp = s.log_ppl();
+    const double ppl = std::exp(lp.first);
+    const auto ratio = s.log_ppl_ratio();
+    const auto kl = mean_and_uncertainty(s.sum_kld, s.sum_kld2, s.count);
+    const auto rms = s.p_diff_rms();
+    const auto top = s.same_top();
+    printf("%4d    %9.4lf ± %9.4lf    %10.5lf ± %10.5lf    %10.5lf ± %10.5lf    %6.3lf ± %6.3lf %%    %6.3lf ± %6.3lf %%\n",
+           chunk, ppl, ppl * lp.second, ratio.first, ratio.second, kl.first, kl.second, 100.0 * rms.first,
+           100.0 * rms.second, 100.0 * top.first, 100.0 * top.second);
+    fflush(stdout);
+}
+
+void print_kl_summary(kl_stats & s) {
+    std::sort(s.kld_values.begin(), s.kld_values.end());
+    std::sort(s.p_diff_values.begin(), s.p_diff_values.end());
+    if (s.count < 100) {
+        printf("(statistics over only %zu scored tokens: take them as rough)\n\n", s.count);
+    }
+
+    printf("====== Perplexity statistics ======\n");
+    const auto lp = s.log_ppl(), lpb = s.log_ppl_base();
+    const double ppl = std::exp(lp.first), ppl_unc = ppl * lp.second;
+    const double ppl_base = std::exp(lpb.first), ppl_base_unc = ppl_base * lpb.second;
+    const double cov = s.log_ppl_cov();
+    printf("Mean PPL(Q)                   : %10.6lf ± %10.6lf\n", ppl, ppl_unc);
+    printf("Mean PPL(base)                : %10.6lf ± %10.6lf\n", ppl_base, ppl_base_unc);
+    const double den = lp.second * lpb.second;
+    printf("Cor(ln(PPL(Q)), ln(PPL(base))): %6.2lf%%\n", den > 0 ? 100.0 * cov / den : NAN);
+    const auto ratio = s.log_ppl_ratio();
+    printf("Mean ln(PPL(Q)/PPL(base))     : %10.6lf ± %10.6lf\n", ratio.first, ratio.second);
+    const double r = std::exp(ratio.first);
+    printf("Mean PPL(Q)/PPL(base)         : %10.6lf ± %10.6lf\n", r, r * ratio.second);
+    const double ppl_cov = ppl * ppl_base * cov;
+    printf("Mean PPL(Q)-PPL(base)         : %10.6lf ± %10.6lf\n", ppl - ppl_base,
+           std::sqrt(std::max(0.0, ppl_unc * ppl_unc + ppl_base_unc * ppl_base_unc - 2.0 * ppl_cov)));
+    printf("\n");
+
+    const std::vector<float> & kv = s.kld_values;
+    printf("====== KL divergence statistics ======\n");
+    const auto kl = mean_and_uncertainty(s.sum_kld, s.sum_kld2, s.count);
+    printf("Mean    KLD: %10.6lf ± %10.6lf\n", kl.first, kl.second);
+    printf("Maximum KLD: %10.6f\n", kv.back());
+    printf("99.9%%   KLD: %10.6f\n", percentile(kv, 0.999));
+    printf("99.0%%   KLD: %10.6f\n", percentile(kv, 0.990));
+    printf("95.0%%   KLD: %10.6f\n", percentile(kv, 0.950));
+    printf("90.0%%   KLD: %10.6f\n", percentile(kv, 0.900));
+    printf("Median  KLD: %10.6f\n", median(kv));
+    printf("10.0%%   KLD: %10.6f\n", percentile(kv, 0.100));
+    printf(" 5.0%%   KLD: %10.6f\n", percentile(kv, 0.050));
+    printf(" 1.0%%   KLD: %10.6f\n", percentile(kv, 0.010));
+    printf(" 0.1%%   KLD: %10.6f\n", percentile(kv, 0.001));
+    printf("Minimum KLD: %10.6f\n", kv.front());
+    printf("\n");
+
+    const std::vector<float> & pv = s.p_diff_values;
+    printf("====== Token probability statistics ======\n");
+    const auto pd = mean_and_uncertainty(s.sum_p_diff, s.sum_p_diff2, s.count);
+    printf("Mean    Δp: %6.3lf ± %5.3lf %%\n", 100.0 * pd.first, 100.0 * pd.second);
+    printf("Maximum Δp: %6.3lf%%\n", 100.0 * pv.back());
+    printf("99.9%%   Δp: %6.3lf%%\n", 100.0 * percentile(pv, 0.999));
+    printf("99.0%%   Δp: %6.3lf%%\n", 100.0 * percentile(pv, 0.990));
+    printf("95.0%%   Δp: %6.3lf%%\n", 100.0 * percentile(pv, 0.950));
+    printf("90.0%%   Δp: %6.3lf%%\n", 100.0 * percentile(pv, 0.900));
+    printf("75.0%%   Δp: %6.3lf%%\n", 100.0 * percentile(pv, 0.750));
+    printf("Median  Δp: %6.3lf%%\n", 100.0 * median(pv));
+    printf("25.0%%   Δp: %6.3lf%%\n", 100.0 * percentile(pv, 0.250));
+    printf("10.0%%   Δp: %6.3lf%%\n", 100.0 * percentile(pv, 0.100));
+    printf(" 5.0%%   Δp: %6.3lf%%\n", 100.0 * percentile(pv, 0.050));
+    printf(" 1.0%%   Δp: %6.3lf%%\n", 100.0 * percentile(pv, 0.010));
+    printf(" 0.1%%   Δp: %6.3lf%%\n", 100.0 * percentile(pv, 0.001));
+    printf("Minimum Δp: %6.3lf%%\n", 100.0 * pv.front());
+    const auto rms = s.p_diff_rms();
+    printf("RMS Δp    : %6.3lf ± %5.3lf %%\n", 100.0 * rms.first, 100.0 * rms.second);
+    const auto top = s.same_top();
+    printf("Same top p: %6.3lf ± %5.3lf %%\n", 100.0 * top.first, 100.0 * top.second);
+    fflush(stdout);
+}
+
+// ---- the two modes -------------------------------------------------------------------------
+
+void print_eta(double seconds_per_chunk, int n_chunk) {
+    fprintf(stderr, "llama-perplexity: %.2f seconds per pass - ETA %.2f minutes\n", seconds_per_chunk,
+            seconds_per_chunk * n_chunk / 60.0);
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+bool interrupted() {
+    if (g_interrupted) fprintf(stderr, "\nllama-perplexity: interrupted\n");
+    return g_interrupted != 0;
+}
+
+// Perplexity of the text's tokens, saving the base file when one is named.
+int run_perplexity(const ppl_params & params, evaluator & ev, const std::vector<llama_token> & tokens, int32_t n_chunk) {
+    atomic_writer w;
+    if (!params.kl_base.empty()) {
+        if (!w.open(params.kl_base) ||
+            !write_base_header(w, (uint32_t) ev.n_ctx, (uint32_t) ev.n_vocab, (uint32_t) n_chunk, tokens.data())) {
+            return 1;
+        }
+        fprintf(stderr, "llama-perplexity: saving the logits of the scored positions to %s\n", params.kl_base.c_str());
+    }
+    fprintf(stderr, "llama-perplexity: calculating perplexity over %d chunks, n_ctx=%d, batch_size=%d\n", n_chunk,
+            ev.n_ctx, ev.n_batch);
+
+    double nll = 0.0, nll2 = 0.0;
+    size_t count = 0;
+    std::vector<float> rows;
+    const int32_t first = ev.first();
+    for (int32_t c = 0; c < n_chunk; c++) {
+        if (interrupted()) return 1;
+        const auto t0 = std::chrono::steady_clock::now();
+        const llama_token * chunk = tokens.data() + (size_t) c * ev.n_ctx;
+        if (!ev.eval_chunk(chunk, rows)) return 1;
+        if (c == 0) print_eta(seconds_since(t0), n_chunk);
+        for (int32_t r = 0; r < ev.n_scored(); r++) {
+            const float * row = rows.data() + (size_t) r * ev.n_vocab;
+            const double v = log_sum_exp(row, ev.n_vocab) - row[chunk[first + r + 1]];
+            nll += v;
+            nll2 += v * v;
+            count++;
+        }
+        if (w.f && !w.write(rows.data(), rows.size() * sizeof(float))) return 1;
+        printf("[%d]%.4lf,", c + 1, std::exp(nll / (double) count));
+        fflush(stdout);
+    }
+    printf("\n");
+
+    const double mean = nll / (double) count;
+    const double ppl = std::exp(mean);
+    const double var = nll2 / (double) count - mean * mean;
+    const double se = var > 0 && count > 1 ? std::sqrt(var / (double) (count - 1)) : 0.0;
+    printf("Final estimate: PPL = %.4lf +/- %.5lf\n", ppl, se * ppl);
+    fflush(stdout);
+    if (w.f) {
+        if (!w.commit()) return 1;
+        fprintf(stderr, "llama-perplexity: wrote %s\n", params.kl_base.c_str());
+    }
+    return 0;
+}
+
+int run_kl_divergence(evaluator & ev, base_file & base, int32_t n_chunk) {
+    fprintf(stderr, "llama-perplexity: comparing with the base over %d chunks, n_ctx=%d, batch_size=%d\n", n_chunk,
+            ev.n_ctx, ev.n_batch);
+    kl_stats s;
+    std::vector<float> rows, base_rows((size_t) ev.n_scored() * ev.n_vocab);
+    const int32_t first = ev.first();
+    printf("chunk             PPL               ln(PPL(Q)/PPL(base))          KL Divergence              Δp RMS            Same top p\n");
+    for (int32_t c = 0; c < n_chunk; c++) {
+        if (interrupted()) return 1;
+        if (fread(base_rows.data(), sizeof(float), base_rows.size(), base.f) != base_rows.size()) {
+            fprintf(stderr, "llama-perplexity: cannot read the logits of chunk %d from the base file\n", c + 1);
+            return 1;
+        }
+        const auto t0 = std::chrono::steady_clock::now();
+        const llama_token * chunk = base.tokens.data() + (size_t) c * ev.n_ctx;
+        if (!ev.eval_chunk(chunk, rows)) return 1;
+        if (c == 0) print_eta(seconds_since(t0), n_chunk);
+        for (int32_t r = 0; r < ev.n_scored(); r++) {
+            const size_t off = (size_t) r * ev.n_vocab;
+            s.add(rows.data() + off, base_rows.data() + off, ev.n_vocab, chunk[first + r + 1]);
+        }
+        print_kl_chunk(c + 1, s);
+    }
+    printf("\n");
+    print_kl_summary(s);
+    return 0;
+}
+
+std::vector<llama_token> tokenize(const llama_vocab * vocab, const std::string & text) {
+    int32_t n = llama_tokenize(vocab, text.data(), (int32_t) text.size(), nullptr, 0, true, false);
+    std::vector<llama_token> out((size_t) (n < 0 ? -n : n));
+    n = llama_tokenize(vocab, text.data(), (int32_t) text.size(), out.data(), (int32_t) out.size(), true, false);
+    out.resize(n > 0 ? (size_t) n : 0);
+    return out;
+}
+
+}  // namespace
+
+int main(int argc, char ** argv) {
+    const ppl_params params = parse_args(argc, argv);
+
+    // The inputs are read and checked before the model is loaded.
+    std::string text;
+    base_file base;
+    if (params.kl_divergence) {
+        if (!open_base(params.kl_base, base)) return 1;
+        if (params.n_ctx > 0 && (uint32_t) params.n_ctx != base.n_ctx) {
+            fprintf(stderr, "llama-perplexity: the base file was computed with a context of %u, not %d (-c): leave -c out "
+                            "or make a new base file\n", base.n_ctx, params.n_ctx);
+            return 1;
+        }
+    } else {
+        if (!read_file(params.text_file, text)) return 1;
+        if (text.size() > (size_t) INT32_MAX) {
+            fprintf(stderr, "llama-perplexity: '%s' is too large (at most 2 GiB of text)\n", params.text_file.c_str());
+            return 1;
+        }
+    }
+
+    llama_backend_init();
+    llama_model_params mp = llama_model_default_params();
+    mp.use_mmap = params.use_mmap;
+    mp.use_repack = params.use_repack;
+    llama_model * model = llama_model_load_from_file(params.model.c_str(), mp);
+    if (!model) {
+        fprintf(stderr, "llama-perplexity: cannot load model '%s'\n", params.model.c_str());
+        return 1;
+    }
+    const llama_vocab * vocab = llama_model_get_vocab(model);
+    const int32_t n_vocab = llama_model_n_vocab(model);
+    auto fail = [&](llama_context * ctx) {
+        llama_free(ctx);
+        llama_model_free(model);
+        llama_backend_free();
+        return 1;
+    };
+    if (n_vocab <= 0 || llama_vocab_n_tokens(vocab) <= 0) {
+        fprintf(stderr, "llama-perplexity: the model has no vocabulary\n");
+        return fail(nullptr);
+    }
+
+    // The tokens and the chunk size.
+    std::vector<llama_token> tokens;
+    int32_t n_ctx = params.n_ctx;
+    int32_t n_chunk = 0;
+    if (params.kl_divergence) {
+        if ((uint32_t) n_vocab != base.n_vocab) {
+            fprintf(stderr, "llama-perplexity: the base file has a vocabulary of %u tokens, the model %d: they do not "
+                            "belong together\n", base.n_vocab, n_vocab);
+            return fail(nullptr);
+        }
+        n_ctx = (int32_t) base.n_ctx;
+        n_chunk = (int32_t) base.n_chunk;
+    } else {
+        fprintf(stderr, "llama-perplexity: tokenizing the input ..\n");
+        tokens = tokenize(vocab, text);
+        // Scoring predicts each token from the one before it; an EOS appended by the tokenizer
+        // is not part of the text.
+        if (llama_vocab_get_add_eos(vocab) && !tokens.empty() && tokens.back() == llama_vocab_eos(vocab)) tokens.pop_back();
+        if (n_ctx == 0) {
+            n_ctx = kDefaultCtx;
+            if ((int64_t) tokens.size() < 2 * (int64_t) n_ctx) {
+                n_ctx = std::max(kMinCtx, (int32_t) tokens.size() / 2);
+                if (2 * (size_t) n_ctx <= tokens.size()) {
+                    fprintf(stderr, "llama-perplexity: the text has only %zu tokens: context lowered from %d to %d "
+                                    "(set it with -c)\n", tokens.size(), kDefaultCtx, n_ctx);
+                }
+            }
+        }
+        if ((int64_t) tokens.size() < 2 * (int64_t) n_ctx) {
+            fprintf(stderr, "llama-perplexity: you need at least %d tokens to evaluate perplexity with a context of %d\n"
+                            "llama-perplexity: the text '%s' tokenizes to only %zu tokens\n",
+                    2 * n_ctx, n_ctx, params.text_file.c_str(), tokens.size());
+            return fail(nullptr);
+        }
+        n_chunk = (int32_t) (tokens.size() / (size_t) n_ctx);
+    }
+    if (params.n_chunks > 0) n_chunk = std::min(n_chunk, params.n_chunks);
+    const int32_t n_ctx_train = llama_model_n_ctx_train(model);
+    if (n_ctx_train > 0 && n_ctx > n_ctx_train) {
+        fprintf(stderr, "llama-perplexity: warning: the model was trained on only %d context tokens (%d specified)\n",
+                n_ctx_train, n_ctx);
+    }
+
+    llama_context_params cparams = llama_context_default_params();
+    cparams.n_ctx = (uint32_t) n_ctx;
+    cparams.n_batch = (uint32_t) std::min(params.n_batch, n_ctx);
+    if (params.n_threads > 0) cparams.n_threads = params.n_threads;
+    cparams.type_k = params.type_k;
+    cparams.type_v = params.type_v;
+    cparams.flash_attn = params.flash_attn;
+    llama_context * ctx = llama_init_from_model(model, cparams);
+    if (!ctx) {
+        fprintf(stderr, "llama-perplexity: cannot create a context of %d tokens\n", n_ctx);
+        return fail(nullptr);
+    }
+
+    const llama_token bos = llama_vocab_get_add_bos(vocab) ? llama_vocab_bos(vocab) : LLAMA_TOKEN_NULL;
+    evaluator ev{ctx, n_ctx, (int32_t) llama_n_batch(ctx), n_vocab, bos, llama_batch_init((int32_t) llama_n_batch(ctx))};
+    std::signal(SIGINT, on_sigint);
+    const int rc = params.kl_divergence ? run_kl_divergence(ev, base, n_chunk) : run_perplexity(params, ev, tokens, n_chunk);
+    llama_batch_free(ev.batch);
+
+    fprintf(stderr, "\n");
+    llama_perf_context_print(ctx);
+    llama_free(ctx);
+    llama_model_free(model);
+    llama_backend_free();
+    return rc;
+}

@@ -1,0 +1,280 @@
+// llama-perplexity as a user runs it: perplexity of stories260K on a story against random text,
+// the number recomputed here through the C API (second half of each chunk, BOS rule), the KL
+// divergence against the model itself and a Q8_0 copy, and bad input.
+#include "test-util.h"
+
+#include "llama.h"
+
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+namespace {
+
+std::string bin(const std::string & prog) { return std::string(LLAMA_EMULATOR) + " " + LLAMA_BIN_DIR + "/" + prog; }
+bool have(const std::string & prog) { return tu::file_exists(std::string(LLAMA_BIN_DIR) + "/" + prog); }
+std::string model_path() { return tu::models_dir() + "/stories260K.gguf"; }
+
+struct result {
+    int status = -1;
+    std::string out, err;  // standard output, standard error
+};
+
+result perplexity(const std::string & args) {
+    result r;
+    const tu::run_result rr = tu::run_command(bin("llama-perplexity") + " " + args, &r.err);
+    r.status = rr.status;
+    r.out = rr.output;
+    return r;
+}
+
+// Simple children's-story sentences of the kind stories260K was trained on.
+std::string story_text() {
+    const char * names[] = {"Lily", "Tom", "Ben", "Mia", "Sam", "Anna"};
+    const char * things[] = {"ball", "dog", "cat", "toy", "tree", "cake", "box", "bird"};
+    const char * adjs[] = {"big", "little", "red", "happy", "small", "pretty"};
+    std::string s;
+    for (int i = 0; i < 12; i++) {
+        const std::string n = names[i % 6], t = things[i % 8], a = adjs[i % 6];
+        s += "Once upon a time, there was a " + a + " girl named " + n + ". She liked to play outside with her " + t +
+             ". One day, " + n + " saw a " + a + " " + t + " in the park. She was very happy. \"Mom, look at the " + t +
+             "!\" she said. Her mom smiled and said, \"Yes, it is a " + a + " " + t + ".\" They played together all day. ";
+    }
+    return s;
+}
+
+// Words of random letters.
+std::string random_text() {
+    std::mt19937 rng(42);
+    std::uniform_int_distribution<int> len(2, 9), letter(0, 25);
+    std::string s;
+    for (int w = 0; w < 300; w++) {
+        const int n = len(rng);
+        for (int i = 0; i < n; i++) s += (char) ('a' + letter(rng));
+        s += ' ';
+    }
+    return s;
+}
+
+std::string write(const tu::TempDir & dir, const std::string & name, const std::string & content) {
+    const std::string path = dir.path + "/" + name;
+    std::ofstream(path, std::ios::binary) << content;
+    return path;
+}
+
+// The number of "Final estimate: PPL = X +/- Y" (NaN when absent or malformed).
+double final_ppl(const std::string & out, double * unc = nullptr) {
+    static const std::regex re(R"((^|\n)Final estimate: PPL = ([0-9]+\.[0-9]{4}) \+/- ([0-9]+\.[0-9]{5})\n)");
+    std::smatch m;
+    if (!std::regex_search(out, m, re)) return NAN;
+    if (unc) *unc = std::stod(m[3]);
+    return std::stod(m[2]);
+}
+
+// The number after a label of the KL summary ("Mean    KLD:", "Same top p:").
+double stat(const std::string & out, const std::string & label) {
+    const size_t at = out.find("\n" + label);
+    if (at == std::string::npos) return NAN;
+    return std::strtod(out.c_str() + at + 1 + label.size(), nullptr);
+}
+
+// Perplexity of the first n_chunk chunks of n_ctx tokens of text recomputed with the C API:
+// each chunk decoded in one batch from an empty cache, its first token BOS when the model adds
+// BOS, the tokens from n_ctx/2 + 1 on scored by the logits before them (log-softmax in double).
+double reference_ppl(const std::string & text, int n_ctx, int n_chunk) {
+    llama_model * model = llama_model_load_from_file(model_path().c_str(), llama_model_default_params());
+    EXPECT_NE(model, nullptr);
+    if (!model) return NAN;
+    const llama_vocab * vocab = llama_model_get_vocab(model);
+    const int n_vocab = llama_model_n_vocab(model);
+    std::vector<llama_token> toks(text.size() + 8);
+    const int n = llama_tokenize(vocab, text.data(), (int) text.size(), toks.data(), (int) toks.size(), true, false);
+    EXPECT_GE(n, n_ctx * n_chunk);
+    llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = (uint32_t) n_ctx;
+    cp.n_batch = (uint32_t) n_ctx;
+    cp.n_threads = 2;
+    llama_context * ctx = llama_init_from_model(model, cp);
+    EXPECT_NE(ctx, nullptr);
+    double nll = 0;
+    int count = 0;
+    llama_batch batch = llama_batch_init(n_ctx);
+    for (int c = 0; c < n_chunk && ctx; c++) {
+        llama_kv_self_clear(ctx);
+        const llama_token * chunk = toks.data() + (size_t) c * n_ctx;
+        for (int i = 0; i < n_ctx; i++) {
+            batch.token[i] = chunk[i];
+            batch.pos[i] = i;
+            batch.logits[i] = 1;
+        }
+        if (llama_vocab_get_add_bos(vocab)) batch.token[0] = llama_vocab_bos(vocab);
+        batch.n_tokens = n_ctx;
+        EXPECT_EQ(llama_decode(ctx, batch), 0);
+        for (int j = n_ctx / 2; j < n_ctx - 1; j++) {
+            const float * row = llama_get_logits_ith(ctx, j);
+            double mx = row[0];
+            for (int v = 1; v < n_vocab; v++) mx = std::max(mx, (double) row[v]);
+            double sum = 0;
+            for (int v = 0; v < n_vocab; v++) sum += std::exp((double) row[v] - mx);
+            nll += mx + std::log(sum) - row[chunk[j + 1]];
+            count++;
+        }
+    }
+    llama_batch_free(batch);
+    llama_free(ctx);
+    llama_model_free(model);
+    return std::exp(nll / count);
+}
+
+#define REQUIRE_PERPLEXITY()                                                                    \
+    do {                                                                                        \
+        if (!have("llama-perplexity")) GTEST_SKIP() << "llama-perplexity was not built";        \
+        TU_REQUIRE_FILE(model_path());                                                          \
+    } while (0)
+
+}  // namespace
+
+TEST(Perplexity, StoryFarBelowRandomText) {
+    REQUIRE_PERPLEXITY();
+    tu::TempDir dir;
+    const std::string story = write(dir, "story.txt", story_text()), noise = write(dir, "random.txt", random_text());
+    const std::string opts = " -c 128 --chunks 4 -t 2";
+    const result rs = perplexity("-m " + model_path() + " -f " + story + opts);
+    const result rn = perplexity("-m " + model_path() + " -f " + noise + opts);
+    ASSERT_EQ(rs.status, 0) << rs.err;
+    ASSERT_EQ(rn.status, 0) << rn.err;
+    // The running estimates, one per chunk, then the final line.
+    EXPECT_TRUE(std::regex_search(rs.out, std::regex(R"(^\[1\][0-9]+\.[0-9]{4},\[2\][0-9]+\.[0-9]{4},\[3\][0-9.]+,\[4\][0-9.]+,\n)")))
+        << rs.out;
+    double unc = NAN;
+    const double ppl_story = final_ppl(rs.out, &unc), ppl_noise = final_ppl(rn.out);
+    ASSERT_TRUE(std::isfinite(ppl_story)) << rs.out;
+    ASSERT_TRUE(std::isfinite(ppl_noise)) << rn.out;
+    EXPECT_GT(ppl_story, 1.0);
+    EXPECT_GT(ppl_noise, 1.0);
+    EXPECT_GT(unc, 0.0);
+    EXPECT_LT(unc, ppl_story);
+    EXPECT_LT(ppl_story, ppl_noise / 3) << "story " << ppl_story << ", random " << ppl_noise;
+    // Results on standard output, the log on standard error.
+    EXPECT_NE(rs.err.find("calculating perplexity over 4 chunks"), std::string::npos) << rs.err;
+}
+
+TEST(Perplexity, MatchesTheCApi) {
+    REQUIRE_PERPLEXITY();
+    tu::TempDir dir;
+    const std::string text = story_text(), path = write(dir, "story.txt", text);
+    // One chunk: only its second half scored.
+    const double want1 = reference_ppl(text, 64, 1);
+    const result r1 = perplexity("-m " + model_path() + " -f " + path + " -c 64 --chunks 1 -t 2");
+    ASSERT_EQ(r1.status, 0) << r1.err;
+    EXPECT_NEAR(final_ppl(r1.out), want1, 1e-4 * want1) << r1.out;
+    EXPECT_EQ(r1.out.rfind("[1]", 0), 0u) << r1.out;
+    // Two chunks, the second one starting with BOS in place of its first token; in batches of
+    // 16 tokens (other products, so a looser bound).
+    const double want2 = reference_ppl(text, 64, 2);
+    const result r2 = perplexity("-m " + model_path() + " -f " + path + " -c 64 --chunks 2 -b 16 -t 2");
+    ASSERT_EQ(r2.status, 0) << r2.err;
+    EXPECT_NEAR(final_ppl(r2.out), want2, 5e-4 * want2) << r2.out;
+    EXPECT_NE(want1, want2);
+}
+
+TEST(Perplexity, KlDivergenceAgainstItselfAndQ8_0) {
+    REQUIRE_PERPLEXITY();
+    if (!have("llama-quantize")) GTEST_SKIP() << "llama-quantize was not built";
+    tu::TempDir dir;
+    const std::string story = write(dir, "story.txt", story_text());
+    const std::string base = dir.path + "/base.kld";
+    const result rb = perplexity("-m " + model_path() + " -f " + story + " -c 64 --chunks 4 -t 2 --kl-divergence-base " + base);
+    ASSERT_EQ(rb.status, 0) << rb.err;
+    const double ppl = final_ppl(rb.out);
+    ASSERT_TRUE(std::isfinite(ppl)) << rb.out;
+    // The documented layout: header, 4 * 64 tokens, 4 * 31 rows of 512 logits; no temporary left.
+    struct stat st;
+    ASSERT_EQ(stat(base.c_str(), &st), 0);
+    EXPECT_EQ((size_t) st.st_size, 24u + 4u * 64 * 4 + 4u * 31 * 512 * 4);
+    for (const std::string & f : dir.files()) EXPECT_EQ(f.find(".tmp"), std::string::npos) << f;
+
+    // The model against its own logits: no divergence at all.
+    const result rs = perplexity("-m " + model_path() + " --kl-divergence-base " + base + " --kl-divergence -t 2");
+    ASSERT_EQ(rs.status, 0) << rs.err;
+    for (const char * label : {"====== Perplexity statistics ======", "Mean PPL(Q)                   :",
+                               "Mean PPL(base)                :", "Mean PPL(Q)/PPL(base)         :",
+                               "====== KL divergence statistics ======", "Mean    KLD:", "Maximum KLD:", "99.9%   KLD:",
+                               "Median  KLD:", "Minimum KLD:", "====== Token probability statistics ======",
+                               "Mean    Δp:", "Maximum Δp:", "99.9%   Δp:", "99.0%   Δp:", "95.0%   Δp:", "90.0%   Δp:",
+                               "75.0%   Δp:", "Median  Δp:", "25.0%   Δp:", "10.0%   Δp:", " 5.0%   Δp:", " 1.0%   Δp:",
+                               " 0.1%   Δp:", "Minimum Δp:", "RMS Δp    :", "Same top p:"}) {
+        EXPECT_NE(rs.out.find(label), std::string::npos) << label << "\n" << rs.out;
+    }
+    EXPECT_EQ(stat(rs.out, "Mean    KLD:"), 0.0) << rs.out;
+    EXPECT_EQ(stat(rs.out, "Maximum KLD:"), 0.0) << rs.out;
+    EXPECT_EQ(stat(rs.out, "Maximum Δp:"), 0.0) << rs.out;
+    EXPECT_EQ(stat(rs.out, "Minimum Δp:"), 0.0) << rs.out;
+    EXPECT_NEAR(stat(rs.out, "Same top p:"), 100.0, 1e-9) << rs.out;
+    EXPECT_NEAR(stat(rs.out, "Mean PPL(Q)                   :"), ppl, 1e-4 * ppl) << rs.out;
+    EXPECT_NEAR(stat(rs.out, "Mean PPL(base)                :"), ppl, 1e-4 * ppl) << rs.out;
+    EXPECT_NEAR(stat(rs.out, "Mean PPL(Q)/PPL(base)         :"), 1.0, 1e-9) << rs.out;
+
+    // A Q8_0 copy: a small divergence, the same top token almost everywhere.
+    const std::string q8 = dir.path + "/q8_0.gguf";
+    const tu::run_result rq = tu::run_command(bin("llama-quantize") + " " + model_path() + " " + q8 + " q8_0");
+    ASSERT_EQ(rq.status, 0) << rq.output;
+    const result r8 = perplexity("-m " + q8 + " --kl-divergence-base " + base + " --kl-divergence -t 2");
+    ASSERT_EQ(r8.status, 0) << r8.err;
+    const double kld = stat(r8.out, "Mean    KLD:");
+    EXPECT_GT(kld, 0.0) << r8.out;
+    EXPECT_LT(kld, 0.05) << r8.out;
+    EXPECT_GT(stat(r8.out, "Same top p:"), 90.0) << r8.out;
+    EXPECT_NEAR(stat(r8.out, "Mean PPL(base)                :"), ppl, 1e-4 * ppl) << r8.out;
+    const double ppl_q = stat(r8.out, "Mean PPL(Q)                   :");
+    EXPECT_NEAR(ppl_q, ppl, 0.05 * ppl) << r8.out;
+    EXPECT_NEAR(stat(r8.out, "Mean PPL(Q)/PPL(base)         :"), ppl_q / ppl, 1e-4) << r8.out;
+    // One line per chunk under llama.cpp's header.
+    EXPECT_NE(r8.out.find("chunk             PPL               ln(PPL(Q)/PPL(base))"), std::string::npos) << r8.out;
+    EXPECT_NE(r8.out.find("\n   4 "), std::string::npos) << r8.out;
+}
+
+TEST(Perplexity, BadInputFailsWithAMessage) {
+    REQUIRE_PERPLEXITY();
+    tu::TempDir dir;
+    const std::string m = " -m " + model_path();
+    const std::string story = write(dir, "story.txt", story_text());
+    const std::string short_text = write(dir, "short.txt", "Once upon a time, there was a little girl.");
+    auto expect_fail = [](const result & r, const std::string & needle) {
+        EXPECT_EQ(r.status, 1) << r.err;  // a clean exit, not a signal
+        EXPECT_NE(r.err.find(needle), std::string::npos) << "expected '" << needle << "' in:\n" << r.err;
+    };
+    expect_fail(perplexity(m + " -f " + dir.path + "/missing.txt"), "missing.txt");
+    expect_fail(perplexity(m), "-f");
+    expect_fail(perplexity(m + " -f " + story + " --no-such-flag"), "unknown option '--no-such-flag'");
+    expect_fail(perplexity(m + " -f " + story + " -c 2"), "-c");
+    expect_fail(perplexity(m + " -f " + story + " -c abc"), "-c");
+    expect_fail(perplexity(m + " -f " + story + " -b"), "missing value for -b");
+    expect_fail(perplexity(" -m " + dir.path + "/missing.gguf -f " + story), "cannot load model");
+    // Too short for two chunks: no base file is left behind either.
+    const std::string never = dir.path + "/never.kld";
+    expect_fail(perplexity(m + " -f " + short_text + " -c 64 --kl-divergence-base " + never), "you need at least 128 tokens");
+    EXPECT_FALSE(tu::file_exists(never));
+    EXPECT_EQ(dir.files().size(), 2u);
+    expect_fail(perplexity(m + " --kl-divergence"), "--kl-divergence-base");
+
+    // Base files: not one, truncated, missing, of another context size.
+    const std::string base = dir.path + "/base.kld";
+    ASSERT_EQ(perplexity(m + " -f " + story + " -c 64 --chunks 2 -t 2 --kl-divergence-base " + base).status, 0);
+    std::string bytes;
+    {
+        std::stringstream ss;
+        ss << std::ifstream(base, std::ios::binary).rdbuf();
+        bytes = ss.str();
+    }
+    const std::string kl = " --kl-divergence --kl-divergence-base ";
+    expect_fail(perplexity(m + kl + story), "not a base file");
+    expect_fail(perplexity(m + kl + write(dir, "half.kld", bytes.substr(0, bytes.size() / 2))), "truncated");
+    expect_fail(perplexity(m + kl + write(dir, "header.kld", bytes.substr(0, 12))), "truncated");
+    expect_fail(perplexity(m + kl + write(dir, "long.kld", bytes + "x")), "more than its header announces");
+    expect_fail(perplexity(m + kl + dir.path + "/missing.kld"), "missing.kld");
+    expect_fail(perplexity(m + kl + base + " -c 128"), "context of 64");
+    // A model of another vocabulary.
+    const std::string other = tu::models_dir() + "/TinyStories-656K-Q8_0.gguf";
+    if (tu::file_exists(other)) expect_fail(perplexity(" -m " + other + kl + base), "vocabulary");
+}
