@@ -43,8 +43,8 @@ std::string model_path() { return tu::models_dir() + "/stories260K.gguf"; }
 std::string text_path() { return tu::shared_dir() + "/reference/lora-sentences.txt"; }
 std::string data_dir() { return LLAMA_TEST_DATA_DIR; }
 
-void quiet_log(int level, const char * text, void *) {
-    if (level <= 2 || std::getenv("LLAMA_TEST_VERBOSE")) fputs(text, stderr);
+void quiet_log(enum ggml_log_level level, const char * text, void *) {
+    if (level == GGML_LOG_LEVEL_ERROR || std::getenv("LLAMA_TEST_VERBOSE")) fputs(text, stderr);
 }
 
 std::string read_text(const std::string & path) {
@@ -161,7 +161,7 @@ struct CtxDeleter {
 // Logits of every token of the prompt (all rows kept).
 std::vector<float> all_logits(llama_context * ctx, std::vector<llama_token> tokens) {
     llama_kv_self_clear(ctx);
-    llama_batch b = llama_batch_init((int32_t) tokens.size());
+    llama_batch b = llama_batch_init((int32_t) tokens.size(), 0, 1);
     b.n_tokens = (int32_t) tokens.size();
     for (size_t i = 0; i < tokens.size(); i++) {
         b.token[i] = tokens[i];
@@ -289,7 +289,7 @@ TEST(Finetune, TrainedAdapterMatchesMergedWeightsAndPeftCopy) {
     // builds (NEON) amplify past the tolerance.
     llama_context_params cp = llama_context_default_params();
     cp.n_ctx = 128;
-    cp.n_threads = 2;
+    cp.n_threads = cp.n_threads_batch = 2;
     cp.type_k = cp.type_v = GGML_TYPE_F32;
     std::unique_ptr<llama_context, CtxDeleter> c1(llama_init_from_model(base.get(), cp)), c2(llama_init_from_model(merged.get(), cp));
     ASSERT_TRUE(c1 && c2);

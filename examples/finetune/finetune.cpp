@@ -304,8 +304,8 @@ struct CtxDeleter {
     void operator()(ggml_context * c) const { ggml_free(c); }
 };
 
-void quiet_log(int level, const char * text, void *) {
-    if (level <= 3) fputs(text, stderr);
+void quiet_log(enum ggml_log_level level, const char * text, void *) {
+    if (level == GGML_LOG_LEVEL_ERROR || level == GGML_LOG_LEVEL_WARN) fputs(text, stderr);
 }
 
 // The training run: model, adapter, graph, optimizer, data and the loop.

@@ -20,6 +20,13 @@ typedef struct ggml_backend             * ggml_backend_t;
 typedef struct ggml_backend_device      * ggml_backend_dev_t;
 typedef struct ggml_backend_sched       * ggml_backend_sched_t;
 
+// Called for graph nodes as the scheduler evaluates them (ask: whether the caller wants to see
+// this node's data). llama_context_params.cb_eval has this type.
+typedef bool (*ggml_backend_sched_eval_callback)(struct ggml_tensor * t, bool ask, void * user_data);
+
+// Loads the dynamically built backends. A no-op: the backends of this build are linked in.
+void ggml_backend_load_all(void);
+
 // ---- buffer types --------------------------------------------------------------------------
 const char *          ggml_backend_buft_name(ggml_backend_buffer_type_t buft);
 // NULL when the memory is not available (logged).

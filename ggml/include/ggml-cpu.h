@@ -12,7 +12,7 @@ extern "C" {
 ggml_backend_t ggml_backend_cpu_init(void);
 bool           ggml_backend_is_cpu(ggml_backend_t backend);
 void           ggml_backend_cpu_set_n_threads(ggml_backend_t backend_cpu, int n_threads);
-void           ggml_backend_cpu_set_abort_callback(ggml_backend_t backend_cpu, bool (*abort_callback)(void * data), void * abort_callback_data);
+void           ggml_backend_cpu_set_abort_callback(ggml_backend_t backend_cpu, ggml_abort_callback abort_callback, void * abort_callback_data);
 
 // Host memory, aligned for the SIMD kernels.
 ggml_backend_buffer_type_t ggml_backend_cpu_buffer_type(void);

@@ -32,6 +32,26 @@ __attribute__((noreturn, format(printf, 3, 4)))
 #endif
 void ggml_abort(const char * file, int line, const char * fmt, ...);
 
+// Log levels and callbacks, as ggml names them (llama.h's llama_log_set takes a
+// ggml_log_callback).
+enum ggml_log_level {
+    GGML_LOG_LEVEL_NONE  = 0,
+    GGML_LOG_LEVEL_DEBUG = 1,
+    GGML_LOG_LEVEL_INFO  = 2,
+    GGML_LOG_LEVEL_WARN  = 3,
+    GGML_LOG_LEVEL_ERROR = 4,
+    GGML_LOG_LEVEL_CONT  = 5,  // continues the previous message
+};
+typedef void (*ggml_log_callback)(enum ggml_log_level level, const char * text, void * user_data);
+
+// Polled between graph nodes; returning true stops the computation (GGML_STATUS_ABORTED).
+typedef bool (*ggml_abort_callback)(void * data);
+
+// A monotonic clock (ggml_time_init is a no-op, kept for ggml compatibility).
+void    ggml_time_init(void);
+int64_t ggml_time_ms(void);
+int64_t ggml_time_us(void);
+
 typedef uint16_t ggml_fp16_t;
 typedef struct { uint16_t bits; } ggml_bf16_t;
 
@@ -620,7 +640,7 @@ struct ggml_cplan {
     size_t    work_size;
     uint8_t * work_data;
     int       n_threads;
-    bool (*abort_callback)(void * data);  // polled between nodes; true stops the graph
+    ggml_abort_callback abort_callback;  // polled between nodes; true stops the graph
     void *    abort_callback_data;
     struct ggml_threadpool * threadpool;  // the workers to run on; NULL: the process-wide pool
 };

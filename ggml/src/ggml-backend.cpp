@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include <chrono>
 #include <vector>
 
 // ---- buffer types --------------------------------------------------------------------------
@@ -139,7 +140,7 @@ void ggml_backend_tensor_copy(struct ggml_tensor * src, struct ggml_tensor * dst
 }
 
 enum ggml_status ggml_backend_tensor_alloc(ggml_backend_buffer_t buffer, struct ggml_tensor * tensor, void * addr) {
-    GGML_ASSERT(tensor->buffer == nullptr && tensor->data == nullptr && tensor->view_src == nullptr);
+    GGML_ASSERT(tensor->data == nullptr && tensor->view_src == nullptr);  // a stale buffer (data reset) is replaced
     const char * base = (const char *) ggml_backend_buffer_get_base(buffer);
     GGML_ASSERT((const char *) addr >= base &&
                 (const char *) addr + ggml_backend_buffer_get_alloc_size(buffer, tensor) <= base + buffer->size);
@@ -182,6 +183,8 @@ ggml_backend_buffer_t ggml_backend_alloc_ctx_tensors_from_buft(struct ggml_conte
 ggml_backend_buffer_t ggml_backend_alloc_ctx_tensors(struct ggml_context * ctx, ggml_backend_t backend) {
     return ggml_backend_alloc_ctx_tensors_from_buft(ctx, ggml_backend_get_default_buffer_type(backend));
 }
+
+void ggml_backend_load_all(void) {}
 
 // ---- devices -------------------------------------------------------------------------------
 static const std::vector<ggml_backend_dev_t> & devices() {
@@ -286,3 +289,13 @@ bool ggml_backend_supports_buft(ggml_backend_t backend, ggml_backend_buffer_type
 bool ggml_backend_offload_op(ggml_backend_t backend, const struct ggml_tensor * op) {
     return backend->device->iface.offload_op && backend->device->iface.offload_op(backend->device, op);
 }
+
+// ---- the clock -----------------------------------------------------------------------------
+void ggml_time_init(void) {}
+
+int64_t ggml_time_us(void) {
+    using namespace std::chrono;
+    return duration_cast<microseconds>(steady_clock::now().time_since_epoch()).count();
+}
+
+int64_t ggml_time_ms(void) { return ggml_time_us() / 1000; }

@@ -117,7 +117,7 @@ struct cpu_backend {
     ggml_threadpool pool;  // this backend's workers: two backends compute side by side
     uint8_t * work = nullptr;
     size_t work_size = 0;
-    bool (*abort_callback)(void *) = nullptr;
+    ggml_abort_callback abort_callback = nullptr;
     void * abort_callback_data = nullptr;
     ~cpu_backend() { free(work); }
 };
@@ -169,7 +169,7 @@ void cpu_dev_memory(ggml_backend_dev_t, size_t * free_mem, size_t * total) {
     *free_mem = avail > 0 && page > 0 ? (size_t) avail * (size_t) page : *total;
 }
 
-ggml_backend_dev_type cpu_dev_type(ggml_backend_dev_t) { return GGML_BACKEND_DEVICE_TYPE_CPU; }
+enum ggml_backend_dev_type cpu_dev_type(ggml_backend_dev_t) { return GGML_BACKEND_DEVICE_TYPE_CPU; }
 ggml_backend_t cpu_dev_init(ggml_backend_dev_t, const char *) { return ggml_backend_cpu_init(); }
 ggml_backend_buffer_type_t cpu_dev_buft(ggml_backend_dev_t) { return &cpu_buft; }
 
@@ -202,7 +202,7 @@ void ggml_backend_cpu_set_n_threads(ggml_backend_t backend_cpu, int n_threads) {
     ((cpu_backend *) backend_cpu->context)->n_threads = n_threads > 0 ? n_threads : 1;
 }
 
-void ggml_backend_cpu_set_abort_callback(ggml_backend_t backend_cpu, bool (*abort_callback)(void *), void * data) {
+void ggml_backend_cpu_set_abort_callback(ggml_backend_t backend_cpu, ggml_abort_callback abort_callback, void * data) {
     GGML_ASSERT(ggml_backend_is_cpu(backend_cpu));
     cpu_backend * cb = (cpu_backend *) backend_cpu->context;
     cb->abort_callback = abort_callback;
