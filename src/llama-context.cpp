@@ -5,6 +5,8 @@
 #include "llama-impl.h"
 #include "llama-model.h"
 
+#include "ggml-cpu.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -15,15 +17,7 @@
 
 #include <unistd.h>
 
-void llama_context::free_deleter::operator()(void * p) const { free(p); }
-
 namespace {
-
-// 64-byte aligned, uninitialized memory for the work buffer (nullptr on failure).
-uint8_t * alloc_work(size_t size) {
-    const size_t rounded = (size + 63) / 64 * 64;
-    return (uint8_t *) aligned_alloc(64, rounded ? rounded : 64);
-}
 
 int32_t default_n_threads() {
     const unsigned hc = std::thread::hardware_concurrency();
@@ -58,26 +52,21 @@ ggml_context * graph_context(llama_context & lctx) {
     return ggml_init(ip);
 }
 
-// Grows the work buffer if this graph needs more than planned (only when the thread count
-// changed since the context was created); never during compute.
+// Computes an allocated graph on the context's backends (the CPU with n_threads).
 ggml_status compute_graph(llama_context & lctx, ggml_cgraph * gf, int32_t n_threads) {
-    ggml_cplan plan = ggml_graph_plan(gf, n_threads);
-    if (plan.work_size > lctx.work_size) {
-        lctx.work.reset(alloc_work(plan.work_size));
-        lctx.work_size = lctx.work ? plan.work_size : 0;
-        if (!lctx.work) {
-            LLAMA_LOG_ERROR("llama_decode: cannot allocate a %zu-byte work buffer\n", plan.work_size);
-            return GGML_STATUS_ALLOC_FAILED;
-        }
-    }
-    plan.work_data = plan.work_size > 0 ? lctx.work.get() : nullptr;
-    plan.abort_callback = lctx.abort_callback;
-    plan.abort_callback_data = lctx.abort_callback_data;
-    const ggml_status st = ggml_graph_compute(gf, &plan);
+    ggml_backend_cpu_set_n_threads(lctx.backend_cpu, n_threads);
+    ggml_backend_cpu_set_abort_callback(lctx.backend_cpu, lctx.abort_callback, lctx.abort_callback_data);
+    const ggml_status st = ggml_backend_sched_graph_compute(lctx.sched, gf);
     if (st != GGML_STATUS_SUCCESS && st != GGML_STATUS_ABORTED) {
         LLAMA_LOG_ERROR("llama_decode: graph compute failed (status %d)\n", (int) st);
     }
     return st;
+}
+
+// Assigns the graph's nodes to backends and places its tensors (the previous graph's are gone).
+bool alloc_graph(llama_context & lctx, ggml_cgraph * gf) {
+    ggml_backend_sched_reset(lctx.sched);
+    return ggml_backend_sched_alloc_graph(lctx.sched, gf);
 }
 
 // Re-rotates the cached keys whose positions moved (llama_kv_cache_seq_add / _div).
@@ -91,9 +80,9 @@ bool apply_k_shift(llama_context & lctx) {
     if (!ctx) return false;
     ggml_tensor * deltas = nullptr;
     ggml_cgraph * gf = llm_build_k_shift(ctx, lctx.model, kv, kv.used, &deltas);
-    bool ok = ggml_gallocr_alloc_graph(lctx.galloc, gf);
+    bool ok = alloc_graph(lctx, gf);
     if (ok) {
-        memcpy(deltas->data, kv.delta.data(), kv.used * sizeof(int32_t));
+        ggml_backend_tensor_set(deltas, kv.delta.data(), 0, kv.used * sizeof(int32_t));
         ok = compute_graph(lctx, gf, lctx.n_threads_batch) == GGML_STATUS_SUCCESS;
     }
     ggml_free(ctx);
@@ -119,25 +108,29 @@ ggml_status decode_ubatch(llama_context & lctx, const llama_token * tokens, cons
     if (!ctx) return GGML_STATUS_ALLOC_FAILED;
     llm_graph_io io;
     ggml_cgraph * gf = llm_build_forward(ctx, lctx.model, kv, n, kv_head, n_kv, n_out, io, &lctx.loras);
-    if (!ggml_gallocr_alloc_graph(lctx.galloc, gf)) {
+    if (!alloc_graph(lctx, gf)) {
         ggml_free(ctx);
         return GGML_STATUS_ALLOC_FAILED;
     }
 
-    memcpy(io.tokens->data, tokens, n * sizeof(int32_t));
-    memcpy(io.pos->data, pos, n * sizeof(int32_t));
-    // Mask: token t sees cell c when the cell's position is not after its own.
-    float * mask = (float *) io.kq_mask->data;
+    ggml_backend_tensor_set(io.tokens, tokens, 0, n * sizeof(int32_t));
+    ggml_backend_tensor_set(io.pos, pos, 0, n * sizeof(int32_t));
+    // Mask: token t sees cell c when the cell's position is not after its own. Written in
+    // place when the mask is in host memory, else staged.
+    const bool mask_host = io.kq_mask->buffer && ggml_backend_buffer_is_host(io.kq_mask->buffer);
+    if (!mask_host) lctx.inp_mask.resize((size_t) n * n_kv);
+    float * mask = mask_host ? (float *) io.kq_mask->data : lctx.inp_mask.data();
     const float neg_inf = -std::numeric_limits<float>::infinity();
     for (uint32_t t = 0; t < n; t++) {
         float * row = mask + (size_t) t * n_kv;
         for (uint32_t c = 0; c < n_kv; c++) row[c] = kv.pos[c] <= pos[t] ? 0.0f : neg_inf;
     }
-    if (io.out_ids) memcpy(io.out_ids->data, out_ids.data(), n_out * sizeof(int32_t));
+    if (!mask_host) ggml_backend_tensor_set(io.kq_mask, mask, 0, (size_t) n * n_kv * sizeof(float));
+    if (io.out_ids) ggml_backend_tensor_set(io.out_ids, out_ids.data(), 0, n_out * sizeof(int32_t));
 
     const ggml_status st = compute_graph(lctx, gf, n == 1 ? lctx.n_threads : lctx.n_threads_batch);
     if (st == GGML_STATUS_SUCCESS && n_out > 0) {
-        memcpy(dst, io.logits->data, (size_t) n_out * lctx.model.hparams.n_vocab * sizeof(float));
+        ggml_backend_tensor_get(io.logits, dst, 0, (size_t) n_out * lctx.model.hparams.n_vocab * sizeof(float));
     }
     ggml_free(ctx);
     return st;
@@ -160,7 +153,10 @@ bool batch_in_seq0(const llama_batch & batch) {
 
 }  // namespace
 
-llama_context::~llama_context() { ggml_gallocr_free(galloc); }
+llama_context::~llama_context() {
+    ggml_backend_sched_free(sched);
+    for (ggml_backend_t b : backends) ggml_backend_free(b);
+}
 
 // ---- creation ------------------------------------------------------------------------------
 llama_context_params llama_context_default_params(void) {
@@ -264,7 +260,13 @@ llama_context * llama_init_from_model(llama_model * model, llama_context_params 
     }
 
     std::string err;
-    if (!lctx->kv.init(hp, lctx->n_ctx, params.type_k, params.type_v, params.flash_attn, err)) {
+    // The backends: the CPU (the only device of this build without a GPU backend).
+    lctx->backend_cpu = ggml_backend_cpu_init();
+    lctx->backends.push_back(lctx->backend_cpu);
+    ggml_backend_cpu_set_n_threads(lctx->backend_cpu, lctx->n_threads_batch);
+
+    if (!lctx->kv.init(hp, lctx->n_ctx, params.type_k, params.type_v, params.flash_attn,
+                       ggml_backend_get_default_buffer_type(lctx->backend_cpu), err)) {
         LLAMA_LOG_ERROR("llama_init_from_model: %s\n", err.c_str());
         delete lctx;
         return nullptr;
@@ -274,19 +276,13 @@ llama_context * llama_init_from_model(llama_model * model, llama_context_params 
     // attending to the full context.
     const size_t max_nodes = llm_graph_max_nodes(*model);
     lctx->graph_meta.resize(ggml_tensor_overhead() * max_nodes * 2 + ggml_graph_overhead_custom(max_nodes, false));
-    lctx->galloc = ggml_gallocr_new();
+    lctx->sched = ggml_backend_sched_new(lctx->backends.data(), nullptr, (int) lctx->backends.size(), max_nodes, false, false);
     ggml_context * ctx = graph_context(*lctx);
-    bool ok = lctx->galloc && ctx;
+    bool ok = lctx->sched && ctx;
     if (ok) {
         llm_graph_io io;
         ggml_cgraph * gf = llm_build_forward(ctx, *model, lctx->kv, lctx->n_ubatch, 0, lctx->n_ctx, lctx->n_ubatch, io);
-        ok = ggml_gallocr_reserve(lctx->galloc, gf);
-        if (ok) {
-            const ggml_cplan plan = ggml_graph_plan(gf, std::max(lctx->n_threads, lctx->n_threads_batch));
-            lctx->work.reset(alloc_work(plan.work_size));
-            lctx->work_size = plan.work_size;
-            ok = lctx->work != nullptr;
-        }
+        ok = ggml_backend_sched_reserve(lctx->sched, gf);
     }
     ggml_free(ctx);
     if (!ok) {
@@ -296,12 +292,12 @@ llama_context * llama_init_from_model(llama_model * model, llama_context_params 
     }
 
     LLAMA_LOG_INFO("llama_init_from_model: n_ctx %u, n_batch %u, n_ubatch %u, n_threads %d/%d, KV cache %.2f MiB (K %s, V %s), "
-                   "flash_attn %d, compute buffer %.2f MiB, work buffer %.2f MiB\n",
+                   "flash_attn %d, compute buffer %.2f MiB (%s)\n",
                    lctx->n_ctx, lctx->n_batch, lctx->n_ubatch, lctx->n_threads, lctx->n_threads_batch,
                    lctx->kv.total_size() / (1024.0 * 1024.0),
                    ggml_type_name(params.type_k), ggml_type_name(params.type_v), (int) params.flash_attn,
-                   ggml_gallocr_get_buffer_size(lctx->galloc, 0) / (1024.0 * 1024.0),
-                   lctx->work_size / (1024.0 * 1024.0));
+                   ggml_backend_sched_get_buffer_size(lctx->sched, lctx->backend_cpu) / (1024.0 * 1024.0),
+                   ggml_backend_name(lctx->backend_cpu));
     return lctx;
 }
 

@@ -5,6 +5,7 @@
 #include "test-util.h"
 
 #include "ggml-alloc.h"
+#include "ggml-cpu.h"
 #include "ggml-opt.h"
 
 #include <algorithm>
@@ -460,7 +461,7 @@ GradRun deep_mlp_grads(int every, int n_threads) {
     if (every > 0) ggml_build_backward_checkpointed(m.compute, g, accs.data(), ckpts.data(), (int) ckpts.size());
     else ggml_build_backward_expand(m.compute, g, accs.data());
 
-    ggml_gallocr_t ga = ggml_gallocr_new();
+    ggml_gallocr_t ga = ggml_gallocr_new(ggml_backend_cpu_buffer_type());
     EXPECT_TRUE(ggml_gallocr_alloc_graph(ga, g));
     tu::fill_uniform(m.inputs, rng);
     ggml_graph_reset(g);
@@ -556,7 +557,7 @@ std::vector<std::vector<uint8_t>> viewed_net_grads(int every) {
         }
     }
 
-    ggml_gallocr_t ga = ggml_gallocr_new();
+    ggml_gallocr_t ga = ggml_gallocr_new(ggml_backend_cpu_buffer_type());
     EXPECT_TRUE(ggml_gallocr_alloc_graph(ga, g));
     ggml_graph_reset(g);
     EXPECT_EQ(ggml_graph_compute_with_ctx(m.params, g, 2), GGML_STATUS_SUCCESS);

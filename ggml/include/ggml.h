@@ -208,12 +208,12 @@ enum ggml_tensor_flag {
 #define GGML_ROPE_TYPE_NORMAL 0   // rotate pairs (x[2i], x[2i+1]), as in the original llama
 #define GGML_ROPE_TYPE_NEOX   2   // rotate pairs (x[i], x[i + n_dims/2]), as in GPT-NeoX
 
-struct ggml_backend_buffer;  // room for tensors whose data lives on another device (not used yet)
+struct ggml_backend_buffer;  // ggml-backend.h: the buffer holding the tensor's data
 
 struct ggml_tensor {
     enum ggml_type type;
 
-    struct ggml_backend_buffer * buffer;  // NULL: data is host memory
+    struct ggml_backend_buffer * buffer;  // NULL: data is host memory not owned by a backend buffer
 
     int64_t ne[GGML_MAX_DIMS];  // number of elements per dimension, ne[0] innermost
     size_t  nb[GGML_MAX_DIMS];  // stride in bytes: nb[0] = type size, nb[1] = row stride, ...
@@ -642,6 +642,7 @@ struct ggml_cplan {
     int       n_threads;
     ggml_abort_callback abort_callback;  // polled between nodes; true stops the graph
     void *    abort_callback_data;
+    struct ggml_threadpool * threadpool;  // the workers to run on; NULL: the process-wide pool
 };
 struct ggml_cplan ggml_graph_plan(const struct ggml_cgraph * cgraph, int n_threads);
 enum ggml_status  ggml_graph_compute(struct ggml_cgraph * cgraph, struct ggml_cplan * cplan);

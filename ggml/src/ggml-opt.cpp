@@ -3,6 +3,7 @@
 // accumulation, a learning-rate schedule and gradient clipping. Nothing is allocated per step.
 #include "ggml-opt-impl.h"
 #include "ggml-alloc.h"
+#include "ggml-cpu.h"
 #include "ggml-impl.h"
 
 #include <math.h>
@@ -300,7 +301,7 @@ ggml_opt_context_t ggml_opt_init(struct ggml_opt_params params) {
         if (!(owner->flags & GGML_TENSOR_FLAG_PARAM)) t->data = nullptr;
     }
     ggml_cgraph * largest = oc->gb_opt ? oc->gb_opt : oc->gb_grad ? oc->gb_grad : oc->gf;
-    oc->galloc = ggml_gallocr_new();
+    oc->galloc = ggml_gallocr_new(ggml_backend_cpu_buffer_type());
     if (!ggml_gallocr_alloc_graph(oc->galloc, largest)) {
         ggml_opt_free(oc);
         return nullptr;
