@@ -68,7 +68,7 @@ struct mem_file {
     mem_file & operator=(const mem_file &) = delete;
 };
 
-inline void quiet_log(int, const char *, void *) {}
+inline void quiet_log(enum ggml_log_level, const char *, void *) {}
 
 // Silences the runtime's log (errors are the expected outcome of most inputs). Set
 // LLAMA_FUZZ_VERBOSE=1 to see the messages while reproducing a case.
