@@ -24,6 +24,8 @@ struct ft_dist {
 
     // Sums v[0..n) over the processes, in place: every process gets the sums.
     virtual void allreduce_sum(double * v, int n) { (void) v, (void) n; }
+    // The maxima of v[0..n) over the processes, in place (not counted as communication).
+    virtual void allreduce_max(double * v, int n) { (void) v, (void) n; }
     // Rank 0's n bytes at data, to every process.
     virtual void broadcast(void * data, size_t n) { (void) data, (void) n; }
     // Sums the gradient accumulators of opt over the processes before every optimizer step
@@ -36,13 +38,14 @@ struct ft_dist {
     // The end of a run that went well (every process calls it).
     virtual void finalize() {}
 
-    // Communication of the steps since the last call (rank 0's view): seconds the training
-    // loop spent in communication (issuing, progressing and waiting for the all-reduces, and the
-    // loss's), the part of it spent waiting after the backward pass, bytes all-reduced per step.
+    // Communication since the last call (this process's view), in seconds: issuing and
+    // progressing the gradients' all-reduces during the backward pass (issue_s), waiting for
+    // them after it and copying the sums back (wait_s), and the other all-reduces (the loss's,
+    // which also waits for the slowest process to finish its share: other_s). comm_s is the sum.
     struct stats {
         int64_t steps = 0;
-        double comm_s = 0.0, wait_s = 0.0;
-        double bytes_per_step = 0.0;
+        double comm_s = 0.0, issue_s = 0.0, wait_s = 0.0, other_s = 0.0;
+        double bytes_per_step = 0.0;  // of the gradients
         int buckets = 0;
     };
     virtual stats take_stats() { return {}; }

@@ -6,8 +6,10 @@
 // 64). During the backward pass of a step's last micro-batch each gradient is copied into its
 // place as soon as it is complete, and a bucket whose gradients are all there is all-reduced
 // with MPI_Iallreduce while the backward pass goes on (progressed by MPI_Testall between graph
-// nodes); after the pass the step waits for the buckets still under way and copies the sums back
-// into the accumulators. GGML_MPI_OVERLAP=0: one blocking MPI_Allreduce after the pass instead.
+// nodes, at most every GGML_MPI_POLL_US microseconds: default 200, and never with more processes
+// on the machine than cores); after the pass the step waits
+// for the buckets still under way and copies the sums back into the accumulators.
+// GGML_MPI_OVERLAP=0: one blocking MPI_Allreduce after the pass instead.
 //
 // Failures: MPI calls return errors (MPI_ERRORS_RETURN) and an error ends the job with
 // MPI_Abort after a message; a process that dies is noticed by mpirun, which ends the others
@@ -20,11 +22,13 @@
 #include "finetune-dist.h"
 
 #include <algorithm>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <unistd.h>
 #include <vector>
 
@@ -72,6 +76,7 @@ struct mpi_dist final : ft_dist {
 
     stats st;
     double t_cb = 0.0;  // seconds in the callbacks of the backward pass
+    double last_poll = 0.0, poll_interval = 200e-6;
 
     void ok(int rc, const char * what) {
         if (rc == MPI_SUCCESS) return;
@@ -87,7 +92,13 @@ struct mpi_dist final : ft_dist {
     void allreduce_sum(double * v, int n) override {
         const double t0 = MPI_Wtime();
         ok(MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_SUM, comm), "MPI_Allreduce");
-        st.comm_s += MPI_Wtime() - t0;
+        const double dt = MPI_Wtime() - t0;
+        st.other_s += dt;
+        st.comm_s += dt;
+    }
+
+    void allreduce_max(double * v, int n) override {
+        ok(MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_MAX, comm), "MPI_Allreduce");
     }
 
     void broadcast(void * data, size_t n) override {
@@ -197,7 +208,11 @@ struct mpi_dist final : ft_dist {
 
     void poll() {
         if (n_active == 0) return;
+        // Not after every node: with more processes than cores Open MPI yields the core in
+        // each call that finds nothing to do.
         const double t0 = MPI_Wtime();
+        if (t0 - last_poll < poll_interval) return;
+        last_poll = t0;
         int done = 0;
         ok(MPI_Testall((int) reqs.size(), reqs.data(), &done, MPI_STATUSES_IGNORE), "MPI_Testall");
         if (done) n_active = 0;
@@ -223,6 +238,7 @@ struct mpi_dist final : ft_dist {
         const double t1 = MPI_Wtime();
         st.steps++;
         st.wait_s += t1 - t0;
+        st.issue_s += t_cb;
         st.comm_s += t1 - t0 + t_cb;
         t_cb = 0.0;
     }
@@ -251,6 +267,11 @@ std::unique_ptr<ft_dist> ft_dist_init(int & argc, char **& argv) {
     }
     if (const char * s = getenv("GGML_MPI_BUCKET_KB")) d->bucket_cap = (size_t) std::max(1L, atol(s)) * 1024;
     if (const char * s = getenv("GGML_MPI_OVERLAP")) d->overlap = atoi(s) != 0;
+    // More processes than cores: polling costs more than it brings (each call that finds the
+    // others still computing yields the core to them); the all-reduces then progress in the MPI
+    // calls of the next buckets and after the backward pass.
+    if (d->local_size > (int) std::max(1u, std::thread::hardware_concurrency())) d->poll_interval = INFINITY;
+    if (const char * s = getenv("GGML_MPI_POLL_US")) d->poll_interval = std::max(0.0, atof(s)) * 1e-6;
     if (const char * s = getenv("GGML_MPI_TEST_DIE")) {
         long long r = -1, k = -1;
         if (sscanf(s, "%lld:%lld", &r, &k) == 2) {

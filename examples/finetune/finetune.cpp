@@ -739,7 +739,7 @@ int run(int argc, char ** argv, ft_dist & dist) {
 
     const double t_start = now_s();
     const int64_t first_step = st.step;
-    std::vector<double> bench_rates, bench_comm, bench_wait, bench_step;
+    std::vector<double> bench_rates, bench_step, bench_compute, bench_comm, bench_issue, bench_wait, bench_other;
     if (st.step == 0 && !tr.val.empty()) {
         st.history.val_step.push_back(0);
         st.history.val_loss.push_back(tr.validate(dist));
@@ -755,8 +755,11 @@ int run(int argc, char ** argv, ft_dist & dist) {
         if (o.bench) {
             const ft_dist::stats cs = dist.take_stats();
             bench_step.push_back(now_s() - t_step);
+            bench_compute.push_back(bench_step.back() - cs.comm_s);
             bench_comm.push_back(cs.comm_s);
+            bench_issue.push_back(cs.issue_s);
             bench_wait.push_back(cs.wait_s);
+            bench_other.push_back(cs.other_s);
         }
         if (!std::isfinite(loss)) die("the loss is not finite at step " + std::to_string(st.step + 1) + " (lr too high?)");
         st.history.loss.push_back(loss);
@@ -793,6 +796,11 @@ int run(int argc, char ** argv, ft_dist & dist) {
         const double med = median(bench_rates);
         const double t_ar = dist.time_allreduce(20);  // collective: every process
         const ft_dist::stats cs = dist.take_stats();
+        // The time of a step beyond the computation of its slowest process: the communication
+        // the step could not hide (that process computing, or waiting, while this one waits).
+        std::vector<double> slowest = bench_compute, exposed;
+        dist.allreduce_max(slowest.data(), (int) slowest.size());
+        for (size_t i = 0; i < slowest.size(); i++) exposed.push_back(std::max(0.0, bench_step[i] - slowest[i]));
         if (lead) {
             printf("| model | type | targets | batch x seq | threads | backward | train tokens/s | peak RSS |\n");
             printf("| %s | %s | %s | %lld x %d | %d | %s | %.1f | %.2f GB |\n", o.model.c_str(), ggml_type_name(m.layers[0].wq->type),
@@ -801,13 +809,17 @@ int run(int argc, char ** argv, ft_dist & dist) {
                    peak_rss_gb());
         }
         if (lead && dist.size > 1) {
-            const double step_s = median(bench_step), comm_s = median(bench_comm), wait_s = median(bench_wait);
-            printf("mpi: %d processes x %d threads; all-reduced per step: %.1f KiB in %d buckets (%s); per step: %.1f ms, "
-                   "communication %.2f ms (%.1f%%), of which waiting after the backward pass %.2f ms; one blocking all-reduce "
-                   "of those bytes alone: %.3f ms\n",
+            // Rank 0's medians over the steps after the first.
+            const double step_s = median(bench_step), comm_s = median(bench_comm), exp_s = median(exposed);
+            printf("mpi: %d processes x %d threads; gradients all-reduced per step: %.1f KiB in %d buckets (%s)\n"
+                   "mpi: step %.1f ms; rank 0 in communication %.2f ms (%.2f%%): issuing and polling %.2f ms, waiting after the "
+                   "backward pass %.2f ms, loss all-reduce %.2f ms; beyond the slowest process's computation %.2f ms (%.2f%%)\n"
+                   "mpi: a blocking all-reduce of the gradients alone: %.3f ms\n",
                    dist.size, o.n_threads, cs.bytes_per_step / 1024.0, cs.buckets,
                    getenv("GGML_MPI_OVERLAP") && atoi(getenv("GGML_MPI_OVERLAP")) == 0 ? "after the backward pass" : "overlapped",
-                   step_s * 1e3, comm_s * 1e3, 100.0 * comm_s / std::max(1e-12, step_s), wait_s * 1e3, t_ar * 1e3);
+                   step_s * 1e3, comm_s * 1e3, 100.0 * comm_s / std::max(1e-12, step_s), median(bench_issue) * 1e3,
+                   median(bench_wait) * 1e3, median(bench_other) * 1e3, exp_s * 1e3, 100.0 * exp_s / std::max(1e-12, step_s),
+                   t_ar * 1e3);
         }
         if (o.out.empty()) return 0;
     }
