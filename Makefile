@@ -3,7 +3,7 @@ BUILD   ?= build
 JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all configure test demo bench clean scalar aarch64 test-aarch64 fuzz fuzz-build asan
+.PHONY: all configure test demo bench clean scalar aarch64 test-aarch64 fuzz fuzz-build asan mpi
 
 all: configure
 	cmake --build $(BUILD) -j $(JOBS)
@@ -47,6 +47,13 @@ aarch64:
 test-aarch64: aarch64
 	cd build-aarch64 && ctest --output-on-failure -j $(JOBS)
 
+# Data-parallel fine-tuning over MPI (needs Open MPI or MPICH, e.g. Debian's libopenmpi-dev and
+# openmpi-bin), in build-mpi/: llama-finetune with -DGGML_MPI=ON, and its tests under mpirun.
+mpi:
+	@test -f build-mpi/CMakeCache.txt || cmake -S . -B build-mpi -DCMAKE_BUILD_TYPE=Release -DGGML_MPI=ON $(CMAKE_FLAGS)
+	cmake --build build-mpi -j $(JOBS) --target llama-finetune test-finetune-mpi
+	cd build-mpi && ctest --output-on-failure -R FinetuneMpi
+
 # Generates text with llama-cli from the default model (the runtime arrives with a later issue).
 demo: all
 	@if [ -x $(BUILD)/bin/llama-cli ]; then \
@@ -59,4 +66,4 @@ bench: all
 	@for b in $(BUILD)/bin/bench-*; do [ -x "$$b" ] && "$$b"; done
 
 clean:
-	rm -rf build build-scalar build-aarch64 build-asan build-fuzz
+	rm -rf build build-scalar build-aarch64 build-asan build-fuzz build-mpi

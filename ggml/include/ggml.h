@@ -643,6 +643,11 @@ struct ggml_cplan {
     ggml_abort_callback abort_callback;  // polled between nodes; true stops the graph
     void *    abort_callback_data;
     struct ggml_threadpool * threadpool;  // the workers to run on; NULL: the process-wide pool
+    // NULL, or called on the calling thread once node i and every node before it are complete,
+    // while the other threads go on with the next node (the training code starts sending a
+    // gradient as soon as the backward pass has finished it).
+    void (*node_callback)(int i, struct ggml_tensor * node, void * data);
+    void *    node_callback_data;
 };
 struct ggml_cplan ggml_graph_plan(const struct ggml_cgraph * cgraph, int n_threads);
 enum ggml_status  ggml_graph_compute(struct ggml_cgraph * cgraph, struct ggml_cplan * cplan);

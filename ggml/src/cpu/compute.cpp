@@ -182,7 +182,10 @@ enum ggml_status ggml_graph_compute(struct ggml_cgraph * cgraph, struct ggml_cpl
         params.tp = s->tp;
         for (int i = 0; i < s->cgraph->n_nodes; i++) {
             ggml_tensor * node = s->cgraph->nodes[i];
-            if (op_is_noop(node)) continue;
+            if (op_is_noop(node)) {
+                if (ith == 0 && s->cplan->node_callback) s->cplan->node_callback(i, node, s->cplan->node_callback_data);
+                continue;
+            }
             const auto t0 = perf && ith == 0 ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
             ggml_cpu_compute_forward(&params, node);
             if (ith == 0 && s->cplan->abort_callback && s->cplan->abort_callback(s->cplan->abort_callback_data)) {
@@ -193,6 +196,7 @@ enum ggml_status ggml_graph_compute(struct ggml_cgraph * cgraph, struct ggml_cpl
                 ggml_node_perf_add(node, std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
             }
             if (s->aborted) break;
+            if (ith == 0 && s->cplan->node_callback) s->cplan->node_callback(i, node, s->cplan->node_callback_data);
         }
     });
     return st.aborted ? GGML_STATUS_ABORTED : GGML_STATUS_SUCCESS;
