@@ -3,7 +3,7 @@ BUILD   ?= build
 JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all configure test demo bench clean scalar aarch64 test-aarch64 fuzz fuzz-build asan mpi
+.PHONY: all configure test demo bench clean scalar aarch64 test-aarch64 fuzz fuzz-build asan mpi cuda cuda-build
 
 all: configure
 	cmake --build $(BUILD) -j $(JOBS)
@@ -54,6 +54,18 @@ mpi:
 	cmake --build build-mpi -j $(JOBS) --target llama-finetune test-finetune-mpi
 	cd build-mpi && ctest --output-on-failure -R FinetuneMpi
 
+# The CUDA backend (needs the CUDA Toolkit: nvcc, cuBLAS), in build-cuda/, then the test suite:
+# test-backend-ops compares every op on the GPU with the CPU (it skips, with a message, where no
+# GPU is present). CUDA_ARCH picks the GPU architecture (default 90: H100).
+CUDA_ARCH ?= 90
+cuda-build:
+	@test -f build-cuda/CMakeCache.txt || cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON \
+		-DCMAKE_CUDA_ARCHITECTURES=$(CUDA_ARCH) $(CMAKE_FLAGS)
+	cmake --build build-cuda -j $(JOBS)
+
+cuda: cuda-build
+	cd build-cuda && ctest --output-on-failure -j $(JOBS)
+
 # Generates text with llama-cli from the default model (the runtime arrives with a later issue).
 demo: all
 	@if [ -x $(BUILD)/bin/llama-cli ]; then \
@@ -66,4 +78,4 @@ bench: all
 	@for b in $(BUILD)/bin/bench-*; do [ -x "$$b" ] && "$$b"; done
 
 clean:
-	rm -rf build build-scalar build-aarch64 build-asan build-fuzz build-mpi
+	rm -rf build build-scalar build-aarch64 build-asan build-fuzz build-mpi build-cuda

@@ -1,0 +1,415 @@
+// backend.cu - the CUDA backend behind ggml-backend.h: one device per GPU, its memory as a
+// buffer type (cudaMalloc), page-locked host memory as a second one, and a backend object per
+// device computing graphs on its own stream with its own cuBLAS handle.
+//
+// Memory traffic: buffer calls (set / get / memset / clear) use the synchronous runtime calls on
+// the legacy default stream, and the backend's stream is a blocking stream, so every buffer call
+// is ordered after the kernels enqueued before it and before the ones enqueued after it: a
+// tensor set between two graph computes is seen by the second, as the interface requires.
+//
+// CUDA graphs: generation computes the same graph (same nodes, shapes, addresses) token after
+// token, and a graph of a few hundred small kernels is bound by launch overhead. When a graph
+// comes twice in a row unchanged, its kernels are captured once into a CUDA graph and from then
+// on re-launched with one call; any change (another shape, other addresses) drops it and runs
+// kernel by kernel again. GGML_CUDA_DISABLE_GRAPHS=1 turns this off.
+#include "ggml-cuda.h"
+#include "ggml-backend-impl.h"
+#include "ggml-cpu.h"
+#include "ops.cuh"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+// ---- scratch ---------------------------------------------------------------------------------
+void * ggml_cuda_ctx::scratch(size_t bytes) {
+    if (bytes <= scratch_size) return scratch_ptr;
+    if (capturing) {  // nothing runs while capturing: the capture is thrown away and run again plainly
+        capture_broken = true;
+        return scratch_ptr;
+    }
+    CUDA_CHECK(cudaStreamSynchronize(stream));  // kernels in flight may use the old buffer
+    if (scratch_ptr) CUDA_CHECK(cudaFree(scratch_ptr));
+    const size_t size = (bytes + bytes / 4 + 4095) & ~(size_t) 4095;  // some headroom: fewer regrowths
+    scratch_ptr = nullptr;
+    scratch_size = 0;
+    CUDA_CHECK(cudaMalloc(&scratch_ptr, size));
+    scratch_size = size;
+    return scratch_ptr;
+}
+
+namespace {
+
+constexpr size_t kAlignment = 256;             // cudaMalloc's alignment; views of tensors keep 16-byte loads aligned
+constexpr size_t kCublasWorkspace = 32u << 20;  // cuBLAS's recommendation for Hopper
+
+// ---- devices ---------------------------------------------------------------------------------
+struct cuda_device {
+    int id;
+    std::string name, description;
+    ggml_backend_buffer_type buft;
+    ggml_backend_device dev;
+};
+
+std::vector<std::unique_ptr<cuda_device>> & cuda_devices();
+
+cuda_device * device_of_buft(ggml_backend_buffer_type_t buft) { return (cuda_device *) buft->context; }
+
+// ---- device buffers ----------------------------------------------------------------------------
+struct cuda_buffer {
+    int device;
+    void * ptr;
+};
+
+void set_device(int device) { CUDA_CHECK(cudaSetDevice(device)); }
+
+void cuda_buffer_free(ggml_backend_buffer_t b) {
+    cuda_buffer * cb = (cuda_buffer *) b->context;
+    set_device(cb->device);
+    CUDA_CHECK(cudaFree(cb->ptr));
+    delete cb;
+}
+
+void * cuda_buffer_base(ggml_backend_buffer_t b) { return ((cuda_buffer *) b->context)->ptr; }
+
+void cuda_buffer_memset_tensor(ggml_backend_buffer_t b, ggml_tensor * t, uint8_t value, size_t offset, size_t size) {
+    set_device(((cuda_buffer *) b->context)->device);
+    CUDA_CHECK(cudaMemset((char *) t->data + offset, value, size));
+}
+
+void cuda_buffer_set_tensor(ggml_backend_buffer_t b, ggml_tensor * t, const void * data, size_t offset, size_t size) {
+    set_device(((cuda_buffer *) b->context)->device);
+    CUDA_CHECK(cudaMemcpy((char *) t->data + offset, data, size, cudaMemcpyHostToDevice));
+}
+
+void cuda_buffer_get_tensor(ggml_backend_buffer_t b, const ggml_tensor * t, void * data, size_t offset, size_t size) {
+    set_device(((cuda_buffer *) b->context)->device);
+    CUDA_CHECK(cudaMemcpy(data, (const char *) t->data + offset, size, cudaMemcpyDeviceToHost));
+}
+
+bool is_cuda_buffer(ggml_backend_buffer_t b);
+
+// Device to device (any of this build's GPUs: unified addressing finds the way).
+bool cuda_buffer_cpy_tensor(ggml_backend_buffer_t b, const ggml_tensor * src, ggml_tensor * dst) {
+    ggml_backend_buffer_t sb = src->view_src && src->view_src->buffer ? src->view_src->buffer : src->buffer;
+    if (!sb || !is_cuda_buffer(sb)) return false;
+    set_device(((cuda_buffer *) b->context)->device);
+    CUDA_CHECK(cudaMemcpy(dst->data, src->data, ggml_nbytes(src), cudaMemcpyDefault));
+    return true;
+}
+
+void cuda_buffer_clear(ggml_backend_buffer_t b, uint8_t value) {
+    cuda_buffer * cb = (cuda_buffer *) b->context;
+    set_device(cb->device);
+    CUDA_CHECK(cudaMemset(cb->ptr, value, b->size));
+}
+
+const ggml_backend_buffer_i cuda_buffer_iface = {
+    cuda_buffer_free, cuda_buffer_base, nullptr, cuda_buffer_memset_tensor, cuda_buffer_set_tensor,
+    cuda_buffer_get_tensor, cuda_buffer_cpy_tensor, cuda_buffer_clear, nullptr,
+};
+
+bool is_cuda_buffer(ggml_backend_buffer_t b) { return b->iface.free_buffer == cuda_buffer_free; }
+
+const char * cuda_buft_name(ggml_backend_buffer_type_t buft) { return device_of_buft(buft)->name.c_str(); }
+
+ggml_backend_buffer_t cuda_buft_alloc(ggml_backend_buffer_type_t buft, size_t size) {
+    const cuda_device * d = device_of_buft(buft);
+    set_device(d->id);
+    void * p = nullptr;
+    const cudaError_t err = cudaMalloc(&p, size > 0 ? size : 1);
+    if (err != cudaSuccess) {
+        cudaGetLastError();  // clear the sticky-free error so later calls work
+        ggml_log_error("ggml_backend_cuda: cannot allocate %.1f MiB on %s: %s\n", size / 1048576.0, d->name.c_str(),
+                       cudaGetErrorString(err));
+        return nullptr;
+    }
+    return ggml_backend_buffer_init(buft, cuda_buffer_iface, new cuda_buffer{ d->id, p }, size);
+}
+
+size_t cuda_buft_alignment(ggml_backend_buffer_type_t) { return kAlignment; }
+
+// ---- pinned host buffers -------------------------------------------------------------------------
+void host_free(ggml_backend_buffer_t b) { CUDA_CHECK(cudaFreeHost(b->context)); }
+void * host_base(ggml_backend_buffer_t b) { return b->context; }
+void host_memset(ggml_backend_buffer_t, ggml_tensor * t, uint8_t v, size_t off, size_t size) { memset((char *) t->data + off, v, size); }
+void host_set(ggml_backend_buffer_t, ggml_tensor * t, const void * data, size_t off, size_t size) { memcpy((char *) t->data + off, data, size); }
+void host_get(ggml_backend_buffer_t, const ggml_tensor * t, void * data, size_t off, size_t size) { memcpy(data, (const char *) t->data + off, size); }
+bool host_cpy(ggml_backend_buffer_t, const ggml_tensor * src, ggml_tensor * dst) {
+    if (src->buffer && !ggml_backend_buffer_is_host(src->buffer)) return false;
+    memcpy(dst->data, src->data, ggml_nbytes(src));
+    return true;
+}
+void host_clear(ggml_backend_buffer_t b, uint8_t v) { memset(b->context, v, b->size); }
+
+const ggml_backend_buffer_i host_buffer_iface = {
+    host_free, host_base, nullptr, host_memset, host_set, host_get, host_cpy, host_clear, nullptr,
+};
+
+const char * host_buft_name(ggml_backend_buffer_type_t) { return "CUDA_Host"; }
+
+ggml_backend_buffer_t host_buft_alloc(ggml_backend_buffer_type_t buft, size_t size) {
+    void * p = nullptr;
+    const cudaError_t err = cudaMallocHost(&p, size > 0 ? size : 1);
+    if (err != cudaSuccess) {
+        cudaGetLastError();
+        ggml_log_error("ggml_backend_cuda: cannot allocate %.1f MiB of pinned host memory: %s\n", size / 1048576.0, cudaGetErrorString(err));
+        return nullptr;
+    }
+    return ggml_backend_buffer_init(buft, host_buffer_iface, p, size);
+}
+
+size_t host_buft_alignment(ggml_backend_buffer_type_t) { return GGML_MEM_ALIGN; }
+bool host_buft_is_host(ggml_backend_buffer_type_t) { return true; }
+
+ggml_backend_buffer_type host_buft = {
+    { host_buft_name, host_buft_alloc, host_buft_alignment, nullptr, nullptr, host_buft_is_host }, nullptr, nullptr,
+};
+
+// ---- the backend -------------------------------------------------------------------------------
+struct cuda_backend : ggml_cuda_ctx {
+    std::string name;
+    bool graphs_enabled = true;
+    std::vector<uint64_t> last_key;  // the last graph's fingerprint
+    int n_same = 0;                  // how many computes in a row had it
+    cudaGraphExec_t exec = nullptr;  // its captured kernels, once captured
+
+    void drop_graph() {
+        if (exec) CUDA_CHECK(cudaGraphExecDestroy(exec));
+        exec = nullptr;
+    }
+};
+
+const char * cuda_backend_name(ggml_backend_t b) { return ((cuda_backend *) b->context)->name.c_str(); }
+
+void cuda_backend_free(ggml_backend_t b) {
+    cuda_backend * cb = (cuda_backend *) b->context;
+    set_device(cb->device);
+    CUDA_CHECK(cudaStreamSynchronize(cb->stream));
+    cb->drop_graph();
+    CUBLAS_CHECK(cublasDestroy(cb->cublas));
+    if (cb->cublas_ws) CUDA_CHECK(cudaFree(cb->cublas_ws));
+    if (cb->scratch_ptr) CUDA_CHECK(cudaFree(cb->scratch_ptr));
+    CUDA_CHECK(cudaStreamDestroy(cb->stream));
+    delete cb;
+    delete b;
+}
+
+// Async copies for tensors in this backend's memory; others go through their own buffer.
+void cuda_set_tensor_async(ggml_backend_t b, ggml_tensor * t, const void * data, size_t offset, size_t size) {
+    ggml_backend_buffer_t buf = t->view_src && t->view_src->buffer ? t->view_src->buffer : t->buffer;
+    if (!buf || !is_cuda_buffer(buf)) {
+        ggml_backend_tensor_set(t, data, offset, size);
+        return;
+    }
+    cuda_backend * cb = (cuda_backend *) b->context;
+    set_device(cb->device);
+    CUDA_CHECK(cudaMemcpyAsync((char *) t->data + offset, data, size, cudaMemcpyHostToDevice, cb->stream));
+}
+
+void cuda_get_tensor_async(ggml_backend_t b, const ggml_tensor * t, void * data, size_t offset, size_t size) {
+    ggml_backend_buffer_t buf = t->view_src && t->view_src->buffer ? t->view_src->buffer : t->buffer;
+    if (!buf || !is_cuda_buffer(buf)) {
+        ggml_backend_tensor_get(t, data, offset, size);
+        return;
+    }
+    cuda_backend * cb = (cuda_backend *) b->context;
+    set_device(cb->device);
+    CUDA_CHECK(cudaMemcpyAsync(data, (const char *) t->data + offset, size, cudaMemcpyDeviceToHost, cb->stream));
+}
+
+void cuda_synchronize(ggml_backend_t b) {
+    cuda_backend * cb = (cuda_backend *) b->context;
+    set_device(cb->device);
+    CUDA_CHECK(cudaStreamSynchronize(cb->stream));
+}
+
+bool skip_node(const ggml_tensor * n) { return ggml_op_is_view(n->op) || n->op == GGML_OP_NONE || ggml_is_empty(n); }
+
+ggml_status run_nodes(cuda_backend * cb, ggml_cgraph * g) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        ggml_tensor * n = g->nodes[i];
+        if (skip_node(n)) continue;
+        if (!ggml_cuda_compute_node(*cb, n)) {
+            ggml_log_error("ggml_backend_cuda: no kernel for node '%s' (%s)\n", n->name, ggml_op_desc(n));
+            return GGML_STATUS_FAILED;
+        }
+    }
+    return GGML_STATUS_SUCCESS;
+}
+
+// What the captured kernels depend on: per node its op, parameters, type, shape, strides and
+// addresses, and the same of its sources. Equal fingerprints launch the same kernels.
+void fingerprint(const ggml_cgraph * g, std::vector<uint64_t> & key) {
+    key.clear();
+    auto put_tensor = [&](const ggml_tensor * t) {
+        key.push_back((uint64_t) t->type);
+        key.push_back((uint64_t) (uintptr_t) t->data);
+        for (int d = 0; d < GGML_MAX_DIMS; d++) {
+            key.push_back((uint64_t) t->ne[d]);
+            key.push_back((uint64_t) t->nb[d]);
+        }
+    };
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ggml_tensor * n = g->nodes[i];
+        if (skip_node(n)) continue;
+        key.push_back((uint64_t) n->op);
+        uint64_t p[GGML_MAX_OP_PARAMS / sizeof(uint64_t)];
+        memcpy(p, n->op_params, sizeof(p));  // op_params is only 4-byte aligned
+        key.insert(key.end(), p, p + GGML_MAX_OP_PARAMS / sizeof(uint64_t));
+        put_tensor(n);
+        for (int j = 0; j < GGML_MAX_SRC; j++) {
+            if (!n->src[j]) continue;
+            key.push_back(0xFFFF0000u + (uint64_t) j);
+            put_tensor(n->src[j]);
+        }
+    }
+}
+
+ggml_status cuda_graph_compute(ggml_backend_t b, ggml_cgraph * g) {
+    cuda_backend * cb = (cuda_backend *) b->context;
+    set_device(cb->device);
+    if (!cb->graphs_enabled) return run_nodes(cb, g);
+
+    std::vector<uint64_t> key;
+    fingerprint(g, key);
+    if (key == cb->last_key) {
+        cb->n_same++;
+    } else {
+        cb->last_key.swap(key);
+        cb->n_same = 0;
+        cb->drop_graph();
+    }
+    if (cb->exec) {
+        CUDA_CHECK(cudaGraphLaunch(cb->exec, cb->stream));
+        return GGML_STATUS_SUCCESS;
+    }
+    if (cb->n_same < 1) return run_nodes(cb, g);  // not seen twice yet (or capture failed for it)
+
+    // Second compute of the same graph: its scratch needs are known (the first run sized the
+    // buffer), so the capture allocates nothing.
+    cudaGraph_t graph = nullptr;
+    CUDA_CHECK(cudaStreamBeginCapture(cb->stream, cudaStreamCaptureModeRelaxed));
+    cb->capturing = true;
+    cb->capture_broken = false;
+    const ggml_status st = run_nodes(cb, g);
+    cb->capturing = false;
+    const cudaError_t err = cudaStreamEndCapture(cb->stream, &graph);
+    if (err != cudaSuccess || st != GGML_STATUS_SUCCESS || cb->capture_broken) {
+        cudaGetLastError();
+        if (graph) cudaGraphDestroy(graph);
+        cb->n_same = -1000000;  // this graph runs kernel by kernel until it changes
+        return st != GGML_STATUS_SUCCESS ? st : run_nodes(cb, g);
+    }
+    const cudaError_t ierr = cudaGraphInstantiate(&cb->exec, graph, 0);
+    CUDA_CHECK(cudaGraphDestroy(graph));
+    if (ierr != cudaSuccess) {
+        cudaGetLastError();
+        cb->exec = nullptr;
+        cb->n_same = -1000000;
+        return run_nodes(cb, g);
+    }
+    CUDA_CHECK(cudaGraphLaunch(cb->exec, cb->stream));
+    return GGML_STATUS_SUCCESS;
+}
+
+const ggml_backend_i cuda_backend_iface = {
+    cuda_backend_name, cuda_backend_free, cuda_set_tensor_async, cuda_get_tensor_async, cuda_synchronize, cuda_graph_compute,
+};
+
+// ---- the device iface ----------------------------------------------------------------------------
+cuda_device * dev_of(ggml_backend_dev_t d) { return (cuda_device *) d->context; }
+
+const char * dev_name(ggml_backend_dev_t d) { return dev_of(d)->name.c_str(); }
+const char * dev_description(ggml_backend_dev_t d) { return dev_of(d)->description.c_str(); }
+
+void dev_memory(ggml_backend_dev_t d, size_t * free_mem, size_t * total) {
+    set_device(dev_of(d)->id);
+    CUDA_CHECK(cudaMemGetInfo(free_mem, total));
+}
+
+enum ggml_backend_dev_type dev_type(ggml_backend_dev_t) { return GGML_BACKEND_DEVICE_TYPE_GPU; }
+ggml_backend_t dev_init(ggml_backend_dev_t d, const char *) { return ggml_backend_cuda_init(dev_of(d)->id); }
+ggml_backend_buffer_type_t dev_buft(ggml_backend_dev_t d) { return &dev_of(d)->buft; }
+bool dev_supports_op(ggml_backend_dev_t, const ggml_tensor * op) { return ggml_cuda_supports_op(op); }
+// Only its own memory: host tensors reach the GPU through the scheduler's copies.
+bool dev_supports_buft(ggml_backend_dev_t d, ggml_backend_buffer_type_t buft) { return buft == &dev_of(d)->buft; }
+
+std::vector<std::unique_ptr<cuda_device>> & cuda_devices() {
+    static std::vector<std::unique_ptr<cuda_device>> list = [] {
+        std::vector<std::unique_ptr<cuda_device>> v;
+        int n = 0;
+        if (cudaGetDeviceCount(&n) != cudaSuccess) {  // no driver or no GPU: no devices
+            cudaGetLastError();
+            n = 0;
+        }
+        for (int i = 0; i < n; i++) {
+            std::unique_ptr<cuda_device> d(new cuda_device());
+            d->id = i;
+            d->name = std::string(GGML_CUDA_NAME) + std::to_string(i);
+            cudaDeviceProp prop;
+            d->description = cudaGetDeviceProperties(&prop, i) == cudaSuccess ? std::string(prop.name) : d->name;
+            d->buft = { { cuda_buft_name, cuda_buft_alloc, cuda_buft_alignment, nullptr, nullptr, nullptr }, &d->dev, d.get() };
+            d->dev = { { dev_name, dev_description, dev_memory, dev_type, dev_init, dev_buft, dev_supports_op, dev_supports_buft, nullptr },
+                       d.get() };
+            v.push_back(std::move(d));
+        }
+        return v;
+    }();
+    return list;
+}
+
+}  // namespace
+
+// ---- the public calls ------------------------------------------------------------------------------
+size_t ggml_backend_cuda_device_count(void) { return cuda_devices().size(); }
+
+ggml_backend_dev_t ggml_backend_cuda_device(size_t index) {
+    return index < cuda_devices().size() ? &cuda_devices()[index]->dev : nullptr;
+}
+
+int ggml_backend_cuda_get_device_count(void) { return (int) cuda_devices().size(); }
+
+void ggml_backend_cuda_get_device_description(int device, char * description, size_t size) {
+    if (size == 0) return;
+    const char * d = device >= 0 && device < (int) cuda_devices().size() ? cuda_devices()[device]->description.c_str() : "";
+    snprintf(description, size, "%s", d);
+}
+
+void ggml_backend_cuda_get_device_memory(int device, size_t * free_mem, size_t * total) {
+    *free_mem = *total = 0;
+    if (device >= 0 && device < (int) cuda_devices().size()) dev_memory(&cuda_devices()[device]->dev, free_mem, total);
+}
+
+ggml_backend_t ggml_backend_cuda_init(int device) {
+    if (device < 0 || device >= (int) cuda_devices().size()) return nullptr;
+    cuda_device * d = cuda_devices()[device].get();
+    set_device(d->id);
+    cuda_backend * cb = new cuda_backend();
+    cb->device = d->id;
+    cb->name = d->name;
+    const char * env = getenv("GGML_CUDA_DISABLE_GRAPHS");
+    cb->graphs_enabled = !(env && atoi(env) != 0);
+    CUDA_CHECK(cudaStreamCreateWithFlags(&cb->stream, cudaStreamDefault));  // blocking: ordered with the buffer calls
+    CUBLAS_CHECK(cublasCreate(&cb->cublas));
+    CUBLAS_CHECK(cublasSetStream(cb->cublas, cb->stream));  // before the workspace: setting the stream resets it
+    CUDA_CHECK(cudaMalloc(&cb->cublas_ws, kCublasWorkspace));
+    cb->cublas_ws_size = kCublasWorkspace;
+    CUBLAS_CHECK(cublasSetWorkspace(cb->cublas, cb->cublas_ws, cb->cublas_ws_size));
+    return new ggml_backend{ cuda_backend_iface, &d->dev, cb };
+}
+
+bool ggml_backend_is_cuda(ggml_backend_t backend) { return backend && backend->iface.get_name == cuda_backend_name; }
+
+ggml_backend_buffer_type_t ggml_backend_cuda_buffer_type(int device) {
+    return device >= 0 && device < (int) cuda_devices().size() ? &cuda_devices()[device]->buft : nullptr;
+}
+
+ggml_backend_buffer_type_t ggml_backend_cuda_host_buffer_type(void) {
+    host_buft.device = ggml_backend_cpu_device();
+    return &host_buft;
+}

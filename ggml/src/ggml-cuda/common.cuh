@@ -1,0 +1,187 @@
+// common.cuh - what every CUDA kernel file shares: error checks, the per-backend context (stream,
+// cuBLAS handle, scratch memory), element loads and stores by ggml type, tensor views passed to
+// kernels by value, and warp / block reductions.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <cublas_v2.h>
+
+#include <stdint.h>
+
+#include <type_traits>
+
+#include "ggml.h"
+#include "ggml-impl.h"
+#include "quants.h"
+
+// Errors of the CUDA runtime are programming or environment errors the graph cannot recover
+// from (a kernel fault poisons the context): report where and abort, as GGML_ASSERT does.
+#define CUDA_CHECK(call)                                                                          \
+    do {                                                                                          \
+        const cudaError_t err_ = (call);                                                          \
+        if (err_ != cudaSuccess) {                                                                \
+            ggml_abort(__FILE__, __LINE__, "CUDA error %s: %s (%s)", cudaGetErrorName(err_),       \
+                       cudaGetErrorString(err_), #call);                                          \
+        }                                                                                         \
+    } while (0)
+
+#define CUBLAS_CHECK(call)                                                                        \
+    do {                                                                                          \
+        const cublasStatus_t st_ = (call);                                                        \
+        if (st_ != CUBLAS_STATUS_SUCCESS) {                                                       \
+            ggml_abort(__FILE__, __LINE__, "cuBLAS error %d (%s)", (int) st_, #call);              \
+        }                                                                                         \
+    } while (0)
+
+// After a kernel launch: launch-configuration errors surface here, not at the next sync.
+#define CUDA_CHECK_LAUNCH() CUDA_CHECK(cudaGetLastError())
+
+constexpr int WARP = 32;
+
+// ---- the backend's state, as the op launchers see it --------------------------------------
+struct ggml_cuda_ctx {
+    int device = 0;
+    cudaStream_t stream = nullptr;
+    cublasHandle_t cublas = nullptr;
+    void * cublas_ws = nullptr;  // cuBLAS workspace set once, so cuBLAS never allocates while a graph is captured
+    size_t cublas_ws_size = 0;
+
+    // One scratch buffer for the node being computed (converted operands, partial sums). It
+    // only grows; growing waits for the stream, since earlier nodes may still read the old one.
+    void * scratch_ptr = nullptr;
+    size_t scratch_size = 0;
+    bool capturing = false;      // a CUDA graph is being captured: memory must not change
+    bool capture_broken = false; // the capture needed more scratch: it is thrown away
+
+    // Scratch of at least `bytes` for the current node (valid until the next call).
+    void * scratch(size_t bytes);
+};
+
+// ---- tensors as kernel arguments ------------------------------------------------------------
+// A tensor's data pointer, shape and byte strides, by value (kernels index any layout).
+struct tview {
+    char * data;
+    int64_t ne[4];
+    int64_t nb[4];
+    int type;
+};
+
+static inline tview make_view(const ggml_tensor * t) {
+    tview v;
+    v.data = (char *) t->data;
+    for (int d = 0; d < 4; d++) {
+        v.ne[d] = t->ne[d];
+        v.nb[d] = (int64_t) t->nb[d];
+    }
+    v.type = (int) t->type;
+    return v;
+}
+
+// Flat element index i (i0 fastest) to coordinates of shape ne.
+__device__ __forceinline__ void unravel(int64_t i, const int64_t ne[4], int64_t & i0, int64_t & i1, int64_t & i2, int64_t & i3) {
+    i0 = i % ne[0];
+    i /= ne[0];
+    i1 = i % ne[1];
+    i /= ne[1];
+    i2 = i % ne[2];
+    i3 = i / ne[2];
+}
+
+__device__ __forceinline__ char * elem_ptr(const tview & v, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+    return v.data + i0 * v.nb[0] + i1 * v.nb[1] + i2 * v.nb[2] + i3 * v.nb[3];
+}
+
+__device__ __forceinline__ char * row_ptr(const tview & v, int64_t i1, int64_t i2, int64_t i3) {
+    return v.data + i1 * v.nb[1] + i2 * v.nb[2] + i3 * v.nb[3];
+}
+
+// Row r of a tensor (rows counted over dims 1..3) to its coordinates.
+__device__ __forceinline__ void row_coords(int64_t r, const int64_t ne[4], int64_t & i1, int64_t & i2, int64_t & i3) {
+    i1 = r % ne[1];
+    r /= ne[1];
+    i2 = r % ne[2];
+    i3 = r / ne[2];
+}
+
+// ---- element conversion -------------------------------------------------------------------
+// F16 and BF16 stored as ggml does (raw 16 bits); conversions round to nearest even, as the CPU's.
+__device__ __forceinline__ float h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+__device__ __forceinline__ uint16_t f2h(float f) { return __half_as_ushort(__float2half_rn(f)); }
+__device__ __forceinline__ float bf2f(uint16_t h) { return __uint_as_float((uint32_t) h << 16); }
+__device__ __forceinline__ uint16_t f2bf(float f) {
+    const uint32_t u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t) ((u >> 16) | 64);  // quiet NaN, as the CPU
+    return (uint16_t) ((u + (0x7fffu + ((u >> 16) & 1))) >> 16);
+}
+
+// The plain float types the elementwise kernels read and write.
+static inline bool is_float_type(ggml_type t) { return t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || t == GGML_TYPE_BF16; }
+
+// One element of a plain float type (the type is uniform across a launch: no divergence).
+__device__ __forceinline__ float load_f(const char * p, int type) {
+    switch (type) {
+        case GGML_TYPE_F16:  return h2f(*(const uint16_t *) p);
+        case GGML_TYPE_BF16: return bf2f(*(const uint16_t *) p);
+        default:             return *(const float *) p;
+    }
+}
+
+__device__ __forceinline__ void store_f(char * p, int type, float v) {
+    switch (type) {
+        case GGML_TYPE_F16:  *(uint16_t *) p = f2h(v); break;
+        case GGML_TYPE_BF16: *(uint16_t *) p = f2bf(v); break;
+        default:             *(float *) p = v; break;
+    }
+}
+
+// ---- reductions -----------------------------------------------------------------------------
+template <typename T>
+__device__ __forceinline__ T warp_sum(T v) {
+#pragma unroll
+    for (int o = WARP / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+    for (int o = WARP / 2; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+// Sum over the block (blockDim.x a multiple of 32, at most 1024); every thread gets the result.
+// buf: 32 elements of shared memory; the block must call it uniformly.
+template <typename T>
+__device__ __forceinline__ T block_sum(T v, T * buf) {
+    const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP, nw = blockDim.x / WARP;
+    v = warp_sum(v);
+    __syncthreads();  // buf may still be read by a previous call
+    if (lane == 0) buf[warp] = v;
+    __syncthreads();
+    v = lane < nw ? buf[lane] : T(0);
+    return warp_sum(v);
+}
+
+__device__ __forceinline__ float block_max(float v, float * buf) {
+    const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP, nw = blockDim.x / WARP;
+    v = warp_max(v);
+    __syncthreads();
+    if (lane == 0) buf[warp] = v;
+    __syncthreads();
+    v = lane < nw ? buf[lane] : -INFINITY;
+    return warp_max(v);
+}
+
+// Blocks of 256 threads covering n items (grid.x may be large: the 2^31 - 1 limit).
+static inline unsigned int n_blocks(int64_t n, int threads = 256) { return (unsigned int) ((n + threads - 1) / threads); }
+
+// ALiBi head slope (soft_max, flash_attn_ext): 1 without ALiBi (max_bias 0).
+__device__ __forceinline__ float alibi_slope(uint32_t h, uint32_t n_head, float max_bias) {
+    if (max_bias <= 0.0f) return 1.0f;
+    uint32_t n_head_log2 = 1;
+    while (n_head_log2 * 2 <= n_head) n_head_log2 *= 2;
+    const float m0 = powf(2.0f, -max_bias / (float) n_head_log2);
+    const float m1 = powf(2.0f, -(max_bias / 2.0f) / (float) n_head_log2);
+    return h < n_head_log2 ? powf(m0, (float) (h + 1)) : powf(m1, (float) (2 * (h - n_head_log2) + 1));
+}

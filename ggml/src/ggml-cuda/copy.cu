@@ -1,0 +1,348 @@
+// copy.cu - ops that move elements: dup / cpy / cont (with type conversion, any layouts: the KV
+// cache writes, casts, making permuted tensors contiguous), get_rows (embeddings of any readable
+// type), repeat, concat, and the backward ops acc, repeat_back, get_rows_back.
+//
+// Elements are matched in logical order (flat index, i0 fastest) as the CPU does. Same-type
+// copies move raw bits (exact for every type, I32 included); block-typed destinations (a
+// quantized KV cache) are written a block per thread with the reference quantizer's rounding.
+#include "ops.cuh"
+#include "quant.cuh"
+
+namespace {
+
+// ---- dup / cpy / cont -------------------------------------------------------------------------
+// Raw copy of es-byte elements (same type).
+__global__ void k_cpy_raw(tview dst, tview src, int64_t n, int es) {
+    const int64_t i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    int64_t s0, s1, s2, s3, d0, d1, d2, d3;
+    unravel(i, src.ne, s0, s1, s2, s3);
+    unravel(i, dst.ne, d0, d1, d2, d3);
+    const char * x = elem_ptr(src, s0, s1, s2, s3);
+    char * y = elem_ptr(dst, d0, d1, d2, d3);
+    switch (es) {
+        case 1: *(uint8_t *) y = *(const uint8_t *) x; break;
+        case 2: *(uint16_t *) y = *(const uint16_t *) x; break;
+        case 4: *(uint32_t *) y = *(const uint32_t *) x; break;
+        default: *(uint64_t *) y = *(const uint64_t *) x; break;
+    }
+}
+
+// Any readable type to a plain float type.
+__global__ void k_cpy_to_float(tview dst, tview src, int64_t n) {
+    const int64_t i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    int64_t s0, s1, s2, s3, d0, d1, d2, d3;
+    unravel(i, src.ne, s0, s1, s2, s3);
+    unravel(i, dst.ne, d0, d1, d2, d3);
+    const float v = load_any(row_ptr(src, s1, s2, s3), s0, src.type, src.nb[0]);
+    store_f(elem_ptr(dst, d0, d1, d2, d3), dst.type, v);
+}
+
+// Rows of a block type copied whole (same type, rows of the same length).
+__global__ void k_cpy_rows(tview dst, tview src, int64_t row_bytes) {
+    const int64_t r = blockIdx.x;
+    int64_t s1, s2, s3, d1, d2, d3;
+    row_coords(r, src.ne, s1, s2, s3);
+    row_coords(r, dst.ne, d1, d2, d3);
+    const char * x = row_ptr(src, s1, s2, s3);
+    char * y = row_ptr(dst, d1, d2, d3);
+    for (int64_t b = threadIdx.x; b < row_bytes; b += blockDim.x) y[b] = x[b];
+}
+
+// The value of largest magnitude with its sign (the first one on ties), as the reference.
+__device__ __forceinline__ float signed_absmax(const float * x, int n) {
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < n; j++) {
+        if (fabsf(x[j]) > amax) {
+            amax = fabsf(x[j]);
+            max = x[j];
+        }
+    }
+    return max;
+}
+
+__device__ __forceinline__ float q8_clamp(float v) {
+    return v >= -127.0f && v <= 127.0f ? v : v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : 0.0f;
+}
+
+// One 32-value block of dst (quantized as quants-ref.cpp does) from 32 floats.
+__device__ void quantize_block(char * out, const float * x, int type) {
+    switch (type) {
+        case GGML_TYPE_Q8_0: {
+            block_q8_0 * y = (block_q8_0 *) out;
+            float amax = 0.0f;
+            for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
+            const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+            *(uint16_t *) &y->d = f2h(d);
+            for (int j = 0; j < 32; j++) y->qs[j] = (int8_t) roundf(q8_clamp(x[j] * id));
+            break;
+        }
+        case GGML_TYPE_Q4_0: {
+            block_q4_0 * y = (block_q4_0 *) out;
+            const float d = signed_absmax(x, 32) / -8.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+            *(uint16_t *) &y->d = f2h(d);
+            for (int j = 0; j < 16; j++) {
+                const int q0 = (int) fminf(15.0f, x[j] * id + 8.5f), q1 = (int) fminf(15.0f, x[j + 16] * id + 8.5f);
+                y->qs[j] = (uint8_t) (q0 | (q1 << 4));
+            }
+            break;
+        }
+        case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_1: {
+            float mn = x[0], mx = x[0];
+            for (int j = 1; j < 32; j++) {
+                mn = x[j] < mn ? x[j] : mn;
+                mx = x[j] > mx ? x[j] : mx;
+            }
+            const bool q5 = type == GGML_TYPE_Q5_1;
+            const float levels = q5 ? 31.0f : 15.0f;
+            const float d = (mx - mn) / levels, id = d != 0.0f ? 1.0f / d : 0.0f;
+            uint32_t qh = 0;
+            uint8_t * qs = q5 ? ((block_q5_1 *) out)->qs : ((block_q4_1 *) out)->qs;
+            *(uint16_t *) out = f2h(d);        // d, then m: the first fields of both blocks
+            *((uint16_t *) out + 1) = f2h(mn);
+            for (int j = 0; j < 16; j++) {
+                const int q0 = (int) fminf(levels, (x[j] - mn) * id + 0.5f);
+                const int q1 = (int) fminf(levels, (x[j + 16] - mn) * id + 0.5f);
+                qs[j] = (uint8_t) ((q0 & 0xF) | ((q1 & 0xF) << 4));
+                qh |= (uint32_t) ((q0 >> 4) & 1) << j;
+                qh |= (uint32_t) ((q1 >> 4) & 1) << (j + 16);
+            }
+            if (q5) {
+                uint8_t * h = ((block_q5_1 *) out)->qh;
+                for (int k = 0; k < 4; k++) h[k] = (uint8_t) (qh >> (8 * k));
+            }
+            break;
+        }
+        case GGML_TYPE_Q5_0: {
+            block_q5_0 * y = (block_q5_0 *) out;
+            const float d = signed_absmax(x, 32) / -16.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+            *(uint16_t *) &y->d = f2h(d);
+            uint32_t qh = 0;
+            for (int j = 0; j < 16; j++) {
+                const int q0 = (int) fminf(31.0f, x[j] * id + 16.5f), q1 = (int) fminf(31.0f, x[j + 16] * id + 16.5f);
+                y->qs[j] = (uint8_t) ((q0 & 0xF) | ((q1 & 0xF) << 4));
+                qh |= (uint32_t) ((q0 >> 4) & 1) << j;
+                qh |= (uint32_t) ((q1 >> 4) & 1) << (j + 16);
+            }
+            for (int k = 0; k < 4; k++) y->qh[k] = (uint8_t) (qh >> (8 * k));
+            break;
+        }
+        default:
+            break;
+    }
+}
+
+// Plain float source to a 32-value block type: one thread per block of dst.
+__global__ void k_cpy_quantize(tview dst, tview src, int64_t n_blocks_total, int64_t blocks_per_row, int64_t block_bytes) {
+    const int64_t b = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
+    if (b >= n_blocks_total) return;
+    const int64_t r = b / blocks_per_row, k = b % blocks_per_row;
+    int64_t d1, d2, d3;
+    row_coords(r, dst.ne, d1, d2, d3);
+    float x[32];
+    const int64_t flat0 = r * dst.ne[0] + 32 * k;  // dst's first element, in logical order
+    for (int j = 0; j < 32; j++) {
+        int64_t s0, s1, s2, s3;
+        unravel(flat0 + j, src.ne, s0, s1, s2, s3);
+        x[j] = load_f(elem_ptr(src, s0, s1, s2, s3), src.type);
+    }
+    quantize_block(row_ptr(dst, d1, d2, d3) + k * block_bytes, x, dst.type);
+}
+
+// ---- get_rows ---------------------------------------------------------------------------------
+// dst[:, i, j, k] = a[:, idx[i, j, k], j, k]; a raw 4-byte copy for I32 rows.
+__global__ void k_get_rows(tview dst, tview a, tview idx, int64_t n, int raw_i32) {
+    const int64_t i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    int64_t i0, i1, i2, i3;
+    unravel(i, dst.ne, i0, i1, i2, i3);
+    const int32_t r = *(const int32_t *) (idx.data + i1 * idx.nb[0] + i2 * idx.nb[1] + i3 * idx.nb[2]);
+    char * y = elem_ptr(dst, i0, i1, i2, i3);
+    if (r < 0 || r >= a.ne[1]) {  // the CPU aborts; here the row reads as zeros
+        if (raw_i32) *(int32_t *) y = 0; else store_f(y, dst.type, 0.0f);
+        return;
+    }
+    const char * row = row_ptr(a, r, i2, i3);
+    if (raw_i32) {
+        *(int32_t *) y = *(const int32_t *) (row + i0 * a.nb[0]);
+    } else {
+        store_f(y, dst.type, load_any(row, i0, a.type, a.nb[0]));
+    }
+}
+
+// dst (F32, contiguous, zeroed) [:, idx[i, j, k], j, k] += grad[:, i, j, k]
+__global__ void k_get_rows_back(float * dst, int64_t dne0, int64_t dne1, int64_t dne2, tview grad, tview idx, int64_t n) {
+    const int64_t i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    int64_t i0, i1, i2, i3;
+    unravel(i, grad.ne, i0, i1, i2, i3);
+    const int32_t r = *(const int32_t *) (idx.data + i1 * idx.nb[0] + i2 * idx.nb[1] + i3 * idx.nb[2]);
+    if (r < 0 || r >= dne1) return;
+    atomicAdd(dst + ((i3 * dne2 + i2) * dne1 + r) * dne0 + i0, load_f(elem_ptr(grad, i0, i1, i2, i3), grad.type));
+}
+
+// ---- repeat, concat -------------------------------------------------------------------------------
+__global__ void k_repeat(tview dst, tview src, int64_t n, int es) {
+    const int64_t i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    int64_t i0, i1, i2, i3;
+    unravel(i, dst.ne, i0, i1, i2, i3);
+    const char * x = elem_ptr(src, i0 % src.ne[0], i1 % src.ne[1], i2 % src.ne[2], i3 % src.ne[3]);
+    char * y = elem_ptr(dst, i0, i1, i2, i3);
+    if (es == 2) *(uint16_t *) y = *(const uint16_t *) x; else *(uint32_t *) y = *(const uint32_t *) x;
+}
+
+__global__ void k_concat(tview dst, tview a, tview b, int64_t n, int dim, int es) {
+    const int64_t i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    int64_t c[4];
+    unravel(i, dst.ne, c[0], c[1], c[2], c[3]);
+    char * y = elem_ptr(dst, c[0], c[1], c[2], c[3]);
+    const char * x;
+    if (c[dim] < a.ne[dim]) {
+        x = elem_ptr(a, c[0], c[1], c[2], c[3]);
+    } else {
+        c[dim] -= a.ne[dim];
+        x = elem_ptr(b, c[0], c[1], c[2], c[3]);
+    }
+    if (es == 2) *(uint16_t *) y = *(const uint16_t *) x; else *(uint32_t *) y = *(const uint32_t *) x;
+}
+
+// ---- backward: repeat_back, acc -----------------------------------------------------------------
+// dst (F32) = the sum of src over the tiles of dst's shape, tiles in the CPU's order.
+__global__ void k_repeat_back(tview dst, tview src, int64_t n) {
+    const int64_t i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    int64_t i0, i1, i2, i3;
+    unravel(i, dst.ne, i0, i1, i2, i3);
+    const int64_t nt0 = src.ne[0] / dst.ne[0], nt1 = src.ne[1] / dst.ne[1], nt2 = src.ne[2] / dst.ne[2], nt3 = src.ne[3] / dst.ne[3];
+    float s = 0.0f;
+    for (int64_t t3 = 0; t3 < nt3; t3++)
+        for (int64_t t2 = 0; t2 < nt2; t2++)
+            for (int64_t t1 = 0; t1 < nt1; t1++)
+                for (int64_t t0 = 0; t0 < nt0; t0++)
+                    s += load_f(elem_ptr(src, i0 + t0 * dst.ne[0], i1 + t1 * dst.ne[1], i2 + t2 * dst.ne[2], i3 + t3 * dst.ne[3]), src.type);
+    *(float *) elem_ptr(dst, i0, i1, i2, i3) = s;
+}
+
+// src1 added into the view of dst (byte strides vnb, offset); atomics, since a view's elements
+// may overlap (the sum is then the same in any order up to rounding).
+__global__ void k_acc_add(char * dst, tview src1, int64_t n, int64_t nb1, int64_t nb2, int64_t nb3, int64_t offset) {
+    const int64_t i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    int64_t i0, i1, i2, i3;
+    unravel(i, src1.ne, i0, i1, i2, i3);
+    float * y = (float *) (dst + offset + i0 * (int64_t) sizeof(float) + i1 * nb1 + i2 * nb2 + i3 * nb3);
+    atomicAdd(y, *(const float *) elem_ptr(src1, i0, i1, i2, i3));
+}
+
+}  // namespace
+
+// ---- launchers --------------------------------------------------------------------------------
+static bool quantizable_dst(ggml_type t) {
+    return t == GGML_TYPE_Q8_0 || t == GGML_TYPE_Q4_0 || t == GGML_TYPE_Q4_1 || t == GGML_TYPE_Q5_0 || t == GGML_TYPE_Q5_1;
+}
+
+bool ggml_cuda_cpy_supported(const ggml_tensor * src, const ggml_tensor * dst) {
+    if (ggml_nelements(src) != ggml_nelements(dst)) return false;
+    const bool sq = ggml_is_quantized(src->type), dq = ggml_is_quantized(dst->type);
+    if (src->type == dst->type) {
+        if (!sq) return ggml_type_size(src->type) <= 8;
+        return src->ne[0] == dst->ne[0];  // block rows copied whole
+    }
+    if (dq) {
+        return is_float_type(src->type) && quantizable_dst(dst->type) && dst->ne[0] % 32 == 0 && dst->nb[0] == ggml_type_size(dst->type);
+    }
+    // block-typed sources are read a row of whole blocks at a time
+    return is_float_type(dst->type) && cuda_readable_type(src->type) && (!sq || src->nb[0] == ggml_type_size(src->type));
+}
+
+void ggml_cuda_cpy_tensor(ggml_cuda_ctx & ctx, const ggml_tensor * src, ggml_tensor * dst) {
+    const int64_t n = ggml_nelements(dst);
+    if (n == 0) return;
+    if (src->data == dst->data && src->type == dst->type && ggml_are_same_shape(src, dst) && ggml_are_same_stride(src, dst)) return;
+    if (src->type == dst->type && ggml_is_contiguous(src) && ggml_is_contiguous(dst)) {
+        CUDA_CHECK(cudaMemcpyAsync(dst->data, src->data, ggml_nbytes(dst), cudaMemcpyDeviceToDevice, ctx.stream));
+        return;
+    }
+    if (src->type == dst->type && ggml_is_quantized(src->type)) {
+        const int64_t nr = ggml_nrows(dst);
+        k_cpy_rows<<<(unsigned int) nr, 128, 0, ctx.stream>>>(make_view(dst), make_view(src), (int64_t) ggml_row_size(src->type, src->ne[0]));
+    } else if (src->type == dst->type) {
+        k_cpy_raw<<<n_blocks(n), 256, 0, ctx.stream>>>(make_view(dst), make_view(src), n, (int) ggml_type_size(src->type));
+    } else if (ggml_is_quantized(dst->type)) {
+        const int64_t bpr = dst->ne[0] / 32, total = bpr * ggml_nrows(dst);
+        k_cpy_quantize<<<n_blocks(total, 128), 128, 0, ctx.stream>>>(make_view(dst), make_view(src), total, bpr,
+                                                                     (int64_t) ggml_type_size(dst->type));
+    } else {
+        k_cpy_to_float<<<n_blocks(n), 256, 0, ctx.stream>>>(make_view(dst), make_view(src), n);
+    }
+    CUDA_CHECK_LAUNCH();
+}
+
+// DUP, CONT: src[0] into dst. CPY: src[0] into dst, a view of src[1] (or src[1] itself for a cast).
+void ggml_cuda_op_cpy(ggml_cuda_ctx & ctx, ggml_tensor * dst) { ggml_cuda_cpy_tensor(ctx, dst->src[0], dst); }
+
+bool ggml_cuda_get_rows_supported(const ggml_tensor * dst) {
+    const ggml_tensor * a = dst->src[0], * idx = dst->src[1];
+    if (idx->type != GGML_TYPE_I32) return false;
+    if (a->type == GGML_TYPE_I32) return dst->type == GGML_TYPE_I32;
+    return cuda_readable_type(a->type) && is_float_type(dst->type) && (!ggml_is_quantized(a->type) || a->nb[0] == ggml_type_size(a->type));
+}
+
+void ggml_cuda_op_get_rows(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
+    const int64_t n = ggml_nelements(dst);
+    if (n == 0) return;
+    k_get_rows<<<n_blocks(n), 256, 0, ctx.stream>>>(make_view(dst), make_view(dst->src[0]), make_view(dst->src[1]), n,
+                                                    dst->src[0]->type == GGML_TYPE_I32);
+    CUDA_CHECK_LAUNCH();
+}
+
+void ggml_cuda_op_get_rows_back(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
+    const ggml_tensor * grad = dst->src[0];
+    CUDA_CHECK(cudaMemsetAsync(dst->data, 0, ggml_nbytes(dst), ctx.stream));
+    const int64_t n = ggml_nelements(grad);
+    if (n == 0) return;
+    k_get_rows_back<<<n_blocks(n), 256, 0, ctx.stream>>>((float *) dst->data, dst->ne[0], dst->ne[1], dst->ne[2], make_view(grad),
+                                                         make_view(dst->src[1]), n);
+    CUDA_CHECK_LAUNCH();
+}
+
+void ggml_cuda_op_repeat(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
+    const int64_t n = ggml_nelements(dst);
+    if (n == 0) return;
+    k_repeat<<<n_blocks(n), 256, 0, ctx.stream>>>(make_view(dst), make_view(dst->src[0]), n, (int) ggml_type_size(dst->type));
+    CUDA_CHECK_LAUNCH();
+}
+
+void ggml_cuda_op_concat(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
+    const int64_t n = ggml_nelements(dst);
+    if (n == 0) return;
+    k_concat<<<n_blocks(n), 256, 0, ctx.stream>>>(make_view(dst), make_view(dst->src[0]), make_view(dst->src[1]), n,
+                                                  ggml_get_op_params_i32(dst, 0), (int) ggml_type_size(dst->type));
+    CUDA_CHECK_LAUNCH();
+}
+
+void ggml_cuda_op_repeat_back(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
+    const int64_t n = ggml_nelements(dst);
+    if (n == 0) return;
+    k_repeat_back<<<n_blocks(n), 256, 0, ctx.stream>>>(make_view(dst), make_view(dst->src[0]), n);
+    CUDA_CHECK_LAUNCH();
+}
+
+void ggml_cuda_op_acc(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
+    const ggml_tensor * src0 = dst->src[0], * src1 = dst->src[1];
+    size_t p[4];
+    memcpy(p, dst->op_params, sizeof(p));
+    if (!src0) {
+        CUDA_CHECK(cudaMemsetAsync(dst->data, 0, ggml_nbytes(dst), ctx.stream));
+    } else {
+        ggml_cuda_cpy_tensor(ctx, src0, dst);  // nothing to do in place
+    }
+    const int64_t n = ggml_nelements(src1);
+    if (n == 0) return;
+    k_acc_add<<<n_blocks(n), 256, 0, ctx.stream>>>((char *) dst->data, make_view(src1), n, (int64_t) p[0], (int64_t) p[1],
+                                                   (int64_t) p[2], (int64_t) p[3]);
+    CUDA_CHECK_LAUNCH();
+}

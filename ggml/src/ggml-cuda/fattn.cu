@@ -1,0 +1,176 @@
+// fattn.cu - flash_attn_ext as one fused kernel: per query row and head,
+// softmax(scale K^T q + slope mask) V (logits soft-capped when asked) with an online softmax, so
+// the n_q x n_kv scores are never stored. q F32 [D, n_q, H, B]; k [D, n_kv, Hkv, B] and v [Dv,
+// n_kv, Hkv, B] F16, BF16 or F32 with contiguous rows (a KV cache view as it is stored); mask
+// F32/F16 [n_kv, >= n_q, 1 or H, 1 or B]. Result F32 [Dv, H, n_q, B]; a query that sees no key
+// gets zeros, as the CPU's.
+//
+// A block (kWarps warps) takes one (query, head, batch). Each warp takes 32 keys at a time, a key
+// per lane: the lane computes its key's logit over the whole of D (q sits in shared memory), the
+// warp updates its running max and sum once per 32 keys, then adds the 32 weighted value rows
+// with lanes along Dv (coalesced). Keys hidden by the mask (-inf) cost one mask read. The warps'
+// partial results (max, sum, accumulator) are merged at the end.
+#include "ops.cuh"
+
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kMaxD = 256;  // D and Dv: at most kMaxD / 32 accumulator registers per lane
+
+template <typename T> __device__ __forceinline__ float ld(const T * p);
+template <> __device__ __forceinline__ float ld<float>(const float * p) { return *p; }
+template <> __device__ __forceinline__ float ld<__half>(const __half * p) { return __half2float(*p); }
+template <> __device__ __forceinline__ float ld<__nv_bfloat16>(const __nv_bfloat16 * p) { return __bfloat162float(*p); }
+
+struct FaArgs {
+    tview q, k, v, mask;
+    float * dst;
+    int64_t D, Dv, n_q, n_kv, H, G;  // G: query heads per kv head
+    float scale, max_bias, softcap;
+    int has_mask;
+};
+
+template <typename TKV>
+__global__ void __launch_bounds__(kWarps * WARP) k_flash_attn(FaArgs a) {
+    extern __shared__ float smem[];  // q [D], then per warp: max, sum, acc [Dv]
+    float * qs = smem;
+    float * part = smem + a.D;
+    const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
+    const int64_t iq = blockIdx.x, h = blockIdx.y, i3 = blockIdx.z, hk = h / a.G;
+
+    const char * qrow = elem_ptr(a.q, 0, iq, h, i3);
+    for (int64_t d = threadIdx.x; d < a.D; d += blockDim.x) qs[d] = *(const float *) (qrow + d * a.q.nb[0]);
+    __syncthreads();
+
+    const char * kbase = a.k.data + hk * a.k.nb[2] + i3 * a.k.nb[3];
+    const char * vbase = a.v.data + hk * a.v.nb[2] + i3 * a.v.nb[3];
+    const char * mrow = a.has_mask ? row_ptr(a.mask, iq, h % a.mask.ne[2], i3 % a.mask.ne[3]) : nullptr;
+    const int mes = a.mask.type == GGML_TYPE_F16 ? 2 : 4;
+    const float slope = alibi_slope((uint32_t) h, (uint32_t) a.H, a.max_bias);
+
+    constexpr int NA = kMaxD / WARP;
+    float acc[NA];
+#pragma unroll
+    for (int t = 0; t < NA; t++) acc[t] = 0.0f;
+    float m = -INFINITY, l = 0.0f;
+
+    for (int64_t j0 = (int64_t) warp * WARP; j0 < a.n_kv; j0 += (int64_t) kWarps * WARP) {
+        const int64_t j = j0 + lane;
+        float s = -INFINITY;
+        if (j < a.n_kv) {
+            const float mv = mrow ? slope * load_f(mrow + j * mes, a.mask.type) : 0.0f;
+            if (mv != -INFINITY) {
+                const TKV * kr = (const TKV *) (kbase + j * a.k.nb[1]);
+                float dot = 0.0f;
+                for (int64_t d = 0; d < a.D; d++) dot += qs[d] * ld(kr + d);
+                s = a.softcap > 0.0f ? a.softcap * tanhf(dot * a.scale / a.softcap) : dot * a.scale;
+                s += mv;
+            }
+        }
+        const float mb = warp_max(s);
+        if (mb == -INFINITY) continue;  // every key of these 32 is hidden (uniform across the warp)
+        const float m_new = fmaxf(m, mb);
+        const float corr = expf(m - m_new);  // 0 while m is still -inf
+        const float p = expf(s - m_new);     // 0 for hidden keys
+        l = l * corr + warp_sum(p);
+#pragma unroll
+        for (int t = 0; t < NA; t++) acc[t] *= corr;
+        const int nk = a.n_kv - j0 < WARP ? (int) (a.n_kv - j0) : WARP;
+        for (int jj = 0; jj < nk; jj++) {
+            const float pj = __shfl_sync(0xffffffffu, p, jj);
+            if (pj == 0.0f) continue;  // uniform: every lane got the same pj
+            const TKV * vr = (const TKV *) (vbase + (j0 + jj) * a.v.nb[1]);
+#pragma unroll
+            for (int t = 0; t < NA; t++) {
+                const int64_t d = lane + WARP * t;
+                if (d < a.Dv) acc[t] += pj * ld(vr + d);
+            }
+        }
+        m = m_new;
+    }
+
+    // merge the warps: out = sum_w acc_w e^(m_w - M) / sum_w l_w e^(m_w - M)
+    float * mine = part + warp * (2 + a.Dv);
+    if (lane == 0) {
+        mine[0] = m;
+        mine[1] = l;
+    }
+#pragma unroll
+    for (int t = 0; t < NA; t++) {
+        const int64_t d = lane + WARP * t;
+        if (d < a.Dv) mine[2 + d] = acc[t];
+    }
+    __syncthreads();
+    float M = -INFINITY;
+    for (int w = 0; w < kWarps; w++) M = fmaxf(M, part[w * (2 + a.Dv)]);
+    float L = 0.0f;
+    for (int w = 0; w < kWarps; w++) {
+        const float mw = part[w * (2 + a.Dv)];
+        if (mw != -INFINITY) L += part[w * (2 + a.Dv) + 1] * expf(mw - M);
+    }
+    float * out = a.dst + ((i3 * a.n_q + iq) * a.H + h) * a.Dv;
+    for (int64_t d = threadIdx.x; d < a.Dv; d += blockDim.x) {
+        float o = 0.0f;
+        if (M != -INFINITY && L > 0.0f) {
+            for (int w = 0; w < kWarps; w++) {
+                const float mw = part[w * (2 + a.Dv)];
+                if (mw != -INFINITY) o += part[w * (2 + a.Dv) + 2 + d] * expf(mw - M);
+            }
+            o /= L;
+        }
+        out[d] = o;
+    }
+}
+
+}  // namespace
+
+bool ggml_cuda_flash_attn_supported(const ggml_tensor * dst) {
+    const ggml_tensor * q = dst->src[0], * k = dst->src[1], * v = dst->src[2], * mask = dst->src[3];
+    if (!q || !k || !v || q->type != GGML_TYPE_F32 || dst->type != GGML_TYPE_F32 || !ggml_is_contiguous(dst)) return false;
+    if (k->type != v->type || !is_float_type(k->type)) return false;
+    if (k->nb[0] != ggml_type_size(k->type) || v->nb[0] != ggml_type_size(v->type)) return false;
+    if (q->ne[0] > kMaxD || v->ne[0] > kMaxD || k->ne[0] != q->ne[0] || k->ne[1] != v->ne[1] || k->ne[2] != v->ne[2]) return false;
+    if (k->ne[2] == 0 || q->ne[2] % k->ne[2] != 0 || k->ne[3] != q->ne[3] || v->ne[3] != q->ne[3]) return false;
+    if (q->ne[1] > INT32_MAX || q->ne[2] > 65535 || q->ne[3] > 65535) return false;
+    if (mask) {
+        if (mask->type != GGML_TYPE_F32 && mask->type != GGML_TYPE_F16) return false;
+        if (mask->nb[0] != ggml_type_size(mask->type) || mask->ne[0] < k->ne[1] || mask->ne[1] < q->ne[1]) return false;
+        if (mask->ne[2] == 0 || mask->ne[3] == 0 || q->ne[2] % mask->ne[2] != 0 || q->ne[3] % mask->ne[3] != 0) return false;
+    }
+    return true;
+}
+
+void ggml_cuda_op_flash_attn_ext(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
+    const ggml_tensor * q = dst->src[0], * k = dst->src[1], * v = dst->src[2], * mask = dst->src[3];
+    FaArgs a;
+    a.q = make_view(q);
+    a.k = make_view(k);
+    a.v = make_view(v);
+    a.has_mask = mask != nullptr;
+    if (mask) {
+        a.mask = make_view(mask);
+    } else {
+        a.mask = tview{};
+        a.mask.type = GGML_TYPE_F32;
+        for (int d = 0; d < 4; d++) a.mask.ne[d] = 1;
+    }
+    a.dst = (float *) dst->data;
+    a.D = q->ne[0];
+    a.Dv = v->ne[0];
+    a.n_q = q->ne[1];
+    a.H = q->ne[2];
+    a.G = q->ne[2] / k->ne[2];
+    a.n_kv = k->ne[1];
+    a.scale = ggml_get_op_params_f32(dst, 0);
+    a.max_bias = ggml_get_op_params_f32(dst, 1);
+    a.softcap = ggml_get_op_params_f32(dst, 2);
+    if (ggml_nelements(dst) == 0) return;
+    const dim3 grid((unsigned int) a.n_q, (unsigned int) a.H, (unsigned int) q->ne[3]);
+    const size_t smem = (size_t) (a.D + kWarps * (2 + a.Dv)) * sizeof(float);
+    switch (k->type) {
+        case GGML_TYPE_F16: k_flash_attn<__half><<<grid, kWarps * WARP, smem, ctx.stream>>>(a); break;
+        case GGML_TYPE_BF16: k_flash_attn<__nv_bfloat16><<<grid, kWarps * WARP, smem, ctx.stream>>>(a); break;
+        default: k_flash_attn<float><<<grid, kWarps * WARP, smem, ctx.stream>>>(a); break;
+    }
+    CUDA_CHECK_LAUNCH();
+}

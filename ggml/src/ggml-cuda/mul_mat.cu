@@ -1,0 +1,204 @@
+// mul_mat.cu - the matrix products: mul_mat (few columns: mmv.cu; more: cuBLAS) and out_prod
+// (cuBLAS), the backward product of mul_mat.
+//
+// mul_mat(a, b) = a^T b per plane: dst[m, n] = sum_k a[k, m] b[k, n], F32 result, b F32, planes
+// of a broadcast over b's. With cuBLAS (column-major), a's rows are the columns of a K x M
+// matrix A (lda = a's row stride), so dst = A^T B with ldb, ldc the row strides of b and dst.
+//  - a F32: SGEMM on the operands as they are (F32 products, as the CPU's).
+//  - a F16 / BF16: b converted to a's type (the CPU rounds b the same way), tensor cores with
+//    F32 accumulation; a read in place (a KV cache view works as it is).
+//  - a quantized: a dequantized to F16 into scratch, then as F16. (The CPU multiplies with b
+//    quantized to 8 bits, so this is the more precise of the two.)
+// out_prod(a, b): dst[k, n] = sum_m a[k, m] b[n, m], i.e. dst = A B^T with A as above, in F32
+// (a of another type dequantized to F32 first).
+#include "ops.cuh"
+#include "quant.cuh"
+
+namespace {
+
+// out[i] = the value at flat index i of t (any readable type, any layout), as OUT.
+template <typename OUT>
+__global__ void k_to_contig(OUT * out, tview t, int64_t n) {
+    const int64_t i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    int64_t i0, i1, i2, i3;
+    unravel(i, t.ne, i0, i1, i2, i3);
+    const float v = load_any(row_ptr(t, i1, i2, i3), i0, t.type, t.nb[0]);
+    if constexpr (std::is_same<OUT, float>::value) {
+        out[i] = v;
+    } else if constexpr (std::is_same<OUT, __half>::value) {
+        out[i] = __float2half_rn(v);
+    } else {
+        out[i] = __ushort_as_bfloat16(f2bf(v));
+    }
+}
+
+template <typename OUT>
+void to_contig(ggml_cuda_ctx & ctx, OUT * out, const ggml_tensor * t) {
+    const int64_t n = ggml_nelements(t);
+    if (n == 0) return;
+    k_to_contig<OUT><<<n_blocks(n), 256, 0, ctx.stream>>>(out, make_view(t), n);
+    CUDA_CHECK_LAUNCH();
+}
+
+size_t align256(size_t x) { return (x + 255) & ~(size_t) 255; }
+
+cudaDataType_t cuda_type(ggml_type t) {
+    switch (t) {
+        case GGML_TYPE_F16: return CUDA_R_16F;
+        case GGML_TYPE_BF16: return CUDA_R_16BF;
+        default: return CUDA_R_32F;
+    }
+}
+
+// One operand of a GEMM as cuBLAS sees it: base pointer, element type and size, leading
+// dimension and plane strides (elements).
+struct Operand {
+    const void * p;
+    cudaDataType_t type;
+    size_t es;
+    int64_t ld, s2, s3;
+};
+
+Operand operand(const void * p, ggml_type t, const size_t nb[4]) {
+    const size_t es = t == GGML_TYPE_F32 ? 4 : 2;
+    return { p, cuda_type(t), es, (int64_t) (nb[1] / es), (int64_t) (nb[2] / es), (int64_t) (nb[3] / es) };
+}
+
+Operand operand_contig(const void * p, ggml_type t, int64_t ne0, int64_t ne1, int64_t ne2) {
+    const size_t es = t == GGML_TYPE_F32 ? 4 : 2;
+    return { p, cuda_type(t), es, ne0, ne0 * ne1, ne0 * ne1 * ne2 };
+}
+
+const void * plane(const Operand & o, int64_t i2, int64_t i3) {
+    return (const char *) o.p + (size_t) (i2 * o.s2 + i3 * o.s3) * o.es;
+}
+
+// C[plane(i2, i3)] = op(A[plane(i2 / r2, i3 / r3)]) op(B[plane(i2, i3)]) for every plane of C;
+// strided batched when A's planes are not broadcast, else one call per plane.
+void gemm_planes(ggml_cuda_ctx & ctx, cublasOperation_t opa, cublasOperation_t opb, int64_t m, int64_t n, int64_t k,
+                 const Operand & A, const Operand & B, float * C, int64_t ldc, int64_t cs2, int64_t cs3, int64_t ne2, int64_t ne3,
+                 int64_t r2, int64_t r3) {
+    const float alpha = 1.0f, beta = 0.0f;
+    if (r2 == 1 && r3 == 1 && ne2 > 1) {
+        for (int64_t i3 = 0; i3 < ne3; i3++) {
+            CUBLAS_CHECK(cublasGemmStridedBatchedEx(ctx.cublas, opa, opb, (int) m, (int) n, (int) k, &alpha, plane(A, 0, i3), A.type,
+                                                    (int) A.ld, A.s2, plane(B, 0, i3), B.type, (int) B.ld, B.s2, &beta,
+                                                    C + i3 * cs3, CUDA_R_32F, (int) ldc, cs2, (int) ne2, CUBLAS_COMPUTE_32F,
+                                                    CUBLAS_GEMM_DEFAULT));
+        }
+        return;
+    }
+    for (int64_t i3 = 0; i3 < ne3; i3++) {
+        for (int64_t i2 = 0; i2 < ne2; i2++) {
+            CUBLAS_CHECK(cublasGemmEx(ctx.cublas, opa, opb, (int) m, (int) n, (int) k, &alpha, plane(A, i2 / r2, i3 / r3), A.type,
+                                      (int) A.ld, plane(B, i2, i3), B.type, (int) B.ld, &beta, C + i2 * cs2 + i3 * cs3, CUDA_R_32F,
+                                      (int) ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        }
+    }
+}
+
+}  // namespace
+
+bool ggml_cuda_mul_mat_supported(const ggml_tensor * dst) {
+    const ggml_tensor * a = dst->src[0], * b = dst->src[1];
+    if (!a || !b || b->type != GGML_TYPE_F32 || dst->type != GGML_TYPE_F32 || dst->nb[0] != sizeof(float)) return false;
+    if (!(is_float_type(a->type) || cuda_quant_supported(a->type)) || a->nb[0] != ggml_type_size(a->type)) return false;
+    if (a->ne[0] != b->ne[0] || b->ne[2] % a->ne[2] != 0 || b->ne[3] % a->ne[3] != 0) return false;
+    // cuBLAS strides are whole elements; ints bound the sizes
+    if (a->nb[1] % ggml_type_size(a->type) != 0 || a->ne[0] > INT32_MAX || a->ne[1] > INT32_MAX || b->ne[1] > INT32_MAX) return false;
+    if (dst->nb[1] % sizeof(float) != 0 || b->ne[2] * b->ne[3] > 65535) return false;
+    return true;
+}
+
+void ggml_cuda_op_mul_mat(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
+    const ggml_tensor * a = dst->src[0], * b = dst->src[1];
+    const int64_t M = a->ne[1], K = a->ne[0], N = b->ne[1];
+    if (M == 0 || N == 0 || ggml_nelements(dst) == 0) return;
+    const bool b_rows = b->nb[0] == sizeof(float);
+    if (N <= MMV_MAX_COLS && b_rows && ggml_cuda_mmv_supported(a)) {
+        ggml_cuda_mmv(ctx, a, b, dst);
+        return;
+    }
+    const int64_t ne2 = b->ne[2], ne3 = b->ne[3], r2 = ne2 / a->ne[2], r3 = ne3 / a->ne[3];
+    float * C = (float *) dst->data;
+    const int64_t ldc = dst->nb[1] / 4, cs2 = dst->nb[2] / 4, cs3 = dst->nb[3] / 4;
+
+    // What needs converting, into one scratch allocation: a (block types), b (to a's type, or
+    // to contiguous F32 rows).
+    const bool a_quant = ggml_is_quantized(a->type);
+    const ggml_type gemm_type = a_quant ? GGML_TYPE_F16 : a->type;
+    const bool b_convert = gemm_type != GGML_TYPE_F32 || !b_rows || b->nb[1] % sizeof(float) != 0;
+    const size_t a_bytes = a_quant ? align256((size_t) ggml_nelements(a) * 2) : 0;
+    const size_t b_bytes = b_convert ? align256((size_t) ggml_nelements(b) * (gemm_type == GGML_TYPE_F32 ? 4 : 2)) : 0;
+    char * scratch = a_bytes + b_bytes > 0 ? (char *) ctx.scratch(a_bytes + b_bytes) : nullptr;
+
+    Operand A, B;
+    if (a_quant) {
+        to_contig(ctx, (__half *) scratch, a);
+        A = operand_contig(scratch, GGML_TYPE_F16, K, M, a->ne[2]);
+    } else {
+        A = operand(a->data, a->type, a->nb);
+    }
+    if (b_convert) {
+        void * bp = scratch + a_bytes;
+        switch (gemm_type) {
+            case GGML_TYPE_F16: to_contig(ctx, (__half *) bp, b); break;
+            case GGML_TYPE_BF16: to_contig(ctx, (__nv_bfloat16 *) bp, b); break;
+            default: to_contig(ctx, (float *) bp, b); break;
+        }
+        B = operand_contig(bp, gemm_type, K, N, ne2);
+    } else {
+        B = operand(b->data, GGML_TYPE_F32, b->nb);
+    }
+    gemm_planes(ctx, CUBLAS_OP_T, CUBLAS_OP_N, M, N, K, A, B, C, ldc, cs2, cs3, ne2, ne3, r2, r3);
+}
+
+bool ggml_cuda_out_prod_supported(const ggml_tensor * dst) {
+    const ggml_tensor * a = dst->src[0], * b = dst->src[1];
+    if (!a || !b || b->type != GGML_TYPE_F32 || dst->type != GGML_TYPE_F32 || !ggml_is_contiguous(dst)) return false;
+    if (!(is_float_type(a->type) || cuda_quant_supported(a->type)) || a->nb[0] != ggml_type_size(a->type)) return false;
+    if (a->ne[1] != b->ne[1] || b->ne[2] % a->ne[2] != 0 || b->ne[3] % a->ne[3] != 0) return false;
+    return a->ne[0] <= INT32_MAX && a->ne[1] <= INT32_MAX && b->ne[0] <= INT32_MAX;
+}
+
+void ggml_cuda_op_out_prod(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
+    const ggml_tensor * a = dst->src[0], * b = dst->src[1];
+    const int64_t K = a->ne[0], M = a->ne[1], N = b->ne[0];
+    if (ggml_nelements(dst) == 0) return;
+    if (M == 0) {
+        CUDA_CHECK(cudaMemsetAsync(dst->data, 0, ggml_nbytes(dst), ctx.stream));
+        return;
+    }
+    const int64_t ne2 = b->ne[2], ne3 = b->ne[3], r2 = ne2 / a->ne[2], r3 = ne3 / a->ne[3];
+
+    const bool a_convert = a->type != GGML_TYPE_F32 || a->nb[1] % sizeof(float) != 0;
+    // b [N, M]: rows contiguous (B^T through OP_T), or a transposed contiguous tensor (OP_N);
+    // anything else is made contiguous first.
+    const bool b_rows = b->nb[0] == sizeof(float) && b->nb[1] % sizeof(float) == 0;
+    const bool b_cols = !b_rows && b->nb[1] == sizeof(float) && b->nb[0] % sizeof(float) == 0;
+    const bool b_convert = !b_rows && !b_cols;
+    const size_t a_bytes = a_convert ? align256((size_t) ggml_nelements(a) * 4) : 0;
+    const size_t b_bytes = b_convert ? align256((size_t) ggml_nelements(b) * 4) : 0;
+    char * scratch = a_bytes + b_bytes > 0 ? (char *) ctx.scratch(a_bytes + b_bytes) : nullptr;
+
+    Operand A, B;
+    if (a_convert) {
+        to_contig(ctx, (float *) scratch, a);
+        A = operand_contig(scratch, GGML_TYPE_F32, K, M, a->ne[2]);
+    } else {
+        A = operand(a->data, GGML_TYPE_F32, a->nb);
+    }
+    cublasOperation_t opb = CUBLAS_OP_T;
+    if (b_convert) {
+        to_contig(ctx, (float *) (scratch + a_bytes), b);
+        B = operand_contig(scratch + a_bytes, GGML_TYPE_F32, N, M, ne2);
+    } else if (b_rows) {
+        B = operand(b->data, GGML_TYPE_F32, b->nb);
+    } else {
+        B = { b->data, CUDA_R_32F, 4, (int64_t) (b->nb[0] / 4), (int64_t) (b->nb[2] / 4), (int64_t) (b->nb[3] / 4) };
+        opb = CUBLAS_OP_N;
+    }
+    gemm_planes(ctx, CUBLAS_OP_N, opb, K, N, M, A, B, (float *) dst->data, dst->nb[1] / 4, dst->nb[2] / 4, dst->nb[3] / 4, ne2, ne3,
+                r2, r3);
+}

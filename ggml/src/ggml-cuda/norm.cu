@@ -1,0 +1,107 @@
+// norm.cu - normalization over rows (dim 0): norm (zero mean, unit variance), rms_norm, and
+// their gradients norm_back / rms_norm_back (src0 the output's gradient, src1 the input). F32,
+// any strides; one block per row, sums in double as the CPU's (two passes for the variance).
+#include "ops.cuh"
+
+namespace {
+
+constexpr int kThreads = 256;
+
+__device__ __forceinline__ double bsum(double v) {
+    __shared__ double buf[32];
+    return block_sum(v, buf);
+}
+
+template <bool RMS>
+__global__ void k_norm(tview dst, tview src, double eps) {
+    int64_t i1, i2, i3;
+    row_coords(blockIdx.x, src.ne, i1, i2, i3);
+    const char * x = row_ptr(src, i1, i2, i3);
+    char * y = row_ptr(dst, i1, i2, i3);
+    const int64_t n = src.ne[0];
+    double mean = 0.0;
+    if (!RMS) {
+        double s = 0.0;
+        for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += *(const float *) (x + i * src.nb[0]);
+        mean = bsum(s) / (double) n;
+    }
+    double s2 = 0.0;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+        const double d = (double) *(const float *) (x + i * src.nb[0]) - mean;
+        s2 += d * d;
+    }
+    const double var = bsum(s2) / (double) n;
+    const double scale = 1.0 / sqrt(var + eps);
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+        *(float *) (y + i * dst.nb[0]) = (float) (((double) *(const float *) (x + i * src.nb[0]) - mean) * scale);
+    }
+}
+
+// norm:     dx = r (g - mean(g) - y mean(g y)),  mean(g y) = r sum(g (x - mean)) / n
+// rms_norm: dx = r (g - y mean(g y)),            mean(g y) = r sum(g x) / n
+template <bool RMS>
+__global__ void k_norm_back(tview dst, tview grad, tview src, double eps) {
+    int64_t i1, i2, i3;
+    row_coords(blockIdx.x, src.ne, i1, i2, i3);
+    const char * g = row_ptr(grad, i1, i2, i3);
+    const char * x = row_ptr(src, i1, i2, i3);
+    char * y = row_ptr(dst, i1, i2, i3);
+    const int64_t n = src.ne[0];
+    auto xi = [&](int64_t i) { return (double) *(const float *) (x + i * src.nb[0]); };
+    auto gi = [&](int64_t i) { return (double) *(const float *) (g + i * grad.nb[0]); };
+    double mean = 0.0, mean_g = 0.0;
+    if (!RMS) {
+        double s = 0.0, sg = 0.0;
+        for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+            s += xi(i);
+            sg += gi(i);
+        }
+        mean = bsum(s) / (double) n;
+        mean_g = bsum(sg) / (double) n;
+    }
+    double s2 = 0.0, sgx = 0.0;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+        const double d = xi(i) - mean;
+        s2 += d * d;
+        sgx += gi(i) * d;
+    }
+    const double var = bsum(s2) / (double) n;
+    const double r = 1.0 / sqrt(var + eps);
+    const double mean_gy = r * bsum(sgx) / (double) n;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+        const double yv = (xi(i) - mean) * r;
+        *(float *) (y + i * dst.nb[0]) = (float) (r * (gi(i) - mean_g - yv * mean_gy));
+    }
+}
+
+}  // namespace
+
+void ggml_cuda_op_norm(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
+    const int64_t nr = ggml_nrows(dst);
+    if (nr == 0) return;
+    k_norm<false><<<(unsigned int) nr, kThreads, 0, ctx.stream>>>(make_view(dst), make_view(dst->src[0]), (double) ggml_get_op_params_f32(dst, 0));
+    CUDA_CHECK_LAUNCH();
+}
+
+void ggml_cuda_op_rms_norm(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
+    const int64_t nr = ggml_nrows(dst);
+    if (nr == 0) return;
+    k_norm<true><<<(unsigned int) nr, kThreads, 0, ctx.stream>>>(make_view(dst), make_view(dst->src[0]), (double) ggml_get_op_params_f32(dst, 0));
+    CUDA_CHECK_LAUNCH();
+}
+
+void ggml_cuda_op_norm_back(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
+    const int64_t nr = ggml_nrows(dst);
+    if (nr == 0) return;
+    k_norm_back<false><<<(unsigned int) nr, kThreads, 0, ctx.stream>>>(make_view(dst), make_view(dst->src[0]), make_view(dst->src[1]),
+                                                                       (double) ggml_get_op_params_f32(dst, 0));
+    CUDA_CHECK_LAUNCH();
+}
+
+void ggml_cuda_op_rms_norm_back(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
+    const int64_t nr = ggml_nrows(dst);
+    if (nr == 0) return;
+    k_norm_back<true><<<(unsigned int) nr, kThreads, 0, ctx.stream>>>(make_view(dst), make_view(dst->src[0]), make_view(dst->src[1]),
+                                                                      (double) ggml_get_op_params_f32(dst, 0));
+    CUDA_CHECK_LAUNCH();
+}

@@ -1,0 +1,82 @@
+// ops.cuh - the op launchers of the CUDA backend (one per op, in the file of its family) and
+// the checks supports_op uses for ops whose kernels cover only some types or shapes.
+// A launcher enqueues its kernels on ctx.stream for dst = op(dst->src...) and returns.
+#pragma once
+
+#include "common.cuh"
+
+#include <algorithm>
+
+constexpr int MMV_MAX_COLS = 8;  // mul_mat with at most this many columns of b: mmv.cu
+
+// elementwise.cu
+void ggml_cuda_op_add(ggml_cuda_ctx & ctx, ggml_tensor * dst);
+void ggml_cuda_op_sub(ggml_cuda_ctx & ctx, ggml_tensor * dst);
+void ggml_cuda_op_mul(ggml_cuda_ctx & ctx, ggml_tensor * dst);
+void ggml_cuda_op_div(ggml_cuda_ctx & ctx, ggml_tensor * dst);
+void ggml_cuda_op_scale(ggml_cuda_ctx & ctx, ggml_tensor * dst);
+void ggml_cuda_op_sqr(ggml_cuda_ctx & ctx, ggml_tensor * dst);
+void ggml_cuda_op_sqrt(ggml_cuda_ctx & ctx, ggml_tensor * dst);
+void ggml_cuda_op_log(ggml_cuda_ctx & ctx, ggml_tensor * dst);
+bool ggml_cuda_unary_supported(int op);
+void ggml_cuda_op_unary(ggml_cuda_ctx & ctx, ggml_tensor * dst);
+void ggml_cuda_op_unary_back(ggml_cuda_ctx & ctx, ggml_tensor * dst);
+void ggml_cuda_op_diag_mask_inf(ggml_cuda_ctx & ctx, ggml_tensor * dst);
+void ggml_cuda_op_diag_mask_zero(ggml_cuda_ctx & ctx, ggml_tensor * dst);
+
+// copy.cu
+bool ggml_cuda_cpy_supported(const ggml_tensor * src, const ggml_tensor * dst);
+void ggml_cuda_cpy_tensor(ggml_cuda_ctx & ctx, const ggml_tensor * src, ggml_tensor * dst);
+void ggml_cuda_op_cpy(ggml_cuda_ctx & ctx, ggml_tensor * dst);
+bool ggml_cuda_get_rows_supported(const ggml_tensor * dst);
+void ggml_cuda_op_get_rows(ggml_cuda_ctx & ctx, ggml_tensor * dst);
+void ggml_cuda_op_get_rows_back(ggml_cuda_ctx & ctx, ggml_tensor * dst);
+void ggml_cuda_op_repeat(ggml_cuda_ctx & ctx, ggml_tensor * dst);
+void ggml_cuda_op_concat(ggml_cuda_ctx & ctx, ggml_tensor * dst);
+void ggml_cuda_op_repeat_back(ggml_cuda_ctx & ctx, ggml_tensor * dst);
+void ggml_cuda_op_acc(ggml_cuda_ctx & ctx, ggml_tensor * dst);
+
+// reduce.cu
+void ggml_cuda_op_sum(ggml_cuda_ctx & ctx, ggml_tensor * dst);
+void ggml_cuda_op_sum_rows(ggml_cuda_ctx & ctx, ggml_tensor * dst);
+void ggml_cuda_op_mean(ggml_cuda_ctx & ctx, ggml_tensor * dst);
+void ggml_cuda_op_argmax(ggml_cuda_ctx & ctx, ggml_tensor * dst);
+void ggml_cuda_op_cross_entropy_loss(ggml_cuda_ctx & ctx, ggml_tensor * dst);
+void ggml_cuda_op_cross_entropy_loss_back(ggml_cuda_ctx & ctx, ggml_tensor * dst);
+
+// norm.cu
+void ggml_cuda_op_norm(ggml_cuda_ctx & ctx, ggml_tensor * dst);
+void ggml_cuda_op_rms_norm(ggml_cuda_ctx & ctx, ggml_tensor * dst);
+void ggml_cuda_op_norm_back(ggml_cuda_ctx & ctx, ggml_tensor * dst);
+void ggml_cuda_op_rms_norm_back(ggml_cuda_ctx & ctx, ggml_tensor * dst);
+
+// softmax.cu
+void ggml_cuda_op_soft_max(ggml_cuda_ctx & ctx, ggml_tensor * dst);
+void ggml_cuda_op_soft_max_back(ggml_cuda_ctx & ctx, ggml_tensor * dst);
+
+// rope.cu
+bool ggml_cuda_rope_supported(const ggml_tensor * dst);
+void ggml_cuda_op_rope(ggml_cuda_ctx & ctx, ggml_tensor * dst);
+void ggml_cuda_op_rope_back(ggml_cuda_ctx & ctx, ggml_tensor * dst);
+
+// mmv.cu, mul_mat.cu
+bool ggml_cuda_mmv_supported(const ggml_tensor * a);
+void ggml_cuda_mmv(ggml_cuda_ctx & ctx, const ggml_tensor * a, const ggml_tensor * b, ggml_tensor * dst);
+bool ggml_cuda_mul_mat_supported(const ggml_tensor * dst);
+void ggml_cuda_op_mul_mat(ggml_cuda_ctx & ctx, ggml_tensor * dst);
+bool ggml_cuda_out_prod_supported(const ggml_tensor * dst);
+void ggml_cuda_op_out_prod(ggml_cuda_ctx & ctx, ggml_tensor * dst);
+
+// fattn.cu
+bool ggml_cuda_flash_attn_supported(const ggml_tensor * dst);
+void ggml_cuda_op_flash_attn_ext(ggml_cuda_ctx & ctx, ggml_tensor * dst);
+
+// optim.cu
+bool ggml_cuda_opt_step_supported(const ggml_tensor * dst);
+void ggml_cuda_op_opt_step_adamw(ggml_cuda_ctx & ctx, ggml_tensor * dst);
+void ggml_cuda_op_opt_step_sgd(ggml_cuda_ctx & ctx, ggml_tensor * dst);
+
+// ops.cu: the dispatch and the support check over every op
+bool ggml_cuda_supports_op(const ggml_tensor * op);
+// false: the node's op has no kernel here (supports_op should have kept it away)
+bool ggml_cuda_compute_node(ggml_cuda_ctx & ctx, ggml_tensor * node);

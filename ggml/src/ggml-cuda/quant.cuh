@@ -1,0 +1,223 @@
+// quant.cuh - the GGUF block types read on the GPU, straight from the file's bytes (layouts in
+// quants.h): one value at a time (get_rows, copies, dequantizing for cuBLAS) and 32 values at
+// a time (the matrix-vector products of generation).
+#pragma once
+
+#include "common.cuh"
+
+// The block types the kernels read: rows of these may be weights of any op that reads weights.
+static inline bool cuda_quant_supported(ggml_type t) {
+    switch (t) {
+        case GGML_TYPE_Q4_0: case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_0: case GGML_TYPE_Q5_1:
+        case GGML_TYPE_Q8_0: case GGML_TYPE_IQ4_NL:
+        case GGML_TYPE_Q2_K: case GGML_TYPE_Q3_K: case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K: case GGML_TYPE_Q6_K:
+            return true;
+        default:
+            return false;
+    }
+}
+
+// Types with a value-by-value reader: the plain float types and the block types above.
+static inline bool cuda_readable_type(ggml_type t) { return is_float_type(t) || cuda_quant_supported(t); }
+
+__constant__ static const int8_t d_kvalues_iq4nl[16] = { -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113 };
+
+// Blocks are not 4-byte aligned in general (18, 34, 210 bytes): read fields as bytes / halves.
+__device__ __forceinline__ float load_h(const void * p) { return h2f(*(const uint16_t *) p); }
+__device__ __forceinline__ uint32_t load_u32_bytes(const uint8_t * p) {
+    return (uint32_t) p[0] | ((uint32_t) p[1] << 8) | ((uint32_t) p[2] << 16) | ((uint32_t) p[3] << 24);
+}
+
+// Scale and min j (0..7) of a Q4_K / Q5_K block's 12 packed bytes.
+__device__ __forceinline__ void scale_min_k4(int j, const uint8_t * q, int & sc, int & m) {
+    if (j < 4) {
+        sc = q[j] & 63;
+        m = q[j + 4] & 63;
+    } else {
+        sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+        m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
+
+// Scale j (0..15) of a Q3_K block.
+__device__ __forceinline__ int q3k_scale(const uint8_t * s, int j) {
+    const int lo = j < 8 ? (s[j] & 0xF) : (s[j - 8] >> 4);
+    const int hi = (s[8 + (j & 3)] >> (2 * (j >> 2))) & 3;
+    return (lo | (hi << 4)) - 32;
+}
+
+// Value j of a row of a block type (row: the row's first block).
+__device__ __forceinline__ float dequant1(const char * row, int64_t j, int type) {
+    switch (type) {
+        case GGML_TYPE_Q4_0: {
+            const block_q4_0 * b = (const block_q4_0 *) row + j / QK4_0;
+            const int l = (int) (j % QK4_0);
+            const int q = l < 16 ? (b->qs[l] & 0xF) : (b->qs[l - 16] >> 4);
+            return load_h(&b->d) * (q - 8);
+        }
+        case GGML_TYPE_Q4_1: {
+            const block_q4_1 * b = (const block_q4_1 *) row + j / QK4_1;
+            const int l = (int) (j % QK4_1);
+            const int q = l < 16 ? (b->qs[l] & 0xF) : (b->qs[l - 16] >> 4);
+            return load_h(&b->d) * q + load_h(&b->m);
+        }
+        case GGML_TYPE_Q5_0: {
+            const block_q5_0 * b = (const block_q5_0 *) row + j / QK5_0;
+            const int l = (int) (j % QK5_0);
+            const int lo = l < 16 ? (b->qs[l] & 0xF) : (b->qs[l - 16] >> 4);
+            const int hb = (load_u32_bytes(b->qh) >> l) & 1;  // bit l: value l's fifth bit, both halves
+            return load_h(&b->d) * ((lo | (hb << 4)) - 16);
+        }
+        case GGML_TYPE_Q5_1: {
+            const block_q5_1 * b = (const block_q5_1 *) row + j / QK5_1;
+            const int l = (int) (j % QK5_1);
+            const int lo = l < 16 ? (b->qs[l] & 0xF) : (b->qs[l - 16] >> 4);
+            const int hb = (load_u32_bytes(b->qh) >> l) & 1;
+            return load_h(&b->d) * (lo | (hb << 4)) + load_h(&b->m);
+        }
+        case GGML_TYPE_Q8_0: {
+            const block_q8_0 * b = (const block_q8_0 *) row + j / QK8_0;
+            return load_h(&b->d) * b->qs[j % QK8_0];
+        }
+        case GGML_TYPE_IQ4_NL: {
+            const block_iq4_nl * b = (const block_iq4_nl *) row + j / QK4_NL;
+            const int l = (int) (j % QK4_NL);
+            const int q = l < 16 ? (b->qs[l] & 0xF) : (b->qs[l - 16] >> 4);
+            return load_h(&b->d) * d_kvalues_iq4nl[q];
+        }
+        case GGML_TYPE_Q2_K: {
+            // value 128 h + 32 s + 16 p + l: bits 2s of qs[32 h + 16 p + l], scale 8 h + 2 s + p
+            const block_q2_K * b = (const block_q2_K *) row + j / QK_K;
+            const int v = (int) (j % QK_K), h = v / 128, s = (v % 128) / 32, t = v % 32;
+            const int q = (b->qs[32 * h + t] >> (2 * s)) & 3;
+            const int sc = b->scales[8 * h + 2 * s + t / 16];
+            return load_h(&b->d) * (sc & 0xF) * q - load_h(&b->dmin) * (sc >> 4);
+        }
+        case GGML_TYPE_Q3_K: {
+            const block_q3_K * b = (const block_q3_K *) row + j / QK_K;
+            const int v = (int) (j % QK_K), h = v / 128, s = (v % 128) / 32, t = v % 32;
+            const int m = 1 << (4 * h + s);
+            const int q = ((b->qs[32 * h + t] >> (2 * s)) & 3) - ((b->hmask[t] & m) ? 0 : 4);
+            return load_h(&b->d) * q3k_scale(b->scales, 8 * h + 2 * s + t / 16) * q;
+        }
+        case GGML_TYPE_Q4_K: {
+            // chunk c of 64 values: qs[32 c + l], low nibbles sub-block 2c, high nibbles 2c + 1
+            const block_q4_K * b = (const block_q4_K *) row + j / QK_K;
+            const int v = (int) (j % QK_K), c = v / 64, hi = (v % 64) / 32, l = v % 32;
+            int sc, m;
+            scale_min_k4(2 * c + hi, b->scales, sc, m);
+            const int q = hi ? (b->qs[32 * c + l] >> 4) : (b->qs[32 * c + l] & 0xF);
+            return load_h(&b->d) * sc * q - load_h(&b->dmin) * m;
+        }
+        case GGML_TYPE_Q5_K: {
+            const block_q5_K * b = (const block_q5_K *) row + j / QK_K;
+            const int v = (int) (j % QK_K), c = v / 64, hi = (v % 64) / 32, l = v % 32, sub = 2 * c + hi;
+            int sc, m;
+            scale_min_k4(sub, b->scales, sc, m);
+            const int q = (hi ? (b->qs[32 * c + l] >> 4) : (b->qs[32 * c + l] & 0xF)) + (((b->qh[l] >> sub) & 1) << 4);
+            return load_h(&b->d) * sc * q - load_h(&b->dmin) * m;
+        }
+        case GGML_TYPE_Q6_K: {
+            // half h of 128 values: ql[64 h ..], qh[32 h ..], scales[8 h ..]; value 32 s + l
+            const block_q6_K * b = (const block_q6_K *) row + j / QK_K;
+            const int v = (int) (j % QK_K), h = v / 128, s = (v % 128) / 32, l = v % 32;
+            const uint8_t ql = b->ql[64 * h + l + (s & 1) * 32];
+            const int lo = s < 2 ? (ql & 0xF) : (ql >> 4);
+            const int q = (lo | (((b->qh[32 * h + l] >> (2 * s)) & 3) << 4)) - 32;
+            return load_h(&b->d) * b->scales[8 * h + l / 16 + 2 * s] * q;
+        }
+        default:
+            return 0.0f;
+    }
+}
+
+// Value j of a row of any readable type (a plain float row with element stride es).
+__device__ __forceinline__ float load_any(const char * row, int64_t j, int type, int64_t es) {
+    if (type == GGML_TYPE_F32 || type == GGML_TYPE_F16 || type == GGML_TYPE_BF16) return load_f(row + j * es, type);
+    return dequant1(row, j, type);
+}
+
+// ---- 32 values at once: unit u of a row (values [32 u, 32 u + 32)) -------------------------
+// Q4_0, Q8_0: a unit is a block. Q4_K, Q5_K: a unit is a sub-block with its own scale and min.
+// Q6_K: a unit is 32 values sharing a ql half and a qh bit pair (two scales of 16).
+template <int T>
+__device__ __forceinline__ void dequant_unit(const char * row, int64_t u, float * v) {
+    if constexpr (T == GGML_TYPE_Q4_0) {
+        const block_q4_0 * b = (const block_q4_0 *) row + u;
+        const float d = load_h(&b->d);
+        const uint16_t * qs = (const uint16_t *) b->qs;  // 2-byte aligned in the 18-byte block
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            const uint16_t q = qs[k];
+            v[2 * k] = d * ((q & 0xF) - 8);
+            v[2 * k + 1] = d * (((q >> 8) & 0xF) - 8);
+            v[2 * k + 16] = d * (((q >> 4) & 0xF) - 8);
+            v[2 * k + 17] = d * ((q >> 12) - 8);
+        }
+    } else if constexpr (T == GGML_TYPE_Q8_0) {
+        const block_q8_0 * b = (const block_q8_0 *) row + u;
+        const float d = load_h(&b->d);
+        const uint16_t * qs = (const uint16_t *) b->qs;
+#pragma unroll
+        for (int k = 0; k < 16; k++) {
+            const uint16_t q = qs[k];
+            v[2 * k] = d * (float) (int8_t) (q & 0xFF);
+            v[2 * k + 1] = d * (float) (int8_t) (q >> 8);
+        }
+    } else if constexpr (T == GGML_TYPE_Q4_K || T == GGML_TYPE_Q5_K) {
+        using block = typename std::conditional<T == GGML_TYPE_Q4_K, block_q4_K, block_q5_K>::type;
+        const block * b = (const block *) row + u / 8;
+        const int sub = (int) (u % 8), c = sub / 2, hi = sub & 1;
+        int sc, m;
+        scale_min_k4(sub, b->scales, sc, m);
+        const float d = load_h(&b->d) * sc, mn = load_h(&b->dmin) * m;
+        const uint32_t * qs = (const uint32_t *) (b->qs + 32 * c);  // 4-byte aligned (144 / 176-byte blocks)
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            const uint32_t q = hi ? (qs[k] >> 4) & 0x0F0F0F0Fu : qs[k] & 0x0F0F0F0Fu;
+            uint32_t hb = 0;
+            if constexpr (T == GGML_TYPE_Q5_K) {
+                const uint32_t h = ((const uint32_t *) ((const block_q5_K *) b)->qh)[k];
+                hb = ((h >> sub) & 0x01010101u) << 4;
+            }
+            const uint32_t qq = q | hb;
+#pragma unroll
+            for (int t = 0; t < 4; t++) v[4 * k + t] = d * (float) ((qq >> (8 * t)) & 0xFF) - mn;
+        }
+    } else if constexpr (T == GGML_TYPE_Q6_K) {
+        const block_q6_K * b = (const block_q6_K *) row + u / 8;
+        const int w = (int) (u % 8), h = w / 4, s = w % 4;
+        const float d = load_h(&b->d);
+        const float d0 = d * b->scales[8 * h + 2 * s], d1 = d * b->scales[8 * h + 2 * s + 1];
+        const uint16_t * ql = (const uint16_t *) (b->ql + 64 * h + (s & 1) * 32);  // 2-byte aligned (210-byte blocks)
+        const uint16_t * qh = (const uint16_t *) (b->qh + 32 * h);
+#pragma unroll
+        for (int k = 0; k < 16; k++) {
+            const uint16_t l2 = ql[k], h2 = qh[k];
+#pragma unroll
+            for (int t = 0; t < 2; t++) {
+                const int lb = (l2 >> (8 * t)) & 0xFF, hbyte = (h2 >> (8 * t)) & 0xFF;
+                const int lo = s < 2 ? (lb & 0xF) : (lb >> 4);
+                const int q = (lo | (((hbyte >> (2 * s)) & 3) << 4)) - 32;
+                const int l = 2 * k + t;
+                v[l] = (l < 16 ? d0 : d1) * q;
+            }
+        }
+    } else if constexpr (T == GGML_TYPE_F16) {
+        const uint16_t * p = (const uint16_t *) row + 32 * u;
+#pragma unroll
+        for (int l = 0; l < 32; l++) v[l] = h2f(p[l]);
+    } else if constexpr (T == GGML_TYPE_BF16) {
+        const uint16_t * p = (const uint16_t *) row + 32 * u;
+#pragma unroll
+        for (int l = 0; l < 32; l++) v[l] = bf2f(p[l]);
+    } else if constexpr (T == GGML_TYPE_F32) {
+        const float * p = (const float *) row + 32 * u;
+#pragma unroll
+        for (int l = 0; l < 32; l++) v[l] = p[l];
+    } else {
+        // the other block types, value by value
+#pragma unroll
+        for (int l = 0; l < 32; l++) v[l] = dequant1(row, 32 * u + l, T);
+    }
+}
