@@ -3,7 +3,7 @@ BUILD   ?= build
 JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all configure test demo bench clean scalar aarch64 test-aarch64 fuzz fuzz-build asan mpi cuda cuda-build
+.PHONY: all configure test demo bench clean scalar aarch64 test-aarch64 fuzz fuzz-build asan mpi cuda cuda-build cuda-compile
 
 all: configure
 	cmake --build $(BUILD) -j $(JOBS)
@@ -65,6 +65,13 @@ cuda-build:
 
 cuda: cuda-build
 	cd build-cuda && ctest --output-on-failure -j $(JOBS)
+
+# Compile only, for machines without a GPU (CI): the library with the CUDA kernels and the
+# backend op test.
+cuda-compile:
+	@test -f build-cuda/CMakeCache.txt || cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON \
+		-DCMAKE_CUDA_ARCHITECTURES=$(CUDA_ARCH) $(CMAKE_FLAGS)
+	cmake --build build-cuda -j $(JOBS) --target ggml test-backend-ops
 
 # Generates text with llama-cli from the default model (the runtime arrives with a later issue).
 demo: all

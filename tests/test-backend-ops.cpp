@@ -124,9 +124,9 @@ std::vector<float> decode(const ggml_tensor * t) {
 }
 
 // ---- running a case on a backend ------------------------------------------------------------
-enum class Run { ok, unsupported, failed };
+enum class Outcome { ok, unsupported, failed };
 
-Run run_case(const Case & c, ggml_backend_t backend, std::vector<float> & out, std::string & why) {
+Outcome run_case(const Case & c, ggml_backend_t backend, std::vector<float> & out, std::string & why) {
     ggml_init_params ip = { 256 * ggml_tensor_overhead() + ggml_graph_overhead_custom(256, false), nullptr, true };
     ggml_context * ctx = ggml_init(ip);
     Maker mk{ ctx, {} };
@@ -138,14 +138,14 @@ Run run_case(const Case & c, ggml_backend_t backend, std::vector<float> & out, s
         if (!ggml_backend_supports_op(backend, n)) {
             why = std::string(ggml_op_desc(n)) + " (" + ggml_type_name(n->type) + ")";
             ggml_free(ctx);
-            return Run::unsupported;
+            return Outcome::unsupported;
         }
     }
     ggml_backend_buffer_t buf = ggml_backend_alloc_ctx_tensors(ctx, backend);
     if (!buf) {
         why = "no memory";
         ggml_free(ctx);
-        return Run::failed;
+        return Outcome::failed;
     }
     uint32_t seed = 1234;
     for (auto & in : mk.inputs) {
@@ -153,10 +153,10 @@ Run run_case(const Case & c, ggml_backend_t backend, std::vector<float> & out, s
         ggml_backend_tensor_set(in.first, bytes.data(), 0, bytes.size());
     }
     const ggml_status st = ggml_backend_graph_compute(backend, gf);
-    Run r = Run::ok;
+    Outcome r = Outcome::ok;
     if (st != GGML_STATUS_SUCCESS) {
         why = "graph compute failed";
-        r = Run::failed;
+        r = Outcome::failed;
     } else {
         out = decode(b.out);
     }
@@ -447,7 +447,7 @@ TEST(BackendOps, CasesRunOnCpu) {
     for (const Case & c : make_cases()) {
         std::vector<float> out;
         std::string why;
-        EXPECT_EQ(run_case(c, cpu, out, why), Run::ok) << c.name << ": " << why;
+        EXPECT_EQ(run_case(c, cpu, out, why), Outcome::ok) << c.name << ": " << why;
         EXPECT_FALSE(out.empty()) << c.name;
     }
     ggml_backend_free(cpu);
@@ -466,14 +466,14 @@ TEST(BackendOps, EveryBackendMatchesCpu) {
         for (const Case & c : cases) {
             std::vector<float> ref, got;
             std::string why;
-            ASSERT_EQ(run_case(c, cpu, ref, why), Run::ok) << c.name << ": " << why;
-            const Run r = run_case(c, be, got, why);
-            if (r == Run::unsupported) {
+            ASSERT_EQ(run_case(c, cpu, ref, why), Outcome::ok) << c.name << ": " << why;
+            const Outcome r = run_case(c, be, got, why);
+            if (r == Outcome::unsupported) {
                 n_unsupported++;
                 printf("[ %s ] %-44s not supported: %s\n", ggml_backend_name(be), c.name.c_str(), why.c_str());
                 continue;
             }
-            ASSERT_EQ(r, Run::ok) << ggml_backend_name(be) << " " << c.name << ": " << why;
+            ASSERT_EQ(r, Outcome::ok) << ggml_backend_name(be) << " " << c.name << ": " << why;
             ASSERT_EQ(got.size(), ref.size()) << c.name;
             size_t bad = 0;
             const double err = nmse(got, ref, &bad);
@@ -528,7 +528,9 @@ TEST(BackendOps, SchedulerSplitsAtUnsupportedOps) {
         for (float & v : xv) v = d(rng);
         ggml_backend_tensor_set(x, xv.data(), 0, xv.size() * sizeof(float));
         ASSERT_EQ(ggml_backend_sched_graph_compute(sched, gf), GGML_STATUS_SUCCESS);
-        if (pass == 0) EXPECT_GE(ggml_backend_sched_get_n_splits(sched), 2);
+        if (pass == 0) {
+            EXPECT_GE(ggml_backend_sched_get_n_splits(sched), 2);
+        }
         results[pass].resize(1);
         ggml_backend_tensor_get(out, results[pass].data(), 0, sizeof(float));
         ggml_backend_sched_free(sched);
