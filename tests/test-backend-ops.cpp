@@ -487,6 +487,62 @@ TEST(BackendOps, EveryBackendMatchesCpu) {
     ggml_backend_free(cpu);
 }
 
+// One graph computed again and again with new inputs (generation): a backend that replays
+// recorded work (CUDA graphs) must still see each call's inputs.
+struct Prepared {
+    ggml_context * ctx = nullptr;
+    ggml_backend_buffer_t buf = nullptr;
+    ggml_cgraph * gf = nullptr;
+    Maker mk{ nullptr, {} };
+    Built b{};
+
+    Prepared(const Case & c, ggml_backend_t backend) {
+        ggml_init_params ip = { 256 * ggml_tensor_overhead() + ggml_graph_overhead_custom(256, false), nullptr, true };
+        ctx = ggml_init(ip);
+        mk.ctx = ctx;
+        b = c.build(mk);
+        gf = ggml_new_graph_custom(ctx, 256, false);
+        ggml_build_forward_expand(gf, b.node);
+        buf = ggml_backend_alloc_ctx_tensors(ctx, backend);
+    }
+    ~Prepared() {
+        ggml_backend_buffer_free(buf);
+        ggml_free(ctx);
+    }
+    std::vector<float> compute(ggml_backend_t backend, uint32_t seed) {
+        for (auto & in : mk.inputs) {
+            const std::vector<uint8_t> bytes = encode(in.first, input_values(in.first, in.second, seed++));
+            ggml_backend_tensor_set(in.first, bytes.data(), 0, bytes.size());
+        }
+        EXPECT_EQ(ggml_backend_graph_compute(backend, gf), GGML_STATUS_SUCCESS);
+        return decode(b.out);
+    }
+};
+
+TEST(BackendOps, RepeatedGraphsSeeNewInputs) {
+    const std::vector<ggml_backend_dev_t> devs = other_devices();
+    if (devs.empty()) GTEST_SKIP() << "no GPU backend: this build has no device besides the CPU, or the machine shows none";
+    ggml_backend_t cpu = ggml_backend_cpu_init();
+    for (const Case & c : make_cases()) {
+        if (c.name != "llama block" && c.name != "flash_attn_ext f16 n_q 1" && c.name != "mul_mat q4_K n 1") continue;
+        for (ggml_backend_dev_t dev : devs) {
+            ggml_backend_t be = ggml_backend_dev_init(dev, nullptr);
+            {
+                Prepared on_cpu(c, cpu), on_be(c, be);
+                ASSERT_NE(on_be.buf, nullptr);
+                for (uint32_t it = 0; it < 4; it++) {
+                    const std::vector<float> ref = on_cpu.compute(cpu, 1000 * it + 7), got = on_be.compute(be, 1000 * it + 7);
+                    size_t bad = 0;
+                    EXPECT_LE(nmse(got, ref, &bad), c.tol) << ggml_backend_name(be) << " " << c.name << " call " << it;
+                    EXPECT_EQ(bad, 0u);
+                }
+            }
+            ggml_backend_free(be);
+        }
+    }
+    ggml_backend_free(cpu);
+}
+
 // The scheduler splits a graph between the GPU and the CPU where the GPU lacks a kernel, and
 // the result is the CPU's.
 TEST(BackendOps, SchedulerSplitsAtUnsupportedOps) {

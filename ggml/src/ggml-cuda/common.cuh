@@ -9,6 +9,7 @@
 #include <cublas_v2.h>
 
 #include <stdint.h>
+#include <string.h>
 
 #include <type_traits>
 
@@ -107,11 +108,34 @@ __device__ __forceinline__ void row_coords(int64_t r, const int64_t ne[4], int64
 
 // ---- element conversion -------------------------------------------------------------------
 // F16 and BF16 stored as ggml does (raw 16 bits); conversions round to nearest even, as the CPU's.
-__device__ __forceinline__ float h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
-__device__ __forceinline__ uint16_t f2h(float f) { return __half_as_ushort(__float2half_rn(f)); }
-__device__ __forceinline__ float bf2f(uint16_t h) { return __uint_as_float((uint32_t) h << 16); }
-__device__ __forceinline__ uint16_t f2bf(float f) {
-    const uint32_t u = __float_as_uint(f);
+// Host and device: the block decoders built on them are checked on the host (test-cuda-host).
+#define GGML_CUDA_HD __host__ __device__ __forceinline__
+
+GGML_CUDA_HD float bits_to_f32(uint32_t u) {
+#ifdef __CUDA_ARCH__
+    return __uint_as_float(u);
+#else
+    float f;
+    memcpy(&f, &u, sizeof(f));
+    return f;
+#endif
+}
+
+GGML_CUDA_HD uint32_t f32_to_bits(float f) {
+#ifdef __CUDA_ARCH__
+    return __float_as_uint(f);
+#else
+    uint32_t u;
+    memcpy(&u, &f, sizeof(u));
+    return u;
+#endif
+}
+
+GGML_CUDA_HD float h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+GGML_CUDA_HD uint16_t f2h(float f) { return __half_as_ushort(__float2half_rn(f)); }
+GGML_CUDA_HD float bf2f(uint16_t h) { return bits_to_f32((uint32_t) h << 16); }
+GGML_CUDA_HD uint16_t f2bf(float f) {
+    const uint32_t u = f32_to_bits(f);
     if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t) ((u >> 16) | 64);  // quiet NaN, as the CPU
     return (uint16_t) ((u + (0x7fffu + ((u >> 16) & 1))) >> 16);
 }
@@ -120,7 +144,7 @@ __device__ __forceinline__ uint16_t f2bf(float f) {
 static inline bool is_float_type(ggml_type t) { return t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || t == GGML_TYPE_BF16; }
 
 // One element of a plain float type (the type is uniform across a launch: no divergence).
-__device__ __forceinline__ float load_f(const char * p, int type) {
+GGML_CUDA_HD float load_f(const char * p, int type) {
     switch (type) {
         case GGML_TYPE_F16:  return h2f(*(const uint16_t *) p);
         case GGML_TYPE_BF16: return bf2f(*(const uint16_t *) p);
@@ -128,7 +152,7 @@ __device__ __forceinline__ float load_f(const char * p, int type) {
     }
 }
 
-__device__ __forceinline__ void store_f(char * p, int type, float v) {
+GGML_CUDA_HD void store_f(char * p, int type, float v) {
     switch (type) {
         case GGML_TYPE_F16:  *(uint16_t *) p = f2h(v); break;
         case GGML_TYPE_BF16: *(uint16_t *) p = f2bf(v); break;

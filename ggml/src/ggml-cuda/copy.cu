@@ -50,89 +50,6 @@ __global__ void k_cpy_rows(tview dst, tview src, int64_t row_bytes) {
     for (int64_t b = threadIdx.x; b < row_bytes; b += blockDim.x) y[b] = x[b];
 }
 
-// The value of largest magnitude with its sign (the first one on ties), as the reference.
-__device__ __forceinline__ float signed_absmax(const float * x, int n) {
-    float amax = 0.0f, max = 0.0f;
-    for (int j = 0; j < n; j++) {
-        if (fabsf(x[j]) > amax) {
-            amax = fabsf(x[j]);
-            max = x[j];
-        }
-    }
-    return max;
-}
-
-__device__ __forceinline__ float q8_clamp(float v) {
-    return v >= -127.0f && v <= 127.0f ? v : v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : 0.0f;
-}
-
-// One 32-value block of dst (quantized as quants-ref.cpp does) from 32 floats.
-__device__ void quantize_block(char * out, const float * x, int type) {
-    switch (type) {
-        case GGML_TYPE_Q8_0: {
-            block_q8_0 * y = (block_q8_0 *) out;
-            float amax = 0.0f;
-            for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
-            const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-            *(uint16_t *) &y->d = f2h(d);
-            for (int j = 0; j < 32; j++) y->qs[j] = (int8_t) roundf(q8_clamp(x[j] * id));
-            break;
-        }
-        case GGML_TYPE_Q4_0: {
-            block_q4_0 * y = (block_q4_0 *) out;
-            const float d = signed_absmax(x, 32) / -8.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-            *(uint16_t *) &y->d = f2h(d);
-            for (int j = 0; j < 16; j++) {
-                const int q0 = (int) fminf(15.0f, x[j] * id + 8.5f), q1 = (int) fminf(15.0f, x[j + 16] * id + 8.5f);
-                y->qs[j] = (uint8_t) (q0 | (q1 << 4));
-            }
-            break;
-        }
-        case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_1: {
-            float mn = x[0], mx = x[0];
-            for (int j = 1; j < 32; j++) {
-                mn = x[j] < mn ? x[j] : mn;
-                mx = x[j] > mx ? x[j] : mx;
-            }
-            const bool q5 = type == GGML_TYPE_Q5_1;
-            const float levels = q5 ? 31.0f : 15.0f;
-            const float d = (mx - mn) / levels, id = d != 0.0f ? 1.0f / d : 0.0f;
-            uint32_t qh = 0;
-            uint8_t * qs = q5 ? ((block_q5_1 *) out)->qs : ((block_q4_1 *) out)->qs;
-            *(uint16_t *) out = f2h(d);        // d, then m: the first fields of both blocks
-            *((uint16_t *) out + 1) = f2h(mn);
-            for (int j = 0; j < 16; j++) {
-                const int q0 = (int) fminf(levels, (x[j] - mn) * id + 0.5f);
-                const int q1 = (int) fminf(levels, (x[j + 16] - mn) * id + 0.5f);
-                qs[j] = (uint8_t) ((q0 & 0xF) | ((q1 & 0xF) << 4));
-                qh |= (uint32_t) ((q0 >> 4) & 1) << j;
-                qh |= (uint32_t) ((q1 >> 4) & 1) << (j + 16);
-            }
-            if (q5) {
-                uint8_t * h = ((block_q5_1 *) out)->qh;
-                for (int k = 0; k < 4; k++) h[k] = (uint8_t) (qh >> (8 * k));
-            }
-            break;
-        }
-        case GGML_TYPE_Q5_0: {
-            block_q5_0 * y = (block_q5_0 *) out;
-            const float d = signed_absmax(x, 32) / -16.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-            *(uint16_t *) &y->d = f2h(d);
-            uint32_t qh = 0;
-            for (int j = 0; j < 16; j++) {
-                const int q0 = (int) fminf(31.0f, x[j] * id + 16.5f), q1 = (int) fminf(31.0f, x[j + 16] * id + 16.5f);
-                y->qs[j] = (uint8_t) ((q0 & 0xF) | ((q1 & 0xF) << 4));
-                qh |= (uint32_t) ((q0 >> 4) & 1) << j;
-                qh |= (uint32_t) ((q1 >> 4) & 1) << (j + 16);
-            }
-            for (int k = 0; k < 4; k++) y->qh[k] = (uint8_t) (qh >> (8 * k));
-            break;
-        }
-        default:
-            break;
-    }
-}
-
 // Plain float source to a 32-value block type: one thread per block of dst.
 __global__ void k_cpy_quantize(tview dst, tview src, int64_t n_blocks_total, int64_t blocks_per_row, int64_t block_bytes) {
     const int64_t b = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
@@ -240,10 +157,6 @@ __global__ void k_acc_add(char * dst, tview src1, int64_t n, int64_t nb1, int64_
 }  // namespace
 
 // ---- launchers --------------------------------------------------------------------------------
-static bool quantizable_dst(ggml_type t) {
-    return t == GGML_TYPE_Q8_0 || t == GGML_TYPE_Q4_0 || t == GGML_TYPE_Q4_1 || t == GGML_TYPE_Q5_0 || t == GGML_TYPE_Q5_1;
-}
-
 bool ggml_cuda_cpy_supported(const ggml_tensor * src, const ggml_tensor * dst) {
     if (ggml_nelements(src) != ggml_nelements(dst)) return false;
     const bool sq = ggml_is_quantized(src->type), dq = ggml_is_quantized(dst->type);
@@ -252,7 +165,7 @@ bool ggml_cuda_cpy_supported(const ggml_tensor * src, const ggml_tensor * dst) {
         return src->ne[0] == dst->ne[0];  // block rows copied whole
     }
     if (dq) {
-        return is_float_type(src->type) && quantizable_dst(dst->type) && dst->ne[0] % 32 == 0 && dst->nb[0] == ggml_type_size(dst->type);
+        return is_float_type(src->type) && cuda_quantizable_type(dst->type) && dst->ne[0] % 32 == 0 && dst->nb[0] == ggml_type_size(dst->type);
     }
     // block-typed sources are read a row of whole blocks at a time
     return is_float_type(dst->type) && cuda_readable_type(src->type) && (!sq || src->nb[0] == ggml_type_size(src->type));

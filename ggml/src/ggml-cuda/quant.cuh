@@ -22,14 +22,23 @@ static inline bool cuda_readable_type(ggml_type t) { return is_float_type(t) || 
 
 __constant__ static const int8_t d_kvalues_iq4nl[16] = { -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113 };
 
+// Level q of IQ4_NL (the table in constant memory on the device, quants-ref.cpp's on the host).
+GGML_CUDA_HD int iq4nl_value(int q) {
+#ifdef __CUDA_ARCH__
+    return d_kvalues_iq4nl[q];
+#else
+    return kvalues_iq4nl[q];
+#endif
+}
+
 // Blocks are not 4-byte aligned in general (18, 34, 210 bytes): read fields as bytes / halves.
-__device__ __forceinline__ float load_h(const void * p) { return h2f(*(const uint16_t *) p); }
-__device__ __forceinline__ uint32_t load_u32_bytes(const uint8_t * p) {
+GGML_CUDA_HD float load_h(const void * p) { return h2f(*(const uint16_t *) p); }
+GGML_CUDA_HD uint32_t load_u32_bytes(const uint8_t * p) {
     return (uint32_t) p[0] | ((uint32_t) p[1] << 8) | ((uint32_t) p[2] << 16) | ((uint32_t) p[3] << 24);
 }
 
 // Scale and min j (0..7) of a Q4_K / Q5_K block's 12 packed bytes.
-__device__ __forceinline__ void scale_min_k4(int j, const uint8_t * q, int & sc, int & m) {
+GGML_CUDA_HD void scale_min_k4(int j, const uint8_t * q, int & sc, int & m) {
     if (j < 4) {
         sc = q[j] & 63;
         m = q[j + 4] & 63;
@@ -40,14 +49,14 @@ __device__ __forceinline__ void scale_min_k4(int j, const uint8_t * q, int & sc,
 }
 
 // Scale j (0..15) of a Q3_K block.
-__device__ __forceinline__ int q3k_scale(const uint8_t * s, int j) {
+GGML_CUDA_HD int q3k_scale(const uint8_t * s, int j) {
     const int lo = j < 8 ? (s[j] & 0xF) : (s[j - 8] >> 4);
     const int hi = (s[8 + (j & 3)] >> (2 * (j >> 2))) & 3;
     return (lo | (hi << 4)) - 32;
 }
 
 // Value j of a row of a block type (row: the row's first block).
-__device__ __forceinline__ float dequant1(const char * row, int64_t j, int type) {
+GGML_CUDA_HD float dequant1(const char * row, int64_t j, int type) {
     switch (type) {
         case GGML_TYPE_Q4_0: {
             const block_q4_0 * b = (const block_q4_0 *) row + j / QK4_0;
@@ -83,7 +92,7 @@ __device__ __forceinline__ float dequant1(const char * row, int64_t j, int type)
             const block_iq4_nl * b = (const block_iq4_nl *) row + j / QK4_NL;
             const int l = (int) (j % QK4_NL);
             const int q = l < 16 ? (b->qs[l] & 0xF) : (b->qs[l - 16] >> 4);
-            return load_h(&b->d) * d_kvalues_iq4nl[q];
+            return load_h(&b->d) * iq4nl_value(q);
         }
         case GGML_TYPE_Q2_K: {
             // value 128 h + 32 s + 16 p + l: bits 2s of qs[32 h + 16 p + l], scale 8 h + 2 s + p
@@ -132,16 +141,105 @@ __device__ __forceinline__ float dequant1(const char * row, int64_t j, int type)
 }
 
 // Value j of a row of any readable type (a plain float row with element stride es).
-__device__ __forceinline__ float load_any(const char * row, int64_t j, int type, int64_t es) {
+GGML_CUDA_HD float load_any(const char * row, int64_t j, int type, int64_t es) {
     if (type == GGML_TYPE_F32 || type == GGML_TYPE_F16 || type == GGML_TYPE_BF16) return load_f(row + j * es, type);
     return dequant1(row, j, type);
+}
+
+// ---- writing blocks: a KV cache of a block type -------------------------------------------
+// The 32-value types a copy can write (quants-ref.cpp's reference quantizers, same rounding).
+static inline bool cuda_quantizable_type(ggml_type t) {
+    return t == GGML_TYPE_Q8_0 || t == GGML_TYPE_Q4_0 || t == GGML_TYPE_Q4_1 || t == GGML_TYPE_Q5_0 || t == GGML_TYPE_Q5_1;
+}
+
+// The value of largest magnitude with its sign (the first one on ties), as the reference.
+GGML_CUDA_HD float signed_absmax(const float * x, int n) {
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < n; j++) {
+        if (fabsf(x[j]) > amax) {
+            amax = fabsf(x[j]);
+            max = x[j];
+        }
+    }
+    return max;
+}
+
+GGML_CUDA_HD float q8_clamp(float v) {
+    return v >= -127.0f && v <= 127.0f ? v : v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : 0.0f;
+}
+
+// One 32-value block of dst (quantized as quants-ref.cpp does) from 32 floats.
+GGML_CUDA_HD void quantize_block(char * out, const float * x, int type) {
+    switch (type) {
+        case GGML_TYPE_Q8_0: {
+            block_q8_0 * y = (block_q8_0 *) out;
+            float amax = 0.0f;
+            for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
+            const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+            *(uint16_t *) &y->d = f2h(d);
+            for (int j = 0; j < 32; j++) y->qs[j] = (int8_t) roundf(q8_clamp(x[j] * id));
+            break;
+        }
+        case GGML_TYPE_Q4_0: {
+            block_q4_0 * y = (block_q4_0 *) out;
+            const float d = signed_absmax(x, 32) / -8.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+            *(uint16_t *) &y->d = f2h(d);
+            for (int j = 0; j < 16; j++) {
+                const int q0 = (int) fminf(15.0f, x[j] * id + 8.5f), q1 = (int) fminf(15.0f, x[j + 16] * id + 8.5f);
+                y->qs[j] = (uint8_t) (q0 | (q1 << 4));
+            }
+            break;
+        }
+        case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_1: {
+            float mn = x[0], mx = x[0];
+            for (int j = 1; j < 32; j++) {
+                mn = x[j] < mn ? x[j] : mn;
+                mx = x[j] > mx ? x[j] : mx;
+            }
+            const bool q5 = type == GGML_TYPE_Q5_1;
+            const float levels = q5 ? 31.0f : 15.0f;
+            const float d = (mx - mn) / levels, id = d != 0.0f ? 1.0f / d : 0.0f;
+            uint32_t qh = 0;
+            uint8_t * qs = q5 ? ((block_q5_1 *) out)->qs : ((block_q4_1 *) out)->qs;
+            *(uint16_t *) out = f2h(d);        // d, then m: the first fields of both blocks
+            *((uint16_t *) out + 1) = f2h(mn);
+            for (int j = 0; j < 16; j++) {
+                const int q0 = (int) fminf(levels, (x[j] - mn) * id + 0.5f);
+                const int q1 = (int) fminf(levels, (x[j + 16] - mn) * id + 0.5f);
+                qs[j] = (uint8_t) ((q0 & 0xF) | ((q1 & 0xF) << 4));
+                qh |= (uint32_t) ((q0 >> 4) & 1) << j;
+                qh |= (uint32_t) ((q1 >> 4) & 1) << (j + 16);
+            }
+            if (q5) {
+                uint8_t * h = ((block_q5_1 *) out)->qh;
+                for (int k = 0; k < 4; k++) h[k] = (uint8_t) (qh >> (8 * k));
+            }
+            break;
+        }
+        case GGML_TYPE_Q5_0: {
+            block_q5_0 * y = (block_q5_0 *) out;
+            const float d = signed_absmax(x, 32) / -16.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+            *(uint16_t *) &y->d = f2h(d);
+            uint32_t qh = 0;
+            for (int j = 0; j < 16; j++) {
+                const int q0 = (int) fminf(31.0f, x[j] * id + 16.5f), q1 = (int) fminf(31.0f, x[j + 16] * id + 16.5f);
+                y->qs[j] = (uint8_t) ((q0 & 0xF) | ((q1 & 0xF) << 4));
+                qh |= (uint32_t) ((q0 >> 4) & 1) << j;
+                qh |= (uint32_t) ((q1 >> 4) & 1) << (j + 16);
+            }
+            for (int k = 0; k < 4; k++) y->qh[k] = (uint8_t) (qh >> (8 * k));
+            break;
+        }
+        default:
+            break;
+    }
 }
 
 // ---- 32 values at once: unit u of a row (values [32 u, 32 u + 32)) -------------------------
 // Q4_0, Q8_0: a unit is a block. Q4_K, Q5_K: a unit is a sub-block with its own scale and min.
 // Q6_K: a unit is 32 values sharing a ql half and a qh bit pair (two scales of 16).
 template <int T>
-__device__ __forceinline__ void dequant_unit(const char * row, int64_t u, float * v) {
+GGML_CUDA_HD void dequant_unit(const char * row, int64_t u, float * v) {
     if constexpr (T == GGML_TYPE_Q4_0) {
         const block_q4_0 * b = (const block_q4_0 *) row + u;
         const float d = load_h(&b->d);

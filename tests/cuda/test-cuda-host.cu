@@ -1,0 +1,148 @@
+// test-cuda-host.cu - the CUDA backend's GGUF block readers and writers (ggml-cuda/quant.cuh),
+// run on the host: they are __host__ __device__, so the value-by-value reader (get_rows, casts,
+// dequantizing for cuBLAS), the 32-value unit decoders (the matrix-vector kernels) and the block
+// encoder of quantized KV caches are checked against the reference routines of quants-ref.cpp
+// without a GPU. Built in CUDA builds only (nvcc), run by ctest there.
+#include <gtest/gtest.h>
+
+#include "ggml-cuda/quant.cuh"
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+namespace {
+
+const ggml_type kTypes[] = {
+    GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_Q8_0, GGML_TYPE_IQ4_NL,
+    GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K,
+};
+
+std::vector<float> random_row(int64_t n, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> d(0.0f, 1.0f);
+    std::vector<float> v((size_t) n);
+    for (float & x : v) x = d(rng);
+    return v;
+}
+
+// A row of n values of `type` (quantized by the library) and its reference dequantization.
+void quantized_row(ggml_type type, int64_t n, uint32_t seed, std::vector<uint8_t> & bytes, std::vector<float> & ref) {
+    const std::vector<float> x = random_row(n, seed);
+    bytes.assign(ggml_row_size(type, n), 0);
+    ggml_quantize_chunk(type, x.data(), bytes.data(), 0, 1, n, nullptr);
+    ref.assign((size_t) n, 0.0f);
+    ggml_get_type_traits(type)->to_float(bytes.data(), ref.data(), n);
+}
+
+// Equal up to the rounding of one fused multiply-add (scale * level - min).
+void expect_same_value(float got, float ref, const std::string & what) {
+    EXPECT_NEAR(got, ref, 1e-6f * std::fabs(ref) + 1e-7f) << what;
+}
+
+TEST(CudaHost, ValueReaderMatchesReference) {
+    const int64_t n = 1024;
+    for (ggml_type t : kTypes) {
+        std::vector<uint8_t> bytes;
+        std::vector<float> ref;
+        quantized_row(t, n, 1 + (uint32_t) t, bytes, ref);
+        for (int64_t j = 0; j < n; j++) {
+            expect_same_value(dequant1((const char *) bytes.data(), j, t), ref[(size_t) j],
+                              std::string(ggml_type_name(t)) + " value " + std::to_string(j));
+        }
+    }
+}
+
+template <int T>
+void check_units(const std::vector<uint8_t> & bytes, const std::vector<float> & ref, int64_t n) {
+    for (int64_t u = 0; u < n / 32; u++) {
+        float v[32];
+        dequant_unit<T>((const char *) bytes.data(), u, v);
+        for (int l = 0; l < 32; l++) {
+            expect_same_value(v[l], ref[(size_t) (32 * u + l)],
+                              std::string(ggml_type_name((ggml_type) T)) + " unit " + std::to_string(u) + " value " + std::to_string(l));
+        }
+    }
+}
+
+TEST(CudaHost, UnitDecodersMatchReference) {
+    const int64_t n = 1024;
+    for (ggml_type t : kTypes) {
+        std::vector<uint8_t> bytes;
+        std::vector<float> ref;
+        quantized_row(t, n, 100 + (uint32_t) t, bytes, ref);
+        switch (t) {
+            case GGML_TYPE_Q4_0: check_units<GGML_TYPE_Q4_0>(bytes, ref, n); break;
+            case GGML_TYPE_Q4_1: check_units<GGML_TYPE_Q4_1>(bytes, ref, n); break;
+            case GGML_TYPE_Q5_0: check_units<GGML_TYPE_Q5_0>(bytes, ref, n); break;
+            case GGML_TYPE_Q5_1: check_units<GGML_TYPE_Q5_1>(bytes, ref, n); break;
+            case GGML_TYPE_Q8_0: check_units<GGML_TYPE_Q8_0>(bytes, ref, n); break;
+            case GGML_TYPE_IQ4_NL: check_units<GGML_TYPE_IQ4_NL>(bytes, ref, n); break;
+            case GGML_TYPE_Q2_K: check_units<GGML_TYPE_Q2_K>(bytes, ref, n); break;
+            case GGML_TYPE_Q3_K: check_units<GGML_TYPE_Q3_K>(bytes, ref, n); break;
+            case GGML_TYPE_Q4_K: check_units<GGML_TYPE_Q4_K>(bytes, ref, n); break;
+            case GGML_TYPE_Q5_K: check_units<GGML_TYPE_Q5_K>(bytes, ref, n); break;
+            case GGML_TYPE_Q6_K: check_units<GGML_TYPE_Q6_K>(bytes, ref, n); break;
+            default: FAIL() << ggml_type_name(t);
+        }
+    }
+}
+
+TEST(CudaHost, PlainUnitDecoders) {
+    const std::vector<float> x = random_row(64, 5);
+    std::vector<uint16_t> h(64), bf(64);
+    ggml_fp32_to_fp16_row(x.data(), (ggml_fp16_t *) h.data(), 64);
+    ggml_fp32_to_bf16_row(x.data(), (ggml_bf16_t *) bf.data(), 64);
+    for (int64_t u = 0; u < 2; u++) {
+        float vf[32], vh[32], vb[32];
+        dequant_unit<GGML_TYPE_F32>((const char *) x.data(), u, vf);
+        dequant_unit<GGML_TYPE_F16>((const char *) h.data(), u, vh);
+        dequant_unit<GGML_TYPE_BF16>((const char *) bf.data(), u, vb);
+        for (int l = 0; l < 32; l++) {
+            EXPECT_EQ(vf[l], x[(size_t) (32 * u + l)]);
+            EXPECT_EQ(vh[l], ggml_fp16_to_fp32((ggml_fp16_t) h[(size_t) (32 * u + l)]));
+            EXPECT_EQ(vb[l], ggml_bf16_to_fp32(ggml_bf16_t{ bf[(size_t) (32 * u + l)] }));
+        }
+    }
+    // conversions round as the CPU's
+    for (float f : { 1.0f, -2.5f, 1e-6f, 65504.0f, 70000.0f, -1e-9f, 3.14159f }) {
+        EXPECT_EQ(f2h(f), ggml_fp32_to_fp16(f)) << f;
+        EXPECT_EQ(f2bf(f), ggml_fp32_to_bf16(f).bits) << f;
+    }
+}
+
+// The encoder of block-typed copies (a quantized KV cache) against the reference quantizers: the
+// values it stores decode to the reference's (a level may differ where x * id lands on a rounding
+// tie computed with or without a fused multiply-add).
+TEST(CudaHost, BlockEncoderMatchesReference) {
+    const int64_t n = 4096;
+    const std::vector<float> x = random_row(n, 9);
+    const ggml_type types[] = { GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1 };
+    for (ggml_type t : types) {
+        ASSERT_TRUE(cuda_quantizable_type(t));
+        const size_t bs = ggml_type_size(t);
+        std::vector<uint8_t> mine(ggml_row_size(t, n)), ref(ggml_row_size(t, n));
+        for (int64_t b = 0; b < n / 32; b++) quantize_block((char *) mine.data() + b * bs, x.data() + 32 * b, t);
+        switch (t) {
+            case GGML_TYPE_Q8_0: quantize_row_q8_0_ref(x.data(), (block_q8_0 *) ref.data(), n); break;
+            case GGML_TYPE_Q4_0: quantize_row_q4_0_ref(x.data(), (block_q4_0 *) ref.data(), n); break;
+            case GGML_TYPE_Q4_1: quantize_row_q4_1_ref(x.data(), (block_q4_1 *) ref.data(), n); break;
+            case GGML_TYPE_Q5_0: quantize_row_q5_0_ref(x.data(), (block_q5_0 *) ref.data(), n); break;
+            default: quantize_row_q5_1_ref(x.data(), (block_q5_1 *) ref.data(), n); break;
+        }
+        std::vector<float> a((size_t) n), r((size_t) n);
+        ggml_get_type_traits(t)->to_float(mine.data(), a.data(), n);
+        ggml_get_type_traits(t)->to_float(ref.data(), r.data(), n);
+        int64_t differ = 0;
+        double err = 0.0, norm = 0.0;
+        for (int64_t i = 0; i < n; i++) {
+            differ += a[(size_t) i] != r[(size_t) i];
+            err += ((double) a[(size_t) i] - r[(size_t) i]) * ((double) a[(size_t) i] - r[(size_t) i]);
+            norm += (double) r[(size_t) i] * r[(size_t) i];
+        }
+        EXPECT_LE(differ, n / 200) << ggml_type_name(t);
+        EXPECT_LE(err / norm, 1e-5) << ggml_type_name(t);
+    }
+}
+
+}  // namespace
