@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "ggml-cuda/quant.cuh"
+#include "ggml-cuda/rope.cuh"
 
 #include <cmath>
 #include <random>
@@ -142,6 +143,61 @@ TEST(CudaHost, BlockEncoderMatchesReference) {
         }
         EXPECT_LE(differ, n / 200) << ggml_type_name(t);
         EXPECT_LE(err / norm, 1e-5) << ggml_type_name(t);
+    }
+}
+
+// The rope kernel's per-thread work, run over every item on the host, against the CPU's rope:
+// both modes, F32 and F16, YaRN with frequency factors, and rope_back.
+TEST(CudaHost, RopeMatchesCpu) {
+    for (ggml_type t : { GGML_TYPE_F32, GGML_TYPE_F16 }) {
+        for (int mode : { GGML_ROPE_TYPE_NORMAL, GGML_ROPE_TYPE_NEOX }) {
+            for (bool yarn : { false, true }) {
+                for (bool back : { false, true }) {
+                    ggml_init_params ip = { 16u << 20, nullptr, false };
+                    ggml_context * ctx = ggml_init(ip);
+                    ggml_tensor * x = ggml_new_tensor_3d(ctx, t, 64, 4, 7);
+                    const std::vector<float> xv = random_row(ggml_nelements(x), 3);
+                    if (t == GGML_TYPE_F32) {
+                        memcpy(x->data, xv.data(), ggml_nbytes(x));
+                    } else {
+                        ggml_fp32_to_fp16_row(xv.data(), (ggml_fp16_t *) x->data, ggml_nelements(x));
+                    }
+                    ggml_tensor * pos = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, 7);
+                    for (int i = 0; i < 7; i++) ((int32_t *) pos->data)[i] = 13 + 9973 * i;
+                    ggml_tensor * ff = nullptr;
+                    if (yarn) {
+                        ff = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 24);
+                        for (int i = 0; i < 24; i++) ((float *) ff->data)[i] = 1.0f + 0.125f * i;
+                    }
+                    const int n_dims = yarn ? 48 : 64;
+                    auto fn = back ? ggml_rope_ext_back : ggml_rope_ext;
+                    ggml_tensor * y = fn(ctx, x, pos, ff, n_dims, mode, 4096, 10000.0f, yarn ? 0.25f : 1.0f, yarn ? 1.0f : 0.0f, 1.0f,
+                                         32.0f, 1.0f);
+                    ggml_cgraph * gf = ggml_new_graph(ctx);
+                    ggml_build_forward_expand(gf, y);
+                    ASSERT_EQ(ggml_graph_compute_with_ctx(ctx, gf, 1), GGML_STATUS_SUCCESS);
+
+                    std::vector<uint8_t> out(ggml_nbytes(y));
+                    tview dv = make_view(y);
+                    dv.data = (char *) out.data();
+                    const RopeArgs a = ggml_cuda_rope_args(y, back);
+                    const int64_t n_rows = ggml_nrows(y), items = (n_dims / 2 + (64 - n_dims)) * n_rows;
+                    for (int64_t it = 0; it < items; it++) {
+                        rope_element(dv, make_view(x), (const int32_t *) pos->data, (int64_t) pos->nb[0],
+                                     ff ? (const float *) ff->data : nullptr, ff ? (int64_t) ff->nb[0] : 0, a, n_rows, it);
+                    }
+                    const int64_t n = ggml_nelements(y);
+                    for (int64_t i = 0; i < n; i++) {
+                        const float ref = t == GGML_TYPE_F32 ? ((const float *) y->data)[i] : ggml_fp16_to_fp32(((const ggml_fp16_t *) y->data)[i]);
+                        const float got = t == GGML_TYPE_F32 ? ((const float *) out.data())[i] : ggml_fp16_to_fp32(((const ggml_fp16_t *) out.data())[i]);
+                        const float tol = t == GGML_TYPE_F32 ? 1e-6f : 1e-3f;  // F16: one rounding step of the result
+                        ASSERT_NEAR(got, ref, tol * (std::fabs(ref) + 1.0f))  // inputs are of order 1: cancellation leaves an absolute error
+                            << ggml_type_name(t) << " mode " << mode << (yarn ? " yarn" : "") << (back ? " back" : "") << " element " << i;
+                    }
+                    ggml_free(ctx);
+                }
+            }
+        }
     }
 }
 

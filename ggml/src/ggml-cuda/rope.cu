@@ -5,54 +5,19 @@
 // Angles in double, as the CPU's (no float loss at large positions). F32, F16, BF16, any strides,
 // in place or not; one thread per pair.
 #include "ops.cuh"
+#include "rope.cuh"
 
 namespace {
 
-struct RopeArgs {
-    int n_dims, neox, has_ff;
-    double freq_base, freq_scale, ext_factor, corr_lo, corr_hi, mscale, sin_sign;
-};
-
-__host__ double yarn_corr_dim(int n_dims, int n_ctx_orig, double n_rot, double base) {
+// YaRN: the dimension (in [0, n_dims)) whose wavelength makes n_rot turns over n_ctx_orig tokens.
+double yarn_corr_dim(int n_dims, int n_ctx_orig, double n_rot, double base) {
     return n_dims * log((double) n_ctx_orig / (n_rot * 2.0 * M_PI)) / (2.0 * log(base));
 }
 
 __global__ void k_rope(tview dst, tview src, const int32_t * pos, int64_t pos_nb0, const float * ff, int64_t ff_nb0,
                        RopeArgs a, int64_t n_rows) {
-    const int n_pairs = a.n_dims / 2;
-    const int64_t ne0 = dst.ne[0];
-    // pairs first, then the copied tail (ne0 - n_dims elements) of each row
-    const int64_t per_row = n_pairs + (ne0 - a.n_dims);
     const int64_t t = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= per_row * n_rows) return;
-    const int64_t r = t / per_row, k = t % per_row;
-    int64_t i1, i2, i3;
-    row_coords(r, dst.ne, i1, i2, i3);
-    const char * x = row_ptr(src, i1, i2, i3);
-    char * y = row_ptr(dst, i1, i2, i3);
-    if (k >= n_pairs) {
-        const int64_t j = a.n_dims + (k - n_pairs);
-        if (x != y || src.nb[0] != dst.nb[0]) store_f(y + j * dst.nb[0], dst.type, load_f(x + j * src.nb[0], src.type));
-        return;
-    }
-    const int i = (int) k;
-    double inv_freq = pow(a.freq_base, -2.0 * i / a.n_dims);
-    if (a.has_ff) inv_freq /= (double) *(const float *) ((const char *) ff + i * ff_nb0);
-    double factor = a.freq_scale;
-    if (a.ext_factor != 0.0) {
-        const double yv = (i - a.corr_lo) / fmax(0.001, a.corr_hi - a.corr_lo);
-        const double mix = (1.0 - fmin(1.0, fmax(0.0, yv))) * a.ext_factor;
-        factor = a.freq_scale * (1.0 - mix) + mix;
-    }
-    const double p = (double) *(const int32_t *) ((const char *) pos + i2 * pos_nb0);
-    const double theta = p * (inv_freq * factor);
-    double sn, cs;
-    sincos(theta, &sn, &cs);
-    const float c = (float) (cs * a.mscale), s = (float) (sn * a.mscale * a.sin_sign);
-    const int64_t j0 = a.neox ? i : 2 * i, j1 = a.neox ? i + n_pairs : 2 * i + 1;
-    const float x0 = load_f(x + j0 * src.nb[0], src.type), x1 = load_f(x + j1 * src.nb[0], src.type);
-    store_f(y + j0 * dst.nb[0], dst.type, x0 * c - x1 * s);
-    store_f(y + j1 * dst.nb[0], dst.type, x0 * s + x1 * c);
+    rope_element(dst, src, pos, pos_nb0, ff, ff_nb0, a, n_rows, t);
 }
 
 }  // namespace
@@ -65,8 +30,8 @@ bool ggml_cuda_rope_supported(const ggml_tensor * dst) {
            n_dims >= 0 && n_dims % 2 == 0 && n_dims <= dst->ne[0] && (!ff || (ff->type == GGML_TYPE_F32 && ff->ne[0] >= n_dims / 2));
 }
 
-static void rope(ggml_cuda_ctx & ctx, ggml_tensor * dst, bool inverse) {
-    const ggml_tensor * src = dst->src[0], * pos = dst->src[1], * ff = dst->src[2];
+RopeArgs ggml_cuda_rope_args(const ggml_tensor * dst, bool inverse) {
+    const ggml_tensor * ff = dst->src[2];
     RopeArgs a;
     a.n_dims = ggml_get_op_params_i32(dst, 1);
     a.neox = (ggml_get_op_params_i32(dst, 2) & GGML_ROPE_TYPE_NEOX) != 0;
@@ -87,7 +52,12 @@ static void rope(ggml_cuda_ctx & ctx, ggml_tensor * dst, bool inverse) {
     a.mscale = attn_factor;
     if (a.ext_factor != 0.0) a.mscale *= 1.0 + 0.1 * log(1.0 / a.freq_scale);
     a.sin_sign = inverse ? -1.0 : 1.0;
+    return a;
+}
 
+static void rope(ggml_cuda_ctx & ctx, ggml_tensor * dst, bool inverse) {
+    const ggml_tensor * src = dst->src[0], * pos = dst->src[1], * ff = dst->src[2];
+    const RopeArgs a = ggml_cuda_rope_args(dst, inverse);
     const int64_t n_rows = ggml_nrows(dst);
     const int64_t n = (a.n_dims / 2 + (dst->ne[0] - a.n_dims)) * n_rows;
     if (n == 0) return;

@@ -1,0 +1,49 @@
+// rope.cuh - the per-thread work of the rope kernel (rope.cu), host-callable so that it can be
+// checked against the CPU's rope on the host (test-cuda-host).
+#pragma once
+
+#include "common.cuh"
+
+#include <math.h>
+
+struct RopeArgs {
+    int n_dims, neox, has_ff;
+    double freq_base, freq_scale, ext_factor, corr_lo, corr_hi, mscale, sin_sign;
+};
+
+// The arguments of a ROPE / ROPE_BACK node (inverse: ROPE_BACK's rotation by -theta).
+RopeArgs ggml_cuda_rope_args(const ggml_tensor * dst, bool inverse);
+
+// Work item t of a rope over n_rows rows: items [0, n_dims/2) of a row rotate a pair, the rest
+// copy one of the dims >= n_dims (unless in place).
+GGML_CUDA_HD void rope_element(const tview & dst, const tview & src, const int32_t * pos, int64_t pos_nb0, const float * ff,
+                               int64_t ff_nb0, const RopeArgs & a, int64_t n_rows, int64_t t) {
+    const int n_pairs = a.n_dims / 2;
+    const int64_t per_row = n_pairs + (dst.ne[0] - a.n_dims);
+    if (t >= per_row * n_rows) return;
+    const int64_t r = t / per_row, k = t % per_row;
+    const int64_t i1 = r % dst.ne[1], i2 = (r / dst.ne[1]) % dst.ne[2], i3 = r / (dst.ne[1] * dst.ne[2]);
+    const char * x = src.data + i1 * src.nb[1] + i2 * src.nb[2] + i3 * src.nb[3];
+    char * y = dst.data + i1 * dst.nb[1] + i2 * dst.nb[2] + i3 * dst.nb[3];
+    if (k >= n_pairs) {
+        const int64_t j = a.n_dims + (k - n_pairs);
+        if (x != y || src.nb[0] != dst.nb[0]) store_f(y + j * dst.nb[0], dst.type, load_f(x + j * src.nb[0], src.type));
+        return;
+    }
+    const int i = (int) k;
+    double inv_freq = pow(a.freq_base, -2.0 * i / a.n_dims);
+    if (a.has_ff) inv_freq /= (double) *(const float *) ((const char *) ff + i * ff_nb0);
+    double factor = a.freq_scale;
+    if (a.ext_factor != 0.0) {
+        const double yv = (i - a.corr_lo) / fmax(0.001, a.corr_hi - a.corr_lo);
+        const double mix = (1.0 - fmin(1.0, fmax(0.0, yv))) * a.ext_factor;
+        factor = a.freq_scale * (1.0 - mix) + mix;
+    }
+    const double p = (double) *(const int32_t *) ((const char *) pos + i2 * pos_nb0);
+    const double theta = p * (inv_freq * factor);  // in double, as the CPU: no loss at large positions
+    const float c = (float) (cos(theta) * a.mscale), s = (float) (sin(theta) * a.mscale * a.sin_sign);
+    const int64_t j0 = a.neox ? i : 2 * i, j1 = a.neox ? i + n_pairs : 2 * i + 1;
+    const float x0 = load_f(x + j0 * src.nb[0], src.type), x1 = load_f(x + j1 * src.nb[0], src.type);
+    store_f(y + j0 * dst.nb[0], dst.type, x0 * c - x1 * s);
+    store_f(y + j1 * dst.nb[0], dst.type, x0 * s + x1 * c);
+}
