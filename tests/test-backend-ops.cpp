@@ -387,6 +387,16 @@ std::vector<Case> make_cases() {
             }
         }
     }
+    // long caches with few queries (generation): a backend may split the keys between blocks
+    for (int64_t n_q : { 1, 2 }) {
+        add("flash_attn_ext long kv n_q " + std::to_string(n_q), [=](Maker & m) {
+            const int64_t D = 128, n_kv = 1500, H = 8, Hkv = 2;
+            ggml_tensor * q = ggml_permute(m.ctx, m.in(GGML_TYPE_F32, {D, H, n_q}), 0, 2, 1, 3);
+            ggml_tensor * mask = m.in(GGML_TYPE_F32, {n_kv, n_q}, causal(n_kv - 700));  // the last 700 keys hidden
+            return same(ggml_flash_attn_ext(m.ctx, q, m.in(GGML_TYPE_F16, {D, n_kv, Hkv}), m.in(GGML_TYPE_F16, {D, n_kv, Hkv}), mask,
+                                            0.088f, 0.0f, 0.0f));
+        }, 1e-7);
+    }
     add("flash_attn_ext no mask", [=](Maker & m) {
         ggml_tensor * q = m.in(GGML_TYPE_F32, {128, 3, 8});
         return same(ggml_flash_attn_ext(m.ctx, q, m.in(GGML_TYPE_F16, {128, 300, 8}), m.in(GGML_TYPE_F16, {128, 300, 8}), nullptr, 0.088f, 0.0f, 0.0f));
@@ -524,7 +534,10 @@ TEST(BackendOps, RepeatedGraphsSeeNewInputs) {
     if (devs.empty()) GTEST_SKIP() << "no GPU backend: this build has no device besides the CPU, or the machine shows none";
     ggml_backend_t cpu = ggml_backend_cpu_init();
     for (const Case & c : make_cases()) {
-        if (c.name != "llama block" && c.name != "flash_attn_ext f16 n_q 1" && c.name != "mul_mat q4_K n 1") continue;
+        if (c.name != "llama block" && c.name != "flash_attn_ext long kv n_q 1" && c.name != "mul_mat q4_K n 1" &&
+            c.name != "mul_mat kq gen f16") {
+            continue;
+        }
         for (ggml_backend_dev_t dev : devs) {
             ggml_backend_t be = ggml_backend_dev_init(dev, nullptr);
             {

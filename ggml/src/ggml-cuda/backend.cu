@@ -392,6 +392,7 @@ ggml_backend_t ggml_backend_cuda_init(int device) {
     cuda_backend * cb = new cuda_backend();
     cb->device = d->id;
     cb->name = d->name;
+    CUDA_CHECK(cudaDeviceGetAttribute(&cb->n_sm, cudaDevAttrMultiProcessorCount, d->id));
     const char * env = getenv("GGML_CUDA_DISABLE_GRAPHS");
     cb->graphs_enabled = !(env && atoi(env) != 0);
     CUDA_CHECK(cudaStreamCreateWithFlags(&cb->stream, cudaStreamDefault));  // blocking: ordered with the buffer calls

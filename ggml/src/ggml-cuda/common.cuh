@@ -44,6 +44,7 @@ constexpr int WARP = 32;
 // ---- the backend's state, as the op launchers see it --------------------------------------
 struct ggml_cuda_ctx {
     int device = 0;
+    int n_sm = 1;  // streaming multiprocessors: how many blocks keep the device busy
     cudaStream_t stream = nullptr;
     cublasHandle_t cublas = nullptr;
     void * cublas_ws = nullptr;  // cuBLAS workspace set once, so cuBLAS never allocates while a graph is captured

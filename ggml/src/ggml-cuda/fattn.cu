@@ -28,6 +28,9 @@ struct FaArgs {
     int64_t D, Dv, n_q, n_kv, H, G;  // G: query heads per kv head
     float scale, max_bias, softcap;
     int has_mask;
+    int n_split;      // key ranges per query row (split-KV: generation has few rows to spread)
+    int64_t chunk;    // keys per range (a multiple of 32)
+    float * partial;  // n_split > 1: per (row, range) max, sum and unnormalized output [Dv]
 };
 
 template <typename TKV>
@@ -36,7 +39,8 @@ __global__ void __launch_bounds__(kWarps * WARP) k_flash_attn(FaArgs a) {
     float * qs = smem;
     float * part = smem + a.D;
     const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
-    const int64_t iq = blockIdx.x, h = blockIdx.y, i3 = blockIdx.z, hk = h / a.G;
+    const int64_t iq = blockIdx.x / a.n_split, sp = blockIdx.x % a.n_split, h = blockIdx.y, i3 = blockIdx.z, hk = h / a.G;
+    const int64_t k0 = sp * a.chunk, k1 = k0 + a.chunk < a.n_kv ? k0 + a.chunk : a.n_kv;
 
     const char * qrow = elem_ptr(a.q, 0, iq, h, i3);
     for (int64_t d = threadIdx.x; d < a.D; d += blockDim.x) qs[d] = *(const float *) (qrow + d * a.q.nb[0]);
@@ -54,10 +58,10 @@ __global__ void __launch_bounds__(kWarps * WARP) k_flash_attn(FaArgs a) {
     for (int t = 0; t < NA; t++) acc[t] = 0.0f;
     float m = -INFINITY, l = 0.0f;
 
-    for (int64_t j0 = (int64_t) warp * WARP; j0 < a.n_kv; j0 += (int64_t) kWarps * WARP) {
+    for (int64_t j0 = k0 + (int64_t) warp * WARP; j0 < k1; j0 += (int64_t) kWarps * WARP) {
         const int64_t j = j0 + lane;
         float s = -INFINITY;
-        if (j < a.n_kv) {
+        if (j < k1) {
             const float mv = mrow ? slope * load_f(mrow + j * mes, a.mask.type) : 0.0f;
             if (mv != -INFINITY) {
                 const TKV * kr = (const TKV *) (kbase + j * a.k.nb[1]);
@@ -75,7 +79,7 @@ __global__ void __launch_bounds__(kWarps * WARP) k_flash_attn(FaArgs a) {
         l = l * corr + warp_sum(p);
 #pragma unroll
         for (int t = 0; t < NA; t++) acc[t] *= corr;
-        const int nk = a.n_kv - j0 < WARP ? (int) (a.n_kv - j0) : WARP;
+        const int nk = k1 - j0 < WARP ? (int) (k1 - j0) : WARP;
         for (int jj = 0; jj < nk; jj++) {
             const float pj = __shfl_sync(0xffffffffu, p, jj);
             if (pj == 0.0f) continue;  // uniform: every lane got the same pj
@@ -108,7 +112,24 @@ __global__ void __launch_bounds__(kWarps * WARP) k_flash_attn(FaArgs a) {
         const float mw = part[w * (2 + a.Dv)];
         if (mw != -INFINITY) L += part[w * (2 + a.Dv) + 1] * expf(mw - M);
     }
-    float * out = a.dst + ((i3 * a.n_q + iq) * a.H + h) * a.Dv;
+    const int64_t row = (i3 * a.n_q + iq) * a.H + h;  // the output row: [Dv, H, n_q, B]
+    if (a.n_split > 1) {  // this range's share, combined by k_flash_attn_combine
+        float * pp = a.partial + (row * a.n_split + sp) * (2 + a.Dv);
+        if (threadIdx.x == 0) {
+            pp[0] = M;
+            pp[1] = L;
+        }
+        for (int64_t d = threadIdx.x; d < a.Dv; d += blockDim.x) {
+            float o = 0.0f;
+            for (int w = 0; w < kWarps; w++) {
+                const float mw = part[w * (2 + a.Dv)];
+                if (mw != -INFINITY) o += part[w * (2 + a.Dv) + 2 + d] * expf(mw - M);
+            }
+            pp[2 + d] = o;
+        }
+        return;
+    }
+    float * out = a.dst + row * a.Dv;
     for (int64_t d = threadIdx.x; d < a.Dv; d += blockDim.x) {
         float o = 0.0f;
         if (M != -INFINITY && L > 0.0f) {
@@ -119,6 +140,30 @@ __global__ void __launch_bounds__(kWarps * WARP) k_flash_attn(FaArgs a) {
             o /= L;
         }
         out[d] = o;
+    }
+}
+
+// out = sum_s O_s e^(M_s - M) / sum_s L_s e^(M_s - M) over the key ranges s of a row.
+__global__ void k_flash_attn_combine(float * dst, const float * partial, int n_split, int64_t Dv) {
+    const int64_t row = blockIdx.x;
+    const float * pp = partial + row * n_split * (2 + Dv);
+    float M = -INFINITY;
+    for (int s = 0; s < n_split; s++) M = fmaxf(M, pp[s * (2 + Dv)]);
+    float L = 0.0f;
+    for (int s = 0; s < n_split; s++) {
+        const float ms = pp[s * (2 + Dv)];
+        if (ms != -INFINITY) L += pp[s * (2 + Dv) + 1] * expf(ms - M);
+    }
+    for (int64_t d = threadIdx.x; d < Dv; d += blockDim.x) {
+        float o = 0.0f;
+        if (M != -INFINITY && L > 0.0f) {
+            for (int s = 0; s < n_split; s++) {
+                const float ms = pp[s * (2 + Dv)];
+                if (ms != -INFINITY) o += pp[s * (2 + Dv) + 2 + d] * expf(ms - M);
+            }
+            o /= L;
+        }
+        dst[row * Dv + d] = o;
     }
 }
 
@@ -165,7 +210,18 @@ void ggml_cuda_op_flash_attn_ext(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
     a.max_bias = ggml_get_op_params_f32(dst, 1);
     a.softcap = ggml_get_op_params_f32(dst, 2);
     if (ggml_nelements(dst) == 0) return;
-    const dim3 grid((unsigned int) a.n_q, (unsigned int) a.H, (unsigned int) q->ne[3]);
+    // Split-KV: with fewer rows (queries x heads) than about two blocks per SM, as in generation,
+    // each row's keys are cut into ranges of at least 256 that separate blocks take, and a second
+    // kernel merges the ranges' softmax statistics.
+    const int64_t rows = a.n_q * a.H * q->ne[3];
+    a.n_split = 1;
+    if (rows < 2 * (int64_t) ctx.n_sm && a.n_kv >= 512) {
+        const int64_t want = (2 * (int64_t) ctx.n_sm + rows - 1) / rows, most = a.n_kv / 256;
+        a.n_split = (int) std::min<int64_t>(std::min<int64_t>(want, most), 32);
+    }
+    a.chunk = ((a.n_kv + a.n_split - 1) / a.n_split + WARP - 1) / WARP * WARP;
+    a.partial = a.n_split > 1 ? (float *) ctx.scratch((size_t) rows * a.n_split * (2 + a.Dv) * sizeof(float)) : nullptr;
+    const dim3 grid((unsigned int) (a.n_q * a.n_split), (unsigned int) a.H, (unsigned int) q->ne[3]);
     const size_t smem = (size_t) (a.D + kWarps * (2 + a.Dv)) * sizeof(float);
     switch (k->type) {
         case GGML_TYPE_F16: k_flash_attn<__half><<<grid, kWarps * WARP, smem, ctx.stream>>>(a); break;
@@ -173,4 +229,8 @@ void ggml_cuda_op_flash_attn_ext(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
         default: k_flash_attn<float><<<grid, kWarps * WARP, smem, ctx.stream>>>(a); break;
     }
     CUDA_CHECK_LAUNCH();
+    if (a.n_split > 1) {
+        k_flash_attn_combine<<<(unsigned int) rows, 128, 0, ctx.stream>>>(a.dst, a.partial, a.n_split, a.Dv);
+        CUDA_CHECK_LAUNCH();
+    }
 }

@@ -20,25 +20,28 @@ struct MmvArgs {
     int64_t d_nb1, d_nb2, d_nb3;
     int64_t M, K, N, ne12, r2, r3;  // r2, r3: planes of b per plane of a
     int b_vec4;                     // b's rows are 16-byte aligned: float4 loads
+    int L;                          // lanes per row of a: 32, or fewer for short rows (a warp then takes 32 / L rows)
 };
 
 template <int T>
 __global__ void __launch_bounds__(WARP * kWarpsPerBlock) k_mmv(MmvArgs p) {
     constexpr int NC = MMV_MAX_COLS;
-    const int lane = threadIdx.x % WARP;
-    const int64_t m = (int64_t) blockIdx.x * kWarpsPerBlock + threadIdx.x / WARP;
-    if (m >= p.M) return;  // whole warps leave: the shuffles below see full warps
+    const int lane = threadIdx.x % WARP, li = lane % p.L;
+    const int64_t m0 = ((int64_t) blockIdx.x * kWarpsPerBlock + threadIdx.x / WARP) * (WARP / p.L);
+    if (m0 >= p.M) return;  // whole warps leave: the shuffles below see full warps
+    const int64_t m = m0 + lane / p.L;
+    const bool active = m < p.M;
     const int64_t i12 = blockIdx.z % p.ne12, i13 = blockIdx.z / p.ne12;
     const int64_t n0 = (int64_t) blockIdx.y * NC;
-    const char * arow = p.a + m * p.a_nb1 + (i12 / p.r2) * p.a_nb2 + (i13 / p.r3) * p.a_nb3;
+    const char * arow = p.a + (active ? m : m0) * p.a_nb1 + (i12 / p.r2) * p.a_nb2 + (i13 / p.r3) * p.a_nb3;
     const char * bbase = p.b + i12 * p.b_nb2 + i13 * p.b_nb3;
 
     float s[NC];
 #pragma unroll
     for (int c = 0; c < NC; c++) s[c] = 0.0f;
 
-    const int64_t units = p.K / 32;
-    for (int64_t u = lane; u < units; u += WARP) {
+    const int64_t units = active ? p.K / 32 : 0;
+    for (int64_t u = li; u < units; u += p.L) {
         float v[32];
         dequant_unit<T>(arow, u, v);
 #pragma unroll
@@ -59,9 +62,9 @@ __global__ void __launch_bounds__(WARP * kWarpsPerBlock) k_mmv(MmvArgs p) {
             s[c] += acc;
         }
     }
-    // plain float rows whose length is not a multiple of 32: the tail, an element per lane
+    // plain float rows whose length is not a multiple of 32: the tail, an element per lane of the row
     if constexpr (T == GGML_TYPE_F32 || T == GGML_TYPE_F16 || T == GGML_TYPE_BF16) {
-        for (int64_t j = units * 32 + lane; j < p.K; j += WARP) {
+        for (int64_t j = (p.K / 32) * 32 + li; active && j < p.K; j += p.L) {
             const float av = load_f(arow + j * (T == GGML_TYPE_F32 ? 4 : 2), T);
 #pragma unroll
             for (int c = 0; c < NC; c++) {
@@ -73,8 +76,9 @@ __global__ void __launch_bounds__(WARP * kWarpsPerBlock) k_mmv(MmvArgs p) {
 #pragma unroll
     for (int c = 0; c < NC; c++) {
         if (n0 + c >= p.N) break;  // uniform across the warp
-        const float r = warp_sum(s[c]);
-        if (lane == 0) *(float *) (p.d + m * 4 + (n0 + c) * p.d_nb1 + i12 * p.d_nb2 + i13 * p.d_nb3) = r;
+        float r = s[c];
+        for (int o = p.L / 2; o > 0; o >>= 1) r += __shfl_xor_sync(0xffffffffu, r, o);  // within each row's lanes
+        if (active && li == 0) *(float *) (p.d + m * 4 + (n0 + c) * p.d_nb1 + i12 * p.d_nb2 + i13 * p.d_nb3) = r;
     }
 }
 
@@ -106,8 +110,14 @@ void ggml_cuda_mmv(ggml_cuda_ctx & ctx, const ggml_tensor * a, const ggml_tensor
     p.r3 = b->ne[3] / a->ne[3];
     p.b_vec4 = ((uintptr_t) b->data % 16 == 0) && b->nb[1] % 16 == 0 && b->nb[2] % 16 == 0 && b->nb[3] % 16 == 0;
     if (p.M == 0 || p.N == 0 || b->ne[2] * b->ne[3] == 0) return;
+    // Short rows (attention's K^T q in generation: 64 or 128 values) would leave most lanes idle:
+    // a row gets the fewest lanes (a power of two) that still cover its units.
+    const int64_t units = (p.K + 31) / 32;
+    p.L = WARP;
+    while (p.L > 1 && p.L / 2 >= units) p.L /= 2;
+    const int64_t rows_per_block = (int64_t) kWarpsPerBlock * (WARP / p.L);
 
-    const dim3 grid((unsigned int) ((p.M + kWarpsPerBlock - 1) / kWarpsPerBlock), (unsigned int) ((p.N + MMV_MAX_COLS - 1) / MMV_MAX_COLS),
+    const dim3 grid((unsigned int) ((p.M + rows_per_block - 1) / rows_per_block), (unsigned int) ((p.N + MMV_MAX_COLS - 1) / MMV_MAX_COLS),
                     (unsigned int) (b->ne[2] * b->ne[3]));
     const dim3 block(WARP * kWarpsPerBlock);
     switch (a->type) {
