@@ -22,12 +22,37 @@ template <> __device__ __forceinline__ float ld<float>(const float * p) { return
 template <> __device__ __forceinline__ float ld<__half>(const __half * p) { return __half2float(*p); }
 template <> __device__ __forceinline__ float ld<__nv_bfloat16>(const __nv_bfloat16 * p) { return __bfloat162float(*p); }
 
+// q . k for one key row: 16-byte loads (8 halves or 4 floats at a time) where the rows allow.
+template <typename T>
+__device__ __forceinline__ float key_dot(const float * qs, const T * kr, int64_t D, bool vec) {
+    float dot = 0.0f;
+    if (vec) {
+        if constexpr (std::is_same<T, float>::value) {
+            for (int64_t d = 0; d < D; d += 4) {
+                const float4 k4 = *(const float4 *) (kr + d);
+                dot += qs[d] * k4.x + qs[d + 1] * k4.y + qs[d + 2] * k4.z + qs[d + 3] * k4.w;
+            }
+        } else {
+            for (int64_t d = 0; d < D; d += 8) {
+                const uint4 raw = *(const uint4 *) (kr + d);
+                const T * k8 = (const T *) &raw;
+#pragma unroll
+                for (int e = 0; e < 8; e++) dot += qs[d + e] * ld(k8 + e);
+            }
+        }
+        return dot;
+    }
+    for (int64_t d = 0; d < D; d++) dot += qs[d] * ld(kr + d);
+    return dot;
+}
+
 struct FaArgs {
     tview q, k, v, mask;
     float * dst;
     int64_t D, Dv, n_q, n_kv, H, G;  // G: query heads per kv head
     float scale, max_bias, softcap;
     int has_mask;
+    int k_vec;        // key rows allow 16-byte loads
     int n_split;      // key ranges per query row (split-KV: generation has few rows to spread)
     int64_t chunk;    // keys per range (a multiple of 32)
     float * partial;  // n_split > 1: per (row, range) max, sum and unnormalized output [Dv]
@@ -64,9 +89,7 @@ __global__ void __launch_bounds__(kWarps * WARP) k_flash_attn(FaArgs a) {
         if (j < k1) {
             const float mv = mrow ? slope * load_f(mrow + j * mes, a.mask.type) : 0.0f;
             if (mv != -INFINITY) {
-                const TKV * kr = (const TKV *) (kbase + j * a.k.nb[1]);
-                float dot = 0.0f;
-                for (int64_t d = 0; d < a.D; d++) dot += qs[d] * ld(kr + d);
+                const float dot = key_dot(qs, (const TKV *) (kbase + j * a.k.nb[1]), a.D, a.k_vec != 0);
                 s = a.softcap > 0.0f ? a.softcap * tanhf(dot * a.scale / a.softcap) : dot * a.scale;
                 s += mv;
             }
@@ -209,6 +232,8 @@ void ggml_cuda_op_flash_attn_ext(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
     a.scale = ggml_get_op_params_f32(dst, 0);
     a.max_bias = ggml_get_op_params_f32(dst, 1);
     a.softcap = ggml_get_op_params_f32(dst, 2);
+    const int64_t per16 = 16 / (int64_t) ggml_type_size(k->type);  // elements per 16-byte load
+    a.k_vec = a.D % per16 == 0 && (uintptr_t) k->data % 16 == 0 && k->nb[1] % 16 == 0 && k->nb[2] % 16 == 0 && k->nb[3] % 16 == 0;
     if (ggml_nelements(dst) == 0) return;
     // Split-KV: with fewer rows (queries x heads) than about two blocks per SM, as in generation,
     // each row's keys are cut into ranges of at least 256 that separate blocks take, and a second
