@@ -9,9 +9,10 @@
 //
 // CUDA graphs: generation computes the same graph (same nodes, shapes, addresses) token after
 // token, and a graph of a few hundred small kernels is bound by launch overhead. When a graph
-// comes twice in a row unchanged, its kernels are captured once into a CUDA graph and from then
-// on re-launched with one call; any change (another shape, other addresses) drops it and runs
-// kernel by kernel again. GGML_CUDA_DISABLE_GRAPHS=1 turns this off.
+// comes a second time unchanged, its kernels are captured into a CUDA graph, and from then on
+// it is re-launched with one call. A few graphs are kept (the scheduler may give the backend
+// several splits per token); another shape or other addresses is another graph, run kernel by
+// kernel the first time. GGML_CUDA_DISABLE_GRAPHS=1 turns this off.
 #include "ggml-cuda.h"
 #include "ggml-backend-impl.h"
 #include "ggml-cpu.h"
@@ -39,6 +40,7 @@ void * ggml_cuda_ctx::scratch(size_t bytes) {
     scratch_size = 0;
     CUDA_CHECK(cudaMalloc(&scratch_ptr, size));
     scratch_size = size;
+    scratch_gen++;  // graphs captured with the old buffer are stale
     return scratch_ptr;
 }
 
@@ -171,17 +173,29 @@ ggml_backend_buffer_type host_buft = {
 };
 
 // ---- the backend -------------------------------------------------------------------------------
-struct cuda_backend : ggml_cuda_ctx {
-    std::string name;
-    bool graphs_enabled = true;
-    std::vector<uint64_t> last_key;  // the last graph's fingerprint
-    int n_same = 0;                  // how many computes in a row had it
-    cudaGraphExec_t exec = nullptr;  // its captured kernels, once captured
+// A captured graph: the fingerprint of the ggml graph it replays, how often that graph came,
+// and the scratch buffer generation it was captured with (a grown scratch buffer moves).
+struct graph_entry {
+    std::vector<uint64_t> key;
+    int n_seen = 0;
+    bool failed = false;  // capture or instantiation failed: runs kernel by kernel
+    uint64_t used = 0;    // last use (eviction of the least recently used)
+    uint64_t scratch_gen = 0;
+    cudaGraphExec_t exec = nullptr;
 
-    void drop_graph() {
+    void drop() {
         if (exec) CUDA_CHECK(cudaGraphExecDestroy(exec));
         exec = nullptr;
     }
+};
+
+struct cuda_backend : ggml_cuda_ctx {
+    std::string name;
+    bool graphs_enabled = true;
+    // A few graphs: the scheduler may give this backend several splits per token.
+    static constexpr size_t kMaxGraphs = 4;
+    std::vector<graph_entry> graphs;
+    uint64_t n_computes = 0;
 };
 
 const char * cuda_backend_name(ggml_backend_t b) { return ((cuda_backend *) b->context)->name.c_str(); }
@@ -190,7 +204,7 @@ void cuda_backend_free(ggml_backend_t b) {
     cuda_backend * cb = (cuda_backend *) b->context;
     set_device(cb->device);
     CUDA_CHECK(cudaStreamSynchronize(cb->stream));
-    cb->drop_graph();
+    for (graph_entry & e : cb->graphs) e.drop();
     CUBLAS_CHECK(cublasDestroy(cb->cublas));
     if (cb->cublas_ws) CUDA_CHECK(cudaFree(cb->cublas_ws));
     if (cb->scratch_ptr) CUDA_CHECK(cudaFree(cb->scratch_ptr));
@@ -277,21 +291,41 @@ ggml_status cuda_graph_compute(ggml_backend_t b, ggml_cgraph * g) {
 
     std::vector<uint64_t> key;
     fingerprint(g, key);
-    if (key == cb->last_key) {
-        cb->n_same++;
-    } else {
-        cb->last_key.swap(key);
-        cb->n_same = 0;
-        cb->drop_graph();
+    cb->n_computes++;
+    // A launch of the graph may still be running: let it end before its exec goes.
+    auto drop = [cb](graph_entry & x) {
+        if (!x.exec) return;
+        CUDA_CHECK(cudaStreamSynchronize(cb->stream));
+        x.drop();
+    };
+    graph_entry * e = nullptr;
+    for (graph_entry & x : cb->graphs) {
+        if (x.key == key) e = &x;
     }
-    if (cb->exec) {
-        CUDA_CHECK(cudaGraphLaunch(cb->exec, cb->stream));
+    if (!e) {
+        if (cb->graphs.size() < cuda_backend::kMaxGraphs) {
+            cb->graphs.emplace_back();
+            e = &cb->graphs.back();
+        } else {
+            e = &cb->graphs[0];
+            for (graph_entry & x : cb->graphs) {
+                if (x.used < e->used) e = &x;
+            }
+            drop(*e);
+            *e = graph_entry();
+        }
+        e->key.swap(key);
+    }
+    e->used = cb->n_computes;
+    e->n_seen++;
+    if (e->exec && e->scratch_gen != cb->scratch_gen) drop(*e);  // it points into a freed scratch buffer
+    if (e->exec) {
+        CUDA_CHECK(cudaGraphLaunch(e->exec, cb->stream));
         return GGML_STATUS_SUCCESS;
     }
-    if (cb->n_same < 1) return run_nodes(cb, g);  // not seen twice yet (or capture failed for it)
+    // First time: plain run (it also sizes the scratch buffer, so the capture allocates nothing).
+    if (e->n_seen < 2 || e->failed) return run_nodes(cb, g);
 
-    // Second compute of the same graph: its scratch needs are known (the first run sized the
-    // buffer), so the capture allocates nothing.
     cudaGraph_t graph = nullptr;
     CUDA_CHECK(cudaStreamBeginCapture(cb->stream, cudaStreamCaptureModeRelaxed));
     cb->capturing = true;
@@ -299,21 +333,23 @@ ggml_status cuda_graph_compute(ggml_backend_t b, ggml_cgraph * g) {
     const ggml_status st = run_nodes(cb, g);
     cb->capturing = false;
     const cudaError_t err = cudaStreamEndCapture(cb->stream, &graph);
-    if (err != cudaSuccess || st != GGML_STATUS_SUCCESS || cb->capture_broken) {
-        cudaGetLastError();
-        if (graph) cudaGraphDestroy(graph);
-        cb->n_same = -1000000;  // this graph runs kernel by kernel until it changes
-        return st != GGML_STATUS_SUCCESS ? st : run_nodes(cb, g);
+    cudaError_t ierr = cudaErrorUnknown;
+    if (err == cudaSuccess && st == GGML_STATUS_SUCCESS && !cb->capture_broken) {
+        ierr = cudaGraphInstantiate(&e->exec, graph, 0);
     }
-    const cudaError_t ierr = cudaGraphInstantiate(&cb->exec, graph, 0);
-    CUDA_CHECK(cudaGraphDestroy(graph));
+    if (graph) CUDA_CHECK(cudaGraphDestroy(graph));
     if (ierr != cudaSuccess) {
         cudaGetLastError();
-        cb->exec = nullptr;
-        cb->n_same = -1000000;
-        return run_nodes(cb, g);
+        e->exec = nullptr;
+        if (cb->capture_broken) {
+            e->n_seen = 1;  // the scratch buffer was too small: it grows on this plain run, capture next time
+        } else {
+            e->failed = true;
+        }
+        return st != GGML_STATUS_SUCCESS ? st : run_nodes(cb, g);
     }
-    CUDA_CHECK(cudaGraphLaunch(cb->exec, cb->stream));
+    e->scratch_gen = cb->scratch_gen;
+    CUDA_CHECK(cudaGraphLaunch(e->exec, cb->stream));
     return GGML_STATUS_SUCCESS;
 }
 

@@ -54,6 +54,7 @@ struct ggml_cuda_ctx {
     // only grows; growing waits for the stream, since earlier nodes may still read the old one.
     void * scratch_ptr = nullptr;
     size_t scratch_size = 0;
+    uint64_t scratch_gen = 0;    // bumped when the buffer moves
     bool capturing = false;      // a CUDA graph is being captured: memory must not change
     bool capture_broken = false; // the capture needed more scratch: it is thrown away
 
