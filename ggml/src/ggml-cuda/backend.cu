@@ -12,7 +12,8 @@
 // comes a second time unchanged, its kernels are captured into a CUDA graph, and from then on
 // it is re-launched with one call. A few graphs are kept (the scheduler may give the backend
 // several splits per token); another shape or other addresses is another graph, run kernel by
-// kernel the first time. GGML_CUDA_DISABLE_GRAPHS=1 turns this off.
+// kernel the first time. GGML_CUDA_DISABLE_GRAPHS=1 turns this off; GGML_CUDA_SYNC_NODES=1 (for
+// debugging) waits for every node and names the one whose kernel failed.
 #include "ggml-cuda.h"
 #include "ggml-backend-impl.h"
 #include "ggml-cpu.h"
@@ -192,6 +193,7 @@ struct graph_entry {
 struct cuda_backend : ggml_cuda_ctx {
     std::string name;
     bool graphs_enabled = true;
+    bool sync_nodes = false;  // GGML_CUDA_SYNC_NODES=1: wait for each node (finds the node of a kernel fault)
     // A few graphs: the scheduler may give this backend several splits per token.
     static constexpr size_t kMaxGraphs = 4;
     std::vector<graph_entry> graphs;
@@ -251,6 +253,13 @@ ggml_status run_nodes(cuda_backend * cb, ggml_cgraph * g) {
         if (!ggml_cuda_compute_node(*cb, n)) {
             ggml_log_error("ggml_backend_cuda: no kernel for node '%s' (%s)\n", n->name, ggml_op_desc(n));
             return GGML_STATUS_FAILED;
+        }
+        if (cb->sync_nodes) {  // debugging: a kernel fault is reported at the node that caused it
+            const cudaError_t err = cudaStreamSynchronize(cb->stream);
+            if (err != cudaSuccess) {
+                ggml_abort(__FILE__, __LINE__, "ggml_backend_cuda: node %d '%s' (%s, %s): %s", i, n->name, ggml_op_desc(n),
+                           ggml_type_name(n->type), cudaGetErrorString(err));
+            }
         }
     }
     return GGML_STATUS_SUCCESS;
@@ -430,7 +439,9 @@ ggml_backend_t ggml_backend_cuda_init(int device) {
     cb->name = d->name;
     CUDA_CHECK(cudaDeviceGetAttribute(&cb->n_sm, cudaDevAttrMultiProcessorCount, d->id));
     const char * env = getenv("GGML_CUDA_DISABLE_GRAPHS");
-    cb->graphs_enabled = !(env && atoi(env) != 0);
+    const char * sync_env = getenv("GGML_CUDA_SYNC_NODES");
+    cb->sync_nodes = sync_env && atoi(sync_env) != 0;
+    cb->graphs_enabled = !(env && atoi(env) != 0) && !cb->sync_nodes;
     CUDA_CHECK(cudaStreamCreateWithFlags(&cb->stream, cudaStreamDefault));  // blocking: ordered with the buffer calls
     CUBLAS_CHECK(cublasCreate(&cb->cublas));
     CUBLAS_CHECK(cublasSetStream(cb->cublas, cb->stream));  // before the workspace: setting the stream resets it
