@@ -39,6 +39,15 @@
 // After a kernel launch: launch-configuration errors surface here, not at the next sync.
 #define CUDA_CHECK_LAUNCH() CUDA_CHECK(cudaGetLastError())
 
+// Kernel launches and dynamic shared memory go through these, so that the kernels also build
+// for the host emulator of tests/cuda (which runs them on the CPU without a GPU).
+#ifndef GGML_CUDA_LAUNCH
+#define GGML_CUDA_LAUNCH(kernel, grid, block, smem, stream) kernel<<<grid, block, smem, stream>>>
+#endif
+#ifndef GGML_CUDA_DYN_SMEM
+#define GGML_CUDA_DYN_SMEM(type, name) extern __shared__ type name[]
+#endif
+
 constexpr int WARP = 32;
 
 // ---- the backend's state, as the op launchers see it --------------------------------------

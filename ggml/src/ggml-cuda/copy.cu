@@ -181,15 +181,15 @@ void ggml_cuda_cpy_tensor(ggml_cuda_ctx & ctx, const ggml_tensor * src, ggml_ten
     }
     if (src->type == dst->type && ggml_is_quantized(src->type)) {
         const int64_t nr = ggml_nrows(dst);
-        k_cpy_rows<<<(unsigned int) nr, 128, 0, ctx.stream>>>(make_view(dst), make_view(src), (int64_t) ggml_row_size(src->type, src->ne[0]));
+        GGML_CUDA_LAUNCH(k_cpy_rows, (unsigned int) nr, 128, 0, ctx.stream)(make_view(dst), make_view(src), (int64_t) ggml_row_size(src->type, src->ne[0]));
     } else if (src->type == dst->type) {
-        k_cpy_raw<<<n_blocks(n), 256, 0, ctx.stream>>>(make_view(dst), make_view(src), n, (int) ggml_type_size(src->type));
+        GGML_CUDA_LAUNCH(k_cpy_raw, n_blocks(n), 256, 0, ctx.stream)(make_view(dst), make_view(src), n, (int) ggml_type_size(src->type));
     } else if (ggml_is_quantized(dst->type)) {
         const int64_t bpr = dst->ne[0] / 32, total = bpr * ggml_nrows(dst);
-        k_cpy_quantize<<<n_blocks(total, 128), 128, 0, ctx.stream>>>(make_view(dst), make_view(src), total, bpr,
+        GGML_CUDA_LAUNCH(k_cpy_quantize, n_blocks(total, 128), 128, 0, ctx.stream)(make_view(dst), make_view(src), total, bpr,
                                                                      (int64_t) ggml_type_size(dst->type));
     } else {
-        k_cpy_to_float<<<n_blocks(n), 256, 0, ctx.stream>>>(make_view(dst), make_view(src), n);
+        GGML_CUDA_LAUNCH(k_cpy_to_float, n_blocks(n), 256, 0, ctx.stream)(make_view(dst), make_view(src), n);
     }
     CUDA_CHECK_LAUNCH();
 }
@@ -207,7 +207,7 @@ bool ggml_cuda_get_rows_supported(const ggml_tensor * dst) {
 void ggml_cuda_op_get_rows(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
     const int64_t n = ggml_nelements(dst);
     if (n == 0) return;
-    k_get_rows<<<n_blocks(n), 256, 0, ctx.stream>>>(make_view(dst), make_view(dst->src[0]), make_view(dst->src[1]), n,
+    GGML_CUDA_LAUNCH(k_get_rows, n_blocks(n), 256, 0, ctx.stream)(make_view(dst), make_view(dst->src[0]), make_view(dst->src[1]), n,
                                                     dst->src[0]->type == GGML_TYPE_I32);
     CUDA_CHECK_LAUNCH();
 }
@@ -217,7 +217,7 @@ void ggml_cuda_op_get_rows_back(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
     CUDA_CHECK(cudaMemsetAsync(dst->data, 0, ggml_nbytes(dst), ctx.stream));
     const int64_t n = ggml_nelements(grad);
     if (n == 0) return;
-    k_get_rows_back<<<n_blocks(n), 256, 0, ctx.stream>>>((float *) dst->data, dst->ne[0], dst->ne[1], dst->ne[2], make_view(grad),
+    GGML_CUDA_LAUNCH(k_get_rows_back, n_blocks(n), 256, 0, ctx.stream)((float *) dst->data, dst->ne[0], dst->ne[1], dst->ne[2], make_view(grad),
                                                          make_view(dst->src[1]), n);
     CUDA_CHECK_LAUNCH();
 }
@@ -225,14 +225,14 @@ void ggml_cuda_op_get_rows_back(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
 void ggml_cuda_op_repeat(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
     const int64_t n = ggml_nelements(dst);
     if (n == 0) return;
-    k_repeat<<<n_blocks(n), 256, 0, ctx.stream>>>(make_view(dst), make_view(dst->src[0]), n, (int) ggml_type_size(dst->type));
+    GGML_CUDA_LAUNCH(k_repeat, n_blocks(n), 256, 0, ctx.stream)(make_view(dst), make_view(dst->src[0]), n, (int) ggml_type_size(dst->type));
     CUDA_CHECK_LAUNCH();
 }
 
 void ggml_cuda_op_concat(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
     const int64_t n = ggml_nelements(dst);
     if (n == 0) return;
-    k_concat<<<n_blocks(n), 256, 0, ctx.stream>>>(make_view(dst), make_view(dst->src[0]), make_view(dst->src[1]), n,
+    GGML_CUDA_LAUNCH(k_concat, n_blocks(n), 256, 0, ctx.stream)(make_view(dst), make_view(dst->src[0]), make_view(dst->src[1]), n,
                                                   ggml_get_op_params_i32(dst, 0), (int) ggml_type_size(dst->type));
     CUDA_CHECK_LAUNCH();
 }
@@ -240,7 +240,7 @@ void ggml_cuda_op_concat(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
 void ggml_cuda_op_repeat_back(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
     const int64_t n = ggml_nelements(dst);
     if (n == 0) return;
-    k_repeat_back<<<n_blocks(n), 256, 0, ctx.stream>>>(make_view(dst), make_view(dst->src[0]), n);
+    GGML_CUDA_LAUNCH(k_repeat_back, n_blocks(n), 256, 0, ctx.stream)(make_view(dst), make_view(dst->src[0]), n);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -255,7 +255,7 @@ void ggml_cuda_op_acc(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
     }
     const int64_t n = ggml_nelements(src1);
     if (n == 0) return;
-    k_acc_add<<<n_blocks(n), 256, 0, ctx.stream>>>((char *) dst->data, make_view(src1), n, (int64_t) p[0], (int64_t) p[1],
+    GGML_CUDA_LAUNCH(k_acc_add, n_blocks(n), 256, 0, ctx.stream)((char *) dst->data, make_view(src1), n, (int64_t) p[0], (int64_t) p[1],
                                                    (int64_t) p[2], (int64_t) p[3]);
     CUDA_CHECK_LAUNCH();
 }

@@ -32,7 +32,7 @@ template <Bin OP>
 void binary(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
     const int64_t n = ggml_nelements(dst);
     if (n == 0) return;
-    k_binary<OP><<<n_blocks(n), 256, 0, ctx.stream>>>(make_view(dst), make_view(dst->src[0]), make_view(dst->src[1]), n);
+    GGML_CUDA_LAUNCH(k_binary<OP>, n_blocks(n), 256, 0, ctx.stream)(make_view(dst), make_view(dst->src[0]), make_view(dst->src[1]), n);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -82,7 +82,7 @@ template <Map M>
 void map(ggml_cuda_ctx & ctx, ggml_tensor * dst, float s = 0.0f) {
     const int64_t n = ggml_nelements(dst);
     if (n == 0) return;
-    k_map<M><<<n_blocks(n), 256, 0, ctx.stream>>>(make_view(dst), make_view(dst->src[0]), n, s);
+    GGML_CUDA_LAUNCH(k_map<M>, n_blocks(n), 256, 0, ctx.stream)(make_view(dst), make_view(dst->src[0]), n, s);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -172,7 +172,7 @@ void ggml_cuda_op_unary(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
 void ggml_cuda_op_unary_back(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
     const int64_t n = ggml_nelements(dst);
     if (n == 0) return;
-    k_unary_back<<<n_blocks(n), 256, 0, ctx.stream>>>(make_view(dst), make_view(dst->src[0]), make_view(dst->src[1]), n,
+    GGML_CUDA_LAUNCH(k_unary_back, n_blocks(n), 256, 0, ctx.stream)(make_view(dst), make_view(dst->src[0]), make_view(dst->src[1]), n,
                                                       ggml_get_op_params_i32(dst, 0));
     CUDA_CHECK_LAUNCH();
 }
@@ -180,7 +180,7 @@ void ggml_cuda_op_unary_back(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
 static void diag_mask(ggml_cuda_ctx & ctx, ggml_tensor * dst, float fill) {
     const int64_t n = ggml_nelements(dst);
     if (n == 0) return;
-    k_diag_mask<<<n_blocks(n), 256, 0, ctx.stream>>>(make_view(dst), make_view(dst->src[0]), n,
+    GGML_CUDA_LAUNCH(k_diag_mask, n_blocks(n), 256, 0, ctx.stream)(make_view(dst), make_view(dst->src[0]), n,
                                                      ggml_get_op_params_i32(dst, 0), fill);
     CUDA_CHECK_LAUNCH();
 }

@@ -60,7 +60,7 @@ struct FaArgs {
 
 template <typename TKV>
 __global__ void __launch_bounds__(kWarps * WARP) k_flash_attn(FaArgs a) {
-    extern __shared__ float smem[];  // q [D], then per warp: max, sum, acc [Dv]
+    GGML_CUDA_DYN_SMEM(float, smem);  // q [D], then per warp: max, sum, acc [Dv]
     float * qs = smem;
     float * part = smem + a.D;
     const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
@@ -249,13 +249,13 @@ void ggml_cuda_op_flash_attn_ext(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
     const dim3 grid((unsigned int) (a.n_q * a.n_split), (unsigned int) a.H, (unsigned int) q->ne[3]);
     const size_t smem = (size_t) (a.D + kWarps * (2 + a.Dv)) * sizeof(float);
     switch (k->type) {
-        case GGML_TYPE_F16: k_flash_attn<__half><<<grid, kWarps * WARP, smem, ctx.stream>>>(a); break;
-        case GGML_TYPE_BF16: k_flash_attn<__nv_bfloat16><<<grid, kWarps * WARP, smem, ctx.stream>>>(a); break;
-        default: k_flash_attn<float><<<grid, kWarps * WARP, smem, ctx.stream>>>(a); break;
+        case GGML_TYPE_F16: GGML_CUDA_LAUNCH(k_flash_attn<__half>, grid, kWarps * WARP, smem, ctx.stream)(a); break;
+        case GGML_TYPE_BF16: GGML_CUDA_LAUNCH(k_flash_attn<__nv_bfloat16>, grid, kWarps * WARP, smem, ctx.stream)(a); break;
+        default: GGML_CUDA_LAUNCH(k_flash_attn<float>, grid, kWarps * WARP, smem, ctx.stream)(a); break;
     }
     CUDA_CHECK_LAUNCH();
     if (a.n_split > 1) {
-        k_flash_attn_combine<<<(unsigned int) rows, 128, 0, ctx.stream>>>(a.dst, a.partial, a.n_split, a.Dv);
+        GGML_CUDA_LAUNCH(k_flash_attn_combine, (unsigned int) rows, 128, 0, ctx.stream)(a.dst, a.partial, a.n_split, a.Dv);
         CUDA_CHECK_LAUNCH();
     }
 }

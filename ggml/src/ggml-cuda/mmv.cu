@@ -121,7 +121,7 @@ void ggml_cuda_mmv(ggml_cuda_ctx & ctx, const ggml_tensor * a, const ggml_tensor
                     (unsigned int) (b->ne[2] * b->ne[3]));
     const dim3 block(WARP * kWarpsPerBlock);
     switch (a->type) {
-#define MMV_CASE(T) case T: k_mmv<T><<<grid, block, 0, ctx.stream>>>(p); break;
+#define MMV_CASE(T) case T: GGML_CUDA_LAUNCH(k_mmv<T>, grid, block, 0, ctx.stream)(p); break;
         MMV_CASE(GGML_TYPE_F32)
         MMV_CASE(GGML_TYPE_F16)
         MMV_CASE(GGML_TYPE_BF16)

@@ -37,7 +37,7 @@ template <typename OUT>
 void to_contig(ggml_cuda_ctx & ctx, OUT * out, const ggml_tensor * t) {
     const int64_t n = ggml_nelements(t);
     if (n == 0) return;
-    k_to_contig<OUT><<<n_blocks(n), 256, 0, ctx.stream>>>(out, make_view(t), n);
+    GGML_CUDA_LAUNCH(k_to_contig<OUT>, n_blocks(n), 256, 0, ctx.stream)(out, make_view(t), n);
     CUDA_CHECK_LAUNCH();
 }
 

@@ -79,21 +79,21 @@ __global__ void k_norm_back(tview dst, tview grad, tview src, double eps) {
 void ggml_cuda_op_norm(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
     const int64_t nr = ggml_nrows(dst);
     if (nr == 0) return;
-    k_norm<false><<<(unsigned int) nr, kThreads, 0, ctx.stream>>>(make_view(dst), make_view(dst->src[0]), (double) ggml_get_op_params_f32(dst, 0));
+    GGML_CUDA_LAUNCH(k_norm<false>, (unsigned int) nr, kThreads, 0, ctx.stream)(make_view(dst), make_view(dst->src[0]), (double) ggml_get_op_params_f32(dst, 0));
     CUDA_CHECK_LAUNCH();
 }
 
 void ggml_cuda_op_rms_norm(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
     const int64_t nr = ggml_nrows(dst);
     if (nr == 0) return;
-    k_norm<true><<<(unsigned int) nr, kThreads, 0, ctx.stream>>>(make_view(dst), make_view(dst->src[0]), (double) ggml_get_op_params_f32(dst, 0));
+    GGML_CUDA_LAUNCH(k_norm<true>, (unsigned int) nr, kThreads, 0, ctx.stream)(make_view(dst), make_view(dst->src[0]), (double) ggml_get_op_params_f32(dst, 0));
     CUDA_CHECK_LAUNCH();
 }
 
 void ggml_cuda_op_norm_back(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
     const int64_t nr = ggml_nrows(dst);
     if (nr == 0) return;
-    k_norm_back<false><<<(unsigned int) nr, kThreads, 0, ctx.stream>>>(make_view(dst), make_view(dst->src[0]), make_view(dst->src[1]),
+    GGML_CUDA_LAUNCH(k_norm_back<false>, (unsigned int) nr, kThreads, 0, ctx.stream)(make_view(dst), make_view(dst->src[0]), make_view(dst->src[1]),
                                                                        (double) ggml_get_op_params_f32(dst, 0));
     CUDA_CHECK_LAUNCH();
 }
@@ -101,7 +101,7 @@ void ggml_cuda_op_norm_back(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
 void ggml_cuda_op_rms_norm_back(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
     const int64_t nr = ggml_nrows(dst);
     if (nr == 0) return;
-    k_norm_back<true><<<(unsigned int) nr, kThreads, 0, ctx.stream>>>(make_view(dst), make_view(dst->src[0]), make_view(dst->src[1]),
+    GGML_CUDA_LAUNCH(k_norm_back<true>, (unsigned int) nr, kThreads, 0, ctx.stream)(make_view(dst), make_view(dst->src[0]), make_view(dst->src[1]),
                                                                       (double) ggml_get_op_params_f32(dst, 0));
     CUDA_CHECK_LAUNCH();
 }

@@ -48,7 +48,7 @@ void ggml_cuda_op_opt_step_adamw(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
     const ggml_tensor * a = dst->src[0], * hp = dst->src[4];
     const int64_t n = ggml_nelements(a);
     if (n == 0) return;
-    k_adamw<<<n_blocks(n), 256, 0, ctx.stream>>>((float *) a->data, (const float *) dst->src[1]->data, (float *) dst->src[2]->data,
+    GGML_CUDA_LAUNCH(k_adamw, n_blocks(n), 256, 0, ctx.stream)((float *) a->data, (const float *) dst->src[1]->data, (float *) dst->src[2]->data,
                                                  (float *) dst->src[3]->data, (const float *) hp->data, (int64_t) hp->nb[0], n);
     CUDA_CHECK_LAUNCH();
 }
@@ -57,7 +57,7 @@ void ggml_cuda_op_opt_step_sgd(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
     const ggml_tensor * a = dst->src[0], * hp = dst->src[2];
     const int64_t n = ggml_nelements(a);
     if (n == 0) return;
-    k_sgd<<<n_blocks(n), 256, 0, ctx.stream>>>((float *) a->data, (const float *) dst->src[1]->data, (const float *) hp->data,
+    GGML_CUDA_LAUNCH(k_sgd, n_blocks(n), 256, 0, ctx.stream)((float *) a->data, (const float *) dst->src[1]->data, (const float *) hp->data,
                                                (int64_t) hp->nb[0], n);
     CUDA_CHECK_LAUNCH();
 }

@@ -128,14 +128,14 @@ __global__ void k_cross_entropy_back(tview dst, const float * grad, tview a, tvi
 }  // namespace
 
 void ggml_cuda_op_sum(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
-    k_sum_all<<<1, 1024, 0, ctx.stream>>>(make_view(dst), make_view(dst->src[0]), ggml_nelements(dst->src[0]));
+    GGML_CUDA_LAUNCH(k_sum_all, 1, 1024, 0, ctx.stream)(make_view(dst), make_view(dst->src[0]), ggml_nelements(dst->src[0]));
     CUDA_CHECK_LAUNCH();
 }
 
 static void row_reduce(ggml_cuda_ctx & ctx, ggml_tensor * dst, int mean) {
     const int64_t nr = ggml_nrows(dst->src[0]);
     if (nr == 0) return;
-    k_sum_rows<<<(unsigned int) nr, kThreads, 0, ctx.stream>>>(make_view(dst), make_view(dst->src[0]), mean);
+    GGML_CUDA_LAUNCH(k_sum_rows, (unsigned int) nr, kThreads, 0, ctx.stream)(make_view(dst), make_view(dst->src[0]), mean);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -145,7 +145,7 @@ void ggml_cuda_op_mean(ggml_cuda_ctx & ctx, ggml_tensor * dst) { row_reduce(ctx,
 void ggml_cuda_op_argmax(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
     const int64_t nr = dst->src[0]->ne[1];
     if (nr == 0) return;
-    k_argmax<<<(unsigned int) nr, kThreads, 0, ctx.stream>>>(make_view(dst), make_view(dst->src[0]));
+    GGML_CUDA_LAUNCH(k_argmax, (unsigned int) nr, kThreads, 0, ctx.stream)(make_view(dst), make_view(dst->src[0]));
     CUDA_CHECK_LAUNCH();
 }
 
@@ -154,10 +154,10 @@ void ggml_cuda_op_cross_entropy_loss(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
     const int64_t nr = ggml_nrows(a);
     double * row_loss = (double *) ctx.scratch((size_t) std::max<int64_t>(nr, 1) * sizeof(double));
     if (nr > 0) {
-        k_cross_entropy_rows<<<(unsigned int) nr, kThreads, 0, ctx.stream>>>(row_loss, make_view(a), make_view(dst->src[1]));
+        GGML_CUDA_LAUNCH(k_cross_entropy_rows, (unsigned int) nr, kThreads, 0, ctx.stream)(row_loss, make_view(a), make_view(dst->src[1]));
         CUDA_CHECK_LAUNCH();
     }
-    k_cross_entropy_total<<<1, 1024, 0, ctx.stream>>>((float *) dst->data, row_loss, nr);
+    GGML_CUDA_LAUNCH(k_cross_entropy_total, 1, 1024, 0, ctx.stream)((float *) dst->data, row_loss, nr);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -165,7 +165,7 @@ void ggml_cuda_op_cross_entropy_loss_back(ggml_cuda_ctx & ctx, ggml_tensor * dst
     const ggml_tensor * a = dst->src[1];
     const int64_t nr = ggml_nrows(a);
     if (nr == 0) return;
-    k_cross_entropy_back<<<(unsigned int) nr, kThreads, 0, ctx.stream>>>(make_view(dst), (const float *) dst->src[0]->data,
+    GGML_CUDA_LAUNCH(k_cross_entropy_back, (unsigned int) nr, kThreads, 0, ctx.stream)(make_view(dst), (const float *) dst->src[0]->data,
                                                                           make_view(a), make_view(dst->src[2]), nr);
     CUDA_CHECK_LAUNCH();
 }

@@ -61,7 +61,7 @@ static void rope(ggml_cuda_ctx & ctx, ggml_tensor * dst, bool inverse) {
     const int64_t n_rows = ggml_nrows(dst);
     const int64_t n = (a.n_dims / 2 + (dst->ne[0] - a.n_dims)) * n_rows;
     if (n == 0) return;
-    k_rope<<<n_blocks(n), 256, 0, ctx.stream>>>(make_view(dst), make_view(src), (const int32_t *) pos->data, (int64_t) pos->nb[0],
+    GGML_CUDA_LAUNCH(k_rope, n_blocks(n), 256, 0, ctx.stream)(make_view(dst), make_view(src), (const int32_t *) pos->data, (int64_t) pos->nb[0],
                                                 ff ? (const float *) ff->data : nullptr, ff ? (int64_t) ff->nb[0] : 0, a, n_rows);
     CUDA_CHECK_LAUNCH();
 }

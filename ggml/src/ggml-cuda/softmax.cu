@@ -82,14 +82,14 @@ void ggml_cuda_op_soft_max(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
         mv.type = GGML_TYPE_F32;
         for (int d = 0; d < 4; d++) mv.ne[d] = 1;
     }
-    k_soft_max<<<(unsigned int) nr, kThreads, 0, ctx.stream>>>(make_view(dst), make_view(src), mv, args);
+    GGML_CUDA_LAUNCH(k_soft_max, (unsigned int) nr, kThreads, 0, ctx.stream)(make_view(dst), make_view(src), mv, args);
     CUDA_CHECK_LAUNCH();
 }
 
 void ggml_cuda_op_soft_max_back(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
     const int64_t nr = ggml_nrows(dst);
     if (nr == 0) return;
-    k_soft_max_back<<<(unsigned int) nr, kThreads, 0, ctx.stream>>>(make_view(dst), make_view(dst->src[0]), make_view(dst->src[1]),
+    GGML_CUDA_LAUNCH(k_soft_max_back, (unsigned int) nr, kThreads, 0, ctx.stream)(make_view(dst), make_view(dst->src[0]), make_view(dst->src[1]),
                                                                      (double) ggml_get_op_params_f32(dst, 0));
     CUDA_CHECK_LAUNCH();
 }
