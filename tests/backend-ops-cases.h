@@ -1,0 +1,400 @@
+// backend-ops-cases.h - the op cases of test-backend-ops (and of the CUDA kernels' host
+// emulator test): small graphs of every op on the shapes and types the op tests use, their
+// inputs (fixed random data), and the normalized error they are compared with.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include "ggml.h"
+#include "ggml-backend.h"
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace bocases {
+namespace {
+
+// ---- inputs ---------------------------------------------------------------------------------
+struct Fill {
+    enum Kind { Uniform, Indices, Causal, Values } kind = Uniform;
+    float lo = -1.0f, hi = 1.0f;  // Uniform
+    int32_t n = 1;                // Indices: in [0, n); Causal: the mask's n_past
+    std::vector<float> values;    // Values (repeated to fill)
+};
+
+Fill uniform(float lo, float hi) { Fill f; f.lo = lo; f.hi = hi; return f; }
+Fill indices(int32_t n) { Fill f; f.kind = Fill::Indices; f.n = n; return f; }
+Fill causal(int32_t n_past) { Fill f; f.kind = Fill::Causal; f.n = n_past; return f; }
+Fill values(std::vector<float> v) { Fill f; f.kind = Fill::Values; f.values = std::move(v); return f; }
+
+// What a case's builder uses to make its inputs (contiguous leafs, filled after allocation).
+struct Maker {
+    ggml_context * ctx;
+    std::vector<std::pair<ggml_tensor *, Fill>> inputs;
+
+    ggml_tensor * in(ggml_type type, std::vector<int64_t> ne, Fill fill = Fill()) {
+        while (ne.size() < 4) ne.push_back(1);
+        ggml_tensor * t = ggml_new_tensor(ctx, type, 4, ne.data());
+        inputs.push_back({ t, fill });
+        return t;
+    }
+};
+
+struct Built {
+    ggml_tensor * node;  // what the graph computes
+    ggml_tensor * out;   // what is compared (a contiguous tensor: node, or the tensor it writes into)
+};
+
+struct Case {
+    std::string name;
+    std::function<Built(Maker &)> build;
+    double tol;  // largest normalized squared error: sum (x - ref)^2 / sum ref^2
+};
+
+std::vector<float> input_values(const ggml_tensor * t, const Fill & f, uint32_t seed) {
+    const int64_t n = ggml_nelements(t);
+    std::vector<float> v((size_t) n);
+    std::mt19937 rng(seed);
+    switch (f.kind) {
+        case Fill::Uniform: {
+            std::uniform_real_distribution<float> d(f.lo, f.hi);
+            for (float & x : v) x = d(rng);
+            break;
+        }
+        case Fill::Indices: {
+            std::uniform_int_distribution<int32_t> d(0, f.n - 1);
+            for (float & x : v) x = (float) d(rng);
+            break;
+        }
+        case Fill::Causal: {  // [n_kv, n_q, ...]: key j hidden from query i when j > n_past + i
+            for (int64_t i = 0; i < n; i++) {
+                const int64_t j = i % t->ne[0], q = (i / t->ne[0]) % t->ne[1];
+                v[(size_t) i] = j > f.n + q ? -INFINITY : 0.0f;
+            }
+            break;
+        }
+        case Fill::Values:
+            for (int64_t i = 0; i < n; i++) v[(size_t) i] = f.values[(size_t) i % f.values.size()];
+            break;
+    }
+    return v;
+}
+
+// The bytes of t (contiguous) holding the values v.
+std::vector<uint8_t> encode(const ggml_tensor * t, const std::vector<float> & v) {
+    std::vector<uint8_t> bytes(ggml_nbytes(t));
+    const int64_t n = (int64_t) v.size();
+    switch (t->type) {
+        case GGML_TYPE_F32: memcpy(bytes.data(), v.data(), bytes.size()); break;
+        case GGML_TYPE_F16: ggml_fp32_to_fp16_row(v.data(), (ggml_fp16_t *) bytes.data(), n); break;
+        case GGML_TYPE_BF16: ggml_fp32_to_bf16_row(v.data(), (ggml_bf16_t *) bytes.data(), n); break;
+        case GGML_TYPE_I32:
+            for (int64_t i = 0; i < n; i++) ((int32_t *) bytes.data())[i] = (int32_t) v[(size_t) i];
+            break;
+        default:
+            ggml_quantize_chunk(t->type, v.data(), bytes.data(), 0, ggml_nrows(t), t->ne[0], nullptr);
+            break;
+    }
+    return bytes;
+}
+
+// t's values as floats (t contiguous, any type with a conversion).
+std::vector<float> decode(const ggml_tensor * t) {
+    std::vector<uint8_t> bytes(ggml_nbytes(t));
+    ggml_backend_tensor_get(t, bytes.data(), 0, bytes.size());
+    const int64_t n = ggml_nelements(t);
+    std::vector<float> v((size_t) n);
+    if (t->type == GGML_TYPE_F32) {
+        memcpy(v.data(), bytes.data(), bytes.size());
+    } else if (t->type == GGML_TYPE_I32) {
+        for (int64_t i = 0; i < n; i++) v[(size_t) i] = (float) ((const int32_t *) bytes.data())[i];
+    } else {
+        ggml_get_type_traits(t->type)->to_float(bytes.data(), v.data(), n);
+    }
+    return v;
+}
+
+double nmse(const std::vector<float> & x, const std::vector<float> & ref, size_t * bad) {
+    double num = 0.0, den = 0.0;
+    *bad = 0;
+    for (size_t i = 0; i < ref.size(); i++) {
+        const bool fx = std::isfinite(x[i]), fr = std::isfinite(ref[i]);
+        if (!fx || !fr) {
+            if (!(std::isnan(x[i]) && std::isnan(ref[i])) && x[i] != ref[i]) (*bad)++;
+            continue;
+        }
+        num += ((double) x[i] - ref[i]) * ((double) x[i] - ref[i]);
+        den += (double) ref[i] * ref[i];
+    }
+    return den > 0.0 ? num / den : num;
+}
+
+// ---- the cases ------------------------------------------------------------------------------
+const ggml_type kWeightTypes[] = {
+    GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_Q8_0,
+    GGML_TYPE_IQ4_NL, GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K,
+};
+
+// mul_mat tolerance: the CPU multiplies quantized weights with 8-bit activations, F16 / BF16
+// weights with activations rounded to F16 / BF16, the GPU with F16 activations.
+double mm_tol(ggml_type t) {
+    if (t == GGML_TYPE_F32) return 1e-9;
+    if (t == GGML_TYPE_F16) return 1e-6;
+    if (t == GGML_TYPE_BF16) return 1e-4;
+    return 2e-4;
+}
+
+std::vector<Case> make_cases() {
+    std::vector<Case> cs;
+    auto add = [&](std::string name, std::function<Built(Maker &)> f, double tol = 1e-9) { cs.push_back({ std::move(name), std::move(f), tol }); };
+    auto same = [](ggml_tensor * t) { return Built{ t, t }; };
+
+    // elementwise, with broadcasting and F16 / BF16
+    for (ggml_type t : { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16 }) {
+        const std::string ts = ggml_type_name(t);
+        const double tol = t == GGML_TYPE_F32 ? 1e-10 : 1e-5;
+        add("add " + ts, [=](Maker & m) { return same(ggml_add(m.ctx, m.in(t, {37, 5, 3, 2}), m.in(GGML_TYPE_F32, {37, 1, 3, 1}))); }, tol);
+        add("sub " + ts, [=](Maker & m) { return same(ggml_sub(m.ctx, m.in(t, {37, 5, 3, 2}), m.in(t, {1, 5, 1, 1}))); }, tol);
+        add("mul " + ts, [=](Maker & m) { return same(ggml_mul(m.ctx, m.in(t, {37, 5, 3, 2}), m.in(GGML_TYPE_F32, {37, 5, 3, 2}))); }, tol);
+        add("div " + ts, [=](Maker & m) { return same(ggml_div(m.ctx, m.in(t, {37, 5, 3, 2}), m.in(GGML_TYPE_F32, {37, 1, 1, 1}, uniform(0.5f, 2.0f)))); }, tol);
+    }
+    add("add1", [=](Maker & m) { return same(ggml_add1(m.ctx, m.in(GGML_TYPE_F32, {33, 4}), m.in(GGML_TYPE_F32, {1}))); });
+    add("add permuted", [=](Maker & m) {
+        ggml_tensor * a = ggml_permute(m.ctx, m.in(GGML_TYPE_F32, {7, 5, 3}), 1, 0, 2, 3);
+        return same(ggml_add(m.ctx, a, m.in(GGML_TYPE_F32, {5, 7, 3})));
+    });
+    add("add inplace", [=](Maker & m) {
+        ggml_tensor * a = m.in(GGML_TYPE_F32, {40, 6});
+        return Built{ ggml_add_inplace(m.ctx, a, m.in(GGML_TYPE_F32, {40, 1})), a };
+    });
+    add("scale", [=](Maker & m) { return same(ggml_scale(m.ctx, m.in(GGML_TYPE_F32, {33, 4, 3}), 0.37f)); });
+    add("sqr", [=](Maker & m) { return same(ggml_sqr(m.ctx, m.in(GGML_TYPE_F32, {33, 4, 3}))); });
+    add("sqrt", [=](Maker & m) { return same(ggml_sqrt(m.ctx, m.in(GGML_TYPE_F32, {33, 4, 3}, uniform(0.01f, 4.0f)))); });
+    add("log", [=](Maker & m) { return same(ggml_log(m.ctx, m.in(GGML_TYPE_F32, {33, 4, 3}, uniform(0.01f, 4.0f)))); });
+    for (int u = 0; u < GGML_UNARY_OP_COUNT; u++) {
+        const ggml_unary_op op = (ggml_unary_op) u;
+        add(std::string("unary ") + ggml_unary_op_name(op), [=](Maker & m) {
+            return same(ggml_unary(m.ctx, m.in(GGML_TYPE_F32, {33, 4, 3}, uniform(-6.0f, 6.0f)), op));
+        }, 1e-10);
+        add(std::string("unary_back ") + ggml_unary_op_name(op), [=](Maker & m) {
+            return same(ggml_unary_back(m.ctx, m.in(GGML_TYPE_F32, {33, 4, 3}), m.in(GGML_TYPE_F32, {33, 4, 3}, uniform(-6.0f, 6.0f)), op));
+        }, 1e-10);
+    }
+    add("unary silu f16", [=](Maker & m) { return same(ggml_silu(m.ctx, m.in(GGML_TYPE_F16, {64, 3}, uniform(-6.0f, 6.0f)))); }, 1e-6);
+
+    // reductions
+    add("sum", [=](Maker & m) { return same(ggml_sum(m.ctx, m.in(GGML_TYPE_F32, {37, 5, 3, 2}))); });
+    add("sum_rows", [=](Maker & m) { return same(ggml_sum_rows(m.ctx, m.in(GGML_TYPE_F32, {1031, 5, 3}))); });
+    add("mean", [=](Maker & m) { return same(ggml_mean(m.ctx, m.in(GGML_TYPE_F32, {37, 5, 3}))); });
+    add("argmax", [=](Maker & m) { return same(ggml_argmax(m.ctx, m.in(GGML_TYPE_F32, {1000, 7}))); }, 0.0);
+    add("repeat", [=](Maker & m) { return same(ggml_repeat(m.ctx, m.in(GGML_TYPE_F32, {5, 1, 3}), m.in(GGML_TYPE_F32, {10, 4, 3, 2}))); }, 0.0);
+    for (int dim = 0; dim < 4; dim++) {
+        add("concat dim " + std::to_string(dim), [=](Maker & m) {
+            std::vector<int64_t> na = {4, 3, 2, 2}, nb = na;
+            nb[dim] = 5;
+            return same(ggml_concat(m.ctx, m.in(GGML_TYPE_F32, na), m.in(GGML_TYPE_F32, nb), dim));
+        }, 0.0);
+    }
+
+    // normalization, softmax, rope
+    for (bool rms : { false, true }) {
+        add(rms ? "rms_norm" : "norm", [=](Maker & m) {
+            ggml_tensor * x = ggml_permute(m.ctx, m.in(GGML_TYPE_F32, {67, 3, 4}, uniform(-2.0f, 3.0f)), 0, 2, 1, 3);
+            return same(rms ? ggml_rms_norm(m.ctx, x, 1e-5f) : ggml_norm(m.ctx, x, 1e-5f));
+        }, 1e-10);
+        add(rms ? "rms_norm_back" : "norm_back", [=](Maker & m) {
+            ggml_tensor * g = m.in(GGML_TYPE_F32, {67, 5}), * x = m.in(GGML_TYPE_F32, {67, 5}, uniform(-2.0f, 3.0f));
+            return same(rms ? ggml_rms_norm_back(m.ctx, g, x, 1e-5f) : ggml_norm_back(m.ctx, g, x, 1e-5f));
+        }, 1e-10);
+    }
+    add("diag_mask_inf", [=](Maker & m) { return same(ggml_diag_mask_inf(m.ctx, m.in(GGML_TYPE_F32, {9, 7, 2}), 2)); }, 0.0);
+    add("diag_mask_zero", [=](Maker & m) { return same(ggml_diag_mask_zero(m.ctx, m.in(GGML_TYPE_F32, {9, 7, 2}), 2)); }, 0.0);
+    add("soft_max", [=](Maker & m) { return same(ggml_soft_max(m.ctx, m.in(GGML_TYPE_F32, {1027, 3, 2}, uniform(-8.0f, 8.0f)))); }, 1e-10);
+    for (ggml_type mt : { GGML_TYPE_F32, GGML_TYPE_F16 }) {
+        for (float max_bias : { 0.0f, 8.0f }) {
+            add(std::string("soft_max_ext mask ") + ggml_type_name(mt) + " max_bias " + std::to_string((int) max_bias), [=](Maker & m) {
+                ggml_tensor * x = m.in(GGML_TYPE_F32, {35, 6, 5, 2}, uniform(-4.0f, 4.0f));
+                ggml_tensor * mask = m.in(mt, {35, 8}, causal(25));  // rows 0..: fully masked rows never (n_past 25)
+                return same(ggml_soft_max_ext(m.ctx, x, mask, 0.125f, max_bias));
+            }, 1e-10);
+        }
+    }
+    add("soft_max_back", [=](Maker & m) {
+        return same(ggml_soft_max_ext_back(m.ctx, m.in(GGML_TYPE_F32, {35, 6}), m.in(GGML_TYPE_F32, {35, 6}, uniform(0.0f, 0.1f)), 0.5f, 0.0f));
+    }, 1e-10);
+    for (ggml_type t : { GGML_TYPE_F32, GGML_TYPE_F16 }) {
+        for (int mode : { GGML_ROPE_TYPE_NORMAL, GGML_ROPE_TYPE_NEOX }) {
+            for (bool yarn : { false, true }) {
+                for (bool back : { false, true }) {
+                    const std::string name = std::string(back ? "rope_back " : "rope ") + ggml_type_name(t) + (mode ? " neox" : " normal") +
+                                             (yarn ? " yarn+ff" : "");
+                    add(name, [=](Maker & m) {
+                        ggml_tensor * x = m.in(t, {64, 4, 7}, uniform(-2.0f, 2.0f));
+                        ggml_tensor * pos = m.in(GGML_TYPE_I32, {7}, indices(100000));
+                        ggml_tensor * ff = yarn ? m.in(GGML_TYPE_F32, {24}, uniform(1.0f, 4.0f)) : nullptr;
+                        const int n_dims = yarn ? 48 : 64;
+                        const float ext = yarn ? 1.0f : 0.0f, fscale = yarn ? 0.25f : 1.0f;
+                        auto fn = back ? ggml_rope_ext_back : ggml_rope_ext;
+                        return same(fn(m.ctx, x, pos, ff, n_dims, mode, 4096, 10000.0f, fscale, ext, 1.0f, 32.0f, 1.0f));
+                    }, t == GGML_TYPE_F32 ? 1e-10 : 1e-5);
+                }
+            }
+        }
+    }
+
+    // matrix products: every weight type, generation (few columns) and batches, broadcast planes
+    for (ggml_type t : kWeightTypes) {
+        for (int64_t n : { 1, 3, 8, 9, 32 }) {
+            add(std::string("mul_mat ") + ggml_type_name(t) + " n " + std::to_string(n), [=](Maker & m) {
+                return same(ggml_mul_mat(m.ctx, m.in(t, {256, 33}), m.in(GGML_TYPE_F32, {256, n})));
+            }, mm_tol(t));
+        }
+        add(std::string("mul_mat ") + ggml_type_name(t) + " planes", [=](Maker & m) {
+            return same(ggml_mul_mat(m.ctx, m.in(t, {512, 17, 2, 1}), m.in(GGML_TYPE_F32, {512, 5, 4, 3})));
+        }, mm_tol(t));
+        add(std::string("out_prod ") + ggml_type_name(t), [=](Maker & m) {
+            return same(ggml_out_prod(m.ctx, m.in(t, {256, 12}), m.in(GGML_TYPE_F32, {7, 12})));
+        }, 1e-9);
+        add(std::string("get_rows ") + ggml_type_name(t), [=](Maker & m) {
+            return same(ggml_get_rows(m.ctx, m.in(t, {256, 20}), m.in(GGML_TYPE_I32, {9}, indices(20))));
+        }, 1e-12);  // block scales times levels: a fused multiply-add may round differently
+    }
+    for (ggml_type t : { GGML_TYPE_F32, GGML_TYPE_F16 }) {
+        const std::string ts = ggml_type_name(t);
+        add("mul_mat odd k " + ts, [=](Maker & m) { return same(ggml_mul_mat(m.ctx, m.in(t, {67, 13}), m.in(GGML_TYPE_F32, {67, 2}))); }, mm_tol(t));
+        add("mul_mat odd k batch " + ts, [=](Maker & m) { return same(ggml_mul_mat(m.ctx, m.in(t, {67, 13}), m.in(GGML_TYPE_F32, {67, 20}))); }, mm_tol(t));
+        // attention's products: keys of a cache view, queries permuted, grouped heads
+        add("mul_mat kq " + ts, [=](Maker & m) {
+            ggml_tensor * cache = m.in(t, {64 * 2, 40});
+            ggml_tensor * k = ggml_view_3d(m.ctx, cache, 64, 40, 2, cache->nb[1], ggml_row_size(t, 64), 0);
+            ggml_tensor * q = ggml_permute(m.ctx, m.in(GGML_TYPE_F32, {64, 4, 6}), 0, 2, 1, 3);  // [64, 6 tokens, 4 heads]
+            return same(ggml_mul_mat(m.ctx, k, q));
+        }, mm_tol(t));
+        add("mul_mat kq gen " + ts, [=](Maker & m) {
+            ggml_tensor * cache = m.in(t, {64 * 2, 40});
+            ggml_tensor * k = ggml_view_3d(m.ctx, cache, 64, 40, 2, cache->nb[1], ggml_row_size(t, 64), 0);
+            ggml_tensor * q = ggml_permute(m.ctx, m.in(GGML_TYPE_F32, {64, 4, 1}), 0, 2, 1, 3);
+            return same(ggml_mul_mat(m.ctx, k, q));
+        }, mm_tol(t));
+    }
+    add("mul_mat transposed b", [=](Maker & m) {
+        return same(ggml_mul_mat(m.ctx, m.in(GGML_TYPE_F32, {24, 10}), ggml_transpose(m.ctx, m.in(GGML_TYPE_F32, {12, 24}))));
+    });
+    add("out_prod transposed b", [=](Maker & m) {
+        return same(ggml_out_prod(m.ctx, m.in(GGML_TYPE_F32, {33, 12}), ggml_transpose(m.ctx, m.in(GGML_TYPE_F32, {12, 7}))));
+    });
+    add("out_prod planes", [=](Maker & m) {
+        return same(ggml_out_prod(m.ctx, m.in(GGML_TYPE_F32, {16, 12, 2}), m.in(GGML_TYPE_F32, {7, 12, 4})));
+    });
+    add("get_rows i32", [=](Maker & m) { return same(ggml_get_rows(m.ctx, m.in(GGML_TYPE_I32, {5, 20}, indices(1000)), m.in(GGML_TYPE_I32, {9}, indices(20)))); }, 0.0);
+    add("get_rows 3d", [=](Maker & m) {
+        return same(ggml_get_rows(m.ctx, m.in(GGML_TYPE_F32, {16, 10, 3}), m.in(GGML_TYPE_I32, {4, 3}, indices(10))));
+    }, 0.0);
+    add("get_rows_back", [=](Maker & m) {
+        return same(ggml_get_rows_back(m.ctx, m.in(GGML_TYPE_F32, {16, 12}), m.in(GGML_TYPE_I32, {12}, indices(5)), m.in(GGML_TYPE_F32, {16, 5})));
+    }, 1e-10);
+
+    // copies: KV cache writes (F16, quantized, transposed V), casts, cont of permuted views
+    const ggml_type kCopyTypes[] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_1,
+                                     GGML_TYPE_Q5_0, GGML_TYPE_Q5_1 };
+    for (ggml_type t : kCopyTypes) {
+        const std::string ts = ggml_type_name(t);
+        add("cpy f32 -> " + ts + " cache rows", [=](Maker & m) {
+            ggml_tensor * cache = m.in(t, {128, 16}, uniform(0.0f, 0.0f));
+            ggml_tensor * dst = ggml_view_2d(m.ctx, cache, 128, 5, cache->nb[1], 3 * cache->nb[1]);
+            return Built{ ggml_cpy(m.ctx, m.in(GGML_TYPE_F32, {128, 5}), dst), cache };
+        }, ggml_is_quantized(t) ? 1e-4 : 0.0);
+        add("cast " + ts + " -> f32", [=](Maker & m) { return same(ggml_cast(m.ctx, m.in(t, {256, 3}), GGML_TYPE_F32)); }, 1e-12);
+    }
+    add("cast q4_K -> f32", [=](Maker & m) { return same(ggml_cast(m.ctx, m.in(GGML_TYPE_Q4_K, {256, 3}), GGML_TYPE_F32)); }, 1e-12);
+    add("cast q6_K -> f16", [=](Maker & m) { return same(ggml_cast(m.ctx, m.in(GGML_TYPE_Q6_K, {256, 3}), GGML_TYPE_F16)); }, 1e-12);
+    add("cpy transposed v -> f16 cache", [=](Maker & m) {
+        ggml_tensor * cache = m.in(GGML_TYPE_F16, {32, 24}, uniform(0.0f, 0.0f));  // [n_ctx cells, n_embd_v]
+        ggml_tensor * dst = ggml_view_2d(m.ctx, cache, 5, 24, cache->nb[1], 7 * ggml_element_size(cache));
+        return Built{ ggml_cpy(m.ctx, ggml_transpose(m.ctx, m.in(GGML_TYPE_F32, {24, 5})), dst), cache };
+    }, 0.0);
+    add("cont permuted", [=](Maker & m) { return same(ggml_cont(m.ctx, ggml_permute(m.ctx, m.in(GGML_TYPE_F32, {6, 5, 4, 3}), 2, 0, 3, 1))); }, 0.0);
+    add("cont permuted f16", [=](Maker & m) { return same(ggml_cont(m.ctx, ggml_permute(m.ctx, m.in(GGML_TYPE_F16, {6, 5, 4}), 1, 2, 0, 3))); }, 0.0);
+    add("cont i32", [=](Maker & m) { return same(ggml_cont(m.ctx, ggml_transpose(m.ctx, m.in(GGML_TYPE_I32, {6, 5}, indices(1 << 24))))); }, 0.0);
+    add("dup", [=](Maker & m) { return same(ggml_dup(m.ctx, m.in(GGML_TYPE_F32, {6, 5}))); }, 0.0);
+
+    // fused attention: grouped heads, causal masks (F32, F16), F16 / F32 keys, softcap, ALiBi
+    for (ggml_type kt : { GGML_TYPE_F16, GGML_TYPE_F32, GGML_TYPE_BF16 }) {
+        for (int64_t n_q : { 1, 7 }) {
+            for (int variant = 0; variant < 3; variant++) {
+                const std::string name = std::string("flash_attn_ext ") + ggml_type_name(kt) + " n_q " + std::to_string(n_q) +
+                                         (variant == 1 ? " f16 mask softcap" : variant == 2 ? " alibi" : "");
+                add(name, [=](Maker & m) {
+                    const int64_t D = 64, n_kv = 77, H = 4, Hkv = 2;
+                    ggml_tensor * q = ggml_permute(m.ctx, m.in(GGML_TYPE_F32, {D, H, n_q}), 0, 2, 1, 3);  // [D, n_q, H]
+                    ggml_tensor * k = m.in(kt, {D, n_kv, Hkv});
+                    ggml_tensor * v = m.in(kt, {D, n_kv, Hkv});
+                    ggml_tensor * mask = m.in(variant == 1 ? GGML_TYPE_F16 : GGML_TYPE_F32, {n_kv, n_q}, causal(n_kv - n_q - 3));
+                    return same(ggml_flash_attn_ext(m.ctx, q, k, v, mask, 0.125f, variant == 2 ? 8.0f : 0.0f, variant == 1 ? 5.0f : 0.0f));
+                }, kt == GGML_TYPE_F32 ? 1e-10 : 1e-7);
+            }
+        }
+    }
+    // long caches with few queries (generation): a backend may split the keys between blocks
+    for (int64_t n_q : { 1, 2 }) {
+        add("flash_attn_ext long kv n_q " + std::to_string(n_q), [=](Maker & m) {
+            const int64_t D = 128, n_kv = 1500, H = 8, Hkv = 2;
+            ggml_tensor * q = ggml_permute(m.ctx, m.in(GGML_TYPE_F32, {D, H, n_q}), 0, 2, 1, 3);
+            ggml_tensor * mask = m.in(GGML_TYPE_F32, {n_kv, n_q}, causal(n_kv - 700));  // the last 700 keys hidden
+            return same(ggml_flash_attn_ext(m.ctx, q, m.in(GGML_TYPE_F16, {D, n_kv, Hkv}), m.in(GGML_TYPE_F16, {D, n_kv, Hkv}), mask,
+                                            0.088f, 0.0f, 0.0f));
+        }, 1e-7);
+    }
+    add("flash_attn_ext no mask", [=](Maker & m) {
+        ggml_tensor * q = m.in(GGML_TYPE_F32, {128, 3, 8});
+        return same(ggml_flash_attn_ext(m.ctx, q, m.in(GGML_TYPE_F16, {128, 300, 8}), m.in(GGML_TYPE_F16, {128, 300, 8}), nullptr, 0.088f, 0.0f, 0.0f));
+    }, 1e-7);
+
+    // training: loss, accumulation, optimizer steps
+    add("cross_entropy_loss", [=](Maker & m) {
+        return same(ggml_cross_entropy_loss(m.ctx, m.in(GGML_TYPE_F32, {500, 6}, uniform(-5.0f, 5.0f)), m.in(GGML_TYPE_F32, {500, 6}, uniform(0.0f, 0.004f))));
+    }, 1e-10);
+    add("cross_entropy_loss_back", [=](Maker & m) {
+        return same(ggml_cross_entropy_loss_back(m.ctx, m.in(GGML_TYPE_F32, {1}, values({ 0.7f })), m.in(GGML_TYPE_F32, {500, 6}, uniform(-5.0f, 5.0f)),
+                                                 m.in(GGML_TYPE_F32, {500, 6}, uniform(0.0f, 0.004f))));
+    }, 1e-10);
+    add("acc", [=](Maker & m) {
+        ggml_tensor * a = m.in(GGML_TYPE_F32, {10, 6, 2});
+        ggml_tensor * b = m.in(GGML_TYPE_F32, {4, 3, 2});
+        return same(ggml_acc(m.ctx, a, b, a->nb[1], a->nb[2], a->nb[3], 2 * sizeof(float) + a->nb[1]));
+    }, 1e-10);
+    add("repeat_back", [=](Maker & m) { return same(ggml_repeat_back(m.ctx, m.in(GGML_TYPE_F32, {10, 4, 3, 2}), m.in(GGML_TYPE_F32, {5, 1, 3}))); }, 1e-10);
+    add("opt_step_adamw", [=](Maker & m) {
+        ggml_tensor * w = m.in(GGML_TYPE_F32, {33, 5});
+        ggml_tensor * node = ggml_opt_step_adamw(m.ctx, w, m.in(GGML_TYPE_F32, {33, 5}), m.in(GGML_TYPE_F32, {33, 5}),
+                                                 m.in(GGML_TYPE_F32, {33, 5}, uniform(0.0f, 1.0f)),
+                                                 m.in(GGML_TYPE_F32, {7}, values({ 1e-3f, 0.9f, 0.999f, 1e-8f, 0.1f, 10.0f, 1000.0f })));
+        return Built{ node, w };
+    }, 1e-12);
+    add("opt_step_sgd", [=](Maker & m) {
+        ggml_tensor * w = m.in(GGML_TYPE_F32, {33, 5});
+        return Built{ ggml_opt_step_sgd(m.ctx, w, m.in(GGML_TYPE_F32, {33, 5}), m.in(GGML_TYPE_F32, {2}, values({ 1e-2f, 0.1f }))), w };
+    }, 1e-12);
+
+    // a small chain of the llama block's ops in one graph; with quantized weights the CPU's 8-bit
+    // activations make the error of each product add up
+    for (bool quant : { false, true }) {
+        add(quant ? "llama block" : "llama block f32", [=](Maker & m) {
+            ggml_tensor * x = m.in(GGML_TYPE_F32, {64, 5});
+            ggml_tensor * cur = ggml_mul(m.ctx, ggml_rms_norm(m.ctx, x, 1e-5f), m.in(GGML_TYPE_F32, {64}));
+            ggml_tensor * gate = ggml_silu(m.ctx, ggml_mul_mat(m.ctx, m.in(quant ? GGML_TYPE_Q4_0 : GGML_TYPE_F32, {64, 96}), cur));
+            ggml_tensor * up = ggml_mul_mat(m.ctx, m.in(quant ? GGML_TYPE_Q8_0 : GGML_TYPE_F32, {64, 96}), cur);
+            ggml_tensor * down = ggml_mul_mat(m.ctx, m.in(quant ? GGML_TYPE_Q6_K : GGML_TYPE_F32, {256, 64}),
+                                              ggml_concat(m.ctx, ggml_mul(m.ctx, gate, up), m.in(GGML_TYPE_F32, {160, 5}), 0));
+            return same(ggml_add(m.ctx, down, x));
+        }, quant ? 1e-3 : 1e-9);
+    }
+    return cs;
+}
+
+}  // namespace
+}  // namespace bocases

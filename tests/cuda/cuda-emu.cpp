@@ -1,0 +1,195 @@
+// cuda-emu.cpp - the coroutine scheduler of cuda-emu.h, and the CUDA runtime and cuBLAS calls the
+// kernel files make, on host memory.
+#include "cuda-emu.h"
+
+#include "ggml.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <ucontext.h>
+
+#include <vector>
+
+namespace emu {
+
+uint3 g_tid, g_bid;
+dim3 g_bdim, g_gdim;
+
+namespace {
+
+enum State { RUN, AT_BLOCK_BARRIER, AT_WARP_BARRIER, DONE };
+
+constexpr size_t kStack = 128 * 1024;
+
+struct Thread {
+    ucontext_t ctx;
+    State state;
+};
+
+std::vector<Thread> threads;
+std::vector<char *> stacks;
+std::vector<uint64_t> slots;
+std::vector<char> smem_buf;
+ucontext_t main_ctx;
+int cur = -1;
+const std::function<void()> * body = nullptr;
+
+void trampoline() {
+    (*body)();
+    threads[cur].state = DONE;
+    swapcontext(&threads[cur].ctx, &main_ctx);
+}
+
+void yield(State s) {
+    threads[cur].state = s;
+    swapcontext(&threads[cur].ctx, &main_ctx);
+}
+
+}  // namespace
+
+void sync_block() { yield(AT_BLOCK_BARRIER); }
+void sync_warp() { yield(AT_WARP_BARRIER); }
+void * dyn_smem() { return smem_buf.data(); }
+int lane() { return cur % 32; }
+uint64_t & slot(int l) { return slots[(cur / 32) * 32 + l]; }
+
+void run(dim3 grid, dim3 block, size_t smem, const std::function<void()> & fn) {
+    const int n = (int) (block.x * block.y * block.z);
+    if (block.y != 1 || block.z != 1 || n % 32 != 0) {
+        fprintf(stderr, "cuda-emu: blocks are 1-D multiples of 32 threads here (%u x %u x %u)\n", block.x, block.y, block.z);
+        abort();
+    }
+    while ((int) stacks.size() < n) stacks.push_back((char *) malloc(kStack));
+    threads.resize(n);
+    slots.assign(n, 0);
+    smem_buf.assign(smem + 16, 0);
+    g_gdim = grid;
+    g_bdim = block;
+    body = &fn;
+    for (unsigned bz = 0; bz < grid.z; bz++) {
+        for (unsigned by = 0; by < grid.y; by++) {
+            for (unsigned bx = 0; bx < grid.x; bx++) {
+                g_bid = make_uint3(bx, by, bz);
+                for (int t = 0; t < n; t++) {
+                    Thread & th = threads[t];
+                    getcontext(&th.ctx);
+                    th.ctx.uc_stack.ss_sp = stacks[t];
+                    th.ctx.uc_stack.ss_size = kStack;
+                    th.ctx.uc_link = nullptr;
+                    makecontext(&th.ctx, trampoline, 0);
+                    th.state = RUN;
+                }
+                for (;;) {
+                    for (int t = 0; t < n; t++) {
+                        if (threads[t].state != RUN) continue;
+                        cur = t;
+                        g_tid = make_uint3((unsigned) t, 0, 0);
+                        swapcontext(&main_ctx, &threads[t].ctx);
+                    }
+                    // everyone is at a barrier or done: release a warp whose live lanes all reached
+                    // its barrier, else the block if every live thread reached __syncthreads
+                    bool released = false, any_live = false, all_block = true;
+                    for (int w = 0; w < n / 32; w++) {
+                        bool live = false, all_warp = true;
+                        for (int l = 0; l < 32; l++) {
+                            const State s = threads[w * 32 + l].state;
+                            if (s == DONE) continue;
+                            live = true;
+                            if (s != AT_WARP_BARRIER) all_warp = false;
+                            if (s != AT_BLOCK_BARRIER) all_block = false;
+                        }
+                        any_live = any_live || live;
+                        if (live && all_warp) {
+                            for (int l = 0; l < 32; l++) {
+                                if (threads[w * 32 + l].state == AT_WARP_BARRIER) threads[w * 32 + l].state = RUN;
+                            }
+                            released = true;
+                        }
+                    }
+                    if (!any_live) break;
+                    if (released) continue;
+                    if (all_block) {
+                        for (Thread & th : threads) {
+                            if (th.state == AT_BLOCK_BARRIER) th.state = RUN;
+                        }
+                        continue;
+                    }
+                    fprintf(stderr, "cuda-emu: deadlock in block (%u, %u, %u): threads wait at different barriers\n", bx, by, bz);
+                    abort();
+                }
+            }
+        }
+    }
+    body = nullptr;
+}
+
+}  // namespace emu
+
+// ---- the runtime calls of the kernel files, on host memory ----------------------------------
+cudaError_t cudaGetLastError(void) { return cudaSuccess; }
+const char * cudaGetErrorName(cudaError_t) { return "cudaEmu"; }
+const char * cudaGetErrorString(cudaError_t) { return "(host emulation)"; }
+
+cudaError_t cudaMemcpyAsync(void * dst, const void * src, size_t count, cudaMemcpyKind, cudaStream_t) {
+    memmove(dst, src, count);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemsetAsync(void * p, int value, size_t count, cudaStream_t) {
+    memset(p, value, count);
+    return cudaSuccess;
+}
+
+// ---- cuBLAS: the two GEMMs, column-major, in double ------------------------------------------
+namespace {
+
+double elem(const void * p, cudaDataType t, int64_t i) {
+    switch (t) {
+        case CUDA_R_16F: return (double) __half2float(((const __half *) p)[i]);
+        case CUDA_R_16BF: return (double) __bfloat162float(((const __nv_bfloat16 *) p)[i]);
+        case CUDA_R_32F: return (double) ((const float *) p)[i];
+        default: fprintf(stderr, "cuda-emu: GEMM type %d\n", (int) t); abort();
+    }
+}
+
+// C (m x n, ldc) = alpha op(A) op(B) + beta C, op(A) m x k, op(B) k x n.
+void gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float alpha, const void * A, cudaDataType at, int lda,
+          const void * B, cudaDataType bt, int ldb, float beta, float * C, int ldc) {
+    for (int j = 0; j < n; j++) {
+        for (int i = 0; i < m; i++) {
+            double s = 0.0;
+            for (int l = 0; l < k; l++) {
+                const double a = ta == CUBLAS_OP_N ? elem(A, at, i + (int64_t) l * lda) : elem(A, at, l + (int64_t) i * lda);
+                const double b = tb == CUBLAS_OP_N ? elem(B, bt, l + (int64_t) j * ldb) : elem(B, bt, j + (int64_t) l * ldb);
+                s += a * b;
+            }
+            float & c = C[i + (int64_t) j * ldc];
+            c = (float) (alpha * s + (beta != 0.0f ? beta * c : 0.0));
+        }
+    }
+}
+
+size_t type_size(cudaDataType t) { return t == CUDA_R_32F ? 4 : 2; }
+
+}  // namespace
+
+cublasStatus_t cublasGemmEx(cublasHandle_t, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k,
+                            const void * alpha, const void * A, cudaDataType Atype, int lda, const void * B, cudaDataType Btype,
+                            int ldb, const void * beta, void * C, cudaDataType Ctype, int ldc, cublasComputeType_t, cublasGemmAlgo_t) {
+    if (Ctype != CUDA_R_32F) abort();
+    gemm(transa, transb, m, n, k, *(const float *) alpha, A, Atype, lda, B, Btype, ldb, *(const float *) beta, (float *) C, ldc);
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k,
+                                          const void * alpha, const void * A, cudaDataType Atype, int lda, long long int strideA,
+                                          const void * B, cudaDataType Btype, int ldb, long long int strideB, const void * beta,
+                                          void * C, cudaDataType Ctype, int ldc, long long int strideC, int batchCount,
+                                          cublasComputeType_t, cublasGemmAlgo_t) {
+    if (Ctype != CUDA_R_32F) abort();
+    for (int b = 0; b < batchCount; b++) {
+        gemm(transa, transb, m, n, k, *(const float *) alpha, (const char *) A + b * strideA * type_size(Atype), Atype, lda,
+             (const char *) B + b * strideB * type_size(Btype), Btype, ldb, *(const float *) beta, (float *) C + b * strideC, ldc);
+    }
+    return CUBLAS_STATUS_SUCCESS;
+}

@@ -1,0 +1,105 @@
+// cuda-emu.h - builds the CUDA backend's kernel files (ggml/src/ggml-cuda/*.cu but backend.cu)
+// with the host C++ compiler, force-included before them (test-cuda-emu). Every CUDA thread of a
+// block runs as a coroutine on the calling thread, blocks one after another; __syncthreads and
+// the warp shuffles are barriers where the coroutines meet (a shuffle: every live lane of the warp
+// writes its value, then reads its partner's). Shared memory is static storage, atomics plain
+// read-modify-writes (one OS thread). The runtime calls the kernel files make (memcpy, memset on
+// host memory) and cuBLAS's two GEMMs are stand-ins in cuda-emu.cpp. So the kernels' indexing,
+// reductions and numerics are checked on machines without a GPU; timing, races between blocks
+// and the real cuBLAS are not.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <cublas_v2.h>
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <functional>
+
+namespace emu {
+
+extern uint3 g_tid, g_bid;
+extern dim3 g_bdim, g_gdim;
+
+// Runs body as every thread of every block of the grid (smem: bytes of dynamic shared memory).
+void run(dim3 grid, dim3 block, size_t smem, const std::function<void()> & body);
+void sync_block();
+void sync_warp();
+void * dyn_smem();
+int lane();
+uint64_t & slot(int lane);  // the exchange slot of a lane of the current warp
+
+template <typename T>
+T shfl(T v, int src) {
+    static_assert(sizeof(T) <= 8, "shuffles of at most 8 bytes");
+    uint64_t bits = 0;
+    memcpy(&bits, &v, sizeof(T));
+    slot(lane()) = bits;
+    sync_warp();
+    const uint64_t r = slot(src & 31);
+    sync_warp();  // nobody overwrites a slot before every lane has read
+    T out;
+    memcpy(&out, &r, sizeof(T));
+    return out;
+}
+
+template <typename F>
+struct launcher_t {
+    dim3 g, b;
+    size_t s;
+    F f;
+    template <typename... A>
+    void operator()(A... args) const {
+        run(g, b, s, [&]() { f(args...); });
+    }
+};
+
+template <typename F>
+launcher_t<F> launcher(dim3 g, dim3 b, size_t s, F f) {
+    return { g, b, s, f };
+}
+
+}  // namespace emu
+
+#undef __global__
+#define __global__
+#undef __device__
+#define __device__
+#undef __host__
+#define __host__
+#undef __shared__
+#define __shared__ static
+#undef __constant__
+#define __constant__
+#define __launch_bounds__(...)
+
+#define threadIdx (::emu::g_tid)
+#define blockIdx (::emu::g_bid)
+#define blockDim (::emu::g_bdim)
+#define gridDim (::emu::g_gdim)
+
+inline void __syncthreads() { ::emu::sync_block(); }
+
+template <typename T>
+T __shfl_xor_sync(unsigned, T v, int o) {
+    return ::emu::shfl(v, ::emu::lane() ^ o);
+}
+
+template <typename T>
+T __shfl_sync(unsigned, T v, int src) {
+    return ::emu::shfl(v, src);
+}
+
+inline float atomicAdd(float * p, float v) {
+    const float old = *p;
+    *p = old + v;
+    return old;
+}
+
+#define GGML_CUDA_LAUNCH(kernel, grid, block, smem, stream) \
+    ::emu::launcher(grid, block, smem, [&](auto... args_) { kernel(args_...); })
+#define GGML_CUDA_DYN_SMEM(type, name) type * name = (type *) ::emu::dyn_smem()
