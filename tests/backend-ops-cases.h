@@ -223,6 +223,18 @@ std::vector<Case> make_cases() {
             }, 1e-10);
         }
     }
+    add("soft_max fully masked rows", [=](Maker & m) {
+        return same(ggml_soft_max_ext(m.ctx, m.in(GGML_TYPE_F32, {35, 6, 2}), m.in(GGML_TYPE_F32, {35, 6}, causal(-3)), 1.0f, 0.0f));
+    }, 1e-10);
+    add("sum_rows f16", [=](Maker & m) { return same(ggml_sum_rows(m.ctx, m.in(GGML_TYPE_F16, {300, 5}))); }, 1e-10);
+    // the cache shift: rope in place on an F16 cache viewed [head_dim, n_head_kv, n_cells]
+    add("rope inplace f16 cache view", [=](Maker & m) {
+        ggml_tensor * cache = m.in(GGML_TYPE_F16, {64 * 2, 9}, uniform(-2.0f, 2.0f));
+        ggml_tensor * k = ggml_view_3d(m.ctx, cache, 64, 2, 9, ggml_row_size(GGML_TYPE_F16, 64), cache->nb[1], 0);
+        ggml_tensor * d = m.in(GGML_TYPE_I32, {9}, indices(50));
+        return Built{ ggml_rope_ext_inplace(m.ctx, k, d, nullptr, 64, GGML_ROPE_TYPE_NORMAL, 4096, 10000.0f, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f),
+                      cache };
+    }, 1e-5);
     add("soft_max_back", [=](Maker & m) {
         return same(ggml_soft_max_ext_back(m.ctx, m.in(GGML_TYPE_F32, {35, 6}), m.in(GGML_TYPE_F32, {35, 6}, uniform(0.0f, 0.1f)), 0.5f, 0.0f));
     }, 1e-10);
@@ -281,6 +293,25 @@ std::vector<Case> make_cases() {
             return same(ggml_mul_mat(m.ctx, k, q));
         }, mm_tol(t));
     }
+    // prompt-sized attention products: keys of an F16 cache view against 20 queries of grouped
+    // heads, and the values of the transposed V cache against the probabilities
+    add("mul_mat kq batch f16", [=](Maker & m) {
+        ggml_tensor * cache = m.in(GGML_TYPE_F16, {64 * 2, 40});
+        ggml_tensor * k = ggml_view_3d(m.ctx, cache, 64, 40, 2, cache->nb[1], ggml_row_size(GGML_TYPE_F16, 64), 0);
+        ggml_tensor * q = ggml_permute(m.ctx, m.in(GGML_TYPE_F32, {64, 4, 20}), 0, 2, 1, 3);
+        return same(ggml_mul_mat(m.ctx, k, q));
+    }, 1e-6);
+    for (int64_t n : { 1, 20 }) {
+        add("mul_mat kqv f16 n " + std::to_string(n), [=](Maker & m) {
+            ggml_tensor * vcache = m.in(GGML_TYPE_F16, {48, 64 * 2});  // [n_ctx cells, n_embd_v]: transposed
+            ggml_tensor * v = ggml_view_3d(m.ctx, vcache, 40, 64, 2, vcache->nb[1], vcache->nb[1] * 64, 0);  // [n_kv, hd, Hkv]
+            ggml_tensor * kq = m.in(GGML_TYPE_F32, {40, n, 4}, uniform(0.0f, 0.05f));
+            return same(ggml_mul_mat(m.ctx, v, kq));
+        }, 1e-6);
+    }
+    add("out_prod q4_K transposed b", [=](Maker & m) {
+        return same(ggml_out_prod(m.ctx, m.in(GGML_TYPE_Q4_K, {256, 12}), ggml_transpose(m.ctx, m.in(GGML_TYPE_F32, {12, 7}))));
+    }, 1e-9);
     add("mul_mat transposed b", [=](Maker & m) {
         return same(ggml_mul_mat(m.ctx, m.in(GGML_TYPE_F32, {24, 10}), ggml_transpose(m.ctx, m.in(GGML_TYPE_F32, {12, 24}))));
     });
@@ -349,6 +380,11 @@ std::vector<Case> make_cases() {
                                             0.088f, 0.0f, 0.0f));
         }, 1e-7);
     }
+    add("flash_attn_ext fully masked queries", [=](Maker & m) {
+        ggml_tensor * q = ggml_permute(m.ctx, m.in(GGML_TYPE_F32, {64, 2, 6}), 0, 2, 1, 3);
+        return same(ggml_flash_attn_ext(m.ctx, q, m.in(GGML_TYPE_F16, {64, 40, 1}), m.in(GGML_TYPE_F16, {64, 40, 1}),
+                                        m.in(GGML_TYPE_F16, {40, 6}, causal(-3)), 0.125f, 0.0f, 0.0f));
+    }, 1e-7);
     add("flash_attn_ext no mask", [=](Maker & m) {
         ggml_tensor * q = m.in(GGML_TYPE_F32, {128, 3, 8});
         return same(ggml_flash_attn_ext(m.ctx, q, m.in(GGML_TYPE_F16, {128, 300, 8}), m.in(GGML_TYPE_F16, {128, 300, 8}), nullptr, 0.088f, 0.0f, 0.0f));
