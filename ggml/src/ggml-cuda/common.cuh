@@ -44,6 +44,7 @@
 #ifndef GGML_CUDA_LAUNCH
 #define GGML_CUDA_LAUNCH(kernel, grid, block, smem, stream) kernel<<<grid, block, smem, stream>>>
 #endif
+#define GGML_COMMA ,  // a comma inside a macro argument (kernel templates of two parameters)
 #ifndef GGML_CUDA_DYN_SMEM
 #define GGML_CUDA_DYN_SMEM(type, name) extern __shared__ type name[]
 #endif

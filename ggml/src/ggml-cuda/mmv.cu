@@ -23,9 +23,9 @@ struct MmvArgs {
     int L;                          // lanes per row of a: 32, or fewer for short rows (a warp then takes 32 / L rows)
 };
 
-template <int T>
+// NC: columns of b per block (1 for generation: fewer registers, more loads in flight).
+template <int T, int NC>
 __global__ void __launch_bounds__(WARP * kWarpsPerBlock) k_mmv(MmvArgs p) {
-    constexpr int NC = MMV_MAX_COLS;
     const int lane = threadIdx.x % WARP, li = lane % p.L;
     const int64_t m0 = ((int64_t) blockIdx.x * kWarpsPerBlock + threadIdx.x / WARP) * (WARP / p.L);
     if (m0 >= p.M) return;  // whole warps leave: the shuffles below see full warps
@@ -117,11 +117,16 @@ void ggml_cuda_mmv(ggml_cuda_ctx & ctx, const ggml_tensor * a, const ggml_tensor
     while (p.L > 1 && p.L / 2 >= units) p.L /= 2;
     const int64_t rows_per_block = (int64_t) kWarpsPerBlock * (WARP / p.L);
 
-    const dim3 grid((unsigned int) ((p.M + rows_per_block - 1) / rows_per_block), (unsigned int) ((p.N + MMV_MAX_COLS - 1) / MMV_MAX_COLS),
+    const int nc = p.N == 1 ? 1 : MMV_MAX_COLS;
+    const dim3 grid((unsigned int) ((p.M + rows_per_block - 1) / rows_per_block), (unsigned int) ((p.N + nc - 1) / nc),
                     (unsigned int) (b->ne[2] * b->ne[3]));
     const dim3 block(WARP * kWarpsPerBlock);
     switch (a->type) {
-#define MMV_CASE(T) case T: GGML_CUDA_LAUNCH(k_mmv<T>, grid, block, 0, ctx.stream)(p); break;
+#define MMV_CASE(T)                                                                          \
+    case T:                                                                                  \
+        if (nc == 1) GGML_CUDA_LAUNCH(k_mmv<T GGML_COMMA 1>, grid, block, 0, ctx.stream)(p);       \
+        else GGML_CUDA_LAUNCH(k_mmv<T GGML_COMMA MMV_MAX_COLS>, grid, block, 0, ctx.stream)(p);    \
+        break;
         MMV_CASE(GGML_TYPE_F32)
         MMV_CASE(GGML_TYPE_F16)
         MMV_CASE(GGML_TYPE_BF16)
