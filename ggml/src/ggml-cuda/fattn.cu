@@ -35,10 +35,10 @@ __device__ __forceinline__ float key_dot(const float * qs, const T * kr, int64_t
         } else {
             for (int64_t d = 0; d < D; d += 8) {
                 const uint4 raw = *(const uint4 *) (kr + d);
-                T k8[8];
+                uint16_t k8[8];
                 memcpy(k8, &raw, sizeof(k8));  // not a pointer cast: that breaks strict aliasing (read as zeros)
 #pragma unroll
-                for (int e = 0; e < 8; e++) dot += qs[d + e] * ld(k8 + e);
+                for (int e = 0; e < 8; e++) dot += qs[d + e] * (std::is_same<T, __half>::value ? h2f(k8[e]) : bf2f(k8[e]));
             }
         }
         return dot;
