@@ -380,6 +380,16 @@ std::vector<Case> make_cases() {
                                             0.088f, 0.0f, 0.0f));
         }, 1e-7);
     }
+    // quantized caches (-ctk / -ctv q8_0 ...), read as stored
+    for (ggml_type kt : { GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q5_1 }) {
+        for (int64_t n_q : { 1, 5 }) {
+            add(std::string("flash_attn_ext ") + ggml_type_name(kt) + " n_q " + std::to_string(n_q), [=](Maker & m) {
+                ggml_tensor * q = ggml_permute(m.ctx, m.in(GGML_TYPE_F32, {64, 4, n_q}), 0, 2, 1, 3);
+                ggml_tensor * mask = m.in(GGML_TYPE_F16, {600, n_q}, causal(600 - n_q - 40));
+                return same(ggml_flash_attn_ext(m.ctx, q, m.in(kt, {64, 600, 2}), m.in(kt, {64, 600, 2}), mask, 0.125f, 0.0f, 0.0f));
+            }, 1e-7);
+        }
+    }
     add("flash_attn_ext fully masked queries", [=](Maker & m) {
         ggml_tensor * q = ggml_permute(m.ctx, m.in(GGML_TYPE_F32, {64, 2, 6}), 0, 2, 1, 3);
         return same(ggml_flash_attn_ext(m.ctx, q, m.in(GGML_TYPE_F16, {64, 40, 1}), m.in(GGML_TYPE_F16, {64, 40, 1}),

@@ -1,7 +1,8 @@
 // fattn.cu - flash_attn_ext as one fused kernel: per query row and head,
 // softmax(scale K^T q + slope mask) V (logits soft-capped when asked) with an online softmax, so
 // the n_q x n_kv scores are never stored. q F32 [D, n_q, H, B]; k [D, n_kv, Hkv, B] and v [Dv,
-// n_kv, Hkv, B] F16, BF16 or F32 with contiguous rows (a KV cache view as it is stored); mask
+// n_kv, Hkv, B] F16, BF16, F32, Q8_0, Q4_0, Q4_1, Q5_0 or Q5_1 with contiguous rows (a KV cache
+// view as it is stored, quantized caches read block by block); mask
 // F32/F16 [n_kv, >= n_q, 1 or H, 1 or B]. Result F32 [Dv, H, n_q, B]; a query that sees no key
 // gets zeros, as the CPU's.
 //
@@ -11,39 +12,57 @@
 // with lanes along Dv (coalesced). Keys hidden by the mask (-inf) cost one mask read. The warps'
 // partial results (max, sum, accumulator) are merged at the end.
 #include "ops.cuh"
+#include "quant.cuh"
 
 namespace {
 
 constexpr int kWarps = 4;
 constexpr int kMaxD = 256;  // D and Dv: at most kMaxD / 32 accumulator registers per lane
 
-template <typename T> __device__ __forceinline__ float ld(const T * p);
-template <> __device__ __forceinline__ float ld<float>(const float * p) { return *p; }
-template <> __device__ __forceinline__ float ld<__half>(const __half * p) { return __half2float(*p); }
-template <> __device__ __forceinline__ float ld<__nv_bfloat16>(const __nv_bfloat16 * p) { return __bfloat162float(*p); }
+// Element d of a key or value row of type KT (a plain float type, or 32-value blocks).
+template <int KT>
+__device__ __forceinline__ float kv_load(const char * row, int64_t d) {
+    if constexpr (KT == GGML_TYPE_F32) return ((const float *) row)[d];
+    if constexpr (KT == GGML_TYPE_F16) return h2f(((const uint16_t *) row)[d]);
+    if constexpr (KT == GGML_TYPE_BF16) return bf2f(((const uint16_t *) row)[d]);
+    return dequant1(row, d, KT);
+}
 
-// q . k for one key row: 16-byte loads (8 halves or 4 floats at a time) where the rows allow.
-template <typename T>
-__device__ __forceinline__ float key_dot(const float * qs, const T * kr, int64_t D, bool vec) {
+// q . k for one key row: 16-byte loads (8 halves or 4 floats at a time) where the rows allow;
+// Q8_0 a block at a time (one scale per 32 products).
+template <int KT>
+__device__ __forceinline__ float key_dot(const float * qs, const char * kr, int64_t D, bool vec) {
     float dot = 0.0f;
-    if (vec) {
-        if constexpr (std::is_same<T, float>::value) {
+    if constexpr (KT == GGML_TYPE_F32) {
+        if (vec) {
             for (int64_t d = 0; d < D; d += 4) {
-                const float4 k4 = *(const float4 *) (kr + d);
+                const float4 k4 = *(const float4 *) ((const float *) kr + d);
                 dot += qs[d] * k4.x + qs[d + 1] * k4.y + qs[d + 2] * k4.z + qs[d + 3] * k4.w;
             }
-        } else {
+            return dot;
+        }
+    } else if constexpr (KT == GGML_TYPE_F16 || KT == GGML_TYPE_BF16) {
+        if (vec) {
             for (int64_t d = 0; d < D; d += 8) {
-                const uint4 raw = *(const uint4 *) (kr + d);
+                const uint4 raw = *(const uint4 *) ((const uint16_t *) kr + d);
                 uint16_t k8[8];
                 memcpy(k8, &raw, sizeof(k8));  // not a pointer cast: that breaks strict aliasing (read as zeros)
 #pragma unroll
-                for (int e = 0; e < 8; e++) dot += qs[d + e] * (std::is_same<T, __half>::value ? h2f(k8[e]) : bf2f(k8[e]));
+                for (int e = 0; e < 8; e++) dot += qs[d + e] * (KT == GGML_TYPE_F16 ? h2f(k8[e]) : bf2f(k8[e]));
             }
+            return dot;
+        }
+    } else if constexpr (KT == GGML_TYPE_Q8_0) {
+        const block_q8_0 * b = (const block_q8_0 *) kr;
+        for (int64_t i = 0; i < D / QK8_0; i++) {
+            float acc = 0.0f;
+#pragma unroll
+            for (int e = 0; e < QK8_0; e++) acc += qs[QK8_0 * i + e] * (float) b[i].qs[e];
+            dot += load_h(&b[i].d) * acc;
         }
         return dot;
     }
-    for (int64_t d = 0; d < D; d++) dot += qs[d] * ld(kr + d);
+    for (int64_t d = 0; d < D; d++) dot += qs[d] * kv_load<KT>(kr, d);
     return dot;
 }
 
@@ -59,7 +78,7 @@ struct FaArgs {
     float * partial;  // n_split > 1: per (row, range) max, sum and unnormalized output [Dv]
 };
 
-template <typename TKV>
+template <int KT>
 __global__ void __launch_bounds__(kWarps * WARP) k_flash_attn(FaArgs a) {
     GGML_CUDA_DYN_SMEM(float, smem);  // q [D], then per warp: max, sum, acc [Dv]
     float * qs = smem;
@@ -90,7 +109,7 @@ __global__ void __launch_bounds__(kWarps * WARP) k_flash_attn(FaArgs a) {
         if (j < k1) {
             const float mv = mrow ? slope * load_f(mrow + j * mes, a.mask.type) : 0.0f;
             if (mv != -INFINITY) {
-                const float dot = key_dot(qs, (const TKV *) (kbase + j * a.k.nb[1]), a.D, a.k_vec != 0);
+                const float dot = key_dot<KT>(qs, kbase + j * a.k.nb[1], a.D, a.k_vec != 0);
                 s = a.softcap > 0.0f ? a.softcap * tanhf(dot * a.scale / a.softcap) : dot * a.scale;
                 s += mv;
             }
@@ -107,11 +126,11 @@ __global__ void __launch_bounds__(kWarps * WARP) k_flash_attn(FaArgs a) {
         for (int jj = 0; jj < nk; jj++) {
             const float pj = __shfl_sync(0xffffffffu, p, jj);
             if (pj == 0.0f) continue;  // uniform: every lane got the same pj
-            const TKV * vr = (const TKV *) (vbase + (j0 + jj) * a.v.nb[1]);
+            const char * vr = vbase + (j0 + jj) * a.v.nb[1];
 #pragma unroll
             for (int t = 0; t < NA; t++) {
                 const int64_t d = lane + WARP * t;
-                if (d < a.Dv) acc[t] += pj * ld(vr + d);
+                if (d < a.Dv) acc[t] += pj * kv_load<KT>(vr, d);
             }
         }
         m = m_new;
@@ -196,7 +215,11 @@ __global__ void k_flash_attn_combine(float * dst, const float * partial, int n_s
 bool ggml_cuda_flash_attn_supported(const ggml_tensor * dst) {
     const ggml_tensor * q = dst->src[0], * k = dst->src[1], * v = dst->src[2], * mask = dst->src[3];
     if (!q || !k || !v || q->type != GGML_TYPE_F32 || dst->type != GGML_TYPE_F32 || !ggml_is_contiguous(dst)) return false;
-    if (k->type != v->type || !is_float_type(k->type)) return false;
+    // keys and values of one type: a plain float type, or a 32-value block type of a quantized cache
+    const bool blocks = k->type == GGML_TYPE_Q8_0 || k->type == GGML_TYPE_Q4_0 || k->type == GGML_TYPE_Q4_1 ||
+                        k->type == GGML_TYPE_Q5_0 || k->type == GGML_TYPE_Q5_1;
+    if (k->type != v->type || !(is_float_type(k->type) || blocks)) return false;
+    if (blocks && (q->ne[0] % 32 != 0 || v->ne[0] % 32 != 0)) return false;
     if (k->nb[0] != ggml_type_size(k->type) || v->nb[0] != ggml_type_size(v->type)) return false;
     if (q->ne[0] > kMaxD || v->ne[0] > kMaxD || k->ne[0] != q->ne[0] || k->ne[1] != v->ne[1] || k->ne[2] != v->ne[2]) return false;
     if (k->ne[2] == 0 || q->ne[2] % k->ne[2] != 0 || k->ne[3] != q->ne[3] || v->ne[3] != q->ne[3]) return false;
@@ -233,8 +256,8 @@ void ggml_cuda_op_flash_attn_ext(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
     a.scale = ggml_get_op_params_f32(dst, 0);
     a.max_bias = ggml_get_op_params_f32(dst, 1);
     a.softcap = ggml_get_op_params_f32(dst, 2);
-    const int64_t per16 = 16 / (int64_t) ggml_type_size(k->type);  // elements per 16-byte load
-    a.k_vec = a.D % per16 == 0 && (uintptr_t) k->data % 16 == 0 && k->nb[1] % 16 == 0 && k->nb[2] % 16 == 0 && k->nb[3] % 16 == 0;
+    const int64_t per16 = 16 / (int64_t) ggml_type_size(k->type);  // elements per 16-byte load (plain types)
+    a.k_vec = is_float_type(k->type) && a.D % per16 == 0 && (uintptr_t) k->data % 16 == 0 && k->nb[1] % 16 == 0 && k->nb[2] % 16 == 0 && k->nb[3] % 16 == 0;
     if (ggml_nelements(dst) == 0) return;
     // Split-KV: with fewer rows (queries x heads) than about two blocks per SM, as in generation,
     // each row's keys are cut into ranges of at least 256 that separate blocks take, and a second
@@ -250,9 +273,17 @@ void ggml_cuda_op_flash_attn_ext(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
     const dim3 grid((unsigned int) (a.n_q * a.n_split), (unsigned int) a.H, (unsigned int) q->ne[3]);
     const size_t smem = (size_t) (a.D + kWarps * (2 + a.Dv)) * sizeof(float);
     switch (k->type) {
-        case GGML_TYPE_F16: GGML_CUDA_LAUNCH(k_flash_attn<__half>, grid, kWarps * WARP, smem, ctx.stream)(a); break;
-        case GGML_TYPE_BF16: GGML_CUDA_LAUNCH(k_flash_attn<__nv_bfloat16>, grid, kWarps * WARP, smem, ctx.stream)(a); break;
-        default: GGML_CUDA_LAUNCH(k_flash_attn<float>, grid, kWarps * WARP, smem, ctx.stream)(a); break;
+#define FA_CASE(T) case T: GGML_CUDA_LAUNCH(k_flash_attn<T>, grid, kWarps * WARP, smem, ctx.stream)(a); break;
+        FA_CASE(GGML_TYPE_F32)
+        FA_CASE(GGML_TYPE_F16)
+        FA_CASE(GGML_TYPE_BF16)
+        FA_CASE(GGML_TYPE_Q8_0)
+        FA_CASE(GGML_TYPE_Q4_0)
+        FA_CASE(GGML_TYPE_Q4_1)
+        FA_CASE(GGML_TYPE_Q5_0)
+        FA_CASE(GGML_TYPE_Q5_1)
+#undef FA_CASE
+        default: GGML_ABORT("ggml_cuda_op_flash_attn_ext: unsupported K/V type %s", ggml_type_name(k->type));
     }
     CUDA_CHECK_LAUNCH();
     if (a.n_split > 1) {
