@@ -53,16 +53,17 @@ __device__ __forceinline__ float key_dot(const float * qs, const char * kr, int6
             return dot;
         }
     } else if constexpr (KT == GGML_TYPE_Q8_0) {
-        const block_q8_0 * b = (const block_q8_0 *) kr;
+        const block_q8_0 * b = (const block_q8_0 *) kr;  // a block at a time: one scale per 32 products
         for (int64_t i = 0; i < D / QK8_0; i++) {
             float acc = 0.0f;
 #pragma unroll
             for (int e = 0; e < QK8_0; e++) acc += qs[QK8_0 * i + e] * (float) b[i].qs[e];
             dot += load_h(&b[i].d) * acc;
         }
-        return dot;
     }
-    for (int64_t d = 0; d < D; d++) dot += qs[d] * kv_load<KT>(kr, d);
+    if constexpr (KT != GGML_TYPE_Q8_0) {
+        for (int64_t d = 0; d < D; d++) dot += qs[d] * kv_load<KT>(kr, d);  // value by value
+    }
     return dot;
 }
 
