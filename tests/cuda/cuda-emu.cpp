@@ -171,12 +171,24 @@ void gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float
 
 size_t type_size(cudaDataType t) { return t == CUDA_R_32F ? 4 : 2; }
 
+// cuBLAS's argument rules: what the real library refuses with CUBLAS_STATUS_INVALID_VALUE
+// (the backend would abort there), and the type combinations it computes in F32.
+bool valid(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, int lda, int ldb, int ldc, cudaDataType at,
+           cudaDataType bt, cudaDataType ct, cublasComputeType_t compute) {
+    const auto at_least = [](int ld, int rows) { return ld >= (rows > 1 ? rows : 1); };
+    if (m < 0 || n < 0 || k < 0) return false;
+    if (!at_least(lda, ta == CUBLAS_OP_N ? m : k) || !at_least(ldb, tb == CUBLAS_OP_N ? k : n) || !at_least(ldc, m)) return false;
+    if (ct != CUDA_R_32F || compute != CUBLAS_COMPUTE_32F || at != bt) return false;
+    return at == CUDA_R_32F || at == CUDA_R_16F || at == CUDA_R_16BF;
+}
+
 }  // namespace
 
 cublasStatus_t cublasGemmEx(cublasHandle_t, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k,
                             const void * alpha, const void * A, cudaDataType Atype, int lda, const void * B, cudaDataType Btype,
-                            int ldb, const void * beta, void * C, cudaDataType Ctype, int ldc, cublasComputeType_t, cublasGemmAlgo_t) {
-    if (Ctype != CUDA_R_32F) abort();
+                            int ldb, const void * beta, void * C, cudaDataType Ctype, int ldc, cublasComputeType_t compute,
+                            cublasGemmAlgo_t) {
+    if (!valid(transa, transb, m, n, k, lda, ldb, ldc, Atype, Btype, Ctype, compute)) return CUBLAS_STATUS_INVALID_VALUE;
     gemm(transa, transb, m, n, k, *(const float *) alpha, A, Atype, lda, B, Btype, ldb, *(const float *) beta, (float *) C, ldc);
     return CUBLAS_STATUS_SUCCESS;
 }
@@ -185,8 +197,8 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t, cublasOperation_t tran
                                           const void * alpha, const void * A, cudaDataType Atype, int lda, long long int strideA,
                                           const void * B, cudaDataType Btype, int ldb, long long int strideB, const void * beta,
                                           void * C, cudaDataType Ctype, int ldc, long long int strideC, int batchCount,
-                                          cublasComputeType_t, cublasGemmAlgo_t) {
-    if (Ctype != CUDA_R_32F) abort();
+                                          cublasComputeType_t compute, cublasGemmAlgo_t) {
+    if (!valid(transa, transb, m, n, k, lda, ldb, ldc, Atype, Btype, Ctype, compute) || batchCount < 0) return CUBLAS_STATUS_INVALID_VALUE;
     for (int b = 0; b < batchCount; b++) {
         gemm(transa, transb, m, n, k, *(const float *) alpha, (const char *) A + b * strideA * type_size(Atype), Atype, lda,
              (const char *) B + b * strideB * type_size(Btype), Btype, ldb, *(const float *) beta, (float *) C + b * strideC, ldc);
