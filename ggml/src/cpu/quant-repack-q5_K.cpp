@@ -45,20 +45,3 @@ void ggml_repack_gemm_q5_Kx16_ref(int64_t nb, const void * va, const void * vb, 
         }
     }
 }
-
-const struct ggml_repack_traits * ggml_repack_traits_q5_K(int forced) {
-#if defined(GGML_SIMD_AVX512) && defined(__AVX512VNNI__)
-    const ggml_repack_gemm_fn kernel = ggml_repack_gemm_q5_Kx16_avx512;
-#elif defined(GGML_SIMD_AVX2)
-    const ggml_repack_gemm_fn kernel = ggml_repack_gemm_q5_Kx16_avx2;
-#elif defined(GGML_SIMD_NEON) && defined(__ARM_FEATURE_DOTPROD)
-    const ggml_repack_gemm_fn kernel = ggml_repack_gemm_q5_Kx16_neon;
-#else
-    const ggml_repack_gemm_fn kernel = nullptr;
-#endif
-    // This build's kernel; without one, the reference for tests that force repacking.
-    static const ggml_repack_traits traits = { GGML_TYPE_Q5_K, QK_K, ggml_repack_k4_pack_group<block_q5_K, block_q5_Kx16>,
-                                               ggml_repack_k4_unpack_group<block_q5_K, block_q5_Kx16>, ggml_repack_act_q8_K, QK_K,
-                                               sizeof(block_q8_K), ggml_repack_gemm_q5_Kx16_ref, ggml_repack_kernel_or(kernel, ggml_repack_gemm_q5_Kx16_ref) };
-    return ggml_repack_offer(&traits, kernel, forced);
-}

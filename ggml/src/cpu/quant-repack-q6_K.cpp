@@ -13,9 +13,7 @@
 #include <math.h>
 #include <string.h>
 
-namespace {
-
-void pack_group_q6_K(const void * vrows, int64_t nb, void * vout) {
+void ggml_repack_q6_K_pack_group(const void * vrows, int64_t nb, void * vout) {
     const block_q6_K * rows = (const block_q6_K *) vrows;
     block_q6_Kx16 * out = (block_q6_Kx16 *) vout;
     for (int64_t i = 0; i < nb; i++) {
@@ -30,7 +28,7 @@ void pack_group_q6_K(const void * vrows, int64_t nb, void * vout) {
     }
 }
 
-void unpack_group_q6_K(const void * vin, int64_t nb, void * vrows) {
+void ggml_repack_q6_K_unpack_group(const void * vin, int64_t nb, void * vrows) {
     const block_q6_Kx16 * in = (const block_q6_Kx16 *) vin;
     block_q6_K * rows = (block_q6_K *) vrows;
     for (int64_t i = 0; i < nb; i++) {
@@ -45,6 +43,7 @@ void unpack_group_q6_K(const void * vin, int64_t nb, void * vrows) {
     }
 }
 
+namespace {
 
 // Value v (0..255) of row r of a repacked super-block, unsigned (0..63).
 inline int q6_value(const block_q6_Kx16 & g, int r, int v) {
@@ -79,20 +78,4 @@ void ggml_repack_gemm_q6_Kx16_ref(int64_t nb, const void * va, const void * vb, 
             s[c * lds + r] = acc;
         }
     }
-}
-
-const struct ggml_repack_traits * ggml_repack_traits_q6_K(int forced) {
-#if defined(GGML_SIMD_AVX512) && defined(__AVX512VNNI__)
-    const ggml_repack_gemm_fn kernel = ggml_repack_gemm_q6_Kx16_avx512;
-#elif defined(GGML_SIMD_AVX2)
-    const ggml_repack_gemm_fn kernel = ggml_repack_gemm_q6_Kx16_avx2;
-#elif defined(GGML_SIMD_NEON) && defined(__ARM_FEATURE_DOTPROD)
-    const ggml_repack_gemm_fn kernel = ggml_repack_gemm_q6_Kx16_neon;
-#else
-    const ggml_repack_gemm_fn kernel = nullptr;
-#endif
-    // This build's kernel; without one, the reference for tests that force repacking.
-    static const ggml_repack_traits traits = { GGML_TYPE_Q6_K, QK_K, pack_group_q6_K, unpack_group_q6_K, ggml_repack_act_q8_K, QK_K,
-                                               sizeof(block_q8_K), ggml_repack_gemm_q6_Kx16_ref, ggml_repack_kernel_or(kernel, ggml_repack_gemm_q6_Kx16_ref) };
-    return ggml_repack_offer(&traits, kernel, forced);
 }

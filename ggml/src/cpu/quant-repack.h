@@ -14,7 +14,6 @@
 
 #include "../quants.h"
 #include "cpu-ops.h"
-#include "simd.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -122,20 +121,9 @@ static inline int ggml_repack_k4_min(const uint8_t (*sm)[GGML_REPACK_ROWS], cons
 // The K-quant layouts' activations: Q8_K rows (the reference quantizer, as the dot path uses).
 void ggml_repack_act_q8_K(const float * x, void * y, int64_t n);
 
-// For the types' traits functions: the kernel, or the reference where the build has none; and
-// the traits offered when the build has a kernel or tests force the reference.
-static inline ggml_repack_gemm_fn ggml_repack_kernel_or(ggml_repack_gemm_fn kernel, ggml_repack_gemm_fn ref) {
-    return kernel ? kernel : ref;
-}
-static inline const struct ggml_repack_traits * ggml_repack_offer(const struct ggml_repack_traits * t,
-                                                                  ggml_repack_gemm_fn kernel, int forced) {
-    return kernel || forced ? t : NULL;
-}
-
-// The K-quant types' traits, from their own files (NULL: no kernel here, unless forced).
-const struct ggml_repack_traits * ggml_repack_traits_q4_K(int forced);
-const struct ggml_repack_traits * ggml_repack_traits_q5_K(int forced);
-const struct ggml_repack_traits * ggml_repack_traits_q6_K(int forced);
+// Q6_K x16 groups <-> 16 GGUF rows of nb blocks (quant-repack-q6_K.cpp).
+void ggml_repack_q6_K_pack_group(const void * rows, int64_t nb, void * out);
+void ggml_repack_q6_K_unpack_group(const void * in, int64_t nb, void * rows);
 
 // The traits of a type this build repacks (with ggml_repack_force, for tests, also the types it
 // has only the reference kernel for, which then serves as gemm); NULL otherwise.
@@ -153,35 +141,12 @@ void ggml_quantize_row_q8_0x(const float * x, void * y, int64_t n);
 void ggml_repack_quantize_q8_0x16_ref(const float * x, int64_t ldx, void * out);
 void ggml_repack_quantize_q8_0x16(const float * x, int64_t ldx, void * out);
 
-// Reference kernels, and the SIMD ones where compiled.
+// The reference kernels; the SIMD ones are entries of the instruction sets' tables (kernels.h).
 void ggml_repack_gemm_q4_0x16_ref(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
 void ggml_repack_gemm_q8_0x16_ref(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
-#if defined(GGML_SIMD_AVX512) && defined(__AVX512VNNI__)
-void ggml_repack_gemm_q4_0x16_avx512(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
-void ggml_repack_gemm_q8_0x16_avx512(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
-#endif
-#if defined(GGML_SIMD_AVX2)
-void ggml_repack_gemm_q4_0x16_avx2(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
-void ggml_repack_gemm_q4_Kx16_avx2(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
-void ggml_repack_gemm_q5_Kx16_avx2(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
-void ggml_repack_gemm_q6_Kx16_avx2(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
-#endif
-#if defined(GGML_SIMD_NEON) && defined(__ARM_FEATURE_DOTPROD)
-void ggml_repack_gemm_q4_0x16_neon(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
-void ggml_repack_gemm_q8_0x16_neon(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
-void ggml_repack_gemm_q4_Kx16_neon(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
-void ggml_repack_gemm_q5_Kx16_neon(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
-void ggml_repack_gemm_q6_Kx16_neon(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
-#endif
-
 void ggml_repack_gemm_q4_Kx16_ref(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
 void ggml_repack_gemm_q5_Kx16_ref(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
 void ggml_repack_gemm_q6_Kx16_ref(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
-#if defined(GGML_SIMD_AVX512) && defined(__AVX512VNNI__)
-void ggml_repack_gemm_q4_Kx16_avx512(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
-void ggml_repack_gemm_q5_Kx16_avx512(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
-void ggml_repack_gemm_q6_Kx16_avx512(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
-#endif
 
 // A repacked tensor's data (n_rows rows of k values) back to the GGUF layout (tests, debugging).
 void ggml_repack_unpack(enum ggml_type type, const void * src, void * dst, int64_t n_rows, int64_t k);

@@ -1,6 +1,7 @@
 // vec-scalar.cpp - the scalar reference kernels of matmul: plain loops, one sequential float sum
-// per output. The SIMD kernels are tested against these; GGML_SCALAR builds run on them.
-#include "vec.h"
+// per output. The SIMD kernels are tested against these; GGML_SCALAR builds run on them. Also
+// the scalar instruction set's table (kernels.h), with the reference kernels of the other files.
+#include "kernels.h"
 
 #include <string.h>
 
@@ -138,9 +139,25 @@ const ggml_mm_type_kernels * mm_type(ggml_type type) {
     }
 }
 
+ggml_quant_dot_rows_fn no_dot_rows(ggml_type) { return nullptr; }
+
 }  // namespace
 
-extern "C" const ggml_vec_kernels ggml_vec_scalar = { "scalar", mm_type, axpy, fp16_to_fp32, bf16_to_fp32,
-                                                      bf16_pairs, &gemm_bf16_pairs, ggml_dequant_ref };
-
 ggml_to_float_t ggml_dequant_ref(enum ggml_type type) { return ggml_get_type_traits(type)->to_float; }
+
+// ---- the scalar set -----------------------------------------------------------------------
+extern "C" const ggml_cpu_kernels ggml_cpu_kernels_scalar = {
+    /* isa            */ "scalar",
+    /* base           */ nullptr,
+    /* features       */ 0,
+    /* mm_type        */ mm_type,
+    /* axpy           */ axpy,
+    /* fp16_to_fp32   */ fp16_to_fp32,
+    /* bf16_to_fp32   */ bf16_to_fp32,
+    /* bf16_pairs     */ bf16_pairs,
+    /* gemm_bf16_pairs*/ &gemm_bf16_pairs,
+    /* dequant        */ ggml_dequant_ref,
+    /* quant_dot      */ ggml_quant_dot_ref,
+    /* quant_dot_rows */ no_dot_rows,
+    /* repack         */ { nullptr, nullptr, nullptr, nullptr, nullptr, ggml_repack_quantize_q8_0x16_ref },
+};

@@ -17,7 +17,7 @@
 // accumulators live in a small array (one load and store per quarter and column per super-block),
 // so every column count runs in one pass over the weights. The 4-row scale and min vectors come
 // from 16-row byte vectors through TBL (indices past 15 give zero bytes: bytes to 32-bit lanes).
-#include "cpu/quant-repack.h"
+#include "kernels-arm.h"
 
 #if defined(GGML_SIMD_NEON) && defined(__ARM_FEATURE_DOTPROD)
 
@@ -146,7 +146,9 @@ void gemm_q4_Kx16(int64_t nb, const block_q4_Kx16 * a, const char * b, size_t ld
 
 }  // namespace
 
-void ggml_repack_gemm_q4_Kx16_neon(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds) {
+namespace ggml_cpu_neon {
+
+void repack_gemm_q4_K(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds) {
     const block_q4_Kx16 * g = (const block_q4_Kx16 *) a;
     const char * y = (const char *) b;
     switch (nc) {
@@ -161,5 +163,7 @@ void ggml_repack_gemm_q4_Kx16_neon(int64_t nb, const void * a, const void * b, s
         default: GGML_ABORT("gemm_q4_Kx16: %d columns (at most %d)", nc, GGML_REPACK_MAX_COLS);
     }
 }
+
+}  // namespace ggml_cpu_neon
 
 #endif

@@ -9,7 +9,7 @@
 // Per super-block and row quarter: each sub-block's dot (at most 32 * 31 * 128) times its 6-bit
 // scale (vmlaq_s32, exact) into isum; then the mins and the float steps of the reference in its
 // order: acc = fma(-(dmin * d_a), msum, acc) (vfmsq_f32), then acc = fma(d * d_a, isum, acc).
-#include "cpu/quant-repack.h"
+#include "kernels-arm.h"
 
 #if defined(GGML_SIMD_NEON) && defined(__ARM_FEATURE_DOTPROD)
 
@@ -145,7 +145,9 @@ void gemm_q5_Kx16(int64_t nb, const block_q5_Kx16 * a, const char * b, size_t ld
 
 }  // namespace
 
-void ggml_repack_gemm_q5_Kx16_neon(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds) {
+namespace ggml_cpu_neon {
+
+void repack_gemm_q5_K(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds) {
     const block_q5_Kx16 * g = (const block_q5_Kx16 *) a;
     const char * y = (const char *) b;
     switch (nc) {
@@ -160,5 +162,7 @@ void ggml_repack_gemm_q5_Kx16_neon(int64_t nb, const void * a, const void * b, s
         default: GGML_ABORT("gemm_q5_Kx16: %d columns (at most %d)", nc, GGML_REPACK_MAX_COLS);
     }
 }
+
+}  // namespace ggml_cpu_neon
 
 #endif

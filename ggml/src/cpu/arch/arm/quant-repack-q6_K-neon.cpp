@@ -9,7 +9,7 @@
 //
 // The float steps are those of the reference: p = d_w * d_a (one rounding), acc = fma(isum, p,
 // acc), super-block after super-block, so the results are the same bits.
-#include "cpu/quant-repack.h"
+#include "kernels-arm.h"
 
 #if defined(GGML_SIMD_NEON) && defined(__ARM_FEATURE_DOTPROD)
 
@@ -143,7 +143,9 @@ void gemm_q6_Kx16(int64_t nb, const block_q6_Kx16 * a, const char * b, size_t ld
 
 }  // namespace
 
-void ggml_repack_gemm_q6_Kx16_neon(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds) {
+namespace ggml_cpu_neon {
+
+void repack_gemm_q6_K(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds) {
     const block_q6_Kx16 * g = (const block_q6_Kx16 *) a;
     const char * y = (const char *) b;
     switch (nc) {
@@ -158,5 +160,7 @@ void ggml_repack_gemm_q6_Kx16_neon(int64_t nb, const void * a, const void * b, s
         default: GGML_ABORT("gemm_q6_Kx16: %d columns (at most %d)", nc, GGML_REPACK_MAX_COLS);
     }
 }
+
+}  // namespace ggml_cpu_neon
 
 #endif

@@ -3,7 +3,7 @@
 // the 16 rows are two halves. A sub-block's 8 vpmaddubsw pair sums (at most 2 * 15 * 127 each)
 // add up in 16 bits without overflow (30480), and one vpmaddwd against (sc, sc) per row both
 // widens them and applies the scale; the mins go the same way against Q8_K's block sums.
-#include "cpu/quant-repack.h"
+#include "kernels-x86.h"
 
 #if defined(GGML_SIMD_AVX2)
 
@@ -94,7 +94,9 @@ void gemm_q4_Kx16(int64_t nb, const block_q4_Kx16 * a, const char * b, size_t ld
 
 }  // namespace
 
-void ggml_repack_gemm_q4_Kx16_avx2(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds) {
+namespace ggml_cpu_avx2 {
+
+void repack_gemm_q4_K(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds) {
     GGML_ASSERT(nc >= 1 && nc <= GGML_REPACK_MAX_COLS);
     const block_q4_Kx16 * g = (const block_q4_Kx16 *) a;
     for (int c0 = 0; c0 < nc; c0 += 4) {
@@ -108,5 +110,7 @@ void ggml_repack_gemm_q4_Kx16_avx2(int64_t nb, const void * a, const void * b, s
         }
     }
 }
+
+}  // namespace ggml_cpu_avx2
 
 #endif

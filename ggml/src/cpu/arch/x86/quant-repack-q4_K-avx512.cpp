@@ -9,7 +9,7 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 
-#include "cpu/quant-repack.h"
+#include "kernels-x86.h"
 
 #if defined(GGML_SIMD_AVX512) && defined(__AVX512VNNI__)
 
@@ -109,8 +109,12 @@ void in_passes_of_4(int64_t nb, const void * a, const void * b, size_t ldb, int 
 
 }  // namespace
 
-void ggml_repack_gemm_q4_Kx16_avx512(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds) {
+namespace ggml_cpu_avx512 {
+
+void repack_gemm_q4_K(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds) {
     in_passes_of_4<block_q4_Kx16, gemm_q4_Kx16<1>, gemm_q4_Kx16<2>, gemm_q4_Kx16<3>, gemm_q4_Kx16<4>>(nb, a, b, ldb, nc, s, lds);
 }
+
+}  // namespace ggml_cpu_avx512
 
 #endif

@@ -6,7 +6,7 @@
 // add up in 16 bits (31744 < 32767): a sub-block is two such sums, each widened by vpmaddwd
 // against (sc, sc), which also applies the scale. The mins go as in the Q4_K kernel, and the
 // float steps are the reference's (quant-repack-q5_K.cpp): mins first, then the values.
-#include "cpu/quant-repack.h"
+#include "kernels-x86.h"
 
 #if defined(GGML_SIMD_AVX2)
 
@@ -115,7 +115,9 @@ void gemm_q5_Kx16(int64_t nb, const block_q5_Kx16 * a, const char * b, size_t ld
 
 }  // namespace
 
-void ggml_repack_gemm_q5_Kx16_avx2(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds) {
+namespace ggml_cpu_avx2 {
+
+void repack_gemm_q5_K(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds) {
     GGML_ASSERT(nc >= 1 && nc <= GGML_REPACK_MAX_COLS);
     const block_q5_Kx16 * g = (const block_q5_Kx16 *) a;
     for (int c0 = 0; c0 < nc; c0 += 4) {
@@ -129,5 +131,7 @@ void ggml_repack_gemm_q5_Kx16_avx2(int64_t nb, const void * a, const void * b, s
         }
     }
 }
+
+}  // namespace ggml_cpu_avx2
 
 #endif

@@ -11,7 +11,7 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 
-#include "cpu/quant-repack.h"
+#include "kernels-x86.h"
 
 #if defined(GGML_SIMD_AVX512) && defined(__AVX512VNNI__)
 
@@ -115,7 +115,9 @@ void gemm_q5_Kx16(int64_t nb, const block_q5_Kx16 * a, const char * b, size_t ld
 
 }  // namespace
 
-void ggml_repack_gemm_q5_Kx16_avx512(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds) {
+namespace ggml_cpu_avx512 {
+
+void repack_gemm_q5_K(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds) {
     const block_q5_Kx16 * g = (const block_q5_Kx16 *) a;
     const char * y = (const char *) b;
     switch (nc) {
@@ -130,5 +132,7 @@ void ggml_repack_gemm_q5_Kx16_avx512(int64_t nb, const void * a, const void * b,
         default: GGML_ABORT("gemm_q5_Kx16: %d columns (at most %d)", nc, GGML_REPACK_MAX_COLS);
     }
 }
+
+}  // namespace ggml_cpu_avx512
 
 #endif

@@ -7,7 +7,7 @@
 // met by the activations through vpmaddubsw. A pair sum is at most 2 * 63 * 128 = 16128, so only
 // two vpmaddubsw results add up in 16 bits (32256); each such sum is widened and scaled at once
 // by vpmaddwd against (sc, sc) int16 pairs, two per sub-block.
-#include "cpu/quant-repack.h"
+#include "kernels-x86.h"
 
 #if defined(GGML_SIMD_AVX2)
 
@@ -132,11 +132,15 @@ typedef void (*kernel_fn)(int64_t, const block_q6_Kx16 *, const char *, size_t, 
 // All nc (<= 8) columns in one pass: the activations are read once per row half, and each
 // decoded register meets all the columns (at nc = 8, 15% faster than two passes of 4 although
 // some sums then live on the stack).
-void ggml_repack_gemm_q6_Kx16_avx2(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds) {
+namespace ggml_cpu_avx2 {
+
+void repack_gemm_q6_K(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds) {
     static const kernel_fn kernels[GGML_REPACK_MAX_COLS] = { gemm_q6_Kx16<1>, gemm_q6_Kx16<2>, gemm_q6_Kx16<3>, gemm_q6_Kx16<4>,
                                                              gemm_q6_Kx16<5>, gemm_q6_Kx16<6>, gemm_q6_Kx16<7>, gemm_q6_Kx16<8> };
     GGML_ASSERT(nc >= 1 && nc <= GGML_REPACK_MAX_COLS);
     kernels[nc - 1](nb, (const block_q6_Kx16 *) a, (const char *) b, ldb, s, lds);
 }
+
+}  // namespace ggml_cpu_avx2
 
 #endif

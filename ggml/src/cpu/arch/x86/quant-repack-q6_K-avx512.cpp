@@ -12,7 +12,7 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 
-#include "cpu/quant-repack.h"
+#include "kernels-x86.h"
 
 #if defined(GGML_SIMD_AVX512) && defined(__AVX512VNNI__)
 
@@ -114,11 +114,15 @@ typedef void (*kernel_fn)(int64_t, const block_q6_Kx16 *, const char *, size_t, 
 // All nc (<= 8) columns in one pass: the 8 decoded registers leave room for 8 columns' sums and
 // accumulators, and each decoded register then meets 8 columns (26 vs 34 ns per super-block and
 // column at nc = 8 than in two passes of 4).
-void ggml_repack_gemm_q6_Kx16_avx512(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds) {
+namespace ggml_cpu_avx512 {
+
+void repack_gemm_q6_K(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds) {
     static const kernel_fn kernels[GGML_REPACK_MAX_COLS] = { gemm_q6_Kx16<1>, gemm_q6_Kx16<2>, gemm_q6_Kx16<3>, gemm_q6_Kx16<4>,
                                                              gemm_q6_Kx16<5>, gemm_q6_Kx16<6>, gemm_q6_Kx16<7>, gemm_q6_Kx16<8> };
     GGML_ASSERT(nc >= 1 && nc <= GGML_REPACK_MAX_COLS);
     kernels[nc - 1](nb, (const block_q6_Kx16 *) a, (const char *) b, ldb, s, lds);
 }
+
+}  // namespace ggml_cpu_avx512
 
 #endif
