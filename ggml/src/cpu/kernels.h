@@ -3,7 +3,8 @@
 //
 // Every entry point whose code depends on the instruction set is a field of ggml_cpu_kernels:
 // the matmul kernels of the float types (vec.h), the quantized dot products (quant-dot.h), the
-// repacked-weight GEMMs (quant-repack.h). Each instruction set defines its table
+// repacked-weight GEMMs (quant-repack.h) and the float-row helpers of the ops (exp, silu,
+// sigmoid, gelu, softmax's row max and mask, F16 rows). Each instruction set defines its table
 // once: ggml_cpu_kernels_scalar (kernels-scalar.cpp, the reference, in every build) and
 // ggml_cpu_kernels_avx2 / _avx512 (arch/x86) or _neon (arch/arm). A table is complete: where a
 // set has no kernel of its own it holds those of the set it builds on (`base`: AVX512 on AVX2,
@@ -86,6 +87,15 @@ struct ggml_cpu_kernels {
     // ---- repacked weights (quant-repack.h) ----
     struct ggml_repack_kernels repack;
 
+    // ---- float rows of the ops ----
+    // exp, silu, sigmoid, gelu (ops-unary.cpp): every element the same whatever n or its place.
+    ggml_cpu_row_fn vec_exp, vec_silu, vec_sigmoid, vec_gelu;
+    // softmax (softmax-row.h): the largest element (exact), and w[i] += slope * mask[i].
+    float (*row_max)(const float * w, int64_t n);
+    void (*add_mask_f16)(float * w, const ggml_fp16_t * mask, int64_t n, float slope);
+    // F16 <-> F32 rows of the copies and gathers (ops-common.h), rounding to nearest even.
+    void (*f16_to_f32_row)(const ggml_fp16_t * x, float * y, int64_t n);
+    void (*f32_to_f16_row)(const float * x, ggml_fp16_t * y, int64_t n);
 };
 
 #ifdef __cplusplus

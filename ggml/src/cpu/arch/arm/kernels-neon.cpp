@@ -39,6 +39,11 @@ extern "C" const ggml_cpu_kernels ggml_cpu_kernels_neon = {
     /* quant_dot      */ quant_dot,
     /* quant_dot_rows */ no_dot_rows,
     /* repack         */ { REPACK_KERNELS, ggml_repack_quantize_q8_0x16_ref },
+    /* vec_exp ...    */ ggml_cpu_neon::vec_exp, ggml_cpu_neon::vec_silu, ggml_cpu_neon::vec_sigmoid, ggml_cpu_neon::vec_gelu,
+    /* row_max        */ ggml_cpu_neon::row_max,
+    /* add_mask_f16   */ ggml_cpu_neon::add_mask_f16,
+    /* f16_to_f32_row */ ggml_cpu_neon::f16_to_f32_row,
+    /* f32_to_f16_row */ ggml_cpu_neon::f32_to_f16_row,
 };
 
 #endif  // GGML_SIMD_NEON

@@ -52,6 +52,11 @@ extern "C" const ggml_cpu_kernels ggml_cpu_kernels_avx512 = {
     /* quant_dot      */ quant_dot,
     /* quant_dot_rows */ quant_dot_rows,
     /* repack         */ { REPACK_KERNELS, ggml_cpu_avx512::repack_quantize_q8_0x16 },
+    /* vec_exp ...    */ ggml_cpu_avx512::vec_exp, ggml_cpu_avx512::vec_silu, ggml_cpu_avx512::vec_sigmoid, ggml_cpu_avx512::vec_gelu,
+    /* row_max        */ ggml_cpu_avx512::row_max,
+    /* add_mask_f16   */ ggml_cpu_avx2::add_mask_f16,
+    /* f16_to_f32_row */ ggml_cpu_avx512::f16_to_f32_row,
+    /* f32_to_f16_row */ ggml_cpu_avx512::f32_to_f16_row,
 };
 
 #endif  // GGML_SIMD_AVX512
