@@ -147,11 +147,11 @@ const Layout layouts[] = {
       ggml_quantize_row_q8_0x, QK8_0, sizeof(block_q8_0x), ggml_repack_gemm_q4_0x16_ref, &ggml_repack_kernels::q4_0 },
     { GGML_TYPE_Q8_0, QK8_0, pack_group<block_q8_0, block_q8_0x16, 8, 0x80>, unpack_group<block_q8_0, block_q8_0x16, 8, 0x80>,
       ggml_quantize_row_q8_0x, QK8_0, sizeof(block_q8_0x), ggml_repack_gemm_q8_0x16_ref, &ggml_repack_kernels::q8_0 },
-    { GGML_TYPE_Q4_K, QK_K, ggml_repack_k4_pack_group<block_q4_K, block_q4_Kx16>, ggml_repack_k4_unpack_group<block_q4_K, block_q4_Kx16>,
+    { GGML_TYPE_Q4_K, QK_K, ggml_repack_pack_group_q4_K, ggml_repack_unpack_group_q4_K,
       ggml_repack_act_q8_K, QK_K, sizeof(block_q8_K), ggml_repack_gemm_q4_Kx16_ref, &ggml_repack_kernels::q4_K },
-    { GGML_TYPE_Q5_K, QK_K, ggml_repack_k4_pack_group<block_q5_K, block_q5_Kx16>, ggml_repack_k4_unpack_group<block_q5_K, block_q5_Kx16>,
+    { GGML_TYPE_Q5_K, QK_K, ggml_repack_pack_group_q5_K, ggml_repack_unpack_group_q5_K,
       ggml_repack_act_q8_K, QK_K, sizeof(block_q8_K), ggml_repack_gemm_q5_Kx16_ref, &ggml_repack_kernels::q5_K },
-    { GGML_TYPE_Q6_K, QK_K, ggml_repack_q6_K_pack_group, ggml_repack_q6_K_unpack_group,
+    { GGML_TYPE_Q6_K, QK_K, ggml_repack_pack_group_q6_K, ggml_repack_unpack_group_q6_K,
       ggml_repack_act_q8_K, QK_K, sizeof(block_q8_K), ggml_repack_gemm_q6_Kx16_ref, &ggml_repack_kernels::q6_K },
 };
 constexpr int N_LAYOUTS = sizeof(layouts) / sizeof(layouts[0]);
