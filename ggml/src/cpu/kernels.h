@@ -5,8 +5,9 @@
 // the matmul kernels of the float types (vec.h), the quantized dot products (quant-dot.h), the
 // repacked-weight GEMMs (quant-repack.h) and the float-row helpers of the ops (exp, silu,
 // sigmoid, gelu, softmax's row max and mask, F16 rows). Each instruction set defines its table
-// once: ggml_cpu_kernels_scalar (kernels-scalar.cpp, the reference, in every build) and
-// ggml_cpu_kernels_avx2 / _avx512 (arch/x86) or _neon (arch/arm). A table is complete: where a
+// once: ggml_cpu_kernels_scalar (vec-scalar.cpp: the reference, in every build) and
+// ggml_cpu_kernels_avx2 / _avx512 (arch/x86/kernels-*.cpp) or _neon (arch/arm/kernels-neon.cpp),
+// which gather the entry points their arch/ files export. A table is complete: where a
 // set has no kernel of its own it holds those of the set it builds on (`base`: AVX512 on AVX2,
 // AVX2 and NEON on scalar), so callers never fall back themselves. SIMD code lives only under
 // arch/; the rest of the CPU code calls through ggml_cpu(), a constant table chosen below at

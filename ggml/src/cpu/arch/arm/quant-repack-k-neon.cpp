@@ -123,17 +123,26 @@ inline void k4_finish(const G * g, const K4State<NC> & st, Cols y, int q, uint8x
     }
 }
 
-struct Q4K {
-    typedef block_q4_Kx16 G;
+// What Q4_K and Q5_K share: unit p = sub-blocks 2p and 2p + 1, the scales and mins laid out
+// per super-block, the mins at the end of each quarter.
+struct K4 {
     template <int NC> using State = K4State<NC>;
     static constexpr int UNITS = 4, S = 2, K = 8;
     static constexpr bool UNROLL = false;
-    template <int NC> static void prepare(const G * g, Cols y, State<NC> & st) { k4_prepare<NC>(g, y, st); }
-    template <int NC> static void finish(const G * g, const State<NC> & st, Cols y, int q, uint8x16_t idx, const int32x4_t * isum,
-                                         float (*acc)[GGML_REPACK_ROWS]) {
+    template <int NC, typename G> static void prepare(const G * g, Cols y, State<NC> & st) { k4_prepare<NC>(g, y, st); }
+    template <int NC, typename G> static void finish(const G * g, const State<NC> & st, Cols y, int q, uint8x16_t idx,
+                                                     const int32x4_t * isum, float (*acc)[GGML_REPACK_ROWS]) {
         k4_finish<NC>(g, st, y, q, idx, isum, acc);
     }
     static constexpr int act(int p, int s) { return 64 * p + 32 * s; }
+    template <int NC, typename G, typename U> static int32x4_t scale(const G *, const State<NC> & st, int, uint8x16_t idx, U u, int s) {
+        return to_lanes(vld1q_u8(st.sc8[2 * (int) u + s]), idx);
+    }
+    template <int NC, typename U> static int32x4_t dot_init(const State<NC> &, int, U, int) { return vdupq_n_s32(0); }
+};
+
+struct Q4K : K4 {
+    typedef block_q4_Kx16 G;
     template <typename U> static void decode(const G * g, int q, U u, int s, int8x16_t * w) {
         const int p = u;
         const uint8x16_t m4 = vdupq_n_u8(0x0F);
@@ -143,23 +152,10 @@ struct Q4K {
             w[k] = vreinterpretq_s8_u8(s ? vshrq_n_u8(raw, 4) : vandq_u8(raw, m4));
         }
     }
-    template <int NC, typename U> static int32x4_t scale(const G *, const State<NC> & st, int, uint8x16_t idx, U u, int s) {
-        return to_lanes(vld1q_u8(st.sc8[2 * (int) u + s]), idx);
-    }
-    template <int NC, typename U> static int32x4_t dot_init(const State<NC> &, int, U, int) { return vdupq_n_s32(0); }
 };
 
-struct Q5K {
+struct Q5K : K4 {
     typedef block_q5_Kx16 G;
-    template <int NC> using State = K4State<NC>;
-    static constexpr int UNITS = 4, S = 2, K = 8;
-    static constexpr bool UNROLL = false;
-    template <int NC> static void prepare(const G * g, Cols y, State<NC> & st) { k4_prepare<NC>(g, y, st); }
-    template <int NC> static void finish(const G * g, const State<NC> & st, Cols y, int q, uint8x16_t idx, const int32x4_t * isum,
-                                         float (*acc)[GGML_REPACK_ROWS]) {
-        k4_finish<NC>(g, st, y, q, idx, isum, acc);
-    }
-    static constexpr int act(int p, int s) { return 64 * p + 32 * s; }
     template <typename U> static void decode(const G * g, int q, U u, int s, int8x16_t * w) {
         const int p = u;
         const uint8x16_t m4 = vdupq_n_u8(0x0F), m16 = vdupq_n_u8(0x10);
@@ -172,10 +168,6 @@ struct Q5K {
             w[k] = vreinterpretq_s8_u8(s ? vbslq_u8(m16, vshrq_n_u8(hb, 1), vshrq_n_u8(raw, 4)) : vbslq_u8(m16, hb, vandq_u8(raw, m4)));
         }
     }
-    template <int NC, typename U> static int32x4_t scale(const G *, const State<NC> & st, int, uint8x16_t idx, U u, int s) {
-        return to_lanes(vld1q_u8(st.sc8[2 * (int) u + s]), idx);
-    }
-    template <int NC, typename U> static int32x4_t dot_init(const State<NC> &, int, U, int) { return vdupq_n_s32(0); }
 };
 
 // Q6_K: where each sub-block's sum starts, -32 * bsums.

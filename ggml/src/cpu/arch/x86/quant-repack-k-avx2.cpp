@@ -102,11 +102,15 @@ template <typename G> inline __m256i k4_scale(const G * g, int h, int j) {
     return pair16(_mm256_and_si256(bytes_to_lanes(g->sm[j] + 8 * h), _mm256_set1_epi32(63)));
 }
 
-struct Q4K {
+// What Q4_K and Q5_K share: the mins first.
+struct K4 {
+    template <int NC, typename G> static void begin(const G * g, int h, Cols y, __m256i * isum, __m256 (*acc)[2]) { k4_mins<NC>(g, h, y, isum, acc); }
+};
+
+struct Q4K : K4 {
     typedef block_q4_Kx16 G;
     static constexpr int PASS = 4, UNITS = 4, S = 2, K = 8, L = 8, PREFETCH = 4096;
     static constexpr bool UNROLL = false, OPAQUE = false;
-    template <int NC> static void begin(const G * g, int h, Cols y, __m256i * isum, __m256 (*acc)[2]) { k4_mins<NC>(g, h, y, isum, acc); }
     static constexpr int act(int p, int s) { return 64 * p + 32 * s; }
     template <typename U> static void decode(const G * g, int h, U u, __m256i (&w)[S][K], __m256i (&sc)[S]) {
         const int p = u;
@@ -129,11 +133,10 @@ template <int J> inline __m256i bit_to_4(__m256i h) {
     else return _mm256_srli_epi16(h, J - 4);
 }
 
-struct Q5K {
+struct Q5K : K4 {
     typedef block_q5_Kx16 G;
     static constexpr int PASS = 4, UNITS = 8, S = 1, K = 8, L = 4, PREFETCH = 4096;
     static constexpr bool UNROLL = true, OPAQUE = false;
-    template <int NC> static void begin(const G * g, int h, Cols y, __m256i * isum, __m256 (*acc)[2]) { k4_mins<NC>(g, h, y, isum, acc); }
     static constexpr int act(int j, int) { return 32 * j; }
     template <typename U> static void decode(const G * g, int h, U, __m256i (&w)[S][K], __m256i (&sc)[S]) {
         constexpr int J = U::value;

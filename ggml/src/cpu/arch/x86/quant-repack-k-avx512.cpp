@@ -87,11 +87,15 @@ template <typename G> inline __m512i k4_scale(const G * g, int j) {
     return _mm512_and_si512(bytes_to_lanes(g->sm[j]), _mm512_set1_epi32(63));
 }
 
-struct Q4K {
+// What Q4_K and Q5_K share: the mins first.
+struct K4 {
+    template <int NC, typename G> static void begin(const G * g, Cols y, __m512i * isum, __m512 * acc) { k4_mins<NC>(g, y, isum, acc); }
+};
+
+struct Q4K : K4 {
     typedef block_q4_Kx16 G;
     static constexpr int PASS = 4, UNITS = 4, S = 2, K = 8, PREFETCH = 2048;
     static constexpr bool UNROLL = false;
-    template <int NC> static void begin(const G * g, Cols y, __m512i * isum, __m512 * acc) { k4_mins<NC>(g, y, isum, acc); }
     static constexpr int act(int p, int s) { return 64 * p + 32 * s; }
     template <typename U> static void decode(const G * g, U u, __m512i (&w)[S][K], __m512i (&sc)[S]) {
         const int p = u;
@@ -114,11 +118,10 @@ template <int J> inline __m512i bit_to_4(__m512i h) {
     else return _mm512_srli_epi16(h, J - 4);
 }
 
-struct Q5K {
+struct Q5K : K4 {
     typedef block_q5_Kx16 G;
     static constexpr int PASS = 8, UNITS = 8, S = 1, K = 8, PREFETCH = 2048;
     static constexpr bool UNROLL = true;
-    template <int NC> static void begin(const G * g, Cols y, __m512i * isum, __m512 * acc) { k4_mins<NC>(g, y, isum, acc); }
     static constexpr int act(int j, int) { return 32 * j; }
     template <typename U> static void decode(const G * g, U, __m512i (&w)[S][K], __m512i (&sc)[S]) {
         constexpr int J = U::value;
