@@ -250,7 +250,7 @@ void gemm(int64_t nb, const typename T::G * a, const char * b, size_t ldb, float
             }
             const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *) (g->d + 8 * h)));
             for (int c = 0; c < NC; c++) {
-                const __m256 f = _mm256_mul_ps(d, _mm256_set1_ps(yi[c]->d));
+                const __m256 f = _mm256_mul_ps(d, _mm256_set1_ps((T::OPAQUE ? yi : y)[c]->d));  // the scale read once
                 acc[c][h] = _mm256_fmadd_ps(f, _mm256_cvtepi32_ps(isum[c]), acc[c][h]);
             }
         }
