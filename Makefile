@@ -3,7 +3,7 @@ BUILD   ?= build
 JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all configure test demo bench clean scalar aarch64 test-aarch64
+.PHONY: all configure test demo bench clean scalar aarch64 test-aarch64 fuzz fuzz-build asan mpi
 
 all: configure
 	cmake --build $(BUILD) -j $(JOBS)
@@ -18,6 +18,26 @@ test: all
 scalar:
 	$(MAKE) BUILD=build-scalar CMAKE_FLAGS="-DGGML_NATIVE=OFF -DGGML_SCALAR=ON" test
 
+# The test suite built with AddressSanitizer + UndefinedBehaviorSanitizer, in build-asan/; any
+# sanitizer report fails the test that triggered it.
+asan:
+	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ASAN_OPTIONS=detect_leaks=1 \
+		$(MAKE) BUILD=build-asan CMAKE_FLAGS="-DGGML_SANITIZE=ON" test
+
+# libFuzzer harnesses (fuzz/), built with clang + ASan + UBSan into build-fuzz/, each run for
+# FUZZ_SECONDS; fails on any crash, hang (> 1 s), leak or sanitizer report (see fuzz/run.sh).
+FUZZ_SECONDS ?= 60
+FUZZ_CC  ?= clang
+FUZZ_CXX ?= clang++
+
+fuzz-build:
+	@test -f build-fuzz/CMakeCache.txt || CC=$(FUZZ_CC) CXX=$(FUZZ_CXX) cmake -S . -B build-fuzz \
+		-DCMAKE_BUILD_TYPE=RelWithDebInfo -DLLAMA_FUZZ=ON -DGGML_BUILD_TESTS=OFF
+	cmake --build build-fuzz -j $(JOBS) --target fuzz-all
+
+fuzz: fuzz-build
+	FUZZ_SECONDS=$(FUZZ_SECONDS) fuzz/run.sh build-fuzz
+
 # Cross build for aarch64 (NEON + dot product), tests run under qemu-aarch64.
 aarch64:
 	@test -f build-aarch64/CMakeCache.txt || cmake -S . -B build-aarch64 -DCMAKE_BUILD_TYPE=Release \
@@ -26,6 +46,13 @@ aarch64:
 
 test-aarch64: aarch64
 	cd build-aarch64 && ctest --output-on-failure -j $(JOBS)
+
+# Data-parallel fine-tuning over MPI (needs Open MPI or MPICH, e.g. Debian's libopenmpi-dev and
+# openmpi-bin), in build-mpi/: llama-finetune with -DGGML_MPI=ON, and its tests under mpirun.
+mpi:
+	@test -f build-mpi/CMakeCache.txt || cmake -S . -B build-mpi -DCMAKE_BUILD_TYPE=Release -DGGML_MPI=ON $(CMAKE_FLAGS)
+	cmake --build build-mpi -j $(JOBS) --target llama-finetune test-finetune-mpi
+	cd build-mpi && ctest --output-on-failure -R FinetuneMpi
 
 # Generates text with llama-cli from the default model (the runtime arrives with a later issue).
 demo: all
@@ -39,4 +66,4 @@ bench: all
 	@for b in $(BUILD)/bin/bench-*; do [ -x "$$b" ] && "$$b"; done
 
 clean:
-	rm -rf build build-scalar build-aarch64
+	rm -rf build build-scalar build-aarch64 build-asan build-fuzz build-mpi

@@ -26,7 +26,12 @@ if (TARGET llama)
             DESTINATION ${LLAMA_CMAKE_DIR}/llama)
 endif()
 
-# pkg-config: the libraries are static, so their own dependencies are listed in Libs.
+# pkg-config: the libraries are static, so their own dependencies are listed in Libs (with the
+# sanitizer runtimes of a GGML_SANITIZE build).
+set(GGML_PC_LIBS_EXTRA "")
+if (GGML_SANITIZE)
+    set(GGML_PC_LIBS_EXTRA " -fsanitize=address,undefined")
+endif()
 foreach(pc ggml llama)
     if (TARGET ${pc})
         configure_file(${CMAKE_CURRENT_LIST_DIR}/${pc}.pc.in ${PROJECT_BINARY_DIR}/${pc}.pc @ONLY)

@@ -100,3 +100,10 @@ int32_t llama_chat_apply_template(const char * tmpl, const struct llama_chat_mes
     }
     return (int32_t) out.size();
 }
+
+int32_t llama_chat_builtin_templates(const char ** output, size_t len) {
+    static const char * const names[] = { "chatml", "llama2", "llama3", "mistral", "phi3", "zephyr" };
+    const size_t n = sizeof(names) / sizeof(names[0]);
+    for (size_t i = 0; output && i < len && i < n; i++) output[i] = names[i];
+    return (int32_t) n;
+}

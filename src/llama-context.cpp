@@ -5,6 +5,8 @@
 #include "llama-impl.h"
 #include "llama-model.h"
 
+#include "ggml-cpu.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -15,15 +17,7 @@
 
 #include <unistd.h>
 
-void llama_context::free_deleter::operator()(void * p) const { free(p); }
-
 namespace {
-
-// 64-byte aligned, uninitialized memory for the work buffer (nullptr on failure).
-uint8_t * alloc_work(size_t size) {
-    const size_t rounded = (size + 63) / 64 * 64;
-    return (uint8_t *) aligned_alloc(64, rounded ? rounded : 64);
-}
 
 int32_t default_n_threads() {
     const unsigned hc = std::thread::hardware_concurrency();
@@ -58,28 +52,24 @@ ggml_context * graph_context(llama_context & lctx) {
     return ggml_init(ip);
 }
 
-// Grows the work buffer if this graph needs more than planned (only when the thread count
-// changed since the context was created); never during compute.
-bool compute_graph(llama_context & lctx, ggml_cgraph * gf) {
-    ggml_cplan plan = ggml_graph_plan(gf, lctx.n_threads);
-    if (plan.work_size > lctx.work_size) {
-        lctx.work.reset(alloc_work(plan.work_size));
-        lctx.work_size = lctx.work ? plan.work_size : 0;
-        if (!lctx.work) {
-            LLAMA_LOG_ERROR("llama_decode: cannot allocate a %zu-byte work buffer\n", plan.work_size);
-            return false;
-        }
-    }
-    plan.work_data = plan.work_size > 0 ? lctx.work.get() : nullptr;
-    const ggml_status st = ggml_graph_compute(gf, &plan);
-    if (st != GGML_STATUS_SUCCESS) {
+// Computes an allocated graph on the context's backends (the CPU with n_threads).
+ggml_status compute_graph(llama_context & lctx, ggml_cgraph * gf, int32_t n_threads) {
+    ggml_backend_cpu_set_n_threads(lctx.backend_cpu, n_threads);
+    ggml_backend_cpu_set_abort_callback(lctx.backend_cpu, lctx.abort_callback, lctx.abort_callback_data);
+    const ggml_status st = ggml_backend_sched_graph_compute(lctx.sched, gf);
+    if (st != GGML_STATUS_SUCCESS && st != GGML_STATUS_ABORTED) {
         LLAMA_LOG_ERROR("llama_decode: graph compute failed (status %d)\n", (int) st);
-        return false;
     }
-    return true;
+    return st;
 }
 
-// Re-rotates the cached keys whose positions moved (llama_kv_self_seq_add).
+// Assigns the graph's nodes to backends and places its tensors (the previous graph's are gone).
+bool alloc_graph(llama_context & lctx, ggml_cgraph * gf) {
+    ggml_backend_sched_reset(lctx.sched);
+    return ggml_backend_sched_alloc_graph(lctx.sched, gf);
+}
+
+// Re-rotates the cached keys whose positions moved (llama_kv_cache_seq_add / _div).
 bool apply_k_shift(llama_context & lctx) {
     llama_kv_cache & kv = lctx.kv;
     if (kv.used == 0) {
@@ -90,10 +80,10 @@ bool apply_k_shift(llama_context & lctx) {
     if (!ctx) return false;
     ggml_tensor * deltas = nullptr;
     ggml_cgraph * gf = llm_build_k_shift(ctx, lctx.model, kv, kv.used, &deltas);
-    bool ok = ggml_gallocr_alloc_graph(lctx.galloc, gf);
+    bool ok = alloc_graph(lctx, gf);
     if (ok) {
-        memcpy(deltas->data, kv.delta.data(), kv.used * sizeof(int32_t));
-        ok = compute_graph(lctx, gf);
+        ggml_backend_tensor_set(deltas, kv.delta.data(), 0, kv.used * sizeof(int32_t));
+        ok = compute_graph(lctx, gf, lctx.n_threads_batch) == GGML_STATUS_SUCCESS;
     }
     ggml_free(ctx);
     if (ok) kv.shift_applied();
@@ -102,7 +92,7 @@ bool apply_k_shift(llama_context & lctx) {
 
 // One micro-batch: tokens [0, n) with positions pos, whose outputs are the batch-local indices
 // out_ids; logits rows go to dst (n_out rows of n_vocab).
-bool decode_ubatch(llama_context & lctx, const llama_token * tokens, const llama_pos * pos, uint32_t n,
+ggml_status decode_ubatch(llama_context & lctx, const llama_token * tokens, const llama_pos * pos, uint32_t n,
                    const std::vector<int32_t> & out_ids, float * dst) {
     llama_kv_cache & kv = lctx.kv;
     const uint32_t n_out = (uint32_t) out_ids.size();
@@ -115,48 +105,113 @@ bool decode_ubatch(llama_context & lctx, const llama_token * tokens, const llama
     const size_t meta = ggml_tensor_overhead() * max_nodes * 2 + ggml_graph_overhead_custom(max_nodes, false);
     if (meta > lctx.graph_meta.size()) lctx.graph_meta.resize(meta);
     ggml_context * ctx = graph_context(lctx);
-    if (!ctx) return false;
+    if (!ctx) return GGML_STATUS_ALLOC_FAILED;
     llm_graph_io io;
     ggml_cgraph * gf = llm_build_forward(ctx, lctx.model, kv, n, kv_head, n_kv, n_out, io, &lctx.loras);
-    if (!ggml_gallocr_alloc_graph(lctx.galloc, gf)) {
+    if (!alloc_graph(lctx, gf)) {
         ggml_free(ctx);
-        return false;
+        return GGML_STATUS_ALLOC_FAILED;
     }
 
-    memcpy(io.tokens->data, tokens, n * sizeof(int32_t));
-    memcpy(io.pos->data, pos, n * sizeof(int32_t));
-    // Mask: token t sees cell c when the cell's position is not after its own.
-    float * mask = (float *) io.kq_mask->data;
+    ggml_backend_tensor_set(io.tokens, tokens, 0, n * sizeof(int32_t));
+    ggml_backend_tensor_set(io.pos, pos, 0, n * sizeof(int32_t));
+    // Mask: token t sees cell c when the cell's position is not after its own. Written in
+    // place when the mask is in host memory, else staged.
+    const bool mask_host = io.kq_mask->buffer && ggml_backend_buffer_is_host(io.kq_mask->buffer);
+    if (!mask_host) lctx.inp_mask.resize((size_t) n * n_kv);
+    float * mask = mask_host ? (float *) io.kq_mask->data : lctx.inp_mask.data();
     const float neg_inf = -std::numeric_limits<float>::infinity();
     for (uint32_t t = 0; t < n; t++) {
         float * row = mask + (size_t) t * n_kv;
         for (uint32_t c = 0; c < n_kv; c++) row[c] = kv.pos[c] <= pos[t] ? 0.0f : neg_inf;
     }
-    if (io.out_ids) memcpy(io.out_ids->data, out_ids.data(), n_out * sizeof(int32_t));
+    if (!mask_host) ggml_backend_tensor_set(io.kq_mask, mask, 0, (size_t) n * n_kv * sizeof(float));
+    if (io.out_ids) ggml_backend_tensor_set(io.out_ids, out_ids.data(), 0, n_out * sizeof(int32_t));
 
-    const bool ok = compute_graph(lctx, gf);
-    if (ok && n_out > 0) {
-        memcpy(dst, io.logits->data, (size_t) n_out * lctx.model.hparams.n_vocab * sizeof(float));
+    const ggml_status st = compute_graph(lctx, gf, n == 1 ? lctx.n_threads : lctx.n_threads_batch);
+    if (st == GGML_STATUS_SUCCESS && n_out > 0) {
+        ggml_backend_tensor_get(io.logits, dst, 0, (size_t) n_out * lctx.model.hparams.n_vocab * sizeof(float));
     }
     ggml_free(ctx);
-    return ok;
+    return st;
+}
+
+// Whether the batch's tokens all belong to sequence 0 alone (the only one this runtime keeps).
+bool batch_in_seq0(const llama_batch & batch) {
+    if (!batch.seq_id) return true;
+    for (int32_t i = 0; i < batch.n_tokens; i++) {
+        const int32_t n_seq = batch.n_seq_id ? batch.n_seq_id[i] : 1;
+        if (n_seq != 1 || !batch.seq_id[i] || batch.seq_id[i][0] != 0) {
+            const std::string where = n_seq == 1 && batch.seq_id[i] ? "sequence " + std::to_string(batch.seq_id[i][0])
+                                                                    : std::to_string(n_seq) + " sequences";
+            LLAMA_LOG_ERROR("llama_decode: batch token %d is in %s: only sequence 0 is supported\n", i, where.c_str());
+            return false;
+        }
+    }
+    return true;
 }
 
 }  // namespace
 
-llama_context::~llama_context() { ggml_gallocr_free(galloc); }
+llama_context::~llama_context() {
+    ggml_backend_sched_free(sched);
+    for (ggml_backend_t b : backends) ggml_backend_free(b);
+}
 
 // ---- creation ------------------------------------------------------------------------------
 llama_context_params llama_context_default_params(void) {
     llama_context_params p;
     p.n_ctx = 2048;
-    p.n_batch = 512;
+    p.n_batch = 2048;
+    p.n_ubatch = 512;
+    p.n_seq_max = 1;
     p.n_threads = default_n_threads();
+    p.n_threads_batch = p.n_threads;
+    p.rope_scaling_type = LLAMA_ROPE_SCALING_TYPE_UNSPECIFIED;
+    p.pooling_type = LLAMA_POOLING_TYPE_UNSPECIFIED;
+    p.attention_type = LLAMA_ATTENTION_TYPE_UNSPECIFIED;
+    p.rope_freq_base = 0.0f;
+    p.rope_freq_scale = 0.0f;
+    p.yarn_ext_factor = -1.0f;
+    p.yarn_attn_factor = 1.0f;
+    p.yarn_beta_fast = 32.0f;
+    p.yarn_beta_slow = 1.0f;
+    p.yarn_orig_ctx = 0;
+    p.defrag_thold = -1.0f;
+    p.cb_eval = nullptr;
+    p.cb_eval_user_data = nullptr;
     p.type_k = GGML_TYPE_F16;
     p.type_v = GGML_TYPE_F16;
+    p.logits_all = false;
+    p.embeddings = false;
+    p.offload_kqv = true;
     p.flash_attn = false;
+    p.no_perf = true;
+    p.abort_callback = nullptr;
+    p.abort_callback_data = nullptr;
     return p;
 }
+
+namespace {
+
+// The parameters this runtime accepts but does not act on: a warning where they ask for
+// something other than the default.
+void warn_unsupported(const llama_context_params & p) {
+    const llama_context_params d = llama_context_default_params();
+    auto warn = [](const char * what) { LLAMA_LOG_WARN("llama_init_from_model: %s: ignored\n", what); };
+    if (p.n_seq_max > 1) LLAMA_LOG_WARN("llama_init_from_model: n_seq_max %u: only sequence 0 is supported\n", p.n_seq_max);
+    if (p.rope_scaling_type != d.rope_scaling_type || p.rope_freq_base != d.rope_freq_base ||
+        p.rope_freq_scale != d.rope_freq_scale || p.yarn_ext_factor != d.yarn_ext_factor ||
+        p.yarn_attn_factor != d.yarn_attn_factor || p.yarn_beta_fast != d.yarn_beta_fast ||
+        p.yarn_beta_slow != d.yarn_beta_slow || p.yarn_orig_ctx != d.yarn_orig_ctx) {
+        warn("RoPE parameters (they come from the model)");
+    }
+    if (p.attention_type == LLAMA_ATTENTION_TYPE_NON_CAUSAL) warn("non-causal attention");
+    if (p.embeddings) warn("embeddings (no embeddings output)");
+    if (p.cb_eval) warn("cb_eval (no scheduler callback)");
+}
+
+}  // namespace
 
 llama_context * llama_init_from_model(llama_model * model, llama_context_params params) {
     if (!model) {
@@ -180,8 +235,15 @@ llama_context * llama_init_from_model(llama_model * model, llama_context_params 
         LLAMA_LOG_WARN("llama_init_from_model: n_ctx %u is larger than the training context %u\n", lctx->n_ctx,
                        hp.n_ctx_train);
     }
-    lctx->n_batch = std::min(params.n_batch ? params.n_batch : 512u, lctx->n_ctx);
+    lctx->n_batch = std::min(params.n_batch ? params.n_batch : 2048u, lctx->n_ctx);
+    lctx->n_ubatch = std::min(params.n_ubatch ? params.n_ubatch : lctx->n_batch, lctx->n_batch);
     lctx->n_threads = usable_threads(params.n_threads);
+    lctx->n_threads_batch = params.n_threads_batch > 0 ? usable_threads(params.n_threads_batch) : lctx->n_threads;
+    lctx->logits_all = params.logits_all;
+    lctx->no_perf = params.no_perf;
+    lctx->abort_callback = params.abort_callback;
+    lctx->abort_callback_data = params.abort_callback_data;
+    warn_unsupported(params);
 
     // A cache that cannot fit in memory is refused before anything is allocated.
     // (Unknown types are reported by the cache's own check below.)
@@ -198,29 +260,29 @@ llama_context * llama_init_from_model(llama_model * model, llama_context_params 
     }
 
     std::string err;
-    if (!lctx->kv.init(hp, lctx->n_ctx, params.type_k, params.type_v, params.flash_attn, err)) {
+    // The backends: the CPU (the only device of this build without a GPU backend).
+    lctx->backend_cpu = ggml_backend_cpu_init();
+    lctx->backends.push_back(lctx->backend_cpu);
+    ggml_backend_cpu_set_n_threads(lctx->backend_cpu, lctx->n_threads_batch);
+
+    if (!lctx->kv.init(hp, lctx->n_ctx, params.type_k, params.type_v, params.flash_attn,
+                       ggml_backend_get_default_buffer_type(lctx->backend_cpu), err)) {
         LLAMA_LOG_ERROR("llama_init_from_model: %s\n", err.c_str());
         delete lctx;
         return nullptr;
     }
 
-    // Plan the graph memory once for the largest graph: n_batch tokens, all with logits,
+    // Plan the graph memory once for the largest graph: n_ubatch tokens, all with logits,
     // attending to the full context.
     const size_t max_nodes = llm_graph_max_nodes(*model);
     lctx->graph_meta.resize(ggml_tensor_overhead() * max_nodes * 2 + ggml_graph_overhead_custom(max_nodes, false));
-    lctx->galloc = ggml_gallocr_new();
+    lctx->sched = ggml_backend_sched_new(lctx->backends.data(), nullptr, (int) lctx->backends.size(), max_nodes, false, false);
     ggml_context * ctx = graph_context(*lctx);
-    bool ok = lctx->galloc && ctx;
+    bool ok = lctx->sched && ctx;
     if (ok) {
         llm_graph_io io;
-        ggml_cgraph * gf = llm_build_forward(ctx, *model, lctx->kv, lctx->n_batch, 0, lctx->n_ctx, lctx->n_batch, io);
-        ok = ggml_gallocr_reserve(lctx->galloc, gf);
-        if (ok) {
-            const ggml_cplan plan = ggml_graph_plan(gf, lctx->n_threads);
-            lctx->work.reset(alloc_work(plan.work_size));
-            lctx->work_size = plan.work_size;
-            ok = lctx->work != nullptr;
-        }
+        ggml_cgraph * gf = llm_build_forward(ctx, *model, lctx->kv, lctx->n_ubatch, 0, lctx->n_ctx, lctx->n_ubatch, io);
+        ok = ggml_backend_sched_reserve(lctx->sched, gf);
     }
     ggml_free(ctx);
     if (!ok) {
@@ -229,47 +291,80 @@ llama_context * llama_init_from_model(llama_model * model, llama_context_params 
         return nullptr;
     }
 
-    LLAMA_LOG_INFO("llama_init_from_model: n_ctx %u, n_batch %u, n_threads %d, KV cache %.2f MiB (K %s, V %s), "
-                   "flash_attn %d, compute buffer %.2f MiB, work buffer %.2f MiB\n",
-                   lctx->n_ctx, lctx->n_batch, lctx->n_threads, lctx->kv.total_size() / (1024.0 * 1024.0),
+    LLAMA_LOG_INFO("llama_init_from_model: n_ctx %u, n_batch %u, n_ubatch %u, n_threads %d/%d, KV cache %.2f MiB (K %s, V %s), "
+                   "flash_attn %d, compute buffer %.2f MiB (%s)\n",
+                   lctx->n_ctx, lctx->n_batch, lctx->n_ubatch, lctx->n_threads, lctx->n_threads_batch,
+                   lctx->kv.total_size() / (1024.0 * 1024.0),
                    ggml_type_name(params.type_k), ggml_type_name(params.type_v), (int) params.flash_attn,
-                   ggml_gallocr_get_buffer_size(lctx->galloc, 0) / (1024.0 * 1024.0),
-                   lctx->work_size / (1024.0 * 1024.0));
+                   ggml_backend_sched_get_buffer_size(lctx->sched, lctx->backend_cpu) / (1024.0 * 1024.0),
+                   ggml_backend_name(lctx->backend_cpu));
     return lctx;
+}
+
+llama_context * llama_new_context_with_model(llama_model * model, llama_context_params params) {
+    return llama_init_from_model(model, params);
 }
 
 void llama_free(llama_context * ctx) { delete ctx; }
 
 uint32_t llama_n_ctx(const llama_context * ctx) { return ctx->n_ctx; }
 uint32_t llama_n_batch(const llama_context * ctx) { return ctx->n_batch; }
+uint32_t llama_n_ubatch(const llama_context * ctx) { return ctx->n_ubatch; }
+uint32_t llama_n_seq_max(const llama_context * ctx) { return (void) ctx, 1; }
 const llama_model * llama_get_model(const llama_context * ctx) { return &ctx->model; }
-void llama_set_n_threads(llama_context * ctx, int32_t n_threads) {
+enum llama_pooling_type llama_pooling_type(const llama_context * ctx) { return (void) ctx, LLAMA_POOLING_TYPE_NONE; }
+
+void llama_set_n_threads(llama_context * ctx, int32_t n_threads, int32_t n_threads_batch) {
     ctx->n_threads = usable_threads(n_threads);
+    ctx->n_threads_batch = usable_threads(n_threads_batch);
 }
+int32_t llama_n_threads(llama_context * ctx) { return ctx->n_threads; }
+int32_t llama_n_threads_batch(llama_context * ctx) { return ctx->n_threads_batch; }
+
+void llama_set_abort_callback(llama_context * ctx, ggml_abort_callback abort_callback, void * abort_callback_data) {
+    ctx->abort_callback = abort_callback;
+    ctx->abort_callback_data = abort_callback_data;
+}
+
+void llama_synchronize(llama_context * ctx) { (void) ctx; }
 
 // ---- batches -------------------------------------------------------------------------------
 llama_batch llama_batch_get_one(llama_token * tokens, int32_t n_tokens) {
-    llama_batch b;
+    llama_batch b = {};
     b.n_tokens = n_tokens;
     b.token = tokens;
-    b.pos = nullptr;
-    b.logits = nullptr;
     return b;
 }
 
-llama_batch llama_batch_init(int32_t n_tokens_max) {
-    llama_batch b;
-    b.n_tokens = 0;
-    const size_t n = n_tokens_max > 0 ? (size_t) n_tokens_max : 1;
-    b.token = (llama_token *) calloc(n, sizeof(llama_token));
+llama_batch llama_batch_init(int32_t n_tokens, int32_t embd, int32_t n_seq_max) {
+    llama_batch b = {};
+    const size_t n = n_tokens > 0 ? (size_t) n_tokens : 1;
+    const size_t n_seq = n_seq_max > 0 ? (size_t) n_seq_max : 1;
+    if (embd > 0) {
+        b.embd = (float *) calloc(n * (size_t) embd, sizeof(float));
+    } else {
+        b.token = (llama_token *) calloc(n, sizeof(llama_token));
+    }
     b.pos = (llama_pos *) calloc(n, sizeof(llama_pos));
+    b.n_seq_id = (int32_t *) calloc(n, sizeof(int32_t));
+    b.seq_id = (llama_seq_id **) calloc(n + 1, sizeof(llama_seq_id *));  // NULL-terminated
+    for (size_t i = 0; i < n; i++) {
+        b.n_seq_id[i] = 1;
+        b.seq_id[i] = (llama_seq_id *) calloc(n_seq, sizeof(llama_seq_id));
+    }
     b.logits = (int8_t *) calloc(n, sizeof(int8_t));
     return b;
 }
 
 void llama_batch_free(llama_batch batch) {
     free(batch.token);
+    free(batch.embd);
     free(batch.pos);
+    free(batch.n_seq_id);
+    if (batch.seq_id) {
+        for (size_t i = 0; batch.seq_id[i]; i++) free(batch.seq_id[i]);
+        free(batch.seq_id);
+    }
     free(batch.logits);
 }
 
@@ -278,10 +373,19 @@ int32_t llama_decode(llama_context * ctx, llama_batch batch) {
     llama_kv_cache & kv = ctx->kv;
     const int32_t n_vocab = (int32_t) ctx->model.hparams.n_vocab;
     const int32_t n = batch.n_tokens;
+    if (!batch.token && batch.embd) {
+        LLAMA_LOG_ERROR("llama_decode: embeddings input (batch.embd) is not supported: give token ids\n");
+        return -1;
+    }
     if (n <= 0 || !batch.token) {
         LLAMA_LOG_ERROR("llama_decode: empty batch\n");
         return -1;
     }
+    if ((uint32_t) n > ctx->n_batch) {
+        LLAMA_LOG_ERROR("llama_decode: a batch of %d tokens is more than n_batch %u\n", n, ctx->n_batch);
+        return -1;
+    }
+    if (!batch_in_seq0(batch)) return -1;
     for (int32_t i = 0; i < n; i++) {
         if (batch.token[i] < 0 || batch.token[i] >= n_vocab) {
             LLAMA_LOG_ERROR("llama_decode: token %d at batch index %d is out of range [0, %d)\n", batch.token[i], i, n_vocab);
@@ -306,20 +410,16 @@ int32_t llama_decode(llama_context * ctx, llama_batch batch) {
         }
         for (int32_t i = 0; i < n; i++) pos[i] = p0 + i;
     }
-    if ((uint32_t) n > kv.size) {
-        LLAMA_LOG_ERROR("llama_decode: a batch of %d tokens can never fit the context of %u\n", n, kv.size);
-        return -1;
-    }
     if ((uint32_t) n > kv.n_free()) return 1;  // the caller makes room (shift or clear)
 
-    const int64_t t0 = llama_time_us();
+    const int64_t t0 = ctx->no_perf ? 0 : llama_time_us();
     if (kv.has_shift && !apply_k_shift(*ctx)) return -2;
 
     // Which tokens keep logits, and their rows.
     ctx->output_rows.assign((size_t) n, -1);
     int32_t n_outputs = 0;
     for (int32_t i = 0; i < n; i++) {
-        const bool keep = batch.logits ? batch.logits[i] != 0 : i == n - 1;
+        const bool keep = batch.logits ? batch.logits[i] != 0 : (ctx->logits_all || i == n - 1);
         if (keep) ctx->output_rows[i] = n_outputs++;
     }
     ctx->n_outputs = n_outputs;
@@ -327,22 +427,23 @@ int32_t llama_decode(llama_context * ctx, llama_batch batch) {
 
     const uint32_t used_before = kv.used;
     std::vector<int32_t> & out_ids = ctx->inp_out_ids;
-    for (int32_t start = 0; start < n; start += (int32_t) ctx->n_batch) {
-        const int32_t n_ub = std::min<int32_t>((int32_t) ctx->n_batch, n - start);
+    for (int32_t start = 0; start < n; start += (int32_t) ctx->n_ubatch) {
+        const int32_t n_ub = std::min<int32_t>((int32_t) ctx->n_ubatch, n - start);
         out_ids.clear();
         for (int32_t i = 0; i < n_ub; i++) {
             if (ctx->output_rows[start + i] >= 0) out_ids.push_back(i);
         }
         float * dst = out_ids.empty() ? nullptr : ctx->logits.data() + (size_t) ctx->output_rows[start + out_ids[0]] * n_vocab;
-        if (!decode_ubatch(*ctx, batch.token + start, pos.data() + start, (uint32_t) n_ub, out_ids, dst)) {
+        const ggml_status st = decode_ubatch(*ctx, batch.token + start, pos.data() + start, (uint32_t) n_ub, out_ids, dst);
+        if (st != GGML_STATUS_SUCCESS) {
             kv.drop_tail(kv.used - used_before);
             ctx->n_outputs = 0;
             ctx->output_rows.assign((size_t) n, -1);
-            return -2;
+            return st == GGML_STATUS_ABORTED ? 2 : -2;
         }
     }
 
-    const int64_t dt = llama_time_us() - t0;
+    const int64_t dt = ctx->no_perf ? 0 : llama_time_us() - t0;
     if (n > 1) {
         ctx->t_p_eval_us += dt;
         ctx->n_p_eval += n;
@@ -370,27 +471,65 @@ float * llama_get_logits_ith(llama_context * ctx, int32_t i) {
     return ctx->logits.data() + (size_t) row * ctx->model.hparams.n_vocab;
 }
 
-// ---- KV cache ------------------------------------------------------------------------------
-void llama_kv_self_clear(llama_context * ctx) { ctx->kv.clear(); }
+// ---- KV cache (only sequence 0 exists; seq_id < 0 means any) -------------------------------
+int32_t llama_get_kv_cache_token_count(const llama_context * ctx) { return (int32_t) ctx->kv.used; }
+int32_t llama_get_kv_cache_used_cells(const llama_context * ctx) { return (int32_t) ctx->kv.used; }
 
-int32_t llama_kv_self_used_cells(const llama_context * ctx) { return (int32_t) ctx->kv.used; }
+void llama_kv_cache_clear(llama_context * ctx) { ctx->kv.clear(); }
 
-llama_pos llama_kv_self_seq_pos_max(const llama_context * ctx, llama_seq_id seq_id) {
-    return seq_id <= 0 ? ctx->kv.pos_max() : -1;  // only sequence 0 exists
-}
-
-bool llama_kv_self_seq_rm(llama_context * ctx, llama_seq_id seq_id, llama_pos p0, llama_pos p1) {
+bool llama_kv_cache_seq_rm(llama_context * ctx, llama_seq_id seq_id, llama_pos p0, llama_pos p1) {
     if (seq_id <= 0) ctx->kv.seq_rm(p0, p1);
     return true;
 }
 
-void llama_kv_self_seq_add(llama_context * ctx, llama_seq_id seq_id, llama_pos p0, llama_pos p1, llama_pos delta) {
+void llama_kv_cache_seq_cp(llama_context * ctx, llama_seq_id seq_id_src, llama_seq_id seq_id_dst, llama_pos p0, llama_pos p1) {
+    (void) ctx;
+    (void) p0;
+    (void) p1;
+    if (seq_id_src == seq_id_dst) return;
+    LLAMA_LOG_WARN("llama_kv_cache_seq_cp: sequence %d to %d: only sequence 0 exists, nothing copied\n", seq_id_src, seq_id_dst);
+}
+
+void llama_kv_cache_seq_keep(llama_context * ctx, llama_seq_id seq_id) {
+    if (seq_id != 0) ctx->kv.clear();
+}
+
+void llama_kv_cache_seq_add(llama_context * ctx, llama_seq_id seq_id, llama_pos p0, llama_pos p1, llama_pos delta) {
     if (seq_id <= 0) ctx->kv.seq_add(p0, p1, delta);
+}
+
+void llama_kv_cache_seq_div(llama_context * ctx, llama_seq_id seq_id, llama_pos p0, llama_pos p1, int d) {
+    if (seq_id <= 0 && d > 1) ctx->kv.seq_div(p0, p1, d);
+}
+
+llama_pos llama_kv_cache_seq_pos_max(llama_context * ctx, llama_seq_id seq_id) {
+    return seq_id <= 0 ? ctx->kv.pos_max() : -1;
+}
+
+void llama_kv_cache_defrag(llama_context * ctx) { (void) ctx; }
+
+void llama_kv_cache_update(llama_context * ctx) {
+    if (ctx->kv.has_shift && !apply_k_shift(*ctx)) LLAMA_LOG_ERROR("llama_kv_cache_update: the K shift failed\n");
+}
+
+bool llama_kv_cache_can_shift(llama_context * ctx) { return (void) ctx, true; }
+
+void llama_kv_self_clear(llama_context * ctx) { llama_kv_cache_clear(ctx); }
+int32_t llama_kv_self_used_cells(const llama_context * ctx) { return llama_get_kv_cache_used_cells(ctx); }
+llama_pos llama_kv_self_seq_pos_max(const llama_context * ctx, llama_seq_id seq_id) {
+    return seq_id <= 0 ? ctx->kv.pos_max() : -1;
+}
+bool llama_kv_self_seq_rm(llama_context * ctx, llama_seq_id seq_id, llama_pos p0, llama_pos p1) {
+    return llama_kv_cache_seq_rm(ctx, seq_id, p0, p1);
+}
+void llama_kv_self_seq_add(llama_context * ctx, llama_seq_id seq_id, llama_pos p0, llama_pos p1, llama_pos delta) {
+    llama_kv_cache_seq_add(ctx, seq_id, p0, p1, delta);
 }
 
 // ---- timings -------------------------------------------------------------------------------
 llama_perf_context_data llama_perf_context(const llama_context * ctx) {
     llama_perf_context_data d;
+    d.t_start_ms = ctx->t_start_us / 1e3;
     d.t_load_ms = ctx->model.t_load_us / 1e3;
     d.t_p_eval_ms = ctx->t_p_eval_us / 1e3;
     d.t_eval_ms = ctx->t_eval_us / 1e3;

@@ -6,7 +6,7 @@
 #include "llama-adapter.h"
 #include "llama-kv-cache.h"
 
-#include "ggml-alloc.h"
+#include "ggml-backend.h"
 
 #include <cstdint>
 #include <memory>
@@ -18,21 +18,24 @@ struct llama_context {
     const llama_model & model;
 
     uint32_t n_ctx = 0;
-    uint32_t n_batch = 0;
-    int32_t n_threads = 1;
+    uint32_t n_batch = 0;          // most tokens per llama_decode call
+    uint32_t n_ubatch = 0;         // most tokens per graph
+    int32_t n_threads = 1;         // for single-token batches
+    int32_t n_threads_batch = 1;   // for larger ones
+    bool logits_all = false;       // keep every token's logits when the batch does not say
+    bool no_perf = true;           // no timings
+    ggml_abort_callback abort_callback = nullptr;
+    void * abort_callback_data = nullptr;
 
     llama_kv_cache kv;
     llm_lora_set loras;  // adapters applied to every decode (llama_set_adapter_lora)
 
-    ggml_gallocr_t galloc = nullptr;
+    // The backends (the CPU, last, runs what the others do not) and the scheduler that
+    // allocates and computes each graph over them.
+    ggml_backend_t backend_cpu = nullptr;
+    std::vector<ggml_backend_t> backends;
+    ggml_backend_sched_t sched = nullptr;
     std::vector<uint8_t> graph_meta;  // memory of the no_alloc graph contexts (tensor structs, graph)
-    // Compute work buffer, sized when the context is created. Not value-initialized: pages a
-    // graph never uses stay untouched (and out of the resident set).
-    struct free_deleter {
-        void operator()(void * p) const;
-    };
-    std::unique_ptr<uint8_t, free_deleter> work;
-    size_t work_size = 0;
 
     // Outputs of the last llama_decode: logits rows in batch order, and for each batch token the
     // row holding its logits (-1: not kept).
@@ -43,6 +46,7 @@ struct llama_context {
     // Host-side staging of the graph inputs.
     std::vector<int32_t> inp_pos;
     std::vector<int32_t> inp_out_ids;
+    std::vector<float> inp_mask;
 
     // Timings.
     int64_t t_start_us = 0;

@@ -1,7 +1,7 @@
 // llama-graph.h - the llama forward graph for one micro-batch (inference, through the KV cache,
 // or training, differentiable), and the graph that re-rotates the cached keys after a position
 // shift. Inference graphs are built in a no_alloc context; the caller places them with
-// ggml_gallocr and fills the input tensors.
+// the backend scheduler and fills the input tensors.
 #pragma once
 
 #include "ggml.h"

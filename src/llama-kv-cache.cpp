@@ -10,11 +10,12 @@
 #include <utility>
 
 llama_kv_cache::~llama_kv_cache() {
-    ggml_aligned_free(buf);
+    ggml_backend_buffer_free(buf);
     ggml_free(ctx);
 }
 
-bool llama_kv_cache::init(const llama_hparams & hp, uint32_t n_ctx, ggml_type tk, ggml_type tv, bool fa, std::string & err) {
+bool llama_kv_cache::init(const llama_hparams & hp, uint32_t n_ctx, ggml_type tk, ggml_type tv, bool fa,
+                          ggml_backend_buffer_type_t buft, std::string & err) {
     const uint32_t head_dim = hp.n_embd_head();
     auto check_type = [&](ggml_type t, const char * which) {
         if (t == GGML_TYPE_F32 || t == GGML_TYPE_F16) return true;
@@ -57,13 +58,14 @@ bool llama_kv_cache::init(const llama_hparams & hp, uint32_t n_ctx, ggml_type tk
         k_l.push_back(k);
         v_l.push_back(v);
     }
-    buf = ggml_alloc_ctx_tensors(ctx, &buf_size);
+    buf = ggml_backend_alloc_ctx_tensors_from_buft(ctx, buft);
     if (!buf) {
-        err = "cannot allocate the KV cache";
+        err = std::string("cannot allocate the KV cache in ") + ggml_backend_buft_name(buft) + " memory";
         return false;
     }
+    buf_size = ggml_backend_buffer_get_size(buf);
     // Unused cells are never read unmasked, but zeros keep every read defined.
-    memset(buf, 0, buf_size);
+    ggml_backend_buffer_clear(buf, 0);
     pos.assign(size, 0);
     delta.assign(size, 0);
     used = 0;
@@ -124,6 +126,20 @@ void llama_kv_cache::seq_add(llama_pos p0, llama_pos p1, llama_pos d) {
     if (removed) compact(keep);
 }
 
+void llama_kv_cache::seq_div(llama_pos p0, llama_pos p1, int d) {
+    if (d <= 1) return;
+    if (p0 < 0) p0 = 0;
+    if (p1 < 0) p1 = std::numeric_limits<llama_pos>::max();
+    for (uint32_t i = 0; i < used; i++) {
+        if (pos[i] >= p0 && pos[i] < p1) {
+            const llama_pos p = pos[i] / d;
+            delta[i] += p - pos[i];
+            has_shift = has_shift || p != pos[i];
+            pos[i] = p;
+        }
+    }
+}
+
 void llama_kv_cache::shift_applied() {
     for (uint32_t i = 0; i < used; i++) delta[i] = 0;
     has_shift = false;
@@ -151,10 +167,23 @@ void llama_kv_cache::compact(const std::vector<bool> & keep) {
     const size_t k_row = ggml_row_size(type_k, n_embd_k_gqa);
     const size_t v_row = ggml_row_size(type_v, n_embd_v_gqa);
     const size_t v_es = ggml_type_size(type_v);
+    // Device memory is moved through a host copy of each layer's tensor.
+    const bool host = ggml_backend_buffer_is_host(buf);
+    std::vector<char> staging;
+    auto host_data = [&](ggml_tensor * t) {
+        if (host) return (char *) t->data;
+        staging.resize(ggml_nbytes(t));
+        ggml_backend_tensor_get(t, staging.data(), 0, staging.size());
+        return staging.data();
+    };
+    auto done = [&](ggml_tensor * t) {
+        if (!host) ggml_backend_tensor_set(t, staging.data(), 0, staging.size());
+    };
     for (size_t il = 0; il < k_l.size(); il++) {
-        char * k = (char *) k_l[il]->data;
+        char * k = host_data(k_l[il]);
         for (const auto & m : moves) memcpy(k + m.second * k_row, k + m.first * k_row, k_row);
-        char * v = (char *) v_l[il]->data;
+        done(k_l[il]);
+        char * v = host_data(v_l[il]);
         if (v_trans) {
             // One row per dimension, one element per cell.
             for (uint32_t d = 0; d < n_embd_v_gqa; d++) {
@@ -164,5 +193,6 @@ void llama_kv_cache::compact(const std::vector<bool> & keep) {
         } else {
             for (const auto & m : moves) memcpy(v + m.second * v_row, v + m.first * v_row, v_row);
         }
+        done(v_l[il]);
     }
 }

@@ -12,6 +12,7 @@
 #pragma once
 
 #include "llama.h"
+#include "ggml-backend.h"
 
 #include <cstdint>
 #include <string>
@@ -42,7 +43,8 @@ struct llama_kv_cache {
     llama_kv_cache & operator=(const llama_kv_cache &) = delete;
 
     // Allocates (and zeroes) the cache; false with a message in err.
-    bool init(const llama_hparams & hp, uint32_t n_ctx, ggml_type type_k, ggml_type type_v, bool flash_attn, std::string & err);
+    bool init(const llama_hparams & hp, uint32_t n_ctx, ggml_type type_k, ggml_type type_v, bool flash_attn,
+              ggml_backend_buffer_type_t buft, std::string & err);
     size_t total_size() const { return buf_size; }
 
     void clear();
@@ -58,6 +60,8 @@ struct llama_kv_cache {
     void seq_rm(llama_pos p0, llama_pos p1);
     // Adds delta to the positions in [p0, p1); cells whose position becomes negative are removed.
     void seq_add(llama_pos p0, llama_pos p1, llama_pos delta);
+    // Divides the positions in [p0, p1) by d > 1.
+    void seq_div(llama_pos p0, llama_pos p1, int d);
     // After the K shift graph ran.
     void shift_applied();
 
@@ -66,6 +70,6 @@ private:
     void compact(const std::vector<bool> & keep);
 
     ggml_context * ctx = nullptr;
-    void * buf = nullptr;
+    ggml_backend_buffer_t buf = nullptr;  // all layers' K and V (a backend buffer)
     size_t buf_size = 0;
 };

@@ -185,21 +185,21 @@ bool load_hparams(llama_model & model, std::string & err) {
     float factor = 0.0f;
     if (!read_f32(g, a + "rope.scaling.factor", factor, err)) return false;
     if (scaling == "none" || ((scaling == "linear" || scaling == "yarn") && factor == 0.0f)) {
-        hp.rope_scaling = LLAMA_ROPE_SCALING_NONE;
+        hp.rope_scaling = LLAMA_ROPE_SCALING_TYPE_NONE;
     } else if (scaling == "linear" || scaling == "yarn") {
         if (factor < 1.0f) {
             err = format("rope.scaling.factor %g must be at least 1", factor);
             return false;
         }
         hp.rope_freq_scale = 1.0f / factor;
-        hp.rope_scaling = scaling == "linear" ? LLAMA_ROPE_SCALING_LINEAR : LLAMA_ROPE_SCALING_YARN;
+        hp.rope_scaling = scaling == "linear" ? LLAMA_ROPE_SCALING_TYPE_LINEAR : LLAMA_ROPE_SCALING_TYPE_YARN;
     } else {
         err = format("unsupported rope.scaling.type '%s' (supported: none, linear, yarn)", scaling.c_str());
         return false;
     }
     hp.rope_n_ctx_orig = hp.n_ctx_train;
     if (!read_u32(g, a + "rope.scaling.original_context_length", hp.rope_n_ctx_orig, false, 1u << 24, err)) return false;
-    if (hp.rope_scaling == LLAMA_ROPE_SCALING_YARN) {
+    if (hp.rope_scaling == LLAMA_ROPE_SCALING_TYPE_YARN) {
         hp.rope_yarn_ext_factor = 1.0f;
         hp.rope_yarn_attn_factor = 1.0f;
         if (!read_f32(g, a + "rope.scaling.attn_factor", hp.rope_yarn_attn_factor, err)) return false;
@@ -426,6 +426,107 @@ void repack_weights(llama_model & model, bool mapped) {
                    total / 1048576.0, ggml_cpu_isa_name(), (llama_time_us() - t0) / 1000.0);
 }
 
+bool is_integer_type(enum gguf_type t) {
+    switch (t) {
+        case GGUF_TYPE_UINT8: case GGUF_TYPE_INT8: case GGUF_TYPE_UINT16: case GGUF_TYPE_INT16:
+        case GGUF_TYPE_UINT32: case GGUF_TYPE_INT32: case GGUF_TYPE_UINT64: case GGUF_TYPE_INT64:
+            return true;
+        default:
+            return false;
+    }
+}
+
+// llama_model_params.kv_overrides: each replaces the file's value (or adds the key) before
+// anything is read. One whose type does not fit the key's is skipped with a warning, as in
+// llama.cpp. Integers keep the key's integer type when the value fits it.
+void apply_kv_overrides(gguf_context * g, const llama_model_kv_override * ov) {
+    for (; ov && ov->key[0]; ov++) {
+        const std::string key(ov->key, strnlen(ov->key, sizeof(ov->key)));
+        const int64_t id = gguf_find_key(g, key.c_str());
+        const enum gguf_type old = id >= 0 ? gguf_get_kv_type(g, id) : GGUF_TYPE_COUNT;
+        auto mismatch = [&](const char * want) {
+            LLAMA_LOG_WARN("llama_model_load: override of '%s' is %s but the key has type %s: skipped\n", key.c_str(), want,
+                           gguf_type_name(old));
+        };
+        switch (ov->tag) {
+            case LLAMA_KV_OVERRIDE_TYPE_INT: {
+                if (id >= 0 && !is_integer_type(old)) { mismatch("an integer"); continue; }
+                const int64_t v = ov->val_i64;
+                if (old == GGUF_TYPE_UINT32 && v >= 0 && v <= (int64_t) UINT32_MAX) gguf_set_val_u32(g, key.c_str(), (uint32_t) v);
+                else if (old == GGUF_TYPE_INT32 && v >= INT32_MIN && v <= INT32_MAX) gguf_set_val_i32(g, key.c_str(), (int32_t) v);
+                else if (old == GGUF_TYPE_UINT64 && v >= 0) gguf_set_val_u64(g, key.c_str(), (uint64_t) v);
+                else gguf_set_val_i64(g, key.c_str(), v);
+                LLAMA_LOG_INFO("llama_model_load: override %s = %" PRId64 "\n", key.c_str(), v);
+                break;
+            }
+            case LLAMA_KV_OVERRIDE_TYPE_FLOAT:
+                if (id >= 0 && old != GGUF_TYPE_FLOAT32 && old != GGUF_TYPE_FLOAT64) { mismatch("a float"); continue; }
+                if (old == GGUF_TYPE_FLOAT64) gguf_set_val_f64(g, key.c_str(), ov->val_f64);
+                else gguf_set_val_f32(g, key.c_str(), (float) ov->val_f64);
+                LLAMA_LOG_INFO("llama_model_load: override %s = %g\n", key.c_str(), ov->val_f64);
+                break;
+            case LLAMA_KV_OVERRIDE_TYPE_BOOL:
+                if (id >= 0 && old != GGUF_TYPE_BOOL) { mismatch("a bool"); continue; }
+                gguf_set_val_bool(g, key.c_str(), ov->val_bool);
+                LLAMA_LOG_INFO("llama_model_load: override %s = %s\n", key.c_str(), ov->val_bool ? "true" : "false");
+                break;
+            case LLAMA_KV_OVERRIDE_TYPE_STR: {
+                if (id >= 0 && old != GGUF_TYPE_STRING) { mismatch("a string"); continue; }
+                const std::string v(ov->val_str, strnlen(ov->val_str, sizeof(ov->val_str)));
+                gguf_set_val_str(g, key.c_str(), v.c_str());
+                LLAMA_LOG_INFO("llama_model_load: override %s = '%s'\n", key.c_str(), v.c_str());
+                break;
+            }
+            default:
+                LLAMA_LOG_WARN("llama_model_load: override of '%s' has an unknown type tag %d: skipped\n", key.c_str(), (int) ov->tag);
+                break;
+        }
+    }
+}
+
+// llama_model_params.check_tensors: every value of every tensor with a float conversion must be
+// finite (read before repacking).
+bool check_tensor_data(const llama_model & model, std::string & err) {
+    std::vector<float> row;
+    for (ggml_tensor * t = ggml_get_first_tensor(model.ctx_w); t; t = ggml_get_next_tensor(model.ctx_w, t)) {
+        const ggml_type_traits * tt = ggml_get_type_traits(t->type);
+        if (!tt || !tt->to_float || !t->data) continue;
+        const int64_t n0 = t->ne[0], n_rows = ggml_nelements(t) / std::max<int64_t>(n0, 1);
+        const size_t row_size = ggml_row_size(t->type, n0);
+        row.resize((size_t) n0);
+        for (int64_t r = 0; r < n_rows; r++) {
+            tt->to_float((const char *) t->data + (size_t) r * row_size, row.data(), n0);
+            for (int64_t i = 0; i < n0; i++) {
+                if (!std::isfinite(row[(size_t) i])) {
+                    err = format("tensor '%s' has a non-finite value (row %" PRId64 ", column %" PRId64 ")", t->name, r, i);
+                    return false;
+                }
+            }
+        }
+    }
+    return true;
+}
+
+// llama_model_params.use_mlock: keeps the weights' pages in memory; a failure (RLIMIT_MEMLOCK)
+// is a warning, as in llama.cpp.
+void lock_weights(const llama_model & model) {
+    const uintptr_t page = (uintptr_t) sysconf(_SC_PAGESIZE);
+    size_t failed = 0;
+    int first_errno = 0;
+    for (ggml_tensor * t = ggml_get_first_tensor(model.ctx_w); t; t = ggml_get_next_tensor(model.ctx_w, t)) {
+        if (!t->data) continue;
+        const uintptr_t lo = (uintptr_t) t->data & ~(page - 1);
+        const uintptr_t hi = ((uintptr_t) t->data + ggml_nbytes(t) + page - 1) & ~(page - 1);
+        if (hi > lo && mlock((const void *) lo, hi - lo) != 0) {
+            if (failed++ == 0) first_errno = errno;
+        }
+    }
+    if (failed > 0) {
+        LLAMA_LOG_WARN("llama_model_load: mlock failed for %zu tensors (%s): the weights may be paged out "
+                       "(raise the RLIMIT_MEMLOCK limit, ulimit -l)\n", failed, strerror(first_errno));
+    }
+}
+
 }  // namespace
 
 llama_model::~llama_model() {
@@ -461,6 +562,7 @@ bool llama_model_load(llama_model & model, const char * path, const llama_model_
         err = format("'%s' is not a valid GGUF file (details above)", path);
         return false;
     }
+    apply_kv_overrides(model.meta, params.kv_overrides);
 
     if (get_key_str(model.meta, "general.architecture", model.arch_name, err) != KeyResult::ok) {
         if (err.empty()) err = "missing key general.architecture";
@@ -505,17 +607,27 @@ bool llama_model_load(llama_model & model, const char * path, const llama_model_
             std::string herr;
             if (!load_hparams(model, herr)) LLAMA_LOG_WARN("llama_model_load: %s (ignored: vocab_only)\n", herr.c_str());
         }
+        if (params.progress_callback && !params.progress_callback(1.0f, params.progress_callback_user_data)) {
+            err = "loading cancelled by the progress callback";
+            return false;
+        }
         model.t_load_us = llama_time_us() - model.t_start_us;
         return true;
     }
 
     if (!load_hparams(model, err)) return false;
     if (!load_tensors(model, err)) return false;
+    if (params.check_tensors && !check_tensor_data(model, err)) return false;
     if (params.use_repack) repack_weights(model, params.use_mmap);
+    if (params.use_mlock) lock_weights(model);
     // The logits cover the embedding rows; callers size them with llama_vocab_n_tokens.
     if (model.has_vocab && model.vocab.n_tokens() != (int32_t) model.hparams.n_vocab) {
         err = format("the tokenizer has %d tokens but token_embd.weight has %u rows", model.vocab.n_tokens(),
                      model.hparams.n_vocab);
+        return false;
+    }
+    if (params.progress_callback && !params.progress_callback(1.0f, params.progress_callback_user_data)) {
+        err = "loading cancelled by the progress callback";
         return false;
     }
     model.t_load_us = llama_time_us() - model.t_start_us;
@@ -525,9 +637,19 @@ bool llama_model_load(llama_model & model, const char * path, const llama_model_
 // ---- C API ---------------------------------------------------------------------------------
 llama_model_params llama_model_default_params(void) {
     llama_model_params p;
-    p.use_mmap = true;
-    p.use_repack = true;
+    p.devices = nullptr;
+    p.n_gpu_layers = 0;
+    p.split_mode = LLAMA_SPLIT_MODE_LAYER;
+    p.main_gpu = 0;
+    p.tensor_split = nullptr;
+    p.progress_callback = nullptr;
+    p.progress_callback_user_data = nullptr;
+    p.kv_overrides = nullptr;
     p.vocab_only = false;
+    p.use_mmap = true;
+    p.use_mlock = false;
+    p.check_tensors = false;
+    p.use_repack = true;
     return p;
 }
 
@@ -549,9 +671,19 @@ llama_model * llama_model_load_from_file(const char * path, llama_model_params p
     return model;
 }
 
+llama_model * llama_load_model_from_file(const char * path_model, llama_model_params params) {
+    return llama_model_load_from_file(path_model, params);
+}
+
 void llama_model_free(llama_model * model) { delete model; }
+void llama_free_model(llama_model * model) { llama_model_free(model); }
 
 const llama_vocab * llama_model_get_vocab(const llama_model * model) { return &model->vocab; }
+enum llama_rope_type llama_model_rope_type(const llama_model * model) {
+    if (model->arch == LLM_ARCH_UNKNOWN) return LLAMA_ROPE_TYPE_NONE;
+    return model->hparams.rope_type == GGML_ROPE_TYPE_NEOX ? LLAMA_ROPE_TYPE_NEOX : LLAMA_ROPE_TYPE_NORM;
+}
+float llama_model_rope_freq_scale_train(const llama_model * model) { return model->hparams.rope_freq_scale; }
 int32_t llama_model_n_ctx_train(const llama_model * model) { return (int32_t) model->hparams.n_ctx_train; }
 int32_t llama_model_n_embd(const llama_model * model) { return (int32_t) model->hparams.n_embd; }
 int32_t llama_model_n_vocab(const llama_model * model) { return (int32_t) model->hparams.n_vocab; }
@@ -560,6 +692,15 @@ int32_t llama_model_n_head(const llama_model * model) { return (int32_t) model->
 int32_t llama_model_n_head_kv(const llama_model * model) { return (int32_t) model->hparams.n_head_kv; }
 uint64_t llama_model_n_params(const llama_model * model) { return model->n_params; }
 uint64_t llama_model_size(const llama_model * model) { return model->n_bytes; }
+bool llama_model_has_encoder(const llama_model * model) { return (void) model, false; }
+bool llama_model_has_decoder(const llama_model * model) { return (void) model, true; }
+llama_token llama_model_decoder_start_token(const llama_model * model) { return (void) model, LLAMA_TOKEN_NULL; }
+bool llama_model_is_recurrent(const llama_model * model) { return (void) model, false; }
+
+int32_t llama_n_ctx_train(const llama_model * model) { return llama_model_n_ctx_train(model); }
+int32_t llama_n_embd(const llama_model * model) { return llama_model_n_embd(model); }
+int32_t llama_n_layer(const llama_model * model) { return llama_model_n_layer(model); }
+int32_t llama_n_head(const llama_model * model) { return llama_model_n_head(model); }
 
 namespace {
 
@@ -592,6 +733,12 @@ std::string size_label(uint64_t n) {
     if (n < 1000000) return format("%.0fK", n / 1e3);
     if (n < 1000000000) return format("%.0fM", n / 1e6);
     return format("%.1fB", n / 1e9);
+}
+
+// -1 with an empty string: a missing key or index.
+int32_t copy_none(char * buf, size_t buf_size) {
+    if (buf && buf_size > 0) buf[0] = '\0';
+    return -1;
 }
 
 // snprintf semantics for a std::string result.
@@ -630,10 +777,10 @@ int32_t llama_model_desc(const llama_model * model, char * buf, size_t buf_size)
     return copy_out(s, buf, buf_size);
 }
 
-int32_t llama_model_meta_val_str(const llama_model * model, const char * key, char * buf, size_t buf_size) {
-    if (!model->meta || !key) return -1;
-    const int64_t id = gguf_find_key(model->meta, key);
-    if (id < 0) return -1;
+namespace {
+
+// The value of metadata entry id as a string.
+std::string meta_value_string(const llama_model * model, int64_t id) {
     const enum gguf_type type = gguf_get_kv_type(model->meta, id);
     std::string s;
     if (type == GGUF_TYPE_STRING) {
@@ -664,7 +811,30 @@ int32_t llama_model_meta_val_str(const llama_model * model, const char * key, ch
     } else {
         s = scalar_to_string(model->meta, id, type, gguf_get_val_data(model->meta, id));
     }
-    return copy_out(s, buf, buf_size);
+    return s;
+}
+
+}  // namespace
+
+int32_t llama_model_meta_val_str(const llama_model * model, const char * key, char * buf, size_t buf_size) {
+    if (!model->meta || !key) return copy_none(buf, buf_size);
+    const int64_t id = gguf_find_key(model->meta, key);
+    if (id < 0) return copy_none(buf, buf_size);
+    return copy_out(meta_value_string(model, id), buf, buf_size);
+}
+
+int32_t llama_model_meta_count(const llama_model * model) {
+    return model->meta ? (int32_t) gguf_get_n_kv(model->meta) : 0;
+}
+
+int32_t llama_model_meta_key_by_index(const llama_model * model, int32_t i, char * buf, size_t buf_size) {
+    if (i < 0 || i >= llama_model_meta_count(model)) return copy_none(buf, buf_size);
+    return copy_out(gguf_get_key(model->meta, i), buf, buf_size);
+}
+
+int32_t llama_model_meta_val_str_by_index(const llama_model * model, int32_t i, char * buf, size_t buf_size) {
+    if (i < 0 || i >= llama_model_meta_count(model)) return copy_none(buf, buf_size);
+    return copy_out(meta_value_string(model, i), buf, buf_size);
 }
 
 const char * llama_model_chat_template(const llama_model * model, const char * name) {

@@ -17,12 +17,6 @@ enum llm_arch {
     LLM_ARCH_UNKNOWN,  // vocab_only loads of other architectures
 };
 
-enum llama_rope_scaling_type {
-    LLAMA_ROPE_SCALING_NONE,
-    LLAMA_ROPE_SCALING_LINEAR,
-    LLAMA_ROPE_SCALING_YARN,
-};
-
 struct llama_hparams {
     uint32_t n_ctx_train = 0;
     uint32_t n_embd = 0;
@@ -36,7 +30,7 @@ struct llama_hparams {
 
     float    rope_freq_base = 10000.0f;
     float    rope_freq_scale = 1.0f;    // 1 / scaling factor
-    enum llama_rope_scaling_type rope_scaling = LLAMA_ROPE_SCALING_NONE;
+    enum llama_rope_scaling_type rope_scaling = LLAMA_ROPE_SCALING_TYPE_NONE;  // NONE, LINEAR or YARN
     uint32_t rope_n_ctx_orig = 0;       // YaRN: the original training context
     float    rope_yarn_ext_factor = 0.0f;
     float    rope_yarn_attn_factor = 1.0f;

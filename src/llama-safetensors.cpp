@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <dirent.h>
 #include <set>
@@ -85,17 +86,23 @@ void safetensors_load_file(const std::string & path, std::map<std::string, st_te
         else if (dt->str == "F16") { st.type = GGML_TYPE_F16; esize = 2; }
         else if (dt->str == "BF16") { st.type = GGML_TYPE_BF16; esize = 2; }
         else throw std::runtime_error("'" + path + "': tensor '" + kv.first + "' has dtype " + dt->str + " (F32, F16 or BF16 supported)");
+        // Values are checked in ranges NaN fails, before any conversion to an integer; the
+        // element and byte counts must not wrap around (a huge shape over a few bytes).
         uint64_t n = 1;
         for (const auto & d : sh->arr) {
-            if (!d.is_number() || d.num < 0 || d.num > 1e12 || d.num != (double) (int64_t) d.num) {
+            if (!d.is_number() || !(d.num >= 0 && d.num <= 1e12) || d.num != std::floor(d.num) ||
+                __builtin_mul_overflow(n, (uint64_t) d.num, &n)) {
                 throw std::runtime_error("'" + path + "': tensor '" + kv.first + "' has a bad shape");
             }
             st.shape.push_back((int64_t) d.num);
-            n *= (uint64_t) d.num;
         }
         const double b = off->arr[0].num, e = off->arr[1].num;
-        if (!off->arr[0].is_number() || !off->arr[1].is_number() || b < 0 || e < b || e > (double) data_size ||
-            (uint64_t) (e - b) != n * esize) {
+        auto in_data = [&](const json_value & v) {
+            return v.is_number() && v.num >= 0 && v.num <= (double) data_size && v.num == std::floor(v.num);
+        };
+        uint64_t nbytes = 0;
+        if (!in_data(off->arr[0]) || !in_data(off->arr[1]) || e < b || __builtin_mul_overflow(n, (uint64_t) esize, &nbytes) ||
+            (uint64_t) (e - b) != nbytes) {
             throw std::runtime_error("'" + path + "': tensor '" + kv.first + "' has data offsets outside the file or not matching its shape");
         }
         st.file = f;

@@ -1,35 +1,20 @@
-// llama-sampling.h - sampler stages over a candidate list (internal; the C API is in llama.h).
+// llama-sampling.h - sampling internals shared with the tests (the C API is in llama.h: a
+// llama_sampler is an interface plus state; the built-in samplers are C++ objects behind one
+// interface).
 #pragma once
 
 #include "llama.h"
 
 #include <cstdint>
-#include <vector>
 
-struct llama_token_data {
-    llama_token id;
-    float logit;
-    float p;  // probability, valid after a stage that computes the softmax
-};
+// Sorts the candidates by logit, descending (ties by id), unless they are sorted already.
+void llama_token_data_array_sort(llama_token_data_array * cur);
+// Sorts, then p = exp(logit - max) / sum.
+void llama_token_data_array_softmax(llama_token_data_array * cur);
 
-struct llama_candidates {
-    std::vector<llama_token_data> data;
-    bool sorted = false;                      // by logit, descending
-    llama_token selected = LLAMA_TOKEN_NULL;  // set by a selecting stage (greedy, dist)
-
-    void sort_desc();
-    void softmax();  // sorts, then p = exp(logit - max) / sum
-};
-
-struct llama_sampler {
-    virtual ~llama_sampler() = default;
-    virtual void apply(llama_candidates & cand) = 0;
-    virtual void accept(llama_token token) { (void) token; }
-    virtual void reset() {}
-};
-
-// Runs the chain on raw logits (n_vocab of them) and accepts the chosen token; what
-// llama_sampler_sample does with a context's logits.
+// Runs the sampler on raw logits (n_vocab of them) and accepts the chosen token: what
+// llama_sampler_sample does with a context's logits. With no selecting stage the most likely
+// candidate is taken.
 llama_token llama_sampler_sample_logits(llama_sampler * smpl, const float * logits, int32_t n_vocab);
 
 // Mirostat's current mu (maximum surprise, in bits) of a Mirostat 1 or 2 sampler (for tests);

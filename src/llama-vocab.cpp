@@ -210,7 +210,9 @@ struct llama_vocab::impl {
     std::unordered_map<std::string_view, llama_token> text_to_id;  // views into texts
 
     llama_token bos = LLAMA_TOKEN_NULL, eos = LLAMA_TOKEN_NULL, eot = LLAMA_TOKEN_NULL;
-    llama_token unk = LLAMA_TOKEN_NULL, pad = LLAMA_TOKEN_NULL;
+    llama_token unk = LLAMA_TOKEN_NULL, pad = LLAMA_TOKEN_NULL, sep = LLAMA_TOKEN_NULL;
+    llama_token fim[LLAMA_VOCAB_FIM_COUNT] = { LLAMA_TOKEN_NULL, LLAMA_TOKEN_NULL, LLAMA_TOKEN_NULL,
+                                               LLAMA_TOKEN_NULL, LLAMA_TOKEN_NULL, LLAMA_TOKEN_NULL };
     bool add_bos = false, add_eos = false, add_space_prefix = false;
     std::vector<llama_token> eog;
 
@@ -331,6 +333,13 @@ bool llama_vocab::impl::load(const gguf_context * meta, std::string & err) {
         { "tokenizer.ggml.bos_token_id", &bos }, { "tokenizer.ggml.eos_token_id", &eos },
         { "tokenizer.ggml.eot_token_id", &eot }, { "tokenizer.ggml.unknown_token_id", &unk },
         { "tokenizer.ggml.padding_token_id", &pad },
+        { "tokenizer.ggml.seperator_token_id", &sep },  // sic, as llama.cpp spells the key
+        { "tokenizer.ggml.fim_pre_token_id", &fim[LLAMA_VOCAB_FIM_PRE] },
+        { "tokenizer.ggml.fim_suf_token_id", &fim[LLAMA_VOCAB_FIM_SUF] },
+        { "tokenizer.ggml.fim_mid_token_id", &fim[LLAMA_VOCAB_FIM_MID] },
+        { "tokenizer.ggml.fim_pad_token_id", &fim[LLAMA_VOCAB_FIM_PAD] },
+        { "tokenizer.ggml.fim_rep_token_id", &fim[LLAMA_VOCAB_FIM_REP] },
+        { "tokenizer.ggml.fim_sep_token_id", &fim[LLAMA_VOCAB_FIM_SEP] },
     };
     bool eot_given = false;
     for (auto & k : ids) {
@@ -644,6 +653,9 @@ llama_token llama_vocab::eos() const { return pimpl ? pimpl->eos : LLAMA_TOKEN_N
 llama_token llama_vocab::eot() const { return pimpl ? pimpl->eot : LLAMA_TOKEN_NULL; }
 llama_token llama_vocab::unk() const { return pimpl ? pimpl->unk : LLAMA_TOKEN_NULL; }
 llama_token llama_vocab::pad() const { return pimpl ? pimpl->pad : LLAMA_TOKEN_NULL; }
+llama_token llama_vocab::sep() const { return pimpl ? pimpl->sep : LLAMA_TOKEN_NULL; }
+llama_token llama_vocab::nl() const { return pimpl && pimpl->type != LLAMA_VOCAB_TYPE_NONE ? pimpl->byte_token['\n'] : LLAMA_TOKEN_NULL; }
+llama_token llama_vocab::fim(llama_vocab_fim which) const { return pimpl ? pimpl->fim[which] : LLAMA_TOKEN_NULL; }
 bool llama_vocab::add_bos() const { return pimpl && pimpl->add_bos && pimpl->bos != LLAMA_TOKEN_NULL; }
 bool llama_vocab::add_eos() const { return pimpl && pimpl->add_eos && pimpl->eos != LLAMA_TOKEN_NULL; }
 
@@ -731,6 +743,51 @@ bool llama_vocab_get_add_bos(const struct llama_vocab * vocab) { return vocab &&
 bool llama_vocab_get_add_eos(const struct llama_vocab * vocab) { return vocab && vocab->add_eos(); }
 bool llama_vocab_is_eog(const struct llama_vocab * vocab, llama_token token) { return vocab && vocab->is_eog(token); }
 bool llama_vocab_is_control(const struct llama_vocab * vocab, llama_token token) { return vocab && vocab->is_control(token); }
+llama_token llama_vocab_sep(const struct llama_vocab * vocab) { return vocab ? vocab->sep() : LLAMA_TOKEN_NULL; }
+llama_token llama_vocab_nl(const struct llama_vocab * vocab) { return vocab ? vocab->nl() : LLAMA_TOKEN_NULL; }
+llama_token llama_vocab_pad(const struct llama_vocab * vocab) { return vocab ? vocab->pad() : LLAMA_TOKEN_NULL; }
+llama_token llama_vocab_fim_pre(const struct llama_vocab * vocab) { return vocab ? vocab->fim(LLAMA_VOCAB_FIM_PRE) : LLAMA_TOKEN_NULL; }
+llama_token llama_vocab_fim_suf(const struct llama_vocab * vocab) { return vocab ? vocab->fim(LLAMA_VOCAB_FIM_SUF) : LLAMA_TOKEN_NULL; }
+llama_token llama_vocab_fim_mid(const struct llama_vocab * vocab) { return vocab ? vocab->fim(LLAMA_VOCAB_FIM_MID) : LLAMA_TOKEN_NULL; }
+llama_token llama_vocab_fim_pad(const struct llama_vocab * vocab) { return vocab ? vocab->fim(LLAMA_VOCAB_FIM_PAD) : LLAMA_TOKEN_NULL; }
+llama_token llama_vocab_fim_rep(const struct llama_vocab * vocab) { return vocab ? vocab->fim(LLAMA_VOCAB_FIM_REP) : LLAMA_TOKEN_NULL; }
+llama_token llama_vocab_fim_sep(const struct llama_vocab * vocab) { return vocab ? vocab->fim(LLAMA_VOCAB_FIM_SEP) : LLAMA_TOKEN_NULL; }
+
+enum llama_token_attr llama_vocab_get_attr(const struct llama_vocab * vocab, llama_token token) {
+    switch (vocab ? vocab->token_type(token) : TOKEN_TYPE_UNDEFINED) {
+        case TOKEN_TYPE_NORMAL:       return LLAMA_TOKEN_ATTR_NORMAL;
+        case TOKEN_TYPE_UNKNOWN:      return LLAMA_TOKEN_ATTR_UNKNOWN;
+        case TOKEN_TYPE_CONTROL:      return LLAMA_TOKEN_ATTR_CONTROL;
+        case TOKEN_TYPE_USER_DEFINED: return LLAMA_TOKEN_ATTR_USER_DEFINED;
+        case TOKEN_TYPE_UNUSED:       return LLAMA_TOKEN_ATTR_UNUSED;
+        case TOKEN_TYPE_BYTE:         return LLAMA_TOKEN_ATTR_BYTE;
+        default:                      return LLAMA_TOKEN_ATTR_UNDEFINED;
+    }
+}
+
+// The deprecated names of the above, as llama.cpp keeps them.
+int32_t llama_n_vocab(const struct llama_vocab * vocab) { return llama_vocab_n_tokens(vocab); }
+const char * llama_token_get_text(const struct llama_vocab * vocab, llama_token token) { return llama_vocab_get_text(vocab, token); }
+float llama_token_get_score(const struct llama_vocab * vocab, llama_token token) { return llama_vocab_get_score(vocab, token); }
+enum llama_token_attr llama_token_get_attr(const struct llama_vocab * vocab, llama_token token) { return llama_vocab_get_attr(vocab, token); }
+bool llama_token_is_eog(const struct llama_vocab * vocab, llama_token token) { return llama_vocab_is_eog(vocab, token); }
+bool llama_token_is_control(const struct llama_vocab * vocab, llama_token token) { return llama_vocab_is_control(vocab, token); }
+llama_token llama_token_bos(const struct llama_vocab * vocab) { return llama_vocab_bos(vocab); }
+llama_token llama_token_eos(const struct llama_vocab * vocab) { return llama_vocab_eos(vocab); }
+llama_token llama_token_eot(const struct llama_vocab * vocab) { return llama_vocab_eot(vocab); }
+llama_token llama_token_cls(const struct llama_vocab * vocab) { return llama_vocab_bos(vocab); }
+llama_token llama_vocab_cls(const struct llama_vocab * vocab) { return llama_vocab_bos(vocab); }
+llama_token llama_token_sep(const struct llama_vocab * vocab) { return llama_vocab_sep(vocab); }
+llama_token llama_token_nl(const struct llama_vocab * vocab) { return llama_vocab_nl(vocab); }
+llama_token llama_token_pad(const struct llama_vocab * vocab) { return llama_vocab_pad(vocab); }
+bool llama_add_bos_token(const struct llama_vocab * vocab) { return llama_vocab_get_add_bos(vocab); }
+bool llama_add_eos_token(const struct llama_vocab * vocab) { return llama_vocab_get_add_eos(vocab); }
+llama_token llama_token_fim_pre(const struct llama_vocab * vocab) { return llama_vocab_fim_pre(vocab); }
+llama_token llama_token_fim_suf(const struct llama_vocab * vocab) { return llama_vocab_fim_suf(vocab); }
+llama_token llama_token_fim_mid(const struct llama_vocab * vocab) { return llama_vocab_fim_mid(vocab); }
+llama_token llama_token_fim_pad(const struct llama_vocab * vocab) { return llama_vocab_fim_pad(vocab); }
+llama_token llama_token_fim_rep(const struct llama_vocab * vocab) { return llama_vocab_fim_rep(vocab); }
+llama_token llama_token_fim_sep(const struct llama_vocab * vocab) { return llama_vocab_fim_sep(vocab); }
 
 // Copies s into buf when it fits; returns its length, or minus it when it does not.
 static int32_t copy_out(const std::string & s, char * buf, int32_t size) {

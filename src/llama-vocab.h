@@ -10,6 +10,13 @@
 
 struct gguf_context;
 
+// The fill-in-the-middle special tokens.
+enum llama_vocab_fim {
+    LLAMA_VOCAB_FIM_PRE, LLAMA_VOCAB_FIM_SUF, LLAMA_VOCAB_FIM_MID,
+    LLAMA_VOCAB_FIM_PAD, LLAMA_VOCAB_FIM_REP, LLAMA_VOCAB_FIM_SEP,
+    LLAMA_VOCAB_FIM_COUNT,
+};
+
 struct llama_vocab {
     // Reads the vocabulary from the file's metadata; false with a message in err on failure
     // (missing or inconsistent arrays, unknown tokenizer model or pre-tokenizer).
@@ -37,6 +44,9 @@ struct llama_vocab {
     // 4 user-defined, 5 unused, 6 byte; 0 for an invalid id).
     llama_token unk() const;
     llama_token pad() const;
+    llama_token sep() const;
+    llama_token nl() const;  // the token of "\n" (SentencePiece: <0x0A>)
+    llama_token fim(llama_vocab_fim which) const;
     int32_t token_type(llama_token id) const;
 
     llama_vocab() = default;

@@ -1,17 +1,19 @@
-// llama.cpp - process-wide pieces of the runtime: the log callback and backend init/free.
+// llama.cpp - process-wide pieces of the runtime: the log callback, backend init/free, the
+// clock, what this build supports, and split file names.
 #include "llama.h"
 #include "llama-impl.h"
 
-#include <atomic>
 #include <chrono>
 #include <cstdarg>
 #include <cstdio>
+#include <cstring>
 #include <mutex>
+#include <string>
 #include <vector>
 
 namespace {
 
-void log_to_stderr(int level, const char * text, void * user_data) {
+void log_to_stderr(enum ggml_log_level level, const char * text, void * user_data) {
     (void) level;
     (void) user_data;
     fputs(text, stderr);
@@ -21,18 +23,18 @@ void log_to_stderr(int level, const char * text, void * user_data) {
 // The callback and its data change together, so they sit behind one mutex; logging is rare
 // enough that the lock costs nothing.
 std::mutex g_log_mutex;
-llama_log_callback g_log_callback = log_to_stderr;
+ggml_log_callback g_log_callback = log_to_stderr;
 void * g_log_user_data = nullptr;
 
 }  // namespace
 
-void llama_log_set(llama_log_callback callback, void * user_data) {
+void llama_log_set(ggml_log_callback log_callback, void * user_data) {
     std::lock_guard<std::mutex> lock(g_log_mutex);
-    g_log_callback = callback ? callback : log_to_stderr;
-    g_log_user_data = callback ? user_data : nullptr;
+    g_log_callback = log_callback ? log_callback : log_to_stderr;
+    g_log_user_data = log_callback ? user_data : nullptr;
 }
 
-void llama_log(int level, const char * fmt, ...) {
+void llama_log(enum ggml_log_level level, const char * fmt, ...) {
     char small[512];
     va_list args;
     va_start(args, fmt);
@@ -60,3 +62,47 @@ int64_t llama_time_us(void) {
 
 void llama_backend_init(void) {}
 void llama_backend_free(void) {}
+
+size_t llama_max_devices(void) { return 1; }
+bool llama_supports_mmap(void) { return true; }
+bool llama_supports_mlock(void) { return true; }
+bool llama_supports_gpu_offload(void) { return false; }
+bool llama_supports_rpc(void) { return false; }
+
+const char * llama_print_system_info(void) {
+    static std::string s;
+    s = std::string("CPU : ") + ggml_cpu_isa_name() + " = 1 | ";
+    if (ggml_cpu_has_avx2()) s += "AVX2 = 1 | ";
+    if (ggml_cpu_has_avx512()) s += "AVX512 = 1 | ";
+    if (ggml_cpu_has_neon()) s += "NEON = 1 | ";
+    if (ggml_cpu_has_dotprod()) s += "DOTPROD = 1 | ";
+    return s.c_str();
+}
+
+// ---- split files ---------------------------------------------------------------------------
+namespace {
+
+std::string split_suffix(int split_no, int split_count) {
+    char buf[64];
+    snprintf(buf, sizeof(buf), "-%05d-of-%05d.gguf", split_no + 1, split_count);
+    return buf;
+}
+
+}  // namespace
+
+int llama_split_path(char * split_path, size_t maxlen, const char * path_prefix, int split_no, int split_count) {
+    if (!split_path || maxlen == 0 || !path_prefix) return 0;
+    const std::string s = path_prefix + split_suffix(split_no, split_count);
+    snprintf(split_path, maxlen, "%s", s.c_str());
+    return (int) strlen(split_path);
+}
+
+int llama_split_prefix(char * split_prefix, size_t maxlen, const char * split_path, int split_no, int split_count) {
+    if (!split_prefix || maxlen == 0 || !split_path) return 0;
+    const std::string path = split_path;
+    const std::string suffix = split_suffix(split_no, split_count);
+    if (path.size() <= suffix.size() || path.compare(path.size() - suffix.size(), suffix.size(), suffix) != 0) return 0;
+    const size_t n = path.size() - suffix.size();
+    snprintf(split_prefix, maxlen, "%.*s", (int) n, path.c_str());
+    return (int) n;
+}

@@ -1,234 +1,641 @@
 // llama.h - C API of the llama runtime: load a GGUF model, create a context with a KV cache,
 // tokenize, evaluate batches, read logits, sample, detokenize, format chats.
-// Names and semantics follow llama.cpp's API where the concept is the same.
-#pragma once
+//
+// Every declaration here that llama.cpp also has is declared as llama.cpp's llama.h declares it
+// (commit c392e509: same return and parameter types, same struct fields and types, same enum
+// values), so a program written for llama.cpp's API compiles against this header unchanged;
+// tools/check-llama-h.py compares the two headers. What differs is behaviour where this runtime
+// has less: one sequence (seq_id 0), the CPU only (the GPU fields are accepted and ignored), no
+// embeddings output. Such fields are listed where they are declared.
+#ifndef LLAMA_H
+#define LLAMA_H
 
 #include "ggml.h"
+#include "ggml-backend.h"
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+
+#ifndef LLAMA_API
+#define LLAMA_API  // a static library: nothing to export
+#endif
+
+#ifdef __GNUC__
+#    define DEPRECATED(func, hint) func __attribute__((deprecated(hint)))
+#elif defined(_MSC_VER)
+#    define DEPRECATED(func, hint) __declspec(deprecated(hint)) func
+#else
+#    define DEPRECATED(func, hint) func
+#endif
+
+#define LLAMA_DEFAULT_SEED 0xFFFFFFFF  // as a sampler seed: a random one
+
+#define LLAMA_TOKEN_NULL -1
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define LLAMA_TOKEN_NULL -1
-#define LLAMA_DEFAULT_SEED 0xFFFFFFFF  // as a sampler seed: a random one
-
-typedef int32_t llama_token;
-typedef int32_t llama_pos;
-typedef int32_t llama_seq_id;
-
+struct llama_vocab;
 struct llama_model;
 struct llama_context;
-struct llama_vocab;
 struct llama_sampler;
 
-// ---- logging -------------------------------------------------------------------------------
-// Errors and progress go through this callback (default: stderr). level: 2 error, 3 warning,
-// 4 info. Pass NULL to restore the default.
-typedef void (*llama_log_callback)(int level, const char * text, void * user_data);
-void llama_log_set(llama_log_callback callback, void * user_data);
+typedef int32_t llama_pos;
+typedef int32_t llama_token;
+typedef int32_t llama_seq_id;
 
-void llama_backend_init(void);  // nothing to initialize on the CPU; kept for llama.cpp compatibility
-void llama_backend_free(void);
-
-// ---- model ---------------------------------------------------------------------------------
-struct llama_model_params {
-    bool use_mmap;    // map the file instead of reading it (default true)
-    bool use_repack;  // rearrange weights where this CPU's kernels read them faster (default
-                      // true; same results, the rearranged pages are private memory)
-    bool vocab_only;  // load only the tokenizer
+// ---- enums ---------------------------------------------------------------------------------
+enum llama_vocab_type {
+    LLAMA_VOCAB_TYPE_NONE = 0,  // no vocabulary
+    LLAMA_VOCAB_TYPE_SPM  = 1,  // SentencePiece (BPE with byte fallback)
+    LLAMA_VOCAB_TYPE_BPE  = 2,  // byte-level BPE (GPT-2)
+    LLAMA_VOCAB_TYPE_WPM  = 3,  // WordPiece (BERT): not loaded here
+    LLAMA_VOCAB_TYPE_UGM  = 4,  // Unigram (T5): not loaded here
+    LLAMA_VOCAB_TYPE_RWKV = 5,  // RWKV: not loaded here
 };
-struct llama_model_params llama_model_default_params(void);
 
-// NULL on any error (missing file, corrupt file, unsupported architecture, missing tensor or
-// wrong shape), with a message through the log callback.
-struct llama_model * llama_model_load_from_file(const char * path, struct llama_model_params params);
-void llama_model_free(struct llama_model * model);
-
-const struct llama_vocab * llama_model_get_vocab(const struct llama_model * model);
-int32_t  llama_model_n_ctx_train(const struct llama_model * model);
-int32_t  llama_model_n_embd(const struct llama_model * model);
-int32_t  llama_model_n_vocab(const struct llama_model * model);  // length of a logits row
-int32_t  llama_model_n_layer(const struct llama_model * model);
-int32_t  llama_model_n_head(const struct llama_model * model);
-int32_t  llama_model_n_head_kv(const struct llama_model * model);
-uint64_t llama_model_n_params(const struct llama_model * model);
-uint64_t llama_model_size(const struct llama_model * model);  // bytes of tensor data
-// A short description ("llama 260K F32"); returns the length written (snprintf semantics).
-int32_t  llama_model_desc(const struct llama_model * model, char * buf, size_t buf_size);
-// A metadata value as a string; returns the length (snprintf semantics) or -1 if absent.
-int32_t  llama_model_meta_val_str(const struct llama_model * model, const char * key, char * buf, size_t buf_size);
-// The model's chat template (tokenizer.chat_template; name NULL for the default), or NULL.
-const char * llama_model_chat_template(const struct llama_model * model, const char * name);
-
-// ---- context -------------------------------------------------------------------------------
-struct llama_context_params {
-    uint32_t n_ctx;       // context size in tokens (0: the model's training context)
-    uint32_t n_batch;     // most tokens evaluated in one graph; longer batches are split
-    int32_t  n_threads;   // threads for evaluation
-    enum ggml_type type_k;  // KV cache types: F16 (default), F32 or Q8_0
-    enum ggml_type type_v;
-    bool flash_attn;        // fused attention (ggml_flash_attn_ext) reading the cache as stored,
-                            // no n_kv x n_tokens score matrix (default false, as llama.cpp)
+enum llama_rope_type {
+    LLAMA_ROPE_TYPE_NONE   = -1,
+    LLAMA_ROPE_TYPE_NORM   = 0,
+    LLAMA_ROPE_TYPE_NEOX   = GGML_ROPE_TYPE_NEOX,
+    LLAMA_ROPE_TYPE_MROPE  = 8,   // ggml's GGML_ROPE_TYPE_MROPE (not implemented here)
+    LLAMA_ROPE_TYPE_VISION = 24,  // ggml's GGML_ROPE_TYPE_VISION (not implemented here)
 };
-struct llama_context_params llama_context_default_params(void);
 
-struct llama_context * llama_init_from_model(struct llama_model * model, struct llama_context_params params);
-void llama_free(struct llama_context * ctx);
+// Token attributes (llama_vocab_get_attr), from the file's token types.
+enum llama_token_attr {
+    LLAMA_TOKEN_ATTR_UNDEFINED    = 0,
+    LLAMA_TOKEN_ATTR_UNKNOWN      = 1 << 0,
+    LLAMA_TOKEN_ATTR_UNUSED       = 1 << 1,
+    LLAMA_TOKEN_ATTR_NORMAL       = 1 << 2,
+    LLAMA_TOKEN_ATTR_CONTROL      = 1 << 3,
+    LLAMA_TOKEN_ATTR_USER_DEFINED = 1 << 4,
+    LLAMA_TOKEN_ATTR_BYTE         = 1 << 5,
+    LLAMA_TOKEN_ATTR_NORMALIZED   = 1 << 6,
+    LLAMA_TOKEN_ATTR_LSTRIP       = 1 << 7,
+    LLAMA_TOKEN_ATTR_RSTRIP       = 1 << 8,
+    LLAMA_TOKEN_ATTR_SINGLE_WORD  = 1 << 9,
+};
 
-uint32_t llama_n_ctx(const struct llama_context * ctx);
-uint32_t llama_n_batch(const struct llama_context * ctx);
-const struct llama_model * llama_get_model(const struct llama_context * ctx);
-void llama_set_n_threads(struct llama_context * ctx, int32_t n_threads);
+// Model file types (general.file_type): the type of most matrices.
+enum llama_ftype {
+    LLAMA_FTYPE_ALL_F32        = 0,
+    LLAMA_FTYPE_MOSTLY_F16     = 1,
+    LLAMA_FTYPE_MOSTLY_Q4_0    = 2,
+    LLAMA_FTYPE_MOSTLY_Q4_1    = 3,
+    // 4, 5 and 6 are retired
+    LLAMA_FTYPE_MOSTLY_Q8_0    = 7,
+    LLAMA_FTYPE_MOSTLY_Q5_0    = 8,
+    LLAMA_FTYPE_MOSTLY_Q5_1    = 9,
+    LLAMA_FTYPE_MOSTLY_Q2_K    = 10,
+    LLAMA_FTYPE_MOSTLY_Q3_K_S  = 11,
+    LLAMA_FTYPE_MOSTLY_Q3_K_M  = 12,
+    LLAMA_FTYPE_MOSTLY_Q3_K_L  = 13,
+    LLAMA_FTYPE_MOSTLY_Q4_K_S  = 14,
+    LLAMA_FTYPE_MOSTLY_Q4_K_M  = 15,
+    LLAMA_FTYPE_MOSTLY_Q5_K_S  = 16,
+    LLAMA_FTYPE_MOSTLY_Q5_K_M  = 17,
+    LLAMA_FTYPE_MOSTLY_Q6_K    = 18,
+    LLAMA_FTYPE_MOSTLY_IQ2_XXS = 19,
+    LLAMA_FTYPE_MOSTLY_IQ2_XS  = 20,
+    LLAMA_FTYPE_MOSTLY_Q2_K_S  = 21,
+    LLAMA_FTYPE_MOSTLY_IQ3_XS  = 22,
+    LLAMA_FTYPE_MOSTLY_IQ3_XXS = 23,
+    LLAMA_FTYPE_MOSTLY_IQ1_S   = 24,
+    LLAMA_FTYPE_MOSTLY_IQ4_NL  = 25,
+    LLAMA_FTYPE_MOSTLY_IQ3_S   = 26,
+    LLAMA_FTYPE_MOSTLY_IQ3_M   = 27,
+    LLAMA_FTYPE_MOSTLY_IQ2_S   = 28,
+    LLAMA_FTYPE_MOSTLY_IQ2_M   = 29,
+    LLAMA_FTYPE_MOSTLY_IQ4_XS  = 30,
+    LLAMA_FTYPE_MOSTLY_IQ1_M   = 31,
+    LLAMA_FTYPE_MOSTLY_BF16    = 32,
+    // 33, 34 and 35 are retired (Q4_0 repacked at load time instead)
+    LLAMA_FTYPE_MOSTLY_TQ1_0   = 36,
+    LLAMA_FTYPE_MOSTLY_TQ2_0   = 37,
 
-// ---- LoRA adapters -------------------------------------------------------------------------
-struct llama_adapter_lora;
+    LLAMA_FTYPE_GUESSED = 1024,  // not in the file
+};
 
-// Loads a LoRA adapter for the model: a GGUF adapter (as llama.cpp's convert_lora_to_gguf.py
-// and llama-finetune write) or a PEFT directory (adapter_config.json, adapter_model.safetensors;
-// lora_B rows of q_proj / k_proj are taken from Hugging Face order). NULL with a message on a
-// missing or corrupt file, another architecture, or tensors that do not fit the model.
-struct llama_adapter_lora * llama_adapter_lora_init(struct llama_model * model, const char * path_lora);
-void llama_adapter_lora_free(struct llama_adapter_lora * adapter);  // after every context using it
+enum llama_rope_scaling_type {
+    LLAMA_ROPE_SCALING_TYPE_UNSPECIFIED = -1,
+    LLAMA_ROPE_SCALING_TYPE_NONE        = 0,
+    LLAMA_ROPE_SCALING_TYPE_LINEAR      = 1,
+    LLAMA_ROPE_SCALING_TYPE_YARN        = 2,
+    LLAMA_ROPE_SCALING_TYPE_LONGROPE    = 3,
+    LLAMA_ROPE_SCALING_TYPE_MAX_VALUE   = LLAMA_ROPE_SCALING_TYPE_LONGROPE,
+};
 
-// Applies the adapter to every following decode of ctx, unmerged: y = W x + scale * alpha / r *
-// B (A x). Setting it again changes the scale. Returns 0, or -1 on bad arguments.
-int32_t llama_set_adapter_lora(struct llama_context * ctx, struct llama_adapter_lora * adapter, float scale);
-// Stops applying it; -1 if it was not applied.
-int32_t llama_rm_adapter_lora(struct llama_context * ctx, struct llama_adapter_lora * adapter);
-void llama_clear_adapter_lora(struct llama_context * ctx);
+enum llama_pooling_type {
+    LLAMA_POOLING_TYPE_UNSPECIFIED = -1,
+    LLAMA_POOLING_TYPE_NONE = 0,
+    LLAMA_POOLING_TYPE_MEAN = 1,
+    LLAMA_POOLING_TYPE_CLS  = 2,
+    LLAMA_POOLING_TYPE_LAST = 3,
+    LLAMA_POOLING_TYPE_RANK = 4,
+};
 
-// ---- batches and evaluation ----------------------------------------------------------------
+enum llama_attention_type {
+    LLAMA_ATTENTION_TYPE_UNSPECIFIED = -1,
+    LLAMA_ATTENTION_TYPE_CAUSAL      = 0,
+    LLAMA_ATTENTION_TYPE_NON_CAUSAL  = 1,
+};
+
+enum llama_split_mode {
+    LLAMA_SPLIT_MODE_NONE  = 0,
+    LLAMA_SPLIT_MODE_LAYER = 1,
+    LLAMA_SPLIT_MODE_ROW   = 2,
+};
+
+// ---- candidates, batches, parameters -------------------------------------------------------
+// A candidate token for sampling.
+typedef struct llama_token_data {
+    llama_token id;
+    float logit;
+    float p;  // probability (valid after a stage that computes the softmax)
+} llama_token_data;
+
+// The candidates a sampler works on: the first `size` entries of data. Samplers may reorder
+// them and shrink size; `selected` is the index (in data) of the picked one, -1 until a
+// selecting sampler ran; `sorted` says they are in descending logit order.
+typedef struct llama_token_data_array {
+    llama_token_data * data;
+    size_t size;
+    int64_t selected;
+    bool sorted;
+} llama_token_data_array;
+
+// Model loading progress in [0, 1]; returning false cancels the load.
+typedef bool (*llama_progress_callback)(float progress, void * user_data);
+
+// The input of llama_decode: n_tokens entries of each array.
+// - token:  the token ids (required here: embd input is not supported).
+// - embd:   token embeddings instead of ids; must be NULL.
+// - pos:    positions; NULL: they follow the last position in the KV cache.
+// - n_seq_id, seq_id: the sequences of each token; NULL: sequence 0. Only sequence 0 exists in
+//           this runtime: every token must belong to it alone.
+// - logits: nonzero = keep this token's logits; NULL: the last token's only.
 typedef struct llama_batch {
-    int32_t       n_tokens;
-    llama_token * token;
-    llama_pos   * pos;     // NULL: positions follow the last one in the KV cache
-    int8_t      * logits;  // NULL: logits of the last token only; else nonzero = keep this token's logits
+    int32_t n_tokens;
+
+    llama_token  *  token;
+    float        *  embd;
+    llama_pos    *  pos;
+    int32_t      *  n_seq_id;
+    llama_seq_id ** seq_id;
+    int8_t       *  logits;
 } llama_batch;
 
-// A batch view of the given tokens (not copied), logits for the last token.
-struct llama_batch llama_batch_get_one(llama_token * tokens, int32_t n_tokens);
-struct llama_batch llama_batch_init(int32_t n_tokens_max);  // owns its arrays; free with llama_batch_free
-void llama_batch_free(struct llama_batch batch);
-
-// Evaluates the batch (split into n_batch-sized graphs), appending it to the KV cache.
-// 0: success; 1: not enough room in the KV cache (nothing was evaluated: shift or clear it);
-// -1: invalid batch (bad token id, position, size); -2: compute failed.
-int32_t llama_decode(struct llama_context * ctx, struct llama_batch batch);
-
-// Logits of the last batch: rows of n_vocab floats, one per token whose logits were kept, in
-// batch order. llama_get_logits_ith(ctx, i): the row of batch token i (negative: from the end),
-// NULL when that token's logits were not kept.
-float * llama_get_logits(struct llama_context * ctx);
-float * llama_get_logits_ith(struct llama_context * ctx, int32_t i);
-
-// ---- KV cache (one sequence, seq_id 0; -1 means any) ---------------------------------------
-void      llama_kv_self_clear(struct llama_context * ctx);
-int32_t   llama_kv_self_used_cells(const struct llama_context * ctx);
-llama_pos llama_kv_self_seq_pos_max(const struct llama_context * ctx, llama_seq_id seq_id);  // -1 if empty
-// Removes the cached tokens with positions in [p0, p1) (p1 < 0: to the end).
-bool      llama_kv_self_seq_rm(struct llama_context * ctx, llama_seq_id seq_id, llama_pos p0, llama_pos p1);
-// Adds delta to the positions in [p0, p1) (the keys are re-rotated before the next decode).
-void      llama_kv_self_seq_add(struct llama_context * ctx, llama_seq_id seq_id, llama_pos p0, llama_pos p1, llama_pos delta);
-
-// ---- vocabulary and tokenizer --------------------------------------------------------------
-enum llama_vocab_type { LLAMA_VOCAB_TYPE_NONE = 0, LLAMA_VOCAB_TYPE_SPM = 1, LLAMA_VOCAB_TYPE_BPE = 2 };
-
-enum llama_vocab_type llama_vocab_type(const struct llama_vocab * vocab);
-int32_t     llama_vocab_n_tokens(const struct llama_vocab * vocab);
-const char * llama_vocab_get_text(const struct llama_vocab * vocab, llama_token token);
-float       llama_vocab_get_score(const struct llama_vocab * vocab, llama_token token);
-llama_token llama_vocab_bos(const struct llama_vocab * vocab);  // LLAMA_TOKEN_NULL if none
-llama_token llama_vocab_eos(const struct llama_vocab * vocab);
-llama_token llama_vocab_eot(const struct llama_vocab * vocab);
-bool        llama_vocab_get_add_bos(const struct llama_vocab * vocab);
-bool        llama_vocab_get_add_eos(const struct llama_vocab * vocab);
-bool        llama_vocab_is_eog(const struct llama_vocab * vocab, llama_token token);  // end of generation
-bool        llama_vocab_is_control(const struct llama_vocab * vocab, llama_token token);
-
-// Tokenizes text_len bytes of UTF-8 text. add_special: add BOS/EOS as the model asks.
-// parse_special: text like "<|im_start|>" becomes that special token. Returns the number of
-// tokens, or minus the number needed when n_tokens_max is too small.
-int32_t llama_tokenize(const struct llama_vocab * vocab, const char * text, int32_t text_len, llama_token * tokens,
-                       int32_t n_tokens_max, bool add_special, bool parse_special);
-// The text of one token (byte tokens give their byte; special tokens only when special).
-// Returns the bytes written, or minus the size needed. lstrip: leading spaces to skip.
-int32_t llama_token_to_piece(const struct llama_vocab * vocab, llama_token token, char * buf, int32_t length,
-                             int32_t lstrip, bool special);
-// The text of a token sequence (SentencePiece's leading space of the first token removed when
-// remove_special and the sequence starts with BOS). Returns the bytes written or minus needed.
-int32_t llama_detokenize(const struct llama_vocab * vocab, const llama_token * tokens, int32_t n_tokens, char * text,
-                         int32_t text_len_max, bool remove_special, bool unparse_special);
-
-// ---- sampling ------------------------------------------------------------------------------
-// A sampler chain: each stage filters or reshapes the candidate distribution; the last picks.
-// The parameters are llama.cpp's (no_perf: no timing of the chain; we keep none either way).
-struct llama_sampler_chain_params {
-    bool no_perf;
+enum llama_model_kv_override_type {
+    LLAMA_KV_OVERRIDE_TYPE_INT,
+    LLAMA_KV_OVERRIDE_TYPE_FLOAT,
+    LLAMA_KV_OVERRIDE_TYPE_BOOL,
+    LLAMA_KV_OVERRIDE_TYPE_STR,
 };
-struct llama_sampler_chain_params llama_sampler_chain_default_params(void);
-struct llama_sampler * llama_sampler_chain_init(struct llama_sampler_chain_params params);
-void llama_sampler_chain_add(struct llama_sampler * chain, struct llama_sampler * smpl);  // takes ownership
-struct llama_sampler * llama_sampler_init_greedy(void);
-// Random draw from the distribution (seed LLAMA_DEFAULT_SEED: a random seed; reset re-seeds).
-struct llama_sampler * llama_sampler_init_dist(uint32_t seed);
-struct llama_sampler * llama_sampler_init_temp(float t);
-struct llama_sampler * llama_sampler_init_top_k(int32_t k);
-struct llama_sampler * llama_sampler_init_top_p(float p, size_t min_keep);
-struct llama_sampler * llama_sampler_init_min_p(float p, size_t min_keep);
-// Penalties over the last penalty_last_n accepted tokens: repetition (divides a positive logit,
-// multiplies a negative one; 1.0: off), frequency (minus count * penalty_freq) and presence
-// (minus penalty_present once the token occurs; 0.0: off).
-struct llama_sampler * llama_sampler_init_penalties(int32_t penalty_last_n, float penalty_repeat, float penalty_freq,
-                                                    float penalty_present);
-// Mirostat 1.0 (arXiv 2007.14966, algorithm 1), a selecting stage: tau is the target surprise
-// (cross-entropy, in bits), eta the learning rate, m the number of most likely tokens used to
-// estimate the Zipf exponent (llama.cpp uses 100); n_vocab the vocabulary size. mu, the maximum
-// surprise, starts at 2 * tau and moves by -eta * (observed surprise - tau) after each draw.
-struct llama_sampler * llama_sampler_init_mirostat(int32_t n_vocab, uint32_t seed, float tau, float eta, int32_t m);
-// Mirostat 2.0: keeps the tokens with surprise -log2(p) <= mu (at least the most likely one),
-// draws from them renormalized, then mu -= eta * (surprise of the drawn token - tau).
-struct llama_sampler * llama_sampler_init_mirostat_v2(uint32_t seed, float tau, float eta);
-// Adds bias to the logits of the given tokens (-INFINITY: the token is never sampled).
+
+// A metadata value that replaces the file's (or adds a key) before the model is read. A list
+// of them ends with an entry whose key is empty.
+struct llama_model_kv_override {
+    enum llama_model_kv_override_type tag;
+
+    char key[128];
+
+    union {
+        int64_t val_i64;
+        double  val_f64;
+        bool    val_bool;
+        char    val_str[128];
+    };
+};
+
+struct llama_model_params {
+    // Devices to offload to, and how: accepted and ignored (the CPU runs everything).
+    ggml_backend_dev_t * devices;
+    int32_t n_gpu_layers;
+    enum llama_split_mode split_mode;
+    int32_t main_gpu;
+    const float * tensor_split;
+
+    // Called with the load progress in [0, 1] (NULL: none); returning false cancels the load.
+    llama_progress_callback progress_callback;
+    void * progress_callback_user_data;
+
+    // Metadata overrides (NULL: none), applied before anything is read from the metadata.
+    const struct llama_model_kv_override * kv_overrides;
+
+    bool vocab_only;     // load only the tokenizer
+    bool use_mmap;       // map the file instead of reading it (default true)
+    bool use_mlock;      // lock the weights in memory (a failure is a warning)
+    bool check_tensors;  // check that the float values of every tensor are finite
+
+    // Not in llama.cpp: rearrange weights where this CPU's kernels read them faster (default
+    // true; same results, the rearranged pages are private memory).
+    bool use_repack;
+};
+
+struct llama_context_params {
+    uint32_t n_ctx;            // context size in tokens (0: the model's training context)
+    uint32_t n_batch;          // most tokens one llama_decode call takes (capped to n_ctx)
+    uint32_t n_ubatch;         // most tokens evaluated in one graph (capped to n_batch; 0: n_batch)
+    uint32_t n_seq_max;        // sequences: one is supported (more is accepted with a warning)
+    int32_t  n_threads;        // threads for single-token evaluation
+    int32_t  n_threads_batch;  // threads for batches of more tokens
+
+    // Accepted and ignored with a warning where not the default: RoPE comes from the model.
+    enum llama_rope_scaling_type rope_scaling_type;
+    enum llama_pooling_type      pooling_type;    // no embeddings output: ignored
+    enum llama_attention_type    attention_type;  // attention is causal
+
+    float    rope_freq_base;    // ignored (0: from the model)
+    float    rope_freq_scale;   // ignored (0: from the model)
+    float    yarn_ext_factor;   // ignored
+    float    yarn_attn_factor;  // ignored
+    float    yarn_beta_fast;    // ignored
+    float    yarn_beta_slow;    // ignored
+    uint32_t yarn_orig_ctx;     // ignored
+    float    defrag_thold;      // ignored: removing tokens compacts the cache at once
+
+    ggml_backend_sched_eval_callback cb_eval;  // not called (a warning when set)
+    void * cb_eval_user_data;
+
+    enum ggml_type type_k;  // KV cache types: F16 (default), F32 or Q8_0
+    enum ggml_type type_v;
+
+    bool logits_all;   // keep the logits of every token when batch.logits is NULL
+    bool embeddings;   // embeddings output is not supported (a warning when set)
+    bool offload_kqv;  // ignored (CPU)
+    bool flash_attn;   // fused attention (ggml_flash_attn_ext) reading the cache as stored
+    bool no_perf;      // no timings (the counts are kept); default true, as in llama.cpp
+
+    // Polled between graph nodes; returning true aborts llama_decode (it returns 2).
+    ggml_abort_callback abort_callback;
+    void *              abort_callback_data;
+};
+
 typedef struct llama_logit_bias {
     llama_token token;
     float bias;
 } llama_logit_bias;
-struct llama_sampler * llama_sampler_init_logit_bias(int32_t n_vocab, int32_t n_logit_bias, const llama_logit_bias * logit_bias);
-// Samples from the logits of batch token idx, and accepts the result into the chain's history.
-llama_token llama_sampler_sample(struct llama_sampler * smpl, struct llama_context * ctx, int32_t idx);
-void llama_sampler_accept(struct llama_sampler * smpl, llama_token token);
-void llama_sampler_reset(struct llama_sampler * smpl);
-void llama_sampler_free(struct llama_sampler * smpl);
 
-// ---- chat templates ------------------------------------------------------------------------
+typedef struct llama_sampler_chain_params {
+    bool no_perf;  // no timing of the chain (default true)
+} llama_sampler_chain_params;
+
 typedef struct llama_chat_message {
     const char * role;     // "system", "user", "assistant"
     const char * content;
 } llama_chat_message;
 
+struct llama_adapter_lora;
+
+LLAMA_API struct llama_model_params         llama_model_default_params(void);
+LLAMA_API struct llama_context_params       llama_context_default_params(void);
+LLAMA_API struct llama_sampler_chain_params llama_sampler_chain_default_params(void);
+
+// Nothing to initialize on the CPU; kept for llama.cpp compatibility.
+LLAMA_API void llama_backend_init(void);
+LLAMA_API void llama_backend_free(void);
+
+// ---- model ---------------------------------------------------------------------------------
+DEPRECATED(LLAMA_API struct llama_model * llama_load_model_from_file(const char * path_model, struct llama_model_params params),
+           "use llama_model_load_from_file instead");
+
+// NULL on any error (missing file, corrupt file, unsupported architecture, missing tensor or
+// wrong shape, cancelled by the progress callback), with a message through the log callback.
+LLAMA_API struct llama_model * llama_model_load_from_file(const char * path_model, struct llama_model_params params);
+
+DEPRECATED(LLAMA_API void llama_free_model(struct llama_model * model), "use llama_model_free instead");
+LLAMA_API void llama_model_free(struct llama_model * model);
+
+LLAMA_API struct llama_context * llama_init_from_model(struct llama_model * model, struct llama_context_params params);
+DEPRECATED(LLAMA_API struct llama_context * llama_new_context_with_model(struct llama_model * model,
+                                                                         struct llama_context_params params),
+           "use llama_init_from_model instead");
+LLAMA_API void llama_free(struct llama_context * ctx);
+
+LLAMA_API int64_t llama_time_us(void);  // a monotonic clock
+
+LLAMA_API size_t llama_max_devices(void);  // 1: the CPU
+LLAMA_API bool llama_supports_mmap       (void);
+LLAMA_API bool llama_supports_mlock      (void);
+LLAMA_API bool llama_supports_gpu_offload(void);  // false
+LLAMA_API bool llama_supports_rpc        (void);  // false
+
+LLAMA_API uint32_t llama_n_ctx    (const struct llama_context * ctx);
+LLAMA_API uint32_t llama_n_batch  (const struct llama_context * ctx);
+LLAMA_API uint32_t llama_n_ubatch (const struct llama_context * ctx);
+LLAMA_API uint32_t llama_n_seq_max(const struct llama_context * ctx);
+
+DEPRECATED(LLAMA_API int32_t llama_n_ctx_train(const struct llama_model * model), "use llama_model_n_ctx_train instead");
+DEPRECATED(LLAMA_API int32_t llama_n_embd     (const struct llama_model * model), "use llama_model_n_embd instead");
+DEPRECATED(LLAMA_API int32_t llama_n_layer    (const struct llama_model * model), "use llama_model_n_layer instead");
+DEPRECATED(LLAMA_API int32_t llama_n_head     (const struct llama_model * model), "use llama_model_n_head instead");
+DEPRECATED(LLAMA_API int32_t llama_n_vocab    (const struct llama_vocab * vocab), "use llama_vocab_n_tokens instead");
+
+LLAMA_API const struct llama_model * llama_get_model   (const struct llama_context * ctx);
+LLAMA_API enum llama_pooling_type    llama_pooling_type(const struct llama_context * ctx);  // NONE
+
+LLAMA_API const struct llama_vocab * llama_model_get_vocab(const struct llama_model * model);
+LLAMA_API enum llama_rope_type       llama_model_rope_type(const struct llama_model * model);
+
+LLAMA_API int32_t llama_model_n_ctx_train(const struct llama_model * model);
+LLAMA_API int32_t llama_model_n_embd     (const struct llama_model * model);
+LLAMA_API int32_t llama_model_n_layer    (const struct llama_model * model);
+LLAMA_API int32_t llama_model_n_head     (const struct llama_model * model);
+LLAMA_API int32_t llama_model_n_head_kv  (const struct llama_model * model);  // not in llama.cpp c392e509
+LLAMA_API int32_t llama_model_n_vocab    (const struct llama_model * model);  // not in llama.cpp: a logits row's length
+
+LLAMA_API float llama_model_rope_freq_scale_train(const struct llama_model * model);
+
+LLAMA_API enum llama_vocab_type llama_vocab_type(const struct llama_vocab * vocab);
+
+LLAMA_API int32_t llama_vocab_n_tokens(const struct llama_vocab * vocab);
+
+// Metadata values as strings: the length written (snprintf semantics, always NUL-terminated)
+// or -1 (and an empty string) when absent. Arrays are shown as "[a, b, ...]".
+LLAMA_API int32_t llama_model_meta_val_str(const struct llama_model * model, const char * key, char * buf, size_t buf_size);
+LLAMA_API int32_t llama_model_meta_count(const struct llama_model * model);
+LLAMA_API int32_t llama_model_meta_key_by_index(const struct llama_model * model, int32_t i, char * buf, size_t buf_size);
+LLAMA_API int32_t llama_model_meta_val_str_by_index(const struct llama_model * model, int32_t i, char * buf, size_t buf_size);
+
+// A short description ("llama 260K F32"); returns the length written (snprintf semantics).
+LLAMA_API int32_t llama_model_desc(const struct llama_model * model, char * buf, size_t buf_size);
+
+LLAMA_API uint64_t llama_model_size(const struct llama_model * model);  // bytes of tensor data
+
+// The model's chat template (tokenizer.chat_template; name NULL for the default), or NULL.
+LLAMA_API const char * llama_model_chat_template(const struct llama_model * model, const char * name);
+
+LLAMA_API uint64_t llama_model_n_params(const struct llama_model * model);
+
+LLAMA_API bool        llama_model_has_encoder(const struct llama_model * model);          // false
+LLAMA_API bool        llama_model_has_decoder(const struct llama_model * model);          // true
+LLAMA_API llama_token llama_model_decoder_start_token(const struct llama_model * model);  // -1
+LLAMA_API bool        llama_model_is_recurrent(const struct llama_model * model);         // false
+
+// ---- LoRA adapters -------------------------------------------------------------------------
+// Loads a LoRA adapter for the model: a GGUF adapter (as llama.cpp's convert_lora_to_gguf.py
+// and llama-finetune write) or a PEFT directory (adapter_config.json, adapter_model.safetensors;
+// lora_B rows of q_proj / k_proj are taken from Hugging Face order). NULL with a message on a
+// missing or corrupt file, another architecture, or tensors that do not fit the model.
+LLAMA_API struct llama_adapter_lora * llama_adapter_lora_init(struct llama_model * model, const char * path_lora);
+LLAMA_API void llama_adapter_lora_free(struct llama_adapter_lora * adapter);  // after every context using it
+
+// Applies the adapter to every following decode of ctx, unmerged: y = W x + scale * alpha / r *
+// B (A x). Setting it again changes the scale. Returns 0, or -1 on bad arguments.
+LLAMA_API int32_t llama_set_adapter_lora(struct llama_context * ctx, struct llama_adapter_lora * adapter, float scale);
+// Stops applying it; -1 if it was not applied.
+LLAMA_API int32_t llama_rm_adapter_lora(struct llama_context * ctx, struct llama_adapter_lora * adapter);
+LLAMA_API void llama_clear_adapter_lora(struct llama_context * ctx);
+
+// ---- KV cache (one sequence, seq_id 0; seq_id < 0 means any) -------------------------------
+LLAMA_API int32_t llama_get_kv_cache_token_count(const struct llama_context * ctx);
+LLAMA_API int32_t llama_get_kv_cache_used_cells(const struct llama_context * ctx);
+LLAMA_API void    llama_kv_cache_clear(struct llama_context * ctx);
+// Removes the cached tokens with positions in [p0, p1) (p0 < 0: from 0; p1 < 0: to the end).
+LLAMA_API bool    llama_kv_cache_seq_rm(struct llama_context * ctx, llama_seq_id seq_id, llama_pos p0, llama_pos p1);
+// Copying to another sequence is not supported (a warning; copying 0 to 0 does nothing).
+LLAMA_API void    llama_kv_cache_seq_cp(struct llama_context * ctx, llama_seq_id seq_id_src, llama_seq_id seq_id_dst,
+                                        llama_pos p0, llama_pos p1);
+// Keeping sequence 0 keeps everything; keeping another one clears the cache.
+LLAMA_API void    llama_kv_cache_seq_keep(struct llama_context * ctx, llama_seq_id seq_id);
+// Adds delta to the positions in [p0, p1) (the keys are re-rotated before the next decode).
+LLAMA_API void    llama_kv_cache_seq_add(struct llama_context * ctx, llama_seq_id seq_id, llama_pos p0, llama_pos p1,
+                                         llama_pos delta);
+// Divides the positions in [p0, p1) by d > 1 (the keys are re-rotated before the next decode).
+LLAMA_API void    llama_kv_cache_seq_div(struct llama_context * ctx, llama_seq_id seq_id, llama_pos p0, llama_pos p1, int d);
+LLAMA_API llama_pos llama_kv_cache_seq_pos_max(struct llama_context * ctx, llama_seq_id seq_id);  // -1 if empty
+LLAMA_API void    llama_kv_cache_defrag(struct llama_context * ctx);  // nothing to do: the cache is never fragmented
+LLAMA_API void    llama_kv_cache_update(struct llama_context * ctx);  // re-rotates shifted keys now
+LLAMA_API bool    llama_kv_cache_can_shift(struct llama_context * ctx);
+
+// The same under llama.cpp's later names (not in llama.cpp c392e509).
+LLAMA_API void      llama_kv_self_clear(struct llama_context * ctx);
+LLAMA_API int32_t   llama_kv_self_used_cells(const struct llama_context * ctx);
+LLAMA_API llama_pos llama_kv_self_seq_pos_max(const struct llama_context * ctx, llama_seq_id seq_id);
+LLAMA_API bool      llama_kv_self_seq_rm(struct llama_context * ctx, llama_seq_id seq_id, llama_pos p0, llama_pos p1);
+LLAMA_API void      llama_kv_self_seq_add(struct llama_context * ctx, llama_seq_id seq_id, llama_pos p0, llama_pos p1,
+                                          llama_pos delta);
+
+// ---- batches and evaluation ----------------------------------------------------------------
+// A batch view of the given tokens (not copied): sequence 0, positions after the cache's last,
+// logits for the last token.
+LLAMA_API struct llama_batch llama_batch_get_one(llama_token * tokens, int32_t n_tokens);
+
+// A batch owning room for n_tokens tokens (token ids: embd must be 0, embeddings input is not
+// supported), each in up to n_seq_max sequences; n_tokens starts at 0. Unlike llama.cpp the
+// arrays start zeroed, with every token in sequence 0. Free with llama_batch_free.
+LLAMA_API struct llama_batch llama_batch_init(int32_t n_tokens, int32_t embd, int32_t n_seq_max);
+LLAMA_API void llama_batch_free(struct llama_batch batch);
+
+// Evaluates the batch (at most n_batch tokens, split into graphs of n_ubatch), appending it to
+// the KV cache. 0: success; 1: not enough room in the KV cache (nothing was evaluated: shift or
+// clear it); 2: aborted by the abort callback (the cache is as before); -1: invalid batch (bad
+// token id, position, sequence or size); -2: compute failed.
+LLAMA_API int32_t llama_decode(struct llama_context * ctx, struct llama_batch batch);
+
+// n_threads for single-token batches, n_threads_batch for larger ones.
+LLAMA_API void    llama_set_n_threads(struct llama_context * ctx, int32_t n_threads, int32_t n_threads_batch);
+LLAMA_API int32_t llama_n_threads(struct llama_context * ctx);
+LLAMA_API int32_t llama_n_threads_batch(struct llama_context * ctx);
+
+LLAMA_API void llama_set_abort_callback(struct llama_context * ctx, ggml_abort_callback abort_callback, void * abort_callback_data);
+
+// Evaluation is synchronous: nothing to wait for.
+LLAMA_API void llama_synchronize(struct llama_context * ctx);
+
+// Logits of the last batch: rows of n_vocab floats, one per token whose logits were kept, in
+// batch order. llama_get_logits_ith(ctx, i): the row of batch token i (negative: from the end),
+// NULL when that token's logits were not kept.
+LLAMA_API float * llama_get_logits(struct llama_context * ctx);
+LLAMA_API float * llama_get_logits_ith(struct llama_context * ctx, int32_t i);
+
+// ---- vocabulary ----------------------------------------------------------------------------
+LLAMA_API const char * llama_vocab_get_text(const struct llama_vocab * vocab, llama_token token);
+LLAMA_API float        llama_vocab_get_score(const struct llama_vocab * vocab, llama_token token);
+LLAMA_API enum llama_token_attr llama_vocab_get_attr(const struct llama_vocab * vocab, llama_token token);
+
+LLAMA_API bool llama_vocab_is_eog(const struct llama_vocab * vocab, llama_token token);  // end of generation
+LLAMA_API bool llama_vocab_is_control(const struct llama_vocab * vocab, llama_token token);
+
+// Special tokens; LLAMA_TOKEN_NULL where the model has none.
+LLAMA_API llama_token llama_vocab_bos(const struct llama_vocab * vocab);
+LLAMA_API llama_token llama_vocab_eos(const struct llama_vocab * vocab);
+LLAMA_API llama_token llama_vocab_eot(const struct llama_vocab * vocab);
+LLAMA_API llama_token llama_vocab_sep(const struct llama_vocab * vocab);
+LLAMA_API llama_token llama_vocab_nl (const struct llama_vocab * vocab);
+LLAMA_API llama_token llama_vocab_pad(const struct llama_vocab * vocab);
+
+LLAMA_API bool llama_vocab_get_add_bos(const struct llama_vocab * vocab);
+LLAMA_API bool llama_vocab_get_add_eos(const struct llama_vocab * vocab);
+
+LLAMA_API llama_token llama_vocab_fim_pre(const struct llama_vocab * vocab);
+LLAMA_API llama_token llama_vocab_fim_suf(const struct llama_vocab * vocab);
+LLAMA_API llama_token llama_vocab_fim_mid(const struct llama_vocab * vocab);
+LLAMA_API llama_token llama_vocab_fim_pad(const struct llama_vocab * vocab);
+LLAMA_API llama_token llama_vocab_fim_rep(const struct llama_vocab * vocab);
+LLAMA_API llama_token llama_vocab_fim_sep(const struct llama_vocab * vocab);
+
+DEPRECATED(LLAMA_API const char * llama_token_get_text(const struct llama_vocab * vocab, llama_token token), "use llama_vocab_get_text instead");
+DEPRECATED(LLAMA_API float llama_token_get_score(const struct llama_vocab * vocab, llama_token token), "use llama_vocab_get_score instead");
+DEPRECATED(LLAMA_API enum llama_token_attr llama_token_get_attr(const struct llama_vocab * vocab, llama_token token), "use llama_vocab_get_attr instead");
+DEPRECATED(LLAMA_API bool llama_token_is_eog(const struct llama_vocab * vocab, llama_token token), "use llama_vocab_is_eog instead");
+DEPRECATED(LLAMA_API bool llama_token_is_control(const struct llama_vocab * vocab, llama_token token), "use llama_vocab_is_control instead");
+DEPRECATED(LLAMA_API llama_token llama_token_bos(const struct llama_vocab * vocab), "use llama_vocab_bos instead");
+DEPRECATED(LLAMA_API llama_token llama_token_eos(const struct llama_vocab * vocab), "use llama_vocab_eos instead");
+DEPRECATED(LLAMA_API llama_token llama_token_eot(const struct llama_vocab * vocab), "use llama_vocab_eot instead");
+DEPRECATED(LLAMA_API llama_token llama_token_cls(const struct llama_vocab * vocab), "use llama_vocab_cls instead");
+DEPRECATED(LLAMA_API llama_token llama_token_sep(const struct llama_vocab * vocab), "use llama_vocab_sep instead");
+DEPRECATED(LLAMA_API llama_token llama_token_nl (const struct llama_vocab * vocab), "use llama_vocab_nl instead");
+DEPRECATED(LLAMA_API llama_token llama_token_pad(const struct llama_vocab * vocab), "use llama_vocab_pad instead");
+DEPRECATED(LLAMA_API bool llama_add_bos_token(const struct llama_vocab * vocab), "use llama_vocab_get_add_bos instead");
+DEPRECATED(LLAMA_API bool llama_add_eos_token(const struct llama_vocab * vocab), "use llama_vocab_get_add_eos instead");
+DEPRECATED(LLAMA_API llama_token llama_token_fim_pre(const struct llama_vocab * vocab), "use llama_vocab_fim_pre instead");
+DEPRECATED(LLAMA_API llama_token llama_token_fim_suf(const struct llama_vocab * vocab), "use llama_vocab_fim_suf instead");
+DEPRECATED(LLAMA_API llama_token llama_token_fim_mid(const struct llama_vocab * vocab), "use llama_vocab_fim_mid instead");
+DEPRECATED(LLAMA_API llama_token llama_token_fim_pad(const struct llama_vocab * vocab), "use llama_vocab_fim_pad instead");
+DEPRECATED(LLAMA_API llama_token llama_token_fim_rep(const struct llama_vocab * vocab), "use llama_vocab_fim_rep instead");
+DEPRECATED(LLAMA_API llama_token llama_token_fim_sep(const struct llama_vocab * vocab), "use llama_vocab_fim_sep instead");
+DEPRECATED(LLAMA_API llama_token llama_vocab_cls(const struct llama_vocab * vocab), "use llama_vocab_bos instead");
+
+// ---- tokenizer -----------------------------------------------------------------------------
+// Tokenizes text_len bytes of UTF-8 text. add_special: add BOS/EOS as the model asks.
+// parse_special: text like "<|im_start|>" becomes that special token. Returns the number of
+// tokens, or minus the number needed when n_tokens_max is too small.
+LLAMA_API int32_t llama_tokenize(const struct llama_vocab * vocab, const char * text, int32_t text_len,
+                                 llama_token * tokens, int32_t n_tokens_max, bool add_special, bool parse_special);
+// The text of one token (byte tokens give their byte; special tokens only when special).
+// Returns the bytes written, or minus the size needed. lstrip: leading spaces to skip.
+LLAMA_API int32_t llama_token_to_piece(const struct llama_vocab * vocab, llama_token token, char * buf, int32_t length,
+                                       int32_t lstrip, bool special);
+// The text of a token sequence (SentencePiece's leading space of the first token removed when
+// remove_special and the sequence starts with BOS). Returns the bytes written or minus needed.
+LLAMA_API int32_t llama_detokenize(const struct llama_vocab * vocab, const llama_token * tokens, int32_t n_tokens,
+                                   char * text, int32_t text_len_max, bool remove_special, bool unparse_special);
+
+// ---- chat templates ------------------------------------------------------------------------
 // Formats the messages with the template (a Jinja template text from the model, or a name:
 // "llama2", "llama3", "chatml", "zephyr", "mistral"; recognised by its markers; ChatML when
 // unknown or NULL). add_ass: end with the opening of an assistant turn. Returns the length
 // of the formatted text (snprintf semantics), or -1 on error.
-int32_t llama_chat_apply_template(const char * tmpl, const struct llama_chat_message * chat, size_t n_msg, bool add_ass,
-                                  char * buf, int32_t length);
+LLAMA_API int32_t llama_chat_apply_template(const char * tmpl, const struct llama_chat_message * chat, size_t n_msg,
+                                            bool add_ass, char * buf, int32_t length);
+// The names of the built-in templates: writes up to len of them, returns how many there are.
+LLAMA_API int32_t llama_chat_builtin_templates(const char ** output, size_t len);
+
+// ---- sampling ------------------------------------------------------------------------------
+// A sampler: an interface and its state. A program may define its own (iface functions that are
+// NULL are skipped; apply is required); the built-in ones below are made the same way.
+typedef void * llama_sampler_context_t;
+
+struct llama_sampler_i {
+    const char *           (*name)  (const struct llama_sampler * smpl);                                 // may be NULL
+    void                   (*accept)(      struct llama_sampler * smpl, llama_token token);              // may be NULL
+    void                   (*apply) (      struct llama_sampler * smpl, llama_token_data_array * cur_p); // required
+    void                   (*reset) (      struct llama_sampler * smpl);                                 // may be NULL
+    struct llama_sampler * (*clone) (const struct llama_sampler * smpl);                                 // NULL: not clonable unless ctx is NULL
+    void                   (*free)  (      struct llama_sampler * smpl);                                 // frees ctx; NULL if ctx is NULL
+};
+
+struct llama_sampler {
+    const struct llama_sampler_i * iface;
+    llama_sampler_context_t        ctx;
+};
+
+LLAMA_API struct llama_sampler * llama_sampler_init  (const struct llama_sampler_i * iface, llama_sampler_context_t ctx);
+LLAMA_API const char *           llama_sampler_name  (const struct llama_sampler * smpl);
+LLAMA_API void                   llama_sampler_accept(      struct llama_sampler * smpl, llama_token token);
+LLAMA_API void                   llama_sampler_apply (      struct llama_sampler * smpl, llama_token_data_array * cur_p);
+LLAMA_API void                   llama_sampler_reset (      struct llama_sampler * smpl);
+LLAMA_API struct llama_sampler * llama_sampler_clone (const struct llama_sampler * smpl);
+// Not for a sampler added to a chain: the chain frees it.
+LLAMA_API void                   llama_sampler_free  (      struct llama_sampler * smpl);
+
+// A chain applies its samplers in order, stopping after the first that selects a token (greedy,
+// dist, Mirostat); with none, llama_sampler_sample takes the most likely candidate.
+LLAMA_API struct llama_sampler * llama_sampler_chain_init(struct llama_sampler_chain_params params);
+LLAMA_API void                   llama_sampler_chain_add(struct llama_sampler * chain, struct llama_sampler * smpl);  // takes ownership
+LLAMA_API struct llama_sampler * llama_sampler_chain_get(const struct llama_sampler * chain, int32_t i);
+LLAMA_API int                    llama_sampler_chain_n  (const struct llama_sampler * chain);
+// Takes sampler i out of the chain (the caller owns it then), or NULL.
+LLAMA_API struct llama_sampler * llama_sampler_chain_remove(struct llama_sampler * chain, int32_t i);
+
+LLAMA_API struct llama_sampler * llama_sampler_init_greedy(void);
+// Random draw from the distribution (seed LLAMA_DEFAULT_SEED: a random seed; reset re-seeds).
+LLAMA_API struct llama_sampler * llama_sampler_init_dist(uint32_t seed);
+DEPRECATED(LLAMA_API struct llama_sampler * llama_sampler_init_softmax(void), "will be removed in the future");
+LLAMA_API struct llama_sampler * llama_sampler_init_top_k(int32_t k);
+LLAMA_API struct llama_sampler * llama_sampler_init_top_p(float p, size_t min_keep);
+LLAMA_API struct llama_sampler * llama_sampler_init_min_p(float p, size_t min_keep);
+// Divides the logits by t; t <= 0 keeps only the most likely token.
+LLAMA_API struct llama_sampler * llama_sampler_init_temp(float t);
+// Mirostat 1.0 (arXiv 2007.14966, algorithm 1), a selecting stage: tau is the target surprise
+// (cross-entropy, in bits), eta the learning rate, m the number of most likely tokens used to
+// estimate the Zipf exponent (llama.cpp uses 100); n_vocab the vocabulary size. mu, the maximum
+// surprise, starts at 2 * tau and moves by -eta * (observed surprise - tau) after each draw.
+LLAMA_API struct llama_sampler * llama_sampler_init_mirostat(int32_t n_vocab, uint32_t seed, float tau, float eta, int32_t m);
+// Mirostat 2.0: keeps the tokens with surprise -log2(p) <= mu (at least the most likely one),
+// draws from them renormalized, then mu -= eta * (surprise of the drawn token - tau).
+LLAMA_API struct llama_sampler * llama_sampler_init_mirostat_v2(uint32_t seed, float tau, float eta);
+// Penalties over the last penalty_last_n accepted tokens: repetition (divides a positive logit,
+// multiplies a negative one; 1.0: off), frequency (minus count * penalty_freq) and presence
+// (minus penalty_present once the token occurs; 0.0: off).
+LLAMA_API struct llama_sampler * llama_sampler_init_penalties(int32_t penalty_last_n, float penalty_repeat,
+                                                              float penalty_freq, float penalty_present);
+// Adds bias to the logits of the given tokens (-INFINITY: the token is never sampled).
+LLAMA_API struct llama_sampler * llama_sampler_init_logit_bias(int32_t n_vocab, int32_t n_logit_bias,
+                                                               const llama_logit_bias * logit_bias);
+
+// The seed of a dist or Mirostat sampler (the one drawn for LLAMA_DEFAULT_SEED), of a chain's
+// last seeded sampler; LLAMA_DEFAULT_SEED otherwise.
+LLAMA_API uint32_t llama_sampler_get_seed(const struct llama_sampler * smpl);
+
+// Samples from the logits of batch token idx, and accepts the result into the sampler.
+LLAMA_API llama_token llama_sampler_sample(struct llama_sampler * smpl, struct llama_context * ctx, int32_t idx);
+
+// ---- model files in splits -----------------------------------------------------------------
+// "<prefix>-%05d-of-%05d.gguf" with split_no + 1 and split_count; returns its length.
+LLAMA_API int llama_split_path(char * split_path, size_t maxlen, const char * path_prefix, int split_no, int split_count);
+// The prefix of such a path when split_no and split_count match it; returns its length (0 if not).
+LLAMA_API int llama_split_prefix(char * split_prefix, size_t maxlen, const char * split_path, int split_no, int split_count);
+
+// ---- system and logging --------------------------------------------------------------------
+LLAMA_API const char * llama_print_system_info(void);  // the CPU kernels this build uses
+
+// Errors and progress go through this callback (default: stderr). Pass NULL to restore the default.
+LLAMA_API void llama_log_set(ggml_log_callback log_callback, void * user_data);
 
 // ---- timings -------------------------------------------------------------------------------
 struct llama_perf_context_data {
-    double  t_load_ms;   // model load
-    double  t_p_eval_ms; // prompt evaluation (batches of more than one token)
-    double  t_eval_ms;   // single-token evaluation
+    double t_start_ms;   // context creation (or the last reset), on llama_time_us's clock
+    double t_load_ms;    // model load
+    double t_p_eval_ms;  // prompt evaluation (batches of more than one token)
+    double t_eval_ms;    // single-token evaluation
+
     int32_t n_p_eval;
     int32_t n_eval;
 };
-struct llama_perf_context_data llama_perf_context(const struct llama_context * ctx);
-void llama_perf_context_print(const struct llama_context * ctx);  // to the log
-void llama_perf_context_reset(struct llama_context * ctx);
+
+struct llama_perf_sampler_data {
+    double t_sample_ms;
+
+    int32_t n_sample;
+};
+
+LLAMA_API struct llama_perf_context_data llama_perf_context      (const struct llama_context * ctx);
+LLAMA_API void                           llama_perf_context_print(const struct llama_context * ctx);  // to the log
+LLAMA_API void                           llama_perf_context_reset(      struct llama_context * ctx);
+
+// Of a sampler chain (zeros for another sampler).
+LLAMA_API struct llama_perf_sampler_data llama_perf_sampler      (const struct llama_sampler * chain);
+LLAMA_API void                           llama_perf_sampler_print(const struct llama_sampler * chain);
+LLAMA_API void                           llama_perf_sampler_reset(      struct llama_sampler * chain);
 
 #ifdef __cplusplus
 }
 #endif
+
+#endif  // LLAMA_H

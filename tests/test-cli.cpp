@@ -416,7 +416,7 @@ TEST(CliFlags, CacheBatchPenaltyAndGpuFlagsAccepted) {
     ASSERT_EQ(ref.status, 0) << ref.err;
     const run_result r = run("llama-cli", base + " -ctk f32 -ctv f16 -b 3 -ub 2 --presence-penalty 0 --frequency-penalty 0");
     ASSERT_EQ(r.status, 0) << r.err;
-    EXPECT_NE(r.err.find("n_batch 2,"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("n_batch 3, n_ubatch 2,"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("K f32, V f16"), std::string::npos) << r.err;
     EXPECT_EQ(r.out, ref.out);  // the same greedy text
     // Penalised, the text leaves the greedy one within 30 tokens.

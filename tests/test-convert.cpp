@@ -272,6 +272,13 @@ TEST(Convert, BadInputsFailWithoutOutput) {
         EXPECT_NE(r.status, 0);
         EXPECT_NE(r.output.find("q_proj.weight' has shape [8, 6]"), std::string::npos) << r.output;
         expect_fail("--hf " + hf, "wrong shape");
+        // Numbers no integer can hold (NaN and Infinity as Python's json writes them, 1e300): a
+        // clean error, not an out-of-range conversion (undefined; caught by the sanitizer build).
+        for (const char * v : { "NaN", "Infinity", "1e300", "-1", "2.5" }) {
+            std::ofstream(hf + "/config.json") << R"({"architectures": ["LlamaForCausalLM"], "hidden_size": )" << v
+                                               << R"(, "intermediate_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2})";
+            expect_fail("--hf " + hf, (std::string("hidden_size ") + v).c_str());
+        }
         std::ofstream(hf + "/config.json") << R"({"architectures": ["MambaForCausalLM"], "model_type": "mamba"})";
         const auto r2 = run_prog("llama-convert", "--hf " + hf + " -o " + out);
         EXPECT_NE(r2.status, 0);

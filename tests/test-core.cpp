@@ -3,6 +3,7 @@
 #include "test-util.h"
 
 #include "ggml-alloc.h"
+#include "ggml-cpu.h"
 #include "ggml-impl.h"
 
 #include <cstring>
@@ -343,7 +344,7 @@ TEST(Planner, ReusesMemoryAndMatchesDirectCompute) {
     ggml_tensor * out = build(ctx, &in);
     ggml_cgraph * gf = ggml_new_graph(ctx);
     ggml_build_forward_expand(gf, out);
-    ggml_gallocr_t ga = ggml_gallocr_new();
+    ggml_gallocr_t ga = ggml_gallocr_new(ggml_backend_cpu_buffer_type());
     ASSERT_TRUE(ggml_gallocr_alloc_graph(ga, gf));
     const size_t used = ggml_gallocr_get_buffer_size(ga, 0);
     const size_t one = n * sizeof(float);
@@ -373,7 +374,7 @@ TEST(Planner, OutputsAreKeptAndViewsResolved) {
     ggml_tensor * c = ggml_add(ctx, ggml_scale(ctx, row, 1.0f), ggml_view_1d(ctx, b, 8, 0));
     ggml_cgraph * gf = ggml_new_graph(ctx);
     ggml_build_forward_expand(gf, c);
-    ggml_gallocr_t ga = ggml_gallocr_new();
+    ggml_gallocr_t ga = ggml_gallocr_new(ggml_backend_cpu_buffer_type());
     ASSERT_TRUE(ggml_gallocr_alloc_graph(ga, gf));
     ASSERT_NE(row->data, nullptr);
     EXPECT_EQ((char *) row->data, (char *) a->data + a->nb[1]);
@@ -389,7 +390,7 @@ TEST(Planner, OutputsAreKeptAndViewsResolved) {
 }
 
 TEST(Planner, ReserveThenSmallerGraphDoesNotGrow) {
-    ggml_gallocr_t ga = ggml_gallocr_new();
+    ggml_gallocr_t ga = ggml_gallocr_new(ggml_backend_cpu_buffer_type());
     size_t reserved = 0;
     for (int64_t n : {4096, 100}) {
         tu::Ctx ctx(ggml_graph_overhead() + 100 * ggml_tensor_overhead(), true);

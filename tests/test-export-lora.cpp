@@ -206,7 +206,7 @@ std::vector<float> eval_logits(const std::string & model_path, const std::vector
     llama_context_params cp = llama_context_default_params();
     cp.n_ctx = 64;
     cp.n_batch = 64;
-    cp.n_threads = 2;
+    cp.n_threads = cp.n_threads_batch = 2;
     cp.type_k = cp.type_v = GGML_TYPE_F32;
     llama_context * ctx = llama_init_from_model(m, cp);
     std::vector<llama_adapter_lora *> ads;
@@ -219,7 +219,7 @@ std::vector<float> eval_logits(const std::string & model_path, const std::vector
         }
     }
     const int32_t n = (int32_t) k_tokens.size();
-    llama_batch batch = llama_batch_init(n);
+    llama_batch batch = llama_batch_init(n, 0, 1);
     for (int32_t i = 0; i < n; i++) {
         batch.token[i] = k_tokens[i];
         batch.pos[i] = i;

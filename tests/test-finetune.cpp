@@ -43,8 +43,8 @@ std::string model_path() { return tu::models_dir() + "/stories260K.gguf"; }
 std::string text_path() { return tu::shared_dir() + "/reference/lora-sentences.txt"; }
 std::string data_dir() { return LLAMA_TEST_DATA_DIR; }
 
-void quiet_log(int level, const char * text, void *) {
-    if (level <= 2 || std::getenv("LLAMA_TEST_VERBOSE")) fputs(text, stderr);
+void quiet_log(enum ggml_log_level level, const char * text, void *) {
+    if (level == GGML_LOG_LEVEL_ERROR || std::getenv("LLAMA_TEST_VERBOSE")) fputs(text, stderr);
 }
 
 std::string read_text(const std::string & path) {
@@ -127,7 +127,21 @@ TEST(Finetune, LoraCurveFollowsPyTorch) {
 // where the losses are ~0.009 and small differences are large relatively; Q4_0 11.9% (F32
 // products 11.6%) near step 60: the Q4_0 base itself starts 7.2% higher (1.985 against 1.851).
 // Tolerances 10% for Q8_0 and 15% for Q4_0.
+// Not under ASan / UBSan: there the instrumented code rounds some float operations differently
+// (last-bit differences, which the int8 activations of the quantized base amplify: the step-0
+// loss itself moves by 5e-4), so the 200-step curve leaves the tolerance calibrated on optimized
+// builds (18% against 10% measured), and the test takes 30 times longer (over 200 s).
+#if defined(__SANITIZE_ADDRESS__)
+#define FINETUNE_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define FINETUNE_SANITIZED 1
+#endif
+#endif
 TEST(Finetune, QLoraCurvesOnQuantizedBasesStayClose) {
+#ifdef FINETUNE_SANITIZED
+    GTEST_SKIP() << "sanitizer build: the QLoRA curve tolerances hold for optimized builds only (see above)";
+#endif
     TU_REQUIRE_FILE(model_path());
     TU_REQUIRE_FILE(text_path());
     const std::vector<double> ref = read_reference();
@@ -161,7 +175,7 @@ struct CtxDeleter {
 // Logits of every token of the prompt (all rows kept).
 std::vector<float> all_logits(llama_context * ctx, std::vector<llama_token> tokens) {
     llama_kv_self_clear(ctx);
-    llama_batch b = llama_batch_init((int32_t) tokens.size());
+    llama_batch b = llama_batch_init((int32_t) tokens.size(), 0, 1);
     b.n_tokens = (int32_t) tokens.size();
     for (size_t i = 0; i < tokens.size(); i++) {
         b.token[i] = tokens[i];
@@ -289,7 +303,7 @@ TEST(Finetune, TrainedAdapterMatchesMergedWeightsAndPeftCopy) {
     // builds (NEON) amplify past the tolerance.
     llama_context_params cp = llama_context_default_params();
     cp.n_ctx = 128;
-    cp.n_threads = 2;
+    cp.n_threads = cp.n_threads_batch = 2;
     cp.type_k = cp.type_v = GGML_TYPE_F32;
     std::unique_ptr<llama_context, CtxDeleter> c1(llama_init_from_model(base.get(), cp)), c2(llama_init_from_model(merged.get(), cp));
     ASSERT_TRUE(c1 && c2);

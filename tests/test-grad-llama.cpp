@@ -32,8 +32,8 @@
 
 namespace {
 
-void quiet_log(int level, const char * text, void *) {
-    if (level <= 2 || std::getenv("LLAMA_TEST_VERBOSE")) fputs(text, stderr);
+void quiet_log(enum ggml_log_level level, const char * text, void *) {
+    if (level == GGML_LOG_LEVEL_ERROR || std::getenv("LLAMA_TEST_VERBOSE")) fputs(text, stderr);
 }
 
 bool verbose() {
@@ -109,12 +109,12 @@ TEST(GradLlama, TrainForwardMatchesDecode) {
     // The runtime's forward, with an F32 cache so that both paths compute in F32.
     llama_context_params cp = llama_context_default_params();
     cp.n_ctx = 64;
-    cp.n_threads = 2;
+    cp.n_threads = cp.n_threads_batch = 2;
     cp.type_k = GGML_TYPE_F32;
     cp.type_v = GGML_TYPE_F32;
     llama_context * lctx = llama_init_from_model(model.get(), cp);
     ASSERT_NE(lctx, nullptr);
-    llama_batch batch = llama_batch_init(n);
+    llama_batch batch = llama_batch_init(n, 0, 1);
     batch.n_tokens = n;
     for (int i = 0; i < n; i++) {
         batch.token[i] = tokens[(size_t) i];

@@ -19,9 +19,9 @@ namespace tu {
 inline std::mutex g_log_mutex;
 inline std::string g_errors;
 
-inline void capture_log(int level, const char * text, void *) {
+inline void capture_log(enum ggml_log_level level, const char * text, void *) {
     std::lock_guard<std::mutex> lock(g_log_mutex);
-    if (level <= 3) g_errors += text;
+    if (level == GGML_LOG_LEVEL_ERROR || level == GGML_LOG_LEVEL_WARN) g_errors += text;
     if (getenv("LLAMA_TEST_VERBOSE")) fputs(text, stderr);
 }
 
@@ -51,14 +51,19 @@ struct ModelPtr {
     operator llama_model *() const { return m; }
 };
 
+// A context taking batches of up to n_ctx tokens per llama_decode call, evaluated in graphs of
+// n_ubatch tokens, with timings.
 struct CtxPtr {
     llama_context * c = nullptr;
-    CtxPtr(llama_model * m, uint32_t n_ctx, uint32_t n_batch, int n_threads = 2, ggml_type tk = GGML_TYPE_F16,
+    CtxPtr(llama_model * m, uint32_t n_ctx, uint32_t n_ubatch, int n_threads = 2, ggml_type tk = GGML_TYPE_F16,
            ggml_type tv = GGML_TYPE_F16, bool flash_attn = false) {
         llama_context_params p = llama_context_default_params();
         p.n_ctx = n_ctx;
-        p.n_batch = n_batch;
+        p.n_batch = n_ctx;
+        p.n_ubatch = n_ubatch;
         p.n_threads = n_threads;
+        p.n_threads_batch = n_threads;
+        p.no_perf = false;
         p.type_k = tk;
         p.type_v = tv;
         p.flash_attn = flash_attn;
@@ -75,7 +80,7 @@ inline int32_t n_vocab_of(llama_model * m) { return llama_vocab_n_tokens(llama_m
 inline std::vector<float> eval_all(llama_context * ctx, const std::vector<llama_token> & tokens, llama_pos p0 = 0) {
     const int32_t n = (int32_t) tokens.size();
     const int32_t n_vocab = n_vocab_of((llama_model *) llama_get_model(ctx));
-    llama_batch b = llama_batch_init(n);
+    llama_batch b = llama_batch_init(n, 0, 1);
     for (int32_t i = 0; i < n; i++) {
         b.token[i] = tokens[i];
         b.pos[i] = p0 + i;

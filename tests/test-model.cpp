@@ -165,7 +165,7 @@ INSTANTIATE_TEST_SUITE_P(Models, ReferenceLogits,
                          });
 
 // ---- batching --------------------------------------------------------------------------------
-// n_batch smaller than the prompt splits it into several graphs: same logits within rounding
+// n_ubatch smaller than the prompt splits it into several graphs: same logits within rounding
 // (the matrix products take other code paths for other batch sizes).
 TEST(Model, BatchSplitMatchesOneBatch) {
     for (const char * name : { "ktest-F32", "stories260K", "ktest-Q4_K_M", "ktest-Q4_0" }) {
@@ -176,14 +176,15 @@ TEST(Model, BatchSplitMatchesOneBatch) {
         CtxPtr one(model, 64, 64);
         ASSERT_NE(one.c, nullptr);
         const std::vector<float> ref = eval_all(one, toks);
-        for (uint32_t n_batch : { 16u, 7u, 1u }) {
-            CtxPtr split(model, 64, n_batch);
+        for (uint32_t n_ubatch : { 16u, 7u, 1u }) {
+            CtxPtr split(model, 64, n_ubatch);
             ASSERT_NE(split.c, nullptr);
-            ASSERT_EQ(llama_n_batch(split), n_batch);
+            ASSERT_EQ(llama_n_ubatch(split), n_ubatch);
+            ASSERT_EQ(llama_n_batch(split), 64u);
             const std::vector<float> got = eval_all(split, toks);
             ASSERT_EQ(got.size(), ref.size());
             const double kl = mean_kl(ref.data(), got.data(), (int32_t) toks.size(), n_vocab);
-            EXPECT_LT(kl, path_tolerance(name)) << "n_batch " << n_batch;
+            EXPECT_LT(kl, path_tolerance(name)) << "n_ubatch " << n_ubatch;
         }
     }
 }
@@ -246,7 +247,7 @@ TEST(Model, LogitsFlags) {
     const std::vector<float> ref = eval_all(one, toks);
 
     CtxPtr ctx(model, 64, 8);
-    llama_batch b = llama_batch_init(20);
+    llama_batch b = llama_batch_init(20, 0, 1);
     b.n_tokens = 20;
     for (int i = 0; i < 20; i++) {
         b.token[i] = toks[i];
@@ -393,7 +394,7 @@ TEST(Model, ThreadCountsGiveIdenticalLogits) {
         EXPECT_TRUE(res[0] == res[2]) << "1 vs 3 threads";
         // llama_set_n_threads on a live context.
         CtxPtr ctx(model, 64, 64, 1);
-        llama_set_n_threads(ctx, 2);
+        llama_set_n_threads(ctx, 2, 2);
         std::vector<float> r = eval_all(ctx, prompt);
         const std::vector<float> g = eval_one_by_one(ctx, gen);
         r.insert(r.end(), g.begin(), g.end());
@@ -401,8 +402,8 @@ TEST(Model, ThreadCountsGiveIdenticalLogits) {
     }
 }
 
-// The graph memory is planned once for the largest batch and the work buffer sized with it:
-// batches of any size, the K shift and a removal never make either grow.
+// The graph memory is planned once for the largest batch: batches of any size, the K shift and
+// a removal never make it grow.
 TEST(Model, BuffersArePlannedOnce) {
     for (const char * name : { "ktest-F32", "ktest-Q4_K_M" }) {
         SCOPED_TRACE(name);
@@ -411,8 +412,7 @@ TEST(Model, BuffersArePlannedOnce) {
         for (ggml_type type : { GGML_TYPE_F16, GGML_TYPE_Q8_0 }) {
             CtxPtr ctx(model, 64, 16, 2, type, type);
             ASSERT_NE(ctx.c, nullptr);
-            const size_t graph_bytes = ggml_gallocr_get_buffer_size(ctx.c->galloc, 0);
-            const size_t work_bytes = ctx.c->work_size;
+            const size_t graph_bytes = ggml_backend_sched_get_buffer_size(ctx.c->sched, ctx.c->backend_cpu);
             EXPECT_GT(graph_bytes, 0u);
             const std::vector<llama_token> toks = some_tokens(64, n_vocab, 2);
             ASSERT_FALSE(eval_all(ctx, std::vector<llama_token>(toks.begin(), toks.begin() + 40)).empty());  // 16 + 16 + 8
@@ -421,8 +421,7 @@ TEST(Model, BuffersArePlannedOnce) {
             llama_kv_self_seq_add(ctx, 0, 10, -1, -8);
             ASSERT_FALSE(eval_all(ctx, std::vector<llama_token>(toks.begin() + 50, toks.end()), 42).empty());
             EXPECT_EQ(llama_kv_self_used_cells(ctx), 56);
-            EXPECT_EQ(ggml_gallocr_get_buffer_size(ctx.c->galloc, 0), graph_bytes);
-            EXPECT_EQ(ctx.c->work_size, work_bytes);
+            EXPECT_EQ(ggml_backend_sched_get_buffer_size(ctx.c->sched, ctx.c->backend_cpu), graph_bytes);
         }
     }
 }
@@ -465,7 +464,7 @@ TEST(Model, ContextShiftMatchesFreshEvaluation) {
             // Without the re-rotation the keys would sit at their old positions: far off.
             CtxPtr unshifted(model, 28, 16, 2, type, type);
             ASSERT_FALSE(eval_all(unshifted, first, 9).empty());
-            llama_batch b = llama_batch_init(1);
+            llama_batch b = llama_batch_init(1, 0, 1);
             b.n_tokens = 1;
             b.token[0] = next[0];
             b.pos[0] = 24;
@@ -553,19 +552,40 @@ TEST(Model, DecodeRejectsBadBatches) {
     EXPECT_EQ(llama_decode(ctx, llama_batch_get_one(&bad, 0)), -1);
     EXPECT_NE(take_errors().find("out of range"), std::string::npos);
     std::vector<llama_token> many(17, 5);
-    EXPECT_EQ(llama_decode(ctx, llama_batch_get_one(many.data(), 17)), -1);  // larger than the context
-    EXPECT_NE(take_errors().find("can never fit"), std::string::npos);
+    EXPECT_EQ(llama_decode(ctx, llama_batch_get_one(many.data(), 17)), -1);  // more than n_batch (the context)
+    EXPECT_NE(take_errors().find("more than n_batch 16"), std::string::npos);
     EXPECT_EQ(llama_kv_self_used_cells(ctx), 0);
     EXPECT_EQ(llama_decode(ctx, llama_batch_get_one(many.data(), 16)), 0);
     EXPECT_EQ(llama_decode(ctx, llama_batch_get_one(many.data(), 1)), 1);  // full: make room first
-    llama_batch neg = llama_batch_init(1);
+    llama_batch neg = llama_batch_init(1, 0, 1);
     neg.n_tokens = 1;
     neg.pos[0] = -1;
     llama_kv_self_clear(ctx);
     EXPECT_EQ(llama_decode(ctx, neg), -1);
     llama_batch_free(neg);
-    EXPECT_EQ(llama_get_logits_ith(ctx, 16), nullptr);
-    EXPECT_EQ(llama_get_logits_ith(ctx, -17), nullptr);
+    // Only sequence 0 exists, and token ids are the only input.
+    llama_batch seq = llama_batch_init(1, 0, 2);
+    seq.n_tokens = 1;
+    seq.token[0] = 5;
+    seq.pos[0] = 0;
+    seq.seq_id[0][0] = 1;
+    EXPECT_EQ(llama_decode(ctx, seq), -1);
+    EXPECT_NE(take_errors().find("is in sequence 1: only sequence 0"), std::string::npos);
+    seq.n_seq_id[0] = 2;
+    seq.seq_id[0][0] = 0;
+    EXPECT_EQ(llama_decode(ctx, seq), -1);
+    EXPECT_NE(take_errors().find("is in 2 sequences"), std::string::npos);
+    seq.n_seq_id[0] = 1;
+    EXPECT_EQ(llama_decode(ctx, seq), 0);
+    llama_batch_free(seq);
+    llama_batch emb = llama_batch_init(1, 64, 1);
+    emb.n_tokens = 1;
+    EXPECT_EQ(emb.token, nullptr);
+    EXPECT_EQ(llama_decode(ctx, emb), -1);
+    EXPECT_NE(take_errors().find("embeddings input"), std::string::npos);
+    llama_batch_free(emb);
+    EXPECT_EQ(llama_get_logits_ith(ctx, 1), nullptr);
+    EXPECT_EQ(llama_get_logits_ith(ctx, -2), nullptr);
 }
 
 class ModelFiles : public testing::Test {
@@ -1010,6 +1030,7 @@ TEST(Model, Information) {
     ASSERT_NE(ctx.c, nullptr);
     EXPECT_EQ(llama_n_ctx(ctx), 100u);
     EXPECT_EQ(llama_n_batch(ctx), 100u);  // clamped to n_ctx
+    EXPECT_EQ(llama_n_ubatch(ctx), 100u);  // clamped to n_batch
     EXPECT_EQ(llama_get_model(ctx), model.m);
     CtxPtr deflt(model, 0, 0);
     ASSERT_NE(deflt.c, nullptr);
@@ -1044,6 +1065,238 @@ TEST(Model, GreedyStories260KMatchesLlama2c) {
     if (!text.empty() && text[0] == ' ') text.erase(0, 1);  // SentencePiece's leading space
     while (!text.empty() && text.back() == '\n') text.pop_back();
     EXPECT_EQ(text, expected);
+}
+
+// ---- llama.cpp's parameters and functions ------------------------------------------------------
+TEST(LlamaApi, DefaultParamsAreLlamaCpps) {
+    const llama_model_params mp = llama_model_default_params();
+    EXPECT_EQ(mp.devices, nullptr);
+    EXPECT_EQ(mp.n_gpu_layers, 0);
+    EXPECT_EQ(mp.split_mode, LLAMA_SPLIT_MODE_LAYER);
+    EXPECT_EQ(mp.kv_overrides, nullptr);
+    EXPECT_TRUE(mp.use_mmap);
+    EXPECT_FALSE(mp.use_mlock || mp.check_tensors || mp.vocab_only);
+    const llama_context_params cp = llama_context_default_params();
+    EXPECT_EQ(cp.n_batch, 2048u);
+    EXPECT_EQ(cp.n_ubatch, 512u);
+    EXPECT_EQ(cp.n_seq_max, 1u);
+    EXPECT_EQ(cp.n_threads_batch, cp.n_threads);
+    EXPECT_EQ(cp.rope_scaling_type, LLAMA_ROPE_SCALING_TYPE_UNSPECIFIED);
+    EXPECT_EQ(cp.pooling_type, LLAMA_POOLING_TYPE_UNSPECIFIED);
+    EXPECT_EQ(cp.yarn_ext_factor, -1.0f);
+    EXPECT_EQ(cp.type_k, GGML_TYPE_F16);
+    EXPECT_TRUE(cp.offload_kqv && cp.no_perf);
+    EXPECT_FALSE(cp.logits_all || cp.embeddings || cp.flash_attn);
+    EXPECT_EQ(cp.abort_callback, nullptr);
+    EXPECT_TRUE(llama_sampler_chain_default_params().no_perf);
+}
+
+// kv_overrides replace metadata before it is read; the progress callback may cancel a load;
+// check_tensors finds a NaN; use_mlock locks (or warns).
+TEST_F(ModelFiles, ModelParams) {
+    const std::string src = model_path("stories260K");
+    TU_REQUIRE_FILE(src);
+    llama_model_kv_override ov[4] = {};
+    ov[0].tag = LLAMA_KV_OVERRIDE_TYPE_INT;
+    strcpy(ov[0].key, "llama.context_length");
+    ov[0].val_i64 = 512;
+    ov[1].tag = LLAMA_KV_OVERRIDE_TYPE_STR;
+    strcpy(ov[1].key, "general.name");
+    strcpy(ov[1].val_str, "renamed");
+    ov[2].tag = LLAMA_KV_OVERRIDE_TYPE_FLOAT;  // a string key: skipped
+    strcpy(ov[2].key, "general.architecture");
+    ov[2].val_f64 = 1.0;
+    llama_model_params mp = llama_model_default_params();
+    mp.kv_overrides = ov;
+    float progress = -1.0f;
+    mp.progress_callback = [](float p, void * ud) { *(float *) ud = p; return true; };
+    mp.progress_callback_user_data = &progress;
+    mp.use_mlock = true;
+    mp.check_tensors = true;
+    take_errors();
+    llama_model * m = llama_model_load_from_file(src.c_str(), mp);
+    ASSERT_NE(m, nullptr) << take_errors();
+    EXPECT_NE(take_errors().find("override of 'general.architecture' is a float but the key has type str"), std::string::npos);
+    EXPECT_EQ(progress, 1.0f);
+    EXPECT_EQ(llama_model_n_ctx_train(m), 512);
+    char buf[64];
+    EXPECT_EQ(llama_model_meta_val_str(m, "general.name", buf, sizeof(buf)), 7);
+    EXPECT_STREQ(buf, "renamed");
+    llama_model_free(m);
+
+    mp = llama_model_default_params();
+    mp.progress_callback = [](float, void *) { return false; };
+    EXPECT_EQ(llama_model_load_from_file(src.c_str(), mp), nullptr);
+    EXPECT_NE(take_errors().find("cancelled by the progress callback"), std::string::npos);
+
+    ggml_init_params ip = { 1 << 16, nullptr, false };
+    ggml_context * extra = ggml_init(ip);
+    ggml_tensor * nan = ggml_new_tensor_1d(extra, GGML_TYPE_F32, 64);
+    ggml_set_name(nan, "blk.2.ffn_norm.weight");
+    for (int i = 0; i < 64; i++) ggml_set_f32_1d(nan, i, i == 5 ? NAN : 1.0f);
+    const std::string path = temp_path("nan.gguf");
+    files.push_back(path);
+    ASSERT_TRUE(rewrite_model(src, path, nullptr, [](const ggml_tensor * t) { return strcmp(t->name, "blk.2.ffn_norm.weight") != 0; },
+                              { nan }));
+    ggml_free(extra);
+    ModelPtr unchecked(path);
+    EXPECT_NE(unchecked.m, nullptr);  // not checked by default
+    mp = llama_model_default_params();
+    mp.check_tensors = true;
+    EXPECT_EQ(llama_model_load_from_file(path.c_str(), mp), nullptr);
+    EXPECT_NE(take_errors().find("tensor 'blk.2.ffn_norm.weight' has a non-finite value (row 0, column 5)"), std::string::npos);
+}
+
+TEST(LlamaApi, ContextParams) {
+    REQUIRE_MODEL("stories260K");
+    const int32_t n_vocab = n_vocab_of(model);
+    std::vector<llama_token> toks = some_tokens(6, n_vocab, 3);
+    llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = 32;
+    cp.n_threads = 1;
+    cp.n_threads_batch = 2;
+    cp.logits_all = true;
+    cp.n_seq_max = 2;               // accepted, with a warning
+    cp.rope_freq_base = 50000.0f;   // ignored, with a warning
+    take_errors();
+    llama_context * ctx = llama_init_from_model(model, cp);
+    ASSERT_NE(ctx, nullptr);
+    const std::string warnings = take_errors();
+    EXPECT_NE(warnings.find("n_seq_max 2: only sequence 0"), std::string::npos) << warnings;
+    EXPECT_NE(warnings.find("RoPE parameters"), std::string::npos) << warnings;
+    EXPECT_EQ(llama_n_seq_max(ctx), 1u);
+    EXPECT_EQ(llama_n_threads(ctx), 1);
+    EXPECT_EQ(llama_n_threads_batch(ctx), 2);
+    EXPECT_EQ(llama_n_batch(ctx), 32u);
+    EXPECT_EQ(llama_n_ubatch(ctx), 32u);
+    EXPECT_EQ(llama_pooling_type(ctx), LLAMA_POOLING_TYPE_NONE);
+
+    // logits_all: every token of a batch without output flags keeps its logits.
+    ASSERT_EQ(llama_decode(ctx, llama_batch_get_one(toks.data(), 6)), 0);
+    for (int i = 0; i < 6; i++) EXPECT_NE(llama_get_logits_ith(ctx, i), nullptr) << i;
+    // no_perf (the default): counts, no times.
+    llama_perf_context_data perf = llama_perf_context(ctx);
+    EXPECT_EQ(perf.n_p_eval, 6);
+    EXPECT_EQ(perf.t_p_eval_ms, 0.0);
+    EXPECT_GT(perf.t_start_ms, 0.0);
+
+    // An abort callback that says stop: llama_decode returns 2 and the cache is unchanged.
+    int polls = 0;
+    llama_set_abort_callback(ctx, [](void * data) { return ++*(int *) data > 0; }, &polls);
+    EXPECT_EQ(llama_decode(ctx, llama_batch_get_one(toks.data(), 2)), 2);
+    EXPECT_GT(polls, 0);
+    EXPECT_EQ(llama_get_kv_cache_used_cells(ctx), 6);
+    llama_set_abort_callback(ctx, nullptr, nullptr);
+    EXPECT_EQ(llama_decode(ctx, llama_batch_get_one(toks.data(), 2)), 0);
+    EXPECT_EQ(llama_get_kv_cache_used_cells(ctx), 8);
+    llama_set_n_threads(ctx, 2, 1);
+    EXPECT_EQ(llama_n_threads(ctx), 2);
+    EXPECT_EQ(llama_n_threads_batch(ctx), 1);
+    llama_synchronize(ctx);
+    llama_free(ctx);
+}
+
+// llama.cpp's llama_kv_cache_* names, and dividing positions.
+TEST(LlamaApi, KvCacheFunctions) {
+    REQUIRE_MODEL("stories260K");
+    const int32_t n_vocab = n_vocab_of(model);
+    const std::vector<llama_token> toks = some_tokens(10, n_vocab, 5);
+    CtxPtr ctx(model, 32, 32);
+    ASSERT_FALSE(eval_all(ctx, toks).empty());
+    EXPECT_EQ(llama_get_kv_cache_token_count(ctx), 10);
+    EXPECT_EQ(llama_kv_cache_seq_pos_max(ctx, 0), 9);
+    EXPECT_EQ(llama_kv_cache_seq_pos_max(ctx, 1), -1);
+    EXPECT_TRUE(llama_kv_cache_can_shift(ctx));
+    llama_kv_cache_seq_div(ctx, 0, 4, -1, 2);  // 4..9 -> 2..4
+    EXPECT_EQ(llama_kv_cache_seq_pos_max(ctx, 0), 4);
+    llama_kv_cache_update(ctx);  // re-rotates now
+    llama_kv_cache_defrag(ctx);
+    EXPECT_EQ(llama_get_kv_cache_used_cells(ctx), 10);
+    llama_kv_cache_seq_keep(ctx, 0);
+    EXPECT_EQ(llama_get_kv_cache_used_cells(ctx), 10);
+    take_errors();
+    llama_kv_cache_seq_cp(ctx, 0, 1, -1, -1);
+    EXPECT_NE(take_errors().find("only sequence 0 exists"), std::string::npos);
+    EXPECT_TRUE(llama_kv_cache_seq_rm(ctx, 0, 3, -1));  // positions 0 1 2 2 2 stay
+    EXPECT_EQ(llama_get_kv_cache_used_cells(ctx), 5);
+    llama_kv_cache_seq_keep(ctx, 1);
+    EXPECT_EQ(llama_get_kv_cache_used_cells(ctx), 0);
+}
+
+// Dividing positions matches evaluating at the divided positions (after the K shift), in a
+// one-layer model (where the cache depends only on each token and its position).
+TEST(LlamaApi, KvCacheDivMatchesFreshEvaluation) {
+    const std::string src = model_path("ktest-F32");
+    TU_REQUIRE_FILE(src);
+    TempFile one_layer("one-layer-div.gguf");
+    ASSERT_TRUE(rewrite_model(src, one_layer.path, [](gguf_context * g) { gguf_set_val_u32(g, "llama.block_count", 1); },
+                              [](const ggml_tensor * t) { return strncmp(t->name, "blk.", 4) != 0 || strncmp(t->name, "blk.0.", 6) == 0; }));
+    ModelPtr model(one_layer.path);
+    ASSERT_NE(model.m, nullptr) << take_errors();
+    const int32_t n_vocab = n_vocab_of(model);
+    const std::vector<llama_token> toks = some_tokens(5, n_vocab, 5);
+    CtxPtr a(model, 32, 32, 2, GGML_TYPE_F32, GGML_TYPE_F32), b(model, 32, 32, 2, GGML_TYPE_F32, GGML_TYPE_F32);
+    ASSERT_FALSE(eval_all(a, std::vector<llama_token>(toks.begin(), toks.begin() + 4), 8).empty());  // 8..11
+    llama_kv_cache_seq_div(a, 0, -1, -1, 2);  // 4..5 (pairs share a position)
+    llama_batch nb = llama_batch_init(1, 0, 1);
+    nb.n_tokens = 1;
+    nb.token[0] = toks[4];
+    nb.pos[0] = 6;
+    nb.logits[0] = 1;
+    ASSERT_EQ(llama_decode(a, nb), 0);
+    const std::vector<float> got(llama_get_logits_ith(a, 0), llama_get_logits_ith(a, 0) + n_vocab);
+    llama_batch four = llama_batch_init(5, 0, 1);
+    const llama_pos pos[5] = { 4, 4, 5, 5, 6 };
+    for (int i = 0; i < 5; i++) {
+        four.token[i] = toks[i];
+        four.pos[i] = pos[i];
+        four.logits[i] = i == 4;
+    }
+    four.n_tokens = 5;
+    ASSERT_EQ(llama_decode(b, four), 0);
+    EXPECT_LT(mean_kl(llama_get_logits_ith(b, 4), got.data(), 1, n_vocab), 1e-7);
+    llama_batch_free(nb);
+    llama_batch_free(four);
+}
+
+TEST(LlamaApi, ModelAndVocabInformation) {
+    REQUIRE_MODEL("stories260K");
+    const int32_t n = llama_model_meta_count(model);
+    ASSERT_GT(n, 5);
+    char key[128], val[256], by_key[256];
+    for (int32_t i = 0; i < n; i++) {
+        ASSERT_GT(llama_model_meta_key_by_index(model, i, key, sizeof(key)), 0);
+        EXPECT_EQ(llama_model_meta_val_str_by_index(model, i, val, sizeof(val)),
+                  llama_model_meta_val_str(model, key, by_key, sizeof(by_key))) << key;
+        EXPECT_STREQ(val, by_key) << key;
+    }
+    strcpy(val, "x");
+    EXPECT_EQ(llama_model_meta_key_by_index(model, n, val, sizeof(val)), -1);
+    EXPECT_STREQ(val, "");  // cleared on failure
+    EXPECT_EQ(llama_model_rope_type(model), LLAMA_ROPE_TYPE_NORM);
+    EXPECT_EQ(llama_model_rope_freq_scale_train(model), 1.0f);
+    EXPECT_FALSE(llama_model_has_encoder(model) || llama_model_is_recurrent(model));
+    EXPECT_EQ(llama_model_decoder_start_token(model), LLAMA_TOKEN_NULL);
+
+    const llama_vocab * vocab = llama_model_get_vocab(model);
+    EXPECT_EQ(llama_vocab_get_attr(vocab, llama_vocab_bos(vocab)), LLAMA_TOKEN_ATTR_CONTROL);
+    EXPECT_EQ(llama_vocab_get_attr(vocab, 0), LLAMA_TOKEN_ATTR_UNKNOWN);
+    EXPECT_EQ(llama_vocab_get_attr(vocab, llama_vocab_nl(vocab)), LLAMA_TOKEN_ATTR_BYTE);
+    EXPECT_STREQ(llama_vocab_get_text(vocab, llama_vocab_nl(vocab)), "<0x0A>");
+    EXPECT_EQ(llama_vocab_get_attr(vocab, 400), LLAMA_TOKEN_ATTR_NORMAL);
+    EXPECT_EQ(llama_vocab_get_attr(vocab, -1), LLAMA_TOKEN_ATTR_UNDEFINED);
+    EXPECT_EQ(llama_vocab_sep(vocab), LLAMA_TOKEN_NULL);
+    EXPECT_EQ(llama_vocab_fim_pre(vocab), LLAMA_TOKEN_NULL);
+    EXPECT_EQ(llama_vocab_pad(vocab), LLAMA_TOKEN_NULL);
+
+    char split[128];
+    EXPECT_EQ(llama_split_path(split, sizeof(split), "/models/m", 1, 4), 29);
+    EXPECT_STREQ(split, "/models/m-00002-of-00004.gguf");
+    EXPECT_EQ(llama_split_prefix(split, sizeof(split), "/models/m-00002-of-00004.gguf", 1, 4), 9);
+    EXPECT_STREQ(split, "/models/m");
+    EXPECT_EQ(llama_split_prefix(split, sizeof(split), "/models/m-00002-of-00004.gguf", 2, 4), 0);
+    EXPECT_NE(strstr(llama_print_system_info(), "CPU"), nullptr);
+    EXPECT_GT(llama_time_us(), 0);
 }
 
 }  // namespace

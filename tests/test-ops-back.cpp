@@ -8,6 +8,7 @@
 
 #include "ggml-impl.h"  // ggml_set_op_params: builds the ACC node without a base (autodiff's form)
 #include "ggml-alloc.h"
+#include "ggml-cpu.h"
 
 #include <algorithm>
 
@@ -595,7 +596,7 @@ TEST(DiagMaskZero, PlannedGraph) {
     ggml_set_output(y);
     ggml_cgraph * gf = ggml_new_graph(ctx);
     ggml_build_forward_expand(gf, y);
-    ggml_gallocr_t galloc = ggml_gallocr_new();
+    ggml_gallocr_t galloc = ggml_gallocr_new(ggml_backend_cpu_buffer_type());
     ASSERT_TRUE(ggml_gallocr_alloc_graph(galloc, gf));
     tu::fill_uniform(x, rng);
     const Values xv = tu::to_double(x);

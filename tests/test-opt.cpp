@@ -5,13 +5,17 @@
 #include "test-util.h"
 
 #include "ggml-alloc.h"
+#include "ggml-cpu.h"
 #include "ggml-opt.h"
 
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <malloc.h>
+#include <condition_variable>
+#include <mutex>
 #include <set>
+#include <thread>
 
 // ---- counting heap allocations ---------------------------------------------------------------
 // Every allocation of the process (operator new included) goes through these while a test
@@ -345,6 +349,141 @@ TEST(Opt, AccumulatedMicroBatchesEqualOneLargeBatch) {
     ggml_opt_dataset_free(ds);
 }
 
+// ---- data parallelism: a gradient reducer ---------------------------------------------------------
+// Two workers (threads, each with its own replica and optimization context) take halves of every
+// logical batch; their reducer averages the accumulators through shared memory. The replicas must
+// train as one context on the whole batch does, and the reducer must see every gradient announced
+// once per step, already final when announced.
+namespace {
+
+struct TwoWorkers {
+    std::mutex mu;
+    std::condition_variable cv;
+    int arrived = 0;
+    uint64_t gen = 0;
+    std::vector<ggml_tensor *> accs[2];
+    void barrier() {
+        std::unique_lock<std::mutex> lock(mu);
+        const uint64_t g = gen;
+        if (++arrived == 2) {
+            arrived = 0;
+            gen++;
+            cv.notify_all();
+        } else {
+            cv.wait(lock, [&] { return gen != g; });
+        }
+    }
+};
+
+struct Worker {
+    TwoWorkers * shared = nullptr;
+    int id = 0;
+    ggml_opt_context_t ctx = nullptr;
+    std::vector<std::vector<float>> at_ready;  // each accumulator when announced this step
+    std::vector<int64_t> order, first_order;
+    int polls = 0;
+    bool ok = true;  // announced once each and final when announced, every step
+};
+
+void worker_grad_ready(void * ud, int64_t i, ggml_tensor * acc) {
+    Worker & w = *(Worker *) ud;
+    w.order.push_back(i);
+    if (acc != ggml_opt_grad_acc(w.ctx, ggml_opt_param(w.ctx, i))) w.ok = false;
+    const float * d = (const float *) acc->data;
+    w.at_ready[(size_t) i].assign(d, d + ggml_nelements(acc));
+}
+void worker_poll(void * ud) { ((Worker *) ud)->polls++; }
+void worker_reduce(void * ud) {
+    Worker & w = *(Worker *) ud;
+    const int64_t n = ggml_opt_n_params(w.ctx);
+    std::vector<int64_t> sorted = w.order;
+    std::sort(sorted.begin(), sorted.end());
+    for (int64_t i = 0; i < n; i++) w.ok &= (size_t) i < sorted.size() && sorted[(size_t) i] == i;
+    w.ok &= (int64_t) sorted.size() == n;
+    if (w.first_order.empty()) w.first_order = w.order;
+    w.ok &= w.order == w.first_order;
+    w.shared->accs[w.id].clear();
+    for (int64_t i = 0; i < n; i++) {
+        ggml_tensor * acc = ggml_opt_grad_acc(w.ctx, ggml_opt_param(w.ctx, i));
+        const float * d = (const float *) acc->data;
+        w.ok &= std::equal(d, d + ggml_nelements(acc), w.at_ready[(size_t) i].begin());
+        w.shared->accs[w.id].push_back(acc);
+    }
+    w.order.clear();
+    w.shared->barrier();  // both halves complete
+    if (w.id == 0) {
+        for (size_t i = 0; i < w.shared->accs[0].size(); i++) {
+            float * a = (float *) w.shared->accs[0][i]->data, * b = (float *) w.shared->accs[1][i]->data;
+            for (int64_t e = 0; e < ggml_nelements(w.shared->accs[0][i]); e++) a[e] = b[e] = 0.5f * (a[e] + b[e]);
+        }
+    }
+    w.shared->barrier();  // both averaged
+}
+
+}  // namespace
+
+TEST(Opt, GradReducerSplitsTheBatchAcrossWorkers) {
+    const int K = 2, nb = 3, nin = 6, ncls = 4, steps = 3;
+    ggml_opt_dataset_t ds = ggml_opt_dataset_init(GGML_TYPE_F32, GGML_TYPE_F32, nin, ncls, 2 * K * nb * steps, 1);
+    fill_classification(ds, 5);
+    ggml_opt_optimizer_params op = ggml_opt_get_default_optimizer_params(nullptr);
+    op.adamw.wd = 0.01f;
+    auto params_for = [&](Model & m, int period) {
+        ggml_opt_params p = ggml_opt_default_params(m.compute, m.inputs, m.outputs, GGML_OPT_LOSS_TYPE_CROSS_ENTROPY);
+        p.get_opt_pars = ggml_opt_get_constant_optimizer_params;
+        p.get_opt_pars_ud = &op;
+        p.opt_period = period;
+        p.n_threads = 2;
+        p.grad_clip = 1.0f;  // clipping must see the reduced gradients
+        return p;
+    };
+    Model whole, half[2];
+    build_mlp(whole, { nin, 8, 8, ncls }, 2 * K * nb, 17);
+    ggml_opt_context_t cw = ggml_opt_init(params_for(whole, 1));
+    ASSERT_NE(cw, nullptr);
+    for (int s = 0; s < steps; s++) {
+        ggml_opt_dataset_get_batch(ds, ggml_opt_inputs(cw), ggml_opt_labels(cw), s);
+        ggml_opt_eval(cw, nullptr);
+    }
+
+    TwoWorkers shared;
+    Worker w[2];
+    for (int k = 0; k < 2; k++) {
+        build_mlp(half[k], { nin, 8, 8, ncls }, nb, 17);
+        w[k].shared = &shared;
+        w[k].id = k;
+        w[k].ctx = ggml_opt_init(params_for(half[k], K));
+        ASSERT_NE(w[k].ctx, nullptr);
+        EXPECT_EQ(ggml_opt_n_params(w[k].ctx), (int64_t) half[k].weights.size());
+        w[k].at_ready.resize(half[k].weights.size());
+        const ggml_opt_grad_reducer r = { worker_grad_ready, worker_poll, worker_reduce, &w[k] };
+        ggml_opt_set_grad_reducer(w[k].ctx, &r);
+    }
+    auto run = [&](int k) {
+        for (int s = 0; s < steps; s++) {
+            for (int j = 0; j < K; j++) {  // worker k: micro-batches k*K .. k*K+K-1 of step s
+                ggml_opt_dataset_get_batch(ds, ggml_opt_inputs(w[k].ctx), ggml_opt_labels(w[k].ctx), (int64_t) s * 2 * K + k * K + j);
+                ggml_opt_eval(w[k].ctx, nullptr);
+            }
+        }
+    };
+    std::thread t1(run, 1);
+    run(0);
+    t1.join();
+    for (int k = 0; k < 2; k++) {
+        EXPECT_TRUE(w[k].ok) << "worker " << k << ": a gradient announced twice, not at all, or before it was final";
+        EXPECT_GT(w[k].polls, 0);
+        EXPECT_EQ(ggml_opt_n_steps(w[k].ctx), steps);
+        EXPECT_TRUE(weight_bytes(half[k]) == weight_bytes(half[0])) << "the replicas diverged";
+        for (size_t i = 0; i < whole.weights.size(); i++) {
+            tu::expect_close(tu::to_double(half[k].weights[i]), tu::to_double(whole.weights[i]), 1e-4, 1e-6, whole.weights[i]->name);
+        }
+        ggml_opt_free(w[k].ctx);
+    }
+    ggml_opt_free(cw);
+    ggml_opt_dataset_free(ds);
+}
+
 // ---- clipping ----------------------------------------------------------------------------------
 TEST(Opt, GradientClippingScalesTheUpdate) {
     const int64_t n = 8;
@@ -460,7 +599,7 @@ GradRun deep_mlp_grads(int every, int n_threads) {
     if (every > 0) ggml_build_backward_checkpointed(m.compute, g, accs.data(), ckpts.data(), (int) ckpts.size());
     else ggml_build_backward_expand(m.compute, g, accs.data());
 
-    ggml_gallocr_t ga = ggml_gallocr_new();
+    ggml_gallocr_t ga = ggml_gallocr_new(ggml_backend_cpu_buffer_type());
     EXPECT_TRUE(ggml_gallocr_alloc_graph(ga, g));
     tu::fill_uniform(m.inputs, rng);
     ggml_graph_reset(g);
@@ -556,7 +695,7 @@ std::vector<std::vector<uint8_t>> viewed_net_grads(int every) {
         }
     }
 
-    ggml_gallocr_t ga = ggml_gallocr_new();
+    ggml_gallocr_t ga = ggml_gallocr_new(ggml_backend_cpu_buffer_type());
     EXPECT_TRUE(ggml_gallocr_alloc_graph(ga, g));
     ggml_graph_reset(g);
     EXPECT_EQ(ggml_graph_compute_with_ctx(m.params, g, 2), GGML_STATUS_SUCCESS);

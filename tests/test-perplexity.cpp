@@ -93,12 +93,13 @@ double reference_ppl(const std::string & text, int n_ctx, int n_chunk) {
     llama_context_params cp = llama_context_default_params();
     cp.n_ctx = (uint32_t) n_ctx;
     cp.n_batch = (uint32_t) n_ctx;
-    cp.n_threads = 2;
+    cp.n_ubatch = (uint32_t) n_ctx;
+    cp.n_threads = cp.n_threads_batch = 2;
     llama_context * ctx = llama_init_from_model(model, cp);
     EXPECT_NE(ctx, nullptr);
     double nll = 0;
     int count = 0;
-    llama_batch batch = llama_batch_init(n_ctx);
+    llama_batch batch = llama_batch_init(n_ctx, 0, 1);
     for (int c = 0; c < n_chunk && ctx; c++) {
         llama_kv_self_clear(ctx);
         const llama_token * chunk = toks.data() + (size_t) c * n_ctx;

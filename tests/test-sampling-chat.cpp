@@ -1,5 +1,5 @@
 // Samplers (on raw logits) and chat templates: no model needed.
-#include "test-util.h"
+#include "test-llama.h"
 
 #include "llama-sampling.h"
 
@@ -227,4 +227,108 @@ TEST(ChatTemplates, RecognisedFromJinjaAndChatMLWhenUnknown) {
     EXPECT_EQ(std::string(small), "<|im_st");
     const llama_chat_message bad = {nullptr, "x"};
     EXPECT_EQ(llama_chat_apply_template("chatml", &bad, 1, false, small, sizeof(small)), -1);
+}
+
+// llama.cpp's sampler interface: a sampler of the program's own in a chain, the chain's
+// accessors, clones, seeds, names, applying to a candidate array directly, timings.
+namespace {
+
+struct only_even {  // keeps the even token ids; counts what it sees
+    int n_apply = 0, n_accept = 0, n_reset = 0;
+};
+
+const llama_sampler_i only_even_iface = {
+    [](const llama_sampler *) { return "only-even"; },
+    [](llama_sampler * s, llama_token) { ((only_even *) s->ctx)->n_accept++; },
+    [](llama_sampler * s, llama_token_data_array * cur) {
+        ((only_even *) s->ctx)->n_apply++;
+        size_t n = 0;
+        for (size_t i = 0; i < cur->size; i++) {
+            if (cur->data[i].id % 2 == 0) cur->data[n++] = cur->data[i];
+        }
+        cur->size = n;
+    },
+    [](llama_sampler * s) { ((only_even *) s->ctx)->n_reset++; },
+    nullptr,
+    nullptr,  // the test owns the state
+};
+
+}  // namespace
+
+TEST(Sampling, InterfaceChainsAndClones) {
+    only_even state;
+    llama_sampler_chain_params cp = llama_sampler_chain_default_params();
+    cp.no_perf = false;
+    llama_sampler * chain = llama_sampler_chain_init(cp);
+    llama_sampler_chain_add(chain, llama_sampler_init(&only_even_iface, &state));
+    llama_sampler_chain_add(chain, llama_sampler_init_top_k(2));
+    llama_sampler_chain_add(chain, llama_sampler_init_dist(42));
+    EXPECT_STREQ(llama_sampler_name(chain), "chain");
+    ASSERT_EQ(llama_sampler_chain_n(chain), 3);
+    EXPECT_STREQ(llama_sampler_name(llama_sampler_chain_get(chain, 0)), "only-even");
+    EXPECT_STREQ(llama_sampler_name(llama_sampler_chain_get(chain, 1)), "top-k");
+    EXPECT_STREQ(llama_sampler_name(llama_sampler_chain_get(chain, 2)), "dist");
+    EXPECT_EQ(llama_sampler_chain_get(chain, 3), nullptr);
+    EXPECT_EQ(llama_sampler_get_seed(chain), 42u);
+
+    const std::vector<float> logits = {5.0f, 9.0f, 4.0f, 8.0f, 3.0f, 7.0f};
+    for (int i = 0; i < 50; i++) {
+        const llama_token t = sample(chain, logits);
+        EXPECT_TRUE(t == 0 || t == 2) << t;  // odd ids dropped, then the top 2 of the rest
+    }
+    EXPECT_EQ(state.n_apply, 50);
+    EXPECT_EQ(state.n_accept, 50);
+    const llama_perf_sampler_data perf = llama_perf_sampler(chain);
+    EXPECT_EQ(perf.n_sample, 50);
+    EXPECT_GE(perf.t_sample_ms, 0.0);
+    llama_perf_sampler_reset(chain);
+    EXPECT_EQ(llama_perf_sampler(chain).n_sample, 0);
+
+    // A sampler with state and no clone function cannot be cloned; stateless built-ins can.
+    tu::take_errors();
+    EXPECT_EQ(llama_sampler_clone(llama_sampler_chain_get(chain, 0)), nullptr);
+    EXPECT_NE(tu::take_errors().find("no clone function"), std::string::npos);
+    llama_sampler * removed = llama_sampler_chain_remove(chain, 0);  // ours again
+    ASSERT_NE(removed, nullptr);
+    EXPECT_EQ(llama_sampler_chain_n(chain), 2);
+    llama_sampler_free(removed);
+    llama_sampler_reset(chain);
+    llama_sampler * copy = llama_sampler_clone(chain);
+    ASSERT_NE(copy, nullptr);
+    EXPECT_EQ(llama_sampler_chain_n(copy), 2);
+    for (int i = 0; i < 20; i++) EXPECT_EQ(sample(chain, logits), sample(copy, logits)) << i;  // same state, same draws
+    llama_sampler_free(copy);
+    llama_sampler_free(chain);
+    EXPECT_EQ(llama_sampler_get_seed(llama_sampler_chain_get(nullptr, 0)), LLAMA_DEFAULT_SEED);
+
+    // A random seed is drawn once and reported.
+    llama_sampler * dist = llama_sampler_init_dist(LLAMA_DEFAULT_SEED);
+    EXPECT_NE(llama_sampler_get_seed(dist), LLAMA_DEFAULT_SEED);
+    llama_sampler_free(dist);
+
+    // Applying to a candidate array directly.
+    std::vector<llama_token_data> data;
+    for (int i = 0; i < 6; i++) data.push_back({i, logits[(size_t) i], 0.0f});
+    llama_token_data_array cur = {data.data(), data.size(), -1, false};
+    llama_sampler * top = llama_sampler_init_top_k(3);
+    llama_sampler_apply(top, &cur);
+    ASSERT_EQ(cur.size, 3u);
+    EXPECT_TRUE(cur.sorted);
+    EXPECT_EQ(cur.data[0].id, 1);
+    EXPECT_EQ(cur.data[2].id, 5);
+    llama_sampler_free(top);
+    llama_sampler * greedy = llama_sampler_init_greedy();
+    llama_sampler_apply(greedy, &cur);
+    EXPECT_EQ(cur.selected, 0);
+    llama_sampler_free(greedy);
+}
+
+TEST(ChatTemplates, BuiltinNames) {
+    const char * names[16];
+    const int32_t n = llama_chat_builtin_templates(names, 16);
+    ASSERT_GT(n, 0);
+    ASSERT_LE(n, 16);
+    const std::vector<llama_chat_message> msgs = {{"user", "Hi"}};
+    for (int32_t i = 0; i < n; i++) EXPECT_GT(apply(names[i], msgs, true).size(), 2u) << names[i];
+    EXPECT_EQ(llama_chat_builtin_templates(nullptr, 0), n);
 }

@@ -410,7 +410,9 @@ TEST(Tokenizer, LongInputIsFastAndLossless) {
             const double dt = seconds_since(t0);
             printf("  %-4s %-10s %zu bytes -> %zu tokens in %.3f s\n", is_spm ? "spm" : "bpe", in.first, in.second.size(), ids.size(), dt);
             if (k_assert_speed) {
-                EXPECT_LT(dt, 1.0) << in.first;
+                // A guard against quadratic behaviour (minutes on 1 MB), not a speed figure: wide
+                // enough for a loaded shared machine (a linear pass takes ~0.1-0.5 s).
+                EXPECT_LT(dt, 10.0) << in.first;
             }
             const std::string back = is_spm ? fv->vocab.detokenize(concat({ { 1 }, ids }), true, false) : fv->vocab.detokenize(ids, false, false);
             EXPECT_TRUE(back == in.second) << in.first << (is_spm ? " (spm)" : " (bpe)");

@@ -44,8 +44,8 @@
 
 namespace {
 
-void quiet_log(int level, const char * text, void *) {
-    if (level <= 2 || std::getenv("LLAMA_TEST_VERBOSE")) fputs(text, stderr);
+void quiet_log(enum ggml_log_level level, const char * text, void *) {
+    if (level == GGML_LOG_LEVEL_ERROR || std::getenv("LLAMA_TEST_VERBOSE")) fputs(text, stderr);
 }
 
 std::string model_path() { return tu::models_dir() + "/stories260K.gguf"; }

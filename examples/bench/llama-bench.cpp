@@ -367,8 +367,8 @@ std::string utc_now() {
 bool g_verbose = false;
 
 // Errors always reach stderr (a model that fails to load says why); the rest only with -v.
-void log_callback(int level, const char * text, void *) {
-    if (g_verbose || level <= 2) fputs(text, stderr);
+void log_callback(enum ggml_log_level level, const char * text, void *) {
+    if (g_verbose || level == GGML_LOG_LEVEL_ERROR) fputs(text, stderr);
 }
 
 int run(const bench_params & params) {
@@ -401,8 +401,11 @@ int run(const bench_params & params) {
 
         llama_context_params cp = llama_context_default_params();
         cp.n_ctx = (uint32_t) (inst.n_depth + inst.n_prompt + inst.n_gen);
-        cp.n_batch = (uint32_t) std::min(inst.n_batch, inst.n_ubatch);  // our graphs are llama.cpp's micro-batches
+        cp.n_batch = (uint32_t) inst.n_batch;
+        cp.n_ubatch = (uint32_t) inst.n_ubatch;
         cp.n_threads = inst.n_threads;
+        cp.n_threads_batch = inst.n_threads;
+        cp.no_perf = !params.verbose;  // timings for llama_perf_context_print
         cp.type_k = inst.type_k;
         cp.flash_attn = inst.flash_attn;
         cp.type_v = inst.type_v;

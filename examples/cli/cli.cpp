@@ -49,7 +49,7 @@ struct cli_params {
     int32_t n_predict = -1;   // -1: until end of generation
     int32_t n_ctx = 0;        // 0: min(model's context, 4096)
     int32_t n_batch = 512;    // prompt tokens per llama_decode call
-    int32_t n_ubatch = 512;   // tokens per graph (the context's n_batch is min(-b, -ub))
+    int32_t n_ubatch = 512;   // tokens per graph (the context's n_ubatch)
     int32_t n_threads = 0;    // 0: all cores
     int32_t n_keep = 0;       // -1: the whole prompt
     int64_t seed = -1;        // -1: random
@@ -91,8 +91,13 @@ enum { LOG_ERROR = 2, LOG_WARN = 3, LOG_INFO = 4, LOG_DEBUG = 5 };
 
 bool log_shown(int level) { return level <= LOG_ERROR || (level <= LOG_INFO ? g_verbosity >= 1 : g_verbosity >= 2); }
 
-void log_callback(int level, const char * text, void *) {
-    if (!log_shown(level)) return;
+// The library's messages, at the CLI's levels.
+void log_callback(enum ggml_log_level level, const char * text, void *) {
+    const int cli_level = level == GGML_LOG_LEVEL_ERROR ? LOG_ERROR
+                        : level == GGML_LOG_LEVEL_WARN  ? LOG_WARN
+                        : level == GGML_LOG_LEVEL_DEBUG ? LOG_DEBUG
+                                                        : LOG_INFO;
+    if (!log_shown(cli_level)) return;
     fputs(text, stderr);
     fflush(stderr);
 }
@@ -139,8 +144,7 @@ void usage(FILE * out) {
             "                            per turn in interactive and chat mode\n"
             "  -c, --ctx-size N          context size (default: the model's, at most 4096)\n"
             "  -b, --batch-size N        prompt tokens per llama_decode call (default 512)\n"
-            "  -ub, --ubatch-size N      most tokens per graph (default 512); min(-b, -ub) is the\n"
-            "                            context's n_batch\n"
+            "  -ub, --ubatch-size N      most tokens per graph (default 512)\n"
             "  -t, --threads N           threads (default: all cores)\n"
             "  -s, --seed N              random seed (default -1: random)\n"
             "      --keep N              prompt tokens kept when the context shifts (default 0; -1: all)\n"
@@ -632,8 +636,11 @@ int main(int argc, char ** argv) {
     llama_context_params cparams = llama_context_default_params();
     const int32_t n_ctx_train = llama_model_n_ctx_train(model);
     cparams.n_ctx = (uint32_t) (params.n_ctx > 0 ? params.n_ctx : std::min(n_ctx_train > 0 ? n_ctx_train : 4096, 4096));
-    cparams.n_batch = (uint32_t) std::min<int32_t>(std::min(params.n_batch, params.n_ubatch), (int32_t) cparams.n_ctx);
+    cparams.n_batch = (uint32_t) std::min<int32_t>(params.n_batch, (int32_t) cparams.n_ctx);
+    cparams.n_ubatch = (uint32_t) params.n_ubatch;
     cparams.n_threads = params.n_threads > 0 ? params.n_threads : (int32_t) std::max(1u, std::thread::hardware_concurrency());
+    cparams.n_threads_batch = cparams.n_threads;
+    cparams.no_perf = false;  // llama_perf_context_print at the end
     cparams.type_k = params.cache_type_k;
     cparams.type_v = params.cache_type_v;
     cparams.flash_attn = params.flash_attn;
@@ -688,10 +695,10 @@ int main(int argc, char ** argv) {
     }
     cli_log(LOG_INFO, "llama-cli: sampler seed: %u\n", seed);
     cli_log(LOG_INFO, "llama-cli: sampler chain: %s\n", chain_desc.c_str());
-    cli_log(LOG_DEBUG, "llama-cli: n_ctx %d, n_batch %d (per decode call %d), n_predict %d, temp %.3f, top_k %d, top_p %.3f, "
+    cli_log(LOG_DEBUG, "llama-cli: n_ctx %d, n_batch %d, n_ubatch %d, n_predict %d, temp %.3f, top_k %d, top_p %.3f, "
                        "min_p %.3f, repeat_penalty %.3f, repeat_last_n %d, presence_penalty %.3f, frequency_penalty %.3f, "
                        "mirostat %d (tau %.3f, eta %.3f)\n",
-            n_ctx, (int) llama_n_batch(ctx), params.n_batch, params.n_predict, params.temp, params.top_k, params.top_p,
+            n_ctx, (int) llama_n_batch(ctx), (int) llama_n_ubatch(ctx), params.n_predict, params.temp, params.top_k, params.top_p,
             params.min_p, params.repeat_penalty, params.repeat_last_n, params.presence_penalty, params.frequency_penalty,
             params.mirostat, params.mirostat_tau, params.mirostat_eta);
 
@@ -700,7 +707,7 @@ int main(int argc, char ** argv) {
     s.vocab = vocab;
     s.smpl = smpl;
     s.n_ctx = n_ctx;
-    s.n_batch = params.n_batch;
+    s.n_batch = (int32_t) llama_n_batch(ctx);
     s.antiprompts = params.antiprompts;
     s.interactive = params.interactive || params.conversation;
     const bool add_bos = llama_vocab_get_add_bos(vocab);

@@ -9,6 +9,7 @@
 #include "llama-json.h"
 #include "llama-safetensors.h"
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -35,7 +36,8 @@ int64_t get_int(const json_value & cfg, const char * key, int64_t def, bool requ
         if (required) throw convert_error(std::string("config.json has no '") + key + "'");
         return def;
     }
-    if (!v->is_number() || v->num != (double) (int64_t) v->num || v->num < 0) {
+    // A range NaN fails, checked before converting: a float-to-integer conversion out of range is undefined.
+    if (!v->is_number() || !(v->num >= 0 && v->num < 9.0e18) || v->num != std::floor(v->num)) {
         throw convert_error(std::string("config.json: '") + key + "' is not a non-negative integer");
     }
     return (int64_t) v->num;
@@ -73,7 +75,7 @@ void write_tokenizer(gguf_context * g, const std::string & dir, int64_t n_vocab_
     std::map<int64_t, std::string> by_id;
     std::map<std::string, int64_t> id_of;
     for (const auto & kv : vocab->obj) {
-        if (!kv.second.is_number() || kv.second.num < 0 || kv.second.num >= (1 << 24)) throw convert_error("tokenizer.json: bad id for '" + kv.first + "'");
+        if (!kv.second.is_number() || !(kv.second.num >= 0 && kv.second.num < (1 << 24))) throw convert_error("tokenizer.json: bad id for '" + kv.first + "'");
         by_id[(int64_t) kv.second.num] = kv.first;
         id_of[kv.first] = (int64_t) kv.second.num;
     }
@@ -82,7 +84,7 @@ void write_tokenizer(gguf_context * g, const std::string & dir, int64_t n_vocab_
         for (const auto & t : at->arr) {
             const json_value * id = t.get("id");
             const json_value * content = t.get("content");
-            if (!id || !id->is_number() || id->num < 0 || id->num >= (1 << 24) || !content || !content->is_string()) {
+            if (!id || !id->is_number() || !(id->num >= 0 && id->num < (1 << 24)) || !content || !content->is_string()) {
                 throw convert_error("tokenizer.json: malformed added token");
             }
             const json_value * sp = t.get("special");

@@ -8,8 +8,15 @@
 // accumulates the gradients of b * grad-acc sequences, and the loss of a step is the mean
 // cross-entropy over every counted target of its sequences (each target weighted by
 // 1 / targets of the step, so sequences of any length and masked prompts add up exactly).
+//
+// Under MPI (built with -DGGML_MPI=ON, started with mpirun -np N) the run is data-parallel: the
+// sequences of a step are N x b x grad-acc, rank r computes the r-th contiguous slice of them
+// (the weights of its targets still 1 / targets of the whole step), the gradients are summed
+// across the ranks before the step (finetune-dist.h, finetune-mpi.cpp), and the losses and
+// adapter are those of one process with -b N x b, up to the order of the float sums.
 #include "finetune-checkpoint.h"
 #include "finetune-data.h"
+#include "finetune-dist.h"
 #include "finetune-report.h"
 
 #include "ggml-opt.h"
@@ -111,10 +118,20 @@ void usage(FILE * f) {
             "  --save-every N          write a checkpoint every N steps (atomically)\n"
             "  --checkpoint-out FILE   where checkpoints go (default: ADAPTER.ckpt.gguf)\n"
             "  --resume CHECKPOINT     continue a run (same options); Ctrl-C saves a checkpoint and exits 0\n"
-            "  --bench                 measure training tokens/s and peak memory on random tokens\n");
+            "  --bench                 measure training tokens/s and peak memory on random tokens\n"
+            "\n"
+            "data-parallel (builds with -DGGML_MPI=ON): mpirun -np N llama-finetune ... trains on N processes;\n"
+            "  -b is per process (each step takes N x b x grad-acc sequences), rank 0 writes every file.\n");
 }
 
+ft_dist * g_dist = nullptr;  // the run's processes (one unless under MPI)
+
+// Ends the run (every process of it, under MPI) with a message.
 [[noreturn]] void die(const std::string & msg) {
+    if (g_dist && g_dist->size > 1) {
+        fprintf(stderr, "llama-finetune: rank %d: error: %s\n", g_dist->rank, msg.c_str());
+        g_dist->abort(1);
+    }
     fprintf(stderr, "llama-finetune: error: %s\n", msg.c_str());
     exit(1);
 }
@@ -164,7 +181,8 @@ options parse_args(int argc, char ** argv) {
             return x;
         };
         if (a == "-h" || a == "--help") {
-            usage(stdout);
+            if (!g_dist || g_dist->rank == 0) usage(stdout);
+            if (g_dist) g_dist->finalize();
             exit(0);
         } else if (a == "-m" || a == "--model") o.model = value();
         else if (a == "-f" || a == "--file") o.data = value();
@@ -257,7 +275,9 @@ options parse_args(int argc, char ** argv) {
         if (base.size() > 5 && base.compare(base.size() - 5, 5, ".gguf") == 0) base.resize(base.size() - 5);
         o.checkpoint_out = base + ".ckpt.gguf";
     }
-    if (o.n_threads == 0) o.n_threads = (int32_t) std::max(1u, std::thread::hardware_concurrency());
+    // Processes on one machine share its cores.
+    const int local = g_dist ? std::max(1, g_dist->local_size) : 1;
+    if (o.n_threads == 0) o.n_threads = (int32_t) std::max(1u, std::thread::hardware_concurrency() / (unsigned) local);
     return o;
 }
 
@@ -304,8 +324,11 @@ struct CtxDeleter {
     void operator()(ggml_context * c) const { ggml_free(c); }
 };
 
-void quiet_log(int level, const char * text, void *) {
-    if (level <= 3) fputs(text, stderr);
+void quiet_log(enum ggml_log_level level, const char * text, void *) {
+    if (level == GGML_LOG_LEVEL_ERROR || level == GGML_LOG_LEVEL_WARN) fputs(text, stderr);
+}
+void errors_only_log(enum ggml_log_level level, const char * text, void *) {  // other ranks: errors only
+    if (level == GGML_LOG_LEVEL_ERROR) fputs(text, stderr);
 }
 
 // The training run: model, adapter, graph, optimizer, data and the loop.
@@ -321,7 +344,9 @@ struct trainer {
     int32_t n_graph = 0;  // tokens per graph (the longest sequence's inputs)
     int32_t n_vocab = 0;
     std::vector<ft_sequence> train, val;
-    int64_t seqs_per_step = 1;
+    int64_t seqs_per_step = 1;  // of the whole run: processes x b x grad-acc
+    int64_t local_seqs = 1;     // of this process: b x grad-acc (ggml-opt's period)
+    int rank = 0, n_procs = 1;
     int64_t total_steps = 0;
     std::vector<int32_t> label_rows;  // one-hot positions set in the labels (cleared next time)
 
@@ -371,24 +396,26 @@ struct trainer {
         }
     }
 
-    // The weight that makes the sum of the graphs' losses over a group the mean over its
-    // targets: the graph averages over n_graph rows and ggml-opt divides by the period.
+    // The weight that makes the sum of the graphs' losses over a group (of every process) the
+    // mean over its targets: the graph averages over n_graph rows and ggml-opt divides by the
+    // period, this process's sequences per step.
     double target_weight(int64_t n_targets) const {
-        return (double) n_graph * (double) seqs_per_step / (double) n_targets;
+        return (double) n_graph * (double) local_seqs / (double) n_targets;
     }
 
-    // Mean loss of the validation sequences (forward only), in groups of seqs_per_step.
-    float validate() {
+    // Mean loss of the validation sequences (forward only); process r takes every n_procs-th.
+    float validate(ft_dist & dist) {
         if (val.empty()) return NAN;
         int64_t n_targets = 0;
         for (const auto & s : val) n_targets += s.n_targets();
         double sum = 0;
-        for (const auto & s : val) {
-            set_inputs(s, target_weight(n_targets), false, 0);
+        for (size_t i = (size_t) rank; i < val.size(); i += (size_t) n_procs) {
+            set_inputs(val[i], target_weight(n_targets), false, 0);
             ggml_opt_alloc(oc.get(), false);
             ggml_opt_eval(oc.get(), nullptr);
             sum += *(const float *) ggml_opt_loss(oc.get())->data;
         }
+        dist.allreduce_sum(&sum, 1);
         return (float) sum;
     }
 };
@@ -412,7 +439,7 @@ std::string config_string(const options & o, const trainer & tr) {
              "data=%016llx\ndata_sequences=%zu+%zu\nn_ctx=%d\nbatch=%d\ngrad_acc=%d\nseed=%u\nshuffle=%d\nopt=%d\nlr=%.9g\nwd=%.9g\n"
              "beta1=%.9g\nbeta2=%.9g\neps=%.9g\ngrad_clip=%.9g\ncosine=%d\nwarmup=%lld\nlr_min=%.9g\nsteps=%lld\n"
              "r=%d\nalpha=%.9g\ndropout=%.9g\n",
-             (unsigned long long) data_hash(tr.val, data_hash(tr.train)), tr.train.size(), tr.val.size(), o.n_ctx, o.n_batch, o.grad_acc, o.seed, (int) o.shuffle, (int) o.opt, o.lr,
+             (unsigned long long) data_hash(tr.val, data_hash(tr.train)), tr.train.size(), tr.val.size(), o.n_ctx, o.n_batch * tr.n_procs, o.grad_acc, o.seed, (int) o.shuffle, (int) o.opt, o.lr,
              o.wd, o.beta1, o.beta2, o.eps, o.grad_clip, (int) o.cosine, (long long) o.warmup, o.min_lr_factor,
              (long long) tr.total_steps, tr.ad.rank(), tr.ad.alpha, o.dropout);
     std::string s = b;
@@ -433,11 +460,11 @@ ggml_prec backward_prec(const options & o, const llama_model & m) {
     return w && ggml_is_quantized(w->type) ? GGML_PREC_BF16 : GGML_PREC_DEFAULT;
 }
 
-// Random token sequences for --bench: b * grad-acc sequences of n_ctx inputs.
+// Random token sequences for --bench: processes * b * grad-acc sequences of n_ctx inputs.
 void bench_data(trainer & tr) {
     std::mt19937 rng(tr.o.seed);
     std::uniform_int_distribution<int32_t> tok(0, tr.n_vocab - 1);
-    for (int64_t i = 0; i < (int64_t) tr.o.n_batch * tr.o.grad_acc; i++) {
+    for (int64_t i = 0; i < (int64_t) tr.n_procs * tr.o.n_batch * tr.o.grad_acc; i++) {
         ft_sequence s;
         for (int32_t t = 0; t <= tr.o.n_ctx; t++) s.tokens.push_back(tok(rng));
         s.counts.assign(s.tokens.size(), 1);
@@ -446,15 +473,36 @@ void bench_data(trainer & tr) {
     }
 }
 
-int run(int argc, char ** argv) {
+// FNV-1a of the parameters' bytes (the replicas of a data-parallel run must stay equal).
+uint64_t params_hash(ggml_opt_context_t oc) {
+    uint64_t h = 1469598103934665603ull;
+    for (int64_t i = 0; i < ggml_opt_n_params(oc); i++) {
+        const ggml_tensor * t = ggml_opt_param(oc, i);
+        const uint8_t * d = (const uint8_t *) t->data;
+        for (size_t k = 0; k < ggml_nbytes(t); k++) h = (h ^ d[k]) * 1099511628211ull;
+    }
+    return h;
+}
+
+uint64_t string_hash(const std::string & s) {
+    uint64_t h = 1469598103934665603ull;
+    for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+    return h;
+}
+
+int run(int argc, char ** argv, ft_dist & dist) {
     trainer tr;
+    tr.rank = dist.rank;
+    tr.n_procs = dist.size;
+    const bool lead = dist.rank == 0;  // writes files and talks to the user
     tr.o = parse_args(argc, argv);
     options & o = tr.o;
-    llama_log_set(quiet_log, nullptr);
+    llama_log_set(lead ? quiet_log : errors_only_log, nullptr);
 
-    // The checkpoint's state first: a mismatch is reported before anything heavy.
+    // The checkpoint's state first: a mismatch is reported before anything heavy. Rank 0 reads
+    // the checkpoint and sends its contents to the others.
     ft_checkpoint_state resume_state;
-    if (!o.resume.empty()) {
+    if (!o.resume.empty() && lead) {
         std::string err;
         if (!ft_checkpoint_read_state(o.resume, resume_state, err)) die(err);
     }
@@ -470,12 +518,12 @@ int run(int argc, char ** argv) {
     if (!o.lora_in.empty()) {
         if (!llama_adapter_lora_load(tr.ad, m, o.lora_in, err)) die("--lora-in: " + err);
         if (tr.ad.alpha == 0.0f) tr.ad.alpha = (float) tr.ad.rank();  // no alpha: scale 1
-        if (o.r_set || o.alpha_set || o.targets_set) {
+        if (lead && (o.r_set || o.alpha_set || o.targets_set)) {
             fprintf(stderr, "llama-finetune: note: --lora-in's rank %d, alpha %g and targets apply\n", tr.ad.rank(), tr.ad.alpha);
         }
     } else {
         if (!llama_adapter_lora_create(tr.ad, m, o.targets, o.r, o.alpha, err)) die(err);
-        init_lora_a(tr.ad, o.seed);
+        init_lora_a(tr.ad, o.seed);  // rank 0's is sent to the others below
     }
     tr.ad.dropout = o.dropout;
     if (tr.ad.base_name.empty()) {
@@ -505,11 +553,12 @@ int run(int argc, char ** argv) {
     }
     for (const auto & s : tr.val) max_len = std::max(max_len, s.tokens.size());
     tr.n_graph = (int32_t) max_len - 1;
-    if ((uint32_t) tr.n_graph > m.hparams.n_ctx_train && m.hparams.n_ctx_train > 0) {
+    if (lead && (uint32_t) tr.n_graph > m.hparams.n_ctx_train && m.hparams.n_ctx_train > 0) {
         fprintf(stderr, "llama-finetune: warning: sequences of %d tokens exceed the model's training context %u\n", tr.n_graph,
                 m.hparams.n_ctx_train);
     }
-    tr.seqs_per_step = (int64_t) o.n_batch * o.grad_acc;
+    tr.local_seqs = (int64_t) o.n_batch * o.grad_acc;
+    tr.seqs_per_step = (int64_t) dist.size * tr.local_seqs;
     const int64_t n_train = (int64_t) tr.train.size();
     tr.total_steps = o.steps ? o.steps
                    : o.bench ? 4
@@ -540,7 +589,7 @@ int run(int argc, char ** argv) {
     op.optimizer = o.opt;
     op.get_opt_pars = ggml_opt_get_constant_optimizer_params;
     op.get_opt_pars_ud = &tr.opt_pars;
-    op.opt_period = (int32_t) tr.seqs_per_step;
+    op.opt_period = (int32_t) tr.local_seqs;
     op.n_threads = o.n_threads;
     op.seed = o.seed;
     op.grad_clip = o.grad_clip;
@@ -557,7 +606,8 @@ int run(int argc, char ** argv) {
     }
     tr.oc.reset(ggml_opt_init(op));
     if (!tr.oc) die("cannot set up the training graphs");
-    if (o.bench) {
+    dist.attach(tr.oc.get());
+    if (o.bench && lead) {
         fprintf(stderr, "llama-finetune: compute buffer %.1f MiB, static buffer %.1f MiB\n",
                 ggml_opt_compute_buffer_size(tr.oc.get()) / 1048576.0, ggml_opt_static_buffer_size(tr.oc.get()) / 1048576.0);
     }
@@ -573,10 +623,23 @@ int run(int argc, char ** argv) {
 
     ft_checkpoint_state st;
     st.config = config_string(o, tr);
-    if (!o.resume.empty()) {
+    if (dist.size > 1) {
+        // Every process must have the same options, data and adapter layout as rank 0.
+        std::string layout = st.config;
+        for (int64_t i = 0; i < ggml_opt_n_params(tr.oc.get()); i++) {
+            const ggml_tensor * t = ggml_opt_param(tr.oc.get(), i);
+            layout += std::string(t->name) + ":" + std::to_string(ggml_nelements(t)) + ";";
+        }
+        uint64_t h = string_hash(layout);
+        const uint64_t mine = h;
+        dist.broadcast(&h, sizeof(h));
+        if (h != mine) die("this process's options, data or adapter differ from rank 0's (same files and options on every machine?)");
+    }
+    if (!o.resume.empty() && lead) {
         if (resume_state.config != st.config) {
             die("checkpoint '" + o.resume + "' was made with other options or data:\n--- checkpoint\n" + resume_state.config +
-                "--- this run\n" + st.config);
+                "--- this run\n" + st.config +
+                (dist.size > 1 ? "(under MPI the batch is processes x -b)\n" : ""));
         }
         if (!ft_checkpoint_restore(o.resume, tr.ad, tr.oc.get(), err)) die(err);
         st.step = resume_state.step;
@@ -584,13 +647,38 @@ int run(int argc, char ** argv) {
         st.history = resume_state.history;
         fprintf(stderr, "llama-finetune: resuming at step %lld of %lld\n", (long long) st.step, (long long) tr.total_steps);
     }
+    if (dist.size > 1) {
+        // Rank 0's adapter (initialized, read by --lora-in or from the checkpoint) and, when
+        // resuming, its optimizer state and position, to every process.
+        ggml_opt_context_t oc = tr.oc.get();
+        int64_t pos[3] = {st.step, st.seq_pos, ggml_opt_n_steps(oc)};
+        dist.broadcast(pos, sizeof(pos));
+        st.step = pos[0];
+        st.seq_pos = pos[1];
+        ggml_opt_set_n_steps(oc, pos[2]);
+        for (int64_t i = 0; i < ggml_opt_n_params(oc); i++) {
+            ggml_tensor * p = ggml_opt_param(oc, i);
+            dist.broadcast(p->data, ggml_nbytes(p));
+            for (int k = 0; k < 2 && !o.resume.empty(); k++) {
+                ggml_tensor * mk = ggml_opt_optimizer_state(oc, p, k);
+                if (mk) dist.broadcast(mk->data, ggml_nbytes(mk));
+            }
+        }
+    }
 
     signal(SIGINT, on_sigint);  // from here on, Ctrl-C ends the run with a checkpoint
+    // Under mpirun, Ctrl-C ends the job at once (the launcher's SIGTERM); SIGUSR1, which mpirun
+    // forwards to every process, ends it with a checkpoint as Ctrl-C does one process.
+    if (dist.size > 1) signal(SIGUSR1, on_sigint);
     int64_t n_params = 0;
     for (const auto & kv : tr.ad.weights) n_params += ggml_nelements(kv.second.a) + ggml_nelements(kv.second.b);
     std::string targets;
     for (const auto & t : tr.ad.targets) targets += (targets.empty() ? "" : ",") + t;
-    fprintf(stderr,
+    if (lead && dist.size > 1) {
+        fprintf(stderr, "llama-finetune: data-parallel over %d MPI processes (%d on this machine), %lld sequences per process per step\n",
+                dist.size, dist.local_size, (long long) tr.local_seqs);
+    }
+    if (lead) fprintf(stderr,
             "llama-finetune: %s, %s base; LoRA r %d alpha %g on %s (%lld parameters); %lld training sequences "
             "(%lld tokens), %zu validation; %lld sequences of <= %d tokens per step, %lld steps; %s lr %g; %d threads; "
             "backward %s\n",
@@ -600,6 +688,7 @@ int run(int argc, char ** argv) {
             tr.lora.base_prec == GGML_PREC_INT8 ? "int8" : tr.lora.base_prec == GGML_PREC_BF16 ? "bf16" : "f32");
 
     auto save_outputs = [&](bool final_adapter) {
+        if (!lead) return;
         std::string e;
         if (!o.loss_log.empty() && !ft_write_loss_log(st.history, o.loss_log, e)) die(e);
         if (!o.plot.empty() && !ft_write_plot(st.history, o.plot, "llama-finetune: " + o.model, e)) die(e);
@@ -610,13 +699,15 @@ int run(int argc, char ** argv) {
     };
     auto save_checkpoint = [&]() {
         std::string e;
-        if (o.checkpoint_out.empty()) return;
+        if (o.checkpoint_out.empty() || !lead) return;
         if (!ft_checkpoint_save(o.checkpoint_out, m, tr.ad, tr.oc.get(), st, e)) die(e);
         fprintf(stderr, "\nllama-finetune: checkpoint at step %lld written to %s\n", (long long) st.step, o.checkpoint_out.c_str());
     };
 
     // Runs the sequences of the next group (one optimizer step, or a forward-only look at the
-    // loss after the last step); returns the group's mean loss and sets tokens/s.
+    // loss after the last step; under MPI this process's slice of it); returns the group's mean
+    // loss and sets tokens/s (of every process) and whether any process was interrupted.
+    bool stop_all = false;
     auto run_group = [&](bool train_step, double & tokens_per_s) {
         int64_t n_targets = 0, n_tokens = 0;
         for (int64_t i = 0; i < tr.seqs_per_step; i++) {
@@ -626,13 +717,20 @@ int run(int argc, char ** argv) {
         }
         const double t0 = now_s();
         double loss = 0;
-        for (int64_t i = 0; i < tr.seqs_per_step; i++) {
+        const int64_t first = (int64_t) dist.rank * tr.local_seqs;
+        for (int64_t i = first; i < first + tr.local_seqs; i++) {
             const ft_sequence & s = tr.train_seq(st.seq_pos + i);
             tr.set_inputs(s, tr.target_weight(n_targets), train_step,
                           ft_mix(((uint64_t) o.seed << 40) ^ (uint64_t) (st.seq_pos + i)));
             ggml_opt_alloc(tr.oc.get(), train_step);
             ggml_opt_eval(tr.oc.get(), nullptr);
             loss += *(const float *) ggml_opt_loss(tr.oc.get())->data;
+        }
+        if (dist.size > 1) {
+            double v[2] = {loss, g_interrupted ? 1.0 : 0.0};
+            dist.allreduce_sum(v, 2);
+            loss = v[0];
+            stop_all = v[1] > 0;
         }
         tokens_per_s = (double) n_tokens / std::max(1e-9, now_s() - t0);
         if (train_step) st.seq_pos += tr.seqs_per_step;
@@ -641,16 +739,28 @@ int run(int argc, char ** argv) {
 
     const double t_start = now_s();
     const int64_t first_step = st.step;
-    std::vector<double> bench_rates;
+    std::vector<double> bench_rates, bench_step, bench_compute, bench_comm, bench_issue, bench_wait, bench_other;
     if (st.step == 0 && !tr.val.empty()) {
         st.history.val_step.push_back(0);
-        st.history.val_loss.push_back(tr.validate());
+        st.history.val_loss.push_back(tr.validate(dist));
     }
     const int64_t steps_per_epoch = std::max<int64_t>(1, n_train / tr.seqs_per_step);
+    dist.take_stats();
     while (st.step < tr.total_steps) {
+        dist.step_begin(st.step + 1);
         const float lr = o.lr * ggml_opt_lr_factor(&op.lr_schedule, st.step);
         double tps = 0;
+        const double t_step = now_s();
         const float loss = run_group(true, tps);
+        if (o.bench) {
+            const ft_dist::stats cs = dist.take_stats();
+            bench_step.push_back(now_s() - t_step);
+            bench_compute.push_back(bench_step.back() - cs.comm_s);
+            bench_comm.push_back(cs.comm_s);
+            bench_issue.push_back(cs.issue_s);
+            bench_wait.push_back(cs.wait_s);
+            bench_other.push_back(cs.other_s);
+        }
         if (!std::isfinite(loss)) die("the loss is not finite at step " + std::to_string(st.step + 1) + " (lr too high?)");
         st.history.loss.push_back(loss);
         st.history.lr.push_back(lr);
@@ -659,15 +769,15 @@ int run(int argc, char ** argv) {
         if (o.bench) bench_rates.push_back(tps);
         if (!tr.val.empty() && (st.step % steps_per_epoch == 0 || st.step == tr.total_steps)) {
             st.history.val_step.push_back(st.step);
-            st.history.val_loss.push_back(tr.validate());
+            st.history.val_loss.push_back(tr.validate(dist));
         }
         const double elapsed = now_s() - t_start;
         const double eta = elapsed / (double) (st.step - first_step) * (double) (tr.total_steps - st.step);
-        ft_progress(st.step, tr.total_steps, loss, lr, tps, eta, st.step == tr.total_steps);
-        if (g_interrupted) {
+        if (lead) ft_progress(st.step, tr.total_steps, loss, lr, tps, eta, st.step == tr.total_steps);
+        if (dist.size > 1 ? stop_all : g_interrupted.load()) {
             save_checkpoint();
             save_outputs(false);
-            fprintf(stderr, "llama-finetune: interrupted; resume with --resume %s\n", o.checkpoint_out.c_str());
+            if (lead) fprintf(stderr, "llama-finetune: interrupted; resume with --resume %s\n", o.checkpoint_out.c_str());
             return 0;
         }
         if (o.save_every > 0 && st.step % o.save_every == 0 && st.step < tr.total_steps) {
@@ -678,14 +788,39 @@ int run(int argc, char ** argv) {
 
     if (o.bench) {
         // The first step is a warm-up (page faults, caches); the median of the rest.
-        std::vector<double> r(bench_rates.begin() + (bench_rates.size() > 1 ? 1 : 0), bench_rates.end());
-        std::sort(r.begin(), r.end());
-        const double med = r.empty() ? 0.0 : r[r.size() / 2];
-        printf("| model | type | targets | batch x seq | threads | backward | train tokens/s | peak RSS |\n");
-        printf("| %s | %s | %s | %lld x %d | %d | %s | %.1f | %.2f GB |\n", o.model.c_str(), ggml_type_name(m.layers[0].wq->type),
-               targets.c_str(), (long long) tr.seqs_per_step, n, o.n_threads,
-               tr.lora.base_prec == GGML_PREC_INT8 ? "int8" : tr.lora.base_prec == GGML_PREC_BF16 ? "bf16" : "f32", med,
-               peak_rss_gb());
+        auto median = [](const std::vector<double> & v) {
+            std::vector<double> r(v.begin() + (v.size() > 1 ? 1 : 0), v.end());
+            std::sort(r.begin(), r.end());
+            return r.empty() ? 0.0 : r[r.size() / 2];
+        };
+        const double med = median(bench_rates);
+        const double t_ar = dist.time_allreduce(20);  // collective: every process
+        const ft_dist::stats cs = dist.take_stats();
+        // The time of a step beyond the computation of its slowest process: the communication
+        // the step could not hide (that process computing, or waiting, while this one waits).
+        std::vector<double> slowest = bench_compute, exposed;
+        dist.allreduce_max(slowest.data(), (int) slowest.size());
+        for (size_t i = 0; i < slowest.size(); i++) exposed.push_back(std::max(0.0, bench_step[i] - slowest[i]));
+        if (lead) {
+            printf("| model | type | targets | batch x seq | threads | backward | train tokens/s | peak RSS |\n");
+            printf("| %s | %s | %s | %lld x %d | %d | %s | %.1f | %.2f GB |\n", o.model.c_str(), ggml_type_name(m.layers[0].wq->type),
+                   targets.c_str(), (long long) tr.seqs_per_step, n, o.n_threads,
+                   tr.lora.base_prec == GGML_PREC_INT8 ? "int8" : tr.lora.base_prec == GGML_PREC_BF16 ? "bf16" : "f32", med,
+                   peak_rss_gb());
+        }
+        if (lead && dist.size > 1) {
+            // Rank 0's medians over the steps after the first.
+            const double step_s = median(bench_step), comm_s = median(bench_comm), exp_s = median(exposed);
+            printf("mpi: %d processes x %d threads; gradients all-reduced per step: %.1f KiB in %d buckets (%s)\n"
+                   "mpi: step %.1f ms; rank 0 in communication %.2f ms (%.2f%%): issuing and polling %.2f ms, waiting after the "
+                   "backward pass %.2f ms, loss all-reduce %.2f ms; beyond the slowest process's computation %.2f ms (%.2f%%)\n"
+                   "mpi: a blocking all-reduce of the gradients alone: %.3f ms\n",
+                   dist.size, o.n_threads, cs.bytes_per_step / 1024.0, cs.buckets,
+                   getenv("GGML_MPI_OVERLAP") && atoi(getenv("GGML_MPI_OVERLAP")) == 0 ? "after the backward pass" : "overlapped",
+                   step_s * 1e3, comm_s * 1e3, 100.0 * comm_s / std::max(1e-12, step_s), median(bench_issue) * 1e3,
+                   median(bench_wait) * 1e3, median(bench_other) * 1e3, exp_s * 1e3, 100.0 * exp_s / std::max(1e-12, step_s),
+                   t_ar * 1e3);
+        }
         if (o.out.empty()) return 0;
     }
 
@@ -695,7 +830,18 @@ int run(int argc, char ** argv) {
     st.history.loss.push_back(final_loss);
     st.history.lr.push_back(st.history.lr.empty() ? o.lr : st.history.lr.back());
     st.history.tokens_per_s.push_back((float) tps);
+    if (dist.size > 1) {
+        // The replicas took the same steps from the same sums: their adapters must be equal.
+        uint64_t h = params_hash(tr.oc.get()), h0 = h;
+        dist.broadcast(&h0, sizeof(h0));
+        double differ = h != h0 ? 1.0 : 0.0;
+        dist.allreduce_sum(&differ, 1);
+        if (lead && differ > 0) {
+            fprintf(stderr, "llama-finetune: warning: the adapters of %g processes differ from rank 0's (rank 0's is written)\n", differ);
+        }
+    }
     save_outputs(true);
+    if (!lead) return 0;
     fprintf(stderr, "llama-finetune: loss %.4f -> %.4f over %lld steps", st.history.loss.front(), final_loss,
             (long long) tr.total_steps);
     if (!st.history.val_loss.empty()) fprintf(stderr, ", validation %.4f -> %.4f", st.history.val_loss.front(), st.history.val_loss.back());
@@ -706,10 +852,14 @@ int run(int argc, char ** argv) {
 }  // namespace
 
 int main(int argc, char ** argv) {
+    std::unique_ptr<ft_dist> dist = ft_dist_init(argc, argv);
+    g_dist = dist.get();
     try {
-        return run(argc, argv);
+        const int rc = run(argc, argv, *dist);
+        if (rc != 0 && dist->size > 1) dist->abort(rc);
+        dist->finalize();
+        return rc;
     } catch (const std::exception & e) {
-        fprintf(stderr, "llama-finetune: error: %s\n", e.what());
-        return 1;
+        die(e.what());
     }
 }

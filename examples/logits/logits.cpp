@@ -210,7 +210,8 @@ int main(int argc, char ** argv) {
     llama_context_params cp = llama_context_default_params();
     cp.n_ctx = (uint32_t) tokens.size();
     cp.n_batch = (uint32_t) tokens.size();
-    if (n_threads > 0) cp.n_threads = (int32_t) n_threads;
+    cp.n_ubatch = cp.n_batch;  // one graph
+    if (n_threads > 0) cp.n_threads = cp.n_threads_batch = (int32_t) n_threads;
     llama_context * ctx = llama_init_from_model(model, cp);
     if (!ctx) {
         fprintf(stderr, "llama-logits: cannot create a context\n");
@@ -221,7 +222,7 @@ int main(int argc, char ** argv) {
 
     // All tokens in one batch, logits for every one of them.
     const int32_t n_tokens = (int32_t) tokens.size();
-    llama_batch batch = llama_batch_init(n_tokens);
+    llama_batch batch = llama_batch_init(n_tokens, 0, 1);
     for (int32_t i = 0; i < n_tokens; i++) {
         batch.token[i] = tokens[i];
         batch.pos[i] = i;

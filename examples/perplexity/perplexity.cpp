@@ -746,7 +746,9 @@ int main(int argc, char ** argv) {
     llama_context_params cparams = llama_context_default_params();
     cparams.n_ctx = (uint32_t) n_ctx;
     cparams.n_batch = (uint32_t) std::min(params.n_batch, n_ctx);
-    if (params.n_threads > 0) cparams.n_threads = params.n_threads;
+    cparams.n_ubatch = cparams.n_batch;  // one graph per decode call
+    if (params.n_threads > 0) cparams.n_threads = cparams.n_threads_batch = params.n_threads;
+    cparams.no_perf = false;  // llama_perf_context_print at the end
     cparams.type_k = params.type_k;
     cparams.type_v = params.type_v;
     cparams.flash_attn = params.flash_attn;
@@ -757,7 +759,7 @@ int main(int argc, char ** argv) {
     }
 
     const llama_token bos = llama_vocab_get_add_bos(vocab) ? llama_vocab_bos(vocab) : LLAMA_TOKEN_NULL;
-    evaluator ev{ctx, n_ctx, (int32_t) llama_n_batch(ctx), n_vocab, bos, llama_batch_init((int32_t) llama_n_batch(ctx))};
+    evaluator ev{ctx, n_ctx, (int32_t) llama_n_batch(ctx), n_vocab, bos, llama_batch_init((int32_t) llama_n_batch(ctx), 0, 1)};
     std::signal(SIGINT, on_sigint);
     const int rc = params.kl_divergence ? run_kl_divergence(ev, base, n_chunk) : run_perplexity(params, ev, tokens, n_chunk);
     llama_batch_free(ev.batch);

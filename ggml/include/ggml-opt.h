@@ -227,6 +227,36 @@ struct ggml_cgraph * ggml_opt_graph_forward(ggml_opt_context_t opt_ctx);
 struct ggml_cgraph * ggml_opt_graph_grad(ggml_opt_context_t opt_ctx);
 struct ggml_cgraph * ggml_opt_graph_opt(ggml_opt_context_t opt_ctx);
 
+// ====== Data parallelism ======
+
+// Several processes can train one model together, each on its share of every logical batch:
+// each computes the gradients of its share into its accumulators, a reducer sums the
+// accumulators across the processes, and every process then takes the same optimizer step.
+// The reducer runs inside the ggml_opt_eval that ends an optimizer step (its backward pass is
+// that of the step's last micro-batch), on the thread that called it:
+//  - grad_ready (optional): as soon as the backward pass has finished parameter i's gradient
+//    (ggml_opt_param(opt_ctx, i)), between two graph nodes, so that sending it overlaps the rest
+//    of the backward pass. Every parameter is announced once per step, in an order that is the
+//    same at every step (that of the backward graph).
+//  - poll (optional): after every graph node of that backward pass (progress for transfers).
+//  - reduce (required): after the backward pass, before clipping and the optimizer step: must
+//    leave in every accumulator the sum of that accumulator over the processes.
+// The losses and gradients of a process then add up to the whole batch's only if each process
+// scales its share's loss by the whole batch (mean-type losses divide by opt_period, the
+// micro-batches of this process). Nothing here communicates: the reducer does (over MPI, say).
+struct ggml_opt_grad_reducer {
+    void (*grad_ready)(void * userdata, int64_t i, struct ggml_tensor * grad_acc);
+    void (*poll)(void * userdata);
+    void (*reduce)(void * userdata);
+    void * userdata;
+};
+// Installs a copy of *reducer (NULL: none, the default).
+void ggml_opt_set_grad_reducer(ggml_opt_context_t opt_ctx, const struct ggml_opt_grad_reducer * reducer);
+
+// The trainable parameters in forward order (ggml_opt_grad_acc: the accumulator of each).
+int64_t              ggml_opt_n_params(ggml_opt_context_t opt_ctx);
+struct ggml_tensor * ggml_opt_param(   ggml_opt_context_t opt_ctx, int64_t i);
+
 // ====== Optimization Result ======
 
 ggml_opt_result_t ggml_opt_result_init(void);

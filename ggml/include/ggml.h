@@ -32,6 +32,26 @@ __attribute__((noreturn, format(printf, 3, 4)))
 #endif
 void ggml_abort(const char * file, int line, const char * fmt, ...);
 
+// Log levels and callbacks, as ggml names them (llama.h's llama_log_set takes a
+// ggml_log_callback).
+enum ggml_log_level {
+    GGML_LOG_LEVEL_NONE  = 0,
+    GGML_LOG_LEVEL_DEBUG = 1,
+    GGML_LOG_LEVEL_INFO  = 2,
+    GGML_LOG_LEVEL_WARN  = 3,
+    GGML_LOG_LEVEL_ERROR = 4,
+    GGML_LOG_LEVEL_CONT  = 5,  // continues the previous message
+};
+typedef void (*ggml_log_callback)(enum ggml_log_level level, const char * text, void * user_data);
+
+// Polled between graph nodes; returning true stops the computation (GGML_STATUS_ABORTED).
+typedef bool (*ggml_abort_callback)(void * data);
+
+// A monotonic clock (ggml_time_init is a no-op, kept for ggml compatibility).
+void    ggml_time_init(void);
+int64_t ggml_time_ms(void);
+int64_t ggml_time_us(void);
+
 typedef uint16_t ggml_fp16_t;
 typedef struct { uint16_t bits; } ggml_bf16_t;
 
@@ -188,12 +208,12 @@ enum ggml_tensor_flag {
 #define GGML_ROPE_TYPE_NORMAL 0   // rotate pairs (x[2i], x[2i+1]), as in the original llama
 #define GGML_ROPE_TYPE_NEOX   2   // rotate pairs (x[i], x[i + n_dims/2]), as in GPT-NeoX
 
-struct ggml_backend_buffer;  // room for tensors whose data lives on another device (not used yet)
+struct ggml_backend_buffer;  // ggml-backend.h: the buffer holding the tensor's data
 
 struct ggml_tensor {
     enum ggml_type type;
 
-    struct ggml_backend_buffer * buffer;  // NULL: data is host memory
+    struct ggml_backend_buffer * buffer;  // NULL: data is host memory not owned by a backend buffer
 
     int64_t ne[GGML_MAX_DIMS];  // number of elements per dimension, ne[0] innermost
     size_t  nb[GGML_MAX_DIMS];  // stride in bytes: nb[0] = type size, nb[1] = row stride, ...
@@ -620,8 +640,14 @@ struct ggml_cplan {
     size_t    work_size;
     uint8_t * work_data;
     int       n_threads;
-    bool (*abort_callback)(void * data);  // polled between nodes; true stops the graph
+    ggml_abort_callback abort_callback;  // polled between nodes; true stops the graph
     void *    abort_callback_data;
+    struct ggml_threadpool * threadpool;  // the workers to run on; NULL: the process-wide pool
+    // NULL, or called on the calling thread once node i and every node before it are complete,
+    // while the other threads go on with the next node (the training code starts sending a
+    // gradient as soon as the backward pass has finished it).
+    void (*node_callback)(int i, struct ggml_tensor * node, void * data);
+    void *    node_callback_data;
 };
 struct ggml_cplan ggml_graph_plan(const struct ggml_cgraph * cgraph, int n_threads);
 enum ggml_status  ggml_graph_compute(struct ggml_cgraph * cgraph, struct ggml_cplan * cplan);

@@ -76,6 +76,7 @@ struct tensor_plan {
     bool   planned = false;   // placed by this planner (so it may be released)
     bool   keep = false;      // input, output, leaf: never released
     bool   handed_over = false; // its memory now belongs to an in-place result
+    int    buf = 0;           // which of the allocator's buffers
     size_t offset = 0;
     size_t size = 0;
 };
@@ -83,21 +84,29 @@ struct tensor_plan {
 }  // namespace
 
 struct ggml_gallocr {
-    void * buffer = nullptr;
-    size_t buffer_size = 0;
+    std::vector<ggml_backend_buffer_type_t> bufts;
+    std::vector<ggml_backend_buffer_t> buffers;  // one per buffer type, grown as graphs need
 };
 
-ggml_gallocr_t ggml_gallocr_new(void) { return new ggml_gallocr(); }
+ggml_gallocr_t ggml_gallocr_new_n(ggml_backend_buffer_type_t * bufts, int n_bufs) {
+    if (!bufts || n_bufs <= 0) return nullptr;
+    ggml_gallocr * g = new ggml_gallocr();
+    g->bufts.assign(bufts, bufts + n_bufs);
+    g->buffers.assign(n_bufs, nullptr);
+    return g;
+}
+
+ggml_gallocr_t ggml_gallocr_new(ggml_backend_buffer_type_t buft) { return ggml_gallocr_new_n(&buft, 1); }
 
 void ggml_gallocr_free(ggml_gallocr_t galloc) {
     if (!galloc) return;
-    free(galloc->buffer);
+    for (ggml_backend_buffer_t b : galloc->buffers) ggml_backend_buffer_free(b);
     delete galloc;
 }
 
 size_t ggml_gallocr_get_buffer_size(ggml_gallocr_t galloc, int buffer_id) {
-    GGML_ASSERT(buffer_id == 0);
-    return galloc->buffer_size;
+    GGML_ASSERT(buffer_id >= 0 && buffer_id < (int) galloc->buffers.size());
+    return galloc->buffers[buffer_id] ? ggml_backend_buffer_get_size(galloc->buffers[buffer_id]) : 0;
 }
 
 void ggml_aligned_free(void * ptr) { free(ptr); }
@@ -117,14 +126,38 @@ static bool op_can_run_in_place(ggml_op op) {
 
 struct graph_plan_result {
     std::unordered_map<const ggml_tensor *, tensor_plan> plans;
-    size_t buffer_size = 0;
+    std::vector<size_t> buffer_sizes;
 };
 
-// Walks the graph in execution order and assigns an offset to every tensor that needs memory.
-static graph_plan_result plan_graph(ggml_cgraph * g) {
+// Which buffer each tensor of the graph goes to: node_ids / leaf_ids (NULL: all in buffer 0).
+struct buffer_assignment {
+    std::unordered_map<const ggml_tensor *, int> ids;
+    int of(const ggml_tensor * t) const {
+        auto it = ids.find(t);
+        return it == ids.end() ? 0 : it->second;
+    }
+};
+
+static buffer_assignment assign_buffers(ggml_cgraph * g, const int * node_ids, const int * leaf_ids) {
+    buffer_assignment a;
+    if (node_ids) for (int i = 0; i < g->n_nodes; i++) a.ids[g->nodes[i]] = node_ids[i];
+    if (leaf_ids) for (int i = 0; i < g->n_leafs; i++) a.ids[g->leafs[i]] = leaf_ids[i];
+    return a;
+}
+
+// Walks the graph in execution order and assigns a buffer and an offset to every tensor that
+// needs memory.
+static graph_plan_result plan_graph(ggml_gallocr_t galloc, ggml_cgraph * g, const buffer_assignment & assign) {
     graph_plan_result res;
     auto & plans = res.plans;
-    offset_allocator alloc;
+    const int n_bufs = (int) galloc->bufts.size();
+    std::vector<offset_allocator> allocs(n_bufs);
+    auto place_new = [&](ggml_tensor * t, tensor_plan & p) {
+        p.buf = std::min(std::max(assign.of(t), 0), n_bufs - 1);
+        p.size = ggml_backend_buft_get_alloc_size(galloc->bufts[p.buf], t);
+        p.planned = true;
+        p.offset = allocs[p.buf].alloc(p.size);
+    };
 
     // Count readers per memory owner (a reader of a view reads its owner).
     for (int i = 0; i < g->n_nodes; i++) {
@@ -152,9 +185,7 @@ static graph_plan_result plan_graph(ggml_cgraph * g) {
             if ((pass == 0) != is_input || !needs_memory(leaf)) continue;
             tensor_plan & p = plans[leaf];
             p.keep = true;
-            p.planned = true;
-            p.size = ggml_nbytes(leaf);
-            p.offset = alloc.alloc(p.size);
+            place_new(leaf, p);
         }
     }
 
@@ -166,36 +197,35 @@ static graph_plan_result plan_graph(ggml_cgraph * g) {
             if (s && needs_memory(s) && !plans[s].planned) {
                 tensor_plan & p = plans[s];
                 p.keep = true;
-                p.planned = true;
-                p.size = ggml_nbytes(s);
-                p.offset = alloc.alloc(p.size);
+                place_new(s, p);
             }
         }
         if (needs_memory(node) && !plans[node].planned) {
             tensor_plan & p = plans[node];
-            p.size = ggml_nbytes(node);
-            p.planned = true;
             if (node->flags & (GGML_TENSOR_FLAG_INPUT | GGML_TENSOR_FLAG_PARAM) || node->op == GGML_OP_NONE) p.keep = true;
-            // Take over src[0]'s memory when this node is its last reader.
+            // Take over src[0]'s memory when this node is its last reader (in the same buffer).
             ggml_tensor * s0 = node->src[0];
+            const int buf = std::min(std::max(assign.of(node), 0), n_bufs - 1);
             bool in_place = false;
             if (op_can_run_in_place(node->op) && s0 && s0->view_src == nullptr && s0->type == node->type &&
                 ggml_are_same_shape(s0, node) && ggml_are_same_stride(s0, node)) {
                 auto it = plans.find(s0);
                 if (it != plans.end() && it->second.planned && !it->second.keep && !it->second.handed_over &&
-                    it->second.readers == 1) {
+                    it->second.readers == 1 && it->second.buf == buf) {
                     in_place = true;
                     for (int j = 1; j < GGML_MAX_SRC; j++) {
                         if (node->src[j] && owner_of(node->src[j]) == s0) in_place = false;
                     }
                     if (in_place) {
                         it->second.handed_over = true;
+                        p.buf = buf;
+                        p.planned = true;
                         p.offset = it->second.offset;
                         p.size = it->second.size;
                     }
                 }
             }
-            if (!in_place) p.offset = alloc.alloc(p.size);
+            if (!in_place) place_new(node, p);
         }
         if (ggml_op_is_view(node->op)) continue;
         // Release sources read for the last time.
@@ -206,50 +236,53 @@ static graph_plan_result plan_graph(ggml_cgraph * g) {
             if (o == owner_of(node)) continue;
             tensor_plan & p = plans[o];  // counted once per appearance, released once per appearance
             p.readers--;
-            if (p.readers == 0 && p.planned && !p.keep && !p.handed_over) alloc.release(p.offset, p.size);
+            if (p.readers == 0 && p.planned && !p.keep && !p.handed_over) allocs[p.buf].release(p.offset, p.size);
         }
         // A node nobody reads (and not kept) is released right after it runs.
         tensor_plan & np = plans[owner_of(node)];
         if (np.readers == 0 && np.planned && !np.keep && !np.handed_over && owner_of(node) == node) {
-            alloc.release(np.offset, np.size);
+            allocs[np.buf].release(np.offset, np.size);
         }
     }
-    res.buffer_size = alloc.max_size();
+    for (const offset_allocator & a : allocs) res.buffer_sizes.push_back(a.max_size());
     return res;
 }
 
-bool ggml_gallocr_reserve(ggml_gallocr_t galloc, struct ggml_cgraph * graph) {
-    const graph_plan_result res = plan_graph(graph);
-    if (res.buffer_size > galloc->buffer_size) {
-        void * buf = aligned_alloc(ALIGN, align_up(res.buffer_size));
-        if (!buf) {
-            ggml_log_error("ggml_gallocr: cannot allocate a %zu-byte compute buffer\n", res.buffer_size);
+// Grows each buffer to what the plan needs (the old buffer's tensors become invalid).
+static bool ensure_buffers(ggml_gallocr_t galloc, const graph_plan_result & res) {
+    for (size_t b = 0; b < galloc->bufts.size(); b++) {
+        const size_t need = res.buffer_sizes[b];
+        if (need == 0 || (galloc->buffers[b] && ggml_backend_buffer_get_size(galloc->buffers[b]) >= need)) continue;
+        ggml_backend_buffer_t nb = ggml_backend_buft_alloc_buffer(galloc->bufts[b], need);
+        if (!nb) {
+            ggml_log_error("ggml_gallocr: cannot allocate a %zu-byte %s compute buffer\n", need, ggml_backend_buft_name(galloc->bufts[b]));
             return false;
         }
-        free(galloc->buffer);
-        galloc->buffer = buf;
-        galloc->buffer_size = res.buffer_size;
+        ggml_backend_buffer_set_usage(nb, GGML_BACKEND_BUFFER_USAGE_COMPUTE);
+        ggml_backend_buffer_free(galloc->buffers[b]);
+        galloc->buffers[b] = nb;
     }
     return true;
 }
 
-bool ggml_gallocr_alloc_graph(ggml_gallocr_t galloc, struct ggml_cgraph * graph) {
-    const graph_plan_result res = plan_graph(graph);
-    if (res.buffer_size > galloc->buffer_size) {
-        void * buf = aligned_alloc(ALIGN, align_up(res.buffer_size));
-        if (!buf) {
-            ggml_log_error("ggml_gallocr: cannot allocate a %zu-byte compute buffer\n", res.buffer_size);
-            return false;
-        }
-        free(galloc->buffer);
-        galloc->buffer = buf;
-        galloc->buffer_size = res.buffer_size;
-    }
-    char * base = (char *) galloc->buffer;
+bool ggml_gallocr_reserve_n(ggml_gallocr_t galloc, struct ggml_cgraph * graph, const int * node_buffer_ids, const int * leaf_buffer_ids) {
+    return ensure_buffers(galloc, plan_graph(galloc, graph, assign_buffers(graph, node_buffer_ids, leaf_buffer_ids)));
+}
+
+bool ggml_gallocr_reserve(ggml_gallocr_t galloc, struct ggml_cgraph * graph) {
+    return ggml_gallocr_reserve_n(galloc, graph, nullptr, nullptr);
+}
+
+bool ggml_gallocr_alloc_graph_n(ggml_gallocr_t galloc, struct ggml_cgraph * graph, const int * node_buffer_ids, const int * leaf_buffer_ids) {
+    const graph_plan_result res = plan_graph(galloc, graph, assign_buffers(graph, node_buffer_ids, leaf_buffer_ids));
+    if (!ensure_buffers(galloc, res)) return false;
     // Owners first (leafs, then nodes in order), then views, which point into their owners.
     auto place = [&](ggml_tensor * t) {
         auto it = res.plans.find(t);
-        if (it != res.plans.end() && it->second.planned && t->data == nullptr) t->data = base + it->second.offset;
+        if (it != res.plans.end() && it->second.planned && t->data == nullptr) {
+            ggml_backend_buffer_t b = galloc->buffers[it->second.buf];
+            ggml_backend_tensor_alloc(b, t, (char *) ggml_backend_buffer_get_base(b) + it->second.offset);
+        }
     };
     for (int i = 0; i < graph->n_leafs; i++) place(graph->leafs[i]);
     for (int i = 0; i < graph->n_nodes; i++) {
@@ -258,7 +291,7 @@ bool ggml_gallocr_alloc_graph(ggml_gallocr_t galloc, struct ggml_cgraph * graph)
         place(n);
     }
     auto place_view = [&](ggml_tensor * t) {
-        if (t->view_src && t->data == nullptr && t->view_src->data) t->data = (char *) t->view_src->data + t->view_offs;
+        if (t->view_src && t->data == nullptr && t->view_src->data) ggml_backend_view_init(t);
     };
     for (int i = 0; i < graph->n_leafs; i++) place_view(graph->leafs[i]);
     for (int i = 0; i < graph->n_nodes; i++) {
@@ -267,6 +300,10 @@ bool ggml_gallocr_alloc_graph(ggml_gallocr_t galloc, struct ggml_cgraph * graph)
         place_view(n);
     }
     return true;
+}
+
+bool ggml_gallocr_alloc_graph(ggml_gallocr_t galloc, struct ggml_cgraph * graph) {
+    return ggml_gallocr_alloc_graph_n(galloc, graph, nullptr, nullptr);
 }
 
 void * ggml_alloc_ctx_tensors(struct ggml_context * ctx, size_t * size) {

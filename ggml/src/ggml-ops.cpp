@@ -4,6 +4,7 @@
 #include "ggml-backward.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include <initializer_list>
 
@@ -908,7 +909,8 @@ GGML_BACKWARD_RULE(acc) {
     ggml_tensor * a = node->src[0], * b = node->src[1];
     if (ggml_bw_needs(bw, a)) ggml_bw_add(bw, a, grad);
     if (ggml_bw_needs(bw, b)) {
-        const size_t * p = (const size_t *) node->op_params;
+        size_t p[4];  // op_params is only 4-byte aligned: copied out, not read through a size_t pointer
+        memcpy(p, node->op_params, sizeof(p));
         ggml_bw_add(bw, b, ggml_cont(ctx, ggml_view_4d(ctx, grad, b->ne[0], b->ne[1], b->ne[2], b->ne[3], p[0], p[1], p[2], p[3])));
     }
 }

@@ -3,6 +3,7 @@
 // accumulation, a learning-rate schedule and gradient clipping. Nothing is allocated per step.
 #include "ggml-opt-impl.h"
 #include "ggml-alloc.h"
+#include "ggml-cpu.h"
 #include "ggml-impl.h"
 
 #include <math.h>
@@ -46,6 +47,12 @@ struct ggml_opt_context {
     int64_t iter = 0;         // optimizer steps done
     double step_loss = 0.0;   // loss of the micro-batches of the step under way
     int eval_mode = -1;       // set by ggml_opt_alloc: 0 forward, 1 backward; -1 from the build type
+
+    // Data parallelism (ggml_opt_set_grad_reducer): the reducer, and for each node of gb_grad the
+    // parameter whose gradient it completes (-1: none); early: parameters complete before any node.
+    ggml_opt_grad_reducer reducer = {};
+    std::vector<int64_t> node_param;
+    std::vector<int64_t> ready_early, ready_late;
 
     std::mt19937 rng;
 };
@@ -300,7 +307,7 @@ ggml_opt_context_t ggml_opt_init(struct ggml_opt_params params) {
         if (!(owner->flags & GGML_TENSOR_FLAG_PARAM)) t->data = nullptr;
     }
     ggml_cgraph * largest = oc->gb_opt ? oc->gb_opt : oc->gb_grad ? oc->gb_grad : oc->gf;
-    oc->galloc = ggml_gallocr_new();
+    oc->galloc = ggml_gallocr_new(ggml_backend_cpu_buffer_type());
     if (!ggml_gallocr_alloc_graph(oc->galloc, largest)) {
         ggml_opt_free(oc);
         return nullptr;
@@ -360,7 +367,44 @@ struct ggml_cgraph * ggml_opt_graph_forward(ggml_opt_context_t oc) { return oc->
 struct ggml_cgraph * ggml_opt_graph_grad(ggml_opt_context_t oc) { return oc->gb_grad; }
 struct ggml_cgraph * ggml_opt_graph_opt(ggml_opt_context_t oc) { return oc->gb_opt; }
 
+void ggml_opt_set_grad_reducer(ggml_opt_context_t oc, const struct ggml_opt_grad_reducer * reducer) {
+    oc->reducer = reducer ? *reducer : ggml_opt_grad_reducer{};
+    oc->node_param.clear();
+    oc->ready_early.clear();
+    oc->ready_late.clear();
+    if (!reducer || !reducer->grad_ready || !oc->gb_grad) return;
+    GGML_ASSERT(reducer->reduce && "ggml_opt_set_grad_reducer: reduce is required");
+    // Where each gradient is complete: its last node in gb_grad (an addition into the
+    // accumulator), before any node if nothing adds to it, after the graph if it is not found.
+    ggml_cgraph * g = oc->gb_grad;
+    oc->node_param.assign((size_t) g->n_nodes, -1);
+    std::unordered_map<const ggml_tensor *, int> index;
+    for (int j = 0; j < g->n_nodes; j++) index[g->nodes[j]] = j;
+    for (size_t i = 0; i < oc->param_tensors.size(); i++) {
+        const ggml_tensor * grad = ggml_graph_get_grad(g, oc->param_tensors[i]);
+        auto it = grad ? index.find(grad) : index.end();
+        if (grad == oc->grad_accs[i]) oc->ready_early.push_back((int64_t) i);
+        else if (it == index.end()) oc->ready_late.push_back((int64_t) i);
+        else oc->node_param[(size_t) it->second] = (int64_t) i;
+    }
+}
+
+int64_t ggml_opt_n_params(ggml_opt_context_t oc) { return (int64_t) oc->param_tensors.size(); }
+struct ggml_tensor * ggml_opt_param(ggml_opt_context_t oc, int64_t i) {
+    return i >= 0 && i < (int64_t) oc->param_tensors.size() ? oc->param_tensors[(size_t) i] : nullptr;
+}
+
 // ---- computing -----------------------------------------------------------------------------
+// The node callback of the backward pass that ends a step, with a reducer installed.
+static void reducer_node_callback(int i, struct ggml_tensor * node, void * data) {
+    (void) node;
+    ggml_opt_context * oc = (ggml_opt_context *) data;
+    const ggml_opt_grad_reducer & r = oc->reducer;
+    const int64_t p = i < (int) oc->node_param.size() ? oc->node_param[(size_t) i] : -1;
+    if (p >= 0 && r.grad_ready) r.grad_ready(r.userdata, p, oc->grad_accs[(size_t) p]);
+    if (r.poll) r.poll(r.userdata);
+}
+
 void ggml_opt_alloc(ggml_opt_context_t oc, bool backward) {
     GGML_ASSERT(!backward || oc->gb_grad);
     oc->eval_mode = backward ? 1 : 0;
@@ -442,7 +486,25 @@ static void optimizer_step(ggml_opt_context * oc) {
 void ggml_opt_eval(ggml_opt_context_t oc, ggml_opt_result_t result) {
     const bool backward = oc->eval_mode >= 0 ? oc->eval_mode == 1 : oc->gb_grad != nullptr;
     oc->eval_mode = -1;
+    // The backward pass that ends a step, with a reducer: gradients are announced as they complete.
+    const ggml_opt_grad_reducer & r = oc->reducer;
+    const bool ends_step = backward && oc->gb_opt && oc->opt_i + 1 >= oc->params.opt_period;
+    const bool announce = ends_step && r.reduce && (r.grad_ready || r.poll);
+    if (announce) {
+        if (r.grad_ready) {
+            for (int64_t p : oc->ready_early) r.grad_ready(r.userdata, p, oc->grad_accs[(size_t) p]);
+        }
+        oc->cplan.node_callback = reducer_node_callback;
+        oc->cplan.node_callback_data = oc;
+    }
     compute(oc, backward ? oc->gb_grad : oc->gf);
+    if (announce) {
+        oc->cplan.node_callback = nullptr;
+        oc->cplan.node_callback_data = nullptr;
+        if (r.grad_ready) {
+            for (int64_t p : oc->ready_late) r.grad_ready(r.userdata, p, oc->grad_accs[(size_t) p]);
+        }
+    }
 
     const float loss = *(const float *) oc->loss->data;
     int64_t ncorrect = 0;
@@ -458,5 +520,6 @@ void ggml_opt_eval(ggml_opt_context_t oc, ggml_opt_result_t result) {
     oc->step_loss += loss;
     if (++oc->opt_i < oc->params.opt_period || !oc->gb_opt) return;
     oc->opt_i = 0;
+    if (r.reduce) r.reduce(r.userdata);
     optimizer_step(oc);
 }

@@ -139,6 +139,8 @@ bool parser::kv_pair(gguf_context & ctx, uint64_t i, std::unordered_set<std::str
     gguf_kv kv;
     if (!str(kv.key, "key")) return false;
     where += " ('" + kv.key + "')";
+    // Keys are looked up as C strings: one with a NUL byte would hide another key's name.
+    if (kv.key.find('\0') != std::string::npos) return fail("the key contains a NUL byte");
     if (!keys.insert(kv.key).second) return fail("duplicate key");
 
     uint32_t type;
@@ -196,6 +198,8 @@ bool parser::tensor_info(gguf_context & ctx, uint64_t i, std::unordered_set<std:
     gguf_tensor_info t;
     if (!str(t.name, "tensor name", GGML_MAX_NAME - 1)) return false;
     where += " ('" + t.name + "')";
+    // Names are C strings in ggml tensors: one with a NUL byte could duplicate another's.
+    if (t.name.find('\0') != std::string::npos) return fail("the tensor name contains a NUL byte");
     if (!names.insert(t.name).second) return fail("duplicate tensor name");
 
     if (!u32(t.n_dims, "n_dims")) return false;

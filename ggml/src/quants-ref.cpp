@@ -294,7 +294,7 @@ void quantize_row_q8_0_ref(const float * x, block_q8_0 * y, int64_t n) {
         const float d = amax / 127.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         y[b].d = GGML_FP32_TO_FP16(d);
-        for (int j = 0; j < QK8_0; j++) y[b].qs[j] = (int8_t) roundf(x[j] * id);
+        for (int j = 0; j < QK8_0; j++) y[b].qs[j] = (int8_t) roundf(ggml_q8_clamp(x[j] * id));
     }
 }
 
@@ -306,7 +306,7 @@ void quantize_row_q8_1_ref(const float * x, block_q8_1 * y, int64_t n) {
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         int sum = 0;
         for (int j = 0; j < QK8_1; j++) {
-            y[b].qs[j] = (int8_t) roundf(x[j] * id);
+            y[b].qs[j] = (int8_t) roundf(ggml_q8_clamp(x[j] * id));
             sum += y[b].qs[j];
         }
         y[b].d = GGML_FP32_TO_FP16(d);

@@ -116,6 +116,14 @@ static inline int q3_k_scale(const uint8_t * s, int j) {
     return (lo | (hi << 4)) - 32;
 }
 
+// v clamped to [-127, 127] for the 8-bit quantizers, NaN to 0: their scale bounds finite values
+// already (results unchanged), but a NaN, an infinity or a subnormal block scale (1 / d = inf)
+// reaches them from the activations of a model whose weights overflow, and converting such a
+// float to an integer is undefined behaviour.
+static inline float ggml_q8_clamp(float v) {
+    return v >= -127.0f && v <= 127.0f ? v : v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : 0.0f;
+}
+
 // ---- reference dequantize (n a multiple of the block size) ---------------------------------
 void dequantize_row_q4_0(const block_q4_0 * x, float * y, int64_t n);
 void dequantize_row_q4_1(const block_q4_1 * x, float * y, int64_t n);

@@ -1,6 +1,7 @@
 # check.cmake - installs the build tree into a prefix, then builds the downstream project against
 # it twice (find_package, and the plain compiler line with pkg-config's flags) and runs both.
-# cmake -DBUILD_DIR=... -DWORK_DIR=... -DSRC_DIR=... -DMODEL=... -DCC=... -P check.cmake
+# cmake -DBUILD_DIR=... -DWORK_DIR=... -DSRC_DIR=... -DMODEL=... -DCC=... [-DLINK_EXTRA=...] -P check.cmake
+# (LINK_EXTRA: flags a sanitized build's libraries need at link time, as ggml.pc lists them).
 function(run)
     execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
     if (NOT rc EQUAL 0)
@@ -30,7 +31,7 @@ message(STATUS "find_package build generated: ${text}")
 
 # The plain compiler line: what the README shows.
 run(${CC} ${SRC_DIR}/main.c -I${prefix}/include ${prefix}/lib/libllama.a ${prefix}/lib/libggml.a -lstdc++ -lpthread -lm
-    -o ${WORK_DIR}/plain)
+    ${LINK_EXTRA} -o ${WORK_DIR}/plain)
 run(${WORK_DIR}/plain ${MODEL})
 string(STRIP "${LAST_OUT}" text2)
 if (NOT text2 STREQUAL text)

@@ -156,9 +156,9 @@ enum ggml_status ggml_graph_compute(struct ggml_cgraph * cgraph, struct ggml_cpl
     GGML_ASSERT(cplan->work_size == 0 || cplan->work_data != nullptr);
     if (!graph_has_data(cgraph)) return GGML_STATUS_FAILED;
 
-    // One graph at a time on the shared pool.
-    static std::mutex compute_mutex;
-    std::lock_guard<std::mutex> lock(compute_mutex);
+    // One graph at a time on a pool (the process-wide one, or a CPU backend's own).
+    ggml_threadpool * tp = cplan->threadpool ? cplan->threadpool : &ggml_threadpool_global();
+    std::lock_guard<std::mutex> lock(tp->compute_mutex);
 
     // The job captures one pointer, so std::function keeps it inline: computing a graph
     // allocates nothing (training steps rely on it).
@@ -170,7 +170,7 @@ enum ggml_status ggml_graph_compute(struct ggml_cgraph * cgraph, struct ggml_cpl
     } st;
     st.cgraph = cgraph;
     st.cplan = cplan;
-    st.tp = &ggml_threadpool_global();
+    st.tp = tp;
 
     const bool perf = ggml_node_perf_enabled();
     st.tp->run(cplan->n_threads, [s = &st, perf](int ith, int nth) {
@@ -182,7 +182,10 @@ enum ggml_status ggml_graph_compute(struct ggml_cgraph * cgraph, struct ggml_cpl
         params.tp = s->tp;
         for (int i = 0; i < s->cgraph->n_nodes; i++) {
             ggml_tensor * node = s->cgraph->nodes[i];
-            if (op_is_noop(node)) continue;
+            if (op_is_noop(node)) {
+                if (ith == 0 && s->cplan->node_callback) s->cplan->node_callback(i, node, s->cplan->node_callback_data);
+                continue;
+            }
             const auto t0 = perf && ith == 0 ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
             ggml_cpu_compute_forward(&params, node);
             if (ith == 0 && s->cplan->abort_callback && s->cplan->abort_callback(s->cplan->abort_callback_data)) {
@@ -193,6 +196,7 @@ enum ggml_status ggml_graph_compute(struct ggml_cgraph * cgraph, struct ggml_cpl
                 ggml_node_perf_add(node, std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
             }
             if (s->aborted) break;
+            if (ith == 0 && s->cplan->node_callback) s->cplan->node_callback(i, node, s->cplan->node_callback_data);
         }
     });
     return st.aborted ? GGML_STATUS_ABORTED : GGML_STATUS_SUCCESS;

@@ -47,7 +47,7 @@ ggml_fp16_t ggml_quantize_act_block_q8_0(const float * x, int8_t * qs) {
     for (int k = 1; k < 8; k++) amax = m[k] > amax ? m[k] : amax;
     const float d = amax / 127.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    for (int j = 0; j < QK8_0; j++) qs[j] = (int8_t) rintf(x[j] * id);
+    for (int j = 0; j < QK8_0; j++) qs[j] = (int8_t) rintf(ggml_q8_clamp(x[j] * id));
     return GGML_FP32_TO_FP16(d);
 }
 

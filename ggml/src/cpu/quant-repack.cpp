@@ -38,7 +38,7 @@ void ggml_repack_quantize_q8_0x16_ref(const float * x, int64_t ldx, void * vout)
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         out->d[r] = GGML_FP32_TO_FP16(d);
         for (int m = 0; m < QK8_0; m++) {
-            out->qs[(m / 4) * 64 + r * 4 + m % 4] = (uint8_t) ((int8_t) rintf(x[m * ldx + r] * id) ^ 0x80);
+            out->qs[(m / 4) * 64 + r * 4 + m % 4] = (uint8_t) ((int8_t) rintf(ggml_q8_clamp(x[m * ldx + r] * id)) ^ 0x80);
         }
     }
 }

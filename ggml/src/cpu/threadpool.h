@@ -19,6 +19,8 @@ struct ggml_threadpool {
 
     ~ggml_threadpool();
 
+    std::mutex compute_mutex;  // held by the graph computing on this pool
+
 private:
     void worker_loop(int ith);
     void ensure_workers(int n);
@@ -38,5 +40,5 @@ private:
     alignas(64) std::atomic<int> barrier_phase{0};
 };
 
-// The process-wide pool used by ggml_graph_compute (one graph computes at a time).
+// The process-wide pool used by ggml_graph_compute when the plan names none.
 ggml_threadpool & ggml_threadpool_global();

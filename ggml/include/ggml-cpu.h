@@ -1,0 +1,28 @@
+// ggml-cpu.h - the CPU backend: host buffers, its own thread pool, the build's SIMD kernels.
+// (ggml_graph_plan / ggml_graph_compute, the CPU's graph calls without a backend object, and
+// ggml_cpu_repack are declared in ggml.h.)
+#pragma once
+
+#include "ggml-backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+ggml_backend_t ggml_backend_cpu_init(void);
+bool           ggml_backend_is_cpu(ggml_backend_t backend);
+void           ggml_backend_cpu_set_n_threads(ggml_backend_t backend_cpu, int n_threads);
+void           ggml_backend_cpu_set_abort_callback(ggml_backend_t backend_cpu, ggml_abort_callback abort_callback, void * abort_callback_data);
+
+// Host memory, aligned for the SIMD kernels.
+ggml_backend_buffer_type_t ggml_backend_cpu_buffer_type(void);
+// A buffer over memory the caller owns (a mapped file, an arena); freeing it frees nothing.
+ggml_backend_buffer_t      ggml_backend_cpu_buffer_from_ptr(void * ptr, size_t size);
+// Weights for the matrix products in the CPU's repacked layout: a whole-tensor
+// ggml_backend_tensor_set of a matrix that ggml_cpu_can_repack stores it repacked (on huge pages
+// where the kernel allows); such a tensor can then only be read by mul_mat and out_prod.
+ggml_backend_buffer_type_t ggml_backend_cpu_repack_buffer_type(void);
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,417 @@
+// test-backend.cpp - the backend interface: the CPU backend's buffers and graph compute, the
+// graph allocator on buffer types, and the scheduler splitting a graph between the CPU and a
+// second device. That device is simulated here: its memory has addresses the CPU cannot read
+// (any CPU kernel touching it without a copy crashes the test) and it supports only a few ops.
+#include <gtest/gtest.h>
+
+#include "ggml.h"
+#include "ggml-alloc.h"
+#include "ggml-backend.h"
+#include "ggml-backend-impl.h"
+#include "ggml-impl.h"
+#include "ggml-cpu.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <random>
+#include <set>
+#include <vector>
+
+namespace {
+
+std::vector<float> random_values(size_t n, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+    std::vector<float> v(n);
+    for (float & x : v) x = d(rng);
+    return v;
+}
+
+TEST(Backend, CpuBufferSetGetClearAndCompute) {
+    ggml_backend_t cpu = ggml_backend_cpu_init();
+    ASSERT_NE(cpu, nullptr);
+    EXPECT_TRUE(ggml_backend_is_cpu(cpu));
+    EXPECT_STREQ(ggml_backend_name(cpu), "CPU");
+    ggml_backend_buffer_type_t buft = ggml_backend_get_default_buffer_type(cpu);
+    EXPECT_TRUE(ggml_backend_buft_is_host(buft));
+    EXPECT_GE(ggml_backend_buft_get_alignment(buft), 32u);
+    EXPECT_EQ(ggml_backend_dev_type(ggml_backend_get_device(cpu)), GGML_BACKEND_DEVICE_TYPE_CPU);
+    EXPECT_GE(ggml_backend_dev_count(), 1u);
+
+    ggml_init_params ip = { 16 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true };
+    ggml_context * ctx = ggml_init(ip);
+    ggml_tensor * a = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 40, 7);
+    ggml_tensor * b = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 40, 5);
+    ggml_backend_buffer_t wbuf = ggml_backend_alloc_ctx_tensors(ctx, cpu);
+    ASSERT_NE(wbuf, nullptr);
+    EXPECT_EQ(a->buffer, wbuf);
+    const std::vector<float> av = random_values(40 * 7, 1), bv = random_values(40 * 5, 2);
+    ggml_backend_tensor_set(a, av.data(), 0, av.size() * sizeof(float));
+    ggml_backend_tensor_set(b, bv.data(), 0, bv.size() * sizeof(float));
+    std::vector<float> back(av.size());
+    ggml_backend_tensor_get(a, back.data(), 0, back.size() * sizeof(float));
+    EXPECT_EQ(back, av);
+    // Partial writes land at their offset.
+    const float v = 42.0f;
+    ggml_backend_tensor_set(a, &v, 3 * sizeof(float), sizeof(float));
+    float got = 0;
+    ggml_backend_tensor_get(a, &got, 3 * sizeof(float), sizeof(float));
+    EXPECT_EQ(got, 42.0f);
+    ggml_backend_tensor_set(a, av.data(), 0, av.size() * sizeof(float));
+
+    ggml_tensor * c = ggml_mul_mat(ctx, a, b);  // [7, 5]
+    ggml_cgraph * gf = ggml_new_graph(ctx);
+    ggml_build_forward_expand(gf, c);
+    ggml_gallocr_t ga = ggml_gallocr_new(buft);
+    ASSERT_TRUE(ggml_gallocr_alloc_graph(ga, gf));
+    EXPECT_NE(c->buffer, nullptr);
+    ggml_backend_cpu_set_n_threads(cpu, 2);
+    ASSERT_EQ(ggml_backend_graph_compute(cpu, gf), GGML_STATUS_SUCCESS);
+    std::vector<float> out(7 * 5);
+    ggml_backend_tensor_get(c, out.data(), 0, out.size() * sizeof(float));
+    for (int j = 0; j < 5; j++) {
+        for (int i = 0; i < 7; i++) {
+            double ref = 0;
+            for (int k = 0; k < 40; k++) ref += (double) av[i * 40 + k] * bv[j * 40 + k];
+            EXPECT_NEAR(out[j * 7 + i], ref, 1e-5) << i << "," << j;
+        }
+    }
+    ggml_backend_buffer_clear(wbuf, 0);
+    ggml_backend_tensor_get(a, back.data(), 0, back.size() * sizeof(float));
+    EXPECT_EQ(back, std::vector<float>(back.size(), 0.0f));
+
+    ggml_gallocr_free(ga);
+    ggml_backend_buffer_free(wbuf);
+    ggml_free(ctx);
+    ggml_backend_free(cpu);
+}
+
+// ---- a simulated device ----------------------------------------------------------------------
+// Its buffers hand out addresses in a range the process never maps; set/get translate them to
+// the real memory behind. It computes a graph by translating every pointer of the graph to the
+// real memory, running the CPU kernels and translating back. It supports only MUL_MAT, ADD and
+// views; it records every op it ran.
+constexpr uintptr_t FAKE_BASE = (uintptr_t) 1 << 46;
+
+struct fake_buffer {
+    std::vector<uint8_t> mem;
+    uintptr_t base;
+};
+std::map<uintptr_t, fake_buffer *> & fake_buffers() {
+    static std::map<uintptr_t, fake_buffer *> m;
+    return m;
+}
+uintptr_t next_fake = FAKE_BASE;
+
+void * to_real(void * p) {
+    const uintptr_t a = (uintptr_t) p;
+    for (auto & kv : fake_buffers()) {
+        if (a >= kv.first && a < kv.first + kv.second->mem.size() + 1) return kv.second->mem.data() + (a - kv.first);
+    }
+    return p;
+}
+void * to_fake(void * p) {
+    const uintptr_t a = (uintptr_t) p;
+    for (auto & kv : fake_buffers()) {
+        const uintptr_t r = (uintptr_t) kv.second->mem.data();
+        if (a >= r && a < r + kv.second->mem.size() + 1) return (void *) (kv.first + (a - r));
+    }
+    return p;
+}
+
+void fake_free(ggml_backend_buffer_t b) {
+    fake_buffer * fb = (fake_buffer *) b->context;
+    fake_buffers().erase(fb->base);
+    delete fb;
+}
+void * fake_base(ggml_backend_buffer_t b) { return (void *) ((fake_buffer *) b->context)->base; }
+void fake_memset(ggml_backend_buffer_t, ggml_tensor * t, uint8_t v, size_t off, size_t n) { memset((char *) to_real(t->data) + off, v, n); }
+void fake_set(ggml_backend_buffer_t, ggml_tensor * t, const void * d, size_t off, size_t n) { memcpy((char *) to_real(t->data) + off, d, n); }
+void fake_get(ggml_backend_buffer_t, const ggml_tensor * t, void * d, size_t off, size_t n) { memcpy(d, (const char *) to_real(t->data) + off, n); }
+void fake_clear(ggml_backend_buffer_t b, uint8_t v) {
+    fake_buffer * fb = (fake_buffer *) b->context;
+    memset(fb->mem.data(), v, fb->mem.size());
+}
+const ggml_backend_buffer_i fake_buffer_iface = { fake_free, fake_base, nullptr, fake_memset, fake_set, fake_get, nullptr, fake_clear, nullptr };
+
+const char * fake_buft_name(ggml_backend_buffer_type_t) { return "FAKE"; }
+ggml_backend_buffer_t fake_alloc(ggml_backend_buffer_type_t buft, size_t size) {
+    fake_buffer * fb = new fake_buffer();
+    fb->mem.resize(size);
+    fb->base = next_fake;
+    next_fake += (size + 4095) / 4096 * 4096 + 4096;
+    fake_buffers()[fb->base] = fb;
+    return ggml_backend_buffer_init(buft, fake_buffer_iface, fb, size);
+}
+size_t fake_align(ggml_backend_buffer_type_t) { return 64; }
+ggml_backend_buffer_type fake_buft = { { fake_buft_name, fake_alloc, fake_align, nullptr, nullptr, nullptr }, nullptr, nullptr };
+
+std::vector<ggml_op> fake_ran;
+
+bool fake_supports(ggml_backend_dev_t, const ggml_tensor * op) {
+    return op->op == GGML_OP_MUL_MAT || op->op == GGML_OP_ADD || ggml_op_is_view(op->op) || op->op == GGML_OP_NONE;
+}
+
+ggml_status fake_compute(ggml_backend_t, ggml_cgraph * g) {
+    // Translate every pointer the graph touches, run the CPU kernels, translate back.
+    std::set<ggml_tensor *> ts;
+    const int n = ggml_graph_n_nodes(g);
+    for (int i = 0; i < n; i++) {
+        ggml_tensor * t = ggml_graph_node(g, i);
+        EXPECT_TRUE(fake_supports(nullptr, t)) << ggml_op_desc(t);
+        fake_ran.push_back(t->op);
+        ts.insert(t);
+        for (int j = 0; j < GGML_MAX_SRC; j++) if (t->src[j]) ts.insert(t->src[j]);
+    }
+    for (ggml_tensor * t : ts) {
+        EXPECT_TRUE(t->buffer && t->buffer->buft == &fake_buft) << "the device read '" << t->name << "' from another device's memory";
+        t->data = to_real(t->data);
+    }
+    ggml_cplan plan = ggml_graph_plan(g, 1);
+    std::vector<uint8_t> work(plan.work_size + 64);
+    plan.work_data = work.data();
+    const ggml_status st = ggml_graph_compute(g, &plan);
+    for (ggml_tensor * t : ts) t->data = to_fake(t->data);
+    return st;
+}
+
+const char * fake_dev_name(ggml_backend_dev_t) { return "FAKE"; }
+void fake_mem(ggml_backend_dev_t, size_t * f, size_t * t) { *f = *t = 1u << 30; }
+enum ggml_backend_dev_type fake_type(ggml_backend_dev_t) { return GGML_BACKEND_DEVICE_TYPE_GPU; }
+ggml_backend_buffer_type_t fake_dev_buft(ggml_backend_dev_t) { return &fake_buft; }
+bool fake_supports_buft(ggml_backend_dev_t, ggml_backend_buffer_type_t b) { return b == &fake_buft; }
+const char * fake_backend_name(ggml_backend_t) { return "FAKE"; }
+void fake_backend_free(ggml_backend_t b) { delete b; }
+
+ggml_backend_device fake_device = {
+    { fake_dev_name, fake_dev_name, fake_mem, fake_type, nullptr, fake_dev_buft, fake_supports, fake_supports_buft, nullptr }, nullptr,
+};
+
+ggml_backend_t fake_backend_init() {
+    fake_buft.device = &fake_device;
+    const ggml_backend_i iface = { fake_backend_name, fake_backend_free, nullptr, nullptr, nullptr, fake_compute };
+    return new ggml_backend{ iface, &fake_device, nullptr };
+}
+
+// Two layers, y = gelu(W1 x + b1), out = W2 y + softmax(W1 x): W1 and b1 live on the device,
+// W2 on the CPU. The device runs the products and additions it holds the weights of; gelu and
+// softmax are CPU only; the result must equal the same graph computed on the CPU alone.
+struct two_layer {
+    ggml_context * wctx = nullptr;
+    ggml_tensor * w1, * b1, * w2;
+    std::vector<float> w1v, b1v, w2v, xv;
+    ggml_backend_buffer_t dev_buf = nullptr, cpu_buf = nullptr;
+
+    two_layer(ggml_backend_buffer_type_t dev_buft, ggml_backend_buffer_type_t cpu_buft) {
+        ggml_init_params ip = { 8 * ggml_tensor_overhead(), nullptr, true };
+        wctx = ggml_init(ip);
+        w1 = ggml_new_tensor_2d(wctx, GGML_TYPE_F32, 32, 24);
+        b1 = ggml_new_tensor_1d(wctx, GGML_TYPE_F32, 24);
+        ggml_init_params ip2 = { 8 * ggml_tensor_overhead(), nullptr, true };
+        ggml_context * c2 = ggml_init(ip2);
+        w2 = ggml_new_tensor_2d(c2, GGML_TYPE_F32, 24, 24);
+        dev_buf = ggml_backend_alloc_ctx_tensors_from_buft(wctx, dev_buft);
+        cpu_buf = ggml_backend_alloc_ctx_tensors_from_buft(c2, cpu_buft);
+        ggml_backend_buffer_set_usage(dev_buf, GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
+        ggml_backend_buffer_set_usage(cpu_buf, GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
+        w1v = random_values(32 * 24, 3);
+        b1v = random_values(24, 4);
+        w2v = random_values(24 * 24, 5);
+        xv = random_values(32 * 3, 6);
+        ggml_backend_tensor_set(w1, w1v.data(), 0, w1v.size() * 4);
+        ggml_backend_tensor_set(b1, b1v.data(), 0, b1v.size() * 4);
+        ggml_backend_tensor_set(w2, w2v.data(), 0, w2v.size() * 4);
+        ctx2 = c2;
+    }
+    ~two_layer() {
+        ggml_backend_buffer_free(dev_buf);
+        ggml_backend_buffer_free(cpu_buf);
+        ggml_free(wctx);
+        ggml_free(ctx2);
+    }
+    ggml_context * ctx2 = nullptr;
+
+    ggml_cgraph * build(ggml_context * ctx, ggml_tensor ** x, ggml_tensor ** out) {
+        *x = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 32, 3);
+        ggml_set_input(*x);
+        ggml_tensor * h = ggml_add(ctx, ggml_mul_mat(ctx, w1, *x), b1);
+        ggml_tensor * y = ggml_gelu(ctx, h);
+        ggml_tensor * o = ggml_add(ctx, ggml_mul_mat(ctx, w2, y), ggml_soft_max(ctx, h));
+        ggml_set_output(o);
+        *out = o;
+        ggml_cgraph * gf = ggml_new_graph(ctx);
+        ggml_build_forward_expand(gf, o);
+        return gf;
+    }
+};
+
+std::vector<float> reference_two_layer(const two_layer & m) {
+    ggml_init_params ip = { 64u << 20, nullptr, false };
+    ggml_context * ctx = ggml_init(ip);
+    ggml_tensor * w1 = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 32, 24);
+    ggml_tensor * b1 = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 24);
+    ggml_tensor * w2 = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 24, 24);
+    ggml_tensor * x = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 32, 3);
+    memcpy(w1->data, m.w1v.data(), m.w1v.size() * 4);
+    memcpy(b1->data, m.b1v.data(), m.b1v.size() * 4);
+    memcpy(w2->data, m.w2v.data(), m.w2v.size() * 4);
+    memcpy(x->data, m.xv.data(), m.xv.size() * 4);
+    ggml_tensor * h = ggml_add(ctx, ggml_mul_mat(ctx, w1, x), b1);
+    ggml_tensor * o = ggml_add(ctx, ggml_mul_mat(ctx, w2, ggml_gelu(ctx, h)), ggml_soft_max(ctx, h));
+    ggml_cgraph * gf = ggml_new_graph(ctx);
+    ggml_build_forward_expand(gf, o);
+    EXPECT_EQ(ggml_graph_compute_with_ctx(ctx, gf, 1), GGML_STATUS_SUCCESS);
+    std::vector<float> r((float *) o->data, (float *) o->data + ggml_nelements(o));
+    ggml_free(ctx);
+    return r;
+}
+
+TEST(Backend, SchedulerSplitsBetweenDevicesAndCopiesAtTheSeams) {
+    ggml_backend_t dev = fake_backend_init();
+    ggml_backend_t cpu = ggml_backend_cpu_init();
+    two_layer m(&fake_buft, ggml_backend_cpu_buffer_type());
+    const std::vector<float> ref = reference_two_layer(m);
+
+    ggml_backend_t backends[2] = { dev, cpu };
+    ggml_backend_sched_t sched = ggml_backend_sched_new(backends, nullptr, 2, 256, false, false);
+    ASSERT_NE(sched, nullptr);
+    std::vector<uint8_t> meta(64 * ggml_tensor_overhead() + ggml_graph_overhead());
+    for (int rep = 0; rep < 3; rep++) {
+        SCOPED_TRACE(rep);
+        if (rep == 0) {  // reserve with a measure graph first, as the runtime does
+            ggml_init_params ip = { meta.size(), meta.data(), true };
+            ggml_context * ctx = ggml_init(ip);
+            ggml_tensor * x, * out;
+            ASSERT_TRUE(ggml_backend_sched_reserve(sched, m.build(ctx, &x, &out)));
+            ggml_free(ctx);
+        }
+        ggml_init_params ip = { meta.size(), meta.data(), true };
+        ggml_context * ctx = ggml_init(ip);
+        ggml_tensor * x, * out;
+        ggml_cgraph * gf = m.build(ctx, &x, &out);
+        ggml_backend_sched_reset(sched);
+        ASSERT_TRUE(ggml_backend_sched_alloc_graph(sched, gf));
+        // mul_mat(W1) and add(b1) on the device; gelu, soft_max, mul_mat(W2) and the last add
+        // (which reads the CPU's results) on the CPU.
+        EXPECT_EQ(ggml_backend_sched_get_n_splits(sched), 2);
+        // x is placed on the device (its first reader's); h goes back once for both CPU readers.
+        EXPECT_EQ(ggml_backend_sched_get_n_copies(sched), 1);
+        EXPECT_EQ(ggml_backend_sched_get_tensor_backend(sched, out), cpu);
+        ggml_backend_tensor_set(x, m.xv.data(), 0, m.xv.size() * 4);
+        fake_ran.clear();
+        ASSERT_EQ(ggml_backend_sched_graph_compute(sched, gf), GGML_STATUS_SUCCESS);
+        EXPECT_EQ(fake_ran, (std::vector<ggml_op>{ GGML_OP_MUL_MAT, GGML_OP_ADD }));
+        std::vector<float> got(ref.size());
+        ggml_backend_tensor_get(out, got.data(), 0, got.size() * 4);
+        for (size_t i = 0; i < ref.size(); i++) EXPECT_NEAR(got[i], ref[i], 1e-5) << i;
+        EXPECT_GT(ggml_backend_sched_get_buffer_size(sched, dev), 0u);
+        EXPECT_GT(ggml_backend_sched_get_buffer_size(sched, cpu), 0u);
+        ggml_free(ctx);
+    }
+    ggml_backend_sched_free(sched);
+    ggml_backend_free(cpu);
+    ggml_backend_free(dev);
+}
+
+// A node pinned to the CPU runs there even though its weights are on the device; with the CPU
+// alone, one split and no copies.
+TEST(Backend, SchedulerPinsAndSingleBackend) {
+    ggml_backend_t dev = fake_backend_init();
+    ggml_backend_t cpu = ggml_backend_cpu_init();
+    two_layer m(&fake_buft, ggml_backend_cpu_buffer_type());
+    const std::vector<float> ref = reference_two_layer(m);
+    std::vector<uint8_t> meta(64 * ggml_tensor_overhead() + ggml_graph_overhead());
+    {
+        ggml_backend_t backends[2] = { dev, cpu };
+        ggml_backend_sched_t sched = ggml_backend_sched_new(backends, nullptr, 2, 256, false, false);
+        ggml_init_params ip = { meta.size(), meta.data(), true };
+        ggml_context * ctx = ggml_init(ip);
+        ggml_tensor * x, * out;
+        ggml_cgraph * gf = m.build(ctx, &x, &out);
+        ggml_tensor * first = ggml_graph_node(gf, 0);
+        ASSERT_EQ(first->op, GGML_OP_MUL_MAT);
+        ggml_backend_sched_set_tensor_backend(sched, first, cpu);
+        ASSERT_TRUE(ggml_backend_sched_alloc_graph(sched, gf));
+        EXPECT_EQ(ggml_backend_sched_get_tensor_backend(sched, first), cpu);
+        ggml_backend_tensor_set(x, m.xv.data(), 0, m.xv.size() * 4);
+        fake_ran.clear();
+        ASSERT_EQ(ggml_backend_sched_graph_compute(sched, gf), GGML_STATUS_SUCCESS);
+        EXPECT_EQ(std::count(fake_ran.begin(), fake_ran.end(), GGML_OP_MUL_MAT), 0);
+        std::vector<float> got(ref.size());
+        ggml_backend_tensor_get(out, got.data(), 0, got.size() * 4);
+        for (size_t i = 0; i < ref.size(); i++) EXPECT_NEAR(got[i], ref[i], 1e-5) << i;
+        ggml_free(ctx);
+        ggml_backend_sched_free(sched);
+    }
+    {
+        two_layer mc(ggml_backend_cpu_buffer_type(), ggml_backend_cpu_buffer_type());
+        const std::vector<float> refc = reference_two_layer(mc);
+        ggml_backend_sched_t sched = ggml_backend_sched_new(&cpu, nullptr, 1, 256, false, false);
+        ggml_init_params ip = { meta.size(), meta.data(), true };
+        ggml_context * ctx = ggml_init(ip);
+        ggml_tensor * x, * out;
+        ggml_cgraph * gf = mc.build(ctx, &x, &out);
+        ASSERT_TRUE(ggml_backend_sched_alloc_graph(sched, gf));
+        EXPECT_EQ(ggml_backend_sched_get_n_splits(sched), 1);
+        EXPECT_EQ(ggml_backend_sched_get_n_copies(sched), 0);
+        ggml_backend_tensor_set(x, mc.xv.data(), 0, mc.xv.size() * 4);
+        ASSERT_EQ(ggml_backend_sched_graph_compute(sched, gf), GGML_STATUS_SUCCESS);
+        std::vector<float> got(refc.size());
+        ggml_backend_tensor_get(out, got.data(), 0, got.size() * 4);
+        for (size_t i = 0; i < refc.size(); i++) EXPECT_EQ(got[i], refc[i]) << i;  // same kernels, same bits
+        ggml_free(ctx);
+        ggml_backend_sched_free(sched);
+    }
+    ggml_backend_free(cpu);
+    ggml_backend_free(dev);
+}
+
+// Repacked weights: a whole matrix written to the repack buffer type is stored repacked (when
+// this build repacks the type) and multiplies to the same result as the plain layout.
+TEST(Backend, RepackBufferTypeRepacksWholeMatrices) {
+    ggml_backend_t cpu = ggml_backend_cpu_init();
+    ggml_init_params ip = { 16 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true };
+    ggml_context * wctx = ggml_init(ip);
+    ggml_tensor * wq = ggml_new_tensor_2d(wctx, GGML_TYPE_Q8_0, 256, 64);
+    ggml_context * pctx = ggml_init(ip);
+    ggml_tensor * wp = ggml_new_tensor_2d(pctx, GGML_TYPE_Q8_0, 256, 64);
+    ggml_backend_buffer_t rb = ggml_backend_alloc_ctx_tensors_from_buft(wctx, ggml_backend_cpu_repack_buffer_type());
+    ggml_backend_buffer_t pb = ggml_backend_alloc_ctx_tensors_from_buft(pctx, ggml_backend_cpu_buffer_type());
+    ASSERT_NE(rb, nullptr);
+    const std::vector<float> wf = random_values(256 * 64, 7);
+    std::vector<uint8_t> q(ggml_nbytes(wq));
+    ggml_quantize_chunk(GGML_TYPE_Q8_0, wf.data(), q.data(), 0, 64, 256, nullptr);
+    ggml_backend_tensor_set(wq, q.data(), 0, q.size());
+    ggml_backend_tensor_set(wp, q.data(), 0, q.size());
+    EXPECT_EQ((wq->flags & GGML_TENSOR_FLAG_REPACKED) != 0, ggml_cpu_can_repack(wp));
+
+    std::vector<float> res[2];
+    for (int k = 0; k < 2; k++) {
+        ggml_context * ctx = ggml_init(ip);
+        ggml_tensor * x = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 256, 5);
+        ggml_tensor * y = ggml_mul_mat(ctx, k == 0 ? wq : wp, x);
+        ggml_cgraph * gf = ggml_new_graph(ctx);
+        ggml_build_forward_expand(gf, y);
+        ggml_gallocr_t ga = ggml_gallocr_new(ggml_backend_cpu_buffer_type());
+        ASSERT_TRUE(ggml_gallocr_alloc_graph(ga, gf));
+        const std::vector<float> xv = random_values(256 * 5, 8);
+        ggml_backend_tensor_set(x, xv.data(), 0, xv.size() * 4);
+        ASSERT_EQ(ggml_backend_graph_compute(cpu, gf), GGML_STATUS_SUCCESS);
+        res[k].resize(64 * 5);
+        ggml_backend_tensor_get(y, res[k].data(), 0, res[k].size() * 4);
+        ggml_gallocr_free(ga);
+        ggml_free(ctx);
+    }
+    // The repacked kernels quantize the activations like the plain ones; sums may be ordered
+    // differently.
+    for (size_t i = 0; i < res[0].size(); i++) EXPECT_NEAR(res[0][i], res[1][i], 1e-4f * (1.0f + std::fabs(res[1][i]))) << i;
+    ggml_backend_buffer_free(rb);
+    ggml_backend_buffer_free(pb);
+    ggml_free(wctx);
+    ggml_free(pctx);
+    ggml_backend_free(cpu);
+}
+
+}  // namespace
