@@ -3,7 +3,7 @@
 // nodes. Nothing is allocated while the graph computes.
 #include "cpu-ops.h"
 #include "node-perf.h"
-#include "simd.h"
+#include "kernels.h"
 #include "threadpool.h"
 
 #include <chrono>
@@ -214,50 +214,10 @@ enum ggml_status ggml_graph_compute_with_ctx(struct ggml_context * ctx, struct g
     return ggml_graph_compute(cgraph, &plan);
 }
 
-// ---- build facts ---------------------------------------------------------------------------
-const char * ggml_cpu_isa_name(void) {
-#if defined(GGML_SIMD_AVX512)
-    return "AVX512";
-#elif defined(GGML_SIMD_AVX2)
-    return "AVX2";
-#elif defined(GGML_SIMD_NEON)
-    return "NEON";
-#else
-    return "scalar";
-#endif
-}
-int ggml_cpu_has_avx2(void) {
-#if defined(GGML_SIMD_AVX2)
-    return 1;
-#else
-    return 0;
-#endif
-}
-int ggml_cpu_has_avx512(void) {
-#if defined(GGML_SIMD_AVX512)
-    return 1;
-#else
-    return 0;
-#endif
-}
-int ggml_cpu_has_avx512_vnni(void) {
-#if defined(GGML_SIMD_AVX512) && defined(__AVX512VNNI__)
-    return 1;
-#else
-    return 0;
-#endif
-}
-int ggml_cpu_has_neon(void) {
-#if defined(GGML_SIMD_NEON)
-    return 1;
-#else
-    return 0;
-#endif
-}
-int ggml_cpu_has_dotprod(void) {
-#if defined(GGML_SIMD_NEON) && defined(__ARM_FEATURE_DOTPROD)
-    return 1;
-#else
-    return 0;
-#endif
-}
+// ---- build facts ----------------------------------------------------------------------------
+const char * ggml_cpu_isa_name(void) { return ggml_cpu()->isa; }
+int ggml_cpu_has_avx2(void) { return (ggml_cpu()->features & GGML_CPU_FEAT_AVX2) != 0; }
+int ggml_cpu_has_avx512(void) { return (ggml_cpu()->features & GGML_CPU_FEAT_AVX512) != 0; }
+int ggml_cpu_has_avx512_vnni(void) { return (ggml_cpu()->features & GGML_CPU_FEAT_AVX512_VNNI) != 0; }
+int ggml_cpu_has_neon(void) { return (ggml_cpu()->features & GGML_CPU_FEAT_NEON) != 0; }
+int ggml_cpu_has_dotprod(void) { return (ggml_cpu()->features & GGML_CPU_FEAT_DOTPROD) != 0; }

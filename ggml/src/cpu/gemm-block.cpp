@@ -2,7 +2,7 @@
 // B packed into panels of nr, then blocks of the kernel's mc rows of A packed into panels of mr,
 // then the micro-kernel per (mr x nr) tile; edge tiles go through a local tile.
 #include "gemm-block.h"
-#include "vec.h"
+#include "kernels.h"
 
 #include <algorithm>
 #include <string.h>
@@ -15,8 +15,8 @@ constexpr int64_t NC = 256;  // rows of B packed at a time
 
 const ggml_gemm_kernel * kernel() {
     static const ggml_gemm_kernel * g = [] {
-        const ggml_mm_type_kernels * k = ggml_vec_best()->mm_type(GGML_TYPE_F32);
-        const ggml_gemm_kernel * r = k && k->gemm ? k->gemm : ggml_vec_scalar.mm_type(GGML_TYPE_F32)->gemm;
+        const ggml_mm_type_kernels * k = ggml_cpu()->mm_type(GGML_TYPE_F32);
+        const ggml_gemm_kernel * r = k && k->gemm ? k->gemm : ggml_cpu_kernels_scalar.mm_type(GGML_TYPE_F32)->gemm;
         GGML_ASSERT(r && r->k_unit == 1 && r->mr * r->nr <= 1024);
         return r;
     }();

@@ -15,7 +15,7 @@
 // sequential FMA chain over k, so neither blocking nor the split of work changes a result.
 #include "cpu-ops.h"
 #include "quant-repack.h"
-#include "vec.h"
+#include "kernels.h"
 
 #include <algorithm>
 #include <string.h>
@@ -34,8 +34,7 @@ namespace {
 
 const ggml_mm_type_kernels * mm_kernels(ggml_type type) {
     if (ggml_is_quantized(type)) return ggml_quant_mm_kernels(type);
-    const ggml_mm_type_kernels * k = ggml_vec_best()->mm_type(type);
-    return k ? k : ggml_vec_scalar.mm_type(type);
+    return ggml_cpu()->mm_type(type);
 }
 
 // ---- mul_mat work buffer layout (shared by the size query and the kernel) -----------------

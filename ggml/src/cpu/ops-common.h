@@ -4,7 +4,7 @@
 #pragma once
 
 #include "cpu-ops.h"
-#include "simd.h"
+#include "kernels.h"
 
 #include <stdint.h>
 #include <string.h>
@@ -40,48 +40,9 @@ static inline void ggml_cpu_store_f32(enum ggml_type type, void * p, float v) {
 }
 
 // ---- contiguous rows -----------------------------------------------------------------------
-// GCC 12 flags the _mm512_undefined_* inside its own conversion intrinsics (a false positive).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
-static inline void ggml_cpu_f16_to_f32_row(const ggml_fp16_t * x, float * y, int64_t n) {
-    int64_t i = 0;
-#if defined(GGML_SIMD_AVX512)
-    for (; i + 16 <= n; i += 16) {
-        _mm512_storeu_ps(y + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *) (x + i))));
-    }
-#elif defined(GGML_SIMD_AVX2)
-    for (; i + 8 <= n; i += 8) {
-        _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *) (x + i))));
-    }
-#elif defined(GGML_SIMD_NEON)
-    for (; i + 4 <= n; i += 4) {
-        vst1q_f32(y + i, vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(x + i))));
-    }
-#endif
-    for (; i < n; i++) y[i] = GGML_FP16_TO_FP32(x[i]);
-}
-
-// Round to nearest even (the hardware conversions and the scalar one agree except NaN payloads).
-static inline void ggml_cpu_f32_to_f16_row(const float * x, ggml_fp16_t * y, int64_t n) {
-    int64_t i = 0;
-#if defined(GGML_SIMD_AVX512)
-    for (; i + 16 <= n; i += 16) {
-        _mm256_storeu_si256((__m256i *) (y + i), _mm512_cvtps_ph(_mm512_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-    }
-#elif defined(GGML_SIMD_AVX2)
-    for (; i + 8 <= n; i += 8) {
-        _mm_storeu_si128((__m128i *) (y + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-    }
-#elif defined(GGML_SIMD_NEON)
-    for (; i + 4 <= n; i += 4) {
-        vst1_u16(y + i, vreinterpret_u16_f16(vcvt_f16_f32(vld1q_f32(x + i))));
-    }
-#endif
-    for (; i < n; i++) y[i] = GGML_FP32_TO_FP16(x[i]);
-}
+// F16: the build's table (kernels.h), rounding to nearest even.
+static inline void ggml_cpu_f16_to_f32_row(const ggml_fp16_t * x, float * y, int64_t n) { ggml_cpu()->f16_to_f32_row(x, y, n); }
+static inline void ggml_cpu_f32_to_f16_row(const float * x, ggml_fp16_t * y, int64_t n) { ggml_cpu()->f32_to_f16_row(x, y, n); }
 
 // Plain integer loops: the compiler vectorizes both directions.
 static inline void ggml_cpu_bf16_to_f32_row(const ggml_bf16_t * x, float * y, int64_t n) {
@@ -100,10 +61,6 @@ static inline void ggml_cpu_f32_to_bf16_row(const float * x, ggml_bf16_t * y, in
         ys[i] = (u & 0x7fffffffu) > 0x7f800000u ? quiet : rounded;  // same as GGML_FP32_TO_BF16
     }
 }
-
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
 
 // x: n contiguous elements of type; y: n floats.
 static inline void ggml_cpu_row_to_f32(enum ggml_type type, const void * x, float * y, int64_t n) {

@@ -20,7 +20,7 @@
 #include "gemm-block.h"
 #include "ops-common.h"
 #include "softmax-row.h"
-#include "vec.h"
+#include "kernels.h"
 
 #include <algorithm>
 #include <atomic>
@@ -170,9 +170,9 @@ constexpr int64_t FEW_QUERIES = 4;
 template <typename Softmax>
 void few_queries(const KvRows & K, const KvRows & V, int64_t lo, int64_t nk, const float * q, size_t q_nb1, int64_t nb,
                  float * s, int64_t ld_s, int64_t D, int64_t Dv, float * o, int64_t ldo, Softmax softmax) {
-    const ggml_vec_kernels * vk = ggml_vec_best();
+    const ggml_cpu_kernels * vk = ggml_cpu();
     const ggml_mm_type_kernels * mk = vk->mm_type(GGML_TYPE_F32);
-    const ggml_dot_tile_fn dot = mk ? mk->dot_tile : ggml_vec_scalar.mm_type(GGML_TYPE_F32)->dot_tile;
+    const ggml_dot_tile_fn dot = mk ? mk->dot_tile : ggml_cpu_kernels_scalar.mm_type(GGML_TYPE_F32)->dot_tile;
     const int T = GGML_DOT_TILE_MAX;
     for (int64_t j = 0; j < nk; j += T) {
         for (int64_t i = 0; i < nb; i += T) {

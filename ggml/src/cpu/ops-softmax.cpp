@@ -5,17 +5,11 @@
 // Entries at -inf give 0. A row that is -inf everywhere has no defined softmax (ggml yields NaN
 // or garbage there); we define it as all zeros, so a fully masked row contributes nothing.
 // The exponential is the shared vectorized one (about 1 ulp), and the row sum is accumulated in
-// double in a fixed order, so a row gives the same bits whichever thread computes it.
-
-// GCC 12 reports false "may be used uninitialized" warnings inside its own AVX512 headers.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
+// double in a fixed order, so a row gives the same bits whichever thread computes it. The row
+// max and the F16 mask come from the build's table (kernels.h).
 
 #include "cpu-ops.h"
 #include "ops-common.h"
-#include "simd.h"
 #include "softmax-row.h"
 
 #include <math.h>
@@ -29,54 +23,6 @@ double exp_sub_max_sum(float * w, int64_t n, float max) {
     for (int64_t i = 0; i < n; i++) w[i] -= max;
     ggml_cpu_vec_exp_f32(w, w, n);
     return row_sum(n, [w](int64_t i) { return (double) w[i]; });
-}
-
-// Largest element of w[0..n) (-inf for an all -inf row). Max is exact, so any order gives the
-// same value.
-float row_max(const float * w, int64_t n) {
-    float m = -INFINITY;
-    int64_t i = 0;
-#if defined(GGML_SIMD_AVX512)
-    __m512 vm = _mm512_set1_ps(-INFINITY);
-    for (; i + 16 <= n; i += 16) vm = _mm512_max_ps(vm, _mm512_loadu_ps(w + i));
-    m = _mm512_reduce_max_ps(vm);
-#elif defined(GGML_SIMD_AVX2)
-    __m256 vm = _mm256_set1_ps(-INFINITY);
-    for (; i + 8 <= n; i += 8) vm = _mm256_max_ps(vm, _mm256_loadu_ps(w + i));
-    float lanes[8];
-    _mm256_storeu_ps(lanes, vm);
-    for (int k = 0; k < 8; k++) m = lanes[k] > m ? lanes[k] : m;
-#elif defined(GGML_SIMD_NEON)
-    float32x4_t vm = vdupq_n_f32(-INFINITY);
-    for (; i + 4 <= n; i += 4) vm = vmaxq_f32(vm, vld1q_f32(w + i));
-    m = vmaxvq_f32(vm);
-#endif
-    for (; i < n; i++) m = w[i] > m ? w[i] : m;
-    return m;
-}
-
-// w[i] += slope * f16 mask[i].
-void add_mask_f16(float * w, const ggml_fp16_t * mask, int64_t n, float slope) {
-    int64_t i = 0;
-#if defined(GGML_SIMD_AVX2)
-    const __m256 vs = _mm256_set1_ps(slope);
-    for (; i + 8 <= n; i += 8) {
-        const __m256 m = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *) (mask + i)));
-        _mm256_storeu_ps(w + i, _mm256_fmadd_ps(vs, m, _mm256_loadu_ps(w + i)));
-    }
-#elif defined(GGML_SIMD_NEON)
-    const float32x4_t vs = vdupq_n_f32(slope);
-    for (; i + 4 <= n; i += 4) {
-        const float32x4_t m = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(mask + i)));
-        vst1q_f32(w + i, vfmaq_f32(vld1q_f32(w + i), vs, m));
-    }
-#endif
-    // With SIMD the vector loop used a fused multiply-add: the tail must round the same way.
-#if defined(GGML_SIMD_AVX2) || defined(GGML_SIMD_NEON)
-    for (; i < n; i++) w[i] = fmaf(slope, GGML_FP16_TO_FP32(mask[i]), w[i]);
-#else
-    for (; i < n; i++) w[i] += slope * GGML_FP16_TO_FP32(mask[i]);
-#endif
 }
 
 float alibi_slope(uint32_t h, uint32_t n_head, float max_bias) {

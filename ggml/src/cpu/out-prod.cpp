@@ -23,7 +23,7 @@
 #include "cpu-ops.h"
 #include "quant-dot.h"
 #include "quant-repack.h"
-#include "vec.h"
+#include "kernels.h"
 
 #include <algorithm>
 #include <string.h>
@@ -46,8 +46,8 @@ constexpr int64_t GEMM_MIN_M = 16;  // ... and from how long a reduction
 constexpr int64_t GEMM_KC_MAX = 256;
 
 const ggml_gemm_kernel * f32_gemm() {
-    const ggml_mm_type_kernels * k = ggml_vec_best()->mm_type(GGML_TYPE_F32);
-    return k && k->gemm ? k->gemm : ggml_vec_scalar.mm_type(GGML_TYPE_F32)->gemm;
+    const ggml_mm_type_kernels * k = ggml_cpu()->mm_type(GGML_TYPE_F32);
+    return k && k->gemm ? k->gemm : ggml_cpu_kernels_scalar.mm_type(GGML_TYPE_F32)->gemm;
 }
 
 // Reads rows of a as F32, a block of rows over a range of k at a time.
@@ -63,7 +63,7 @@ struct RowReader {
         blck = ggml_blck_size(t->type);
         bsize = ggml_type_size(t->type);
         const bool rows = t->nb[0] == bsize;
-        const ggml_vec_kernels * vk = ggml_vec_best();
+        const ggml_cpu_kernels * vk = ggml_cpu();
         if (t->flags & GGML_TENSOR_FLAG_REPACKED) {
             rt = ggml_repack_get_traits(t->type);
             GGML_ASSERT(rt && "out_prod: no layout for this repacked type");
@@ -211,7 +211,7 @@ Plan plan_out_prod(const ggml_tensor * dst) {
     // A short reduction (a LoRA rank) makes the GEMM mostly packing: the axpy path is faster.
     const bool gemm = ggml_out_prod_gemm_min_n > 0 ? d.N >= ggml_out_prod_gemm_min_n : (d.N >= GEMM_MIN_N && d.M >= GEMM_MIN_M);
     if (gemm && d.K > 0 && d.M > 0) {
-        const ggml_vec_kernels * vk = ggml_vec_best();
+        const ggml_cpu_kernels * vk = ggml_cpu();
         const ggml_gemm_kernel * g = f32_gemm();
         if (ggml_get_op_params_i32(dst, 0) == GGML_PREC_BF16 && vk->gemm_bf16_pairs) {
             g = vk->gemm_bf16_pairs;
@@ -403,7 +403,7 @@ void out_prod_gemm(const RowReader & rd, const ggml_tensor * b, ggml_tensor * ds
 // block accumulates the chunk of the converted rows of a, 16 terms per axpy call.
 void out_prod_axpy(const RowReader & rd, const ggml_tensor * b, ggml_tensor * dst, const Dims & d, const ThreadBufs & tb,
                    int ith, int nth) {
-    const ggml_axpy_fn axpy = ggml_vec_best()->axpy;
+    const ggml_axpy_fn axpy = ggml_cpu()->axpy;
     const int64_t n_blocks = ceil_div(d.N, AXPY_NB), k_chunks = ceil_div(d.K, AXPY_KCH);
     int64_t it0, it1;
     ggml_cpu_split_rows(d.planes() * n_blocks * k_chunks, ith, nth, &it0, &it1);

@@ -2,6 +2,7 @@
 // Each weight block is first decoded to its integer levels, so the arithmetic of every type is
 // plain integer sums; the bit layouts are decoded exactly as dequantization does.
 #include "quant-dot.h"
+#include "kernels.h"
 
 static inline float h2f(ggml_fp16_t h) { return GGML_FP16_TO_FP32(h); }
 
@@ -243,27 +244,6 @@ ggml_quant_dot_fn ggml_quant_dot_ref(enum ggml_type type) {
     }
 }
 
-ggml_quant_dot_fn ggml_quant_dot_best(enum ggml_type type) {
-    ggml_quant_dot_fn f = nullptr;
-#if defined(GGML_SIMD_AVX512) && defined(__AVX512VNNI__)
-    f = ggml_quant_dot_avx512(type);
-    if (!f) f = ggml_quant_dot_avx2(type);
-#elif defined(GGML_SIMD_AVX2)
-    f = ggml_quant_dot_avx2(type);
-#elif defined(GGML_SIMD_NEON)
-    f = ggml_quant_dot_neon(type);
-#endif
-    return f ? f : ggml_quant_dot_ref(type);
-}
+ggml_quant_dot_fn ggml_quant_dot_best(enum ggml_type type) { return ggml_cpu()->quant_dot(type); }
 
-ggml_quant_dot_rows_fn ggml_quant_dot_rows_best(enum ggml_type type) {
-#if defined(GGML_SIMD_AVX512) && defined(__AVX512VNNI__)
-    ggml_quant_dot_rows_fn f = ggml_quant_dot_rows_avx512(type);
-    return f ? f : ggml_quant_dot_rows_avx2(type);
-#elif defined(GGML_SIMD_AVX2)
-    return ggml_quant_dot_rows_avx2(type);
-#else
-    (void) type;
-    return nullptr;
-#endif
-}
+ggml_quant_dot_rows_fn ggml_quant_dot_rows_best(enum ggml_type type) { return ggml_cpu()->quant_dot_rows(type); }

@@ -5,7 +5,6 @@
 #pragma once
 
 #include "../quants.h"
-#include "simd.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -38,25 +37,12 @@ ggml_fp16_t ggml_quantize_act_block_q8_0(const float * x, int8_t * qs);
 enum ggml_type ggml_quant_vec_dot_type(enum ggml_type type);
 // The scalar reference dot of a weight type with its activation type (NULL if none).
 ggml_quant_dot_fn ggml_quant_dot_ref(enum ggml_type type);
-// The fastest dot this build has for the type: a SIMD kernel when one is compiled in, else the
-// reference (NULL if the type has no dot).
+// The fastest dot this build has for the type (ggml_cpu()->quant_dot, kernels.h): a SIMD kernel
+// when one is compiled in, else the reference (NULL if the type has no dot).
 ggml_quant_dot_fn ggml_quant_dot_best(enum ggml_type type);
 
 // The multi-row dot of this build for the type, or NULL (then use the single-row dot per row).
 ggml_quant_dot_rows_fn ggml_quant_dot_rows_best(enum ggml_type type);
-
-// Per instruction set (NULL where that set has no kernel for the type).
-#if defined(GGML_SIMD_AVX2)
-ggml_quant_dot_fn ggml_quant_dot_avx2(enum ggml_type type);
-ggml_quant_dot_rows_fn ggml_quant_dot_rows_avx2(enum ggml_type type);
-#endif
-#if defined(GGML_SIMD_AVX512) && defined(__AVX512VNNI__)
-ggml_quant_dot_fn ggml_quant_dot_avx512(enum ggml_type type);
-ggml_quant_dot_rows_fn ggml_quant_dot_rows_avx512(enum ggml_type type);
-#endif
-#if defined(GGML_SIMD_NEON)
-ggml_quant_dot_fn ggml_quant_dot_neon(enum ggml_type type);
-#endif
 
 #ifdef __cplusplus
 }

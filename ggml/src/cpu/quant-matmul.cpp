@@ -2,7 +2,7 @@
 // quantized once to the type's activation format (Q8_0 / Q8_1 / Q8_K), then each output is one
 // quantized dot product (quant-dot.h), so results do not depend on tiling or thread count.
 #include "quant-dot.h"
-#include "vec.h"
+#include "kernels.h"
 
 #include <math.h>
 

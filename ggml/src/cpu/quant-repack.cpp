@@ -1,21 +1,13 @@
 // quant-repack.cpp - the repacked weight layouts (quant-repack.h): rearranging a tensor in place,
 // the way back, the activation format, the scalar reference kernel and the public entry points.
 #include "quant-repack.h"
+#include "kernels.h"
 #include "quant-dot.h"
 
 #include <math.h>
 #include <string.h>
 
 #include <vector>
-
-#if defined(GGML_SIMD_AVX512)
-// GCC 12 reports false "may be used uninitialized" warnings inside its own AVX512 headers.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
-#include <immintrin.h>
-#endif
 
 int ggml_repack_force = 0;
 
@@ -51,35 +43,8 @@ void ggml_repack_quantize_q8_0x16_ref(const float * x, int64_t ldx, void * vout)
     }
 }
 
-#if defined(GGML_SIMD_AVX512)
-// Lane r is row r: 32 loads of 16 rows, the max, then 4 values of m of each row into one dword.
-void ggml_repack_quantize_q8_0x16(const float * x, int64_t ldx, void * vout) {
-    block_q8_0x16 * out = (block_q8_0x16 *) vout;
-    const __m512 sign = _mm512_set1_ps(-0.0f);
-    __m512 amax = _mm512_setzero_ps();
-    for (int m = 0; m < QK8_0; m++) {
-        amax = _mm512_max_ps(_mm512_andnot_ps(sign, _mm512_loadu_ps(x + m * ldx)), amax);  // a > max ? a : max
-    }
-    const __m512 d = _mm512_div_ps(amax, _mm512_set1_ps(127.0f));
-    const __m512 id = _mm512_maskz_div_ps(_mm512_cmp_ps_mask(d, _mm512_setzero_ps(), _CMP_NEQ_UQ), _mm512_set1_ps(1.0f), d);
-    _mm256_storeu_si256((__m256i *) out->d, _mm512_cvtps_ph(d, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-    const __m512i lo8 = _mm512_set1_epi32(0xFF);
-    for (int j = 0; j < QK8_0 / 4; j++) {
-        const float * xj = x + 4 * j * ldx;
-        const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xj), id));
-        const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xj + ldx), id));
-        const __m512i q2 = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xj + 2 * ldx), id));
-        const __m512i q3 = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xj + 3 * ldx), id));
-        __m512i v = _mm512_and_si512(q0, lo8);
-        v = _mm512_or_si512(v, _mm512_slli_epi32(_mm512_and_si512(q1, lo8), 8));
-        v = _mm512_or_si512(v, _mm512_slli_epi32(_mm512_and_si512(q2, lo8), 16));
-        v = _mm512_or_si512(v, _mm512_slli_epi32(q3, 24));
-        _mm512_storeu_si512((void *) (out->qs + j * 64), _mm512_xor_si512(v, _mm512_set1_epi32((int) 0x80808080u)));
-    }
-}
-#else
-void ggml_repack_quantize_q8_0x16(const float * x, int64_t ldx, void * out) { ggml_repack_quantize_q8_0x16_ref(x, ldx, out); }
-#endif
+// This build's fastest (the same bytes).
+void ggml_repack_quantize_q8_0x16(const float * x, int64_t ldx, void * out) { ggml_cpu()->repack.quantize_q8_0x16(x, ldx, out); }
 
 // ---- layouts ------------------------------------------------------------------------------
 // One group: 16 GGUF rows of nb blocks (row stride nb blocks) <-> nb repacked blocks. Both types
@@ -162,44 +127,57 @@ void ggml_repack_gemm_q8_0x16_ref(int64_t nb, const void * va, const void * vb, 
 }
 
 // ---- traits --------------------------------------------------------------------------------
-#if defined(GGML_SIMD_AVX512) && defined(__AVX512VNNI__)
-#define Q4_0_KERNEL ggml_repack_gemm_q4_0x16_avx512
-#define Q8_0_KERNEL ggml_repack_gemm_q8_0x16_avx512
-#elif defined(GGML_SIMD_AVX2)
-#define Q4_0_KERNEL ggml_repack_gemm_q4_0x16_avx2
-#elif defined(GGML_SIMD_NEON) && defined(__ARM_FEATURE_DOTPROD)
-#define Q4_0_KERNEL ggml_repack_gemm_q4_0x16_neon
-#define Q8_0_KERNEL ggml_repack_gemm_q8_0x16_neon
-#endif
-#ifndef Q4_0_KERNEL
-#define Q4_0_KERNEL nullptr
-#endif
-#ifndef Q8_0_KERNEL
-#define Q8_0_KERNEL nullptr
-#endif
+namespace {
 
-// Per type, the table this build uses and the one with the reference filling the gaps (forced).
-#define REPACK_TRAITS(T, BLCK, ROW, GROUP, NCOL, XOR, REF, KERNEL)                                    \
-    { T, BLCK, pack_group<ROW, GROUP, NCOL, XOR>, unpack_group<ROW, GROUP, NCOL, XOR>, ggml_quantize_row_q8_0x, \
-      QK8_0, sizeof(block_q8_0x), REF, KERNEL }
-#define ALL_TRAITS(PICK)                                                                                          \
-    { REPACK_TRAITS(GGML_TYPE_Q4_0, QK4_0, block_q4_0, block_q4_0x16, 4, 0, ggml_repack_gemm_q4_0x16_ref,         \
-                    PICK(Q4_0_KERNEL, ggml_repack_gemm_q4_0x16_ref)),                                              \
-      REPACK_TRAITS(GGML_TYPE_Q8_0, QK8_0, block_q8_0, block_q8_0x16, 8, 0x80, ggml_repack_gemm_q8_0x16_ref,      \
-                    PICK(Q8_0_KERNEL, ggml_repack_gemm_q8_0x16_ref)) }
-#define NATIVE(k, ref) k
-#define FORCED(k, ref) ggml_repack_kernel_or(k, ref)
+// Per type: the layout, the activations, the reference kernel and the table entry of its kernel.
+struct Layout {
+    ggml_type type;
+    int64_t blck;
+    void (*pack_group)(const void *, int64_t, void *);
+    void (*unpack_group)(const void *, int64_t, void *);
+    ggml_from_float_t act_from_float;
+    int64_t act_blck;
+    size_t act_size;
+    ggml_repack_gemm_fn gemm_ref;
+    ggml_repack_gemm_fn ggml_repack_kernels::*kernel;
+};
 
-static const ggml_repack_traits traits_native[] = ALL_TRAITS(NATIVE);
-static const ggml_repack_traits traits_forced[] = ALL_TRAITS(FORCED);
+const Layout layouts[] = {
+    { GGML_TYPE_Q4_0, QK4_0, pack_group<block_q4_0, block_q4_0x16, 4, 0>, unpack_group<block_q4_0, block_q4_0x16, 4, 0>,
+      ggml_quantize_row_q8_0x, QK8_0, sizeof(block_q8_0x), ggml_repack_gemm_q4_0x16_ref, &ggml_repack_kernels::q4_0 },
+    { GGML_TYPE_Q8_0, QK8_0, pack_group<block_q8_0, block_q8_0x16, 8, 0x80>, unpack_group<block_q8_0, block_q8_0x16, 8, 0x80>,
+      ggml_quantize_row_q8_0x, QK8_0, sizeof(block_q8_0x), ggml_repack_gemm_q8_0x16_ref, &ggml_repack_kernels::q8_0 },
+    { GGML_TYPE_Q4_K, QK_K, ggml_repack_pack_group_q4_K, ggml_repack_unpack_group_q4_K,
+      ggml_repack_act_q8_K, QK_K, sizeof(block_q8_K), ggml_repack_gemm_q4_Kx16_ref, &ggml_repack_kernels::q4_K },
+    { GGML_TYPE_Q5_K, QK_K, ggml_repack_pack_group_q5_K, ggml_repack_unpack_group_q5_K,
+      ggml_repack_act_q8_K, QK_K, sizeof(block_q8_K), ggml_repack_gemm_q5_Kx16_ref, &ggml_repack_kernels::q5_K },
+    { GGML_TYPE_Q6_K, QK_K, ggml_repack_pack_group_q6_K, ggml_repack_unpack_group_q6_K,
+      ggml_repack_act_q8_K, QK_K, sizeof(block_q8_K), ggml_repack_gemm_q6_Kx16_ref, &ggml_repack_kernels::q6_K },
+};
+constexpr int N_LAYOUTS = sizeof(layouts) / sizeof(layouts[0]);
+
+// The traits of every layout, gemm being this build's kernel or, where it has none, the
+// reference (offered only when forced).
+struct AllTraits {
+    ggml_repack_traits t[N_LAYOUTS];
+    bool has_kernel[N_LAYOUTS];
+    AllTraits() {
+        for (int i = 0; i < N_LAYOUTS; i++) {
+            const Layout & l = layouts[i];
+            const ggml_repack_gemm_fn kernel = ggml_cpu()->repack.*l.kernel;
+            t[i] = { l.type, l.blck, l.pack_group, l.unpack_group, l.act_from_float, l.act_blck, l.act_size, l.gemm_ref,
+                     kernel ? kernel : l.gemm_ref };
+            has_kernel[i] = kernel != nullptr;
+        }
+    }
+};
+
+}  // namespace
 
 const struct ggml_repack_traits * ggml_repack_get_traits(enum ggml_type type) {
-    if (type == GGML_TYPE_Q4_K) return ggml_repack_traits_q4_K(ggml_repack_force);
-    if (type == GGML_TYPE_Q5_K) return ggml_repack_traits_q5_K(ggml_repack_force);
-    if (type == GGML_TYPE_Q6_K) return ggml_repack_traits_q6_K(ggml_repack_force);
-    const ggml_repack_traits * table = ggml_repack_force ? traits_forced : traits_native;
-    for (size_t i = 0; i < sizeof(traits_native) / sizeof(traits_native[0]); i++) {
-        if (table[i].type == type) return table[i].gemm ? &table[i] : nullptr;
+    static const AllTraits all;
+    for (int i = 0; i < N_LAYOUTS; i++) {
+        if (all.t[i].type == type) return all.has_kernel[i] || ggml_repack_force ? &all.t[i] : nullptr;
     }
     return nullptr;
 }

@@ -14,7 +14,6 @@
 
 #include "../quants.h"
 #include "cpu-ops.h"
-#include "simd.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -64,7 +63,7 @@ static_assert(sizeof(block_q5_Kx16) == GGML_REPACK_ROWS * sizeof(block_q5_K), "w
 // qh 4-byte columns (ql column c = bytes 4c..4c+3 of each row's ql, qh column c likewise) in the
 // order the kernels first read them: per half h (values 128h..) and group gg of 16 values l, for
 // k < 4 qh column 8h + 4gg + k then ql column 16h + 4gg + k (quarters 0, 2), then for k < 4 ql
-// column 16h + 8 + 4gg + k (quarters 1, 3); see quant-repack-q6_K.cpp for the bits.
+// column 16h + 8 + 4gg + k (quarters 1, 3); see quant-repack-k.cpp for the bits.
 // Reading a block front to back is what lets the hardware prefetcher stream it: with all ql
 // columns before all qh ones (two ascending streams 2 KiB apart), the AVX512 kernel streamed at
 // 10 GB/s in one thread (Zen 4), whatever the software prefetch; read in order, 26 GB/s.
@@ -112,30 +111,15 @@ struct ggml_repack_traits {
     ggml_repack_gemm_fn gemm;      // this build's kernel (NULL: the type is not repacked here)
 };
 
-// Q4_K / Q5_K x16 scales (quant-repack-q4_K.cpp): row r's 12 packed bytes into / out of the
-// group's sm and mlo, and the 6-bit min of sub-block j of row r (its scale is sm[j][r] & 63).
-void ggml_repack_k4_scales_in(const uint8_t * scales, int r, uint8_t (*sm)[GGML_REPACK_ROWS], uint8_t (*mlo)[GGML_REPACK_ROWS]);
-void ggml_repack_k4_scales_out(const uint8_t (*sm)[GGML_REPACK_ROWS], const uint8_t (*mlo)[GGML_REPACK_ROWS], int r, uint8_t * scales);
-static inline int ggml_repack_k4_min(const uint8_t (*sm)[GGML_REPACK_ROWS], const uint8_t (*mlo)[GGML_REPACK_ROWS], int j, int r) {
-    return ((sm[j][r] >> 6) << 4) | ((mlo[j / 2][r] >> (4 * (j & 1))) & 15);
-}
-// The K-quant layouts' activations: Q8_K rows (the reference quantizer, as the dot path uses).
+// The K-quant layouts (quant-repack-k.cpp): 16 GGUF rows of nb blocks <-> nb groups, and their
+// activations, Q8_K rows (the reference quantizer, as the dot path uses).
+void ggml_repack_pack_group_q4_K(const void * rows, int64_t nb, void * out);
+void ggml_repack_unpack_group_q4_K(const void * in, int64_t nb, void * rows);
+void ggml_repack_pack_group_q5_K(const void * rows, int64_t nb, void * out);
+void ggml_repack_unpack_group_q5_K(const void * in, int64_t nb, void * rows);
+void ggml_repack_pack_group_q6_K(const void * rows, int64_t nb, void * out);
+void ggml_repack_unpack_group_q6_K(const void * in, int64_t nb, void * rows);
 void ggml_repack_act_q8_K(const float * x, void * y, int64_t n);
-
-// For the types' traits functions: the kernel, or the reference where the build has none; and
-// the traits offered when the build has a kernel or tests force the reference.
-static inline ggml_repack_gemm_fn ggml_repack_kernel_or(ggml_repack_gemm_fn kernel, ggml_repack_gemm_fn ref) {
-    return kernel ? kernel : ref;
-}
-static inline const struct ggml_repack_traits * ggml_repack_offer(const struct ggml_repack_traits * t,
-                                                                  ggml_repack_gemm_fn kernel, int forced) {
-    return kernel || forced ? t : NULL;
-}
-
-// The K-quant types' traits, from their own files (NULL: no kernel here, unless forced).
-const struct ggml_repack_traits * ggml_repack_traits_q4_K(int forced);
-const struct ggml_repack_traits * ggml_repack_traits_q5_K(int forced);
-const struct ggml_repack_traits * ggml_repack_traits_q6_K(int forced);
 
 // The traits of a type this build repacks (with ggml_repack_force, for tests, also the types it
 // has only the reference kernel for, which then serves as gemm); NULL otherwise.
@@ -153,87 +137,16 @@ void ggml_quantize_row_q8_0x(const float * x, void * y, int64_t n);
 void ggml_repack_quantize_q8_0x16_ref(const float * x, int64_t ldx, void * out);
 void ggml_repack_quantize_q8_0x16(const float * x, int64_t ldx, void * out);
 
-// Reference kernels, and the SIMD ones where compiled.
+// The reference kernels; the SIMD ones are entries of the instruction sets' tables (kernels.h).
 void ggml_repack_gemm_q4_0x16_ref(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
 void ggml_repack_gemm_q8_0x16_ref(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
-#if defined(GGML_SIMD_AVX512) && defined(__AVX512VNNI__)
-void ggml_repack_gemm_q4_0x16_avx512(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
-void ggml_repack_gemm_q8_0x16_avx512(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
-#endif
-#if defined(GGML_SIMD_AVX2)
-void ggml_repack_gemm_q4_0x16_avx2(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
-void ggml_repack_gemm_q4_Kx16_avx2(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
-void ggml_repack_gemm_q5_Kx16_avx2(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
-void ggml_repack_gemm_q6_Kx16_avx2(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
-#endif
-#if defined(GGML_SIMD_NEON) && defined(__ARM_FEATURE_DOTPROD)
-void ggml_repack_gemm_q4_0x16_neon(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
-void ggml_repack_gemm_q8_0x16_neon(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
-void ggml_repack_gemm_q4_Kx16_neon(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
-void ggml_repack_gemm_q5_Kx16_neon(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
-void ggml_repack_gemm_q6_Kx16_neon(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
-#endif
-
 void ggml_repack_gemm_q4_Kx16_ref(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
 void ggml_repack_gemm_q5_Kx16_ref(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
 void ggml_repack_gemm_q6_Kx16_ref(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
-#if defined(GGML_SIMD_AVX512) && defined(__AVX512VNNI__)
-void ggml_repack_gemm_q4_Kx16_avx512(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
-void ggml_repack_gemm_q5_Kx16_avx512(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
-void ggml_repack_gemm_q6_Kx16_avx512(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
-#endif
 
 // A repacked tensor's data (n_rows rows of k values) back to the GGUF layout (tests, debugging).
 void ggml_repack_unpack(enum ggml_type type, const void * src, void * dst, int64_t n_rows, int64_t k);
 
 #ifdef __cplusplus
-}
-#endif
-
-#ifdef __cplusplus
-#include <string.h>
-
-// Q4_K / Q5_K x16 groups <-> 16 GGUF rows of nb blocks: the same fields, plus Q5_K's high bits.
-inline void ggml_repack_k4_qh_in(const block_q4_K &, int, block_q4_Kx16 &) {}
-inline void ggml_repack_k4_qh_in(const block_q5_K & src, int r, block_q5_Kx16 & g) {
-    for (int k = 0; k < QK_K / 32; k++) memcpy(g.qh[k][r], src.qh + 4 * k, 4);
-}
-inline void ggml_repack_k4_qh_out(const block_q4_Kx16 &, int, block_q4_K &) {}
-inline void ggml_repack_k4_qh_out(const block_q5_Kx16 & g, int r, block_q5_K & dst) {
-    for (int k = 0; k < QK_K / 32; k++) memcpy(dst.qh + 4 * k, g.qh[k][r], 4);
-}
-
-template <typename Row, typename Group>
-void ggml_repack_k4_pack_group(const void * vrows, int64_t nb, void * vout) {
-    const Row * rows = (const Row *) vrows;
-    Group * out = (Group *) vout;
-    for (int64_t i = 0; i < nb; i++) {
-        Group & g = out[i];
-        for (int r = 0; r < GGML_REPACK_ROWS; r++) {
-            const Row & src = rows[r * nb + i];
-            g.d[r] = src.d;
-            g.dmin[r] = src.dmin;
-            ggml_repack_k4_scales_in(src.scales, r, g.sm, g.mlo);
-            ggml_repack_k4_qh_in(src, r, g);
-            for (int k = 0; k < QK_K / 8; k++) memcpy(g.qs[k][r], src.qs + 4 * k, 4);
-        }
-    }
-}
-
-template <typename Row, typename Group>
-void ggml_repack_k4_unpack_group(const void * vin, int64_t nb, void * vrows) {
-    const Group * in = (const Group *) vin;
-    Row * rows = (Row *) vrows;
-    for (int64_t i = 0; i < nb; i++) {
-        const Group & g = in[i];
-        for (int r = 0; r < GGML_REPACK_ROWS; r++) {
-            Row & dst = rows[r * nb + i];
-            dst.d = g.d[r];
-            dst.dmin = g.dmin[r];
-            ggml_repack_k4_scales_out(g.sm, g.mlo, r, dst.scales);
-            ggml_repack_k4_qh_out(g, r, dst);
-            for (int k = 0; k < QK_K / 8; k++) memcpy(dst.qs + 4 * k, g.qs[k][r], 4);
-        }
-    }
 }
 #endif

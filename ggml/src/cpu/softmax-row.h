@@ -3,6 +3,7 @@
 #pragma once
 
 #include "../ggml-impl.h"
+#include "kernels.h"
 
 #include <stdint.h>
 
@@ -24,9 +25,9 @@ double row_sum(int64_t n, Term term) {
 // w[i] = exp(w[i] - max) for i < n (the shared vectorized exp); returns the sum (row_sum).
 double exp_sub_max_sum(float * w, int64_t n, float max);
 // Largest element of w[0..n) (-inf for an all -inf row); exact, so any order gives it.
-float row_max(const float * w, int64_t n);
-// w[i] += slope * f16 mask[i].
-void add_mask_f16(float * w, const ggml_fp16_t * mask, int64_t n, float slope);
+inline float row_max(const float * w, int64_t n) { return ggml_cpu()->row_max(w, n); }
+// w[i] += slope * f16 mask[i] (with SIMD, one fused multiply-add each).
+inline void add_mask_f16(float * w, const ggml_fp16_t * mask, int64_t n, float slope) { ggml_cpu()->add_mask_f16(w, mask, n, slope); }
 // ALiBi (ggml's definition): head h of n_head gets m0^(h+1) for the first n_head_log2 heads (a
 // power of two), then m1^(2(h - n_head_log2) + 1); 1 when max_bias <= 0.
 float alibi_slope(uint32_t h, uint32_t n_head, float max_bias);

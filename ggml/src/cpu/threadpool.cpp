@@ -3,8 +3,7 @@
 #include "threadpool.h"
 
 #if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-static inline void cpu_relax() { _mm_pause(); }
+static inline void cpu_relax() { __asm__ __volatile__("pause"); }
 #elif defined(__aarch64__)
 static inline void cpu_relax() { __asm__ __volatile__("yield"); }
 #else

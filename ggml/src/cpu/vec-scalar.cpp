@@ -1,6 +1,10 @@
 // vec-scalar.cpp - the scalar reference kernels of matmul: plain loops, one sequential float sum
-// per output. The SIMD kernels are tested against these; GGML_SCALAR builds run on them.
-#include "vec.h"
+// per output. The SIMD kernels are tested against these; GGML_SCALAR builds run on them. Also
+// the scalar instruction set's table (kernels.h), with the reference kernels of the other files.
+#include "kernels.h"
+#include "vec-math.h"
+
+#include <math.h>
 
 #include <string.h>
 
@@ -138,9 +142,54 @@ const ggml_mm_type_kernels * mm_type(ggml_type type) {
     }
 }
 
+ggml_quant_dot_rows_fn no_dot_rows(ggml_type) { return nullptr; }
+
+// ---- float rows of the ops ----------------------------------------------------------------
+template <ggml_vec_math::ExpKind K> void vec_apply(float * y, const float * x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = ggml_vec_math::eval_scalar<K>(x[i]);
+}
+
+float row_max(const float * w, int64_t n) {
+    float m = -INFINITY;
+    for (int64_t i = 0; i < n; i++) m = w[i] > m ? w[i] : m;
+    return m;
+}
+
+void add_mask_f16(float * w, const ggml_fp16_t * mask, int64_t n, float slope) {
+    for (int64_t i = 0; i < n; i++) w[i] += slope * GGML_FP16_TO_FP32(mask[i]);
+}
+
+void f16_to_f32_row(const ggml_fp16_t * x, float * y, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = GGML_FP16_TO_FP32(x[i]);
+}
+
+void f32_to_f16_row(const float * x, ggml_fp16_t * y, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = GGML_FP32_TO_FP16(x[i]);
+}
+
 }  // namespace
 
-extern "C" const ggml_vec_kernels ggml_vec_scalar = { "scalar", mm_type, axpy, fp16_to_fp32, bf16_to_fp32,
-                                                      bf16_pairs, &gemm_bf16_pairs, ggml_dequant_ref };
-
 ggml_to_float_t ggml_dequant_ref(enum ggml_type type) { return ggml_get_type_traits(type)->to_float; }
+
+// ---- the scalar set -----------------------------------------------------------------------
+extern "C" const ggml_cpu_kernels ggml_cpu_kernels_scalar = {
+    /* isa            */ "scalar",
+    /* base           */ nullptr,
+    /* features       */ 0,
+    /* mm_type        */ mm_type,
+    /* axpy           */ axpy,
+    /* fp16_to_fp32   */ fp16_to_fp32,
+    /* bf16_to_fp32   */ bf16_to_fp32,
+    /* bf16_pairs     */ bf16_pairs,
+    /* gemm_bf16_pairs*/ &gemm_bf16_pairs,
+    /* dequant        */ ggml_dequant_ref,
+    /* quant_dot      */ ggml_quant_dot_ref,
+    /* quant_dot_rows */ no_dot_rows,
+    /* repack         */ { nullptr, nullptr, nullptr, nullptr, nullptr, ggml_repack_quantize_q8_0x16_ref },
+    /* vec_exp ...    */ vec_apply<ggml_vec_math::ExpKind::exp>, vec_apply<ggml_vec_math::ExpKind::silu>,
+                         vec_apply<ggml_vec_math::ExpKind::sigmoid>, vec_apply<ggml_vec_math::ExpKind::gelu>,
+    /* row_max        */ row_max,
+    /* add_mask_f16   */ add_mask_f16,
+    /* f16_to_f32_row */ f16_to_f32_row,
+    /* f32_to_f16_row */ f32_to_f16_row,
+};

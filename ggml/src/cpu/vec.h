@@ -1,6 +1,6 @@
-// vec.h - the matmul kernels of each instruction set (scalar reference, AVX2, AVX512, NEON),
-// each set behind one table so that matmul.cpp picks the build's best and the tests hold every
-// compiled-in set to the scalar reference.
+// vec.h - the kinds of matmul kernels of the float types (F32, F16, BF16) that each instruction
+// set's table (kernels.h) holds: matmul.cpp uses the build's, the tests hold every compiled-in
+// set to the scalar reference.
 //
 // Two ways to compute mul_mat, both per type of a (the weights):
 //  - the dot path (small N, e.g. token generation): dot products of rows of a with rows of b
@@ -12,7 +12,6 @@
 #pragma once
 
 #include "../ggml-impl.h"
-#include "simd.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -67,35 +66,13 @@ typedef void (*ggml_axpy_fn)(int64_t n, int nx, const float * s, const float * c
 // F32; bf16 products are exact in F32, so only the additions round.
 typedef void (*ggml_bf16_pairs_fn)(const float * x0, const float * x1, int64_t n, void * out);
 
-struct ggml_vec_kernels {
-    const char * isa;
-    const struct ggml_mm_type_kernels * (*mm_type)(enum ggml_type type);  // NULL: not supported
-    ggml_axpy_fn axpy;
-    ggml_to_float_t fp16_to_fp32;
-    ggml_to_float_t bf16_to_fp32;
-    ggml_bf16_pairs_fn bf16_pairs;
-    const struct ggml_gemm_kernel * gemm_bf16_pairs;  // NULL: no fast BF16 products here
-    // Rows of a quantized type to F32 (out_prod's conversion of a): the same values as the
-    // type's reference to_float, which serves where the set has no kernel of its own.
-    ggml_to_float_t (*dequant)(enum ggml_type type);
-};
+// The kernels of an instruction set are fields of its table, ggml_cpu_kernels (kernels.h).
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-extern const struct ggml_vec_kernels ggml_vec_scalar;
 ggml_to_float_t ggml_dequant_ref(enum ggml_type type);  // the type's to_float
-#if defined(GGML_SIMD_AVX2)
-extern const struct ggml_vec_kernels ggml_vec_avx2;
-#endif
-#if defined(GGML_SIMD_AVX512)
-extern const struct ggml_vec_kernels ggml_vec_avx512;
-ggml_to_float_t ggml_dequant_avx512(enum ggml_type type);  // arch/x86/dequant-avx512.cpp
-#endif
-#if defined(GGML_SIMD_NEON)
-extern const struct ggml_vec_kernels ggml_vec_neon;
-#endif
 
 // When > 0, mul_mat takes the packed GEMM path from this many rows of b on (instead of the
 // kernel's min_n). Tests and benchmarks set it to exercise either path; results never depend
@@ -108,19 +85,6 @@ extern int ggml_out_prod_gemm_min_n;
 }
 #endif
 
-// The kernels this build uses: the widest compiled-in instruction set.
-static inline const struct ggml_vec_kernels * ggml_vec_best(void) {
-#if defined(GGML_SIMD_AVX512)
-    return &ggml_vec_avx512;
-#elif defined(GGML_SIMD_AVX2)
-    return &ggml_vec_avx2;
-#elif defined(GGML_SIMD_NEON)
-    return &ggml_vec_neon;
-#else
-    return &ggml_vec_scalar;
-#endif
-}
-
 #ifdef __cplusplus
 // Work-buffer arithmetic shared by the matrix kernels (matmul.cpp, out-prod.cpp): slices of the
 // work buffer start on cache lines.
@@ -131,3 +95,5 @@ inline char * align_ptr(void * p) { return (char *) (((uintptr_t) p + ALIGN - 1)
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 }  // namespace ggml_mm_buf
 #endif
+
+#include "kernels.h"  // the tables, and the older names of their matmul part

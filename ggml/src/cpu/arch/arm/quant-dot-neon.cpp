@@ -4,7 +4,7 @@
 // into s32 by vpadalq_s16. 32-value blocks: four blocks per iteration, their integer sums scaled
 // in float as one vector. K super-blocks: per sub-block s32 sums times the integer scales, reduced
 // once per super-block; the -4 / -32 offsets and the mins go through Q8_K's bsums.
-#include "cpu/quant-dot.h"
+#include "kernels-arm.h"
 
 #if defined(GGML_SIMD_NEON)
 
@@ -12,6 +12,7 @@
 
 #include <string.h>
 
+namespace ggml_cpu_neon {
 namespace {
 
 // Scalar F16 -> F32 (a single FCVT; __fp16 is a storage type on every aarch64 target).
@@ -444,7 +445,7 @@ float dot_q6_K(int64_t n, const void * va, const void * vb) {
 
 }  // namespace
 
-ggml_quant_dot_fn ggml_quant_dot_neon(enum ggml_type type) {
+ggml_quant_dot_fn quant_dot(ggml_type type) {
     switch (type) {
         case GGML_TYPE_Q4_0:   return dot_q4_0;
         case GGML_TYPE_Q4_1:   return dot_q4_1;
@@ -460,5 +461,7 @@ ggml_quant_dot_fn ggml_quant_dot_neon(enum ggml_type type) {
         default:               return nullptr;
     }
 }
+
+}  // namespace ggml_cpu_neon
 
 #endif  // GGML_SIMD_NEON

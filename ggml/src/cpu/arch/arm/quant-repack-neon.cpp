@@ -15,7 +15,7 @@
 //
 // The float steps are those of the reference: p = d_w * d_a (one rounding), acc = fma(isum, p,
 // acc), block after block, so the results are the same bits.
-#include "cpu/quant-repack.h"
+#include "kernels-arm.h"
 
 #if defined(GGML_SIMD_NEON) && defined(__ARM_FEATURE_DOTPROD)
 
@@ -28,6 +28,7 @@
 #pragma GCC optimize("no-schedule-insns")
 #endif
 
+namespace ggml_cpu_neon {
 namespace {
 
 // Row quarters (4 rows each) per pass over the weights for NC columns: NC * QR float accumulators.
@@ -143,7 +144,7 @@ void gemm_q8_0x16(int64_t nb, const block_q8_0x16 * a, const char * b, size_t ld
 
 }  // namespace
 
-void ggml_repack_gemm_q4_0x16_neon(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds) {
+void repack_gemm_q4_0(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds) {
     const block_q4_0x16 * g = (const block_q4_0x16 *) a;
     const char * y = (const char *) b;
     switch (nc) {
@@ -159,7 +160,7 @@ void ggml_repack_gemm_q4_0x16_neon(int64_t nb, const void * a, const void * b, s
     }
 }
 
-void ggml_repack_gemm_q8_0x16_neon(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds) {
+void repack_gemm_q8_0(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds) {
     const block_q8_0x16 * g = (const block_q8_0x16 *) a;
     const char * y = (const char *) b;
     switch (nc) {
@@ -174,5 +175,7 @@ void ggml_repack_gemm_q8_0x16_neon(int64_t nb, const void * a, const void * b, s
         default: GGML_ABORT("gemm_q8_0x16: %d columns (at most %d)", nc, GGML_REPACK_MAX_COLS);
     }
 }
+
+}  // namespace ggml_cpu_neon
 
 #endif

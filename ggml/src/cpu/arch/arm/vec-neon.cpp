@@ -1,7 +1,7 @@
 // vec-neon.cpp - NEON matmul kernels (aarch64): 4-lane dot tiles with FMLA (F16 converted with
 // FCVTL, BF16 by shifting), transposing packers, and a 16 x 6 GEMM micro-kernel (24 q-register
 // accumulators, b by lane).
-#include "../../vec.h"
+#include "kernels-arm.h"
 
 #if defined(GGML_SIMD_NEON)
 
@@ -11,6 +11,7 @@
 #include <cmath>
 #include <string.h>
 
+namespace ggml_cpu_neon {
 namespace {
 
 inline float32x4_t bf16x4_to_f32(uint16x4_t h) { return vreinterpretq_f32_u32(vshll_n_u16(h, 16)); }
@@ -116,18 +117,6 @@ void fp32_to_bf16(const float * x, void * y, int64_t n) {
     for (; i < n; i++) ((ggml_bf16_t *) y)[i] = GGML_FP32_TO_BF16(x[i]);
 }
 
-void fp16_to_fp32(const void * x, float * y, int64_t n) {
-    int64_t i = 0;
-    for (; i + 4 <= n; i += 4) vst1q_f32(y + i, LoadF16::load((const char *) x, i));
-    for (; i < n; i++) y[i] = GGML_FP16_TO_FP32(((const ggml_fp16_t *) x)[i]);
-}
-
-void bf16_to_fp32(const void * x, float * y, int64_t n) {
-    int64_t i = 0;
-    for (; i + 4 <= n; i += 4) vst1q_f32(y + i, LoadBF16::load((const char *) x, i));
-    for (; i < n; i++) y[i] = GGML_BF16_TO_FP32(((const ggml_bf16_t *) x)[i]);
-}
-
 // ---- packing -------------------------------------------------------------------------------
 inline void transpose4(float32x4_t r[4]) {
     const float32x4_t t0 = vtrn1q_f32(r[0], r[1]), t1 = vtrn2q_f32(r[0], r[1]);
@@ -196,6 +185,29 @@ void micro_f32(int64_t nu, const void * a, const void * b, float * c, size_t ldc
         for (int i = 0; i < 4; i++) vst1q_f32(c + j * ldc + 4 * i, acc[j][i]);
 }
 
+// ---- tables --------------------------------------------------------------------------------
+const ggml_gemm_kernel gemm_f32  = { MR, NR, 1, 256, 128, 64, pack<LoadF32, float>, pack<LoadF32, float>, micro_f32 };
+const ggml_gemm_kernel gemm_f16  = { MR, NR, 1, 256, 128, 20, pack<LoadF16, ggml_fp16_t>, pack<LoadF16, ggml_fp16_t>, micro_f32 };
+const ggml_gemm_kernel gemm_bf16 = { MR, NR, 1, 256, 128, 20, pack<LoadBF16, ggml_bf16_t>, pack<LoadBF16, ggml_bf16_t>, micro_f32 };
+
+const ggml_mm_type_kernels mm_f32  = { GGML_TYPE_F32,  nullptr,      dot_tile<LoadF32>,  &gemm_f32 };
+const ggml_mm_type_kernels mm_f16  = { GGML_TYPE_F16,  fp32_to_fp16, dot_tile<LoadF16>,  &gemm_f16 };
+const ggml_mm_type_kernels mm_bf16 = { GGML_TYPE_BF16, fp32_to_bf16, dot_tile<LoadBF16>, &gemm_bf16 };
+
+}  // namespace
+
+void fp16_to_fp32(const void * x, float * y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1q_f32(y + i, LoadF16::load((const char *) x, i));
+    for (; i < n; i++) y[i] = GGML_FP16_TO_FP32(((const ggml_fp16_t *) x)[i]);
+}
+
+void bf16_to_fp32(const void * x, float * y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1q_f32(y + i, LoadBF16::load((const char *) x, i));
+    for (; i < n; i++) y[i] = GGML_BF16_TO_FP32(((const ggml_bf16_t *) x)[i]);
+}
+
 // ---- axpy ----------------------------------------------------------------------------------
 void axpy(int64_t n, int nx, const float * s, const float * const * x, float * y) {
     int64_t i = 0;
@@ -220,15 +232,6 @@ void axpy(int64_t n, int nx, const float * s, const float * const * x, float * y
     }
 }
 
-// ---- tables --------------------------------------------------------------------------------
-const ggml_gemm_kernel gemm_f32  = { MR, NR, 1, 256, 128, 64, pack<LoadF32, float>, pack<LoadF32, float>, micro_f32 };
-const ggml_gemm_kernel gemm_f16  = { MR, NR, 1, 256, 128, 20, pack<LoadF16, ggml_fp16_t>, pack<LoadF16, ggml_fp16_t>, micro_f32 };
-const ggml_gemm_kernel gemm_bf16 = { MR, NR, 1, 256, 128, 20, pack<LoadBF16, ggml_bf16_t>, pack<LoadBF16, ggml_bf16_t>, micro_f32 };
-
-const ggml_mm_type_kernels mm_f32  = { GGML_TYPE_F32,  nullptr,      dot_tile<LoadF32>,  &gemm_f32 };
-const ggml_mm_type_kernels mm_f16  = { GGML_TYPE_F16,  fp32_to_fp16, dot_tile<LoadF16>,  &gemm_f16 };
-const ggml_mm_type_kernels mm_bf16 = { GGML_TYPE_BF16, fp32_to_bf16, dot_tile<LoadBF16>, &gemm_bf16 };
-
 const ggml_mm_type_kernels * mm_type(ggml_type type) {
     switch (type) {
         case GGML_TYPE_F32:  return &mm_f32;
@@ -238,9 +241,6 @@ const ggml_mm_type_kernels * mm_type(ggml_type type) {
     }
 }
 
-}  // namespace
-
-extern "C" const ggml_vec_kernels ggml_vec_neon = { "NEON", mm_type, axpy, fp16_to_fp32, bf16_to_fp32, nullptr, nullptr,
-                                                    ggml_dequant_ref };
+}  // namespace ggml_cpu_neon
 
 #endif  // GGML_SIMD_NEON

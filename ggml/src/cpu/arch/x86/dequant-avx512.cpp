@@ -2,8 +2,8 @@
 // Q6_K), for out_prod, which converts blocks of a's rows to F32 for its GEMM. Each value is
 // computed with the reference's operations (quants-ref.cpp), in its order, so results equal the
 // reference's (tests hold them to it); other types use the reference.
-#include "../../vec.h"
-#include "../../../quants.h"
+#include "kernels-x86.h"
+#include "quants.h"
 
 #if defined(GGML_SIMD_AVX512)
 
@@ -13,6 +13,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
+namespace ggml_cpu_avx512 {
 namespace {
 
 inline __m512 i8x16_to_f32(__m128i v) { return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(v)); }
@@ -97,7 +98,7 @@ void dequant_q6_K(const void * vx, float * y, int64_t n) {
 
 }  // namespace
 
-ggml_to_float_t ggml_dequant_avx512(enum ggml_type type) {
+ggml_to_float_t dequant(ggml_type type) {
     switch (type) {
         case GGML_TYPE_Q4_0: return dequant_q4_0;
         case GGML_TYPE_Q8_0: return dequant_q8_0;
@@ -106,5 +107,7 @@ ggml_to_float_t ggml_dequant_avx512(enum ggml_type type) {
         default:             return ggml_get_type_traits(type)->to_float;
     }
 }
+
+}  // namespace ggml_cpu_avx512
 
 #endif  // GGML_SIMD_AVX512

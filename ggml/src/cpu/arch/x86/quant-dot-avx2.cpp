@@ -2,12 +2,13 @@
 // Weight blocks are decoded to bytes in registers, multiplied with the activation bytes by
 // maddubs (u8 x s8 -> s16 pairs) or, where the CPU has AVX512-VNNI with VL, by vpdpbusd
 // straight into s32. Per block (or sub-block) the integer sum is scaled in float.
-#include "cpu/quant-dot.h"
+#include "kernels-x86.h"
 
 #if defined(GGML_SIMD_AVX2)
 
 #include <immintrin.h>
 
+namespace ggml_cpu_avx2 {
 namespace {
 
 inline float h2f(ggml_fp16_t h) { return _cvtsh_ss(h); }
@@ -330,7 +331,7 @@ float dot_q6_K(int64_t n, const void * va, const void * vb) {
 
 }  // namespace
 
-ggml_quant_dot_fn ggml_quant_dot_avx2(enum ggml_type type) {
+ggml_quant_dot_fn quant_dot(ggml_type type) {
     switch (type) {
         case GGML_TYPE_Q4_0:   return dot_q4_0;
         case GGML_TYPE_Q4_1:   return dot_q4_1;
@@ -347,11 +348,13 @@ ggml_quant_dot_fn ggml_quant_dot_avx2(enum ggml_type type) {
     }
 }
 
-ggml_quant_dot_rows_fn ggml_quant_dot_rows_avx2(enum ggml_type type) {
+ggml_quant_dot_rows_fn quant_dot_rows(ggml_type type) {
     switch (type) {
         case GGML_TYPE_Q4_0: return dot_rows_q4_0;
         default:             return nullptr;
     }
 }
+
+}  // namespace ggml_cpu_avx2
 
 #endif  // GGML_SIMD_AVX2

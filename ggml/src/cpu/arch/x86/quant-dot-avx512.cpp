@@ -7,12 +7,13 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 
-#include "cpu/quant-dot.h"
+#include "kernels-x86.h"
 
 #if defined(GGML_SIMD_AVX512) && defined(__AVX512VNNI__)
 
 #include <immintrin.h>
 
+namespace ggml_cpu_avx512 {
 namespace {
 
 inline __m256i load32(const void * p) { return _mm256_loadu_si256((const __m256i *) p); }
@@ -82,12 +83,14 @@ float dot_q4_0(int64_t n, const void * a, const void * b) {
 
 }  // namespace
 
-ggml_quant_dot_fn ggml_quant_dot_avx512(enum ggml_type type) {
+ggml_quant_dot_fn quant_dot(ggml_type type) {
     return type == GGML_TYPE_Q4_0 ? dot_q4_0 : nullptr;
 }
 
-ggml_quant_dot_rows_fn ggml_quant_dot_rows_avx512(enum ggml_type type) {
+ggml_quant_dot_rows_fn quant_dot_rows(ggml_type type) {
     return type == GGML_TYPE_Q4_0 ? dot_rows_q4_0 : nullptr;
 }
+
+}  // namespace ggml_cpu_avx512
 
 #endif

@@ -3,13 +3,14 @@
 // the 16 rows are two halves. Without VNNI, vpmaddubsw makes 16-bit pair sums (at most
 // 2 * 15 * 127 = 3810 each), which 8 adds keep below 32767, and one vpmaddwd per half and column
 // widens them to each row's 32-bit sum.
-#include "cpu/quant-repack.h"
+#include "kernels-x86.h"
 
 #if defined(GGML_SIMD_AVX2)
 
 #include <immintrin.h>
 #include <string.h>
 
+namespace ggml_cpu_avx2 {
 namespace {
 
 inline __m256i bcast4(const int8_t * p) {
@@ -60,7 +61,7 @@ void gemm_q4_0x16(int64_t nb, const block_q4_0x16 * a, const char * b, size_t ld
 
 }  // namespace
 
-void ggml_repack_gemm_q4_0x16_avx2(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds) {
+void repack_gemm_q4_0(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds) {
     const block_q4_0x16 * g = (const block_q4_0x16 *) a;
     const char * y = (const char *) b;
     switch (nc) {
@@ -76,4 +77,6 @@ void ggml_repack_gemm_q4_0x16_avx2(int64_t nb, const void * a, const void * b, s
     }
 }
 
-#endif
+}  // namespace ggml_cpu_avx2
+
+#endif  // GGML_SIMD_AVX2

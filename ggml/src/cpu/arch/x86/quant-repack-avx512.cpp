@@ -1,20 +1,51 @@
 // quant-repack-avx512.cpp - 512-bit VNNI kernels for weights repacked 16 rows at a time
 // (quant-repack.h). Per block, the 16 rows' quants are 4 (Q4_0: nibbles, unpacked once) or 8
 // (Q8_0) registers; they meet each column's activations through 8 vpdpbusd with 4 broadcast
-// bytes each, every lane a row.
+// bytes each, every lane a row. Also the conversion of F32 rows to Q8_0 x16 blocks (out_prod).
 // GCC 12 reports false "may be used uninitialized" warnings inside its own AVX512 headers.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 
-#include "cpu/quant-repack.h"
+#include "kernels-x86.h"
 
-#if defined(GGML_SIMD_AVX512) && defined(__AVX512VNNI__)
+#if defined(GGML_SIMD_AVX512)
 
 #include <immintrin.h>
 #include <string.h>
 
+namespace ggml_cpu_avx512 {
+
+// Transposed F32 (32 values of m of 16 rows) straight to a Q8_0 x16 block, the same bytes as
+// ggml_repack_quantize_q8_0x16_ref: lane r is row r; 32 loads of 16 rows, the max, then 4 values
+// of m of each row into one dword.
+void repack_quantize_q8_0x16(const float * x, int64_t ldx, void * vout) {
+    block_q8_0x16 * out = (block_q8_0x16 *) vout;
+    const __m512 sign = _mm512_set1_ps(-0.0f);
+    __m512 amax = _mm512_setzero_ps();
+    for (int m = 0; m < QK8_0; m++) {
+        amax = _mm512_max_ps(_mm512_andnot_ps(sign, _mm512_loadu_ps(x + m * ldx)), amax);  // a > max ? a : max
+    }
+    const __m512 d = _mm512_div_ps(amax, _mm512_set1_ps(127.0f));
+    const __m512 id = _mm512_maskz_div_ps(_mm512_cmp_ps_mask(d, _mm512_setzero_ps(), _CMP_NEQ_UQ), _mm512_set1_ps(1.0f), d);
+    _mm256_storeu_si256((__m256i *) out->d, _mm512_cvtps_ph(d, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    const __m512i lo8 = _mm512_set1_epi32(0xFF);
+    for (int j = 0; j < QK8_0 / 4; j++) {
+        const float * xj = x + 4 * j * ldx;
+        const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xj), id));
+        const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xj + ldx), id));
+        const __m512i q2 = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xj + 2 * ldx), id));
+        const __m512i q3 = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xj + 3 * ldx), id));
+        __m512i v = _mm512_and_si512(q0, lo8);
+        v = _mm512_or_si512(v, _mm512_slli_epi32(_mm512_and_si512(q1, lo8), 8));
+        v = _mm512_or_si512(v, _mm512_slli_epi32(_mm512_and_si512(q2, lo8), 16));
+        v = _mm512_or_si512(v, _mm512_slli_epi32(q3, 24));
+        _mm512_storeu_si512((void *) (out->qs + j * 64), _mm512_xor_si512(v, _mm512_set1_epi32((int) 0x80808080u)));
+    }
+}
+
+#if defined(__AVX512VNNI__)
 namespace {
 
 inline int32_t load_i32(const int8_t * p) {
@@ -108,12 +139,16 @@ template <int NC> struct Q8_0K { static void run(int64_t nb, const block_q8_0x16
 
 }  // namespace
 
-void ggml_repack_gemm_q8_0x16_avx512(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds) {
+void repack_gemm_q8_0(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds) {
     dispatch<Q8_0K, block_q8_0x16>(nb, a, b, ldb, nc, s, lds);
 }
 
-void ggml_repack_gemm_q4_0x16_avx512(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds) {
+void repack_gemm_q4_0(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds) {
     dispatch<Q4_0K, block_q4_0x16>(nb, a, b, ldb, nc, s, lds);
 }
 
-#endif
+#endif  // __AVX512VNNI__
+
+}  // namespace ggml_cpu_avx512
+
+#endif  // GGML_SIMD_AVX512

@@ -1,7 +1,7 @@
 // vec-avx2.cpp - AVX2 + FMA + F16C matmul kernels: 8-lane dot tiles (F16 through F16C, BF16 by
 // shifting to f32), transposing packers, and a 16 x 6 GEMM micro-kernel (12 ymm accumulators).
 // AVX512 builds compile these too (and test them).
-#include "../../vec.h"
+#include "kernels-x86.h"
 
 #if defined(GGML_SIMD_AVX2)
 
@@ -11,6 +11,7 @@
 #include <cmath>
 #include <string.h>
 
+namespace ggml_cpu_avx2 {
 namespace {
 
 // Fixed reduction tree, so a given accumulator always sums to the same float.
@@ -144,20 +145,6 @@ void fp32_to_bf16(const float * x, void * y, int64_t n) {
     for (; i < n; i++) out[i] = GGML_FP32_TO_BF16(x[i]);
 }
 
-void fp16_to_fp32(const void * x, float * y, int64_t n) {
-    const char * p = (const char *) x;
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, LoadF16::load(p, i));
-    for (; i < n; i++) y[i] = GGML_FP16_TO_FP32(((const ggml_fp16_t *) x)[i]);
-}
-
-void bf16_to_fp32(const void * x, float * y, int64_t n) {
-    const char * p = (const char *) x;
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, LoadBF16::load(p, i));
-    for (; i < n; i++) y[i] = GGML_BF16_TO_FP32(((const ggml_bf16_t *) x)[i]);
-}
-
 // ---- packing -------------------------------------------------------------------------------
 // In place: r[j][i] <- r[i][j] for an 8 x 8 block of floats.
 inline void transpose8(__m256 r[8]) {
@@ -242,6 +229,31 @@ void micro_f32(int64_t nu, const void * a, const void * b, float * c, size_t ldc
     _mm256_storeu_ps(c + 5 * ldc, c50); _mm256_storeu_ps(c + 5 * ldc + 8, c51);
 }
 
+// ---- tables --------------------------------------------------------------------------------
+const ggml_gemm_kernel gemm_f32  = { MR, NR, 1, 256, 128, 64, pack<LoadF32, float>, pack<LoadF32, float>, micro_f32 };
+const ggml_gemm_kernel gemm_f16  = { MR, NR, 1, 256, 128, 20, pack<LoadF16, ggml_fp16_t>, pack<LoadF16, ggml_fp16_t>, micro_f32 };
+const ggml_gemm_kernel gemm_bf16 = { MR, NR, 1, 256, 128, 20, pack<LoadBF16, ggml_bf16_t>, pack<LoadBF16, ggml_bf16_t>, micro_f32 };
+
+const ggml_mm_type_kernels mm_f32  = { GGML_TYPE_F32,  nullptr,      dot_tile<LoadF32>,  &gemm_f32 };
+const ggml_mm_type_kernels mm_f16  = { GGML_TYPE_F16,  fp32_to_fp16, dot_tile<LoadF16>,  &gemm_f16 };
+const ggml_mm_type_kernels mm_bf16 = { GGML_TYPE_BF16, fp32_to_bf16, dot_tile<LoadBF16>, &gemm_bf16 };
+
+}  // namespace
+
+void fp16_to_fp32(const void * x, float * y, int64_t n) {
+    const char * p = (const char *) x;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, LoadF16::load(p, i));
+    for (; i < n; i++) y[i] = GGML_FP16_TO_FP32(((const ggml_fp16_t *) x)[i]);
+}
+
+void bf16_to_fp32(const void * x, float * y, int64_t n) {
+    const char * p = (const char *) x;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, LoadBF16::load(p, i));
+    for (; i < n; i++) y[i] = GGML_BF16_TO_FP32(((const ggml_bf16_t *) x)[i]);
+}
+
 // ---- axpy ----------------------------------------------------------------------------------
 void axpy(int64_t n, int nx, const float * s, const float * const * x, float * y) {
     int64_t i = 0;
@@ -268,15 +280,6 @@ void axpy(int64_t n, int nx, const float * s, const float * const * x, float * y
     }
 }
 
-// ---- tables --------------------------------------------------------------------------------
-const ggml_gemm_kernel gemm_f32  = { MR, NR, 1, 256, 128, 64, pack<LoadF32, float>, pack<LoadF32, float>, micro_f32 };
-const ggml_gemm_kernel gemm_f16  = { MR, NR, 1, 256, 128, 20, pack<LoadF16, ggml_fp16_t>, pack<LoadF16, ggml_fp16_t>, micro_f32 };
-const ggml_gemm_kernel gemm_bf16 = { MR, NR, 1, 256, 128, 20, pack<LoadBF16, ggml_bf16_t>, pack<LoadBF16, ggml_bf16_t>, micro_f32 };
-
-const ggml_mm_type_kernels mm_f32  = { GGML_TYPE_F32,  nullptr,      dot_tile<LoadF32>,  &gemm_f32 };
-const ggml_mm_type_kernels mm_f16  = { GGML_TYPE_F16,  fp32_to_fp16, dot_tile<LoadF16>,  &gemm_f16 };
-const ggml_mm_type_kernels mm_bf16 = { GGML_TYPE_BF16, fp32_to_bf16, dot_tile<LoadBF16>, &gemm_bf16 };
-
 const ggml_mm_type_kernels * mm_type(ggml_type type) {
     switch (type) {
         case GGML_TYPE_F32:  return &mm_f32;
@@ -286,9 +289,6 @@ const ggml_mm_type_kernels * mm_type(ggml_type type) {
     }
 }
 
-}  // namespace
-
-extern "C" const ggml_vec_kernels ggml_vec_avx2 = { "AVX2", mm_type, axpy, fp16_to_fp32, bf16_to_fp32, nullptr, nullptr,
-                                                    ggml_dequant_ref };
+}  // namespace ggml_cpu_avx2
 
 #endif  // GGML_SIMD_AVX2

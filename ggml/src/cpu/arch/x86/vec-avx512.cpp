@@ -2,7 +2,7 @@
 // AVX512-BF16 vdpbf16ps where the build has it), transposing packers, and a 32 x 12 GEMM
 // micro-kernel (24 zmm accumulators, one broadcast of b per column), in F32 and, for the opt-in
 // BF16 products of out_prod, in bf16 pairs through vdpbf16ps.
-#include "../../vec.h"
+#include "kernels-x86.h"
 
 #if defined(GGML_SIMD_AVX512)
 
@@ -14,6 +14,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
+namespace ggml_cpu_avx512 {
 namespace {
 
 inline __mmask16 mask16(int64_t n) { return (__mmask16) ((1u << n) - 1); }
@@ -172,20 +173,6 @@ void fp32_to_bf16(const float * x, void * y, int64_t n) {
     if (i < n) _mm256_mask_storeu_epi16(out + i, mask16(n - i), f32_to_bf16x16(_mm512_maskz_loadu_ps(mask16(n - i), x + i)));
 }
 
-void fp16_to_fp32(const void * x, float * y, int64_t n) {
-    const char * p = (const char *) x;
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, LoadF16::load(p, i));
-    if (i < n) _mm512_mask_storeu_ps(y + i, mask16(n - i), LoadF16::part(p, i, n - i));
-}
-
-void bf16_to_fp32(const void * x, float * y, int64_t n) {
-    const char * p = (const char *) x;
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, LoadBF16::load(p, i));
-    if (i < n) _mm512_mask_storeu_ps(y + i, mask16(n - i), LoadBF16::part(p, i, n - i));
-}
-
 // ---- packing -------------------------------------------------------------------------------
 // In place: r[j][i] <- r[i][j] for a 16 x 16 block of 32-bit values.
 inline void transpose16(__m512 r[16]) {
@@ -272,29 +259,6 @@ void micro_f32(int64_t nu, const void * a, const void * b, float * c, size_t ldc
 
 // ---- BF16 products (opt-in, out_prod with GGML_PREC_BF16) ---------------------------------
 #if defined(__AVX512BF16__)
-// Units (bf16(x0[i]), bf16(x1[i])): one two-source conversion, then the halves interleaved.
-void bf16_pairs(const float * x0, const float * x1, int64_t n, void * out) {
-    uint32_t * o = (uint32_t *) out;
-    // word 2i <- word i (x0), word 2i + 1 <- word 16 + i (x1)
-    static const uint16_t order[32] = { 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23,
-                                        8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31 };
-    const __m512i idx = _mm512_loadu_si512(order);
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        const __m512 v0 = _mm512_loadu_ps(x0 + i);
-        const __m512 v1 = x1 ? _mm512_loadu_ps(x1 + i) : _mm512_setzero_ps();
-        const __m512i w = (__m512i) _mm512_cvtne2ps_pbh(v1, v0);  // words 0..15: v0, 16..31: v1
-        _mm512_storeu_si512(o + i, _mm512_permutexvar_epi16(idx, w));
-    }
-    if (i < n) {
-        const __mmask16 m = mask16(n - i);
-        const __m512 v0 = _mm512_maskz_loadu_ps(m, x0 + i);
-        const __m512 v1 = x1 ? _mm512_maskz_loadu_ps(m, x1 + i) : _mm512_setzero_ps();
-        const __m512i w = (__m512i) _mm512_cvtne2ps_pbh(v1, v0);
-        _mm512_mask_storeu_epi32(o + i, m, _mm512_permutexvar_epi16(idx, w));
-    }
-}
-
 // As micro_f32 with vdpbf16ps: each unit is a pair of k, two products per lane and instruction.
 void micro_bf16(int64_t nu, const void * a, const void * b, float * c, size_t ldc, bool accumulate) {
     const uint32_t * A = (const uint32_t *) a;
@@ -321,12 +285,40 @@ void micro_bf16(int64_t nu, const void * a, const void * b, float * c, size_t ld
     }
 }
 
-// KC in pairs: the b micro-panel takes the same 24 KiB of L1 as the f32 kernel's.
-const ggml_gemm_kernel gemm_bf16_pairs = { MR, NR, 2, KC, MC, MIN_N_F32, nullptr, nullptr, micro_bf16 };
-#define BF16_PAIRS bf16_pairs, &gemm_bf16_pairs
-#else
-#define BF16_PAIRS nullptr, nullptr
 #endif
+
+// ---- tables --------------------------------------------------------------------------------
+const ggml_gemm_kernel gemm_f32  = { MR, NR, 1, KC, MC, MIN_N_F32, pack<LoadF32, float>, pack<LoadF32, float>, micro_f32 };
+const ggml_gemm_kernel gemm_f16  = { MR, NR, 1, KC, MC, MIN_N_F16, pack<LoadF16, ggml_fp16_t>, pack<LoadF16, ggml_fp16_t>, micro_f32 };
+// BF16 GEMM converts to f32 while packing: a vdpbf16ps micro-kernel (two k per instruction)
+// measured at half the f32 one's rate on Sapphire Rapids (~113 vs ~220 GFLOP/s per core), and
+// the f32 path keeps every product exact. The dot path (memory-bound) does use vdpbf16ps.
+const ggml_gemm_kernel gemm_bf16 = { MR, NR, 1, KC, MC, MIN_N_F16, pack<LoadBF16, ggml_bf16_t>, pack<LoadBF16, ggml_bf16_t>, micro_f32 };
+#if defined(__AVX512BF16__)
+typedef LoadBF16Pairs DotBF16;
+#else
+typedef LoadBF16 DotBF16;
+#endif
+
+const ggml_mm_type_kernels mm_f32  = { GGML_TYPE_F32,  nullptr,      dot_tile<LoadF32>, &gemm_f32 };
+const ggml_mm_type_kernels mm_f16  = { GGML_TYPE_F16,  fp32_to_fp16, dot_tile<LoadF16>, &gemm_f16 };
+const ggml_mm_type_kernels mm_bf16 = { GGML_TYPE_BF16, fp32_to_bf16, dot_tile<DotBF16>, &gemm_bf16 };
+
+}  // namespace
+
+void fp16_to_fp32(const void * x, float * y, int64_t n) {
+    const char * p = (const char *) x;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, LoadF16::load(p, i));
+    if (i < n) _mm512_mask_storeu_ps(y + i, mask16(n - i), LoadF16::part(p, i, n - i));
+}
+
+void bf16_to_fp32(const void * x, float * y, int64_t n) {
+    const char * p = (const char *) x;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, LoadBF16::load(p, i));
+    if (i < n) _mm512_mask_storeu_ps(y + i, mask16(n - i), LoadBF16::part(p, i, n - i));
+}
 
 // ---- axpy ----------------------------------------------------------------------------------
 void axpy(int64_t n, int nx, const float * s, const float * const * x, float * y) {
@@ -355,23 +347,6 @@ void axpy(int64_t n, int nx, const float * s, const float * const * x, float * y
     }
 }
 
-// ---- tables --------------------------------------------------------------------------------
-const ggml_gemm_kernel gemm_f32  = { MR, NR, 1, KC, MC, MIN_N_F32, pack<LoadF32, float>, pack<LoadF32, float>, micro_f32 };
-const ggml_gemm_kernel gemm_f16  = { MR, NR, 1, KC, MC, MIN_N_F16, pack<LoadF16, ggml_fp16_t>, pack<LoadF16, ggml_fp16_t>, micro_f32 };
-// BF16 GEMM converts to f32 while packing: a vdpbf16ps micro-kernel (two k per instruction)
-// measured at half the f32 one's rate on Sapphire Rapids (~113 vs ~220 GFLOP/s per core), and
-// the f32 path keeps every product exact. The dot path (memory-bound) does use vdpbf16ps.
-const ggml_gemm_kernel gemm_bf16 = { MR, NR, 1, KC, MC, MIN_N_F16, pack<LoadBF16, ggml_bf16_t>, pack<LoadBF16, ggml_bf16_t>, micro_f32 };
-#if defined(__AVX512BF16__)
-typedef LoadBF16Pairs DotBF16;
-#else
-typedef LoadBF16 DotBF16;
-#endif
-
-const ggml_mm_type_kernels mm_f32  = { GGML_TYPE_F32,  nullptr,      dot_tile<LoadF32>, &gemm_f32 };
-const ggml_mm_type_kernels mm_f16  = { GGML_TYPE_F16,  fp32_to_fp16, dot_tile<LoadF16>, &gemm_f16 };
-const ggml_mm_type_kernels mm_bf16 = { GGML_TYPE_BF16, fp32_to_bf16, dot_tile<DotBF16>, &gemm_bf16 };
-
 const ggml_mm_type_kernels * mm_type(ggml_type type) {
     switch (type) {
         case GGML_TYPE_F32:  return &mm_f32;
@@ -381,9 +356,35 @@ const ggml_mm_type_kernels * mm_type(ggml_type type) {
     }
 }
 
-}  // namespace
+// ---- BF16 products (opt-in, out_prod with GGML_PREC_BF16) ---------------------------------
+#if defined(__AVX512BF16__)
+// Units (bf16(x0[i]), bf16(x1[i])): one two-source conversion, then the halves interleaved.
+void bf16_pairs(const float * x0, const float * x1, int64_t n, void * out) {
+    uint32_t * o = (uint32_t *) out;
+    // word 2i <- word i (x0), word 2i + 1 <- word 16 + i (x1)
+    static const uint16_t order[32] = { 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23,
+                                        8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31 };
+    const __m512i idx = _mm512_loadu_si512(order);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 v0 = _mm512_loadu_ps(x0 + i);
+        const __m512 v1 = x1 ? _mm512_loadu_ps(x1 + i) : _mm512_setzero_ps();
+        const __m512i w = (__m512i) _mm512_cvtne2ps_pbh(v1, v0);  // words 0..15: v0, 16..31: v1
+        _mm512_storeu_si512(o + i, _mm512_permutexvar_epi16(idx, w));
+    }
+    if (i < n) {
+        const __mmask16 m = mask16(n - i);
+        const __m512 v0 = _mm512_maskz_loadu_ps(m, x0 + i);
+        const __m512 v1 = x1 ? _mm512_maskz_loadu_ps(m, x1 + i) : _mm512_setzero_ps();
+        const __m512i w = (__m512i) _mm512_cvtne2ps_pbh(v1, v0);
+        _mm512_mask_storeu_epi32(o + i, m, _mm512_permutexvar_epi16(idx, w));
+    }
+}
 
-extern "C" const ggml_vec_kernels ggml_vec_avx512 = { "AVX512", mm_type, axpy, fp16_to_fp32, bf16_to_fp32, BF16_PAIRS,
-                                                      ggml_dequant_avx512 };
+// KC in pairs: the b micro-panel takes the same 24 KiB of L1 as the f32 kernel's.
+extern const ggml_gemm_kernel gemm_bf16_pairs = { MR, NR, 2, KC, MC, MIN_N_F32, nullptr, nullptr, micro_bf16 };
+#endif
+
+}  // namespace ggml_cpu_avx512
 
 #endif  // GGML_SIMD_AVX512
