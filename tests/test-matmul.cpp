@@ -3,7 +3,7 @@
 // bit-identical), and every compiled-in SIMD kernel set held to the scalar reference kernels.
 #include "test-ref.h"
 
-#include "cpu/kernels.h"
+#include "ggml-cpu/kernels.h"
 
 #include <algorithm>
 #include <cfloat>

@@ -4,8 +4,8 @@
 // threads bit-identical.
 #include "test-ref.h"
 
-#include "cpu/kernels.h"
-#include "cpu/ops-common.h"
+#include "ggml-cpu/kernels.h"
+#include "ggml-cpu/ops-common.h"
 
 #include <algorithm>
 #include <cstdint>

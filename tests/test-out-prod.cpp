@@ -7,9 +7,9 @@
 // A repacked a gives bit-identical results to the same matrix unrepacked.
 #include "test-util.h"
 
-#include "cpu/quant-dot.h"
-#include "cpu/quant-repack.h"
-#include "cpu/kernels.h"
+#include "ggml-cpu/quant-dot.h"
+#include "ggml-cpu/quant-repack.h"
+#include "ggml-cpu/kernels.h"
 
 #include <array>
 #include <cfloat>

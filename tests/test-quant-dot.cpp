@@ -2,8 +2,8 @@
 // random blocks including extreme values, several row lengths.
 #include "test-util.h"
 
-#include "cpu/kernels.h"
-#include "cpu/quant-dot.h"
+#include "ggml-cpu/kernels.h"
+#include "ggml-cpu/quant-dot.h"
 
 namespace {
 

@@ -5,9 +5,9 @@
 // On builds without a SIMD kernel the reference kernel is forced, so the path is tested anyway.
 #include "test-util.h"
 
-#include "cpu/quant-dot.h"
-#include "cpu/kernels.h"
-#include "cpu/quant-repack.h"
+#include "ggml-cpu/quant-dot.h"
+#include "ggml-cpu/kernels.h"
+#include "ggml-cpu/quant-repack.h"
 
 namespace {
 

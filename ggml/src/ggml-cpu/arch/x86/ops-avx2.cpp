@@ -2,7 +2,7 @@
 // (vec-math.h: the scalar steps, 8 lanes at a time, the tail padded), softmax's row max and F16
 // mask, and F16 <-> F32 rows (F16C). AVX512 builds compile them too (the mask row serves there).
 #include "kernels-x86.h"
-#include "cpu/vec-math.h"
+#include "ggml-cpu/vec-math.h"
 
 #if defined(GGML_SIMD_AVX2)
 

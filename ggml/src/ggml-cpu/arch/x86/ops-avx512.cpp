@@ -8,7 +8,7 @@
 #endif
 
 #include "kernels-x86.h"
-#include "cpu/vec-math.h"
+#include "ggml-cpu/vec-math.h"
 
 #if defined(GGML_SIMD_AVX512)
 

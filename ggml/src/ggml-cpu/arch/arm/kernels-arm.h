@@ -2,7 +2,7 @@
 // (kernels-neon.cpp) gathers; nothing else calls them by name.
 #pragma once
 
-#include "cpu/kernels.h"
+#include "ggml-cpu/kernels.h"
 
 namespace ggml_cpu_neon {
 // vec-neon.cpp

@@ -2,7 +2,7 @@
 // (kernels-avx2.cpp, kernels-avx512.cpp) gather; nothing else calls them by name.
 #pragma once
 
-#include "cpu/kernels.h"
+#include "ggml-cpu/kernels.h"
 
 namespace ggml_cpu_avx2 {
 // vec-avx2.cpp

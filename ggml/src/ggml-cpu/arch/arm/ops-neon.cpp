@@ -2,7 +2,7 @@
 // (vec-math.h: the scalar steps, 4 lanes at a time, the tail padded), softmax's row max and F16
 // mask, and F16 <-> F32 rows.
 #include "kernels-arm.h"
-#include "cpu/vec-math.h"
+#include "ggml-cpu/vec-math.h"
 
 #if defined(GGML_SIMD_NEON)
 
