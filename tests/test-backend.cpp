@@ -317,4 +317,62 @@ TEST(Backend, RepackBufferTypeRepacksWholeMatrices) {
     ggml_backend_free(cpu);
 }
 
+
+
+// The CPU backend runs any compiled-in kernel table: the workers compute with the backend's (the
+// abort callback, polled on worker 0 between nodes, sees it), and every table's results are the
+// scalar reference's within rounding.
+TEST(Backend, CpuKernelTablesAreSelectable) {
+    const int n_sets = ggml_backend_cpu_n_kernel_sets();
+    ASSERT_GE(n_sets, 1);
+    EXPECT_STREQ(ggml_backend_cpu_kernel_set_name(0), ggml_cpu_isa_name());
+    EXPECT_STREQ(ggml_backend_cpu_kernel_set_name(n_sets - 1), "scalar");
+    EXPECT_EQ(ggml_backend_cpu_kernel_set_name(n_sets), nullptr);
+
+    ggml_init_params ip = { 16 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true };
+    ggml_context * ctx = ggml_init(ip);
+    ggml_tensor * w = ggml_new_tensor_2d(ctx, GGML_TYPE_Q4_0, 256, 48);
+    ggml_tensor * x = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 256, 5);
+    ggml_tensor * y = ggml_silu(ctx, ggml_soft_max(ctx, ggml_mul_mat(ctx, w, x)));
+    ggml_backend_t cpu = ggml_backend_cpu_init();
+    EXPECT_FALSE(ggml_backend_cpu_set_kernels(cpu, "no such set"));
+    ggml_backend_buffer_t wbuf = ggml_backend_alloc_ctx_tensors(ctx, cpu);
+    ASSERT_NE(wbuf, nullptr);
+    std::vector<uint8_t> wq(ggml_nbytes(w));
+    const std::vector<float> wf = random_values(256 * 48, 3), xf = random_values(256 * 5, 4);
+    ggml_quantize_chunk(GGML_TYPE_Q4_0, wf.data(), wq.data(), 0, 48, 256, nullptr);
+    ggml_backend_tensor_set(w, wq.data(), 0, wq.size());
+    ggml_backend_tensor_set(x, xf.data(), 0, xf.size() * sizeof(float));
+    ggml_cgraph * gf = ggml_new_graph(ctx);
+    ggml_build_forward_expand(gf, y);
+    ggml_gallocr_t ga = ggml_gallocr_new(ggml_backend_cpu_buffer_type());
+    ASSERT_TRUE(ggml_gallocr_alloc_graph(ga, gf));
+
+    static std::string seen;
+    ggml_backend_cpu_set_abort_callback(cpu, [](void *) { seen = ggml_cpu_isa_name(); return false; }, nullptr);
+    ggml_backend_cpu_set_n_threads(cpu, 2);
+    auto run = [&](const char * isa) {
+        EXPECT_TRUE(ggml_backend_cpu_set_kernels(cpu, isa));
+        seen.clear();
+        EXPECT_EQ(ggml_backend_graph_compute(cpu, gf), GGML_STATUS_SUCCESS);
+        EXPECT_EQ(seen, isa);
+        std::vector<float> out(48 * 5);
+        ggml_backend_tensor_get(y, out.data(), 0, out.size() * sizeof(float));
+        return out;
+    };
+    const std::vector<float> ref = run("scalar");
+    for (int i = 0; i < n_sets; i++) {
+        const char * isa = ggml_backend_cpu_kernel_set_name(i);
+        SCOPED_TRACE(isa);
+        const std::vector<float> got = run(isa);
+        for (size_t k = 0; k < ref.size(); k++) EXPECT_NEAR(got[k], ref[k], 1e-5) << k;
+    }
+    EXPECT_STREQ(ggml_cpu_isa_name(), ggml_backend_cpu_kernel_set_name(0)) << "the caller's table is restored";
+
+    ggml_gallocr_free(ga);
+    ggml_backend_buffer_free(wbuf);
+    ggml_backend_free(cpu);
+    ggml_free(ctx);
+}
+
 }  // namespace

@@ -3,6 +3,7 @@
 #include "ggml-cpu.h"
 #include "ggml-backend-impl.h"
 #include "ggml-impl.h"
+#include "kernels.h"
 #include "threadpool.h"
 
 #include <stdlib.h>
@@ -119,6 +120,7 @@ struct cpu_backend {
     size_t work_size = 0;
     ggml_abort_callback abort_callback = nullptr;
     void * abort_callback_data = nullptr;
+    const ggml_cpu_kernels * kernels = nullptr;  // NULL: the build's table
     ~cpu_backend() { free(work); }
 };
 
@@ -132,6 +134,12 @@ void cpu_backend_free(ggml_backend_t b) {
 // The work buffer grows to the largest plan seen, then stays: later graphs allocate nothing.
 ggml_status cpu_graph_compute(ggml_backend_t b, ggml_cgraph * cgraph) {
     cpu_backend * cb = (cpu_backend *) b->context;
+    // The backend's kernel table for the plan and the compute (the workers take the caller's).
+    struct kernels_scope {
+        const ggml_cpu_kernels * saved = ggml_cpu_kernels_override;
+        explicit kernels_scope(const ggml_cpu_kernels * k) { ggml_cpu_kernels_override = k; }
+        ~kernels_scope() { ggml_cpu_kernels_override = saved; }
+    } scope(cb->kernels);
     ggml_cplan plan = ggml_graph_plan(cgraph, cb->n_threads);
     if (plan.work_size > cb->work_size) {
         const size_t size = (plan.work_size + GGML_MEM_ALIGN - 1) / GGML_MEM_ALIGN * GGML_MEM_ALIGN;
@@ -207,6 +215,30 @@ void ggml_backend_cpu_set_abort_callback(ggml_backend_t backend_cpu, ggml_abort_
     cpu_backend * cb = (cpu_backend *) backend_cpu->context;
     cb->abort_callback = abort_callback;
     cb->abort_callback_data = data;
+}
+
+int ggml_backend_cpu_n_kernel_sets(void) {
+    const ggml_cpu_kernels * sets[4];
+    return ggml_cpu_kernel_sets(sets);
+}
+
+const char * ggml_backend_cpu_kernel_set_name(int i) {
+    const ggml_cpu_kernels * sets[4];
+    const int n = ggml_cpu_kernel_sets(sets);
+    return i >= 0 && i < n ? sets[i]->isa : nullptr;
+}
+
+bool ggml_backend_cpu_set_kernels(ggml_backend_t backend_cpu, const char * isa) {
+    GGML_ASSERT(ggml_backend_is_cpu(backend_cpu));
+    const ggml_cpu_kernels * sets[4];
+    const int n = ggml_cpu_kernel_sets(sets);
+    for (int i = 0; i < n; i++) {
+        if (isa && strcmp(sets[i]->isa, isa) == 0) {
+            ((cpu_backend *) backend_cpu->context)->kernels = i == 0 ? nullptr : sets[i];
+            return true;
+        }
+    }
+    return false;
 }
 
 ggml_backend_buffer_type_t ggml_backend_cpu_buffer_type(void) {

@@ -166,6 +166,7 @@ enum ggml_status ggml_graph_compute(struct ggml_cgraph * cgraph, struct ggml_cpl
         ggml_cgraph * cgraph;
         ggml_cplan * cplan;
         ggml_threadpool * tp;
+        const ggml_cpu_kernels * kernels;
         std::atomic<bool> aborted{false};
     } st;
     st.cgraph = cgraph;
@@ -173,7 +174,10 @@ enum ggml_status ggml_graph_compute(struct ggml_cgraph * cgraph, struct ggml_cpl
     st.tp = tp;
 
     const bool perf = ggml_node_perf_enabled();
+    st.kernels = ggml_cpu_kernels_override;  // the caller's table, for every worker
     st.tp->run(cplan->n_threads, [s = &st, perf](int ith, int nth) {
+        const ggml_cpu_kernels * saved = ggml_cpu_kernels_override;
+        ggml_cpu_kernels_override = s->kernels;
         ggml_compute_params params;
         params.ith = ith;
         params.nth = nth;
@@ -198,6 +202,7 @@ enum ggml_status ggml_graph_compute(struct ggml_cgraph * cgraph, struct ggml_cpl
             if (s->aborted) break;
             if (ith == 0 && s->cplan->node_callback) s->cplan->node_callback(i, node, s->cplan->node_callback_data);
         }
+        ggml_cpu_kernels_override = saved;
     });
     return st.aborted ? GGML_STATUS_ABORTED : GGML_STATUS_SUCCESS;
 }
@@ -215,6 +220,8 @@ enum ggml_status ggml_graph_compute_with_ctx(struct ggml_context * ctx, struct g
 }
 
 // ---- build facts ----------------------------------------------------------------------------
+__thread const ggml_cpu_kernels * ggml_cpu_kernels_override = nullptr;
+
 const char * ggml_cpu_isa_name(void) { return ggml_cpu()->isa; }
 int ggml_cpu_has_avx2(void) { return (ggml_cpu()->features & GGML_CPU_FEAT_AVX2) != 0; }
 int ggml_cpu_has_avx512(void) { return (ggml_cpu()->features & GGML_CPU_FEAT_AVX512) != 0; }

@@ -113,14 +113,23 @@ extern const struct ggml_cpu_kernels ggml_cpu_kernels_neon;
 }
 #endif
 
-// The table this build runs on.
-static inline const struct ggml_cpu_kernels * ggml_cpu(void) { return &GGML_CPU_KERNELS_BEST; }
+// Another compiled-in table for the calling thread (NULL: the build's): a CPU backend set to
+// another set (ggml_backend_cpu_set_kernels, tests holding the CPU to its scalar reference op by
+// op) plans and computes its graphs with it; graph compute hands it to the worker threads.
+// (__thread: plain TLS access, no C++ initialisation wrapper on every call.)
+extern __thread const struct ggml_cpu_kernels * ggml_cpu_kernels_override;
+
+// The table this build runs on (or the thread's override).
+static inline const struct ggml_cpu_kernels * ggml_cpu(void) {
+    const struct ggml_cpu_kernels * k = ggml_cpu_kernels_override;
+    return k ? k : &GGML_CPU_KERNELS_BEST;
+}
 
 // Every compiled-in set, the build's first, then each one's base down to the scalar one (tests
 // hold them all to the reference): out[0..n) with n <= 4, returns n.
 static inline int ggml_cpu_kernel_sets(const struct ggml_cpu_kernels ** out) {
     int n = 0;
-    for (const struct ggml_cpu_kernels * k = ggml_cpu(); k && n < 4; k = k->base) out[n++] = k;
+    for (const struct ggml_cpu_kernels * k = &GGML_CPU_KERNELS_BEST; k && n < 4; k = k->base) out[n++] = k;
     return n;
 }
 
