@@ -260,13 +260,29 @@ llama_context * llama_init_from_model(llama_model * model, llama_context_params 
     }
 
     std::string err;
-    // The backends: the CPU (the only device of this build without a GPU backend).
+    // The backends: one per GPU device holding layers (in the model's order of preference),
+    // then the CPU, which runs whatever the others do not.
+    for (ggml_backend_dev_t d : model->devices) {
+        ggml_backend_t b = ggml_backend_dev_init(d, nullptr);
+        if (!b) {
+            LLAMA_LOG_ERROR("llama_init_from_model: cannot initialise device %s\n", ggml_backend_dev_name(d));
+            delete lctx;
+            return nullptr;
+        }
+        lctx->backends.push_back(b);
+    }
     lctx->backend_cpu = ggml_backend_cpu_init();
     lctx->backends.push_back(lctx->backend_cpu);
     ggml_backend_cpu_set_n_threads(lctx->backend_cpu, lctx->n_threads_batch);
 
-    if (!lctx->kv.init(hp, lctx->n_ctx, params.type_k, params.type_v, params.flash_attn,
-                       ggml_backend_get_default_buffer_type(lctx->backend_cpu), err)) {
+    // Each layer's cache next to its weights (offload_kqv), else in host memory.
+    std::vector<ggml_backend_buffer_type_t> kv_buft(hp.n_layer, ggml_backend_get_default_buffer_type(lctx->backend_cpu));
+    if (params.offload_kqv) {
+        for (uint32_t il = 0; il < hp.n_layer && il < model->layer_dev.size(); il++) {
+            if (model->layer_dev[il]) kv_buft[il] = ggml_backend_dev_buffer_type(model->layer_dev[il]);
+        }
+    }
+    if (!lctx->kv.init(hp, lctx->n_ctx, params.type_k, params.type_v, params.flash_attn, kv_buft, err)) {
         LLAMA_LOG_ERROR("llama_init_from_model: %s\n", err.c_str());
         delete lctx;
         return nullptr;
@@ -291,13 +307,18 @@ llama_context * llama_init_from_model(llama_model * model, llama_context_params 
         return nullptr;
     }
 
+    std::string compute;
+    for (ggml_backend_t b : lctx->backends) {
+        char part[96];
+        snprintf(part, sizeof(part), "%s%.2f MiB (%s)", compute.empty() ? "" : ", ",
+                 ggml_backend_sched_get_buffer_size(lctx->sched, b) / (1024.0 * 1024.0), ggml_backend_name(b));
+        compute += part;
+    }
     LLAMA_LOG_INFO("llama_init_from_model: n_ctx %u, n_batch %u, n_ubatch %u, n_threads %d/%d, KV cache %.2f MiB (K %s, V %s), "
-                   "flash_attn %d, compute buffer %.2f MiB (%s)\n",
+                   "flash_attn %d, compute buffer %s\n",
                    lctx->n_ctx, lctx->n_batch, lctx->n_ubatch, lctx->n_threads, lctx->n_threads_batch,
                    lctx->kv.total_size() / (1024.0 * 1024.0),
-                   ggml_type_name(params.type_k), ggml_type_name(params.type_v), (int) params.flash_attn,
-                   ggml_backend_sched_get_buffer_size(lctx->sched, lctx->backend_cpu) / (1024.0 * 1024.0),
-                   ggml_backend_name(lctx->backend_cpu));
+                   ggml_type_name(params.type_k), ggml_type_name(params.type_v), (int) params.flash_attn, compute.c_str());
     return lctx;
 }
 

@@ -10,12 +10,12 @@
 #include <utility>
 
 llama_kv_cache::~llama_kv_cache() {
-    ggml_backend_buffer_free(buf);
-    ggml_free(ctx);
+    for (ggml_backend_buffer_t b : bufs) ggml_backend_buffer_free(b);
+    for (ggml_context * c : ctxs) ggml_free(c);
 }
 
 bool llama_kv_cache::init(const llama_hparams & hp, uint32_t n_ctx, ggml_type tk, ggml_type tv, bool fa,
-                          ggml_backend_buffer_type_t buft, std::string & err) {
+                          const std::vector<ggml_backend_buffer_type_t> & layer_buft, std::string & err) {
     const uint32_t head_dim = hp.n_embd_head();
     auto check_type = [&](ggml_type t, const char * which) {
         if (t == GGML_TYPE_F32 || t == GGML_TYPE_F16) return true;
@@ -43,29 +43,41 @@ bool llama_kv_cache::init(const llama_hparams & hp, uint32_t n_ctx, ggml_type tk
     flash_attn = fa;
     v_trans = !ggml_is_quantized(tv) && !fa;
 
-    ggml_init_params ip = { 2 * hp.n_layer * ggml_tensor_overhead() + 1024, nullptr, true };
-    ctx = ggml_init(ip);
-    if (!ctx) {
-        err = "cannot create the KV cache context";
-        return false;
-    }
+    // One context and one buffer per buffer type (each layer's cache lives with its weights).
+    std::vector<ggml_backend_buffer_type_t> bufts;
     for (uint32_t il = 0; il < hp.n_layer; il++) {
-        ggml_tensor * k = ggml_new_tensor_2d(ctx, type_k, n_embd_k_gqa, size);
-        ggml_tensor * v = v_trans ? ggml_new_tensor_2d(ctx, type_v, size, n_embd_v_gqa)
-                                  : ggml_new_tensor_2d(ctx, type_v, n_embd_v_gqa, size);
+        ggml_backend_buffer_type_t buft = layer_buft.at(il);
+        size_t b = 0;
+        while (b < bufts.size() && bufts[b] != buft) b++;
+        if (b == bufts.size()) {
+            bufts.push_back(buft);
+            ggml_init_params ip = { 2 * hp.n_layer * ggml_tensor_overhead() + 1024, nullptr, true };
+            ctxs.push_back(ggml_init(ip));
+            if (!ctxs.back()) {
+                err = "cannot create the KV cache context";
+                return false;
+            }
+        }
+        ggml_tensor * k = ggml_new_tensor_2d(ctxs[b], type_k, n_embd_k_gqa, size);
+        ggml_tensor * v = v_trans ? ggml_new_tensor_2d(ctxs[b], type_v, size, n_embd_v_gqa)
+                                  : ggml_new_tensor_2d(ctxs[b], type_v, n_embd_v_gqa, size);
         ggml_format_name(k, "cache_k_l%u", il);
         ggml_format_name(v, "cache_v_l%u", il);
         k_l.push_back(k);
         v_l.push_back(v);
     }
-    buf = ggml_backend_alloc_ctx_tensors_from_buft(ctx, buft);
-    if (!buf) {
-        err = std::string("cannot allocate the KV cache in ") + ggml_backend_buft_name(buft) + " memory";
-        return false;
+    buf_size = 0;
+    for (size_t b = 0; b < bufts.size(); b++) {
+        ggml_backend_buffer_t buf = ggml_backend_alloc_ctx_tensors_from_buft(ctxs[b], bufts[b]);
+        if (!buf) {
+            err = std::string("cannot allocate the KV cache in ") + ggml_backend_buft_name(bufts[b]) + " memory";
+            return false;
+        }
+        bufs.push_back(buf);
+        buf_size += ggml_backend_buffer_get_size(buf);
+        // Unused cells are never read unmasked, but zeros keep every read defined.
+        ggml_backend_buffer_clear(buf, 0);
     }
-    buf_size = ggml_backend_buffer_get_size(buf);
-    // Unused cells are never read unmasked, but zeros keep every read defined.
-    ggml_backend_buffer_clear(buf, 0);
     pos.assign(size, 0);
     delta.assign(size, 0);
     used = 0;
@@ -168,16 +180,15 @@ void llama_kv_cache::compact(const std::vector<bool> & keep) {
     const size_t v_row = ggml_row_size(type_v, n_embd_v_gqa);
     const size_t v_es = ggml_type_size(type_v);
     // Device memory is moved through a host copy of each layer's tensor.
-    const bool host = ggml_backend_buffer_is_host(buf);
     std::vector<char> staging;
     auto host_data = [&](ggml_tensor * t) {
-        if (host) return (char *) t->data;
+        if (ggml_backend_buffer_is_host(t->buffer)) return (char *) t->data;
         staging.resize(ggml_nbytes(t));
         ggml_backend_tensor_get(t, staging.data(), 0, staging.size());
         return staging.data();
     };
     auto done = [&](ggml_tensor * t) {
-        if (!host) ggml_backend_tensor_set(t, staging.data(), 0, staging.size());
+        if (!ggml_backend_buffer_is_host(t->buffer)) ggml_backend_tensor_set(t, staging.data(), 0, staging.size());
     };
     for (size_t il = 0; il < k_l.size(); il++) {
         char * k = host_data(k_l[il]);

@@ -42,9 +42,10 @@ struct llama_kv_cache {
     llama_kv_cache(const llama_kv_cache &) = delete;
     llama_kv_cache & operator=(const llama_kv_cache &) = delete;
 
-    // Allocates (and zeroes) the cache; false with a message in err.
+    // Allocates (and zeroes) the cache, layer il's K and V in memory of layer_buft[il]; false with
+    // a message in err.
     bool init(const llama_hparams & hp, uint32_t n_ctx, ggml_type type_k, ggml_type type_v, bool flash_attn,
-              ggml_backend_buffer_type_t buft, std::string & err);
+              const std::vector<ggml_backend_buffer_type_t> & layer_buft, std::string & err);
     size_t total_size() const { return buf_size; }
 
     void clear();
@@ -69,7 +70,7 @@ private:
     // Keeps the cells with keep[i], moving them (data included) to the front in order.
     void compact(const std::vector<bool> & keep);
 
-    ggml_context * ctx = nullptr;
-    ggml_backend_buffer_t buf = nullptr;  // all layers' K and V (a backend buffer)
+    std::vector<ggml_context *> ctxs;          // one per buffer type
+    std::vector<ggml_backend_buffer_t> bufs;   // the layers' K and V, one buffer per buffer type
     size_t buf_size = 0;
 };

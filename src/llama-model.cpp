@@ -3,6 +3,7 @@
 #include "llama-model.h"
 #include "llama-impl.h"
 
+#include "ggml-backend.h"
 #include "ggml.h"
 #include "gguf.h"
 
@@ -361,71 +362,6 @@ bool load_tensors(llama_model & model, std::string & err) {
     return true;
 }
 
-// Rearranges the weight matrices this build's mul_mat reads faster repacked (ggml_cpu_repack).
-// Only matrices read by nothing but mul_mat qualify (not tied embeddings). Read weights are
-// repacked where they are; mapped ones move to one anonymous buffer (on huge pages where the
-// kernel allows: fewer page faults, fewer TLB misses while streaming), and their file pages are
-// dropped from the mapping. Tensors are shared out between threads.
-void repack_weights(llama_model & model, bool mapped) {
-    std::vector<ggml_tensor *> mats;
-    for (const llama_layer & l : model.layers) {
-        for (ggml_tensor * t : { l.wq, l.wk, l.wv, l.wo, l.ffn_gate, l.ffn_up, l.ffn_down }) {
-            if (ggml_cpu_can_repack(t)) mats.push_back(t);
-        }
-    }
-    if (model.output != model.tok_embd && ggml_cpu_can_repack(model.output)) mats.push_back(model.output);
-    if (mats.empty()) return;
-
-    const int64_t t0 = llama_time_us();
-    const size_t huge = 2u << 20;
-    std::vector<size_t> offs;
-    size_t total = 0;
-    for (ggml_tensor * t : mats) {
-        offs.push_back(total);
-        total += (ggml_nbytes(t) + 63) & ~(size_t) 63;
-    }
-    char * buf = nullptr;
-    if (mapped) {
-        const size_t size = (total + huge - 1) & ~(huge - 1);
-        void * p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (p == MAP_FAILED) {
-            LLAMA_LOG_WARN("llama_model_load: no memory to repack the weights (%s): keeping the file's layout\n",
-                           strerror(errno));
-            return;
-        }
-        madvise(p, size, MADV_HUGEPAGE);  // advice only: fine if refused
-        model.repack_buf = p;
-        model.repack_size = size;
-        buf = (char *) p;
-    }
-
-    const uintptr_t page = (uintptr_t) sysconf(_SC_PAGESIZE);
-    auto work = [&](size_t first, size_t step) {
-        for (size_t i = first; i < mats.size(); i += step) {
-            ggml_tensor * t = mats[i];
-            if (buf) {
-                char * src = (char *) t->data;
-                const size_t n = ggml_nbytes(t);
-                memcpy(buf + offs[i], src, n);
-                t->data = buf + offs[i];
-                // Only pages wholly inside the tensor: neighbours may share the edge pages.
-                const uintptr_t lo = ((uintptr_t) src + page - 1) & ~(page - 1);
-                const uintptr_t hi = ((uintptr_t) src + n) & ~(page - 1);
-                if (hi > lo) madvise((void *) lo, hi - lo, MADV_DONTNEED);
-            }
-            ggml_cpu_repack(t);
-        }
-    };
-    const size_t n_threads = std::min<size_t>(std::max(1u, std::thread::hardware_concurrency()), 8);
-    std::vector<std::thread> threads;
-    for (size_t k = 1; k < n_threads; k++) threads.emplace_back(work, k, n_threads);
-    work(0, n_threads);
-    for (std::thread & th : threads) th.join();
-
-    LLAMA_LOG_INFO("llama_model_load: repacked %zu matrices (%.1f MiB) for the %s kernels in %.0f ms\n", mats.size(),
-                   total / 1048576.0, ggml_cpu_isa_name(), (llama_time_us() - t0) / 1000.0);
-}
-
 bool is_integer_type(enum gguf_type t) {
     switch (t) {
         case GGUF_TYPE_UINT8: case GGUF_TYPE_INT8: case GGUF_TYPE_UINT16: case GGUF_TYPE_INT16:
@@ -514,7 +450,7 @@ void lock_weights(const llama_model & model) {
     size_t failed = 0;
     int first_errno = 0;
     for (ggml_tensor * t = ggml_get_first_tensor(model.ctx_w); t; t = ggml_get_next_tensor(model.ctx_w, t)) {
-        if (!t->data) continue;
+        if (!t->data || (t->buffer && !ggml_backend_buffer_is_host(t->buffer))) continue;  // host memory only
         const uintptr_t lo = (uintptr_t) t->data & ~(page - 1);
         const uintptr_t hi = ((uintptr_t) t->data + ggml_nbytes(t) + page - 1) & ~(page - 1);
         if (hi > lo && mlock((const void *) lo, hi - lo) != 0) {
@@ -530,7 +466,8 @@ void lock_weights(const llama_model & model) {
 }  // namespace
 
 llama_model::~llama_model() {
-    if (repack_buf) munmap(repack_buf, repack_size);
+    for (ggml_backend_buffer_t b : bufs) ggml_backend_buffer_free(b);
+    ggml_free(ctx_dup);
     ggml_free(ctx_w);  // the tensor structs (and their data when read without mmap)
     gguf_free(meta);   // the metadata and the mapping
 }
@@ -618,7 +555,7 @@ bool llama_model_load(llama_model & model, const char * path, const llama_model_
     if (!load_hparams(model, err)) return false;
     if (!load_tensors(model, err)) return false;
     if (params.check_tensors && !check_tensor_data(model, err)) return false;
-    if (params.use_repack) repack_weights(model, params.use_mmap);
+    if (!llama_model_place_weights(model, params, err)) return false;
     if (params.use_mlock) lock_weights(model);
     // The logits cover the embedding rows; callers size them with llama_vocab_n_tokens.
     if (model.has_vocab && model.vocab.n_tokens() != (int32_t) model.hparams.n_vocab) {

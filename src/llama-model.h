@@ -84,14 +84,23 @@ struct llama_model {
     // use_mmap it also owns the mapping the weights point into.
     gguf_context * meta = nullptr;
     ggml_context * ctx_w = nullptr;  // the weight tensors (data mapped or read by gguf)
-    void * repack_buf = nullptr;     // mapped weights that were repacked live here (anonymous)
-    size_t repack_size = 0;
+    // Where the weights live (llama-model-weights.cpp): each layer's device (NULL: the CPU), the
+    // output layer's, the GPU devices used, and the backend buffers holding the weights.
+    std::vector<ggml_backend_dev_t> layer_dev;
+    ggml_backend_dev_t output_dev = nullptr;
+    std::vector<ggml_backend_dev_t> devices;
+    std::vector<ggml_backend_buffer_t> bufs;
+    ggml_context * ctx_dup = nullptr;  // the output matrix's own copy when tied embeddings go to a GPU
 
     llama_model() = default;
     ~llama_model();
     llama_model(const llama_model &) = delete;
     llama_model & operator=(const llama_model &) = delete;
 };
+
+// Gives every weight a backend buffer: layers on GPU devices by n_gpu_layers, CPU matrices
+// repacked (use_repack), the rest in place. False with a message in err.
+bool llama_model_place_weights(llama_model & model, const llama_model_params & params, std::string & err);
 
 // Loads the model; false with a message in err on any problem.
 bool llama_model_load(llama_model & model, const char * path, const llama_model_params & params, std::string & err);

@@ -63,10 +63,10 @@ int64_t llama_time_us(void) {
 void llama_backend_init(void) {}
 void llama_backend_free(void) {}
 
-size_t llama_max_devices(void) { return 1; }
+size_t llama_max_devices(void) { return 16; }
 bool llama_supports_mmap(void) { return true; }
 bool llama_supports_mlock(void) { return true; }
-bool llama_supports_gpu_offload(void) { return false; }
+bool llama_supports_gpu_offload(void) { return ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_GPU) != nullptr; }
 bool llama_supports_rpc(void) { return false; }
 
 const char * llama_print_system_info(void) {

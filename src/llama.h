@@ -212,12 +212,15 @@ struct llama_model_kv_override {
 };
 
 struct llama_model_params {
-    // Devices to offload to, and how: accepted and ignored (the CPU runs everything).
+    // Offload, as in llama.cpp: the last n_gpu_layers layers (all and the output layer when it
+    // exceeds n_layer; negative: all) go to the GPU devices (devices: a NULL-terminated list, NULL:
+    // every GPU of the build), split by layer in proportion to tensor_split (NULL: free memory);
+    // split mode NONE uses main_gpu only (ROW splits by layer). A build without GPUs ignores them.
     ggml_backend_dev_t * devices;
     int32_t n_gpu_layers;
     enum llama_split_mode split_mode;
     int32_t main_gpu;
-    const float * tensor_split;
+    const float * tensor_split;  // llama_max_devices() entries
 
     // Called with the load progress in [0, 1] (NULL: none); returning false cancels the load.
     llama_progress_callback progress_callback;
@@ -266,7 +269,7 @@ struct llama_context_params {
 
     bool logits_all;   // keep the logits of every token when batch.logits is NULL
     bool embeddings;   // embeddings output is not supported (a warning when set)
-    bool offload_kqv;  // ignored (CPU)
+    bool offload_kqv;  // an offloaded layer's KV cache in its device's memory (default true)
     bool flash_attn;   // fused attention (ggml_flash_attn_ext) reading the cache as stored
     bool no_perf;      // no timings (the counts are kept); default true, as in llama.cpp
 
@@ -318,10 +321,10 @@ LLAMA_API void llama_free(struct llama_context * ctx);
 
 LLAMA_API int64_t llama_time_us(void);  // a monotonic clock
 
-LLAMA_API size_t llama_max_devices(void);  // 1: the CPU
+LLAMA_API size_t llama_max_devices(void);  // the length of tensor_split (16)
 LLAMA_API bool llama_supports_mmap       (void);
 LLAMA_API bool llama_supports_mlock      (void);
-LLAMA_API bool llama_supports_gpu_offload(void);  // false
+LLAMA_API bool llama_supports_gpu_offload(void);  // a GPU backend is built in
 LLAMA_API bool llama_supports_rpc        (void);  // false
 
 LLAMA_API uint32_t llama_n_ctx    (const struct llama_context * ctx);

@@ -6,6 +6,7 @@
 
 #include "ggml.h"
 #include "ggml-alloc.h"
+#include "fake-gpu.h"
 #include "ggml-backend.h"
 #include "ggml-backend-impl.h"
 #include "ggml-impl.h"
@@ -88,111 +89,13 @@ TEST(Backend, CpuBufferSetGetClearAndCompute) {
     ggml_backend_free(cpu);
 }
 
-// ---- a simulated device ----------------------------------------------------------------------
-// Its buffers hand out addresses in a range the process never maps; set/get translate them to
-// the real memory behind. It computes a graph by translating every pointer of the graph to the
-// real memory, running the CPU kernels and translating back. It supports only MUL_MAT, ADD and
-// views; it records every op it ran.
-constexpr uintptr_t FAKE_BASE = (uintptr_t) 1 << 46;
-
-struct fake_buffer {
-    std::vector<uint8_t> mem;
-    uintptr_t base;
-};
-std::map<uintptr_t, fake_buffer *> & fake_buffers() {
-    static std::map<uintptr_t, fake_buffer *> m;
-    return m;
-}
-uintptr_t next_fake = FAKE_BASE;
-
-void * to_real(void * p) {
-    const uintptr_t a = (uintptr_t) p;
-    for (auto & kv : fake_buffers()) {
-        if (a >= kv.first && a < kv.first + kv.second->mem.size() + 1) return kv.second->mem.data() + (a - kv.first);
-    }
-    return p;
-}
-void * to_fake(void * p) {
-    const uintptr_t a = (uintptr_t) p;
-    for (auto & kv : fake_buffers()) {
-        const uintptr_t r = (uintptr_t) kv.second->mem.data();
-        if (a >= r && a < r + kv.second->mem.size() + 1) return (void *) (kv.first + (a - r));
-    }
-    return p;
-}
-
-void fake_free(ggml_backend_buffer_t b) {
-    fake_buffer * fb = (fake_buffer *) b->context;
-    fake_buffers().erase(fb->base);
-    delete fb;
-}
-void * fake_base(ggml_backend_buffer_t b) { return (void *) ((fake_buffer *) b->context)->base; }
-void fake_memset(ggml_backend_buffer_t, ggml_tensor * t, uint8_t v, size_t off, size_t n) { memset((char *) to_real(t->data) + off, v, n); }
-void fake_set(ggml_backend_buffer_t, ggml_tensor * t, const void * d, size_t off, size_t n) { memcpy((char *) to_real(t->data) + off, d, n); }
-void fake_get(ggml_backend_buffer_t, const ggml_tensor * t, void * d, size_t off, size_t n) { memcpy(d, (const char *) to_real(t->data) + off, n); }
-void fake_clear(ggml_backend_buffer_t b, uint8_t v) {
-    fake_buffer * fb = (fake_buffer *) b->context;
-    memset(fb->mem.data(), v, fb->mem.size());
-}
-const ggml_backend_buffer_i fake_buffer_iface = { fake_free, fake_base, nullptr, fake_memset, fake_set, fake_get, nullptr, fake_clear, nullptr };
-
-const char * fake_buft_name(ggml_backend_buffer_type_t) { return "FAKE"; }
-ggml_backend_buffer_t fake_alloc(ggml_backend_buffer_type_t buft, size_t size) {
-    fake_buffer * fb = new fake_buffer();
-    fb->mem.resize(size);
-    fb->base = next_fake;
-    next_fake += (size + 4095) / 4096 * 4096 + 4096;
-    fake_buffers()[fb->base] = fb;
-    return ggml_backend_buffer_init(buft, fake_buffer_iface, fb, size);
-}
-size_t fake_align(ggml_backend_buffer_type_t) { return 64; }
-ggml_backend_buffer_type fake_buft = { { fake_buft_name, fake_alloc, fake_align, nullptr, nullptr, nullptr }, nullptr, nullptr };
-
-std::vector<ggml_op> fake_ran;
-
-bool fake_supports(ggml_backend_dev_t, const ggml_tensor * op) {
-    return op->op == GGML_OP_MUL_MAT || op->op == GGML_OP_ADD || ggml_op_is_view(op->op) || op->op == GGML_OP_NONE;
-}
-
-ggml_status fake_compute(ggml_backend_t, ggml_cgraph * g) {
-    // Translate every pointer the graph touches, run the CPU kernels, translate back.
-    std::set<ggml_tensor *> ts;
-    const int n = ggml_graph_n_nodes(g);
-    for (int i = 0; i < n; i++) {
-        ggml_tensor * t = ggml_graph_node(g, i);
-        EXPECT_TRUE(fake_supports(nullptr, t)) << ggml_op_desc(t);
-        fake_ran.push_back(t->op);
-        ts.insert(t);
-        for (int j = 0; j < GGML_MAX_SRC; j++) if (t->src[j]) ts.insert(t->src[j]);
-    }
-    for (ggml_tensor * t : ts) {
-        EXPECT_TRUE(t->buffer && t->buffer->buft == &fake_buft) << "the device read '" << t->name << "' from another device's memory";
-        t->data = to_real(t->data);
-    }
-    ggml_cplan plan = ggml_graph_plan(g, 1);
-    std::vector<uint8_t> work(plan.work_size + 64);
-    plan.work_data = work.data();
-    const ggml_status st = ggml_graph_compute(g, &plan);
-    for (ggml_tensor * t : ts) t->data = to_fake(t->data);
-    return st;
-}
-
-const char * fake_dev_name(ggml_backend_dev_t) { return "FAKE"; }
-void fake_mem(ggml_backend_dev_t, size_t * f, size_t * t) { *f = *t = 1u << 30; }
-enum ggml_backend_dev_type fake_type(ggml_backend_dev_t) { return GGML_BACKEND_DEVICE_TYPE_GPU; }
-ggml_backend_buffer_type_t fake_dev_buft(ggml_backend_dev_t) { return &fake_buft; }
-bool fake_supports_buft(ggml_backend_dev_t, ggml_backend_buffer_type_t b) { return b == &fake_buft; }
-const char * fake_backend_name(ggml_backend_t) { return "FAKE"; }
-void fake_backend_free(ggml_backend_t b) { delete b; }
-
-ggml_backend_device fake_device = {
-    { fake_dev_name, fake_dev_name, fake_mem, fake_type, nullptr, fake_dev_buft, fake_supports, fake_supports_buft, nullptr }, nullptr,
-};
-
+// ---- a simulated device (fake-gpu.h) --------------------------------------------------------
+// It supports only MUL_MAT, ADD and views here.
 ggml_backend_t fake_backend_init() {
-    fake_buft.device = &fake_device;
-    const ggml_backend_i iface = { fake_backend_name, fake_backend_free, nullptr, nullptr, nullptr, fake_compute };
-    return new ggml_backend{ iface, &fake_device, nullptr };
+    fake_gpu::set_supports([](const ggml_tensor * op) {
+        return op->op == GGML_OP_MUL_MAT || op->op == GGML_OP_ADD || ggml_op_is_view(op->op) || op->op == GGML_OP_NONE;
+    });
+    return fake_gpu::init();
 }
 
 // Two layers, y = gelu(W1 x + b1), out = W2 y + softmax(W1 x): W1 and b1 live on the device,
@@ -271,7 +174,7 @@ std::vector<float> reference_two_layer(const two_layer & m) {
 TEST(Backend, SchedulerSplitsBetweenDevicesAndCopiesAtTheSeams) {
     ggml_backend_t dev = fake_backend_init();
     ggml_backend_t cpu = ggml_backend_cpu_init();
-    two_layer m(&fake_buft, ggml_backend_cpu_buffer_type());
+    two_layer m(fake_gpu::buffer_type(), ggml_backend_cpu_buffer_type());
     const std::vector<float> ref = reference_two_layer(m);
 
     ggml_backend_t backends[2] = { dev, cpu };
@@ -300,9 +203,9 @@ TEST(Backend, SchedulerSplitsBetweenDevicesAndCopiesAtTheSeams) {
         EXPECT_EQ(ggml_backend_sched_get_n_copies(sched), 1);
         EXPECT_EQ(ggml_backend_sched_get_tensor_backend(sched, out), cpu);
         ggml_backend_tensor_set(x, m.xv.data(), 0, m.xv.size() * 4);
-        fake_ran.clear();
+        fake_gpu::ran().clear();
         ASSERT_EQ(ggml_backend_sched_graph_compute(sched, gf), GGML_STATUS_SUCCESS);
-        EXPECT_EQ(fake_ran, (std::vector<ggml_op>{ GGML_OP_MUL_MAT, GGML_OP_ADD }));
+        EXPECT_EQ(fake_gpu::ran(), (std::vector<ggml_op>{ GGML_OP_MUL_MAT, GGML_OP_ADD }));
         std::vector<float> got(ref.size());
         ggml_backend_tensor_get(out, got.data(), 0, got.size() * 4);
         for (size_t i = 0; i < ref.size(); i++) EXPECT_NEAR(got[i], ref[i], 1e-5) << i;
@@ -320,7 +223,7 @@ TEST(Backend, SchedulerSplitsBetweenDevicesAndCopiesAtTheSeams) {
 TEST(Backend, SchedulerPinsAndSingleBackend) {
     ggml_backend_t dev = fake_backend_init();
     ggml_backend_t cpu = ggml_backend_cpu_init();
-    two_layer m(&fake_buft, ggml_backend_cpu_buffer_type());
+    two_layer m(fake_gpu::buffer_type(), ggml_backend_cpu_buffer_type());
     const std::vector<float> ref = reference_two_layer(m);
     std::vector<uint8_t> meta(64 * ggml_tensor_overhead() + ggml_graph_overhead());
     {
@@ -336,9 +239,9 @@ TEST(Backend, SchedulerPinsAndSingleBackend) {
         ASSERT_TRUE(ggml_backend_sched_alloc_graph(sched, gf));
         EXPECT_EQ(ggml_backend_sched_get_tensor_backend(sched, first), cpu);
         ggml_backend_tensor_set(x, m.xv.data(), 0, m.xv.size() * 4);
-        fake_ran.clear();
+        fake_gpu::ran().clear();
         ASSERT_EQ(ggml_backend_sched_graph_compute(sched, gf), GGML_STATUS_SUCCESS);
-        EXPECT_EQ(std::count(fake_ran.begin(), fake_ran.end(), GGML_OP_MUL_MAT), 0);
+        EXPECT_EQ(std::count(fake_gpu::ran().begin(), fake_gpu::ran().end(), GGML_OP_MUL_MAT), 0);
         std::vector<float> got(ref.size());
         ggml_backend_tensor_get(out, got.data(), 0, got.size() * 4);
         for (size_t i = 0; i < ref.size(); i++) EXPECT_NEAR(got[i], ref[i], 1e-5) << i;
@@ -412,6 +315,64 @@ TEST(Backend, RepackBufferTypeRepacksWholeMatrices) {
     ggml_free(wctx);
     ggml_free(pctx);
     ggml_backend_free(cpu);
+}
+
+
+
+// The CPU backend runs any compiled-in kernel table: the workers compute with the backend's (the
+// abort callback, polled on worker 0 between nodes, sees it), and every table's results are the
+// scalar reference's within rounding.
+TEST(Backend, CpuKernelTablesAreSelectable) {
+    const int n_sets = ggml_backend_cpu_n_kernel_sets();
+    ASSERT_GE(n_sets, 1);
+    EXPECT_STREQ(ggml_backend_cpu_kernel_set_name(0), ggml_cpu_isa_name());
+    EXPECT_STREQ(ggml_backend_cpu_kernel_set_name(n_sets - 1), "scalar");
+    EXPECT_EQ(ggml_backend_cpu_kernel_set_name(n_sets), nullptr);
+
+    ggml_init_params ip = { 16 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true };
+    ggml_context * ctx = ggml_init(ip);
+    ggml_tensor * w = ggml_new_tensor_2d(ctx, GGML_TYPE_Q4_0, 256, 48);
+    ggml_tensor * x = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 256, 5);
+    ggml_tensor * y = ggml_silu(ctx, ggml_soft_max(ctx, ggml_mul_mat(ctx, w, x)));
+    ggml_backend_t cpu = ggml_backend_cpu_init();
+    EXPECT_FALSE(ggml_backend_cpu_set_kernels(cpu, "no such set"));
+    ggml_backend_buffer_t wbuf = ggml_backend_alloc_ctx_tensors(ctx, cpu);
+    ASSERT_NE(wbuf, nullptr);
+    std::vector<uint8_t> wq(ggml_nbytes(w));
+    const std::vector<float> wf = random_values(256 * 48, 3), xf = random_values(256 * 5, 4);
+    ggml_quantize_chunk(GGML_TYPE_Q4_0, wf.data(), wq.data(), 0, 48, 256, nullptr);
+    ggml_backend_tensor_set(w, wq.data(), 0, wq.size());
+    ggml_backend_tensor_set(x, xf.data(), 0, xf.size() * sizeof(float));
+    ggml_cgraph * gf = ggml_new_graph(ctx);
+    ggml_build_forward_expand(gf, y);
+    ggml_gallocr_t ga = ggml_gallocr_new(ggml_backend_cpu_buffer_type());
+    ASSERT_TRUE(ggml_gallocr_alloc_graph(ga, gf));
+
+    static std::string seen;
+    ggml_backend_cpu_set_abort_callback(cpu, [](void *) { seen = ggml_cpu_isa_name(); return false; }, nullptr);
+    ggml_backend_cpu_set_n_threads(cpu, 2);
+    auto run = [&](const char * isa) {
+        EXPECT_TRUE(ggml_backend_cpu_set_kernels(cpu, isa));
+        seen.clear();
+        EXPECT_EQ(ggml_backend_graph_compute(cpu, gf), GGML_STATUS_SUCCESS);
+        EXPECT_EQ(seen, isa);
+        std::vector<float> out(48 * 5);
+        ggml_backend_tensor_get(y, out.data(), 0, out.size() * sizeof(float));
+        return out;
+    };
+    const std::vector<float> ref = run("scalar");
+    for (int i = 0; i < n_sets; i++) {
+        const char * isa = ggml_backend_cpu_kernel_set_name(i);
+        SCOPED_TRACE(isa);
+        const std::vector<float> got = run(isa);
+        for (size_t k = 0; k < ref.size(); k++) EXPECT_NEAR(got[k], ref[k], 1e-5) << k;
+    }
+    EXPECT_STREQ(ggml_cpu_isa_name(), ggml_backend_cpu_kernel_set_name(0)) << "the caller's table is restored";
+
+    ggml_gallocr_free(ga);
+    ggml_backend_buffer_free(wbuf);
+    ggml_backend_free(cpu);
+    ggml_free(ctx);
 }
 
 }  // namespace

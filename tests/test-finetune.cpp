@@ -278,6 +278,7 @@ TEST(Finetune, TrainedAdapterMatchesMergedWeightsAndPeftCopy) {
     llama_model_params mp = llama_model_default_params();
     mp.use_mmap = false;
     mp.use_repack = false;
+    mp.n_gpu_layers = 0;
     std::unique_ptr<llama_model, ModelDeleter> base(llama_model_load_from_file(model_path().c_str(), mp));
     std::unique_ptr<llama_model, ModelDeleter> merged(llama_model_load_from_file(model_path().c_str(), mp));
     ASSERT_TRUE(base && merged);

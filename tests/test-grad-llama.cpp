@@ -54,6 +54,7 @@ ModelPtr load_model() {
     llama_model_params mp = llama_model_default_params();
     mp.use_mmap = false;
     mp.use_repack = false;
+    mp.n_gpu_layers = 0;
     return ModelPtr(llama_model_load_from_file(model_path().c_str(), mp));
 }
 

@@ -3,7 +3,7 @@
 // bit-identical; broadcasting over dims 2 and 3; non-contiguous activations.
 #include "test-util.h"
 
-#include "cpu/quant-dot.h"
+#include "ggml-cpu/quant-dot.h"
 
 namespace {
 

@@ -3,7 +3,7 @@
 // bit-identical), and every compiled-in SIMD kernel set held to the scalar reference kernels.
 #include "test-ref.h"
 
-#include "cpu/vec.h"
+#include "ggml-cpu/kernels.h"
 
 #include <algorithm>
 #include <cfloat>
@@ -229,17 +229,13 @@ TEST(OutProd, LongRows) {
 }
 
 // ---- SIMD kernels against the scalar reference kernels -------------------------------------
-std::vector<const ggml_vec_kernels *> simd_sets() {
-    std::vector<const ggml_vec_kernels *> v;
-#if defined(GGML_SIMD_AVX2)
-    v.push_back(&ggml_vec_avx2);
-#endif
-#if defined(GGML_SIMD_AVX512)
-    v.push_back(&ggml_vec_avx512);
-#endif
-#if defined(GGML_SIMD_NEON)
-    v.push_back(&ggml_vec_neon);
-#endif
+std::vector<const ggml_cpu_kernels *> simd_sets() {
+    const ggml_cpu_kernels * sets[4];
+    const int n = ggml_cpu_kernel_sets(sets);  // every compiled-in set, the scalar one last
+    std::vector<const ggml_cpu_kernels *> v;
+    for (int i = 0; i < n; i++) {
+        if (sets[i] != &ggml_cpu_kernels_scalar) v.push_back(sets[i]);
+    }
     return v;
 }
 
@@ -279,12 +275,12 @@ TEST(VecKernels, DotTilesMatchScalar) {
     const auto sets = simd_sets();
     if (sets.empty()) GTEST_SKIP() << "scalar-only build";
     std::mt19937 rng(7);
-    for (const ggml_vec_kernels * vk : sets)
+    for (const ggml_cpu_kernels * vk : sets)
         for (ggml_type t : kTypes)
             for (int64_t K : { 1, 7, 16, 33, 100, 257 }) {
                 SCOPED_TRACE(std::string(vk->isa) + " " + ggml_type_name(t) + " K=" + std::to_string(K));
                 const ggml_mm_type_kernels * simd = vk->mm_type(t);
-                const ggml_mm_type_kernels * ref = ggml_vec_scalar.mm_type(t);
+                const ggml_mm_type_kernels * ref = ggml_cpu_kernels_scalar.mm_type(t);
                 ASSERT_TRUE(simd && ref);
                 ASSERT_EQ(simd->vec_dot_type, ref->vec_dot_type);
                 const Rows a(t, 4, K, rng), b(simd->vec_dot_type, 4, K, rng);
@@ -312,15 +308,15 @@ TEST(VecKernels, DotTilesMatchScalar) {
 float unit_value(const std::vector<float> & p, int width, int64_t u, int i) { return p[u * width + i]; }
 
 TEST(VecKernels, PackAndMicroKernelMatchScalar) {
-    std::vector<const ggml_vec_kernels *> sets = simd_sets();
-    sets.push_back(&ggml_vec_scalar);  // the scalar GEMM too, against the scalar dot tile
+    std::vector<const ggml_cpu_kernels *> sets = simd_sets();
+    sets.push_back(&ggml_cpu_kernels_scalar);  // the scalar GEMM too, against the scalar dot tile
     std::mt19937 rng(11);
-    for (const ggml_vec_kernels * vk : sets)
+    for (const ggml_cpu_kernels * vk : sets)
         for (ggml_type t : kTypes) {
             const ggml_mm_type_kernels * kern = vk->mm_type(t);
             const ggml_gemm_kernel * g = kern->gemm;
             ASSERT_TRUE(g != nullptr);
-            const ggml_mm_type_kernels * ref = ggml_vec_scalar.mm_type(t);
+            const ggml_mm_type_kernels * ref = ggml_cpu_kernels_scalar.mm_type(t);
             for (int64_t K : { 1, 2, 3, 17, 64, 101, 257 })
                 for (int ra : { g->mr, std::max(1, g->mr - 3), 1 })
                     for (int rb : { g->nr, std::max(1, g->nr - 1), 1 }) {
@@ -387,15 +383,15 @@ TEST(VecKernels, ConversionsMatchScalar) {
                                INFINITY, -INFINITY, NAN, 0x1p-20f };
     for (size_t i = 0; i < sizeof(specials) / sizeof(specials[0]); i++) x[i * 13] = specials[i];
     const int64_t n = (int64_t) x.size();
-    for (const ggml_vec_kernels * vk : sets)
+    for (const ggml_cpu_kernels * vk : sets)
         for (ggml_type t : { GGML_TYPE_F16, GGML_TYPE_BF16 }) {
             SCOPED_TRACE(std::string(vk->isa) + " " + ggml_type_name(t));
             std::vector<uint16_t> got(n), want(n);
             vk->mm_type(t)->from_float(x.data(), got.data(), n);
-            ggml_vec_scalar.mm_type(t)->from_float(x.data(), want.data(), n);
+            ggml_cpu_kernels_scalar.mm_type(t)->from_float(x.data(), want.data(), n);
             std::vector<float> back(n), back_ref(n);
             (t == GGML_TYPE_F16 ? vk->fp16_to_fp32 : vk->bf16_to_fp32)(got.data(), back.data(), n);
-            (t == GGML_TYPE_F16 ? ggml_vec_scalar.fp16_to_fp32 : ggml_vec_scalar.bf16_to_fp32)(got.data(), back_ref.data(), n);
+            (t == GGML_TYPE_F16 ? ggml_cpu_kernels_scalar.fp16_to_fp32 : ggml_cpu_kernels_scalar.bf16_to_fp32)(got.data(), back_ref.data(), n);
             for (int64_t i = 0; i < n; i++) {
                 if (std::isnan(x[i])) {
                     EXPECT_TRUE(std::isnan(back[i])) << i;
@@ -412,7 +408,7 @@ TEST(VecKernels, AxpyMatchesScalar) {
     if (sets.empty()) GTEST_SKIP() << "scalar-only build";
     std::mt19937 rng(5);
     std::uniform_real_distribution<float> d(-1.0f, 1.0f);
-    for (const ggml_vec_kernels * vk : sets)
+    for (const ggml_cpu_kernels * vk : sets)
         for (int64_t n : { 1, 15, 16, 64, 67, 200 })
             for (int nx : { 1, 3, 8 }) {
                 std::vector<std::vector<float>> xs(nx, std::vector<float>(n));
@@ -425,7 +421,7 @@ TEST(VecKernels, AxpyMatchesScalar) {
                 for (float & v : s) v = d(rng);
                 for (int64_t i = 0; i < n; i++) y[i] = y_ref[i] = d(rng);
                 vk->axpy(n, nx, s.data(), xp.data(), y.data());
-                ggml_vec_scalar.axpy(n, nx, s.data(), xp.data(), y_ref.data());
+                ggml_cpu_kernels_scalar.axpy(n, nx, s.data(), xp.data(), y_ref.data());
                 for (int64_t i = 0; i < n; i++) EXPECT_NEAR(y[i], y_ref[i], 1e-6) << vk->isa << " n " << n << " nx " << nx << " i " << i;
             }
 }

@@ -4,7 +4,8 @@
 // threads bit-identical.
 #include "test-ref.h"
 
-#include "cpu/ops-common.h"
+#include "ggml-cpu/kernels.h"
+#include "ggml-cpu/ops-common.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -383,6 +384,56 @@ TEST(Unary, VectorExpMatchesScalarAtEveryLength) {
         const double sig = xd > 0 ? 1 / (1 + std::exp(-xd)) : std::exp(xd) / (1 + std::exp(xd));
         EXPECT_NEAR(g[i], sig, 1e-6 * sig + 1e-38);
         EXPECT_NEAR(s[i], xd * sig, 1e-6 * std::fabs(xd * sig) + 1e-36);
+    }
+}
+
+// Every compiled-in instruction set's float rows (kernels.h), not only the build's: exp within
+// 1 ulp of the scalar algorithm at every row length, silu / sigmoid / gelu near their formulas,
+// the exact row max, the F16 mask and F16 <-> F32 rows as the scalar conversions.
+TEST(Unary, EveryKernelSetsRows) {
+    const ggml_cpu_kernels * sets[4];
+    const int n_sets = ggml_cpu_kernel_sets(sets);
+    std::mt19937 rng(29);
+    std::uniform_real_distribution<float> d(-90.0f, 90.0f);
+    std::vector<float> x(67);
+    for (float & v : x) v = d(rng);
+    for (int si = 0; si < n_sets; si++) {
+        const ggml_cpu_kernels * k = sets[si];
+        SCOPED_TRACE(k->isa);
+        std::vector<float> full(x.size()), y(x.size());
+        k->vec_exp(full.data(), x.data(), (int64_t) x.size());
+        for (int64_t len : {0, 1, 5, 8, 15, 16, 17, 33, 66}) {
+            k->vec_exp(y.data(), x.data(), len);
+            for (int64_t i = 0; i < len; i++) EXPECT_EQ(y[i], full[i]) << "len " << len << " i " << i;
+        }
+        for (size_t i = 0; i < x.size(); i++) EXPECT_LE(ulp_distance(full[i], ggml_cpu_exp_f32(x[i])), 1.0) << "x = " << x[i];
+        std::vector<float> s(x.size()), g(x.size()), ge(x.size());
+        k->vec_silu(s.data(), x.data(), (int64_t) x.size());
+        k->vec_sigmoid(g.data(), x.data(), (int64_t) x.size());
+        k->vec_gelu(ge.data(), x.data(), (int64_t) x.size());
+        for (size_t i = 0; i < x.size(); i++) {
+            const double xd = x[i];
+            const double sig = xd > 0 ? 1 / (1 + std::exp(-xd)) : std::exp(xd) / (1 + std::exp(xd));
+            EXPECT_NEAR(g[i], sig, 1e-6 * sig + 1e-38);
+            EXPECT_NEAR(s[i], xd * sig, 1e-6 * std::fabs(xd * sig) + 1e-36);
+            const double gl = xd / (1 + std::exp(-2 * std::sqrt(2 / M_PI) * (xd + 0.044715 * xd * xd * xd)));  // 0.5 x (1 + tanh u)
+            EXPECT_NEAR(ge[i], gl, 1e-5 * std::fabs(gl) + 1e-30);
+        }
+        for (int64_t len : {1, 7, 16, 31, 67}) {
+            const float want = *std::max_element(x.begin(), x.begin() + len);
+            EXPECT_EQ(k->row_max(x.data(), len), want) << "len " << len;
+        }
+        std::vector<ggml_fp16_t> h(x.size()), h_ref(x.size());
+        std::vector<float> back(x.size());
+        k->f32_to_f16_row(x.data(), h.data(), (int64_t) x.size());
+        k->f16_to_f32_row(h.data(), back.data(), (int64_t) x.size());
+        for (size_t i = 0; i < x.size(); i++) {
+            EXPECT_EQ(h[i], GGML_FP32_TO_FP16(x[i])) << "i " << i;
+            EXPECT_EQ(back[i], GGML_FP16_TO_FP32(h[i])) << "i " << i;
+        }
+        std::vector<float> w(x.begin(), x.end());
+        k->add_mask_f16(w.data(), h.data(), (int64_t) w.size(), 0.5f);
+        for (size_t i = 0; i < x.size(); i++) EXPECT_NEAR(w[i], x[i] + 0.5f * GGML_FP16_TO_FP32(h[i]), 1e-5 * (1 + std::fabs(x[i])));
     }
 }
 

@@ -7,9 +7,9 @@
 // A repacked a gives bit-identical results to the same matrix unrepacked.
 #include "test-util.h"
 
-#include "cpu/quant-dot.h"
-#include "cpu/quant-repack.h"
-#include "cpu/vec.h"
+#include "ggml-cpu/quant-dot.h"
+#include "ggml-cpu/quant-repack.h"
+#include "ggml-cpu/kernels.h"
 
 #include <array>
 #include <cfloat>
@@ -60,7 +60,7 @@ struct Case {
 // Whether out_prod with GGML_PREC_BF16 takes the bf16-pairs GEMM in this build (else F32).
 bool bf16_products(int64_t N) {
     const int min_n = ggml_out_prod_gemm_min_n > 0 ? ggml_out_prod_gemm_min_n : 16;
-    return ggml_vec_best()->gemm_bf16_pairs != nullptr && N >= min_n;
+    return ggml_cpu()->gemm_bf16_pairs != nullptr && N >= min_n;
 }
 
 double bf16_round(double v) { return ggml_bf16_to_fp32(ggml_fp32_to_bf16((float) v)); }
@@ -361,17 +361,20 @@ TEST(OutProdTypes, Int8SlabPackingMatchesReference) {
     }
 }
 
+// Every compiled-in instruction set's table (kernels.h), the build's first, the scalar one last.
+static std::vector<const ggml_cpu_kernels *> kernel_sets() {
+    const ggml_cpu_kernels * sets[4];
+    const int n = ggml_cpu_kernel_sets(sets);
+    return std::vector<const ggml_cpu_kernels *>(sets, sets + n);
+}
+
 // ---- the bf16-pair kernels against the scalar reference --------------------------------------
 TEST(OutProdKernels, Bf16PairsMatchScalar) {
-    std::vector<const ggml_vec_kernels *> sets;
-#if defined(GGML_SIMD_AVX512)
-    sets.push_back(&ggml_vec_avx512);
-#endif
-    sets.push_back(&ggml_vec_scalar);  // the reference GEMM too, against a double sum
+    const std::vector<const ggml_cpu_kernels *> sets = kernel_sets();  // the reference GEMM too, against a double sum
     std::mt19937 rng(13);
     std::uniform_real_distribution<float> d(-2.0f, 2.0f);
     int tested = 0;
-    for (const ggml_vec_kernels * vk : sets) {
+    for (const ggml_cpu_kernels * vk : sets) {
         if (!vk->gemm_bf16_pairs) continue;
         tested++;
         SCOPED_TRACE(vk->isa);
@@ -391,7 +394,7 @@ TEST(OutProdKernels, Bf16PairsMatchScalar) {
             for (bool second : { true, false }) {
                 std::vector<uint32_t> got(n), want(n);
                 vk->bf16_pairs(x0.data(), second ? x1.data() : nullptr, n, got.data());
-                ggml_vec_scalar.bf16_pairs(x0.data(), second ? x1.data() : nullptr, n, want.data());
+                ggml_cpu_kernels_scalar.bf16_pairs(x0.data(), second ? x1.data() : nullptr, n, want.data());
                 for (int64_t i = 0; i < n; i++) {
                     if (i == 3 && second) {
                         EXPECT_EQ(got[i] & 0xffff, want[i] & 0xffff) << i;
@@ -412,12 +415,12 @@ TEST(OutProdKernels, Bf16PairsMatchScalar) {
                     x0[i] = d(rng);
                     x1[i] = d(rng);
                 }
-                ggml_vec_scalar.bf16_pairs(x0.data(), x1.data(), g->mr, &ap[u * g->mr]);
+                ggml_cpu_kernels_scalar.bf16_pairs(x0.data(), x1.data(), g->mr, &ap[u * g->mr]);
                 for (size_t i = 0; i < x0.size(); i++) {
                     x0[i] = d(rng);
                     x1[i] = d(rng);
                 }
-                ggml_vec_scalar.bf16_pairs(x0.data(), x1.data(), g->nr, &bp[u * g->nr]);
+                ggml_cpu_kernels_scalar.bf16_pairs(x0.data(), x1.data(), g->nr, &bp[u * g->nr]);
             }
             const int64_t n1 = nu / 2;
             std::vector<float> c((size_t) g->mr * g->nr, 5.0f), ref_c = c;
@@ -448,19 +451,10 @@ TEST(OutProdKernels, Bf16PairsMatchScalar) {
 
 // ---- row dequantization against the types' reference to_float --------------------------------
 TEST(OutProdKernels, DequantMatchesReference) {
-    std::vector<const ggml_vec_kernels *> sets = { &ggml_vec_scalar };
-#if defined(GGML_SIMD_AVX2)
-    sets.push_back(&ggml_vec_avx2);
-#endif
-#if defined(GGML_SIMD_AVX512)
-    sets.push_back(&ggml_vec_avx512);
-#endif
-#if defined(GGML_SIMD_NEON)
-    sets.push_back(&ggml_vec_neon);
-#endif
+    const std::vector<const ggml_cpu_kernels *> sets = kernel_sets();
     std::mt19937 rng(17);
     std::normal_distribution<float> d(0.0f, 1.0f);
-    for (const ggml_vec_kernels * vk : sets)
+    for (const ggml_cpu_kernels * vk : sets)
         for (int ti = 0; ti < GGML_TYPE_COUNT; ti++) {
             const ggml_type t = (ggml_type) ti;
             if (!ggml_type_is_valid(ti) || !ggml_is_quantized(t) || !ggml_get_type_traits(t)->to_float) continue;

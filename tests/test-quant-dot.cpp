@@ -2,7 +2,8 @@
 // random blocks including extreme values, several row lengths.
 #include "test-util.h"
 
-#include "cpu/quant-dot.h"
+#include "ggml-cpu/kernels.h"
+#include "ggml-cpu/quant-dot.h"
 
 namespace {
 
@@ -89,6 +90,41 @@ TEST(QuantDot, MultiRowKernelsEqualSingleRowBitForBit) {
                 EXPECT_EQ(s[r], single) << ggml_type_name(t) << " nr=" << nr << " row " << r;
                 EXPECT_NEAR(s[r], ggml_quant_dot_ref(t)(n, qw.data() + r * rs, qa.data()), 1e-3f * (1 + std::fabs(single)));
             }
+        }
+    }
+}
+
+// Every compiled-in instruction set's dots (kernels.h), not only the build's: near the reference,
+// and each set's multi-row dot equal to its single-row one bit for bit.
+TEST(QuantDot, EveryKernelSetMatchesReference) {
+    const ggml_cpu_kernels * sets[4];
+    const int n_sets = ggml_cpu_kernel_sets(sets);
+    for (int si = 0; si < n_sets; si++) {
+        const ggml_cpu_kernels * k = sets[si];
+        SCOPED_TRACE(k->isa);
+        for (ggml_type t : dot_types) {
+            const ggml_type vt = ggml_quant_vec_dot_type(t);
+            const ggml_quant_dot_fn dot = k->quant_dot(t);
+            ASSERT_NE(dot, nullptr) << ggml_type_name(t);
+            const ggml_quant_dot_rows_fn rows = k->quant_dot_rows(t);
+            const int64_t n = 1280;
+            const size_t rs = ggml_row_size(t, n);
+            std::vector<uint8_t> qw(rs * 4), qa(ggml_row_size(vt, n));
+            for (int r = 0; r < 4; r++) {
+                const std::vector<float> w = test_row(n, 20 + r);
+                ggml_quantize_chunk(t, w.data(), qw.data() + r * rs, 0, 1, n, nullptr);
+            }
+            const std::vector<float> a = test_row(n, 98);
+            ggml_get_type_traits(vt)->from_float_ref(a.data(), qa.data(), n);
+            for (int r = 0; r < 4; r++) {
+                const float ref = ggml_quant_dot_ref(t)(n, qw.data() + r * rs, qa.data());
+                const float got = dot(n, qw.data() + r * rs, qa.data());
+                EXPECT_NEAR(got, ref, 1e-5f * (std::fabs(ref) + 1.0f) + 1e-4f) << ggml_type_name(t) << " row " << r;
+            }
+            if (!rows) continue;
+            float s[4];
+            rows(n, qw.data(), rs, 4, qa.data(), s);
+            for (int r = 0; r < 4; r++) EXPECT_EQ(s[r], dot(n, qw.data() + r * rs, qa.data())) << ggml_type_name(t) << " row " << r;
         }
     }
 }

@@ -2,7 +2,7 @@
 // quantized by llama.cpp, and our quantizer's error against llama.cpp's on the same tensors.
 #include "test-util.h"
 
-#include "cpu/quant-dot.h"
+#include "ggml-cpu/quant-dot.h"
 #include "gguf.h"
 #include "quants.h"
 

@@ -5,8 +5,9 @@
 // On builds without a SIMD kernel the reference kernel is forced, so the path is tested anyway.
 #include "test-util.h"
 
-#include "cpu/quant-dot.h"
-#include "cpu/quant-repack.h"
+#include "ggml-cpu/quant-dot.h"
+#include "ggml-cpu/kernels.h"
+#include "ggml-cpu/quant-repack.h"
 
 namespace {
 
@@ -140,35 +141,21 @@ TEST(Repack, ActivationFormatMatchesQ8_0) {
     }
 }
 
-// Every kernel this build has against the scalar reference: same bits, for every column count.
+// Every kernel of every compiled-in set (kernels.h) against the scalar reference: same bits, for every column count.
 TEST(Repack, KernelEqualsReference) {
     ForceRepack force;
     for (ggml_type type : repack_types()) {
         SCOPED_TRACE(ggml_type_name(type));
         const ggml_repack_traits * tr = ggml_repack_get_traits(type);
         std::vector<std::pair<const char *, ggml_repack_gemm_fn>> kernels = { { "best", tr->gemm } };
-        if (type == GGML_TYPE_Q4_0) {
-#if defined(GGML_SIMD_AVX2)
-            kernels.push_back({ "avx2", ggml_repack_gemm_q4_0x16_avx2 });
-#endif
-#if defined(GGML_SIMD_AVX512) && defined(__AVX512VNNI__)
-            kernels.push_back({ "avx512", ggml_repack_gemm_q4_0x16_avx512 });
-#endif
-        }
-        if (type == GGML_TYPE_Q4_K) {
-#if defined(GGML_SIMD_AVX2)
-            kernels.push_back({ "avx2", ggml_repack_gemm_q4_Kx16_avx2 });
-#endif
-        }
-        if (type == GGML_TYPE_Q5_K) {
-#if defined(GGML_SIMD_AVX2)
-            kernels.push_back({ "avx2", ggml_repack_gemm_q5_Kx16_avx2 });
-#endif
-        }
-        if (type == GGML_TYPE_Q6_K) {
-#if defined(GGML_SIMD_AVX2)
-            kernels.push_back({ "avx2", ggml_repack_gemm_q6_Kx16_avx2 });
-#endif
+        const ggml_cpu_kernels * sets[4];
+        const int n_sets = ggml_cpu_kernel_sets(sets);
+        for (int i = 0; i < n_sets; i++) {
+            const ggml_repack_kernels & rk = sets[i]->repack;
+            const ggml_repack_gemm_fn k = type == GGML_TYPE_Q4_0 ? rk.q4_0 : type == GGML_TYPE_Q8_0 ? rk.q8_0
+                                        : type == GGML_TYPE_Q4_K ? rk.q4_K : type == GGML_TYPE_Q5_K ? rk.q5_K
+                                        : type == GGML_TYPE_Q6_K ? rk.q6_K : nullptr;
+            if (k) kernels.push_back({ sets[i]->isa, k });
         }
         std::mt19937 rng(3);
         for (int64_t nb : {1, 2, 7, 22}) {

@@ -124,6 +124,7 @@ TEST(TrainLlama, FullFineTuningAdamWFollowsPyTorch) {
     llama_model_params mp = llama_model_default_params();
     mp.use_mmap = false;    // the optimizer writes the weights
     mp.use_repack = false;  // plain F32 layouts, differentiable
+    mp.n_gpu_layers = 0;    // the training graph runs on the CPU
     ModelPtr model(llama_model_load_from_file(model_path().c_str(), mp));
     ASSERT_TRUE(model);
     const llama_model & m = *model;

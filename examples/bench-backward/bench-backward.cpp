@@ -14,8 +14,8 @@
 // usage: bench-backward [-t THREADS] [-r REPEATS] [-n TOKENS] [--types f32,bf16,q8_0,q4_0,q4_k]
 //                       [--shapes KxM,...] [--no-repack] [--bf16] [--int8] [--gemm-min-n N]
 #include "ggml.h"
-#include "cpu/quant-repack.h"
-#include "cpu/vec.h"
+#include "ggml-cpu/quant-repack.h"
+#include "ggml-cpu/vec.h"
 
 #include <algorithm>
 #include <chrono>

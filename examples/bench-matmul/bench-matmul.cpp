@@ -7,7 +7,7 @@
 // usage: bench-matmul [-s SIZE] [-m M] [-n N] [-k K] [-t THREADS,...] [-r REPEATS]
 //                     [--gemv SIZE] [--scalar-size SIZE] [--types f32,f16,bf16]
 #include "ggml.h"
-#include "cpu/vec.h"
+#include "ggml-cpu/vec.h"
 
 #include <algorithm>
 #include <chrono>

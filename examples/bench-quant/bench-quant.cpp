@@ -11,8 +11,8 @@
 //
 // The streaming size defaults to 1024 MiB of weights per type: more than the last-level cache
 // of current CPUs (several hundred MB on large server parts), as a model's weights are.
-#include "cpu/quant-dot.h"
-#include "cpu/quant-repack.h"
+#include "ggml-cpu/quant-dot.h"
+#include "ggml-cpu/quant-repack.h"
 #include "ggml.h"
 
 #include <algorithm>

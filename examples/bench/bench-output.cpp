@@ -4,6 +4,9 @@
 // does not have (GPU split modes, CPU masks...) are left out rather than faked.
 #include "bench.h"
 
+#include "ggml-backend.h"
+
+#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -78,6 +81,29 @@ template <class T> std::string join(const std::vector<T> & v, const std::string 
     return s;
 }
 
+// The GPU devices' descriptions, and the backends as llama.cpp names them ("CUDA", or "CPU").
+std::string gpu_info() {
+    std::string s;
+    for (size_t i = 0; i < ggml_backend_dev_count(); i++) {
+        ggml_backend_dev_t d = ggml_backend_dev_get(i);
+        if (ggml_backend_dev_type(d) == GGML_BACKEND_DEVICE_TYPE_CPU) continue;
+        s += (s.empty() ? "" : ", ") + std::string(ggml_backend_dev_description(d));
+    }
+    return s;
+}
+
+std::string backends_of(const bench_instance & i) {
+    std::string s;
+    for (size_t k = 0; k < ggml_backend_dev_count() && i.n_gpu_layers != 0; k++) {
+        ggml_backend_dev_t d = ggml_backend_dev_get(k);
+        if (ggml_backend_dev_type(d) == GGML_BACKEND_DEVICE_TYPE_CPU) continue;
+        std::string name = ggml_backend_dev_name(d);
+        while (!name.empty() && isdigit((unsigned char) name.back())) name.pop_back();  // CUDA0 -> CUDA
+        if (s.find(name) == std::string::npos) s += (s.empty() ? "" : ",") + name;
+    }
+    return s.empty() ? "CPU" : s;
+}
+
 std::string cpu_info() {
     static const std::string info = [] {
         std::ifstream in("/proc/cpuinfo");
@@ -110,8 +136,8 @@ std::vector<field> fields_of(const bench_result & r) {
         { "build_commit", kind::str, "unknown" },
         { "build_number", kind::num, "0" },
         { "cpu_info", kind::str, cpu_info() },
-        { "gpu_info", kind::str, "" },
-        { "backends", kind::str, "CPU" },
+        { "gpu_info", kind::str, gpu_info() },
+        { "backends", kind::str, backends_of(i) },
         { "model_filename", kind::str, i.model },
         { "model_type", kind::str, r.model_type },
         { "model_size", kind::num, std::to_string(r.model_size) },
@@ -285,7 +311,7 @@ public:
                               const double n = (double) r.model_n_params;
                               return n < 1e9 ? fmt("%.2f M", n / 1e6) : fmt("%.2f B", n / 1e9);
                           } });
-        cols_.push_back({ "backend", -10, [](const bench_result &) { return std::string("CPU"); } });
+        cols_.push_back({ "backend", -10, [](const bench_result & r) { return backends_of(r.inst); } });
         cols_.push_back({ "threads", 7, [](const bench_result & r) { return std::to_string(r.inst.n_threads); } });
         if (differs(p.n_batch, bench_defaults::n_batch)) {
             cols_.push_back({ "n_batch", 7, [](const bench_result & r) { return std::to_string(r.inst.n_batch); } });

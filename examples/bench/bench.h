@@ -25,7 +25,7 @@ struct bench_params {
     std::vector<ggml_type> type_k;
     std::vector<ggml_type> type_v;
     std::vector<int> n_threads;
-    std::vector<int> n_gpu_layers;  // recorded only: everything runs on the CPU
+    std::vector<int> n_gpu_layers;  // layers on the GPU (none in a build without one)
     std::vector<bool> flash_attn;
     std::vector<bool> use_mmap;
     int reps = 5;

@@ -52,7 +52,7 @@ void usage(FILE * out) {
             "  -ctk, --cache-type-k <f16|f32|q8_0>       (default: f16)\n"
             "  -ctv, --cache-type-v <f16|f32|q8_0>       (default: f16)\n"
             "  -t, --threads <n>                         (default: %d)\n"
-            "  -ngl, --n-gpu-layers <n>                  (default: %d; recorded only, this engine runs on the CPU)\n"
+            "  -ngl, --n-gpu-layers <n>                  (default: %d; layers on the GPU, if the build has one)\n"
             "  -fa, --flash-attn <0|1>                   (default: 0)\n"
             "  -mmp, --mmap <0|1>                        (default: 1)\n"
             "\n"
@@ -387,10 +387,11 @@ int run(const bench_params & params) {
             if (params.progress) fprintf(stderr, "llama-bench: benchmark %zu/%zu: %s\n", ti + 1, tests.size(), what.c_str());
         };
         progress("starting");
-        if (!model || inst.model != loaded->model || inst.use_mmap != loaded->use_mmap) {
+        if (!model || inst.model != loaded->model || inst.use_mmap != loaded->use_mmap || inst.n_gpu_layers != loaded->n_gpu_layers) {
             model.reset();
             llama_model_params mp = llama_model_default_params();
             mp.use_mmap = inst.use_mmap;
+            mp.n_gpu_layers = inst.n_gpu_layers;
             model.reset(llama_model_load_from_file(inst.model.c_str(), mp));
             if (!model) throw std::runtime_error("failed to load model '" + inst.model + "'");
             if (llama_vocab_n_tokens(llama_model_get_vocab(model.get())) <= 0) {

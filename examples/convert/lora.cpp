@@ -39,6 +39,7 @@ void convert_lora(const std::string & peft_dir, const std::string & base, const 
     llama_model_params mp = llama_model_default_params();
     mp.use_mmap = true;     // only the shapes are needed: the weights are never read
     mp.use_repack = false;
+    mp.n_gpu_layers = 0;    // host memory
     std::string err;
     if (!llama_model_load(model, base.c_str(), mp, err)) throw convert_error("cannot load the base model '" + base + "': " + err);
     llama_adapter_lora ad;

@@ -172,6 +172,7 @@ int run(int argc, char ** argv) {
     llama_model_params mp = llama_model_default_params();
     mp.use_mmap = true;
     mp.use_repack = false;
+    mp.n_gpu_layers = 0;  // the weights are read on the host
     std::string err;
     if (!llama_model_load(model, opt.base.c_str(), mp, err)) {
         throw std::runtime_error("cannot load the base model '" + opt.base + "': " + err);

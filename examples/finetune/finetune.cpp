@@ -508,6 +508,7 @@ int run(int argc, char ** argv, ft_dist & dist) {
     }
 
     llama_model_params mp = llama_model_default_params();
+    mp.n_gpu_layers = 0;  // the training graph reads the frozen weights in host memory
     std::unique_ptr<llama_model, ModelDeleter> model(llama_model_load_from_file(o.model.c_str(), mp));
     if (!model) die("cannot load the base model '" + o.model + "'");
     tr.model = model.get();

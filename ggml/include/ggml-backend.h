@@ -84,7 +84,8 @@ enum ggml_backend_dev_type {
     GGML_BACKEND_DEVICE_TYPE_ACCEL,
 };
 
-// The devices of this build: the CPU always, then the GPUs the build has and the machine shows.
+// The devices of this build: the GPUs the build has and the machine shows, then those registered
+// with ggml_backend_device_register, the CPU last (always present).
 size_t                     ggml_backend_dev_count(void);
 ggml_backend_dev_t         ggml_backend_dev_get(size_t index);
 ggml_backend_dev_t         ggml_backend_dev_by_type(enum ggml_backend_dev_type type);  // the first one
@@ -96,6 +97,8 @@ ggml_backend_t             ggml_backend_dev_init(ggml_backend_dev_t device, cons
 ggml_backend_buffer_type_t ggml_backend_dev_buffer_type(ggml_backend_dev_t device);
 bool                       ggml_backend_dev_supports_op(ggml_backend_dev_t device, const struct ggml_tensor * op);
 bool                       ggml_backend_dev_supports_buft(ggml_backend_dev_t device, ggml_backend_buffer_type_t buft);
+// Adds a device (a backend linked into the program, or a test's simulated one) before the CPU.
+void                       ggml_backend_device_register(ggml_backend_dev_t device);
 // The first device of the type, initialised (NULL if there is none).
 ggml_backend_t             ggml_backend_init_by_type(enum ggml_backend_dev_type type, const char * params);
 

@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include <algorithm>
 #include <chrono>
 #include <vector>
 
@@ -187,8 +188,10 @@ ggml_backend_buffer_t ggml_backend_alloc_ctx_tensors(struct ggml_context * ctx, 
 void ggml_backend_load_all(void) {}
 
 // ---- devices -------------------------------------------------------------------------------
-static const std::vector<ggml_backend_dev_t> & devices() {
-    static const std::vector<ggml_backend_dev_t> list = [] {
+// The GPUs of this build first (in the order the machine shows them), devices registered at run
+// time after them, the CPU last: the order of preference of the runtime's layer placement.
+static std::vector<ggml_backend_dev_t> & devices() {
+    static std::vector<ggml_backend_dev_t> list = [] {
         std::vector<ggml_backend_dev_t> v;
 #ifdef GGML_USE_CUDA
         for (size_t i = 0; i < ggml_backend_cuda_device_count(); i++) v.push_back(ggml_backend_cuda_device(i));
@@ -197,6 +200,12 @@ static const std::vector<ggml_backend_dev_t> & devices() {
         return v;
     }();
     return list;
+}
+
+void ggml_backend_device_register(ggml_backend_dev_t device) {
+    std::vector<ggml_backend_dev_t> & v = devices();
+    if (!device || std::find(v.begin(), v.end(), device) != v.end()) return;
+    v.insert(v.end() - 1, device);  // before the CPU
 }
 
 size_t ggml_backend_dev_count(void) { return devices().size(); }

@@ -1,0 +1,40 @@
+// kernels-avx2.cpp - the AVX2 (+ FMA + F16C) table (kernels.h). AVX512 builds compile it too:
+// it is the AVX512 table's base.
+#include "kernels-x86.h"
+
+#if defined(GGML_SIMD_AVX2)
+
+namespace {
+
+// The AVX2 dot where there is one, else the reference.
+ggml_quant_dot_fn quant_dot(ggml_type type) {
+    const ggml_quant_dot_fn f = ggml_cpu_avx2::quant_dot(type);
+    return f ? f : ggml_cpu_kernels_scalar.quant_dot(type);
+}
+
+}  // namespace
+
+extern "C" const ggml_cpu_kernels ggml_cpu_kernels_avx2 = {
+    /* isa            */ "AVX2",
+    /* base           */ &ggml_cpu_kernels_scalar,
+    /* features       */ GGML_CPU_FEAT_AVX2,
+    /* mm_type        */ ggml_cpu_avx2::mm_type,
+    /* axpy           */ ggml_cpu_avx2::axpy,
+    /* fp16_to_fp32   */ ggml_cpu_avx2::fp16_to_fp32,
+    /* bf16_to_fp32   */ ggml_cpu_avx2::bf16_to_fp32,
+    /* bf16_pairs     */ nullptr,
+    /* gemm_bf16_pairs*/ nullptr,
+    /* dequant        */ ggml_dequant_ref,
+    /* quant_dot      */ quant_dot,
+    /* quant_dot_rows */ ggml_cpu_avx2::quant_dot_rows,
+    /* repack         */ { ggml_cpu_avx2::repack_gemm_q4_0, nullptr, ggml_cpu_avx2::repack_gemm_q4_K,
+                           ggml_cpu_avx2::repack_gemm_q5_K, ggml_cpu_avx2::repack_gemm_q6_K,
+                           ggml_repack_quantize_q8_0x16_ref },
+    /* vec_exp ...    */ ggml_cpu_avx2::vec_exp, ggml_cpu_avx2::vec_silu, ggml_cpu_avx2::vec_sigmoid, ggml_cpu_avx2::vec_gelu,
+    /* row_max        */ ggml_cpu_avx2::row_max,
+    /* add_mask_f16   */ ggml_cpu_avx2::add_mask_f16,
+    /* f16_to_f32_row */ ggml_cpu_avx2::f16_to_f32_row,
+    /* f32_to_f16_row */ ggml_cpu_avx2::f32_to_f16_row,
+};
+
+#endif  // GGML_SIMD_AVX2

@@ -1,0 +1,60 @@
+// kernels-x86.h - the entry points of the x86 instruction sets, which their tables
+// (kernels-avx2.cpp, kernels-avx512.cpp) gather; nothing else calls them by name.
+#pragma once
+
+#include "ggml-cpu/kernels.h"
+
+namespace ggml_cpu_avx2 {
+// vec-avx2.cpp
+const ggml_mm_type_kernels * mm_type(ggml_type type);
+void axpy(int64_t n, int nx, const float * s, const float * const * x, float * y);
+void fp16_to_fp32(const void * x, float * y, int64_t n);
+void bf16_to_fp32(const void * x, float * y, int64_t n);
+// quant-dot-avx2.cpp (NULL: no kernel for the type)
+ggml_quant_dot_fn quant_dot(ggml_type type);
+ggml_quant_dot_rows_fn quant_dot_rows(ggml_type type);
+// quant-repack-avx2.cpp, quant-repack-k-avx2.cpp
+void repack_gemm_q4_0(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
+void repack_gemm_q4_K(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
+void repack_gemm_q5_K(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
+void repack_gemm_q6_K(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
+// ops-avx2.cpp
+void vec_exp(float * y, const float * x, int64_t n);
+void vec_silu(float * y, const float * x, int64_t n);
+void vec_sigmoid(float * y, const float * x, int64_t n);
+void vec_gelu(float * y, const float * x, int64_t n);
+float row_max(const float * w, int64_t n);
+void add_mask_f16(float * w, const ggml_fp16_t * mask, int64_t n, float slope);
+void f16_to_f32_row(const ggml_fp16_t * x, float * y, int64_t n);
+void f32_to_f16_row(const float * x, ggml_fp16_t * y, int64_t n);
+}  // namespace ggml_cpu_avx2
+
+namespace ggml_cpu_avx512 {
+// vec-avx512.cpp
+const ggml_mm_type_kernels * mm_type(ggml_type type);
+void axpy(int64_t n, int nx, const float * s, const float * const * x, float * y);
+void fp16_to_fp32(const void * x, float * y, int64_t n);
+void bf16_to_fp32(const void * x, float * y, int64_t n);
+void bf16_pairs(const float * x0, const float * x1, int64_t n, void * out);  // with AVX512-BF16
+extern const ggml_gemm_kernel gemm_bf16_pairs;                              // with AVX512-BF16
+// dequant-avx512.cpp (the reference for the types without a kernel)
+ggml_to_float_t dequant(ggml_type type);
+// quant-dot-avx512.cpp (with VNNI; NULL: no kernel for the type)
+ggml_quant_dot_fn quant_dot(ggml_type type);
+ggml_quant_dot_rows_fn quant_dot_rows(ggml_type type);
+// quant-repack-avx512.cpp, quant-repack-k-avx512.cpp (the kernels with VNNI)
+void repack_gemm_q4_0(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
+void repack_gemm_q8_0(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
+void repack_gemm_q4_K(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
+void repack_gemm_q5_K(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
+void repack_gemm_q6_K(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
+void repack_quantize_q8_0x16(const float * x, int64_t ldx, void * out);
+// ops-avx512.cpp
+void vec_exp(float * y, const float * x, int64_t n);
+void vec_silu(float * y, const float * x, int64_t n);
+void vec_sigmoid(float * y, const float * x, int64_t n);
+void vec_gelu(float * y, const float * x, int64_t n);
+float row_max(const float * w, int64_t n);
+void f16_to_f32_row(const ggml_fp16_t * x, float * y, int64_t n);
+void f32_to_f16_row(const float * x, ggml_fp16_t * y, int64_t n);
+}  // namespace ggml_cpu_avx512

@@ -1,0 +1,154 @@
+// quant-repack-avx512.cpp - 512-bit VNNI kernels for weights repacked 16 rows at a time
+// (quant-repack.h). Per block, the 16 rows' quants are 4 (Q4_0: nibbles, unpacked once) or 8
+// (Q8_0) registers; they meet each column's activations through 8 vpdpbusd with 4 broadcast
+// bytes each, every lane a row. Also the conversion of F32 rows to Q8_0 x16 blocks (out_prod).
+// GCC 12 reports false "may be used uninitialized" warnings inside its own AVX512 headers.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+
+#include "kernels-x86.h"
+
+#if defined(GGML_SIMD_AVX512)
+
+#include <immintrin.h>
+#include <string.h>
+
+namespace ggml_cpu_avx512 {
+
+// Transposed F32 (32 values of m of 16 rows) straight to a Q8_0 x16 block, the same bytes as
+// ggml_repack_quantize_q8_0x16_ref: lane r is row r; 32 loads of 16 rows, the max, then 4 values
+// of m of each row into one dword.
+void repack_quantize_q8_0x16(const float * x, int64_t ldx, void * vout) {
+    block_q8_0x16 * out = (block_q8_0x16 *) vout;
+    const __m512 sign = _mm512_set1_ps(-0.0f);
+    __m512 amax = _mm512_setzero_ps();
+    for (int m = 0; m < QK8_0; m++) {
+        amax = _mm512_max_ps(_mm512_andnot_ps(sign, _mm512_loadu_ps(x + m * ldx)), amax);  // a > max ? a : max
+    }
+    const __m512 d = _mm512_div_ps(amax, _mm512_set1_ps(127.0f));
+    const __m512 id = _mm512_maskz_div_ps(_mm512_cmp_ps_mask(d, _mm512_setzero_ps(), _CMP_NEQ_UQ), _mm512_set1_ps(1.0f), d);
+    _mm256_storeu_si256((__m256i *) out->d, _mm512_cvtps_ph(d, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    const __m512i lo8 = _mm512_set1_epi32(0xFF);
+    for (int j = 0; j < QK8_0 / 4; j++) {
+        const float * xj = x + 4 * j * ldx;
+        const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xj), id));
+        const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xj + ldx), id));
+        const __m512i q2 = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xj + 2 * ldx), id));
+        const __m512i q3 = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xj + 3 * ldx), id));
+        __m512i v = _mm512_and_si512(q0, lo8);
+        v = _mm512_or_si512(v, _mm512_slli_epi32(_mm512_and_si512(q1, lo8), 8));
+        v = _mm512_or_si512(v, _mm512_slli_epi32(_mm512_and_si512(q2, lo8), 16));
+        v = _mm512_or_si512(v, _mm512_slli_epi32(q3, 24));
+        _mm512_storeu_si512((void *) (out->qs + j * 64), _mm512_xor_si512(v, _mm512_set1_epi32((int) 0x80808080u)));
+    }
+}
+
+#if defined(__AVX512VNNI__)
+namespace {
+
+inline int32_t load_i32(const int8_t * p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+// Bytes ahead of the current block to prefetch: the weights stream once per column block.
+// Measured per type on token generation: Q4_0 gains 7% from 2048 to 6144 bytes, Q8_0 loses 3%.
+constexpr int PREFETCH_Q4_0 = 6144;
+constexpr int PREFETCH_Q8_0 = 2048;
+
+template <int NC>
+void gemm_q4_0x16(int64_t nb, const block_q4_0x16 * a, const char * b, size_t ldb, float * s, size_t lds) {
+    __m512 acc[NC];
+    for (int c = 0; c < NC; c++) acc[c] = _mm512_setzero_ps();
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    for (int64_t i = 0; i < nb; i++) {
+        const block_q4_0x16 * g = a + i;
+        for (int l = 0; l < 5; l++) _mm_prefetch((const char *) g + PREFETCH_Q4_0 + 64 * l, _MM_HINT_T0);
+        __m512i lo[4], hi[4];
+        for (int j = 0; j < 4; j++) {
+            const __m512i w = _mm512_loadu_si512((const void *) (g->qs + 64 * j));
+            lo[j] = _mm512_and_si512(w, m4);
+            hi[j] = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);
+        }
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *) g->d));
+        for (int c = 0; c < NC; c++) {
+            const block_q8_0x * y = (const block_q8_0x *) (b + c * ldb) + i;
+            // Two chains (low and high nibbles) so that one column alone is not latency-bound.
+            __m512i s0 = _mm512_set1_epi32(y->neg8sum);
+            __m512i s1 = _mm512_setzero_si512();
+            for (int j = 0; j < 4; j++) {
+                s0 = _mm512_dpbusd_epi32(s0, lo[j], _mm512_set1_epi32(load_i32(y->qs + 4 * j)));
+                s1 = _mm512_dpbusd_epi32(s1, hi[j], _mm512_set1_epi32(load_i32(y->qs + 16 + 4 * j)));
+            }
+            const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(y->d));
+            acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), sc, acc[c]);
+        }
+    }
+    for (int c = 0; c < NC; c++) _mm512_storeu_ps(s + c * lds, acc[c]);
+}
+
+// Q8_0 x16: bytes are values + 128; the sum starts at -128 * sum(y) = 16 * neg8sum.
+template <int NC>
+void gemm_q8_0x16(int64_t nb, const block_q8_0x16 * a, const char * b, size_t ldb, float * s, size_t lds) {
+    __m512 acc[NC];
+    for (int c = 0; c < NC; c++) acc[c] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const block_q8_0x16 * g = a + i;
+        for (int l = 0; l < 9; l++) _mm_prefetch((const char *) g + PREFETCH_Q8_0 + 64 * l, _MM_HINT_T0);
+        __m512i w[8];
+        for (int j = 0; j < 8; j++) w[j] = _mm512_loadu_si512((const void *) (g->qs + 64 * j));
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *) g->d));
+        for (int c = 0; c < NC; c++) {
+            const block_q8_0x * y = (const block_q8_0x *) (b + c * ldb) + i;
+            __m512i s0 = _mm512_set1_epi32(16 * y->neg8sum);
+            __m512i s1 = _mm512_setzero_si512();
+            for (int j = 0; j < 8; j += 2) {
+                s0 = _mm512_dpbusd_epi32(s0, w[j], _mm512_set1_epi32(load_i32(y->qs + 4 * j)));
+                s1 = _mm512_dpbusd_epi32(s1, w[j + 1], _mm512_set1_epi32(load_i32(y->qs + 4 * j + 4)));
+            }
+            const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(y->d));
+            acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), sc, acc[c]);
+        }
+    }
+    for (int c = 0; c < NC; c++) _mm512_storeu_ps(s + c * lds, acc[c]);
+}
+
+// Runs kernel<NC> for nc = 1..8.
+template <template <int> class K, typename G>
+void dispatch(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds) {
+    const G * g = (const G *) a;
+    const char * y = (const char *) b;
+    switch (nc) {
+        case 1: K<1>::run(nb, g, y, ldb, s, lds); break;
+        case 2: K<2>::run(nb, g, y, ldb, s, lds); break;
+        case 3: K<3>::run(nb, g, y, ldb, s, lds); break;
+        case 4: K<4>::run(nb, g, y, ldb, s, lds); break;
+        case 5: K<5>::run(nb, g, y, ldb, s, lds); break;
+        case 6: K<6>::run(nb, g, y, ldb, s, lds); break;
+        case 7: K<7>::run(nb, g, y, ldb, s, lds); break;
+        case 8: K<8>::run(nb, g, y, ldb, s, lds); break;
+        default: GGML_ABORT("repacked gemm: %d columns (at most %d)", nc, GGML_REPACK_MAX_COLS);
+    }
+}
+
+template <int NC> struct Q4_0K { static void run(int64_t nb, const block_q4_0x16 * a, const char * b, size_t ldb, float * s, size_t lds) { gemm_q4_0x16<NC>(nb, a, b, ldb, s, lds); } };
+template <int NC> struct Q8_0K { static void run(int64_t nb, const block_q8_0x16 * a, const char * b, size_t ldb, float * s, size_t lds) { gemm_q8_0x16<NC>(nb, a, b, ldb, s, lds); } };
+
+}  // namespace
+
+void repack_gemm_q8_0(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds) {
+    dispatch<Q8_0K, block_q8_0x16>(nb, a, b, ldb, nc, s, lds);
+}
+
+void repack_gemm_q4_0(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds) {
+    dispatch<Q4_0K, block_q4_0x16>(nb, a, b, ldb, nc, s, lds);
+}
+
+#endif  // __AVX512VNNI__
+
+}  // namespace ggml_cpu_avx512
+
+#endif  // GGML_SIMD_AVX512

@@ -1,0 +1,259 @@
+// quant-repack-k-avx512.cpp - the 512-bit VNNI kernels of the K-quant layouts repacked 16 rows at
+// a time (quant-repack.h: Q4_K, Q5_K, Q6_K x16), every lane a row: one template over the type,
+// the same integers and float steps as the references (quant-repack-k.cpp), so the same bits.
+//
+// Per super-block and column: first the mins (Q4_K, Q5_K: vpdpwssd of (m, m) pairs against
+// Q8_K's 16-value sums, then acc -= (dmin * d_a) * msum) or the offset (Q6_K: the integer sum
+// starts at -32 * sum_j sc_j * bsums[j], vpdpwssd of (-32 sc_j, -32 sc_j+1) pairs against the
+// bsums pair); then the values, in units: a unit decodes S groups of K registers of unsigned
+// levels (each register one 4-byte column of the 16 rows), shared by all the columns of a pass,
+// and each group meets 4 activation bytes per register through vpdpbusd and is multiplied by its
+// sub-block's scales (vpmulld); last acc += (d * d_a) * isum. What differs per type (the traits):
+//  - Q4_K: unit p = sub-blocks 2p (low nibbles) and 2p + 1 (high nibbles) of byte columns
+//    8p .. 8p + 7, 2 groups of 8; 16 decoded registers leave room for 4 columns per pass.
+//  - Q5_K: unit j = sub-block j (nibble j % 2 | bit j of the qh byte << 4; qh column k % 8 lies
+//    byte for byte over qs column k), 1 group of 8; all 8 columns in one pass.
+//  - Q6_K: unit (h, gg, p) = quarters p and p + 2 of half h, values 16 gg .. 16 gg + 15, i.e.
+//    sub-blocks 8h + 2p + gg and + 4, 2 groups of 4 (ql nibble | 2 qh bits << 4), in the order
+//    the block stores them; all 8 columns in one pass (26 vs 34 ns per super-block and column at
+//    8 columns than in two passes of 4: each decoded register meets 8 columns).
+// Where the time goes (Q6_K, 8 columns, per super-block and column): 64 vpdpbusd with their
+// broadcast loads, 16 vpmulld (2 uops each), 8 vpdpwssd; the decoding is shared by the columns.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+
+#include "kernels-x86.h"
+
+#if defined(GGML_SIMD_AVX512) && defined(__AVX512VNNI__)
+
+#include <immintrin.h>
+#include <string.h>
+
+#include <utility>
+
+namespace ggml_cpu_avx512 {
+namespace {
+
+inline __m512i bcast4(const void * p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
+
+inline __m512i load64(const void * p) { return _mm512_loadu_si512(p); }
+
+// 16 bytes (one per row) to 32-bit lanes.
+inline __m512i bytes_to_lanes(const uint8_t * p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *) p)); }
+
+// vpternlogd immediate of f(a, b, c): bit (a << 2 | b << 1 | c) of the table.
+template <typename F> constexpr int ternary_imm(F f) {
+    int imm = 0;
+    for (int i = 0; i < 8; i++) imm |= f((i >> 2) & 1, (i >> 1) & 1, i & 1) << i;
+    return imm;
+}
+constexpr int OR_AND = ternary_imm([](int a, int b, int c) { return a | (b & c); });  // a | (b & c)
+constexpr int SELECT = ternary_imm([](int a, int b, int c) { return c ? a : b; });    // (a & c) | (b & ~c)
+
+typedef const block_q8_K * const * Cols;  // the columns' super-blocks
+
+// ---- the types ------------------------------------------------------------------------------
+// Q4_K / Q5_K: acc -= (dmin * d_a) * sum_j m_j * bsum32_j, the mins first; the values' sums
+// start at zero.
+template <int NC, typename G>
+inline void k4_mins(const G * g, Cols y, __m512i * isum, __m512 * acc) {
+    const __m512i low4 = _mm512_set1_epi32(15), m_hi = _mm512_set1_epi32(0x30);
+    __m512i msum[NC];
+    for (int c = 0; c < NC; c++) msum[c] = _mm512_setzero_si512();
+    for (int j = 0; j < 8; j++) {
+        const __m512i hi = _mm512_and_si512(_mm512_srli_epi32(bytes_to_lanes(g->sm[j]), 2), m_hi);
+        __m512i lo = bytes_to_lanes(g->mlo[j / 2]);
+        lo = (j & 1) ? _mm512_srli_epi32(lo, 4) : _mm512_and_si512(lo, low4);
+        const __m512i m = _mm512_or_si512(hi, lo);
+        const __m512i m2 = _mm512_or_si512(m, _mm512_slli_epi32(m, 16));
+        for (int c = 0; c < NC; c++) msum[c] = _mm512_dpwssd_epi32(msum[c], m2, bcast4(y[c]->bsums + 2 * j));
+    }
+    const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *) g->dmin));
+    for (int c = 0; c < NC; c++) {
+        const __m512 f = _mm512_mul_ps(dmin, _mm512_set1_ps(y[c]->d));
+        acc[c] = _mm512_fnmadd_ps(f, _mm512_cvtepi32_ps(msum[c]), acc[c]);
+        isum[c] = _mm512_setzero_si512();
+    }
+}
+
+// The scales of sub-block j, one per lane.
+template <typename G> inline __m512i k4_scale(const G * g, int j) {
+    return _mm512_and_si512(bytes_to_lanes(g->sm[j]), _mm512_set1_epi32(63));
+}
+
+// What Q4_K and Q5_K share: the mins first.
+struct K4 {
+    template <int NC, typename G> static void begin(const G * g, Cols y, __m512i * isum, __m512 * acc) { k4_mins<NC>(g, y, isum, acc); }
+};
+
+struct Q4K : K4 {
+    typedef block_q4_Kx16 G;
+    static constexpr int PASS = 4, UNITS = 4, S = 2, K = 8, PREFETCH = 2048;
+    static constexpr bool UNROLL = false;
+    static constexpr int act(int p, int s) { return 64 * p + 32 * s; }
+    template <typename U> static void decode(const G * g, U u, __m512i (&w)[S][K], __m512i (&sc)[S]) {
+        const int p = u;
+        const __m512i m4 = _mm512_set1_epi8(0x0F);
+        for (int k = 0; k < 8; k++) {
+            const __m512i v = load64(g->qs[8 * p + k]);
+            w[0][k] = _mm512_and_si512(v, m4);
+            w[1][k] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+        }
+        sc[0] = k4_scale(g, 2 * p);
+        sc[1] = k4_scale(g, 2 * p + 1);
+    }
+};
+
+// Bit J of every qh byte moved to bit 4 of its byte (other bits: garbage, masked by the caller).
+// 16-bit shifts by at most 4: a byte's bit 4 comes from its own byte.
+template <int J> inline __m512i bit_to_4(__m512i h) {
+    if constexpr (J < 4) return _mm512_slli_epi16(h, 4 - J);
+    else if constexpr (J == 4) return h;
+    else return _mm512_srli_epi16(h, J - 4);
+}
+
+struct Q5K : K4 {
+    typedef block_q5_Kx16 G;
+    static constexpr int PASS = 8, UNITS = 8, S = 1, K = 8, PREFETCH = 2048;
+    static constexpr bool UNROLL = true;
+    static constexpr int act(int j, int) { return 32 * j; }
+    template <typename U> static void decode(const G * g, U, __m512i (&w)[S][K], __m512i (&sc)[S]) {
+        constexpr int J = U::value;
+        const __m512i m4 = _mm512_set1_epi8(0x0F), m16 = _mm512_set1_epi8(0x10);
+        for (int k = 0; k < 8; k++) {
+            const __m512i v = load64(g->qs[8 * (J / 2) + k]);
+            const __m512i h = load64(g->qh[k]);
+            const __m512i nib = (J & 1) ? _mm512_and_si512(_mm512_srli_epi16(v, 4), m4) : _mm512_and_si512(v, m4);
+            w[0][k] = _mm512_ternarylogic_epi32(nib, bit_to_4<J>(h), m16, OR_AND);
+        }
+        sc[0] = k4_scale(g, J);
+    }
+};
+
+struct Q6K {
+    typedef block_q6_Kx16 G;
+    static constexpr int PASS = 8, UNITS = 8, S = 2, K = 4;
+    // No software prefetch: the block is read front to back (quant-repack.h), which the
+    // hardware prefetcher streams; prefetching all of it 1 or 2 blocks ahead on top took one
+    // thread from 26 to 19 or 16 GB/s (bench-quant, Zen 4).
+    static constexpr int PREFETCH = 0;
+    static constexpr bool UNROLL = true;
+    // Offset: isum = -32 * sum_j sc_j * bsums[j], two sub-blocks per vpdpwssd.
+    template <int NC> static void begin(const G * g, Cols y, __m512i * isum, __m512 *) {
+        // Interleaves two rows of 16 int16 (scales of sub-blocks j and j + 1) into (j, j + 1) pairs.
+        const __m512i pair_idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
+                                                  23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+        const __m512i minus32 = _mm512_set1_epi16(-32);
+        for (int c = 0; c < NC; c++) isum[c] = _mm512_setzero_si512();
+        for (int j = 0; j < QK_K / 16; j += 2) {
+            const __m512i sc = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *) g->scales[j]));
+            const __m512i pairs = _mm512_mullo_epi16(_mm512_permutexvar_epi16(pair_idx, sc), minus32);
+            for (int c = 0; c < NC; c++) isum[c] = _mm512_dpwssd_epi32(isum[c], pairs, bcast4(y[c]->bsums + j));
+        }
+    }
+    // Unit u = (h, gg, p): activations 128 h + 32 p + 16 gg (quarter p), + 64 (quarter p + 2).
+    static constexpr int act(int u, int s) { return 128 * (u / 4) + 32 * (u % 2) + 16 * (u / 2 % 2) + 64 * s; }
+    template <typename U> static void decode(const G * g, U, __m512i (&w)[S][K], __m512i (&sc)[S]) {
+        constexpr int h = U::value / 4, gg = U::value / 2 % 2, p = U::value % 2;
+        const __m512i m0F = _mm512_set1_epi8(0x0F), m33 = _mm512_set1_epi8(0x33);
+        for (int k = 0; k < 4; k++) {
+            const __m512i qh = load64(g->q[ggml_q6_Kx16_qh(8 * h + 4 * gg + k)]);
+            const __m512i ql = load64(g->q[ggml_q6_Kx16_ql(16 * h + 8 * p + 4 * gg + k)]);
+            // Bits 2p, 2p + 1 (quarter p) at 0-1, bits 2p + 4, 2p + 5 (quarter p + 2) at 4-5.
+            const __m512i f = _mm512_and_si512(p ? _mm512_srli_epi16(qh, 2) : qh, m33);
+            w[0][k] = _mm512_ternarylogic_epi32(ql, _mm512_slli_epi16(f, 4), m0F, SELECT);
+            w[1][k] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(ql, 4), f, m0F, SELECT);
+        }
+        constexpr int j0 = 8 * h + 2 * p + gg;
+        sc[0] = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *) g->scales[j0]));
+        sc[1] = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *) g->scales[j0 + 4]));
+    }
+};
+
+// ---- the kernel -----------------------------------------------------------------------------
+// One unit of a super-block: decoded once, met by every column of the pass.
+template <typename T, int NC, typename U>
+inline void unit(const typename T::G * g, Cols y, __m512i * isum, U u) {
+    __m512i w[T::S][T::K], sc[T::S];
+    T::decode(g, u, w, sc);
+    for (int c = 0; c < NC; c++) {
+        const int8_t * q = y[c]->qs;
+        __m512i d[T::S];
+        for (int s = 0; s < T::S; s++) d[s] = _mm512_setzero_si512();
+        for (int k = 0; k < T::K; k++) {
+            for (int s = 0; s < T::S; s++) d[s] = _mm512_dpbusd_epi32(d[s], w[s][k], bcast4(q + T::act(u, s) + 4 * k));
+        }
+        if constexpr (T::S == 2) {
+            isum[c] = _mm512_add_epi32(isum[c], _mm512_add_epi32(_mm512_mullo_epi32(d[0], sc[0]), _mm512_mullo_epi32(d[1], sc[1])));
+        } else {
+            isum[c] = _mm512_add_epi32(isum[c], _mm512_mullo_epi32(d[0], sc[0]));
+        }
+    }
+}
+
+template <typename T, int NC, int... U>
+inline void units(const typename T::G * g, Cols y, __m512i * isum, std::integer_sequence<int, U...>) {
+    (unit<T, NC>(g, y, isum, std::integral_constant<int, U>()), ...);
+}
+
+// 16 rows (lanes) against NC columns.
+template <typename T, int NC>
+void gemm(int64_t nb, const typename T::G * a, const char * b, size_t ldb, float * s, size_t lds) {
+    __m512 acc[NC];
+    for (int c = 0; c < NC; c++) acc[c] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const typename T::G * g = a + i;
+        if constexpr (T::PREFETCH > 0) {
+            for (int l = 0; l < (int) sizeof(*g); l += 64) _mm_prefetch((const char *) g + T::PREFETCH + l, _MM_HINT_T0);
+        }
+        const block_q8_K * y[NC];
+        for (int c = 0; c < NC; c++) y[c] = (const block_q8_K *) (b + c * ldb) + i;
+
+        __m512i isum[NC];
+        T::template begin<NC>(g, y, isum, acc);
+        if constexpr (T::UNROLL) {
+            units<T, NC>(g, y, isum, std::make_integer_sequence<int, T::UNITS>());
+        } else {
+            for (int u = 0; u < T::UNITS; u++) unit<T, NC>(g, y, isum, u);
+        }
+        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *) g->d));
+        for (int c = 0; c < NC; c++) {
+            const __m512 f = _mm512_mul_ps(d, _mm512_set1_ps(y[c]->d));
+            acc[c] = _mm512_fmadd_ps(f, _mm512_cvtepi32_ps(isum[c]), acc[c]);
+        }
+    }
+    for (int c = 0; c < NC; c++) _mm512_storeu_ps(s + c * lds, acc[c]);
+}
+
+// nc (<= 8) columns in passes of at most T::PASS.
+template <typename T, int... N>
+void run(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds, std::integer_sequence<int, N...>) {
+    typedef void (*kernel_fn)(int64_t, const typename T::G *, const char *, size_t, float *, size_t);
+    static const kernel_fn kernels[] = { gemm<T, N + 1>... };
+    GGML_ASSERT(nc >= 1 && nc <= GGML_REPACK_MAX_COLS);
+    for (int c0 = 0; c0 < nc; c0 += T::PASS) {
+        const int n = nc - c0 < T::PASS ? nc - c0 : T::PASS;
+        kernels[n - 1](nb, (const typename T::G *) a, (const char *) b + c0 * ldb, ldb, s + c0 * lds, lds);
+    }
+}
+
+template <typename T>
+void gemm_kx16(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds) {
+    run<T>(nb, a, b, ldb, nc, s, lds, std::make_integer_sequence<int, T::PASS>());
+}
+
+}  // namespace
+
+void repack_gemm_q4_K(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds) { gemm_kx16<Q4K>(nb, a, b, ldb, nc, s, lds); }
+void repack_gemm_q5_K(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds) { gemm_kx16<Q5K>(nb, a, b, ldb, nc, s, lds); }
+void repack_gemm_q6_K(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds) { gemm_kx16<Q6K>(nb, a, b, ldb, nc, s, lds); }
+
+}  // namespace ggml_cpu_avx512
+
+#endif  // GGML_SIMD_AVX512 && __AVX512VNNI__

@@ -1,0 +1,141 @@
+// kernels.h - the CPU kernels of one instruction set, as one table, and the one place that
+// chooses the table this build runs on.
+//
+// Every entry point whose code depends on the instruction set is a field of ggml_cpu_kernels:
+// the matmul kernels of the float types (vec.h), the quantized dot products (quant-dot.h), the
+// repacked-weight GEMMs (quant-repack.h) and the float-row helpers of the ops (exp, silu,
+// sigmoid, gelu, softmax's row max and mask, F16 rows). Each instruction set defines its table
+// once: ggml_cpu_kernels_scalar (vec-scalar.cpp: the reference, in every build) and
+// ggml_cpu_kernels_avx2 / _avx512 (arch/x86/kernels-*.cpp) or _neon (arch/arm/kernels-neon.cpp),
+// which gather the entry points their arch/ files export. A table is complete: where a
+// set has no kernel of its own it holds those of the set it builds on (`base`: AVX512 on AVX2,
+// AVX2 and NEON on scalar), so callers never fall back themselves. SIMD code lives only under
+// arch/; the rest of the CPU code calls through ggml_cpu(), a constant table chosen below at
+// compile time (no call through it is in an innermost loop: a call does a row, a tile or a group
+// of rows).
+#pragma once
+
+#include "../ggml-impl.h"
+#include "quant-dot.h"
+#include "quant-repack.h"
+#include "vec.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+// ---- the build's instruction set: the one #if chain ---------------------------------------
+// From the compiler flags CMake passes (GGML_FORCE_SCALAR: the scalar reference only). The
+// GGML_SIMD_* macros say which sets are compiled in (the guards of the files under arch/):
+// AVX512 builds also compile the AVX2 set (its table is the AVX512 one's base, and is tested).
+#if defined(GGML_FORCE_SCALAR)
+#  define GGML_CPU_KERNELS_BEST ggml_cpu_kernels_scalar
+#elif defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__) && defined(__FMA__) && defined(__F16C__)
+#  define GGML_SIMD_AVX512 1
+#  define GGML_SIMD_AVX2   1
+#  define GGML_CPU_KERNELS_BEST ggml_cpu_kernels_avx512
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#  define GGML_SIMD_AVX2   1
+#  define GGML_CPU_KERNELS_BEST ggml_cpu_kernels_avx2
+#elif defined(__ARM_NEON) && defined(__aarch64__)
+#  define GGML_SIMD_NEON   1
+#  define GGML_CPU_KERNELS_BEST ggml_cpu_kernels_neon
+#else
+#  define GGML_CPU_KERNELS_BEST ggml_cpu_kernels_scalar
+#endif
+
+// ---- the table ------------------------------------------------------------------------------
+// Build facts (ggml_cpu_has_*): the extensions a table's kernels use.
+enum {
+    GGML_CPU_FEAT_AVX2        = 1 << 0,
+    GGML_CPU_FEAT_AVX512      = 1 << 1,
+    GGML_CPU_FEAT_AVX512_VNNI = 1 << 2,
+    GGML_CPU_FEAT_NEON        = 1 << 3,
+    GGML_CPU_FEAT_DOTPROD     = 1 << 4,
+};
+
+// F32 rows: y[i] = f(x[i]) for i < n (y may equal x).
+typedef void (*ggml_cpu_row_fn)(float * y, const float * x, int64_t n);
+
+// The repacked layouts' kernels (quant-repack.h): NULL where the set does not repack the type.
+struct ggml_repack_kernels {
+    ggml_repack_gemm_fn q4_0, q8_0, q4_K, q5_K, q6_K;
+    // One Q8_0 x16 block straight from F32 (out_prod's conversion of a repacked Q8_0 a's rows).
+    void (*quantize_q8_0x16)(const float * x, int64_t ldx, void * out);
+};
+
+struct ggml_cpu_kernels {
+    const char * isa;                     // "scalar", "AVX2", "AVX512", "NEON"
+    const struct ggml_cpu_kernels * base; // the set this one builds on (NULL: the scalar one)
+    unsigned features;                    // GGML_CPU_FEAT_*
+
+    // ---- mul_mat / out_prod / flash_attn of the float types (vec.h) ----
+    const struct ggml_mm_type_kernels * (*mm_type)(enum ggml_type type);  // F32, F16, BF16 (else NULL)
+    ggml_axpy_fn axpy;
+    ggml_to_float_t fp16_to_fp32;
+    ggml_to_float_t bf16_to_fp32;
+    ggml_bf16_pairs_fn bf16_pairs;
+    const struct ggml_gemm_kernel * gemm_bf16_pairs;  // NULL: no fast BF16 products here
+    // Rows of a quantized type to F32 (out_prod's conversion of a): the same values as the
+    // type's reference to_float, which the entry returns where the set has no kernel.
+    ggml_to_float_t (*dequant)(enum ggml_type type);
+
+    // ---- quantized dot products (quant-dot.h) ----
+    // The set's fastest dot for the type (its reference where it has no kernel; NULL: no dot).
+    ggml_quant_dot_fn (*quant_dot)(enum ggml_type type);
+    // The multi-row dot for the type, or NULL (then the single-row dot serves per row).
+    ggml_quant_dot_rows_fn (*quant_dot_rows)(enum ggml_type type);
+
+    // ---- repacked weights (quant-repack.h) ----
+    struct ggml_repack_kernels repack;
+
+    // ---- float rows of the ops ----
+    // exp, silu, sigmoid, gelu (ops-unary.cpp): every element the same whatever n or its place.
+    ggml_cpu_row_fn vec_exp, vec_silu, vec_sigmoid, vec_gelu;
+    // softmax (softmax-row.h): the largest element (exact), and w[i] += slope * mask[i].
+    float (*row_max)(const float * w, int64_t n);
+    void (*add_mask_f16)(float * w, const ggml_fp16_t * mask, int64_t n, float slope);
+    // F16 <-> F32 rows of the copies and gathers (ops-common.h), rounding to nearest even.
+    void (*f16_to_f32_row)(const ggml_fp16_t * x, float * y, int64_t n);
+    void (*f32_to_f16_row)(const float * x, ggml_fp16_t * y, int64_t n);
+};
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// One table per instruction set; only those of the compiled-in sets are defined.
+extern const struct ggml_cpu_kernels ggml_cpu_kernels_scalar;
+extern const struct ggml_cpu_kernels ggml_cpu_kernels_avx2;
+extern const struct ggml_cpu_kernels ggml_cpu_kernels_avx512;
+extern const struct ggml_cpu_kernels ggml_cpu_kernels_neon;
+
+#ifdef __cplusplus
+}
+#endif
+
+// Another compiled-in table for the calling thread (NULL: the build's): a CPU backend set to
+// another set (ggml_backend_cpu_set_kernels, tests holding the CPU to its scalar reference op by
+// op) plans and computes its graphs with it; graph compute hands it to the worker threads.
+// (__thread: plain TLS access, no C++ initialisation wrapper on every call.)
+extern __thread const struct ggml_cpu_kernels * ggml_cpu_kernels_override;
+
+// The table this build runs on (or the thread's override).
+static inline const struct ggml_cpu_kernels * ggml_cpu(void) {
+    const struct ggml_cpu_kernels * k = ggml_cpu_kernels_override;
+    return k ? k : &GGML_CPU_KERNELS_BEST;
+}
+
+// Every compiled-in set, the build's first, then each one's base down to the scalar one (tests
+// hold them all to the reference): out[0..n) with n <= 4, returns n.
+static inline int ggml_cpu_kernel_sets(const struct ggml_cpu_kernels ** out) {
+    int n = 0;
+    for (const struct ggml_cpu_kernels * k = &GGML_CPU_KERNELS_BEST; k && n < 4; k = k->base) out[n++] = k;
+    return n;
+}
+
+// Older names of the matmul part of the tables (the benchmarks under examples/ use them).
+typedef struct ggml_cpu_kernels ggml_vec_kernels;
+static inline const struct ggml_cpu_kernels * ggml_vec_best(void) { return ggml_cpu(); }
+#ifdef __cplusplus
+static const struct ggml_cpu_kernels & ggml_vec_scalar = ggml_cpu_kernels_scalar;
+#endif

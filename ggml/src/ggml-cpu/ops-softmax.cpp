@@ -1,0 +1,191 @@
+// ops-softmax.cpp - diag_mask_inf (causal mask) and soft_max (with scale, mask and ALiBi), and
+// their gradients diag_mask_zero and soft_max_back.
+//
+// soft_max of a row x with mask row m and head slope s: y = softmax(x * scale + s * m).
+// Entries at -inf give 0. A row that is -inf everywhere has no defined softmax (ggml yields NaN
+// or garbage there); we define it as all zeros, so a fully masked row contributes nothing.
+// The exponential is the shared vectorized one (about 1 ulp), and the row sum is accumulated in
+// double in a fixed order, so a row gives the same bits whichever thread computes it. The row
+// max and the F16 mask come from the build's table (kernels.h).
+
+#include "cpu-ops.h"
+#include "ops-common.h"
+#include "softmax-row.h"
+
+#include <math.h>
+#include <stdint.h>
+
+namespace ggml_softmax_row {
+
+// w[i] = exp(w[i] - max) for i < n, with the shared vectorized exp (ops-common.h); returns the
+// sum of the new w[i] (row_sum).
+double exp_sub_max_sum(float * w, int64_t n, float max) {
+    for (int64_t i = 0; i < n; i++) w[i] -= max;
+    ggml_cpu_vec_exp_f32(w, w, n);
+    return row_sum(n, [w](int64_t i) { return (double) w[i]; });
+}
+
+float alibi_slope(uint32_t h, uint32_t n_head, float max_bias) {
+    if (max_bias <= 0.0f) return 1.0f;
+    const uint32_t n_head_log2 = n_head > 0 ? 1u << (uint32_t) floor(log2((double) n_head)) : 1u;
+    const float m0 = powf(2.0f, -max_bias / (float) n_head_log2);
+    const float m1 = powf(2.0f, -(max_bias / 2.0f) / (float) n_head_log2);
+    return h < n_head_log2 ? powf(m0, (float) (h + 1)) : powf(m1, (float) (2 * (h - n_head_log2) + 1));
+}
+
+}  // namespace ggml_softmax_row
+
+namespace {
+
+using namespace ggml_softmax_row;
+
+constexpr size_t kBufAlign = 64;
+
+// Bytes of one thread's row buffer: a multiple of kBufAlign so every thread's buffer has the
+// same alignment.
+size_t soft_max_row_bytes(int64_t ne0) {
+    return ((size_t) ne0 * sizeof(float) + kBufAlign - 1) / kBufAlign * kBufAlign;
+}
+
+// Calls row(i1, i2, i3) for each row of dst in this thread's share (ggml_cpu_split_rows).
+template <typename RowFn>
+void for_own_rows(const ggml_compute_params * params, const ggml_tensor * dst, RowFn row) {
+    int64_t r0, r1;
+    ggml_cpu_split_rows(ggml_nrows(dst), params->ith, params->nth, &r0, &r1);
+    for (int64_t ir = r0; ir < r1; ir++) {
+        row(ir % dst->ne[1], (ir / dst->ne[1]) % dst->ne[2], ir / (dst->ne[1] * dst->ne[2]));
+    }
+}
+
+}  // namespace
+
+extern "C" size_t ggml_cpu_soft_max_work_size(const ggml_tensor * node, int n_threads) {
+    return kBufAlign + (size_t) n_threads * soft_max_row_bytes(node->ne[0]);
+}
+
+namespace {
+
+// dst = src with columns i0 > n_past + i1 set to fill (-inf: diag_mask_inf; 0: diag_mask_zero,
+// its gradient). In place (dst over src) the kept columns are left as they are.
+void diag_mask(const ggml_compute_params * params, ggml_tensor * dst, float fill) {
+    const ggml_tensor * src = dst->src[0];
+    GGML_ASSERT(src != nullptr);
+    GGML_ASSERT(src->type == GGML_TYPE_F32 && dst->type == GGML_TYPE_F32);
+    GGML_ASSERT(ggml_are_same_shape(src, dst));
+    const int64_t n_past = ggml_get_op_params_i32(dst, 0);
+    const int64_t ne0 = dst->ne[0];
+
+    for_own_rows(params, dst, [&](int64_t i1, int64_t i2, int64_t i3) {
+        const char * x = ggml_cpu_elem_ptr(src, 0, i1, i2, i3);
+        char * y = ggml_cpu_elem_ptr(dst, 0, i1, i2, i3);
+        // Columns i0 > n_past + i1 are masked; clamp the boundary into [0, ne0].
+        int64_t keep = n_past + i1 + 1;
+        keep = keep < 0 ? 0 : (keep > ne0 ? ne0 : keep);
+        if (x != y || src->nb[0] != dst->nb[0]) {
+            for (int64_t i0 = 0; i0 < keep; i0++) *(float *) (y + i0 * dst->nb[0]) = *(const float *) (x + i0 * src->nb[0]);
+        }
+        for (int64_t i0 = keep; i0 < ne0; i0++) *(float *) (y + i0 * dst->nb[0]) = fill;
+    });
+}
+
+}  // namespace
+
+extern "C" void ggml_cpu_forward_diag_mask_inf(const ggml_compute_params * params, ggml_tensor * dst) {
+    diag_mask(params, dst, -INFINITY);
+}
+
+extern "C" void ggml_cpu_forward_soft_max(const ggml_compute_params * params, ggml_tensor * dst) {
+    const ggml_tensor * src = dst->src[0];
+    const ggml_tensor * mask = dst->src[1];
+    GGML_ASSERT(src != nullptr);
+    GGML_ASSERT(src->type == GGML_TYPE_F32 && dst->type == GGML_TYPE_F32);
+    GGML_ASSERT(ggml_are_same_shape(src, dst));
+    const int64_t ne0 = dst->ne[0], ne1 = dst->ne[1], ne2 = dst->ne[2], ne3 = dst->ne[3];
+    if (mask) {
+        GGML_ASSERT(mask->type == GGML_TYPE_F32 || mask->type == GGML_TYPE_F16);
+        GGML_ASSERT(mask->ne[0] == ne0 && mask->ne[1] >= ne1);
+        GGML_ASSERT(mask->ne[2] > 0 && ne2 % mask->ne[2] == 0 && mask->ne[3] > 0 && ne3 % mask->ne[3] == 0);
+        GGML_ASSERT(mask->nb[0] == ggml_type_size(mask->type));
+    }
+
+    const float scale = ggml_get_op_params_f32(dst, 0);
+    const float max_bias = ggml_get_op_params_f32(dst, 1);
+
+    const size_t row_bytes = soft_max_row_bytes(ne0);
+    GGML_ASSERT(params->wdata != nullptr || ne0 == 0);
+    GGML_ASSERT(params->wsize >= kBufAlign + (size_t) params->nth * row_bytes);
+    const uintptr_t base = ((uintptr_t) params->wdata + kBufAlign - 1) / kBufAlign * kBufAlign;
+    float * w = (float *) (base + (size_t) params->ith * row_bytes);
+
+    const bool src_contig = src->nb[0] == sizeof(float);
+    const bool dst_contig = dst->nb[0] == sizeof(float);
+
+    for_own_rows(params, dst, [&](int64_t i1, int64_t i2, int64_t i3) {
+        const char * x = ggml_cpu_elem_ptr(src, 0, i1, i2, i3);
+        if (src_contig) {
+            const float * xf = (const float *) x;
+            for (int64_t i = 0; i < ne0; i++) w[i] = xf[i] * scale;
+        } else {
+            for (int64_t i = 0; i < ne0; i++) w[i] = *(const float *) (x + i * src->nb[0]) * scale;
+        }
+
+        if (mask) {
+            const float slope = alibi_slope((uint32_t) i2, (uint32_t) ne2, max_bias);
+            const char * m = ggml_cpu_elem_ptr(mask, 0, i1, i2 % mask->ne[2], i3 % mask->ne[3]);
+            if (mask->type == GGML_TYPE_F16) {
+                add_mask_f16(w, (const ggml_fp16_t *) m, ne0, slope);
+            } else {
+                const float * mf = (const float *) m;
+                for (int64_t i = 0; i < ne0; i++) w[i] += slope * mf[i];
+            }
+        }
+
+        char * y = ggml_cpu_elem_ptr(dst, 0, i1, i2, i3);
+        const float max = row_max(w, ne0);
+        if (max == -INFINITY) {
+            // Fully masked row: defined as zeros (see the top of the file).
+            for (int64_t i = 0; i < ne0; i++) *(float *) (y + i * dst->nb[0]) = 0.0f;
+            return;
+        }
+        const double sum = exp_sub_max_sum(w, ne0, max);
+        const float inv_sum = (float) (1.0 / sum);
+        if (dst_contig) {
+            float * yf = (float *) y;
+            for (int64_t i = 0; i < ne0; i++) yf[i] = w[i] * inv_sum;
+        } else {
+            for (int64_t i = 0; i < ne0; i++) *(float *) (y + i * dst->nb[0]) = w[i] * inv_sum;
+        }
+    });
+}
+
+extern "C" void ggml_cpu_forward_diag_mask_zero(const ggml_compute_params * params, ggml_tensor * dst) {
+    diag_mask(params, dst, 0.0f);
+}
+
+// Gradient of y = soft_max(x * scale + mask) with respect to x, per row:
+// dx = scale * y * (g - sum(g * y)); src0 g, src1 y (F32, any strides). The mask and ALiBi
+// slope only shift the logits, so max_bias does not enter. The dot is a row_sum, so a row
+// gives the same bits on any thread.
+extern "C" void ggml_cpu_forward_soft_max_back(const ggml_compute_params * params, ggml_tensor * dst) {
+    const ggml_tensor * grad = dst->src[0];
+    const ggml_tensor * y = dst->src[1];
+    GGML_ASSERT(grad != nullptr && y != nullptr);
+    GGML_ASSERT(grad->type == GGML_TYPE_F32 && y->type == GGML_TYPE_F32 && dst->type == GGML_TYPE_F32);
+    GGML_ASSERT(ggml_are_same_shape(grad, dst) && ggml_are_same_shape(y, dst));
+    const double scale = (double) ggml_get_op_params_f32(dst, 0);
+    const int64_t ne0 = dst->ne[0];
+
+    for_own_rows(params, dst, [&](int64_t i1, int64_t i2, int64_t i3) {
+        const char * g = ggml_cpu_elem_ptr(grad, 0, i1, i2, i3);
+        const char * yr = ggml_cpu_elem_ptr(y, 0, i1, i2, i3);
+        char * d = ggml_cpu_elem_ptr(dst, 0, i1, i2, i3);
+        auto gi = [&](int64_t i) { return (double) *(const float *) (g + i * grad->nb[0]); };
+        auto yi = [&](int64_t i) { return (double) *(const float *) (yr + i * y->nb[0]); };
+
+        const double dot = row_sum(ne0, [&](int64_t i) { return gi(i) * yi(i); });
+
+        for (int64_t j = 0; j < ne0; j++) {
+            *(float *) (d + j * dst->nb[0]) = (float) (scale * yi(j) * (gi(j) - dot));
+        }
+    });
+}

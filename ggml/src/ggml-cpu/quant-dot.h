@@ -1,0 +1,49 @@
+// quant-dot.h - dot products of a quantized weight row with an activation row quantized on the
+// fly (Q8_0 for Q4_0 / Q5_0 / Q8_0 / IQ4_NL, Q8_1 for Q4_1 / Q5_1, Q8_K for the K types).
+// The scalar versions here are the reference every SIMD kernel is held to: integer sums per
+// (sub-)block, scaled in float, accumulated block by block.
+#pragma once
+
+#include "../quants.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// Returns sum_i a[i] * b[i] over n values (n a multiple of the block size).
+typedef float (*ggml_quant_dot_fn)(int64_t n, const void * a, const void * b);
+
+float ggml_dot_q4_0_q8_0_ref(int64_t n, const void * a, const void * b);
+float ggml_dot_q4_1_q8_1_ref(int64_t n, const void * a, const void * b);
+float ggml_dot_q5_0_q8_0_ref(int64_t n, const void * a, const void * b);
+float ggml_dot_q5_1_q8_1_ref(int64_t n, const void * a, const void * b);
+float ggml_dot_q8_0_q8_0_ref(int64_t n, const void * a, const void * b);
+float ggml_dot_iq4_nl_q8_0_ref(int64_t n, const void * a, const void * b);
+float ggml_dot_q2_K_q8_K_ref(int64_t n, const void * a, const void * b);
+float ggml_dot_q3_K_q8_K_ref(int64_t n, const void * a, const void * b);
+float ggml_dot_q4_K_q8_K_ref(int64_t n, const void * a, const void * b);
+float ggml_dot_q5_K_q8_K_ref(int64_t n, const void * a, const void * b);
+float ggml_dot_q6_K_q8_K_ref(int64_t n, const void * a, const void * b);
+
+// nr (<= 4) weight rows (a + r * lda) against one activation row: s[r] for r < nr. Each s[r] is
+// bit-identical to the type's single-row dot; sharing the activation block between rows saves
+// work where the single dot is compute-bound.
+typedef void (*ggml_quant_dot_rows_fn)(int64_t n, const void * a, size_t lda, int nr, const void * b, float * s);
+
+// One block of 32 activations to Q8_0: writes qs, returns the scale (the mul_mat conversion).
+ggml_fp16_t ggml_quantize_act_block_q8_0(const float * x, int8_t * qs);
+
+// The activation type a weight type is multiplied with (GGML_TYPE_COUNT: not quantized).
+enum ggml_type ggml_quant_vec_dot_type(enum ggml_type type);
+// The scalar reference dot of a weight type with its activation type (NULL if none).
+ggml_quant_dot_fn ggml_quant_dot_ref(enum ggml_type type);
+// The fastest dot this build has for the type (ggml_cpu()->quant_dot, kernels.h): a SIMD kernel
+// when one is compiled in, else the reference (NULL if the type has no dot).
+ggml_quant_dot_fn ggml_quant_dot_best(enum ggml_type type);
+
+// The multi-row dot of this build for the type, or NULL (then use the single-row dot per row).
+ggml_quant_dot_rows_fn ggml_quant_dot_rows_best(enum ggml_type type);
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,92 @@
+// quant-matmul.cpp - the mul_mat table entries of the quantized weight types: b's rows are
+// quantized once to the type's activation format (Q8_0 / Q8_1 / Q8_K), then each output is one
+// quantized dot product (quant-dot.h), so results do not depend on tiling or thread count.
+#include "quant-dot.h"
+#include "kernels.h"
+
+#include <math.h>
+
+namespace {
+
+// A tile of dot products of nr rows of a with nc rows of b through one type's dot kernel.
+// Where the type has a multi-row kernel, the rows of the tile share each activation block
+// (same results as the single-row dot, see quant-dot.h).
+template <int T>
+void quant_dot_tile(int64_t k, int nr, int nc, const void * a, size_t lda, const void * b, size_t ldb, float * s, size_t lds) {
+    static const ggml_quant_dot_fn dot = ggml_quant_dot_best((ggml_type) T);
+    static const ggml_quant_dot_rows_fn dot_rows = ggml_quant_dot_rows_best((ggml_type) T);
+    for (int c = 0; c < nc; c++) {
+        const char * bc = (const char *) b + c * ldb;
+        if (dot_rows && nr <= 4) {
+            dot_rows(k, a, lda, nr, bc, s + c * lds);
+            continue;
+        }
+        for (int r = 0; r < nr; r++) s[c * lds + r] = dot(k, (const char *) a + r * lda, bc);
+    }
+}
+
+void quantize_act_q8_0(const float * x, void * vy, int64_t n) {
+    block_q8_0 * y = (block_q8_0 *) vy;
+    for (int64_t b = 0; b < n / QK8_0; b++, x += QK8_0) y[b].d = ggml_quantize_act_block_q8_0(x, y[b].qs);
+}
+
+}  // namespace
+
+// Activations to Q8_0, once per row of b per mul_mat: as the reference but rounding to nearest
+// even (rintf, inlined) instead of roundf (a libm call), and with a max the compiler vectorizes.
+// Activations need no byte-exactness with other writers' files, only the format.
+ggml_fp16_t ggml_quantize_act_block_q8_0(const float * x, int8_t * qs) {
+    float m[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int j = 0; j < QK8_0; j += 8) {
+        for (int k = 0; k < 8; k++) {
+            const float a = fabsf(x[j + k]);
+            m[k] = a > m[k] ? a : m[k];
+        }
+    }
+    float amax = m[0];
+    for (int k = 1; k < 8; k++) amax = m[k] > amax ? m[k] : amax;
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    for (int j = 0; j < QK8_0; j++) qs[j] = (int8_t) rintf(ggml_q8_clamp(x[j] * id));
+    return GGML_FP32_TO_FP16(d);
+}
+
+namespace {
+
+template <int T>
+ggml_mm_type_kernels make_entry() {
+    const ggml_type vdt = ggml_quant_vec_dot_type((ggml_type) T);
+    const ggml_from_float_t conv = vdt == GGML_TYPE_Q8_0 ? quantize_act_q8_0 : ggml_get_type_traits(vdt)->from_float_ref;
+    return { vdt, conv, quant_dot_tile<T>, nullptr };
+}
+
+}  // namespace
+
+const ggml_mm_type_kernels * ggml_quant_mm_kernels(enum ggml_type type);
+const ggml_mm_type_kernels * ggml_quant_mm_kernels(enum ggml_type type) {
+    static const ggml_mm_type_kernels q4_0 = make_entry<GGML_TYPE_Q4_0>();
+    static const ggml_mm_type_kernels q4_1 = make_entry<GGML_TYPE_Q4_1>();
+    static const ggml_mm_type_kernels q5_0 = make_entry<GGML_TYPE_Q5_0>();
+    static const ggml_mm_type_kernels q5_1 = make_entry<GGML_TYPE_Q5_1>();
+    static const ggml_mm_type_kernels q8_0 = make_entry<GGML_TYPE_Q8_0>();
+    static const ggml_mm_type_kernels iq4_nl = make_entry<GGML_TYPE_IQ4_NL>();
+    static const ggml_mm_type_kernels q2_K = make_entry<GGML_TYPE_Q2_K>();
+    static const ggml_mm_type_kernels q3_K = make_entry<GGML_TYPE_Q3_K>();
+    static const ggml_mm_type_kernels q4_K = make_entry<GGML_TYPE_Q4_K>();
+    static const ggml_mm_type_kernels q5_K = make_entry<GGML_TYPE_Q5_K>();
+    static const ggml_mm_type_kernels q6_K = make_entry<GGML_TYPE_Q6_K>();
+    switch (type) {
+        case GGML_TYPE_Q4_0:   return &q4_0;
+        case GGML_TYPE_Q4_1:   return &q4_1;
+        case GGML_TYPE_Q5_0:   return &q5_0;
+        case GGML_TYPE_Q5_1:   return &q5_1;
+        case GGML_TYPE_Q8_0:   return &q8_0;
+        case GGML_TYPE_IQ4_NL: return &iq4_nl;
+        case GGML_TYPE_Q2_K:   return &q2_K;
+        case GGML_TYPE_Q3_K:   return &q3_K;
+        case GGML_TYPE_Q4_K:   return &q4_K;
+        case GGML_TYPE_Q5_K:   return &q5_K;
+        case GGML_TYPE_Q6_K:   return &q6_K;
+        default:               return nullptr;
+    }
+}

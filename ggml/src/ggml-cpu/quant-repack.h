@@ -1,0 +1,152 @@
+// quant-repack.h - weight matrices rearranged at load into the layout the mul_mat kernels read
+// fastest (DESIGN: "weights may be repacked at load, as long as results stay the same").
+//
+// Q4_0 x16: every group of 16 consecutive rows is stored block column by block column. For each
+// block index i of the rows: the 16 rows' F16 scales, then their nibbles interleaved by 4-byte
+// column: bytes 4j..4j+3 of rows 0..15, for j = 0..3 (64 bytes each). A 512-bit register then
+// holds one 4-byte column of 16 rows, so one vpdpbusd against 4 broadcast activation bytes gives
+// 16 rows' partial sums side by side, and each lane ends the block holding one row's integer sum.
+// A group takes exactly the bytes of its 16 rows, so repacking is a permutation within them.
+//
+// Each output is sum over blocks of fma(isum, d_w * d_a, acc), block by block: the same value as
+// the scalar reference dot (quant-dot.h), whatever the number of columns or threads.
+#pragma once
+
+#include "../quants.h"
+#include "cpu-ops.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GGML_REPACK_ROWS 16
+
+typedef struct {
+    ggml_fp16_t d[GGML_REPACK_ROWS];            // scales of the 16 rows
+    uint8_t qs[GGML_REPACK_ROWS * QK4_0 / 2];   // [j][row][4]: bytes 4j..4j+3 of each row's qs
+} block_q4_0x16;
+static_assert(sizeof(block_q4_0x16) == GGML_REPACK_ROWS * sizeof(block_q4_0), "wrong q4_0x16 size");
+
+// Q8_0 x16: as Q4_0 x16 with 8 byte columns, each value stored plus 128 (as unsigned bytes, the
+// operand vpdpbusd wants unsigned); the kernel takes 128 * sum(activations) back out.
+typedef struct {
+    ggml_fp16_t d[GGML_REPACK_ROWS];
+    uint8_t qs[GGML_REPACK_ROWS * QK8_0];       // [j][row][4]: bytes 4j..4j+3 of each row, + 128
+} block_q8_0x16;
+static_assert(sizeof(block_q8_0x16) == GGML_REPACK_ROWS * sizeof(block_q8_0), "wrong q8_0x16 size");
+
+// Q4_K x16 (K-quant super-blocks of 256, activations Q8_K): per super-block of the 16 rows, their
+// scales d and dmin, the 6-bit sub-block scales sc and mins m of sub-block j (0..7) as
+// sm[j][row] = sc | (m >> 4) << 6 and mlo[j / 2][row] = low 4 bits of m (j even: low nibble),
+// then the quant bytes in 4-byte columns as Q4_0 x16 (column k = bytes 4k..4k+3 of each row).
+typedef struct {
+    ggml_fp16_t d[GGML_REPACK_ROWS];
+    ggml_fp16_t dmin[GGML_REPACK_ROWS];
+    uint8_t sm[8][GGML_REPACK_ROWS];
+    uint8_t mlo[4][GGML_REPACK_ROWS];
+    uint8_t qs[QK_K / 8][GGML_REPACK_ROWS][4];
+} block_q4_Kx16;
+static_assert(sizeof(block_q4_Kx16) == GGML_REPACK_ROWS * sizeof(block_q4_K), "wrong q4_Kx16 size");
+
+// Q5_K x16: as Q4_K x16, with each row's 32 high-bit bytes (qh) in 4-byte columns before qs.
+typedef struct {
+    ggml_fp16_t d[GGML_REPACK_ROWS];
+    ggml_fp16_t dmin[GGML_REPACK_ROWS];
+    uint8_t sm[8][GGML_REPACK_ROWS];
+    uint8_t mlo[4][GGML_REPACK_ROWS];
+    uint8_t qh[QK_K / 32][GGML_REPACK_ROWS][4];
+    uint8_t qs[QK_K / 8][GGML_REPACK_ROWS][4];
+} block_q5_Kx16;
+static_assert(sizeof(block_q5_Kx16) == GGML_REPACK_ROWS * sizeof(block_q5_K), "wrong q5_Kx16 size");
+
+// Q6_K x16: the 16 rows' d, their 16 sub-block scales as scales[j][row], then the 32 ql and 16
+// qh 4-byte columns (ql column c = bytes 4c..4c+3 of each row's ql, qh column c likewise) in the
+// order the kernels first read them: per half h (values 128h..) and group gg of 16 values l, for
+// k < 4 qh column 8h + 4gg + k then ql column 16h + 4gg + k (quarters 0, 2), then for k < 4 ql
+// column 16h + 8 + 4gg + k (quarters 1, 3); see quant-repack-k.cpp for the bits.
+// Reading a block front to back is what lets the hardware prefetcher stream it: with all ql
+// columns before all qh ones (two ascending streams 2 KiB apart), the AVX512 kernel streamed at
+// 10 GB/s in one thread (Zen 4), whatever the software prefetch; read in order, 26 GB/s.
+typedef struct {
+    ggml_fp16_t d[GGML_REPACK_ROWS];
+    int8_t scales[QK_K / 16][GGML_REPACK_ROWS];
+    uint8_t q[QK_K / 8 + QK_K / 16][GGML_REPACK_ROWS][4];  // placed by ggml_q6_Kx16_ql / _qh
+} block_q6_Kx16;
+static_assert(sizeof(block_q6_Kx16) == GGML_REPACK_ROWS * sizeof(block_q6_K), "wrong q6_Kx16 size");
+
+// Index in q of ql column c (0..31) and of qh column c (0..15).
+static inline int ggml_q6_Kx16_ql(int c) {
+    const int unit = 2 * (c / 16) + c / 4 % 2, k = c % 4;
+    return 12 * unit + (c / 8 % 2 ? 8 + k : 2 * k + 1);
+}
+static inline int ggml_q6_Kx16_qh(int c) { return 12 * (c / 4) + 2 * (c % 4); }
+
+// The activation block the repacked kernels read: Q8_0's values with the scale as a float (the
+// same F16-rounded value) and -8 * sum(qs), which takes out Q4_0's offset of 8 in one add
+// (and, times 16, Q8_0 x16's offset of 128).
+typedef struct {
+    float d;
+    int32_t neg8sum;
+    int8_t qs[QK8_0];
+} block_q8_0x;
+static_assert(sizeof(block_q8_0x) == 40, "wrong q8_0x size");
+
+// 16 rows of one group (nb blocks) against nc columns (b + c * ldb, nb blocks each):
+// s[c * lds + r] for r < 16, c < nc (nc <= GGML_REPACK_MAX_COLS).
+#define GGML_REPACK_MAX_COLS 8
+typedef void (*ggml_repack_gemm_fn)(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
+
+// What the repacked path needs for one weight type.
+struct ggml_repack_traits {
+    enum ggml_type type;
+    int64_t blck;                  // weights per block of the type
+    // 16 GGUF rows of nb blocks (row after row) <-> nb repacked blocks of the group.
+    void (*pack_group)(const void * rows, int64_t nb, void * out);
+    void (*unpack_group)(const void * in, int64_t nb, void * rows);
+    // Activations: F32 row -> act blocks of act_blck values, act_size bytes each.
+    ggml_from_float_t act_from_float;
+    int64_t act_blck;
+    size_t act_size;
+    ggml_repack_gemm_fn gemm_ref;  // the scalar reference
+    ggml_repack_gemm_fn gemm;      // this build's kernel (NULL: the type is not repacked here)
+};
+
+// The K-quant layouts (quant-repack-k.cpp): 16 GGUF rows of nb blocks <-> nb groups, and their
+// activations, Q8_K rows (the reference quantizer, as the dot path uses).
+void ggml_repack_pack_group_q4_K(const void * rows, int64_t nb, void * out);
+void ggml_repack_unpack_group_q4_K(const void * in, int64_t nb, void * rows);
+void ggml_repack_pack_group_q5_K(const void * rows, int64_t nb, void * out);
+void ggml_repack_unpack_group_q5_K(const void * in, int64_t nb, void * rows);
+void ggml_repack_pack_group_q6_K(const void * rows, int64_t nb, void * out);
+void ggml_repack_unpack_group_q6_K(const void * in, int64_t nb, void * rows);
+void ggml_repack_act_q8_K(const float * x, void * y, int64_t n);
+
+// The traits of a type this build repacks (with ggml_repack_force, for tests, also the types it
+// has only the reference kernel for, which then serves as gemm); NULL otherwise.
+const struct ggml_repack_traits * ggml_repack_get_traits(enum ggml_type type);
+
+// Tests set this to repack (with the reference kernel) on builds without a SIMD kernel.
+extern int ggml_repack_force;
+
+// Activations: F32 row of n values (n % 32 == 0) to block_q8_0x.
+void ggml_quantize_row_q8_0x(const float * x, void * y, int64_t n);
+
+// One Q8_0 x16 block straight from F32: 32 values of m of 16 rows, x[m * ldx + r] (r < 16), each
+// row's 32 values quantized as ggml_quantize_act_block_q8_0 does and stored as pack_group lays
+// out Q8_0 x16 (values + 128). The scalar reference, and this build's fastest (the same bytes).
+void ggml_repack_quantize_q8_0x16_ref(const float * x, int64_t ldx, void * out);
+void ggml_repack_quantize_q8_0x16(const float * x, int64_t ldx, void * out);
+
+// The reference kernels; the SIMD ones are entries of the instruction sets' tables (kernels.h).
+void ggml_repack_gemm_q4_0x16_ref(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
+void ggml_repack_gemm_q8_0x16_ref(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
+void ggml_repack_gemm_q4_Kx16_ref(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
+void ggml_repack_gemm_q5_Kx16_ref(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
+void ggml_repack_gemm_q6_Kx16_ref(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
+
+// A repacked tensor's data (n_rows rows of k values) back to the GGUF layout (tests, debugging).
+void ggml_repack_unpack(enum ggml_type type, const void * src, void * dst, int64_t n_rows, int64_t k);
+
+#ifdef __cplusplus
+}
+#endif

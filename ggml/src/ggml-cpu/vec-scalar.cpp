@@ -1,0 +1,195 @@
+// vec-scalar.cpp - the scalar reference kernels of matmul: plain loops, one sequential float sum
+// per output. The SIMD kernels are tested against these; GGML_SCALAR builds run on them. Also
+// the scalar instruction set's table (kernels.h), with the reference kernels of the other files.
+#include "kernels.h"
+#include "vec-math.h"
+
+#include <math.h>
+
+#include <string.h>
+
+namespace {
+
+inline float load_f32(const float * p, int64_t i) { return p[i]; }
+inline float load_f32(const ggml_fp16_t * p, int64_t i) { return GGML_FP16_TO_FP32(p[i]); }
+inline float load_f32(const ggml_bf16_t * p, int64_t i) { return GGML_BF16_TO_FP32(p[i]); }
+
+template <typename T>
+void dot_tile(int64_t k, int nr, int nc, const void * a, size_t lda, const void * b, size_t ldb,
+              float * s, size_t lds) {
+    for (int c = 0; c < nc; c++) {
+        const T * bc = (const T *) ((const char *) b + c * ldb);
+        for (int r = 0; r < nr; r++) {
+            const T * ar = (const T *) ((const char *) a + r * lda);
+            float sum = 0.0f;
+            for (int64_t i = 0; i < k; i++) sum += load_f32(ar, i) * load_f32(bc, i);
+            s[c * lds + r] = sum;
+        }
+    }
+}
+
+void fp32_to_fp16(const float * x, void * y, int64_t n) {
+    ggml_fp16_t * out = (ggml_fp16_t *) y;
+    for (int64_t i = 0; i < n; i++) out[i] = GGML_FP32_TO_FP16(x[i]);
+}
+
+void fp32_to_bf16(const float * x, void * y, int64_t n) {
+    ggml_bf16_t * out = (ggml_bf16_t *) y;
+    for (int64_t i = 0; i < n; i++) out[i] = GGML_FP32_TO_BF16(x[i]);
+}
+
+void fp16_to_fp32(const void * x, float * y, int64_t n) {
+    const ggml_fp16_t * in = (const ggml_fp16_t *) x;
+    for (int64_t i = 0; i < n; i++) y[i] = GGML_FP16_TO_FP32(in[i]);
+}
+
+void bf16_to_fp32(const void * x, float * y, int64_t n) {
+    const ggml_bf16_t * in = (const ggml_bf16_t *) x;
+    for (int64_t i = 0; i < n; i++) y[i] = GGML_BF16_TO_FP32(in[i]);
+}
+
+// Panels of f32 units (k_unit 1), converted from T.
+template <typename T>
+void pack(const void * src, size_t ld, int rows, int width, int64_t k0, int64_t nk, void * dst) {
+    float * out = (float *) dst;
+    for (int i = 0; i < width; i++) {
+        if (i < rows) {
+            const T * row = (const T *) ((const char *) src + i * ld) + k0;
+            for (int64_t u = 0; u < nk; u++) out[u * width + i] = load_f32(row, u);
+        } else {
+            for (int64_t u = 0; u < nk; u++) out[u * width + i] = 0.0f;
+        }
+    }
+}
+
+constexpr int MR = 8, NR = 4;
+
+void micro(int64_t nu, const void * a, const void * b, float * c, size_t ldc, bool accumulate) {
+    const float * ap = (const float *) a;
+    const float * bp = (const float *) b;
+    float acc[NR][MR];
+    for (int j = 0; j < NR; j++)
+        for (int i = 0; i < MR; i++) acc[j][i] = accumulate ? c[j * ldc + i] : 0.0f;
+    for (int64_t u = 0; u < nu; u++) {
+        for (int j = 0; j < NR; j++) {
+            const float bj = bp[u * NR + j];
+            for (int i = 0; i < MR; i++) acc[j][i] += ap[u * MR + i] * bj;
+        }
+    }
+    for (int j = 0; j < NR; j++)
+        for (int i = 0; i < MR; i++) c[j * ldc + i] = acc[j][i];
+}
+
+void axpy(int64_t n, int nx, const float * s, const float * const * x, float * y) {
+    for (int64_t i = 0; i < n; i++) {
+        float v = y[i];
+        for (int j = 0; j < nx; j++) v += s[j] * x[j][i];
+        y[i] = v;
+    }
+}
+
+// BF16 pairs (opt-in products): the reference for the SIMD kernels' rounding and order.
+void bf16_pairs(const float * x0, const float * x1, int64_t n, void * out) {
+    uint32_t * o = (uint32_t *) out;
+    for (int64_t i = 0; i < n; i++) {
+        const uint32_t hi = x1 ? GGML_FP32_TO_BF16(x1[i]).bits : 0;
+        o[i] = (uint32_t) GGML_FP32_TO_BF16(x0[i]).bits | hi << 16;
+    }
+}
+
+inline float bf16_half(uint32_t u, int half) {
+    const uint32_t bits = half ? u & 0xffff0000u : u << 16;
+    float f;
+    memcpy(&f, &bits, sizeof(f));
+    return f;
+}
+
+void micro_bf16(int64_t nu, const void * a, const void * b, float * c, size_t ldc, bool accumulate) {
+    const uint32_t * ap = (const uint32_t *) a;
+    const uint32_t * bp = (const uint32_t *) b;
+    float acc[NR][MR];
+    for (int j = 0; j < NR; j++)
+        for (int i = 0; i < MR; i++) acc[j][i] = accumulate ? c[j * ldc + i] : 0.0f;
+    for (int64_t u = 0; u < nu; u++) {
+        for (int j = 0; j < NR; j++) {
+            const uint32_t bj = bp[u * NR + j];
+            for (int i = 0; i < MR; i++) {
+                const uint32_t ai = ap[u * MR + i];
+                acc[j][i] += bf16_half(ai, 1) * bf16_half(bj, 1);  // exact products: one rounding each
+                acc[j][i] += bf16_half(ai, 0) * bf16_half(bj, 0);
+            }
+        }
+    }
+    for (int j = 0; j < NR; j++)
+        for (int i = 0; i < MR; i++) c[j * ldc + i] = acc[j][i];
+}
+
+const ggml_gemm_kernel gemm_f32  = { MR, NR, 1, 256, 64, 8, pack<float>, pack<float>, micro };
+const ggml_gemm_kernel gemm_bf16_pairs = { MR, NR, 2, 128, 64, 8, nullptr, nullptr, micro_bf16 };
+const ggml_gemm_kernel gemm_f16  = { MR, NR, 1, 256, 64, 8, pack<ggml_fp16_t>, pack<ggml_fp16_t>, micro };
+const ggml_gemm_kernel gemm_bf16 = { MR, NR, 1, 256, 64, 8, pack<ggml_bf16_t>, pack<ggml_bf16_t>, micro };
+
+const ggml_mm_type_kernels mm_f32  = { GGML_TYPE_F32,  nullptr,      dot_tile<float>,       &gemm_f32 };
+const ggml_mm_type_kernels mm_f16  = { GGML_TYPE_F16,  fp32_to_fp16, dot_tile<ggml_fp16_t>, &gemm_f16 };
+const ggml_mm_type_kernels mm_bf16 = { GGML_TYPE_BF16, fp32_to_bf16, dot_tile<ggml_bf16_t>, &gemm_bf16 };
+
+const ggml_mm_type_kernels * mm_type(ggml_type type) {
+    switch (type) {
+        case GGML_TYPE_F32:  return &mm_f32;
+        case GGML_TYPE_F16:  return &mm_f16;
+        case GGML_TYPE_BF16: return &mm_bf16;
+        default:             return nullptr;
+    }
+}
+
+ggml_quant_dot_rows_fn no_dot_rows(ggml_type) { return nullptr; }
+
+// ---- float rows of the ops ----------------------------------------------------------------
+template <ggml_vec_math::ExpKind K> void vec_apply(float * y, const float * x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = ggml_vec_math::eval_scalar<K>(x[i]);
+}
+
+float row_max(const float * w, int64_t n) {
+    float m = -INFINITY;
+    for (int64_t i = 0; i < n; i++) m = w[i] > m ? w[i] : m;
+    return m;
+}
+
+void add_mask_f16(float * w, const ggml_fp16_t * mask, int64_t n, float slope) {
+    for (int64_t i = 0; i < n; i++) w[i] += slope * GGML_FP16_TO_FP32(mask[i]);
+}
+
+void f16_to_f32_row(const ggml_fp16_t * x, float * y, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = GGML_FP16_TO_FP32(x[i]);
+}
+
+void f32_to_f16_row(const float * x, ggml_fp16_t * y, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = GGML_FP32_TO_FP16(x[i]);
+}
+
+}  // namespace
+
+ggml_to_float_t ggml_dequant_ref(enum ggml_type type) { return ggml_get_type_traits(type)->to_float; }
+
+// ---- the scalar set -----------------------------------------------------------------------
+extern "C" const ggml_cpu_kernels ggml_cpu_kernels_scalar = {
+    /* isa            */ "scalar",
+    /* base           */ nullptr,
+    /* features       */ 0,
+    /* mm_type        */ mm_type,
+    /* axpy           */ axpy,
+    /* fp16_to_fp32   */ fp16_to_fp32,
+    /* bf16_to_fp32   */ bf16_to_fp32,
+    /* bf16_pairs     */ bf16_pairs,
+    /* gemm_bf16_pairs*/ &gemm_bf16_pairs,
+    /* dequant        */ ggml_dequant_ref,
+    /* quant_dot      */ ggml_quant_dot_ref,
+    /* quant_dot_rows */ no_dot_rows,
+    /* repack         */ { nullptr, nullptr, nullptr, nullptr, nullptr, ggml_repack_quantize_q8_0x16_ref },
+    /* vec_exp ...    */ vec_apply<ggml_vec_math::ExpKind::exp>, vec_apply<ggml_vec_math::ExpKind::silu>,
+                         vec_apply<ggml_vec_math::ExpKind::sigmoid>, vec_apply<ggml_vec_math::ExpKind::gelu>,
+    /* row_max        */ row_max,
+    /* add_mask_f16   */ add_mask_f16,
+    /* f16_to_f32_row */ f16_to_f32_row,
+    /* f32_to_f16_row */ f32_to_f16_row,
+};

@@ -1,0 +1,28 @@
+// fake-gpu.h - a simulated GPU device for tests of the backend interface and of layer offload.
+//
+// Its buffers hand out addresses in a range the process never maps (a kernel that reads one
+// directly crashes); set/get translate them to the real memory behind. Its backend computes a
+// graph by translating every pointer of the graph to real memory, running the CPU kernels and
+// translating back, and checks that every tensor it touches lives in its own buffers. It records
+// the ops it ran. Which ops it supports is the test's choice.
+#pragma once
+
+#include "ggml-backend.h"
+
+#include <functional>
+#include <vector>
+
+namespace fake_gpu {
+
+ggml_backend_dev_t         device();       // type GPU, named "FAKE"
+ggml_backend_buffer_type_t buffer_type();  // not host memory
+ggml_backend_t             init();         // a backend of the device
+
+// The ops the device claims (default: all of them).
+void set_supports(std::function<bool(const ggml_tensor *)> f);
+bool supports(const ggml_tensor * op);
+
+std::vector<ggml_op> & ran();  // every op computed on the device, in order (the test clears it)
+int graphs_computed();
+
+}  // namespace fake_gpu

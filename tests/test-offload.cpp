@@ -1,0 +1,211 @@
+// test-offload.cpp - layer offload (n_gpu_layers) through the backend interface, on the simulated
+// GPU of fake-gpu.h: the offloaded layers' weights and KV cache live in its buffers (addresses
+// the CPU cannot read), the scheduler splits each graph between it and the CPU, and the logits
+// must be those of the CPU alone.
+#include <gtest/gtest.h>
+
+#include "fake-gpu.h"
+#include "test-llama.h"
+
+#include "ggml-backend.h"
+#include "llama.h"
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct ModelDeleter {
+    void operator()(llama_model * m) const { llama_model_free(m); }
+};
+struct CtxDeleter {
+    void operator()(llama_context * c) const { llama_free(c); }
+};
+using Model = std::unique_ptr<llama_model, ModelDeleter>;
+using Ctx = std::unique_ptr<llama_context, CtxDeleter>;
+
+std::string model_path(const char * name) { return tu::models_dir() + "/" + name; }
+
+Model load(const std::string & path, int n_gpu_layers, bool use_mmap = true) {
+    llama_model_params p = llama_model_default_params();
+    p.n_gpu_layers = n_gpu_layers;
+    p.use_mmap = use_mmap;
+    return Model(llama_model_load_from_file(path.c_str(), p));
+}
+
+Ctx context(llama_model * m, bool offload_kqv = true, bool flash_attn = false) {
+    llama_context_params p = llama_context_default_params();
+    p.n_ctx = 128;
+    p.n_batch = 128;
+    p.n_ubatch = 32;
+    p.n_threads = 2;
+    p.n_threads_batch = 2;
+    p.offload_kqv = offload_kqv;
+    p.flash_attn = flash_attn;
+    return Ctx(llama_init_from_model(m, p));
+}
+
+// A prompt, then single-token decodes (the generation path), logits of every step; a removal
+// from the middle of the cache (compaction of device memory through the host) and more decodes.
+std::vector<float> run(llama_context * ctx) {
+    std::vector<float> out;
+    const std::vector<llama_token> prompt = { 1, 40, 99, 7, 300, 12, 5, 77, 250, 31, 8, 64, 400, 3, 90, 17, 201, 33, 6, 11 };
+    std::vector<float> a = tu::eval_all(ctx, prompt);
+    out.insert(out.end(), a.begin(), a.end());
+    llama_pos p = (llama_pos) prompt.size();
+    for (llama_token t : { 14, 250, 3, 77 }) {
+        std::vector<float> b = tu::eval_all(ctx, { t }, p++);
+        out.insert(out.end(), b.begin(), b.end());
+    }
+    EXPECT_TRUE(llama_kv_self_seq_rm(ctx, 0, 5, 9));
+    for (llama_token t : { 9, 120 }) {
+        std::vector<float> b = tu::eval_all(ctx, { t }, p++);
+        out.insert(out.end(), b.begin(), b.end());
+    }
+    return out;
+}
+
+// F32 weights: the same kernels, rounding only (max_rel, relative to the largest logit).
+// Quantized weights: the device's are not repacked, and the CPU's plain and repacked products
+// of Q8_0 differ a little (as tests/test-model.cpp's "mapped, not repacked" variant shows):
+// mean KL below max_kl and the same top token everywhere.
+void expect_same_logits(const std::vector<float> & got, const std::vector<float> & ref, double tol, int32_t n_vocab = 0,
+                        double max_kl = 0.0) {
+    ASSERT_EQ(got.size(), ref.size());
+    if (n_vocab > 0) {
+        const int32_t n_rows = (int32_t) (ref.size() / (size_t) n_vocab);
+        EXPECT_LT(tu::mean_kl(ref.data(), got.data(), n_rows, n_vocab), max_kl);
+        for (int32_t r = 0; r < n_rows; r++) {
+            const float * a = ref.data() + (size_t) r * n_vocab;
+            const float * b = got.data() + (size_t) r * n_vocab;
+            EXPECT_EQ(std::max_element(a, a + n_vocab) - a, std::max_element(b, b + n_vocab) - b) << "row " << r;
+        }
+        return;
+    }
+    double max_diff = 0.0, max_ref = 0.0;
+    for (size_t i = 0; i < ref.size(); i++) {
+        ASSERT_TRUE(std::isfinite(got[i])) << "logit " << i;
+        max_diff = std::max(max_diff, (double) std::fabs(got[i] - ref[i]));
+        max_ref = std::max(max_ref, (double) std::fabs(ref[i]));
+    }
+    EXPECT_LE(max_diff, tol * std::max(1.0, max_ref)) << "largest logit " << max_ref;
+}
+
+class Offload : public testing::Test {
+protected:
+    void SetUp() override {
+        ggml_backend_device_register(fake_gpu::device());
+        fake_gpu::set_supports(nullptr);
+        fake_gpu::ran().clear();
+    }
+    void TearDown() override { fake_gpu::set_supports(nullptr); }
+};
+
+int count(ggml_op op) { return (int) std::count(fake_gpu::ran().begin(), fake_gpu::ran().end(), op); }
+
+TEST_F(Offload, DeviceIsListedBeforeTheCpu) {
+    const size_t n = ggml_backend_dev_count();
+    ASSERT_GE(n, 2u);
+    EXPECT_EQ(ggml_backend_dev_type(ggml_backend_dev_get(n - 1)), GGML_BACKEND_DEVICE_TYPE_CPU);
+    EXPECT_EQ(ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_GPU), fake_gpu::device());
+    EXPECT_TRUE(llama_supports_gpu_offload());
+}
+
+// Each model at 0 offloaded layers (the reference: nothing may run on the device), some layers,
+// and every layer plus the output layer, with the cache on the device or in host memory.
+TEST_F(Offload, LogitsEqualTheCpuAlone) {
+    for (const char * name : { "stories260K.gguf", "TinyStories-656K-Q8_0.gguf" }) {
+        SCOPED_TRACE(name);
+        const bool quantized = std::string(name).find("Q8_0") != std::string::npos;
+        TU_REQUIRE_FILE(model_path(name));
+        fake_gpu::ran().clear();
+        Model cpu_model = load(model_path(name), 0);
+        ASSERT_TRUE(cpu_model) << tu::take_errors();
+        Ctx cpu_ctx = context(cpu_model.get());
+        ASSERT_TRUE(cpu_ctx);
+        const std::vector<float> ref = run(cpu_ctx.get());
+        EXPECT_EQ(fake_gpu::ran().size(), 0u) << "n_gpu_layers 0 ran ops on the device";
+        const int n_layer = llama_model_n_layer(cpu_model.get());
+        for (int ngl : { 1, n_layer, 999 }) {
+            for (bool kv_on_device : { true, false }) {
+                SCOPED_TRACE("n_gpu_layers " + std::to_string(ngl) + (kv_on_device ? ", KV on the device" : ", KV in host memory"));
+                fake_gpu::ran().clear();
+                Model m = load(model_path(name), ngl);
+                ASSERT_TRUE(m) << tu::take_errors();
+                Ctx c = context(m.get(), kv_on_device);
+                ASSERT_TRUE(c) << tu::take_errors();
+                const std::vector<float> got = run(c.get());
+                expect_same_logits(got, ref, 1e-4, quantized ? tu::n_vocab_of(m.get()) : 0, 1e-5);
+                EXPECT_GT(count(GGML_OP_MUL_MAT), 0) << "no product ran on the device";
+            }
+        }
+    }
+}
+
+// The device declines RoPE and the softmax: every layer splits between the device and the CPU
+// several times, and the tensors crossing are copied both ways.
+TEST_F(Offload, SplitsWithinEachLayer) {
+    TU_REQUIRE_FILE(model_path("stories260K.gguf"));
+    Model cpu_model = load(model_path("stories260K.gguf"), 0);
+    ASSERT_TRUE(cpu_model);
+    Ctx cpu_ctx = context(cpu_model.get());
+    ASSERT_TRUE(cpu_ctx);
+    const std::vector<float> ref = run(cpu_ctx.get());
+
+    fake_gpu::set_supports([](const ggml_tensor * op) { return op->op != GGML_OP_ROPE && op->op != GGML_OP_SOFT_MAX; });
+    Model m = load(model_path("stories260K.gguf"), 999);
+    ASSERT_TRUE(m);
+    Ctx c = context(m.get());
+    ASSERT_TRUE(c);
+    const std::vector<float> got = run(c.get());
+    expect_same_logits(got, ref, 1e-4);
+    EXPECT_EQ(count(GGML_OP_ROPE), 0);
+    EXPECT_GT(count(GGML_OP_MUL_MAT), 0);
+}
+
+// Weights read into memory (--no-mmap) and the fused attention path offload the same way.
+TEST_F(Offload, NoMmapAndFlashAttention) {
+    TU_REQUIRE_FILE(model_path("TinyStories-656K-Q8_0.gguf"));
+    const std::string path = model_path("TinyStories-656K-Q8_0.gguf");
+    Model cpu_model = load(path, 0, false);
+    ASSERT_TRUE(cpu_model);
+    Ctx cpu_ctx = context(cpu_model.get(), true, true);
+    ASSERT_TRUE(cpu_ctx);
+    const std::vector<float> ref = run(cpu_ctx.get());
+
+    Model m = load(path, 1, false);
+    ASSERT_TRUE(m);
+    Ctx c = context(m.get(), true, true);
+    ASSERT_TRUE(c);
+    const std::vector<float> got = run(c.get());
+    expect_same_logits(got, ref, 1e-4, tu::n_vocab_of(m.get()), 1e-5);
+    EXPECT_GT(count(GGML_OP_FLASH_ATTN_EXT), 0);
+}
+
+// Greedy text through the public sampler API is the CPU's.
+TEST_F(Offload, GreedyTextIsTheCpus) {
+    TU_REQUIRE_FILE(model_path("stories260K.gguf"));
+    auto generate = [](int ngl) {
+        Model m = load(model_path("stories260K.gguf"), ngl);
+        EXPECT_TRUE(m);
+        Ctx c = context(m.get());
+        EXPECT_TRUE(c);
+        llama_sampler * s = llama_sampler_init_greedy();
+        std::vector<llama_token> toks = { 1 };
+        for (int i = 0; i < 40; i++) {
+            llama_batch b = llama_batch_get_one(&toks.back(), 1);
+            if (llama_decode(c.get(), b) != 0) break;
+            toks.push_back(llama_sampler_sample(s, c.get(), -1));
+        }
+        llama_sampler_free(s);
+        return toks;
+    };
+    const std::vector<llama_token> cpu = generate(0);
+    EXPECT_EQ(cpu.size(), 41u);
+    EXPECT_EQ(generate(999), cpu);
+}
+
+}  // namespace
