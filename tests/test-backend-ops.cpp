@@ -7,7 +7,8 @@
 // normalized error per case. A case whose graph has a node the backend does not support
 // (supports_op false) is skipped there: the scheduler would leave it to the CPU. Without a GPU
 // backend the comparison test skips with a message; the cases still run on the CPU once, so the
-// graphs themselves stay valid in every build.
+// graphs themselves stay valid in every build. The CPU's own kernel tables (AVX512, AVX2,
+// NEON) are held to its scalar one on the same cases.
 #include <gtest/gtest.h>
 
 #include "ggml.h"
@@ -91,6 +92,37 @@ TEST(BackendOps, CasesRunOnCpu) {
         EXPECT_FALSE(out.empty()) << c.name;
     }
     ggml_backend_free(cpu);
+}
+
+// The CPU against its scalar reference: every case on a CPU backend running each compiled-in
+// kernel table (AVX512, AVX2, NEON) and on one running the scalar table.
+TEST(BackendOps, CpuMatchesItsScalarReference) {
+    const int n_sets = ggml_backend_cpu_n_kernel_sets();
+    if (n_sets < 2) GTEST_SKIP() << "this build has only the scalar kernels";
+    ggml_backend_t scalar = ggml_backend_cpu_init();
+    ASSERT_TRUE(ggml_backend_cpu_set_kernels(scalar, "scalar"));
+    ggml_backend_cpu_set_n_threads(scalar, 2);
+    for (int k = 0; k + 1 < n_sets; k++) {
+        const char * isa = ggml_backend_cpu_kernel_set_name(k);
+        ggml_backend_t cpu = ggml_backend_cpu_init();
+        ASSERT_TRUE(ggml_backend_cpu_set_kernels(cpu, isa));
+        ggml_backend_cpu_set_n_threads(cpu, 2);
+        int n_ok = 0;
+        for (const Case & c : make_cases()) {
+            std::vector<float> ref, got;
+            std::string why;
+            ASSERT_EQ(run_case(c, scalar, ref, why), Outcome::ok) << "scalar " << c.name << ": " << why;
+            ASSERT_EQ(run_case(c, cpu, got, why), Outcome::ok) << isa << " " << c.name << ": " << why;
+            ASSERT_EQ(got.size(), ref.size()) << c.name;
+            size_t bad = 0;
+            EXPECT_LE(nmse(got, ref, &bad), c.tol) << isa << " " << c.name;
+            EXPECT_EQ(bad, 0u) << isa << " " << c.name << ": non-finite values differ";
+            n_ok++;
+        }
+        printf("[ CPU %s ] %d cases match the scalar kernels\n", isa, n_ok);
+        ggml_backend_free(cpu);
+    }
+    ggml_backend_free(scalar);
 }
 
 TEST(BackendOps, EveryBackendMatchesCpu) {
