@@ -11,8 +11,7 @@
 #include "ggml.h"
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
+#include <cstdint>
 #include <string>
 #include <thread>
 #include <vector>

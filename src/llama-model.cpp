@@ -16,7 +16,6 @@
 #include <cstdio>
 #include <cstring>
 #include <set>
-#include <thread>
 #include <vector>
 #include <sys/mman.h>
 #include <sys/stat.h>

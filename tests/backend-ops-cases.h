@@ -118,6 +118,44 @@ std::vector<float> decode(const ggml_tensor * t) {
     return v;
 }
 
+// ---- a case's graph -------------------------------------------------------------------------
+// The case built in a no-alloc context of its own (ggml_free(g.ctx) frees it all).
+struct CaseGraph {
+    ggml_context * ctx = nullptr;
+    Maker mk{ nullptr, {} };
+    Built b{};
+    ggml_cgraph * gf = nullptr;
+};
+
+CaseGraph build_graph(const Case & c) {
+    CaseGraph g;
+    ggml_init_params ip = { 256 * ggml_tensor_overhead() + ggml_graph_overhead_custom(256, false), nullptr, true };
+    g.ctx = ggml_init(ip);
+    g.mk.ctx = g.ctx;
+    g.b = c.build(g.mk);
+    g.gf = ggml_new_graph_custom(g.ctx, 256, false);
+    ggml_build_forward_expand(g.gf, g.b.node);
+    return g;
+}
+
+// The first node that supported() refuses, as "op (type)"; empty when it takes them all.
+std::string first_unsupported(ggml_cgraph * gf, const std::function<bool(const ggml_tensor *)> & supported) {
+    for (int i = 0; i < ggml_graph_n_nodes(gf); i++) {
+        const ggml_tensor * n = ggml_graph_node(gf, i);
+        if (!supported(n)) return std::string(ggml_op_desc(n)) + " (" + ggml_type_name(n->type) + ")";
+    }
+    return std::string();
+}
+
+// Writes every input of an allocated case from its fill, with seeds seed, seed + 1, ...
+void set_inputs(const Maker & mk, uint32_t seed) {
+    for (const auto & in : mk.inputs) {
+        const std::vector<uint8_t> bytes = encode(in.first, input_values(in.first, in.second, seed++));
+        ggml_backend_tensor_set(in.first, bytes.data(), 0, bytes.size());
+    }
+}
+
+// sum (x - ref)^2 / sum ref^2, with NaN / inf where they differ counted as a mismatch.
 double nmse(const std::vector<float> & x, const std::vector<float> & ref, size_t * bad) {
     double num = 0.0, den = 0.0;
     *bad = 0;

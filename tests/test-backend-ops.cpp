@@ -32,45 +32,32 @@ using namespace bocases;
 enum class Outcome { ok, unsupported, failed };
 
 Outcome run_case(const Case & c, ggml_backend_t backend, std::vector<float> & out, std::string & why) {
-    ggml_init_params ip = { 256 * ggml_tensor_overhead() + ggml_graph_overhead_custom(256, false), nullptr, true };
-    ggml_context * ctx = ggml_init(ip);
-    Maker mk{ ctx, {} };
-    const Built b = c.build(mk);
-    ggml_cgraph * gf = ggml_new_graph_custom(ctx, 256, false);
-    ggml_build_forward_expand(gf, b.node);
-    for (int i = 0; i < ggml_graph_n_nodes(gf); i++) {
-        ggml_tensor * n = ggml_graph_node(gf, i);
-        if (!ggml_backend_supports_op(backend, n)) {
-            why = std::string(ggml_op_desc(n)) + " (" + ggml_type_name(n->type) + ")";
-            ggml_free(ctx);
-            return Outcome::unsupported;
-        }
+    CaseGraph g = build_graph(c);
+    why = first_unsupported(g.gf, [&](const ggml_tensor * n) { return ggml_backend_supports_op(backend, n); });
+    if (!why.empty()) {
+        ggml_free(g.ctx);
+        return Outcome::unsupported;
     }
-    ggml_backend_buffer_t buf = ggml_backend_alloc_ctx_tensors(ctx, backend);
+    ggml_backend_buffer_t buf = ggml_backend_alloc_ctx_tensors(g.ctx, backend);
     if (!buf) {
         why = "no memory";
-        ggml_free(ctx);
+        ggml_free(g.ctx);
         return Outcome::failed;
     }
-    uint32_t seed = 1234;
-    for (auto & in : mk.inputs) {
-        const std::vector<uint8_t> bytes = encode(in.first, input_values(in.first, in.second, seed++));
-        ggml_backend_tensor_set(in.first, bytes.data(), 0, bytes.size());
-    }
-    const ggml_status st = ggml_backend_graph_compute(backend, gf);
+    set_inputs(g.mk, 1234);
+    const ggml_status st = ggml_backend_graph_compute(backend, g.gf);
     Outcome r = Outcome::ok;
     if (st != GGML_STATUS_SUCCESS) {
         why = "graph compute failed";
         r = Outcome::failed;
     } else {
-        out = decode(b.out);
+        out = decode(g.b.out);
     }
     ggml_backend_buffer_free(buf);
-    ggml_free(ctx);
+    ggml_free(g.ctx);
     return r;
 }
 
-// sum (x - ref)^2 / sum ref^2, with NaN / inf where they differ counted as a mismatch.
 std::vector<ggml_backend_dev_t> other_devices() {
     std::vector<ggml_backend_dev_t> v;
     for (size_t i = 0; i < ggml_backend_dev_count(); i++) {
@@ -162,32 +149,18 @@ TEST(BackendOps, EveryBackendMatchesCpu) {
 // One graph computed again and again with new inputs (generation): a backend that replays
 // recorded work (CUDA graphs) must still see each call's inputs.
 struct Prepared {
-    ggml_context * ctx = nullptr;
+    CaseGraph g;
     ggml_backend_buffer_t buf = nullptr;
-    ggml_cgraph * gf = nullptr;
-    Maker mk{ nullptr, {} };
-    Built b{};
 
-    Prepared(const Case & c, ggml_backend_t backend) {
-        ggml_init_params ip = { 256 * ggml_tensor_overhead() + ggml_graph_overhead_custom(256, false), nullptr, true };
-        ctx = ggml_init(ip);
-        mk.ctx = ctx;
-        b = c.build(mk);
-        gf = ggml_new_graph_custom(ctx, 256, false);
-        ggml_build_forward_expand(gf, b.node);
-        buf = ggml_backend_alloc_ctx_tensors(ctx, backend);
-    }
+    Prepared(const Case & c, ggml_backend_t backend) : g(build_graph(c)) { buf = ggml_backend_alloc_ctx_tensors(g.ctx, backend); }
     ~Prepared() {
         ggml_backend_buffer_free(buf);
-        ggml_free(ctx);
+        ggml_free(g.ctx);
     }
     std::vector<float> compute(ggml_backend_t backend, uint32_t seed) {
-        for (auto & in : mk.inputs) {
-            const std::vector<uint8_t> bytes = encode(in.first, input_values(in.first, in.second, seed++));
-            ggml_backend_tensor_set(in.first, bytes.data(), 0, bytes.size());
-        }
-        EXPECT_EQ(ggml_backend_graph_compute(backend, gf), GGML_STATUS_SUCCESS);
-        return decode(b.out);
+        set_inputs(g.mk, seed);
+        EXPECT_EQ(ggml_backend_graph_compute(backend, g.gf), GGML_STATUS_SUCCESS);
+        return decode(g.b.out);
     }
 };
 

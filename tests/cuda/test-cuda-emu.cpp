@@ -36,28 +36,17 @@ using namespace bocases;
 // Runs case c with its tensors in CPU memory: on the CPU backend (emulate false), or node by node
 // through the CUDA kernels (true). false: some node is not supported by the CUDA backend.
 bool run(const Case & c, bool emulate, ggml_backend_t cpu, ggml_cuda_ctx & cctx, std::vector<float> & out, std::string & why) {
-    ggml_init_params ip = { 256 * ggml_tensor_overhead() + ggml_graph_overhead_custom(256, false), nullptr, true };
-    ggml_context * ctx = ggml_init(ip);
-    Maker mk{ ctx, {} };
-    const Built b = c.build(mk);
-    ggml_cgraph * gf = ggml_new_graph_custom(ctx, 256, false);
-    ggml_build_forward_expand(gf, b.node);
+    CaseGraph g = build_graph(c);
+    ggml_cgraph * gf = g.gf;
     if (emulate) {
-        for (int i = 0; i < ggml_graph_n_nodes(gf); i++) {
-            ggml_tensor * n = ggml_graph_node(gf, i);
-            if (!ggml_cuda_supports_op(n)) {
-                why = std::string(ggml_op_desc(n)) + " (" + ggml_type_name(n->type) + ")";
-                ggml_free(ctx);
-                return false;
-            }
+        why = first_unsupported(gf, [](const ggml_tensor * n) { return ggml_cuda_supports_op(n); });
+        if (!why.empty()) {
+            ggml_free(g.ctx);
+            return false;
         }
     }
-    ggml_backend_buffer_t buf = ggml_backend_alloc_ctx_tensors(ctx, cpu);
-    uint32_t seed = 1234;
-    for (auto & in : mk.inputs) {
-        const std::vector<uint8_t> bytes = encode(in.first, input_values(in.first, in.second, seed++));
-        ggml_backend_tensor_set(in.first, bytes.data(), 0, bytes.size());
-    }
+    ggml_backend_buffer_t buf = ggml_backend_alloc_ctx_tensors(g.ctx, cpu);
+    set_inputs(g.mk, 1234);
     if (emulate) {
         for (int i = 0; i < ggml_graph_n_nodes(gf); i++) {
             ggml_tensor * n = ggml_graph_node(gf, i);
@@ -67,9 +56,9 @@ bool run(const Case & c, bool emulate, ggml_backend_t cpu, ggml_cuda_ctx & cctx,
     } else {
         EXPECT_EQ(ggml_backend_graph_compute(cpu, gf), GGML_STATUS_SUCCESS) << c.name;
     }
-    out = decode(b.out);
+    out = decode(g.b.out);
     ggml_backend_buffer_free(buf);
-    ggml_free(ctx);
+    ggml_free(g.ctx);
     return true;
 }
 
