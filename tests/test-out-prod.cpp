@@ -368,6 +368,47 @@ static std::vector<const ggml_cpu_kernels *> kernel_sets() {
     return std::vector<const ggml_cpu_kernels *>(sets, sets + n);
 }
 
+// A repacked Q4_0 a's blocks go to the slabs without F32 rows: every set's conversion gives the
+// bytes of dequantizing the 32 rows and quantizing the slab from F32 (scales of every size, and
+// blocks of one value, of zeros and of the extreme nibbles).
+TEST(OutProdKernels, Q4_0x16ToSlabMatchesDequantized) {
+    ForceRepack force;
+    std::mt19937 rng(23);
+    for (int trial = 0; trial < 100; trial++) {
+        SCOPED_TRACE("trial " + std::to_string(trial));
+        block_q4_0 rows[2][GGML_REPACK_ROWS];
+        for (int g = 0; g < 2; g++)
+            for (int r = 0; r < GGML_REPACK_ROWS; r++) {
+                block_q4_0 & b = rows[g][r];
+                const float d = std::ldexp((float) (rng() % 1000 + 1) / 1000.0f, (int) (rng() % 30) - 20);
+                b.d = GGML_FP32_TO_FP16(r == 3 ? 0.0f : (trial % 7 == 0 ? -d : d));
+                for (int j = 0; j < QK4_0 / 2; j++) {
+                    const uint8_t v = (uint8_t) rng();
+                    b.qs[j] = r == 5 ? 0x88 : r == 6 ? (trial % 2 ? 0x00 : 0xFF) : v;
+                }
+            }
+        block_q4_0x16 grp[2];
+        const ggml_repack_traits * q4 = ggml_repack_get_traits(GGML_TYPE_Q4_0);
+        ASSERT_TRUE(q4 != nullptr);
+        for (int g = 0; g < 2; g++) q4->pack_group(rows[g], 1, &grp[g]);
+        for (int half = 0; half < 2; half++) {
+            float x[QK8_0 * GGML_REPACK_ROWS];  // x[m * 16 + r]: value 16 half + r of row m
+            for (int m = 0; m < QK8_0; m++) {
+                float y[QK4_0];
+                dequantize_row_q4_0(&rows[m / GGML_REPACK_ROWS][m % GGML_REPACK_ROWS], y, QK4_0);
+                for (int r = 0; r < GGML_REPACK_ROWS; r++) x[m * GGML_REPACK_ROWS + r] = y[16 * half + r];
+            }
+            block_q8_0x16 want, got;
+            ggml_repack_quantize_q8_0x16_ref(x, GGML_REPACK_ROWS, &want);
+            for (const ggml_cpu_kernels * vk : kernel_sets()) {
+                memset(&got, 0xAB, sizeof(got));
+                vk->repack.q4_0x16_to_q8_0x16t(&grp[0], &grp[1], half, &got);
+                EXPECT_EQ(memcmp(&want, &got, sizeof(want)), 0) << vk->isa << " half " << half;
+            }
+        }
+    }
+}
+
 // ---- the bf16-pair kernels against the scalar reference --------------------------------------
 TEST(OutProdKernels, Bf16PairsMatchScalar) {
     const std::vector<const ggml_cpu_kernels *> sets = kernel_sets();  // the reference GEMM too, against a double sum

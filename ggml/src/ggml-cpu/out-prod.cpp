@@ -437,7 +437,8 @@ void out_prod_axpy(const RowReader & rd, const ggml_tensor * b, ggml_tensor * ds
 // GEMM rows are slabs of 16 values of k: rows T[k] = a[k, 0..M) quantized to Q8_0 along m and
 // packed as one Q8_0 x16 group of the forward's layout; columns are b's rows of elements n,
 // quantized once as the forward's activations. A slab's group is quantized from a's converted
-// rows directly (ggml_repack_quantize_q8_0x16: 32 rows of m, 16 k each, one block). Each output
+// rows directly (ggml_repack_quantize_q8_0x16: 32 rows of m, 16 k each, one block), or for a
+// repacked Q4_0 a from its blocks (ggml_repack_q4_0x16_to_q8_0x16t). Each output
 // is one call of the forward's kernel, whose value does not depend on the columns beside it:
 // results do not depend on the threads.
 void out_prod_int8(const RowReader & rd, const ggml_tensor * b, ggml_tensor * dst, const Dims & d, const Plan & pl,
@@ -450,6 +451,8 @@ void out_prod_int8(const RowReader & rd, const ggml_tensor * b, ggml_tensor * ds
     char * scratch = tw + z.rows;
     char * packed = scratch + z.scratch;
     float * col = (float *) (packed + z.packed);
+    // A repacked Q4_0 a: its blocks quantize straight into the slabs (the same bytes).
+    const bool q4_0x16 = rd.rt && rd.a->type == GGML_TYPE_Q4_0;
 
     // Activations: column (plane p, n) at act + (p * N + n) * act_row.
     {
@@ -484,9 +487,18 @@ void out_prod_int8(const RowReader & rd, const ggml_tensor * b, ggml_tensor * ds
         const int64_t ns = (k1 - k0) / ROWS;
         const char * ap = a_plane(rd.a, d, p);
         for (int64_t m0 = 0; m0 < d.M; m0 += 2 * ROWS) {
+            char * out = packed + (m0 / QK8_0) * sizeof(block_q8_0x16);
+            if (q4_0x16) {  // straight from the groups of rows m0 and m0 + 16
+                const block_q4_0x16 * g0 = (const block_q4_0x16 *) (ap + m0 * rd.a->nb[1]);
+                const block_q4_0x16 * g1 = (const block_q4_0x16 *) (ap + (m0 + ROWS) * rd.a->nb[1]);
+                for (int64_t j = 0; j < ns; j++) {
+                    const int64_t k = k0 + j * ROWS;
+                    ggml_repack_q4_0x16_to_q8_0x16t(g0 + k / QK4_0, g1 + k / QK4_0, (int) (k % QK4_0 / ROWS), out + j * z.group);
+                }
+                continue;
+            }
             rd.read(ap, m0, ROWS, lo, hi - lo, rows, kb, scratch);
             rd.read(ap, m0 + ROWS, ROWS, lo, hi - lo, rows + ROWS * kb, kb, scratch);
-            char * out = packed + (m0 / QK8_0) * sizeof(block_q8_0x16);
             for (int64_t j = 0; j < ns; j++) {
                 ggml_repack_quantize_q8_0x16(rows + (k0 - lo) + j * ROWS, kb, out + j * z.group);
             }

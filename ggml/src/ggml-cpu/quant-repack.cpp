@@ -46,6 +46,25 @@ void ggml_repack_quantize_q8_0x16_ref(const float * x, int64_t ldx, void * vout)
 // This build's fastest (the same bytes).
 void ggml_repack_quantize_q8_0x16(const float * x, int64_t ldx, void * out) { ggml_cpu()->repack.quantize_q8_0x16(x, ldx, out); }
 
+// Row m's value 16 half + r of k is nibble `half` of byte r of its qs, stored at [r / 4][m][r % 4].
+void ggml_repack_q4_0x16_to_q8_0x16t_ref(const void * g0, const void * g1, int half, void * out) {
+    float x[QK8_0 * GGML_REPACK_ROWS];  // x[m * 16 + r]
+    for (int m = 0; m < QK8_0; m++) {
+        const block_q4_0x16 * g = (const block_q4_0x16 *) (m < GGML_REPACK_ROWS ? g0 : g1);
+        const int row = m % GGML_REPACK_ROWS;
+        const float d = GGML_FP16_TO_FP32(g->d[row]);
+        for (int r = 0; r < GGML_REPACK_ROWS; r++) {
+            const uint8_t b = g->qs[(r / 4) * 64 + row * 4 + r % 4];
+            x[m * GGML_REPACK_ROWS + r] = d * (((half ? b >> 4 : b) & 0xF) - 8);
+        }
+    }
+    ggml_repack_quantize_q8_0x16_ref(x, GGML_REPACK_ROWS, out);
+}
+
+void ggml_repack_q4_0x16_to_q8_0x16t(const void * g0, const void * g1, int half, void * out) {
+    ggml_cpu()->repack.q4_0x16_to_q8_0x16t(g0, g1, half, out);
+}
+
 // ---- layouts ------------------------------------------------------------------------------
 // One group: 16 GGUF rows of nb blocks (row stride nb blocks) <-> nb repacked blocks. Both types
 // store the 16 scales, then each row's quant bytes cut in 4-byte columns, column-major.

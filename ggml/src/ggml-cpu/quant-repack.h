@@ -137,6 +137,13 @@ void ggml_quantize_row_q8_0x(const float * x, void * y, int64_t n);
 void ggml_repack_quantize_q8_0x16_ref(const float * x, int64_t ldx, void * out);
 void ggml_repack_quantize_q8_0x16(const float * x, int64_t ldx, void * out);
 
+// The Q8_0 x16 block of 16 values of k of 32 rows m of a repacked Q4_0 matrix, without a pass
+// through F32 rows: g0 and g1 are block i of the groups of rows m0 and m0 + 16, half 0 takes
+// values 32i..32i+15 of k (the low nibbles), half 1 the next 16. The same bytes as dequantizing
+// the 32 rows and ggml_repack_quantize_q8_0x16 on values [16 half, 16 half + 16) of k.
+void ggml_repack_q4_0x16_to_q8_0x16t_ref(const void * g0, const void * g1, int half, void * out);
+void ggml_repack_q4_0x16_to_q8_0x16t(const void * g0, const void * g1, int half, void * out);
+
 // The reference kernels; the SIMD ones are entries of the instruction sets' tables (kernels.h).
 void ggml_repack_gemm_q4_0x16_ref(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
 void ggml_repack_gemm_q8_0x16_ref(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);

@@ -45,6 +45,46 @@ void repack_quantize_q8_0x16(const float * x, int64_t ldx, void * vout) {
     }
 }
 
+// A repacked Q4_0 block straight to the transposed Q8_0 x16 block (quant-repack.h): per group,
+// the 4 registers of 4-byte columns (lane = row) are transposed within their 128-bit lanes, so
+// that each row's 16 bytes come out whole; each row's nibbles become its 16 values of k (lanes)
+// in F32 through an L1 tile, which repack_quantize_q8_0x16 quantizes as from any F32 rows.
+void repack_q4_0x16_to_q8_0x16t(const void * vg0, const void * vg1, int half, void * out) {
+    alignas(64) float x[QK8_0 * GGML_REPACK_ROWS];
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __m512i eight = _mm512_set1_epi32(8);
+    for (int g = 0; g < 2; g++) {
+        const block_q4_0x16 * b = (const block_q4_0x16 *) (g ? vg1 : vg0);
+        __m512i c[4];
+        for (int j = 0; j < 4; j++) {
+            const __m512i w = _mm512_loadu_si512((const void *) (b->qs + 64 * j));
+            c[j] = _mm512_and_si512(half ? _mm512_srli_epi16(w, 4) : w, m4);
+        }
+        // Within each 128-bit lane L (rows 4L..4L+3): t[i] holds row 4L + i's columns 0..3.
+        const __m512i u0 = _mm512_unpacklo_epi32(c[0], c[1]), u1 = _mm512_unpackhi_epi32(c[0], c[1]);
+        const __m512i u2 = _mm512_unpacklo_epi32(c[2], c[3]), u3 = _mm512_unpackhi_epi32(c[2], c[3]);
+        const __m512i t[4] = { _mm512_unpacklo_epi64(u0, u2), _mm512_unpackhi_epi64(u0, u2),
+                               _mm512_unpacklo_epi64(u1, u3), _mm512_unpackhi_epi64(u1, u3) };
+        alignas(64) float d[GGML_REPACK_ROWS];
+        _mm512_store_ps(d, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *) b->d)));
+        for (int L = 0; L < 4; L++) {
+            for (int i = 0; i < 4; i++) {
+                const int row = 4 * L + i;
+                __m128i v;
+                switch (L) {  // the lane index must be a constant
+                    case 0:  v = _mm512_extracti32x4_epi32(t[i], 0); break;
+                    case 1:  v = _mm512_extracti32x4_epi32(t[i], 1); break;
+                    case 2:  v = _mm512_extracti32x4_epi32(t[i], 2); break;
+                    default: v = _mm512_extracti32x4_epi32(t[i], 3); break;
+                }
+                const __m512 q = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_cvtepu8_epi32(v), eight));
+                _mm512_store_ps(x + (16 * g + row) * GGML_REPACK_ROWS, _mm512_mul_ps(_mm512_set1_ps(d[row]), q));
+            }
+        }
+    }
+    repack_quantize_q8_0x16(x, GGML_REPACK_ROWS, out);
+}
+
 #if defined(__AVX512VNNI__)
 namespace {
 
