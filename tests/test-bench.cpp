@@ -147,6 +147,29 @@ TEST(Bench, NonDefaultParametersGetColumns) {
     EXPECT_TRUE(std::regex_search(r.out, std::regex("pp16 \\|[^|]+\\| +\\|"))) << r.out;
 }
 
+// --ceiling auto: the bandwidth is measured beside each tg test; csv carries it and the share,
+// the markdown table a column for each, and a pp test leaves both empty.
+TEST(Bench, CeilingAutoMeasuresTheBandwidth) {
+    REQUIRE_BENCH();
+    setenv("LLAMA_BENCH_MEMBW_MIB", "64", 1);
+    const run_result c = run_bench(base_args() + " -p 16 -n 4 -o csv --ceiling auto");
+    ASSERT_EQ(c.status, 0) << c.err;
+    const std::vector<std::string> ls = lines(c.out);
+    ASSERT_EQ(ls.size(), 3u) << c.out;
+    EXPECT_NE(ls[0].find(",ceiling_gbps,ceiling_pct"), std::string::npos) << ls[0];
+    EXPECT_TRUE(std::regex_search(ls[1], std::regex(",\"16\",\"0\",.*,\"\",\"\"$"))) << "pp: no ceiling: " << ls[1];
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(ls[2], m, std::regex(",\"([0-9.]+)\",\"([0-9.]+)\"$"))) << "tg: " << ls[2];
+    const double gbps = std::stod(m[1].str()), pct = std::stod(m[2].str());
+    EXPECT_GT(gbps, 0.1);
+    EXPECT_GT(pct, 0.0);
+    const run_result md = run_bench(base_args() + " -p 0 -n 4 --ceiling auto");
+    ASSERT_EQ(md.status, 0) << md.err;
+    EXPECT_NE(lines(md.out).at(0).find("| ceiling GB/s | % of ceiling |"), std::string::npos) << md.out;
+    EXPECT_TRUE(std::regex_search(md.out, std::regex("tg4 \\|[^|]+\\| +[0-9]+\\.[0-9] \\| +[0-9]+\\.[0-9] \\|"))) << md.out;
+    unsetenv("LLAMA_BENCH_MEMBW_MIB");
+}
+
 TEST(Bench, BadCommandLinesAreRefusedCleanly) {
     REQUIRE_BENCH();
     const struct {
@@ -159,6 +182,7 @@ TEST(Bench, BadCommandLinesAreRefusedCleanly) {
         { base_args() + " -p abc", "-p" },
         { base_args() + " -pg 8", "-pg" },
         { base_args() + " -o xml", "xml" },
+        { base_args() + " --ceiling fast", "--ceiling" },
         { "-p 16", "no model" },
     };
     for (const auto & c : cases) {

@@ -159,9 +159,9 @@ std::vector<field> fields_of(const bench_result & r) {
         { "avg_ts", kind::num, fmt("%f", r.avg_ts()) },
         { "stddev_ts", kind::num, fmt("%f", r.stddev_ts()) },
     };
-    if (r.ceiling_gbps > 0) {
+    if (r.ceiling_fields) {
         const double pct = r.ceiling_pct();
-        f.push_back({ "ceiling_gbps", kind::num, fmt("%f", r.ceiling_gbps) });
+        f.push_back({ "ceiling_gbps", kind::num, r.ceiling_gbps > 0 ? fmt("%f", r.ceiling_gbps) : "" });
         f.push_back({ "ceiling_pct", kind::num, pct >= 0 ? fmt("%f", pct) : "" });
     }
     return f;
@@ -187,6 +187,7 @@ public:
     void header(const bench_params & p) override {
         bench_result shape;
         shape.ceiling_gbps = p.ceiling_gbps;
+        shape.ceiling_fields = p.ceiling_gbps > 0 || p.ceiling_auto;
         fprintf(out_, "%s\n", join<field>(fields_of(shape), ",", [](field f) { return std::string(f.name); }).c_str());
     }
     void row(const bench_result & r) override {
@@ -256,6 +257,7 @@ public:
     void header(const bench_params & p) override {
         bench_result shape;
         shape.ceiling_gbps = p.ceiling_gbps;
+        shape.ceiling_fields = p.ceiling_gbps > 0 || p.ceiling_auto;
         const std::vector<field> fs = fields_of(shape);
         fprintf(out_, "CREATE TABLE IF NOT EXISTS llama_bench (\n");
         for (size_t i = 0; i < fs.size(); i++) {
@@ -336,7 +338,13 @@ public:
                               return fmt("%.2f", r.avg_ts()) + " ± " + fmt("%.2f", r.stddev_ts());
                           } });
         ceiling_gbps_ = p.ceiling_gbps;
-        if (ceiling_gbps_ > 0) {
+        ceiling_auto_ = p.ceiling_auto;
+        if (ceiling_auto_) {
+            cols_.push_back({ "ceiling GB/s", 12, [](const bench_result & r) {
+                                  return r.ceiling_gbps > 0 ? fmt("%.1f", r.ceiling_gbps) : std::string();
+                              } });
+        }
+        if (ceiling_gbps_ > 0 || ceiling_auto_) {
             cols_.push_back({ "% of ceiling", 12, [](const bench_result & r) {
                                   const double pct = r.ceiling_pct();
                                   return pct >= 0 ? fmt("%.1f", pct) : std::string();
@@ -363,7 +371,10 @@ public:
     }
 
     void footer() override {
-        if (ceiling_gbps_ > 0) {
+        if (ceiling_auto_) {
+            fprintf(out_, "\n%% of ceiling: tg t/s against the read bandwidth measured beside the test (the higher of "
+                          "before and after) / model size (each weight byte read once per token)\n");
+        } else if (ceiling_gbps_ > 0) {
             fprintf(out_, "\n%% of ceiling: tg t/s against %.1f GB/s / model size (each weight byte read once per token)\n",
                     ceiling_gbps_);
         }
@@ -373,6 +384,7 @@ public:
 private:
     std::vector<md_column> cols_;
     double ceiling_gbps_ = 0;
+    bool ceiling_auto_ = false;
 };
 
 }  // namespace

@@ -34,6 +34,7 @@ struct bench_params {
     bool progress = false;
     bool no_warmup = false;
     double ceiling_gbps = 0;  // > 0: report tg speed as a share of the memory-bandwidth ceiling
+    bool ceiling_auto = false;  // --ceiling auto: the ceiling measured before and after each tg test
     bench_format output = bench_format::md;
     bench_format output_err = bench_format::none;
 };
@@ -73,7 +74,8 @@ struct bench_result {
     uint64_t model_n_params = 0;
     std::string test_time;  // RFC 3339, UTC
     std::vector<uint64_t> samples_ns;
-    double ceiling_gbps = 0;
+    double ceiling_gbps = 0;     // the ceiling this test is held to (0: none, or not measured)
+    bool ceiling_fields = false; // --ceiling given: csv, json and sql carry the ceiling fields
 
     std::string test_name() const;   // "pp512", "tg128", "pp512+tg128", with " @ d4096" for a depth
     std::vector<double> samples_ts() const;
@@ -84,6 +86,21 @@ struct bench_result {
     // Mean tokens/s as a percentage of GBPS / model size (every weight byte read once per token);
     // negative when it does not apply (no --ceiling, or not a plain tg test).
     double ceiling_pct() const;
+};
+
+// Read bandwidth of this machine with n threads (--ceiling auto, bench-membw.cpp): a buffer of
+// `bytes`, touched once at construction, summed by the threads; the best of `passes` passes.
+class bench_membw {
+public:
+    bench_membw(int n_threads, size_t bytes);
+    ~bench_membw();
+    double measure_gbps(int passes = 5);
+
+private:
+    int n_threads_;
+    size_t n_words_ = 0;
+    std::unique_ptr<uint64_t[]> words_;
+    uint64_t sink_ = 0;  // keeps the sums alive
 };
 
 class bench_printer {

@@ -38,8 +38,10 @@ void usage(FILE * out) {
             "  -v, --verbose                             verbose output\n"
             "  --progress                                print test progress indicators\n"
             "  --no-warmup                               skip warmup runs before benchmarking\n"
-            "  --ceiling <GB/s>                          add a column: tg t/s as a %% of the memory-bandwidth\n"
-            "                                            ceiling (GB/s / model size in GB) (default: off)\n"
+            "  --ceiling <GB/s|auto>                     add a column: tg t/s as a %% of the memory-bandwidth\n"
+            "                                            ceiling (GB/s / model size in GB); auto: the read\n"
+            "                                            bandwidth measured with the test's threads just\n"
+            "                                            before and after each tg test, the higher (default: off)\n"
             "\n"
             "test parameters:\n"
             "  -m, --model <filename>                    (required)\n"
@@ -252,10 +254,11 @@ bench_params parse_args(int argc, char ** argv) {
             p.no_warmup = true;
         } else if (a == "--ceiling") {
             const std::string v = value();
+            p.ceiling_auto = v == "auto";
             char * end = nullptr;
-            p.ceiling_gbps = strtod(v.c_str(), &end);
-            if (v.empty() || *end != '\0' || !(p.ceiling_gbps > 0) || p.ceiling_gbps > 1e6) {
-                fail_arg("invalid value for --ceiling: '" + v + "' (memory bandwidth in GB/s, > 0)");
+            p.ceiling_gbps = p.ceiling_auto ? 0 : strtod(v.c_str(), &end);
+            if (!p.ceiling_auto && (v.empty() || *end != '\0' || !(p.ceiling_gbps > 0) || p.ceiling_gbps > 1e6)) {
+                fail_arg("invalid value for --ceiling: '" + v + "' (memory bandwidth in GB/s, > 0, or auto)");
             }
         } else if (is_unsupported_llama_cpp_option(a)) {
             fail_arg("option " + a + " of llama.cpp's llama-bench is not supported here (a CPU-only engine)");
@@ -422,6 +425,7 @@ int run(const bench_params & params) {
         r.model_n_params = llama_model_n_params(model.get());
         r.test_time = utc_now();
         r.ceiling_gbps = params.ceiling_gbps;
+        r.ceiling_fields = params.ceiling_gbps > 0 || params.ceiling_auto;
 
         llama_kv_self_clear(ctx.get());
         if (params.delay > 0) std::this_thread::sleep_for(std::chrono::seconds(params.delay));
@@ -438,6 +442,16 @@ int run(const bench_params & params) {
             }
         }
 
+        // --ceiling auto: a plain tg test measures the bandwidth beside its own repetitions.
+        std::unique_ptr<bench_membw> membw;
+        if (params.ceiling_auto && inst.n_prompt == 0 && inst.n_gen > 0) {
+            progress("read bandwidth");
+            // 1 GiB, far beyond any cache; tests shrink it (LLAMA_BENCH_MEMBW_MIB) to stay quick.
+            const char * mib = getenv("LLAMA_BENCH_MEMBW_MIB");
+            const size_t bytes = (size_t) (mib && atoi(mib) > 0 ? atoi(mib) : 1024) << 20;
+            membw.reset(new bench_membw(inst.n_threads, bytes));
+            r.ceiling_gbps = membw->measure_gbps();
+        }
         for (int rep = 0; rep < params.reps; rep++) {
             const std::string of = " " + std::to_string(rep + 1) + "/" + std::to_string(params.reps);
             llama_kv_self_clear(ctx.get());
@@ -456,6 +470,8 @@ int run(const bench_params & params) {
             }
             r.samples_ns.push_back(now_ns() - t0);
         }
+        if (membw) r.ceiling_gbps = std::max(r.ceiling_gbps, membw->measure_gbps());
+        membw.reset();
 
         for (auto & pr : printers) pr->row(r);
         fflush(stdout);
