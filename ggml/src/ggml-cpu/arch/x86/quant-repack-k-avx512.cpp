@@ -19,6 +19,10 @@
 //    8 columns than in two passes of 4: each decoded register meets 8 columns).
 // Where the time goes (Q6_K, 8 columns, per super-block and column): 64 vpdpbusd with their
 // broadcast loads, 16 vpmulld (2 uops each), 8 vpdpwssd; the decoding is shared by the columns.
+// Software prefetch (PREFETCH bytes ahead) only for several columns: every type's groups are read
+// front to back (quant-repack.h), which the hardware prefetcher streams by itself for one column,
+// where prefetching 2 KiB ahead on top cost one thread (bench-quant, Zen 4) 10% with Q4_K and 29%
+// with Q5_K; all of a Q6_K block 1 or 2 blocks ahead, 27-38% (Q6_K: none at all).
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -55,6 +59,7 @@ template <typename F> constexpr int ternary_imm(F f) {
 }
 constexpr int OR_AND = ternary_imm([](int a, int b, int c) { return a | (b & c); });  // a | (b & c)
 constexpr int SELECT = ternary_imm([](int a, int b, int c) { return c ? a : b; });    // (a & c) | (b & ~c)
+constexpr int AND_OR = ternary_imm([](int a, int b, int c) { return (a & c) | b; });   // (a & c) | b
 
 typedef const block_q8_K * const * Cols;  // the columns' super-blocks
 
@@ -97,7 +102,7 @@ struct Q4K : K4 {
     static constexpr int PASS = 4, UNITS = 4, S = 2, K = 8, PREFETCH = 2048;
     static constexpr bool UNROLL = false;
     static constexpr int act(int p, int s) { return 64 * p + 32 * s; }
-    template <typename U> static void decode(const G * g, U u, __m512i (&w)[S][K], __m512i (&sc)[S]) {
+    template <int NC, typename U> static void decode(const G * g, U u, __m512i (&w)[S][K], __m512i (&sc)[S]) {
         const int p = u;
         const __m512i m4 = _mm512_set1_epi8(0x0F);
         for (int k = 0; k < 8; k++) {
@@ -123,12 +128,23 @@ struct Q5K : K4 {
     static constexpr int PASS = 8, UNITS = 8, S = 1, K = 8, PREFETCH = 2048;
     static constexpr bool UNROLL = true;
     static constexpr int act(int j, int) { return 32 * j; }
-    template <typename U> static void decode(const G * g, U, __m512i (&w)[S][K], __m512i (&sc)[S]) {
+    template <int NC, typename U> static void decode(const G * g, U, __m512i (&w)[S][K], __m512i (&sc)[S]) {
         constexpr int J = U::value;
         const __m512i m4 = _mm512_set1_epi8(0x0F), m16 = _mm512_set1_epi8(0x10);
         for (int k = 0; k < 8; k++) {
             const __m512i v = load64(g->qs[8 * (J / 2) + k]);
             const __m512i h = load64(g->qh[k]);
+#if defined(__GFNI__)
+            if constexpr (NC <= 2) {
+                // Bit J of each qh byte alone at bit 4 in one affine map over GF(2) (bit 4 of the
+                // result is row 3 of the matrix, byte 3): no 16-bit shift, nothing else to clear.
+                // One column is decode-bound: 8% faster; 8 columns are vpdpbusd-bound and lose 3%
+                // to it (the affine map takes the same ports).
+                const __m512i hb = _mm512_gf2p8affine_epi64_epi8(h, _mm512_set1_epi64((long long) (1ull << J) << 24), 0);
+                w[0][k] = _mm512_ternarylogic_epi32((J & 1) ? _mm512_srli_epi16(v, 4) : v, hb, m4, AND_OR);
+                continue;
+            }
+#endif
             const __m512i nib = (J & 1) ? _mm512_and_si512(_mm512_srli_epi16(v, 4), m4) : _mm512_and_si512(v, m4);
             w[0][k] = _mm512_ternarylogic_epi32(nib, bit_to_4<J>(h), m16, OR_AND);
         }
@@ -139,9 +155,6 @@ struct Q5K : K4 {
 struct Q6K {
     typedef block_q6_Kx16 G;
     static constexpr int PASS = 8, UNITS = 8, S = 2, K = 4;
-    // No software prefetch: the block is read front to back (quant-repack.h), which the
-    // hardware prefetcher streams; prefetching all of it 1 or 2 blocks ahead on top took one
-    // thread from 26 to 19 or 16 GB/s (bench-quant, Zen 4).
     static constexpr int PREFETCH = 0;
     static constexpr bool UNROLL = true;
     // Offset: isum = -32 * sum_j sc_j * bsums[j], two sub-blocks per vpdpwssd.
@@ -159,7 +172,7 @@ struct Q6K {
     }
     // Unit u = (h, gg, p): activations 128 h + 32 p + 16 gg (quarter p), + 64 (quarter p + 2).
     static constexpr int act(int u, int s) { return 128 * (u / 4) + 32 * (u % 2) + 16 * (u / 2 % 2) + 64 * s; }
-    template <typename U> static void decode(const G * g, U, __m512i (&w)[S][K], __m512i (&sc)[S]) {
+    template <int NC, typename U> static void decode(const G * g, U, __m512i (&w)[S][K], __m512i (&sc)[S]) {
         constexpr int h = U::value / 4, gg = U::value / 2 % 2, p = U::value % 2;
         const __m512i m0F = _mm512_set1_epi8(0x0F), m33 = _mm512_set1_epi8(0x33);
         for (int k = 0; k < 4; k++) {
@@ -181,7 +194,7 @@ struct Q6K {
 template <typename T, int NC, typename U>
 inline void unit(const typename T::G * g, Cols y, __m512i * isum, U u) {
     __m512i w[T::S][T::K], sc[T::S];
-    T::decode(g, u, w, sc);
+    T::template decode<NC>(g, u, w, sc);
     for (int c = 0; c < NC; c++) {
         const int8_t * q = y[c]->qs;
         __m512i d[T::S];
@@ -209,7 +222,7 @@ void gemm(int64_t nb, const typename T::G * a, const char * b, size_t ldb, float
     for (int c = 0; c < NC; c++) acc[c] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         const typename T::G * g = a + i;
-        if constexpr (T::PREFETCH > 0) {
+        if constexpr (T::PREFETCH > 0 && NC >= 4) {
             for (int l = 0; l < (int) sizeof(*g); l += 64) _mm_prefetch((const char *) g + T::PREFETCH + l, _MM_HINT_T0);
         }
         const block_q8_K * y[NC];
