@@ -187,7 +187,7 @@ public:
     void header(const bench_params & p) override {
         bench_result shape;
         shape.ceiling_gbps = p.ceiling_gbps;
-        shape.ceiling_fields = p.ceiling_gbps > 0 || p.ceiling_auto;
+        shape.ceiling_fields = p.ceiling();
         fprintf(out_, "%s\n", join<field>(fields_of(shape), ",", [](field f) { return std::string(f.name); }).c_str());
     }
     void row(const bench_result & r) override {
@@ -257,7 +257,7 @@ public:
     void header(const bench_params & p) override {
         bench_result shape;
         shape.ceiling_gbps = p.ceiling_gbps;
-        shape.ceiling_fields = p.ceiling_gbps > 0 || p.ceiling_auto;
+        shape.ceiling_fields = p.ceiling();
         const std::vector<field> fs = fields_of(shape);
         fprintf(out_, "CREATE TABLE IF NOT EXISTS llama_bench (\n");
         for (size_t i = 0; i < fs.size(); i++) {
@@ -344,7 +344,7 @@ public:
                                   return r.ceiling_gbps > 0 ? fmt("%.1f", r.ceiling_gbps) : std::string();
                               } });
         }
-        if (ceiling_gbps_ > 0 || ceiling_auto_) {
+        if (p.ceiling()) {
             cols_.push_back({ "% of ceiling", 12, [](const bench_result & r) {
                                   const double pct = r.ceiling_pct();
                                   return pct >= 0 ? fmt("%.1f", pct) : std::string();

@@ -37,6 +37,8 @@ struct bench_params {
     bool ceiling_auto = false;  // --ceiling auto: the ceiling measured before and after each tg test
     bench_format output = bench_format::md;
     bench_format output_err = bench_format::none;
+
+    bool ceiling() const { return ceiling_gbps > 0 || ceiling_auto; }  // --ceiling given
 };
 
 // llama.cpp's defaults, which decide the columns a markdown table shows.

@@ -425,7 +425,7 @@ int run(const bench_params & params) {
         r.model_n_params = llama_model_n_params(model.get());
         r.test_time = utc_now();
         r.ceiling_gbps = params.ceiling_gbps;
-        r.ceiling_fields = params.ceiling_gbps > 0 || params.ceiling_auto;
+        r.ceiling_fields = params.ceiling();
 
         llama_kv_self_clear(ctx.get());
         if (params.delay > 0) std::this_thread::sleep_for(std::chrono::seconds(params.delay));

@@ -19,10 +19,9 @@ inline __m256i bcast4(const int8_t * p) {
     return _mm256_set1_epi32(v);
 }
 
-// As for the 512-bit kernel: 6144 bytes ahead gave 4% more tokens/s than 2048, and for one or
-// two columns none at all is faster still (the hardware prefetcher streams the groups).
+// As for the 512-bit kernel: 6144 bytes ahead gave 4% more tokens/s than 2048 (from
+// GGML_REPACK_PREFETCH_MIN_COLS columns; below, none).
 constexpr int PREFETCH = 6144;
-constexpr int PREFETCH_MIN_COLS = 4;
 
 template <int NC>
 void gemm_q4_0x16(int64_t nb, const block_q4_0x16 * a, const char * b, size_t ldb, float * s, size_t lds) {
@@ -32,7 +31,7 @@ void gemm_q4_0x16(int64_t nb, const block_q4_0x16 * a, const char * b, size_t ld
     const __m256i ones = _mm256_set1_epi16(1);
     for (int64_t i = 0; i < nb; i++) {
         const block_q4_0x16 * g = a + i;
-        if constexpr (NC >= PREFETCH_MIN_COLS) {
+        if constexpr (NC >= GGML_REPACK_PREFETCH_MIN_COLS) {
             for (int l = 0; l < 5; l++) _mm_prefetch((const char *) g + PREFETCH + 64 * l, _MM_HINT_T0);
         }
         for (int h = 0; h < 2; h++) {  // rows 8h .. 8h + 7

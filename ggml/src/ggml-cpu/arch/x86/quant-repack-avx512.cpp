@@ -94,11 +94,8 @@ inline int32_t load_i32(const int8_t * p) {
     return v;
 }
 
-// Software prefetch only for several columns (prompts): a group's blocks are read front to back,
-// which the hardware prefetcher streams by itself for one column, where prefetching 2-6 KiB ahead
-// on top cost one thread (bench-quant, Zen 4) 6% with Q4_0 and 7% with Q8_0; with 8 columns it
-// still gains 2-3% of prompt speed.
-constexpr int PREFETCH_MIN_COLS = 4;
+// Bytes ahead of the current block to prefetch, from GGML_REPACK_PREFETCH_MIN_COLS columns
+// (kernels-x86.h); for one column it cost one thread 6% with Q4_0 and 7% with Q8_0.
 constexpr int PREFETCH_Q4_0 = 6144;
 constexpr int PREFETCH_Q8_0 = 2048;
 
@@ -109,7 +106,7 @@ void gemm_q4_0x16(int64_t nb, const block_q4_0x16 * a, const char * b, size_t ld
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     for (int64_t i = 0; i < nb; i++) {
         const block_q4_0x16 * g = a + i;
-        if constexpr (NC >= PREFETCH_MIN_COLS) {
+        if constexpr (NC >= GGML_REPACK_PREFETCH_MIN_COLS) {
             for (int l = 0; l < 5; l++) _mm_prefetch((const char *) g + PREFETCH_Q4_0 + 64 * l, _MM_HINT_T0);
         }
         __m512i lo[4], hi[4];
@@ -142,7 +139,7 @@ void gemm_q8_0x16(int64_t nb, const block_q8_0x16 * a, const char * b, size_t ld
     for (int c = 0; c < NC; c++) acc[c] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         const block_q8_0x16 * g = a + i;
-        if constexpr (NC >= PREFETCH_MIN_COLS) {
+        if constexpr (NC >= GGML_REPACK_PREFETCH_MIN_COLS) {
             for (int l = 0; l < 9; l++) _mm_prefetch((const char *) g + PREFETCH_Q8_0 + 64 * l, _MM_HINT_T0);
         }
         __m512i w[8];

@@ -230,7 +230,7 @@ void gemm(int64_t nb, const typename T::G * a, const char * b, size_t ldb, float
     for (int c = 0; c < NC; c++) acc[c][0] = acc[c][1] = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         const typename T::G * g = a + i;
-        if constexpr (T::PREFETCH > 0 && NC >= 4) {  // one or two columns: the hardware prefetcher alone
+        if constexpr (T::PREFETCH > 0 && NC >= GGML_REPACK_PREFETCH_MIN_COLS) {
             for (int l = 0; l < (int) sizeof(*g); l += 64) _mm_prefetch((const char *) g + T::PREFETCH + l, _MM_HINT_T0);
         }
         const block_q8_K * yi[NC];

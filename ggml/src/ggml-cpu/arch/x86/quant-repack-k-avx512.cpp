@@ -19,9 +19,8 @@
 //    8 columns than in two passes of 4: each decoded register meets 8 columns).
 // Where the time goes (Q6_K, 8 columns, per super-block and column): 64 vpdpbusd with their
 // broadcast loads, 16 vpmulld (2 uops each), 8 vpdpwssd; the decoding is shared by the columns.
-// Software prefetch (PREFETCH bytes ahead) only for several columns: every type's groups are read
-// front to back (quant-repack.h), which the hardware prefetcher streams by itself for one column,
-// where prefetching 2 KiB ahead on top cost one thread (bench-quant, Zen 4) 10% with Q4_K and 29%
+// Software prefetch (PREFETCH bytes ahead) only from GGML_REPACK_PREFETCH_MIN_COLS columns: for
+// one column, prefetching 2 KiB ahead cost one thread (bench-quant, Zen 4) 10% with Q4_K and 29%
 // with Q5_K; all of a Q6_K block 1 or 2 blocks ahead, 27-38% (Q6_K: none at all).
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -222,7 +221,7 @@ void gemm(int64_t nb, const typename T::G * a, const char * b, size_t ldb, float
     for (int c = 0; c < NC; c++) acc[c] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         const typename T::G * g = a + i;
-        if constexpr (T::PREFETCH > 0 && NC >= 4) {
+        if constexpr (T::PREFETCH > 0 && NC >= GGML_REPACK_PREFETCH_MIN_COLS) {
             for (int l = 0; l < (int) sizeof(*g); l += 64) _mm_prefetch((const char *) g + T::PREFETCH + l, _MM_HINT_T0);
         }
         const block_q8_K * y[NC];
