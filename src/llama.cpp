@@ -74,6 +74,8 @@ const char * llama_print_system_info(void) {
     s = std::string("CPU : ") + ggml_cpu_isa_name() + " = 1 | ";
     if (ggml_cpu_has_avx2()) s += "AVX2 = 1 | ";
     if (ggml_cpu_has_avx512()) s += "AVX512 = 1 | ";
+    if (ggml_cpu_has_avx512_vnni()) s += "AVX512_VNNI = 1 | ";
+    if (ggml_cpu_has_amx_int8()) s += "AMX_INT8 = 1 | ";
     if (ggml_cpu_has_neon()) s += "NEON = 1 | ";
     if (ggml_cpu_has_dotprod()) s += "DOTPROD = 1 | ";
     return s.c_str();

@@ -123,14 +123,15 @@ TEST(Finetune, LoraCurveFollowsPyTorch) {
 
 // QLoRA: the same run on quantized bases (default backward precision: BF16 products through the
 // quantized weights). Their curves must stay close to torch's F32 one. Measured maximum relative
-// deviations over the 200 steps: Q8_0 5.5% (F32 products 5.9%, int8 13%), at the last steps,
-// where the losses are ~0.009 and small differences are large relatively; Q4_0 11.9% (F32
+// deviations over the 200 steps: on a Zen 4, Q8_0 5.5% (F32 products 5.9%, int8 13%), at the last
+// steps, where the losses are ~0.009 and small differences are large relatively; Q4_0 11.9% (F32
 // products 11.6%) near step 60: the Q4_0 base itself starts 7.2% higher (1.985 against 1.851).
-// Tolerances 10% for Q8_0 and 15% for Q4_0.
-// Not under ASan / UBSan: there the instrumented code rounds some float operations differently
-// (last-bit differences, which the int8 activations of the quantized base amplify: the step-0
-// loss itself moves by 5e-4), so the 200-step curve leaves the tolerance calibrated on optimized
-// builds (18% against 10% measured), and the test takes 30 times longer (over 200 s).
+// On a Sapphire Rapids Xeon (other instructions for the same code, last bits differ) the Q8_0
+// curve has a bump at step 180: 0.0113 against 0.0099, 18% (F32 products 6.2%, int8 14%), while
+// its largest deviation before step 150 is 5.2%. So the bound is relative with a floor: 10% (Q8_0)
+// or 15% (Q4_0) of torch's loss plus 1e-3 nats (0.05% of the starting loss), which near the end is
+// the size of such bumps and early on, where a wrong scale, decay or init shows, is nothing.
+constexpr double CURVE_FLOOR = 1e-3;
 #if defined(__SANITIZE_ADDRESS__)
 #define FINETUNE_SANITIZED 1
 #elif defined(__has_feature)
@@ -161,7 +162,9 @@ TEST(Finetune, QLoraCurvesOnQuantizedBasesStayClose) {
         printf("  %s base: loss %.6f -> %.6f after %d steps; max relative deviation from torch's F32 curve %.3f at step %zu\n",
                type, ours[0], ours[(size_t) steps], steps, dev, at);
         const double tol = std::string(type) == "q8_0" ? 0.10 : 0.15;
-        EXPECT_LT(dev, tol) << type << " step " << at << ": " << ours[at] << " vs torch " << ref[at];
+        for (size_t i = 0; i < std::min(ours.size(), ref.size()); i++) {
+            EXPECT_LE(std::fabs(ours[i] - ref[i]), tol * ref[i] + CURVE_FLOOR) << type << " step " << i << ": " << ours[i] << " vs torch " << ref[i];
+        }
     }
 }
 

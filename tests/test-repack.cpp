@@ -180,6 +180,60 @@ TEST(Repack, KernelEqualsReference) {
     }
 }
 
+// The 16-column kernels (AMX) of every compiled-in set, and ggml_repack_gemm_cols over any
+// number of columns (16 at a time, then up to 8), against the scalar reference: same bits.
+TEST(Repack, SixteenColumnKernelsEqualReference) {
+    ForceRepack force;
+    int tested = 0;
+    for (ggml_type type : repack_types()) {
+        SCOPED_TRACE(ggml_type_name(type));
+        const ggml_repack_traits * tr = ggml_repack_get_traits(type);
+        std::vector<std::pair<const char *, ggml_repack_gemm_x16_fn>> kernels;
+        const ggml_cpu_kernels * sets[4];
+        const int n_sets = ggml_cpu_kernel_sets(sets);
+        for (int i = 0; i < n_sets; i++) {
+            const ggml_repack_kernels & rk = sets[i]->repack;
+            const ggml_repack_gemm_x16_fn k = type == GGML_TYPE_Q4_0 ? rk.q4_0_x16 : type == GGML_TYPE_Q8_0 ? rk.q8_0_x16 : nullptr;
+            if (k) kernels.push_back({ sets[i]->isa, k });
+        }
+        std::mt19937 rng(5);
+        for (int64_t nb : {1, 2, 3, 4, 5, 6, 7, 8, 9, 22, 176}) {
+            const int64_t k = nb * tr->blck;
+            tu::Ctx ctx(16u << 20);
+            ggml_tensor * a = ggml_new_tensor_2d(ctx, type, k, 16);
+            fill_quantized(a, rng);
+            ASSERT_TRUE(ggml_cpu_repack(a));
+            size_t ldb = 0;
+            const int max_nc = 41;
+            const std::vector<uint8_t> y = activations(tr, k, max_nc, &ldb, rng);
+            const size_t lds = 19;
+            std::vector<float> ref(max_nc * lds, -1.0f);
+            tr->gemm_ref(nb, a->data, y.data(), ldb, max_nc, ref.data(), lds);
+            for (const auto & kern : kernels) {
+                for (int n16 : {1, 2}) {
+                    for (int c0 : {0, 5, 41 - 16 * n16}) {  // columns [c0, c0 + 16 n16)
+                        std::vector<float> got(16 * n16 * lds, -1.0f);
+                        kern.second(nb, a->data, y.data() + c0 * ldb, ldb, n16, got.data(), lds);
+                        for (int c = 0; c < 16 * n16; c++) {
+                            EXPECT_EQ(0, memcmp(got.data() + c * lds, ref.data() + (c0 + c) * lds, 16 * sizeof(float)))
+                                << kern.first << " nb=" << nb << " n16=" << n16 << " column " << c0 + c;
+                        }
+                        tested++;
+                    }
+                }
+            }
+            for (int nc : {1, 8, 15, 16, 17, 24, 33, 41}) {
+                std::vector<float> got(nc * lds, -1.0f);
+                ggml_repack_gemm_cols(tr, nb, a->data, y.data(), ldb, nc, got.data(), lds);
+                for (int c = 0; c < nc; c++) {
+                    EXPECT_EQ(0, memcmp(got.data() + c * lds, ref.data() + c * lds, 16 * sizeof(float))) << "nb=" << nb << " nc=" << nc << " column " << c;
+                }
+            }
+        }
+    }
+    if (ggml_cpu_has_amx_int8()) EXPECT_GT(tested, 0) << "an AMX build tests its tile kernels";
+}
+
 // The reference kernel computes what the type's scalar dot does, up to rounding: the integer
 // sums are the same, the float steps may be ordered or fused otherwise.
 TEST(Repack, ReferenceEqualsScalarDot) {

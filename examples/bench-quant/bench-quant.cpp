@@ -6,8 +6,9 @@
 //   bench-quant [--stream-mib N] [--k N] [--reps N] [--types q4_0,q6_K,...]
 //
 // A second table times the repacked layouts (quant-repack.h) the runtime uses where this build
-// has a kernel: one activation column (token generation) in cache and streaming, and 8 columns
-// (prompt processing) in cache, in GB/s of weights per column pass.
+// has a kernel: one activation column (token generation) in cache and streaming, and 8 and 16
+// columns (prompt processing; 16: the AMX tile kernels where the build has them) in cache, in
+// GB/s of weights per column pass.
 //
 // The streaming size defaults to 1024 MiB of weights per type: more than the last-level cache
 // of current CPUs (several hundred MB on large server parts), as a model's weights are.
@@ -44,10 +45,11 @@ static double time_rows(ggml_quant_dot_fn dot, const std::vector<uint8_t> & w, s
 }
 
 // Median seconds of `reps` passes of kernel f over every 16-row group of w against nc columns.
-static double time_groups(ggml_repack_gemm_fn f, const std::vector<uint8_t> & w, size_t group_size, int64_t groups,
+template <typename F>
+static double time_groups(F f, const std::vector<uint8_t> & w, size_t group_size, int64_t groups,
                           int64_t nb, const std::vector<uint8_t> & act, size_t ldb, int nc, int inner, int reps, float * sink) {
     std::vector<double> t;
-    float s[GGML_REPACK_MAX_COLS * GGML_REPACK_ROWS];
+    float s[16 * GGML_REPACK_ROWS];
     for (int r = 0; r < reps; r++) {
         const double t0 = now_s();
         for (int j = 0; j < inner; j++) {
@@ -64,9 +66,9 @@ static double time_groups(ggml_repack_gemm_fn f, const std::vector<uint8_t> & w,
 
 static void bench_repacked(const ggml_type * types, const std::string & only, int64_t k, int64_t stream_mib, int reps, float * sink) {
     printf("\nrepacked layouts (16-row groups), 1 thread, GB/s of weights per column pass\n\n");
-    printf("%-7s %10s %10s %10s %8s %10s %10s\n", "type", "scalar", "simd", "simd", "speedup", "simd", "speedup");
-    printf("%-7s %10s %10s %10s %8s %10s %10s\n", "", "1 col", "1 col", "1 col", "", "8 cols", "vs 1 col");
-    printf("%-7s %10s %10s %10s %8s %10s %10s\n", "", "in-cache", "in-cache", "streaming", "", "in-cache", "");
+    printf("%-7s %10s %10s %10s %8s %10s %10s %10s %10s\n", "type", "scalar", "simd", "simd", "speedup", "simd", "speedup", "simd", "speedup");
+    printf("%-7s %10s %10s %10s %8s %10s %10s %10s %10s\n", "", "1 col", "1 col", "1 col", "", "8 cols", "vs 1 col", "16 cols", "vs 8 cols");
+    printf("%-7s %10s %10s %10s %8s %10s %10s %10s %10s\n", "", "in-cache", "in-cache", "streaming", "", "in-cache", "", "in-cache", "");
     std::mt19937 rng(2);
     std::normal_distribution<float> nd;
     for (int ti = 0; ti < 11; ti++) {
@@ -90,8 +92,8 @@ static void bench_repacked(const ggml_type * types, const std::string & only, in
         for (int64_t g = 0; g < g_cache; g++) memcpy(w_cache.data() + g * gs, group.data(), gs);
         for (int64_t g = 0; g < g_stream; g++) memcpy(w_stream.data() + g * gs, group.data(), gs);
         const size_t ldb = (size_t) (k / tr->act_blck) * tr->act_size;
-        std::vector<uint8_t> act(ldb * GGML_REPACK_MAX_COLS);
-        for (int c = 0; c < GGML_REPACK_MAX_COLS; c++) {
+        std::vector<uint8_t> act(ldb * 16);
+        for (int c = 0; c < 16; c++) {
             for (auto & v : row) v = nd(rng);
             tr->act_from_float(row.data(), act.data() + c * ldb, k);
         }
@@ -101,8 +103,13 @@ static void bench_repacked(const ggml_type * types, const std::string & only, in
         const double simd1 = bytes_cache / time_groups(tr->gemm, w_cache, gs, g_cache, nb, act, ldb, 1, inner, reps, sink) / 1e9;
         const double str1 = (double) gs * g_stream / time_groups(tr->gemm, w_stream, gs, g_stream, nb, act, ldb, 1, 1, reps, sink) / 1e9;
         const double simd8 = bytes_cache * 8 / time_groups(tr->gemm, w_cache, gs, g_cache, nb, act, ldb, 8, inner, reps, sink) / 1e9;
-        printf("%-7s %10.2f %10.2f %10.2f %7.1fx %10.2f %9.1fx\n", ggml_type_name(t), ref1, simd1, str1, simd1 / ref1, simd8,
-               simd8 / simd1);
+        // 16 columns: the set's 16-column kernel where it has one (AMX), else two calls of 8.
+        auto cols16 = [tr](int64_t nb_, const void * a, const void * b, size_t ldb_, int nc, float * s, size_t lds) {
+            ggml_repack_gemm_cols(tr, nb_, a, b, ldb_, nc, s, lds);
+        };
+        const double simd16 = bytes_cache * 16 / time_groups(cols16, w_cache, gs, g_cache, nb, act, ldb, 16, inner, reps, sink) / 1e9;
+        printf("%-7s %10.2f %10.2f %10.2f %7.1fx %10.2f %9.1fx %10.2f %9.1fx\n", ggml_type_name(t), ref1, simd1, str1, simd1 / ref1,
+               simd8, simd8 / simd1, simd16, simd16 / simd8);
     }
 }
 

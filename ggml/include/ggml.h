@@ -663,11 +663,12 @@ enum ggml_status  ggml_graph_compute(struct ggml_cgraph * cgraph, struct ggml_cp
 bool ggml_cpu_can_repack(const struct ggml_tensor * t);
 bool ggml_cpu_repack(struct ggml_tensor * t);
 
-// Names the kernels this build selected ("AVX512", "AVX2", "NEON", "scalar").
+// Names the kernels this build selected ("AMX", "AVX512", "AVX2", "NEON", "scalar").
 const char * ggml_cpu_isa_name(void);
 int ggml_cpu_has_avx2(void);
 int ggml_cpu_has_avx512(void);
 int ggml_cpu_has_avx512_vnni(void);
+int ggml_cpu_has_amx_int8(void);
 int ggml_cpu_has_neon(void);
 int ggml_cpu_has_dotprod(void);
 

@@ -226,5 +226,6 @@ const char * ggml_cpu_isa_name(void) { return ggml_cpu()->isa; }
 int ggml_cpu_has_avx2(void) { return (ggml_cpu()->features & GGML_CPU_FEAT_AVX2) != 0; }
 int ggml_cpu_has_avx512(void) { return (ggml_cpu()->features & GGML_CPU_FEAT_AVX512) != 0; }
 int ggml_cpu_has_avx512_vnni(void) { return (ggml_cpu()->features & GGML_CPU_FEAT_AVX512_VNNI) != 0; }
+int ggml_cpu_has_amx_int8(void) { return (ggml_cpu()->features & GGML_CPU_FEAT_AMX_INT8) != 0; }
 int ggml_cpu_has_neon(void) { return (ggml_cpu()->features & GGML_CPU_FEAT_NEON) != 0; }
 int ggml_cpu_has_dotprod(void) { return (ggml_cpu()->features & GGML_CPU_FEAT_DOTPROD) != 0; }

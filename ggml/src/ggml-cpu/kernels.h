@@ -26,13 +26,19 @@
 // ---- the build's instruction set: the one #if chain ---------------------------------------
 // From the compiler flags CMake passes (GGML_FORCE_SCALAR: the scalar reference only). The
 // GGML_SIMD_* macros say which sets are compiled in (the guards of the files under arch/):
-// AVX512 builds also compile the AVX2 set (its table is the AVX512 one's base, and is tested).
+// AVX512 builds also compile the AVX2 set (its table is the AVX512 one's base, and is tested);
+// AMX builds (AVX512 with AMX-INT8, VNNI and GFNI, on Linux) add the AMX set over AVX512.
 #if defined(GGML_FORCE_SCALAR)
 #  define GGML_CPU_KERNELS_BEST ggml_cpu_kernels_scalar
 #elif defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__) && defined(__FMA__) && defined(__F16C__)
 #  define GGML_SIMD_AVX512 1
 #  define GGML_SIMD_AVX2   1
-#  define GGML_CPU_KERNELS_BEST ggml_cpu_kernels_avx512
+#  if defined(__AMX_TILE__) && defined(__AMX_INT8__) && defined(__AVX512VNNI__) && defined(__GFNI__) && defined(__linux__)
+#    define GGML_SIMD_AMX  1
+#    define GGML_CPU_KERNELS_BEST ggml_cpu_kernels_amx
+#  else
+#    define GGML_CPU_KERNELS_BEST ggml_cpu_kernels_avx512
+#  endif
 #elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #  define GGML_SIMD_AVX2   1
 #  define GGML_CPU_KERNELS_BEST ggml_cpu_kernels_avx2
@@ -51,6 +57,7 @@ enum {
     GGML_CPU_FEAT_AVX512_VNNI = 1 << 2,
     GGML_CPU_FEAT_NEON        = 1 << 3,
     GGML_CPU_FEAT_DOTPROD     = 1 << 4,
+    GGML_CPU_FEAT_AMX_INT8    = 1 << 5,
 };
 
 // F32 rows: y[i] = f(x[i]) for i < n (y may equal x).
@@ -63,10 +70,12 @@ struct ggml_repack_kernels {
     void (*quantize_q8_0x16)(const float * x, int64_t ldx, void * out);
     // The same straight from a repacked Q4_0 a (ggml_repack_q4_0x16_to_q8_0x16t, quant-repack.h).
     void (*q4_0x16_to_q8_0x16t)(const void * g0, const void * g1, int half, void * out);
+    // Columns 16 at a time, where the set has a faster kernel for them (NULL: none).
+    ggml_repack_gemm_x16_fn q4_0_x16, q8_0_x16;
 };
 
 struct ggml_cpu_kernels {
-    const char * isa;                     // "scalar", "AVX2", "AVX512", "NEON"
+    const char * isa;                     // "scalar", "AVX2", "AVX512", "AMX", "NEON"
     const struct ggml_cpu_kernels * base; // the set this one builds on (NULL: the scalar one)
     unsigned features;                    // GGML_CPU_FEAT_*
 
@@ -109,6 +118,7 @@ extern "C" {
 extern const struct ggml_cpu_kernels ggml_cpu_kernels_scalar;
 extern const struct ggml_cpu_kernels ggml_cpu_kernels_avx2;
 extern const struct ggml_cpu_kernels ggml_cpu_kernels_avx512;
+extern const struct ggml_cpu_kernels ggml_cpu_kernels_amx;
 extern const struct ggml_cpu_kernels ggml_cpu_kernels_neon;
 
 #ifdef __cplusplus

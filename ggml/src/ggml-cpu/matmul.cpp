@@ -8,7 +8,7 @@
 // barrier), each thread packs blocks of a's rows and runs the ISA's register-tiled micro-kernel
 // over cache blocks. The kernels per type come from the table in vec.h, so a new type of a
 // is a new table entry. A repacked a (quant-repack.h) takes its own path: b's rows become the
-// layout's activation blocks, and each 16-row group of a meets up to 8 rows of b per kernel call.
+// layout's activation blocks, and each 16-row group of a meets 16 (AMX) or up to 8 rows of b per kernel call.
 //
 // Bit-identical results for any thread count: on the dot path each output is one dot-tile
 // accumulator (same instructions whatever the tile shape); on the GEMM path each output is one
@@ -169,10 +169,10 @@ void mul_mat_dot(const MulMatArgs & x, const ggml_mm_type_kernels * kern, int it
 }
 
 // Repacked path: items are (plane, group of 16 rows of a). Columns of b go in blocks small
-// enough to stay in L2 while every group of the thread's range passes over them, 8 at a time.
+// enough to stay in L2 while every group of the thread's range passes over them, 16 or 8 at a
+// time (ggml_repack_gemm_cols).
 void mul_mat_repacked(const MulMatArgs & x, const ggml_repack_traits * rt, int ith, int nth) {
-    const int R = GGML_REPACK_ROWS, C = GGML_REPACK_MAX_COLS;
-    const ggml_repack_gemm_fn gemm = rt->gemm;
+    const int R = GGML_REPACK_ROWS, C = 16;
     const int64_t groups = x.M / R, nb = x.K / rt->blck;
     const int64_t col_block = std::max<int64_t>(C, (int64_t) (256 * 1024 / x.rb.nb1) / C * C);
     int64_t it0, it1;
@@ -182,11 +182,8 @@ void mul_mat_repacked(const MulMatArgs & x, const ggml_repack_traits * rt, int i
         for (int64_t it = it0; it < it1; it++) {
             const int64_t p = it / groups, m0 = (it % groups) * R;
             const int64_t i2 = p % x.B2, i3 = p / x.B2;
-            const char * a0 = x.a_row(m0, i2, i3);
-            for (int64_t n0 = c0; n0 < c1; n0 += C) {
-                const int nc = (int) std::min<int64_t>(C, c1 - n0);
-                gemm(nb, a0, x.rb.row(n0, i2, i3), x.rb.nb1, nc, x.d_at(m0, n0, i2, i3), x.ldd);
-            }
+            ggml_repack_gemm_cols(rt, nb, x.a_row(m0, i2, i3), x.rb.row(c0, i2, i3), x.rb.nb1, c1 - c0,
+                                  x.d_at(m0, c0, i2, i3), x.ldd);
         }
     }
 }

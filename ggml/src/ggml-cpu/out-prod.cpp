@@ -472,7 +472,7 @@ void out_prod_int8(const RowReader & rd, const ggml_tensor * b, ggml_tensor * ds
     ggml_cpu_barrier(params);
 
     // Columns in blocks that stay in L2 while every packed slab of the range passes over them.
-    const int64_t C = GGML_REPACK_MAX_COLS;
+    const int64_t C = 16;
     const int64_t col_block = std::max<int64_t>(C, (int64_t) (256 * 1024 / z.act_row) / C * C);
     const int64_t slabs = d.K / ROWS;
     int64_t s0, s1;
@@ -508,10 +508,8 @@ void out_prod_int8(const RowReader & rd, const ggml_tensor * b, ggml_tensor * ds
         for (int64_t c0 = 0; c0 < d.N; c0 += col_block) {
             const int64_t c1 = std::min(d.N, c0 + col_block);
             for (int64_t j = 0; j < ns; j++) {
-                for (int64_t n0 = c0; n0 < c1; n0 += C) {
-                    const int nc = (int) std::min<int64_t>(C, c1 - n0);
-                    q8->gemm(z.nb, packed + j * z.group, ac + n0 * z.act_row, z.act_row, nc, dp + n0 * d.ldd + k0 + j * ROWS, d.ldd);
-                }
+                ggml_repack_gemm_cols(q8, z.nb, packed + j * z.group, ac + c0 * z.act_row, z.act_row, c1 - c0,
+                                      dp + c0 * d.ldd + k0 + j * ROWS, d.ldd);
             }
         }
         s += ns;

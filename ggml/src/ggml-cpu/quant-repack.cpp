@@ -159,19 +159,20 @@ struct Layout {
     size_t act_size;
     ggml_repack_gemm_fn gemm_ref;
     ggml_repack_gemm_fn ggml_repack_kernels::*kernel;
+    ggml_repack_gemm_x16_fn ggml_repack_kernels::*kernel_x16;  // NULL: no 16-column entry
 };
 
 const Layout layouts[] = {
     { GGML_TYPE_Q4_0, QK4_0, pack_group<block_q4_0, block_q4_0x16, 4, 0>, unpack_group<block_q4_0, block_q4_0x16, 4, 0>,
-      ggml_quantize_row_q8_0x, QK8_0, sizeof(block_q8_0x), ggml_repack_gemm_q4_0x16_ref, &ggml_repack_kernels::q4_0 },
+      ggml_quantize_row_q8_0x, QK8_0, sizeof(block_q8_0x), ggml_repack_gemm_q4_0x16_ref, &ggml_repack_kernels::q4_0, &ggml_repack_kernels::q4_0_x16 },
     { GGML_TYPE_Q8_0, QK8_0, pack_group<block_q8_0, block_q8_0x16, 8, 0x80>, unpack_group<block_q8_0, block_q8_0x16, 8, 0x80>,
-      ggml_quantize_row_q8_0x, QK8_0, sizeof(block_q8_0x), ggml_repack_gemm_q8_0x16_ref, &ggml_repack_kernels::q8_0 },
+      ggml_quantize_row_q8_0x, QK8_0, sizeof(block_q8_0x), ggml_repack_gemm_q8_0x16_ref, &ggml_repack_kernels::q8_0, &ggml_repack_kernels::q8_0_x16 },
     { GGML_TYPE_Q4_K, QK_K, ggml_repack_pack_group_q4_K, ggml_repack_unpack_group_q4_K,
-      ggml_repack_act_q8_K, QK_K, sizeof(block_q8_K), ggml_repack_gemm_q4_Kx16_ref, &ggml_repack_kernels::q4_K },
+      ggml_repack_act_q8_K, QK_K, sizeof(block_q8_K), ggml_repack_gemm_q4_Kx16_ref, &ggml_repack_kernels::q4_K, nullptr },
     { GGML_TYPE_Q5_K, QK_K, ggml_repack_pack_group_q5_K, ggml_repack_unpack_group_q5_K,
-      ggml_repack_act_q8_K, QK_K, sizeof(block_q8_K), ggml_repack_gemm_q5_Kx16_ref, &ggml_repack_kernels::q5_K },
+      ggml_repack_act_q8_K, QK_K, sizeof(block_q8_K), ggml_repack_gemm_q5_Kx16_ref, &ggml_repack_kernels::q5_K, nullptr },
     { GGML_TYPE_Q6_K, QK_K, ggml_repack_pack_group_q6_K, ggml_repack_unpack_group_q6_K,
-      ggml_repack_act_q8_K, QK_K, sizeof(block_q8_K), ggml_repack_gemm_q6_Kx16_ref, &ggml_repack_kernels::q6_K },
+      ggml_repack_act_q8_K, QK_K, sizeof(block_q8_K), ggml_repack_gemm_q6_Kx16_ref, &ggml_repack_kernels::q6_K, nullptr },
 };
 constexpr int N_LAYOUTS = sizeof(layouts) / sizeof(layouts[0]);
 
@@ -184,8 +185,9 @@ struct AllTraits {
         for (int i = 0; i < N_LAYOUTS; i++) {
             const Layout & l = layouts[i];
             const ggml_repack_gemm_fn kernel = ggml_cpu()->repack.*l.kernel;
+            const ggml_repack_gemm_x16_fn kernel_x16 = kernel && l.kernel_x16 ? ggml_cpu()->repack.*l.kernel_x16 : nullptr;
             t[i] = { l.type, l.blck, l.pack_group, l.unpack_group, l.act_from_float, l.act_blck, l.act_size, l.gemm_ref,
-                     kernel ? kernel : l.gemm_ref };
+                     kernel ? kernel : l.gemm_ref, kernel_x16 };
             has_kernel[i] = kernel != nullptr;
         }
     }
@@ -199,6 +201,20 @@ const struct ggml_repack_traits * ggml_repack_get_traits(enum ggml_type type) {
         if (all.t[i].type == type) return all.has_kernel[i] || ggml_repack_force ? &all.t[i] : nullptr;
     }
     return nullptr;
+}
+
+void ggml_repack_gemm_cols(const struct ggml_repack_traits * t, int64_t nb, const void * a, const void * b, size_t ldb,
+                           int64_t nc, float * s, size_t lds) {
+    const int W = GGML_REPACK_MAX_COLS;
+    int64_t c = 0;
+    if (t->gemm_x16 && nc >= 16) {
+        c = nc / 16 * 16;
+        t->gemm_x16(nb, a, b, ldb, (int) (nc / 16), s, lds);
+    }
+    for (; c < nc; c += W) {
+        const int n = (int) (nc - c < W ? nc - c : W);
+        t->gemm(nb, a, (const char *) b + c * ldb, ldb, n, s + c * lds, lds);
+    }
 }
 
 void ggml_repack_unpack(enum ggml_type type, const void * src, void * dst, int64_t n_rows, int64_t k) {

@@ -95,6 +95,8 @@ static_assert(sizeof(block_q8_0x) == 40, "wrong q8_0x size");
 // s[c * lds + r] for r < 16, c < nc (nc <= GGML_REPACK_MAX_COLS).
 #define GGML_REPACK_MAX_COLS 8
 typedef void (*ggml_repack_gemm_fn)(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
+// The same for 16 * n16 columns (the AMX kernels: tiles of 16 columns' activations).
+typedef void (*ggml_repack_gemm_x16_fn)(int64_t nb, const void * a, const void * b, size_t ldb, int n16, float * s, size_t lds);
 
 // What the repacked path needs for one weight type.
 struct ggml_repack_traits {
@@ -109,7 +111,13 @@ struct ggml_repack_traits {
     size_t act_size;
     ggml_repack_gemm_fn gemm_ref;  // the scalar reference
     ggml_repack_gemm_fn gemm;      // this build's kernel (NULL: the type is not repacked here)
+    ggml_repack_gemm_x16_fn gemm_x16;  // this build's kernel for columns 16 at a time (NULL: none)
 };
+
+// Any number of columns nc through the traits' kernels: 16 at a time where there is a kernel
+// for them, the rest at most 8 at a time (each output's value does not depend on the split).
+void ggml_repack_gemm_cols(const struct ggml_repack_traits * t, int64_t nb, const void * a, const void * b, size_t ldb,
+                           int64_t nc, float * s, size_t lds);
 
 // The K-quant layouts (quant-repack-k.cpp): 16 GGUF rows of nb blocks <-> nb groups, and their
 // activations, Q8_K rows (the reference quantizer, as the dot path uses).

@@ -38,7 +38,7 @@ extern "C" const ggml_cpu_kernels ggml_cpu_kernels_neon = {
     /* dequant        */ ggml_dequant_ref,
     /* quant_dot      */ quant_dot,
     /* quant_dot_rows */ no_dot_rows,
-    /* repack         */ { REPACK_KERNELS, ggml_repack_quantize_q8_0x16_ref, ggml_repack_q4_0x16_to_q8_0x16t_ref },
+    /* repack         */ { REPACK_KERNELS, ggml_repack_quantize_q8_0x16_ref, ggml_repack_q4_0x16_to_q8_0x16t_ref, nullptr, nullptr },
     /* vec_exp ...    */ ggml_cpu_neon::vec_exp, ggml_cpu_neon::vec_silu, ggml_cpu_neon::vec_sigmoid, ggml_cpu_neon::vec_gelu,
     /* row_max        */ ggml_cpu_neon::row_max,
     /* add_mask_f16   */ ggml_cpu_neon::add_mask_f16,

@@ -1,5 +1,6 @@
 // kernels-avx512.cpp - the AVX512 (F, BW, VL, DQ; VNNI and BF16 where the build has them) table
-// (kernels.h). Where AVX512 has no kernel of its own, the AVX2 one (its base) serves.
+// (kernels.h), and the AMX one over it. Where AVX512 has no kernel of its own, the AVX2 one (its
+// base) serves.
 #include "kernels-x86.h"
 
 #if defined(GGML_SIMD_AVX512)
@@ -38,26 +39,37 @@ ggml_quant_dot_rows_fn quant_dot_rows(ggml_type type) { return avx2.quant_dot_ro
 
 }  // namespace
 
-extern "C" const ggml_cpu_kernels ggml_cpu_kernels_avx512 = {
-    /* isa            */ "AVX512",
-    /* base           */ &ggml_cpu_kernels_avx2,
-    /* features       */ GGML_CPU_FEAT_AVX2 | GGML_CPU_FEAT_AVX512 | VNNI,
-    /* mm_type        */ ggml_cpu_avx512::mm_type,
-    /* axpy           */ ggml_cpu_avx512::axpy,
-    /* fp16_to_fp32   */ ggml_cpu_avx512::fp16_to_fp32,
-    /* bf16_to_fp32   */ ggml_cpu_avx512::bf16_to_fp32,
-    /* bf16_pairs,
-       gemm_bf16_pairs*/ BF16_PAIRS,
-    /* dequant        */ ggml_cpu_avx512::dequant,
-    /* quant_dot      */ quant_dot,
-    /* quant_dot_rows */ quant_dot_rows,
-    /* repack         */ { REPACK_KERNELS, ggml_cpu_avx512::repack_quantize_q8_0x16,
-                         ggml_cpu_avx512::repack_q4_0x16_to_q8_0x16t },
-    /* vec_exp ...    */ ggml_cpu_avx512::vec_exp, ggml_cpu_avx512::vec_silu, ggml_cpu_avx512::vec_sigmoid, ggml_cpu_avx512::vec_gelu,
-    /* row_max        */ ggml_cpu_avx512::row_max,
-    /* add_mask_f16   */ ggml_cpu_avx2::add_mask_f16,
-    /* f16_to_f32_row */ ggml_cpu_avx512::f16_to_f32_row,
-    /* f32_to_f16_row */ ggml_cpu_avx512::f32_to_f16_row,
-};
+// The AVX512 table and the AMX one over it differ only in these arguments.
+#define AVX512_TABLE(ISA, BASE, FEATURES, GEMMX16_Q4_0, GEMMX16_Q8_0) { \
+    /* isa            */ ISA, \
+    /* base           */ BASE, \
+    /* features       */ FEATURES, \
+    /* mm_type        */ ggml_cpu_avx512::mm_type, \
+    /* axpy           */ ggml_cpu_avx512::axpy, \
+    /* fp16_to_fp32   */ ggml_cpu_avx512::fp16_to_fp32, \
+    /* bf16_to_fp32   */ ggml_cpu_avx512::bf16_to_fp32, \
+    /* bf16_pairs, \
+       gemm_bf16_pairs*/ BF16_PAIRS, \
+    /* dequant        */ ggml_cpu_avx512::dequant, \
+    /* quant_dot      */ quant_dot, \
+    /* quant_dot_rows */ quant_dot_rows, \
+    /* repack         */ { REPACK_KERNELS, ggml_cpu_avx512::repack_quantize_q8_0x16, \
+                           ggml_cpu_avx512::repack_q4_0x16_to_q8_0x16t, GEMMX16_Q4_0, GEMMX16_Q8_0 }, \
+    /* vec_exp ...    */ ggml_cpu_avx512::vec_exp, ggml_cpu_avx512::vec_silu, ggml_cpu_avx512::vec_sigmoid, ggml_cpu_avx512::vec_gelu, \
+    /* row_max        */ ggml_cpu_avx512::row_max, \
+    /* add_mask_f16   */ ggml_cpu_avx2::add_mask_f16, \
+    /* f16_to_f32_row */ ggml_cpu_avx512::f16_to_f32_row, \
+    /* f32_to_f16_row */ ggml_cpu_avx512::f32_to_f16_row, \
+}
+
+extern "C" const ggml_cpu_kernels ggml_cpu_kernels_avx512 =
+    AVX512_TABLE("AVX512", &ggml_cpu_kernels_avx2, GGML_CPU_FEAT_AVX2 | GGML_CPU_FEAT_AVX512 | VNNI, nullptr, nullptr);
+
+#if defined(GGML_SIMD_AMX)
+// AMX: the AVX512 kernels, with tile products for the repacked Q4_0 / Q8_0 weights' prompts.
+extern "C" const ggml_cpu_kernels ggml_cpu_kernels_amx =
+    AVX512_TABLE("AMX", &ggml_cpu_kernels_avx512, GGML_CPU_FEAT_AVX2 | GGML_CPU_FEAT_AVX512 | VNNI | GGML_CPU_FEAT_AMX_INT8,
+                 ggml_cpu_amx::repack_gemm_x16_q4_0, ggml_cpu_amx::repack_gemm_x16_q8_0);
+#endif
 
 #endif  // GGML_SIMD_AVX512

@@ -64,3 +64,9 @@ float row_max(const float * w, int64_t n);
 void f16_to_f32_row(const ggml_fp16_t * x, float * y, int64_t n);
 void f32_to_f16_row(const float * x, ggml_fp16_t * y, int64_t n);
 }  // namespace ggml_cpu_avx512
+
+namespace ggml_cpu_amx {
+// quant-repack-amx.cpp (columns 16 at a time; the VNNI kernels where the OS grants no tile state)
+void repack_gemm_x16_q4_0(int64_t nb, const void * a, const void * b, size_t ldb, int n16, float * s, size_t lds);
+void repack_gemm_x16_q8_0(int64_t nb, const void * a, const void * b, size_t ldb, int n16, float * s, size_t lds);
+}  // namespace ggml_cpu_amx

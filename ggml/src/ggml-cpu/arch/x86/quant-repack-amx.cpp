@@ -1,0 +1,194 @@
+// quant-repack-amx.cpp - AMX-INT8 kernels for weights repacked 16 rows at a time (quant-repack.h),
+// columns 16 at a time: per block of 32 values, one tile product of the 16 columns' activations
+// (tile A: 16 rows of 32 bytes, read in place from the activation rows) with the 16 weight rows
+// (tile B: 8 rows of 64 bytes, the repacked block's 4-byte columns as they are stored, which is
+// the layout AMX wants for B). Each tile product gives every (column, row) its block's exact
+// integer sum; the 16 x 16 sums leave through an L1 buffer and are scaled and accumulated as by
+// the VNNI kernels, fma(isum, d_w * d_a, acc) block by block: the same bits as the reference.
+// Both operands are signed (TDPBSSD): Q4_0's nibbles become q - 8 with one GF(2) affine map per
+// register (GFNI), Q8_0's stored bytes (value + 128) get their top bit flipped.
+// The weight tiles of a call's group are made once and serve all its tiles of columns. Fewer
+// than 16 columns go to the VNNI kernels, as does everything where the OS does not grant the
+// tile state.
+#include "kernels-x86.h"
+
+#if defined(GGML_SIMD_AMX)
+
+#include <immintrin.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+namespace ggml_cpu_amx {
+
+namespace {
+
+constexpr int COLS = 16;
+
+// Linux hands out the AMX tile data state only on request (once per process).
+bool amx_granted() {
+    static const bool granted = [] {
+        const long ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18;
+        return syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
+    }();
+    return granted;
+}
+
+// Tiles: 0-3 the sums (16 x 16 int32); 4, 5 the activations (16 x 32 bytes); 6, 7 the weights
+// (8 x 64 bytes). Loaded once per thread (nothing else in the process uses the tiles).
+struct TileConfig {
+    uint8_t palette_id, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+};
+thread_local bool tiles_configured = false;
+
+inline void configure_tiles() {
+    if (tiles_configured) return;
+    TileConfig c;
+    memset(&c, 0, sizeof(c));
+    c.palette_id = 1;
+    for (int t = 0; t < 4; t++) { c.rows[t] = 16; c.colsb[t] = 64; }
+    for (int t = 4; t < 6; t++) { c.rows[t] = 16; c.colsb[t] = 32; }
+    for (int t = 6; t < 8; t++) { c.rows[t] = 8;  c.colsb[t] = 64; }
+    _tile_loadconfig(&c);
+    tiles_configured = true;
+}
+
+// Q4_0 x16: block qs[j] (j < 4) holds values 4j..4j+3 (low nibbles) and 16+4j.. (high nibbles)
+// of the 16 rows; as signed bytes q - 8 they are the weight tile's rows j and 4 + j. The affine
+// maps put bits 0-2 (4-6) of the nibble in place and spread bit 3 (7), inverted, over bits 3-7:
+// the nibble's two's complement after flipping its top bit, which is q - 8.
+struct Q4_0 {
+    using Block = block_q4_0x16;
+    static void weights(const Block * g, int8_t * w) {
+        const __m512i lo = _mm512_set1_epi64(0x0102040808080808ll);
+        const __m512i hi = _mm512_set1_epi64(0x1020408080808080ll);
+        for (int j = 0; j < 4; j++) {
+            const __m512i v = _mm512_loadu_si512((const void *) (g->qs + 64 * j));
+            _mm512_store_si512((void *) (w + 64 * j), _mm512_gf2p8affine_epi64_epi8(v, lo, 0xF8));
+            _mm512_store_si512((void *) (w + 64 * (4 + j)), _mm512_gf2p8affine_epi64_epi8(v, hi, 0xF8));
+        }
+    }
+};
+
+// Q8_0 x16: the stored bytes are value + 128, in the order of the weight tile's rows.
+struct Q8_0 {
+    using Block = block_q8_0x16;
+    static void weights(const Block * g, int8_t * w) {
+        const __m512i top = _mm512_set1_epi8((char) 0x80);
+        for (int j = 0; j < 8; j++) {
+            _mm512_store_si512((void *) (w + 64 * j), _mm512_xor_si512(_mm512_loadu_si512((const void *) (g->qs + 64 * j)), top));
+        }
+    }
+};
+
+constexpr size_t W_BLOCK = 8 * 64;  // one block's weight tile
+
+// The group's weight tiles, made once per call and read by every tile of columns: per thread,
+// grown as needed (a 5632-wide row: 90 KiB, in L2).
+thread_local int8_t * w_buf = nullptr;
+thread_local int64_t w_cap = 0;
+struct WBufFree { ~WBufFree() { if (w_buf) free(w_buf); } };
+thread_local WBufFree w_buf_free;
+
+int8_t * weight_tiles(int64_t nb) {
+    if (nb > w_cap) {
+        (void) &w_buf_free;  // constructs the thread's deleter
+        if (w_buf) free(w_buf);
+        w_buf = (int8_t *) aligned_alloc(64, (size_t) nb * W_BLOCK);
+        GGML_ASSERT(w_buf && "AMX kernel: out of memory for the weight tiles");
+        w_cap = nb;
+    }
+    return w_buf;
+}
+
+// Block k's sums into tile C (with tiles A and B as its operands), stored to sums[C]. (Macros:
+// GCC's tile intrinsics take the tile number as a literal.)
+#define BLOCK_SUMS(C, A, B, k) do {                                   \
+        _tile_loadd(B, w + (k) * W_BLOCK, 64);                        \
+        _tile_loadd(A, qs + (k) * sizeof(block_q8_0x), (long) ldb);   \
+        _tile_zero(C);                                                \
+        _tile_dpbssd(C, A, B);                                        \
+        _tile_stored(C, sums[C], 64);                                 \
+    } while (0)
+
+// Column c's scaled sums of block k into acc[c] (lanes: the 16 rows).
+#define SCALE_BLOCK(C, k) do {                                                                     \
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *) a[k].d));          \
+        _Pragma("GCC unroll 16")                                                                   \
+        for (int c = 0; c < COLS; c++) {                                                           \
+            const float dy = ((const block_q8_0x *) (bt + c * ldb))[k].d;                          \
+            const __m512 sum = _mm512_cvtepi32_ps(_mm512_load_si512((const void *) (sums[C] + 16 * c))); \
+            acc[c] = _mm512_fmadd_ps(sum, _mm512_mul_ps(dw, _mm512_set1_ps(dy)), acc[c]);        \
+        }                                                                                          \
+    } while (0)
+
+// n16 tiles of 16 columns against the group's nb blocks. The tile products run two blocks ahead
+// of the scaling (four sum tiles in turn), so that the tile unit and the vector units overlap.
+template <typename T>
+void gemm_x16(int64_t nb, const typename T::Block * a, const char * b, size_t ldb, int n16, float * s, size_t lds) {
+    configure_tiles();
+    int8_t * w = weight_tiles(nb);
+    for (int64_t i = 0; i < nb; i++) T::weights(a + i, w + i * W_BLOCK);
+    __asm__ volatile("" ::: "memory");  // the tile loads read w (GCC's tile intrinsics declare no memory read)
+    alignas(64) int32_t sums[4][COLS * 16];
+    for (int t = 0; t < n16; t++) {
+        const char * bt = b + (size_t) t * COLS * ldb;
+        const char * qs = bt + offsetof(block_q8_0x, qs);  // column c's block k at qs + c * ldb + k * 40
+        __m512 acc[COLS];
+        _Pragma("GCC unroll 16")
+        for (int c = 0; c < COLS; c++) acc[c] = _mm512_setzero_ps();
+        int64_t i = 0;
+        if (nb >= 4) {
+            BLOCK_SUMS(0, 4, 6, 0);
+            BLOCK_SUMS(1, 5, 7, 1);
+            for (; i + 4 <= nb; i += 4) {
+                BLOCK_SUMS(2, 4, 6, i + 2);
+                BLOCK_SUMS(3, 5, 7, i + 3);
+                SCALE_BLOCK(0, i);
+                SCALE_BLOCK(1, i + 1);
+                if (i + 6 <= nb) {
+                    BLOCK_SUMS(0, 4, 6, i + 4);
+                    BLOCK_SUMS(1, 5, 7, i + 5);
+                }
+                SCALE_BLOCK(2, i + 2);
+                SCALE_BLOCK(3, i + 3);
+            }
+            if (i + 2 <= nb) {  // blocks i, i + 1 are in tiles 0, 1 already
+                SCALE_BLOCK(0, i);
+                SCALE_BLOCK(1, i + 1);
+                i += 2;
+            }
+        }
+        for (; i < nb; i++) {
+            BLOCK_SUMS(0, 4, 6, i);
+            SCALE_BLOCK(0, i);
+        }
+        _Pragma("GCC unroll 16")
+        for (int c = 0; c < COLS; c++) _mm512_storeu_ps(s + (size_t) (t * COLS + c) * lds, acc[c]);
+    }
+}
+
+}  // namespace
+
+void repack_gemm_x16_q4_0(int64_t nb, const void * a, const void * b, size_t ldb, int n16, float * s, size_t lds) {
+    if (!amx_granted()) {
+        for (int c = 0; c < 2 * n16; c++) ggml_cpu_avx512::repack_gemm_q4_0(nb, a, (const char *) b + 8 * c * ldb, ldb, 8, s + 8 * c * lds, lds);
+        return;
+    }
+    gemm_x16<Q4_0>(nb, (const block_q4_0x16 *) a, (const char *) b, ldb, n16, s, lds);
+}
+
+void repack_gemm_x16_q8_0(int64_t nb, const void * a, const void * b, size_t ldb, int n16, float * s, size_t lds) {
+    if (!amx_granted()) {
+        for (int c = 0; c < 2 * n16; c++) ggml_cpu_avx512::repack_gemm_q8_0(nb, a, (const char *) b + 8 * c * ldb, ldb, 8, s + 8 * c * lds, lds);
+        return;
+    }
+    gemm_x16<Q8_0>(nb, (const block_q8_0x16 *) a, (const char *) b, ldb, n16, s, lds);
+}
+
+}  // namespace ggml_cpu_amx
+
+#endif  // GGML_SIMD_AMX
