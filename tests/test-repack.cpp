@@ -180,6 +180,36 @@ TEST(Repack, KernelEqualsReference) {
     }
 }
 
+// Every compiled-in set's activation quantizer (block_q8_0x) gives the reference's bytes: random
+// rows of several scales, and blocks with zeros, NaN, infinities, subnormals and huge values.
+TEST(Repack, ActivationQuantizerEqualsReference) {
+    const ggml_cpu_kernels * sets[4];
+    const int n_sets = ggml_cpu_kernel_sets(sets);
+    std::mt19937 rng(6);
+    std::normal_distribution<float> nd;
+    const int64_t n = 32 * 40;
+    std::vector<float> x(n);
+    for (int64_t i = 0; i < n; i++) x[i] = nd(rng) * std::pow(10.0f, (float) (i / 32 % 9) - 4.0f);
+    const float inf = INFINITY, nan = NAN;
+    const float specials[] = { 0.0f, -0.0f, nan, inf, -inf, 1e-40f, -3e-39f, 1e-45f, 3e38f, -3.4e38f, 127.5f, -0.5f, 0.5f, 1.5f, 2.5f };
+    for (int64_t b = 30; b < 40; b++) {  // the last blocks: specials mixed with normal values
+        for (int j = 0; j < 32; j++) {
+            if ((j + b) % 3 == 0) x[b * 32 + j] = specials[(j * 7 + b) % (sizeof(specials) / sizeof(specials[0]))];
+        }
+    }
+    for (int j = 0; j < 32; j++) x[39 * 32 + j] = 1e-40f * (float) (j - 16);  // a block of subnormals alone
+    std::vector<uint8_t> ref(n / 32 * sizeof(block_q8_0x)), got(ref.size());
+    ggml_quantize_row_q8_0x_ref(x.data(), ref.data(), n);
+    for (int i = 0; i < n_sets; i++) {
+        std::fill(got.begin(), got.end(), 0xAB);
+        sets[i]->repack.quantize_row_q8_0x(x.data(), got.data(), n);
+        for (int64_t b = 0; b < n / 32; b++) {
+            EXPECT_EQ(0, memcmp(got.data() + b * sizeof(block_q8_0x), ref.data() + b * sizeof(block_q8_0x), sizeof(block_q8_0x)))
+                << sets[i]->isa << " block " << b;
+        }
+    }
+}
+
 // The 16-column kernels (AMX) of every compiled-in set, and ggml_repack_gemm_cols over any
 // number of columns (16 at a time, then up to 8), against the scalar reference: same bits.
 TEST(Repack, SixteenColumnKernelsEqualReference) {
@@ -197,7 +227,7 @@ TEST(Repack, SixteenColumnKernelsEqualReference) {
             if (k) kernels.push_back({ sets[i]->isa, k });
         }
         std::mt19937 rng(5);
-        for (int64_t nb : {1, 2, 3, 4, 5, 6, 7, 8, 9, 22, 176}) {
+        for (int64_t nb : {1, 2, 3, 4, 5, 6, 7, 8, 9, 22, 37, 70, 176}) {
             const int64_t k = nb * tr->blck;
             tu::Ctx ctx(16u << 20);
             ggml_tensor * a = ggml_new_tensor_2d(ctx, type, k, 16);
@@ -231,7 +261,9 @@ TEST(Repack, SixteenColumnKernelsEqualReference) {
             }
         }
     }
-    if (ggml_cpu_has_amx_int8()) EXPECT_GT(tested, 0) << "an AMX build tests its tile kernels";
+    if (ggml_cpu_has_amx_int8()) {
+        EXPECT_GT(tested, 0) << "an AMX build tests its tile kernels";
+    }
 }
 
 // The reference kernel computes what the type's scalar dot does, up to rounding: the integer

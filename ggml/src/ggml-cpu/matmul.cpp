@@ -169,12 +169,12 @@ void mul_mat_dot(const MulMatArgs & x, const ggml_mm_type_kernels * kern, int it
 }
 
 // Repacked path: items are (plane, group of 16 rows of a). Columns of b go in blocks small
-// enough to stay in L2 while every group of the thread's range passes over them, 16 or 8 at a
-// time (ggml_repack_gemm_cols).
+// enough to stay in L2 while every group of the thread's range passes over them
+// (ggml_repack_col_block), 16 or 8 at a time (ggml_repack_gemm_cols).
 void mul_mat_repacked(const MulMatArgs & x, const ggml_repack_traits * rt, int ith, int nth) {
-    const int R = GGML_REPACK_ROWS, C = 16;
+    const int R = GGML_REPACK_ROWS;
     const int64_t groups = x.M / R, nb = x.K / rt->blck;
-    const int64_t col_block = std::max<int64_t>(C, (int64_t) (256 * 1024 / x.rb.nb1) / C * C);
+    const int64_t col_block = ggml_repack_col_block(rt, x.rb.nb1, x.N);
     int64_t it0, it1;
     ggml_cpu_split_rows(groups * x.B2 * x.B3, ith, nth, &it0, &it1);
     for (int64_t c0 = 0; c0 < x.N; c0 += col_block) {

@@ -472,8 +472,7 @@ void out_prod_int8(const RowReader & rd, const ggml_tensor * b, ggml_tensor * ds
     ggml_cpu_barrier(params);
 
     // Columns in blocks that stay in L2 while every packed slab of the range passes over them.
-    const int64_t C = 16;
-    const int64_t col_block = std::max<int64_t>(C, (int64_t) (256 * 1024 / z.act_row) / C * C);
+    const int64_t col_block = ggml_repack_col_block(q8, z.act_row, d.N);
     const int64_t slabs = d.K / ROWS;
     int64_t s0, s1;
     ggml_cpu_split_rows(d.planes() * slabs, ith, nth, &s0, &s1);

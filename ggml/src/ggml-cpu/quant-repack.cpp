@@ -12,7 +12,9 @@
 int ggml_repack_force = 0;
 
 // ---- activations ---------------------------------------------------------------------------
-void ggml_quantize_row_q8_0x(const float * x, void * vy, int64_t n) {
+void ggml_quantize_row_q8_0x(const float * x, void * y, int64_t n) { ggml_cpu()->repack.quantize_row_q8_0x(x, y, n); }
+
+void ggml_quantize_row_q8_0x_ref(const float * x, void * vy, int64_t n) {
     block_q8_0x * y = (block_q8_0x *) vy;
     for (int64_t b = 0; b < n / QK8_0; b++, x += QK8_0) {
         const ggml_fp16_t d = ggml_quantize_act_block_q8_0(x, y[b].qs);
@@ -201,6 +203,15 @@ const struct ggml_repack_traits * ggml_repack_get_traits(enum ggml_type type) {
         if (all.t[i].type == type) return all.has_kernel[i] || ggml_repack_force ? &all.t[i] : nullptr;
     }
     return nullptr;
+}
+
+int64_t ggml_repack_col_block(const struct ggml_repack_traits * t, size_t act_row, int64_t n) {
+    const int64_t budget = t->gemm_x16 ? 1024 * 1024 : 256 * 1024;
+    int64_t cols = budget / (int64_t) (act_row > 0 ? act_row : 1) / 16 * 16;
+    cols = cols > 16 ? cols : 16;
+    const int64_t blocks = (n + cols - 1) / cols;  // blocks of equal size (n = 512, 400 columns: 2 x 256)
+    const int64_t even = ((n + blocks - 1) / blocks + 15) / 16 * 16;
+    return even < cols ? even : cols;
 }
 
 void ggml_repack_gemm_cols(const struct ggml_repack_traits * t, int64_t nb, const void * a, const void * b, size_t ldb,

@@ -114,6 +114,13 @@ struct ggml_repack_traits {
     ggml_repack_gemm_x16_fn gemm_x16;  // this build's kernel for columns 16 at a time (NULL: none)
 };
 
+// Columns per block of a repacked product's n activation rows (act_row bytes each): as many as
+// stay in L2 while every group of a thread's range passes over them, a multiple of 16, the
+// blocks of about equal size. The tile kernels (gemm_x16) are fast enough that re-reading the
+// weights for another block of columns costs more: they take 1 MiB of activations (L2 is 2 MiB
+// where there is AMX), the others 256 KiB.
+int64_t ggml_repack_col_block(const struct ggml_repack_traits * t, size_t act_row, int64_t n);
+
 // Any number of columns nc through the traits' kernels: 16 at a time where there is a kernel
 // for them, the rest at most 8 at a time (each output's value does not depend on the split).
 void ggml_repack_gemm_cols(const struct ggml_repack_traits * t, int64_t nb, const void * a, const void * b, size_t ldb,
@@ -136,8 +143,10 @@ const struct ggml_repack_traits * ggml_repack_get_traits(enum ggml_type type);
 // Tests set this to repack (with the reference kernel) on builds without a SIMD kernel.
 extern int ggml_repack_force;
 
-// Activations: F32 row of n values (n % 32 == 0) to block_q8_0x.
+// Activations: F32 row of n values (n % 32 == 0) to block_q8_0x: this build's fastest, and the
+// scalar reference (the same bytes).
 void ggml_quantize_row_q8_0x(const float * x, void * y, int64_t n);
+void ggml_quantize_row_q8_0x_ref(const float * x, void * y, int64_t n);
 
 // One Q8_0 x16 block straight from F32: 32 values of m of 16 rows, x[m * ldx + r] (r < 16), each
 // row's 32 values quantized as ggml_quantize_act_block_q8_0 does and stored as pack_group lays

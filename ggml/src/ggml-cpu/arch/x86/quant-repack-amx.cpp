@@ -10,12 +10,17 @@
 // The weight tiles of a call's group are made once and serve all its tiles of columns. Fewer
 // than 16 columns go to the VNNI kernels, as does everything where the OS does not grant the
 // tile state.
+// GCC 12 reports false "may be used uninitialized" warnings inside its own AVX512 headers.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+
 #include "kernels-x86.h"
 
 #if defined(GGML_SIMD_AMX)
 
 #include <immintrin.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -85,34 +90,18 @@ struct Q8_0 {
 };
 
 constexpr size_t W_BLOCK = 8 * 64;  // one block's weight tile
+// Blocks per chunk: their weight tiles (16 KiB) stay in L1 while every tile of columns passes.
+constexpr int64_t CHUNK = 32;
 
-// The group's weight tiles, made once per call and read by every tile of columns: per thread,
-// grown as needed (a 5632-wide row: 90 KiB, in L2).
-thread_local int8_t * w_buf = nullptr;
-thread_local int64_t w_cap = 0;
-struct WBufFree { ~WBufFree() { if (w_buf) free(w_buf); } };
-thread_local WBufFree w_buf_free;
-
-int8_t * weight_tiles(int64_t nb) {
-    if (nb > w_cap) {
-        (void) &w_buf_free;  // constructs the thread's deleter
-        if (w_buf) free(w_buf);
-        w_buf = (int8_t *) aligned_alloc(64, (size_t) nb * W_BLOCK);
-        GGML_ASSERT(w_buf && "AMX kernel: out of memory for the weight tiles");
-        w_cap = nb;
-    }
-    return w_buf;
-}
-
-// Block k's sums into tile C (with tiles A and B as its operands), stored to sums[C]. (Macros:
-// GCC's tile intrinsics take the tile number as a literal.)
-#define BLOCK_SUMS(C, A, B, k) do {                                   \
+// Block k's tile product into tile C (with tiles A and B as its operands), and the store of a
+// tile's sums to sums[C]. (Macros: GCC's tile intrinsics take the tile number as a literal.)
+#define TILE_PRODUCT(C, A, B, k) do {                                 \
         _tile_loadd(B, w + (k) * W_BLOCK, 64);                        \
         _tile_loadd(A, qs + (k) * sizeof(block_q8_0x), (long) ldb);   \
         _tile_zero(C);                                                \
         _tile_dpbssd(C, A, B);                                        \
-        _tile_stored(C, sums[C], 64);                                 \
     } while (0)
+#define TILE_STORE(C) _tile_stored(C, sums[C], 64)
 
 // Column c's scaled sums of block k into acc[c] (lanes: the 16 rows).
 #define SCALE_BLOCK(C, k) do {                                                                     \
@@ -125,49 +114,62 @@ int8_t * weight_tiles(int64_t nb) {
         }                                                                                          \
     } while (0)
 
-// n16 tiles of 16 columns against the group's nb blocks. The tile products run two blocks ahead
-// of the scaling (four sum tiles in turn), so that the tile unit and the vector units overlap.
+// n16 tiles of 16 columns against the group's nb blocks, a chunk of blocks at a time (a column's
+// accumulators carry over from chunk to chunk through s: the same chain of fmas). Within a tile
+// the products run a block ahead of the stores and two ahead of the scaling (four sum tiles in
+// turn): a store right after its product waits for it, and the tile unit with it.
 template <typename T>
-void gemm_x16(int64_t nb, const typename T::Block * a, const char * b, size_t ldb, int n16, float * s, size_t lds) {
+void gemm_x16(int64_t nb, const typename T::Block * a0, const char * b0, size_t ldb, int n16, float * s, size_t lds) {
     configure_tiles();
-    int8_t * w = weight_tiles(nb);
-    for (int64_t i = 0; i < nb; i++) T::weights(a + i, w + i * W_BLOCK);
-    __asm__ volatile("" ::: "memory");  // the tile loads read w (GCC's tile intrinsics declare no memory read)
+    alignas(64) int8_t w[CHUNK * W_BLOCK];
     alignas(64) int32_t sums[4][COLS * 16];
-    for (int t = 0; t < n16; t++) {
-        const char * bt = b + (size_t) t * COLS * ldb;
-        const char * qs = bt + offsetof(block_q8_0x, qs);  // column c's block k at qs + c * ldb + k * 40
-        __m512 acc[COLS];
-        _Pragma("GCC unroll 16")
-        for (int c = 0; c < COLS; c++) acc[c] = _mm512_setzero_ps();
-        int64_t i = 0;
-        if (nb >= 4) {
-            BLOCK_SUMS(0, 4, 6, 0);
-            BLOCK_SUMS(1, 5, 7, 1);
-            for (; i + 4 <= nb; i += 4) {
-                BLOCK_SUMS(2, 4, 6, i + 2);
-                BLOCK_SUMS(3, 5, 7, i + 3);
-                SCALE_BLOCK(0, i);
-                SCALE_BLOCK(1, i + 1);
-                if (i + 6 <= nb) {
-                    BLOCK_SUMS(0, 4, 6, i + 4);
-                    BLOCK_SUMS(1, 5, 7, i + 5);
+    for (int64_t k0 = 0; k0 < nb; k0 += CHUNK) {
+        const int64_t n = nb - k0 < CHUNK ? nb - k0 : CHUNK;
+        const typename T::Block * a = a0 + k0;
+        for (int64_t i = 0; i < n; i++) T::weights(a + i, w + i * W_BLOCK);
+        __asm__ volatile("" ::: "memory");  // the tile loads read w (GCC's tile intrinsics declare no memory read)
+        for (int t = 0; t < n16; t++) {
+            const char * bt = b0 + (size_t) t * COLS * ldb + k0 * sizeof(block_q8_0x);
+            const char * qs = bt + offsetof(block_q8_0x, qs);  // column c's block k at qs + c * ldb + k * 40
+            float * st = s + (size_t) t * COLS * lds;
+            __m512 acc[COLS];
+            _Pragma("GCC unroll 16")
+            for (int c = 0; c < COLS; c++) acc[c] = k0 == 0 ? _mm512_setzero_ps() : _mm512_loadu_ps(st + c * lds);
+            int64_t i = 0;
+            if (n >= 4) {
+                TILE_PRODUCT(0, 4, 6, 0);
+                TILE_PRODUCT(1, 5, 7, 1);
+                TILE_STORE(0);
+                for (; i + 4 <= n; i += 4) {  // on entry: blocks i, i + 1 in tiles 0, 1, block i stored
+                    if (i + 2 < n) TILE_PRODUCT(2, 4, 6, i + 2);
+                    TILE_STORE(1);
+                    SCALE_BLOCK(0, i);
+                    if (i + 3 < n) TILE_PRODUCT(3, 5, 7, i + 3);
+                    TILE_STORE(2);
+                    SCALE_BLOCK(1, i + 1);
+                    if (i + 4 < n) TILE_PRODUCT(0, 4, 6, i + 4);
+                    TILE_STORE(3);
+                    SCALE_BLOCK(2, i + 2);
+                    if (i + 5 < n) TILE_PRODUCT(1, 5, 7, i + 5);
+                    if (i + 4 < n) TILE_STORE(0);
+                    SCALE_BLOCK(3, i + 3);
                 }
-                SCALE_BLOCK(2, i + 2);
-                SCALE_BLOCK(3, i + 3);
+                // Left: blocks i, i + 1 when n % 4 >= 2 (in tiles 0, 1; block i stored).
+                if (i + 2 <= n) {
+                    TILE_STORE(1);
+                    SCALE_BLOCK(0, i);
+                    SCALE_BLOCK(1, i + 1);
+                    i += 2;
+                }
             }
-            if (i + 2 <= nb) {  // blocks i, i + 1 are in tiles 0, 1 already
+            for (; i < n; i++) {
+                TILE_PRODUCT(0, 4, 6, i);
+                TILE_STORE(0);
                 SCALE_BLOCK(0, i);
-                SCALE_BLOCK(1, i + 1);
-                i += 2;
             }
+            _Pragma("GCC unroll 16")
+            for (int c = 0; c < COLS; c++) _mm512_storeu_ps(st + c * lds, acc[c]);
         }
-        for (; i < nb; i++) {
-            BLOCK_SUMS(0, 4, 6, i);
-            SCALE_BLOCK(0, i);
-        }
-        _Pragma("GCC unroll 16")
-        for (int c = 0; c < COLS; c++) _mm512_storeu_ps(s + (size_t) (t * COLS + c) * lds, acc[c]);
     }
 }
 

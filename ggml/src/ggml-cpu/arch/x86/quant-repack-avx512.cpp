@@ -45,6 +45,49 @@ void repack_quantize_q8_0x16(const float * x, int64_t ldx, void * vout) {
     }
 }
 
+// F32 rows to the repacked kernels' activation blocks, the same bytes as
+// ggml_quantize_row_q8_0x_ref: per block of 32, the largest |x| (a NaN never wins), d = amax / 127
+// and its reciprocal as the reference divides them, then each value rint(x / d) clamped to
+// +-127 (NaN: 0), and -8 times the block's sum.
+void quantize_row_q8_0x(const float * x, void * vy, int64_t n) {
+    block_q8_0x * y = (block_q8_0x *) vy;
+    const __m512 sign = _mm512_set1_ps(-0.0f);
+    const __m512 hi = _mm512_set1_ps(127.0f), lo = _mm512_set1_ps(-127.0f);
+    const int64_t nb = n / QK8_0;
+    // 16 blocks at a time: their maxima, then the scales of all 16 in one vector (as
+    // repack_quantize_q8_0x16: the F16 rounding by the conversion instruction), then the values.
+    for (int64_t b0 = 0; b0 < nb; b0 += 16) {
+        const int nblk = nb - b0 < 16 ? (int) (nb - b0) : 16;
+        alignas(64) float amax[16] = {0}, id[16], dr[16];
+        for (int j = 0; j < nblk; j++) {
+            const float * xb = x + (b0 + j) * QK8_0;
+            // max_ps(a, m) returns m when a is NaN: a NaN never wins, as in the reference.
+            const __m512 m = _mm512_max_ps(_mm512_andnot_ps(sign, _mm512_loadu_ps(xb + 16)),
+                                           _mm512_max_ps(_mm512_andnot_ps(sign, _mm512_loadu_ps(xb)), _mm512_setzero_ps()));
+            amax[j] = _mm512_reduce_max_ps(m);
+        }
+        const __m512 d = _mm512_div_ps(_mm512_load_ps(amax), _mm512_set1_ps(127.0f));
+        _mm512_store_ps(id, _mm512_maskz_div_ps(_mm512_cmp_ps_mask(d, _mm512_setzero_ps(), _CMP_NEQ_UQ), _mm512_set1_ps(1.0f), d));
+        _mm512_store_ps(dr, _mm512_cvtph_ps(_mm512_cvtps_ph(d, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
+        for (int j = 0; j < nblk; j++) {
+            const float * xb = x + (b0 + j) * QK8_0;
+            block_q8_0x * yb = y + b0 + j;
+            const __m512 vid = _mm512_set1_ps(id[j]);
+            __m512i q[2];
+            for (int h = 0; h < 2; h++) {
+                __m512 v = _mm512_mul_ps(_mm512_loadu_ps(xb + 16 * h), vid);
+                v = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, v, _CMP_ORD_Q), v);  // NaN -> 0
+                v = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
+                q[h] = _mm512_cvtps_epi32(v);  // round to nearest even, as rintf
+            }
+            _mm_storeu_si128((__m128i *) yb->qs, _mm512_cvtepi32_epi8(q[0]));
+            _mm_storeu_si128((__m128i *) (yb->qs + 16), _mm512_cvtepi32_epi8(q[1]));
+            yb->d = dr[j];
+            yb->neg8sum = -8 * _mm512_reduce_add_epi32(_mm512_add_epi32(q[0], q[1]));
+        }
+    }
+}
+
 // A repacked Q4_0 block straight to the transposed Q8_0 x16 block (quant-repack.h): per group,
 // the 4 registers of 4-byte columns (lane = row) are transposed within their 128-bit lanes, so
 // that each row's 16 bytes come out whole; each row's nibbles become its 16 values of k (lanes)
