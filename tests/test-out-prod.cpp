@@ -274,6 +274,37 @@ TEST(OutProdTypes, Bf16Products) {
         }
 }
 
+// The same at the default threshold, where a build with AMX-BF16 tiles takes them (out_prod_tiles):
+// every type; N past a pair of tiles and not a multiple of 16; M odd, short of a tile, and over
+// several chunks of m; K short of a tile and not a multiple of 16 (F32); broadcast planes, every
+// layout of b; a repacked a giving the same bytes; the same bytes for 1, 2 and 3 threads.
+TEST(OutProdTypes, Bf16ProductsAtTheDefaultThreshold) {
+    GemmMinN g(0);
+    for (ggml_type t : kTypes) {
+        for (int64_t M : { 16, 37, 1100 }) {
+            for (int64_t N : { 16, 45 }) {
+                Case c = { t, ks(t)[1], M, N };
+                c.bf16 = true;
+                check(c);
+            }
+        }
+        for (BLayout lb : { BLayout::Contiguous, BLayout::Padded }) {
+            Case c = { t, ks(t).back(), 53, 33 };
+            c.lb = lb;
+            c.a23 = { 0, 0, 2, 1 };
+            c.b23 = { 0, 0, 4, 2 };
+            c.bf16 = true;
+            check(c);
+        }
+        if (!repackable(t)) continue;
+        Case c = { t, ks(t).back(), 64, 70 };
+        c.repack = true;
+        c.bf16 = true;
+        check(c);
+    }
+    if (ggml_cpu()->tiles_bf16) printf("  bf16 products through the tile kernel (%s)\n", ggml_cpu_isa_name());
+}
+
 // Opt-in int8 products (GGML_PREC_INT8): a's values and b's quantized to Q8_0 along m and
 // multiplied by the forward's Q8_0 x16 kernel. Checked by the relative (Frobenius) error against
 // the double sum of a's values, bit-identical over 1, 2 and 3 threads and for a repacked a.

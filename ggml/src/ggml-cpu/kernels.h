@@ -88,6 +88,13 @@ struct ggml_cpu_kernels {
     ggml_to_float_t bf16_to_fp32;
     ggml_bf16_pairs_fn bf16_pairs;
     const struct ggml_gemm_kernel * gemm_bf16_pairs;  // NULL: no fast BF16 products here
+    // AMX-BF16 tile products (out_prod with GGML_PREC_BF16; NULL: none): 2 x 2 tiles of 16 x 16
+    // F32 at c (tile (i, j) at c + 256 (2 i + j), rows n, columns k) += the sums over m < 32 nmc
+    // of x_i[n][m] w_j[m][k]: x_i 16 rows of bf16 (ldx bytes apart, m in order), w_j per pair of
+    // m 16 units (bf16(w[m][k]), bf16(w[m + 1][k])) (64 bytes, pairs in order).
+    void (*tiles_bf16)(int64_t nmc, const void * x0, const void * x1, size_t ldx, const void * w0, const void * w1, float * c);
+    // F32 to bf16, rounding to nearest even as bf16_pairs (with tiles_bf16).
+    void (*f32_to_bf16_row)(const float * x, void * y, int64_t n);
     // Rows of a quantized type to F32 (out_prod's conversion of a): the same values as the
     // type's reference to_float, which the entry returns where the set has no kernel.
     ggml_to_float_t (*dequant)(enum ggml_type type);

@@ -13,6 +13,11 @@
 //    elements n, contiguous over m when b is a transposed contiguous gradient).
 //    With GGML_PREC_BF16 (opt-in) and a build with a BF16 kernel, the panels hold pairs of m
 //    rounded to bf16 instead (vdpbf16ps: twice the F32 rate, F32 sums).
+//  - GGML_PREC_BF16 on a build with AMX-BF16 tiles (tiles_bf16): b's rows of elements n rounded
+//    to bf16 once (shared), then per range of k (a multiple of 32 and of a's block) and chunk of
+//    m, a's rows converted and rounded into pairs of m (the tiles' B operand); 2 x 2 tiles of
+//    16 n x 16 k accumulate in the tile registers over the chunk, in a per-thread F32 buffer over
+//    the chunks, which is copied to dst at the end of the range.
 //  - GGML_PREC_INT8 (opt-in, builds with a Q8_0 x16 kernel, M % 32 == 0, K % 16 == 0): slabs of
 //    16 values of k of a (along m: a's rows, converted 32 at a time) quantized to Q8_0 straight
 //    into the forward's Q8_0 x16 groups, against b's rows of elements quantized as the forward's
@@ -149,6 +154,9 @@ float * d_plane(ggml_tensor * dst, const Dims & d, int64_t p) {
 
 // ---- work buffer layout (shared by the size query and the kernel) ---------------------------
 struct Plan {
+    bool tiles;         // the bf16 tile path (GGML_PREC_BF16 with tiles_bf16), sizes below
+    size_t bcopy_size;  // tiles: b's rows of elements in bf16 (shared)
+    size_t tiles_thread;// tiles: per thread, TileSizes::thread()
     const ggml_repack_traits * q8;  // non-NULL: the int8 path (GGML_PREC_INT8), the fields below unused but sizes
     size_t act_size;    // int8: Q8_0 activations of all of b's rows of elements (shared)
     size_t q8_thread;   // int8: per thread, the F32 tile, the quantized rows and the packed group
@@ -164,8 +172,9 @@ struct Plan {
     size_t rows_size;   // per thread: converted rows of a (16 x a range of k)
     size_t scratch_size;// per thread: a repacked group's blocks
 
-    size_t thread_size() const { return q8 ? q8_thread : a_pack_size + rows_size + scratch_size; }
-    size_t total(int nth) const { return ALIGN + (q8 ? act_size : b_pack_size) + (size_t) nth * thread_size(); }
+    size_t thread_size() const { return tiles ? tiles_thread : q8 ? q8_thread : a_pack_size + rows_size + scratch_size; }
+    size_t shared_size() const { return tiles ? bcopy_size : q8 ? act_size : b_pack_size; }
+    size_t total(int nth) const { return ALIGN + shared_size() + (size_t) nth * thread_size(); }
 };
 
 // ---- int8 path (GGML_PREC_INT8) sizes ----------------------------------------------------------
@@ -193,11 +202,39 @@ struct Int8Sizes {
     size_t thread() const { return rows + scratch + packed + col; }
 };
 
+// ---- bf16 tile path sizes ----------------------------------------------------------------------
+// k goes in ranges of kr (32, or a's block if larger), m in chunks of TILE_MC; b's rows of
+// elements are padded to 32 n and to 32 m (zeros), the last chunk of m to 32 (zero pairs).
+constexpr int64_t TILE_MC = 512;
+struct TileSizes {
+    int64_t kr, npad, mpad;
+    size_t rows, scratch, slab, cbuf;
+    TileSizes(const RowReader & rd, const Dims & d) {
+        kr = std::max<int64_t>(32, rd.blck);
+        npad = ceil_div(d.N, 32) * 32;
+        mpad = ceil_div(d.M, 32) * 32;
+        rows = align_up((size_t) ROWS * kr * sizeof(float));
+        scratch = rd.scratch_size(kr);
+        slab = align_up((size_t) (kr / 16) * (TILE_MC / 2) * 16 * sizeof(uint32_t));  // per 16 k: pairs of m x 16 k
+        cbuf = align_up((size_t) npad * kr * sizeof(float));
+    }
+    size_t bcopy(const Dims & d) const { return align_up((size_t) d.planes() * npad * mpad * sizeof(uint16_t)); }
+    size_t thread() const { return rows + scratch + slab + cbuf; }
+};
+
 Plan plan_out_prod(const ggml_tensor * dst) {
     const ggml_tensor * a = dst->src[0];
     const Dims d(dst);
     const RowReader rd(a);
     Plan p = {};
+    if (ggml_get_op_params_i32(dst, 0) == GGML_PREC_BF16 && ggml_cpu()->tiles_bf16 && d.N >= GEMM_MIN_N && d.M >= GEMM_MIN_M &&
+        d.K > 0 && ggml_out_prod_gemm_min_n == 0) {
+        const TileSizes z(rd, d);
+        p.tiles = true;
+        p.bcopy_size = z.bcopy(d);
+        p.tiles_thread = z.thread();
+        return p;
+    }
     if (ggml_get_op_params_i32(dst, 0) == GGML_PREC_INT8) {
         const ggml_repack_traits * q8 = ggml_repack_get_traits(GGML_TYPE_Q8_0);
         if (q8 && q8->gemm && d.M > 0 && d.K > 0 && d.N > 0 && d.M % QK8_0 == 0 && d.K % ROWS == 0 && q8->act_blck == QK8_0) {
@@ -515,6 +552,92 @@ void out_prod_int8(const RowReader & rd, const ggml_tensor * b, ggml_tensor * ds
     }
 }
 
+// ---- bf16 tile path (GGML_PREC_BF16 with tiles_bf16) -----------------------------------------
+// Items are (plane, range of kr values of k). Each output is the tiles' sum over m in chunks of
+// TILE_MC taken in order, whatever the thread: results do not depend on the threads.
+void out_prod_tiles(const RowReader & rd, const ggml_tensor * b, ggml_tensor * dst, const Dims & d, char * bcopy, char * tw,
+                    const ggml_compute_params * params) {
+    const ggml_cpu_kernels * vk = ggml_cpu();
+    const TileSizes z(rd, d);
+    const int ith = params->ith, nth = params->nth;
+    const int64_t kr = z.kr, npad = z.npad, mpad = z.mpad;
+    float * rows = (float *) tw;
+    char * scratch = tw + z.rows;
+    uint32_t * slab = (uint32_t *) (scratch + z.scratch);
+    float * cbuf = (float *) ((char *) slab + z.slab);
+    const size_t ldx = (size_t) mpad * sizeof(uint16_t);
+
+    // b's rows of elements (plane p, n) to bf16 at bcopy + (p * npad + n) * ldx, zeros past N and M.
+    {
+        int64_t r0, r1;
+        ggml_cpu_split_rows(d.planes() * npad, ith, nth, &r0, &r1);
+        for (int64_t r = r0; r < r1; r++) {
+            const int64_t p = r / npad, n = r % npad;
+            uint16_t * out = (uint16_t *) (bcopy + r * ldx);
+            if (n >= d.N) {
+                memset(out, 0, ldx);
+                continue;
+            }
+            const char * src = b_plane(b, d, p) + n * b->nb[0];
+            if (b->nb[1] == sizeof(float)) {
+                vk->f32_to_bf16_row((const float *) src, out, d.M);
+            } else {
+                for (int64_t m0 = 0; m0 < d.M; m0 += ROWS * 16) {  // gathered in pieces through `rows`
+                    const int64_t nm = std::min<int64_t>(ROWS * 16, d.M - m0);
+                    for (int64_t m = 0; m < nm; m++) rows[m] = *(const float *) (src + (m0 + m) * b->nb[1]);
+                    vk->f32_to_bf16_row(rows, out + m0, nm);
+                }
+            }
+            memset(out + d.M, 0, (mpad - d.M) * sizeof(uint16_t));
+        }
+    }
+    ggml_cpu_barrier(params);
+
+    const int64_t ranges = ceil_div(d.K, kr), sub_pairs = kr / 32, n_pairs = npad / 32;
+    const size_t slab_sub = (size_t) (TILE_MC / 2) * 16;  // uint32 units per 16 k of the slab
+    int64_t it0, it1;
+    ggml_cpu_split_rows(d.planes() * ranges, ith, nth, &it0, &it1);
+    for (int64_t it = it0; it < it1; it++) {
+        const int64_t p = it / ranges, k0 = (it % ranges) * kr, nk = std::min(kr, d.K - k0);
+        const char * ap = a_plane(rd.a, d, p);
+        const char * bp = bcopy + p * npad * ldx;
+        memset(cbuf, 0, (size_t) npad * kr * sizeof(float));
+        for (int64_t mc0 = 0; mc0 < d.M; mc0 += TILE_MC) {
+            const int64_t mlen = std::min<int64_t>(TILE_MC, d.M - mc0), mlen32 = ceil_div(mlen, 32) * 32;
+            // The slab: rows [mc0, mc0 + mlen32) of a over k [k0, k0 + kr), pairs of m per 16 k.
+            for (int64_t m0 = mc0; m0 < mc0 + mlen32; m0 += ROWS) {
+                const int64_t nr = std::max<int64_t>(0, std::min<int64_t>(ROWS, d.M - m0));
+                if (nk < kr || nr < ROWS) memset(rows, 0, (size_t) ROWS * kr * sizeof(float));
+                if (nr > 0) rd.read(ap, m0, nr, k0, nk, rows, kr, scratch);
+                for (int64_t i = 0; i < ROWS / 2; i++) {
+                    const int64_t pair = (m0 - mc0) / 2 + i;
+                    for (int64_t s = 0; s < kr / 16; s++) {
+                        vk->bf16_pairs(rows + 2 * i * kr + 16 * s, rows + (2 * i + 1) * kr + 16 * s, 16, slab + s * slab_sub + pair * 16);
+                    }
+                }
+            }
+            const int64_t nmc = mlen32 / 32;
+            for (int64_t np = 0; np < n_pairs; np++) {
+                const char * x0 = bp + np * 32 * ldx + mc0 * sizeof(uint16_t);
+                for (int64_t sp = 0; sp < sub_pairs; sp++) {
+                    const uint32_t * w0 = slab + 2 * sp * slab_sub;
+                    vk->tiles_bf16(nmc, x0, x0 + 16 * ldx, ldx, w0, w0 + slab_sub, cbuf + (np * sub_pairs + sp) * 1024);
+                }
+            }
+        }
+        // cbuf: per (pair of 16 n, pair of 16 k) four tiles [n half][k half][16 n][16 k].
+        float * dp = d_plane(dst, d, p);
+        for (int64_t n = 0; n < d.N; n++) {
+            float * out = dp + n * d.ldd + k0;
+            const float * c = cbuf + (n / 32) * sub_pairs * 1024 + (n % 32 / 16) * 512 + (n % 16) * 16;
+            for (int64_t k = 0; k < nk; k += 16) {
+                const float * t = c + (k / 32) * 1024 + (k % 32 / 16) * 256;
+                memcpy(out + k, t, std::min<int64_t>(16, nk - k) * sizeof(float));
+            }
+        }
+    }
+}
+
 }  // namespace
 
 size_t ggml_cpu_out_prod_work_size(const struct ggml_tensor * node, int n_threads) {
@@ -539,7 +662,9 @@ void ggml_cpu_forward_out_prod(const struct ggml_compute_params * params, struct
     char * t = w + pl.b_pack_size + (size_t) params->ith * pl.thread_size();
     const ThreadBufs tb = { t, (float *) (t + pl.a_pack_size), t + pl.a_pack_size + pl.rows_size };
 
-    if (pl.q8) {
+    if (pl.tiles) {
+        out_prod_tiles(rd, b, dst, d, w, w + pl.bcopy_size + (size_t) params->ith * pl.thread_size(), params);
+    } else if (pl.q8) {
         out_prod_int8(rd, b, dst, d, pl, w, w + pl.act_size + (size_t) params->ith * pl.thread_size(), params);
     } else if (pl.g) {
         out_prod_gemm(rd, b, dst, d, pl, b_pack, tb, params);

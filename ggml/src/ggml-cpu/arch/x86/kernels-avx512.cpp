@@ -39,8 +39,10 @@ ggml_quant_dot_rows_fn quant_dot_rows(ggml_type type) { return avx2.quant_dot_ro
 
 }  // namespace
 
+#define NO_TILES_BF16 nullptr, nullptr
+
 // The AVX512 table and the AMX one over it differ only in these arguments.
-#define AVX512_TABLE(ISA, BASE, FEATURES, GEMMX16_Q4_0, GEMMX16_Q8_0) { \
+#define AVX512_TABLE(ISA, BASE, FEATURES, GEMMX16_Q4_0, GEMMX16_Q8_0, TILES_BF16) { \
     /* isa            */ ISA, \
     /* base           */ BASE, \
     /* features       */ FEATURES, \
@@ -50,6 +52,8 @@ ggml_quant_dot_rows_fn quant_dot_rows(ggml_type type) { return avx2.quant_dot_ro
     /* bf16_to_fp32   */ ggml_cpu_avx512::bf16_to_fp32, \
     /* bf16_pairs, \
        gemm_bf16_pairs*/ BF16_PAIRS, \
+    /* tiles_bf16, \
+       f32_to_bf16_row*/ TILES_BF16, \
     /* dequant        */ ggml_cpu_avx512::dequant, \
     /* quant_dot      */ quant_dot, \
     /* quant_dot_rows */ quant_dot_rows, \
@@ -64,13 +68,19 @@ ggml_quant_dot_rows_fn quant_dot_rows(ggml_type type) { return avx2.quant_dot_ro
 }
 
 extern "C" const ggml_cpu_kernels ggml_cpu_kernels_avx512 =
-    AVX512_TABLE("AVX512", &ggml_cpu_kernels_avx2, GGML_CPU_FEAT_AVX2 | GGML_CPU_FEAT_AVX512 | VNNI, nullptr, nullptr);
+    AVX512_TABLE("AVX512", &ggml_cpu_kernels_avx2, GGML_CPU_FEAT_AVX2 | GGML_CPU_FEAT_AVX512 | VNNI, nullptr, nullptr, NO_TILES_BF16);
 
 #if defined(GGML_SIMD_AMX)
-// AMX: the AVX512 kernels, with tile products for the repacked Q4_0 / Q8_0 weights' prompts.
+#if defined(__AMX_BF16__) && defined(__AVX512BF16__)
+#define AMX_TILES_BF16 ggml_cpu_amx::tiles_bf16, ggml_cpu_amx::f32_to_bf16_row
+#else
+#define AMX_TILES_BF16 NO_TILES_BF16
+#endif
+// AMX: the AVX512 kernels, with tile products for the repacked Q4_0 / Q8_0 weights' prompts and
+// for out_prod in bf16.
 extern "C" const ggml_cpu_kernels ggml_cpu_kernels_amx =
     AVX512_TABLE("AMX", &ggml_cpu_kernels_avx512, GGML_CPU_FEAT_AVX2 | GGML_CPU_FEAT_AVX512 | VNNI | GGML_CPU_FEAT_AMX_INT8,
-                 ggml_cpu_amx::repack_gemm_x16_q4_0, ggml_cpu_amx::repack_gemm_x16_q8_0);
+                 ggml_cpu_amx::repack_gemm_x16_q4_0, ggml_cpu_amx::repack_gemm_x16_q8_0, AMX_TILES_BF16);
 #endif
 
 #endif  // GGML_SIMD_AVX512

@@ -16,50 +16,15 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 
-#include "kernels-x86.h"
+#include "amx.h"
 
 #if defined(GGML_SIMD_AMX)
-
-#include <immintrin.h>
-#include <string.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 namespace ggml_cpu_amx {
 
 namespace {
 
 constexpr int COLS = 16;
-
-// Linux hands out the AMX tile data state only on request (once per process).
-bool amx_granted() {
-    static const bool granted = [] {
-        const long ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18;
-        return syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
-    }();
-    return granted;
-}
-
-// Tiles: 0-3 the sums (16 x 16 int32); 4, 5 the activations (16 x 32 bytes); 6, 7 the weights
-// (8 x 64 bytes). Loaded once per thread (nothing else in the process uses the tiles).
-struct TileConfig {
-    uint8_t palette_id, start_row, reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-};
-thread_local bool tiles_configured = false;
-
-inline void configure_tiles() {
-    if (tiles_configured) return;
-    TileConfig c;
-    memset(&c, 0, sizeof(c));
-    c.palette_id = 1;
-    for (int t = 0; t < 4; t++) { c.rows[t] = 16; c.colsb[t] = 64; }
-    for (int t = 4; t < 6; t++) { c.rows[t] = 16; c.colsb[t] = 32; }
-    for (int t = 6; t < 8; t++) { c.rows[t] = 8;  c.colsb[t] = 64; }
-    _tile_loadconfig(&c);
-    tiles_configured = true;
-}
 
 // Q4_0 x16: block qs[j] (j < 4) holds values 4j..4j+3 (low nibbles) and 16+4j.. (high nibbles)
 // of the 16 rows; as signed bytes q - 8 they are the weight tile's rows j and 4 + j. The affine
@@ -120,7 +85,7 @@ constexpr int64_t CHUNK = 32;
 // turn): a store right after its product waits for it, and the tile unit with it.
 template <typename T>
 void gemm_x16(int64_t nb, const typename T::Block * a0, const char * b0, size_t ldb, int n16, float * s, size_t lds) {
-    configure_tiles();
+    configure(Tiles::int8);
     alignas(64) int8_t w[CHUNK * W_BLOCK];
     alignas(64) int32_t sums[4][COLS * 16];
     for (int64_t k0 = 0; k0 < nb; k0 += CHUNK) {
@@ -176,7 +141,7 @@ void gemm_x16(int64_t nb, const typename T::Block * a0, const char * b0, size_t 
 }  // namespace
 
 void repack_gemm_x16_q4_0(int64_t nb, const void * a, const void * b, size_t ldb, int n16, float * s, size_t lds) {
-    if (!amx_granted()) {
+    if (!granted()) {
         for (int c = 0; c < 2 * n16; c++) ggml_cpu_avx512::repack_gemm_q4_0(nb, a, (const char *) b + 8 * c * ldb, ldb, 8, s + 8 * c * lds, lds);
         return;
     }
@@ -184,7 +149,7 @@ void repack_gemm_x16_q4_0(int64_t nb, const void * a, const void * b, size_t ldb
 }
 
 void repack_gemm_x16_q8_0(int64_t nb, const void * a, const void * b, size_t ldb, int n16, float * s, size_t lds) {
-    if (!amx_granted()) {
+    if (!granted()) {
         for (int c = 0; c < 2 * n16; c++) ggml_cpu_avx512::repack_gemm_q8_0(nb, a, (const char *) b + 8 * c * ldb, ldb, 8, s + 8 * c * lds, lds);
         return;
     }

@@ -1,0 +1,53 @@
+// amx.h - what the AMX kernels share: the OS's grant of the tile state and the per-thread tile
+// configuration (the int8 kernels and the bf16 ones shape their tiles differently).
+#pragma once
+
+#include "kernels-x86.h"
+
+#if defined(GGML_SIMD_AMX)
+
+#include <immintrin.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+namespace ggml_cpu_amx {
+
+// Linux hands out the AMX tile data state only on request (once per process).
+inline bool granted() {
+    static const bool ok = [] {
+        const long ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18;
+        return syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
+    }();
+    return ok;
+}
+
+// Tile shapes: INT8 (quant-repack-amx.cpp): tiles 0-3 16 x 16 int32 sums, 4, 5 16 rows of 32
+// bytes (activations), 6, 7 8 rows of 64 bytes (weights). BF16 (gemm-bf16-amx.cpp): all eight
+// 16 rows of 64 bytes.
+enum class Tiles { none, int8, bf16 };
+
+// Loads the configuration the caller's tiles need unless this thread has it already (nothing
+// else in the process configures tiles).
+inline void configure(Tiles want) {
+    static thread_local Tiles current = Tiles::none;
+    if (current == want) return;
+    struct {
+        uint8_t palette_id, start_row, reserved[14];
+        uint16_t colsb[16];
+        uint8_t rows[16];
+    } c;
+    memset(&c, 0, sizeof(c));
+    c.palette_id = 1;
+    for (int t = 0; t < 8; t++) {
+        const bool narrow = want == Tiles::int8 && t >= 4;
+        c.rows[t] = narrow && t >= 6 ? 8 : 16;
+        c.colsb[t] = narrow && t < 6 ? 32 : 64;
+    }
+    _tile_loadconfig(&c);
+    current = want;
+}
+
+}  // namespace ggml_cpu_amx
+
+#endif  // GGML_SIMD_AMX
