@@ -95,6 +95,9 @@ struct ggml_cpu_kernels {
     void (*tiles_bf16)(int64_t nmc, const void * x0, const void * x1, size_t ldx, const void * w0, const void * w1, float * c);
     // F32 to bf16, rounding to nearest even as bf16_pairs (with tiles_bf16).
     void (*f32_to_bf16_row)(const float * x, void * y, int64_t n);
+    // A repacked Q4_0 block (16 rows m, 32 k) straight to tiles_bf16's pairs of m: 8 pairs of 16
+    // units for k < 16 at out, for the next 16 k at out + sub_stride units (NULL: none).
+    void (*q4_0x16_to_bf16_pairs)(const void * g, void * out, size_t sub_stride);
     // Rows of a quantized type to F32 (out_prod's conversion of a): the same values as the
     // type's reference to_float, which the entry returns where the set has no kernel.
     ggml_to_float_t (*dequant)(enum ggml_type type);

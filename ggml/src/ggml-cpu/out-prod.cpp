@@ -215,10 +215,16 @@ struct TileSizes {
         mpad = ceil_div(d.M, 32) * 32;
         rows = align_up((size_t) ROWS * kr * sizeof(float));
         scratch = rd.scratch_size(kr);
-        slab = align_up((size_t) (kr / 16) * (TILE_MC / 2) * 16 * sizeof(uint32_t));  // per 16 k: pairs of m x 16 k
+        slab = 2 * align_up((size_t) (kr / 16) * (TILE_MC / 2) * 16 * sizeof(uint32_t));  // two of: per 16 k, pairs of m x 16 k
         cbuf = align_up((size_t) npad * kr * sizeof(float));
     }
-    size_t bcopy(const Dims & d) const { return align_up((size_t) d.planes() * npad * mpad * sizeof(uint16_t)); }
+    // Bytes between bf16 rows of b: a cache line more than a multiple of 4 KiB away, so that the
+    // 16 rows a tile load reads do not all fall in one set of L1.
+    size_t ldx() const {
+        const size_t row = (size_t) mpad * sizeof(uint16_t);
+        return row % 4096 == 0 ? row + 64 : row;
+    }
+    size_t bcopy(const Dims & d) const { return align_up((size_t) d.planes() * npad * ldx()); }
     size_t thread() const { return rows + scratch + slab + cbuf; }
 };
 
@@ -565,7 +571,8 @@ void out_prod_tiles(const RowReader & rd, const ggml_tensor * b, ggml_tensor * d
     char * scratch = tw + z.rows;
     uint32_t * slab = (uint32_t *) (scratch + z.scratch);
     float * cbuf = (float *) ((char *) slab + z.slab);
-    const size_t ldx = (size_t) mpad * sizeof(uint16_t);
+    const size_t ldx = z.ldx();
+    const bool q4_0x16 = rd.rt && rd.a->type == GGML_TYPE_Q4_0 && vk->q4_0x16_to_bf16_pairs && kr == QK4_0;
 
     // b's rows of elements (plane p, n) to bf16 at bcopy + (p * npad + n) * ldx, zeros past N and M.
     {
@@ -575,7 +582,7 @@ void out_prod_tiles(const RowReader & rd, const ggml_tensor * b, ggml_tensor * d
             const int64_t p = r / npad, n = r % npad;
             uint16_t * out = (uint16_t *) (bcopy + r * ldx);
             if (n >= d.N) {
-                memset(out, 0, ldx);
+                memset(out, 0, (size_t) mpad * sizeof(uint16_t));
                 continue;
             }
             const char * src = b_plane(b, d, p) + n * b->nb[0];
@@ -595,44 +602,85 @@ void out_prod_tiles(const RowReader & rd, const ggml_tensor * b, ggml_tensor * d
 
     const int64_t ranges = ceil_div(d.K, kr), sub_pairs = kr / 32, n_pairs = npad / 32;
     const size_t slab_sub = (size_t) (TILE_MC / 2) * 16;  // uint32 units per 16 k of the slab
+    uint32_t * slabs[2] = { slab, (uint32_t *) ((char *) slab + z.slab / 2) };
+
+    // Steps: (item, chunk of m), items (plane, range of k) in this thread's contiguous share.
+    struct Step {
+        int64_t p, k0, nk, mc0, mlen32;
+        const char * ap;
+    };
+    const int64_t chunks = ceil_div(d.M, TILE_MC);
     int64_t it0, it1;
     ggml_cpu_split_rows(d.planes() * ranges, ith, nth, &it0, &it1);
-    for (int64_t it = it0; it < it1; it++) {
-        const int64_t p = it / ranges, k0 = (it % ranges) * kr, nk = std::min(kr, d.K - k0);
-        const char * ap = a_plane(rd.a, d, p);
-        const char * bp = bcopy + p * npad * ldx;
-        memset(cbuf, 0, (size_t) npad * kr * sizeof(float));
-        for (int64_t mc0 = 0; mc0 < d.M; mc0 += TILE_MC) {
-            const int64_t mlen = std::min<int64_t>(TILE_MC, d.M - mc0), mlen32 = ceil_div(mlen, 32) * 32;
-            // The slab: rows [mc0, mc0 + mlen32) of a over k [k0, k0 + kr), pairs of m per 16 k.
-            for (int64_t m0 = mc0; m0 < mc0 + mlen32; m0 += ROWS) {
-                const int64_t nr = std::max<int64_t>(0, std::min<int64_t>(ROWS, d.M - m0));
-                if (nk < kr || nr < ROWS) memset(rows, 0, (size_t) ROWS * kr * sizeof(float));
-                if (nr > 0) rd.read(ap, m0, nr, k0, nk, rows, kr, scratch);
-                for (int64_t i = 0; i < ROWS / 2; i++) {
-                    const int64_t pair = (m0 - mc0) / 2 + i;
-                    for (int64_t s = 0; s < kr / 16; s++) {
-                        vk->bf16_pairs(rows + 2 * i * kr + 16 * s, rows + (2 * i + 1) * kr + 16 * s, 16, slab + s * slab_sub + pair * 16);
-                    }
-                }
+    const int64_t n_steps = (it1 - it0) * chunks;
+    auto step_at = [&](int64_t s) {
+        Step st;
+        const int64_t it = it0 + s / chunks;
+        st.p = it / ranges;
+        st.k0 = (it % ranges) * kr;
+        st.nk = std::min(kr, d.K - st.k0);
+        st.mc0 = (s % chunks) * TILE_MC;
+        st.mlen32 = ceil_div(std::min<int64_t>(TILE_MC, d.M - st.mc0), 32) * 32;
+        st.ap = a_plane(rd.a, d, st.p);
+        return st;
+    };
+    // Rows [m0, m0 + 16) of a step's slab (group g of its chunk), over k [k0, k0 + kr): pairs of
+    // m per 16 k. A repacked Q4_0 a's blocks go there directly (the same bits); rows past M are
+    // zeros (the last chunk is padded to 32 rows).
+    auto convert_group = [&](const Step & st, int64_t g, uint32_t * sl) {
+        const int64_t m0 = st.mc0 + g * ROWS;
+        uint32_t * out = sl + g * (ROWS / 2) * 16;
+        if (q4_0x16) {
+            if (m0 >= d.M) {
+                for (int64_t s = 0; s < 2; s++) memset(out + s * slab_sub, 0, ROWS / 2 * 16 * sizeof(uint32_t));
+                return;
             }
-            const int64_t nmc = mlen32 / 32;
-            for (int64_t np = 0; np < n_pairs; np++) {
-                const char * x0 = bp + np * 32 * ldx + mc0 * sizeof(uint16_t);
-                for (int64_t sp = 0; sp < sub_pairs; sp++) {
-                    const uint32_t * w0 = slab + 2 * sp * slab_sub;
-                    vk->tiles_bf16(nmc, x0, x0 + 16 * ldx, ldx, w0, w0 + slab_sub, cbuf + (np * sub_pairs + sp) * 1024);
-                }
+            vk->q4_0x16_to_bf16_pairs(st.ap + m0 * rd.a->nb[1] + (st.k0 / QK4_0) * sizeof(block_q4_0x16), out, slab_sub);
+            return;
+        }
+        const int64_t nr = std::max<int64_t>(0, std::min<int64_t>(ROWS, d.M - m0));
+        if (st.nk < kr || nr < ROWS) memset(rows, 0, (size_t) ROWS * kr * sizeof(float));
+        if (nr > 0) rd.read(st.ap, m0, nr, st.k0, st.nk, rows, kr, scratch);
+        for (int64_t i = 0; i < ROWS / 2; i++) {
+            for (int64_t s = 0; s < kr / 16; s++) {
+                vk->bf16_pairs(rows + 2 * i * kr + 16 * s, rows + (2 * i + 1) * kr + 16 * s, 16, out + s * slab_sub + i * 16);
             }
         }
-        // cbuf: per (pair of 16 n, pair of 16 k) four tiles [n half][k half][16 n][16 k].
-        float * dp = d_plane(dst, d, p);
+    };
+
+    // The slab of step s + 1 is made while the tiles of step s run (two slabs in turn): the
+    // vector units convert while the tile unit multiplies.
+    if (n_steps > 0) {
+        const Step st = step_at(0);
+        for (int64_t g = 0; g < st.mlen32 / ROWS; g++) convert_group(st, g, slabs[0]);
+    }
+    for (int64_t s = 0; s < n_steps; s++) {
+        const Step st = step_at(s);
+        const uint32_t * cur = slabs[s % 2];
+        const bool more = s + 1 < n_steps;
+        const Step nx = more ? step_at(s + 1) : st;
+        const int64_t ng = more ? nx.mlen32 / ROWS : 0;
+        int64_t done = 0;
+        if (st.mc0 == 0) memset(cbuf, 0, (size_t) npad * kr * sizeof(float));
+        const char * bp = bcopy + st.p * npad * ldx;
+        for (int64_t np = 0; np < n_pairs; np++) {
+            const char * x0 = bp + np * 32 * ldx + st.mc0 * sizeof(uint16_t);
+            for (int64_t sp = 0; sp < sub_pairs; sp++) {
+                const uint32_t * w0 = cur + 2 * sp * slab_sub;
+                vk->tiles_bf16(st.mlen32 / 32, x0, x0 + 16 * ldx, ldx, w0, w0 + slab_sub, cbuf + (np * sub_pairs + sp) * 1024);
+            }
+            for (const int64_t upto = ng * (np + 1) / n_pairs; done < upto; done++) convert_group(nx, done, slabs[(s + 1) % 2]);
+        }
+        if (st.mc0 + TILE_MC < d.M) continue;
+        // The item's last chunk: cbuf holds per (pair of 16 n, pair of 16 k) four tiles
+        // [n half][k half][16 n][16 k].
+        float * dp = d_plane(dst, d, st.p);
         for (int64_t n = 0; n < d.N; n++) {
-            float * out = dp + n * d.ldd + k0;
+            float * out = dp + n * d.ldd + st.k0;
             const float * c = cbuf + (n / 32) * sub_pairs * 1024 + (n % 32 / 16) * 512 + (n % 16) * 16;
-            for (int64_t k = 0; k < nk; k += 16) {
+            for (int64_t k = 0; k < st.nk; k += 16) {
                 const float * t = c + (k / 32) * 1024 + (k % 32 / 16) * 256;
-                memcpy(out + k, t, std::min<int64_t>(16, nk - k) * sizeof(float));
+                memcpy(out + k, t, std::min<int64_t>(16, st.nk - k) * sizeof(float));
             }
         }
     }

@@ -182,7 +182,7 @@ extern "C" const ggml_cpu_kernels ggml_cpu_kernels_scalar = {
     /* bf16_to_fp32   */ bf16_to_fp32,
     /* bf16_pairs     */ bf16_pairs,
     /* gemm_bf16_pairs*/ &gemm_bf16_pairs,
-    /* tiles_bf16, f32_to_bf16_row */ nullptr, nullptr,
+    /* tiles_bf16 ... */ nullptr, nullptr, nullptr,
     /* dequant        */ ggml_dequant_ref,
     /* quant_dot      */ ggml_quant_dot_ref,
     /* quant_dot_rows */ no_dot_rows,

@@ -35,7 +35,7 @@ extern "C" const ggml_cpu_kernels ggml_cpu_kernels_neon = {
     /* bf16_to_fp32   */ ggml_cpu_neon::bf16_to_fp32,
     /* bf16_pairs     */ nullptr,
     /* gemm_bf16_pairs*/ nullptr,
-    /* tiles_bf16, f32_to_bf16_row */ nullptr, nullptr,
+    /* tiles_bf16 ... */ nullptr, nullptr, nullptr,
     /* dequant        */ ggml_dequant_ref,
     /* quant_dot      */ quant_dot,
     /* quant_dot_rows */ no_dot_rows,

@@ -70,6 +70,51 @@ void tiles_bf16(int64_t nmc, const void * x0, const void * x1, size_t ldx, const
     _tile_stored(3, c + 768, 64);
 }
 
+// A repacked Q4_0 block of 16 rows m (32 values of k) to the tiles' pairs of m: out + s *
+// sub_stride + 16 i holds for k = 16 s .. 16 s + 15 the units (bf16(w[2i][k]), bf16(w[2i+1][k])),
+// the same bits as dequantizing the rows and bf16_pairs: (q - 8) d is computed as fma(q, d, -8 d),
+// the same real rounded once. Lanes are the 16 rows; a lane's value for k = 2p, 2p + 1 become one
+// qword of pair i, and an 8 x 8 transpose of qwords puts each pair's 16 values of k in order.
+void q4_0x16_to_bf16_pairs(const void * vg, void * vout, size_t sub_stride) {
+    const block_q4_0x16 * g = (const block_q4_0x16 *) vg;
+    uint32_t * out = (uint32_t *) vout;
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *) g->d));
+    const __m512 m8d = _mm512_mul_ps(d, _mm512_set1_ps(-8.0f));
+    const __m512i nib = _mm512_set1_epi32(0xF);
+    const __m512i idx = _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
+    for (int s = 0; s < 2; s++) {  // s = 0: the low nibbles (k = 4j + t), 1: the high ones (k = 16 + 4j + t)
+        __m512i y[8];
+        for (int p = 0; p < 8; p++) {  // k = 16 s + 2p, 2p + 1: byte 2 (p % 2) (+1) of column j = p / 2
+            const __m512i w = _mm512_loadu_si512((const void *) (g->qs + 64 * (p / 2)));
+            const int sh = 16 * (p % 2) + 4 * s;
+            const __m512 v0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(w, sh), nib)), d, m8d);
+            const __m512 v1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(w, sh + 8), nib)), d, m8d);
+            // dwords 0-7: pairs of rows at k = 2p, 8-15: at 2p + 1; interleaved: qword i = pair i at both.
+            y[p] = _mm512_permutexvar_epi32(idx, (__m512i) _mm512_cvtne2ps_pbh(v1, v0));
+        }
+        __m512i t[8], u[8];
+        for (int p = 0; p < 8; p += 2) {
+            t[p] = _mm512_unpacklo_epi64(y[p], y[p + 1]);
+            t[p + 1] = _mm512_unpackhi_epi64(y[p], y[p + 1]);
+        }
+        for (int h = 0; h < 2; h++) {  // rows 0-3 (h = 0) and 4-7 of y
+            u[4 * h + 0] = _mm512_shuffle_i64x2(t[4 * h + 0], t[4 * h + 2], 0x88);
+            u[4 * h + 1] = _mm512_shuffle_i64x2(t[4 * h + 0], t[4 * h + 2], 0xDD);
+            u[4 * h + 2] = _mm512_shuffle_i64x2(t[4 * h + 1], t[4 * h + 3], 0x88);
+            u[4 * h + 3] = _mm512_shuffle_i64x2(t[4 * h + 1], t[4 * h + 3], 0xDD);
+        }
+        uint32_t * o = out + s * sub_stride;
+        _mm512_storeu_si512((void *) (o + 16 * 0), _mm512_shuffle_i64x2(u[0], u[4], 0x88));
+        _mm512_storeu_si512((void *) (o + 16 * 4), _mm512_shuffle_i64x2(u[0], u[4], 0xDD));
+        _mm512_storeu_si512((void *) (o + 16 * 2), _mm512_shuffle_i64x2(u[1], u[5], 0x88));
+        _mm512_storeu_si512((void *) (o + 16 * 6), _mm512_shuffle_i64x2(u[1], u[5], 0xDD));
+        _mm512_storeu_si512((void *) (o + 16 * 1), _mm512_shuffle_i64x2(u[2], u[6], 0x88));
+        _mm512_storeu_si512((void *) (o + 16 * 5), _mm512_shuffle_i64x2(u[2], u[6], 0xDD));
+        _mm512_storeu_si512((void *) (o + 16 * 3), _mm512_shuffle_i64x2(u[3], u[7], 0x88));
+        _mm512_storeu_si512((void *) (o + 16 * 7), _mm512_shuffle_i64x2(u[3], u[7], 0xDD));
+    }
+}
+
 void f32_to_bf16_row(const float * x, void * out, int64_t n) {
     uint16_t * y = (uint16_t *) out;
     int64_t i = 0;

@@ -39,7 +39,7 @@ ggml_quant_dot_rows_fn quant_dot_rows(ggml_type type) { return avx2.quant_dot_ro
 
 }  // namespace
 
-#define NO_TILES_BF16 nullptr, nullptr
+#define NO_TILES_BF16 nullptr, nullptr, nullptr
 
 // The AVX512 table and the AMX one over it differ only in these arguments.
 #define AVX512_TABLE(ISA, BASE, FEATURES, GEMMX16_Q4_0, GEMMX16_Q8_0, TILES_BF16) { \
@@ -52,8 +52,8 @@ ggml_quant_dot_rows_fn quant_dot_rows(ggml_type type) { return avx2.quant_dot_ro
     /* bf16_to_fp32   */ ggml_cpu_avx512::bf16_to_fp32, \
     /* bf16_pairs, \
        gemm_bf16_pairs*/ BF16_PAIRS, \
-    /* tiles_bf16, \
-       f32_to_bf16_row*/ TILES_BF16, \
+    /* tiles_bf16, f32_to_bf16_row, \
+       q4_0x16_to_bf16_pairs */ TILES_BF16, \
     /* dequant        */ ggml_cpu_avx512::dequant, \
     /* quant_dot      */ quant_dot, \
     /* quant_dot_rows */ quant_dot_rows, \
@@ -72,7 +72,7 @@ extern "C" const ggml_cpu_kernels ggml_cpu_kernels_avx512 =
 
 #if defined(GGML_SIMD_AMX)
 #if defined(__AMX_BF16__) && defined(__AVX512BF16__)
-#define AMX_TILES_BF16 ggml_cpu_amx::tiles_bf16, ggml_cpu_amx::f32_to_bf16_row
+#define AMX_TILES_BF16 ggml_cpu_amx::tiles_bf16, ggml_cpu_amx::f32_to_bf16_row, ggml_cpu_amx::q4_0x16_to_bf16_pairs
 #else
 #define AMX_TILES_BF16 NO_TILES_BF16
 #endif

@@ -73,4 +73,5 @@ void repack_gemm_x16_q8_0(int64_t nb, const void * a, const void * b, size_t ldb
 // gemm-bf16-amx.cpp (with AMX-BF16; vdpbf16ps where the OS grants no tile state)
 void tiles_bf16(int64_t nmc, const void * x0, const void * x1, size_t ldx, const void * w0, const void * w1, float * c);
 void f32_to_bf16_row(const float * x, void * y, int64_t n);
+void q4_0x16_to_bf16_pairs(const void * g, void * out, size_t sub_stride);
 }  // namespace ggml_cpu_amx
