@@ -203,6 +203,30 @@ static inline ggml_bf16_t ggml_compute_fp32_to_bf16(float s) {
     return h;
 }
 
+// The first index of the largest of n floats (a NaN never wins; 0 when none beats -inf): the
+// largest in 16 interleaved lanes (a loop compilers vectorize), then the first index holding it,
+// 16 at a time. Shared by the ARGMAX op and the optimizer's accuracy count.
+static inline int64_t ggml_argmax_f32_row(const float * v, int64_t n) {
+    float lanes[16];
+    for (int k = 0; k < 16; k++) lanes[k] = -INFINITY;
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16) {
+        for (int k = 0; k < 16; k++) lanes[k] = v[j + k] > lanes[k] ? v[j + k] : lanes[k];
+    }
+    for (; j < n; j++) lanes[0] = v[j] > lanes[0] ? v[j] : lanes[0];
+    float best = -INFINITY;
+    for (int k = 0; k < 16; k++) best = lanes[k] > best ? lanes[k] : best;
+    if (!(best > -INFINITY)) return 0;
+    for (j = 0; j < n; j += 16) {
+        const int64_t m = n - j < 16 ? n - j : 16;
+        int hit = 0;
+        for (int64_t k = 0; k < m; k++) hit |= v[j + k] == best;
+        if (hit) break;
+    }
+    while (v[j] != best) j++;
+    return j;
+}
+
 #define GGML_FP16_TO_FP32(x) ggml_compute_fp16_to_fp32(x)
 #define GGML_FP32_TO_FP16(x) ggml_compute_fp32_to_fp16(x)
 #define GGML_BF16_TO_FP32(x) ggml_compute_bf16_to_fp32(x)

@@ -421,9 +421,7 @@ static int64_t count_correct(const ggml_tensor * pred, const ggml_tensor * label
     int64_t correct = 0;
     for (int64_t j = 0; j < n; j++) {
         const float * row = (const float *) ((const char *) labels->data + j * labels->nb[1]);
-        int64_t best = 0;
-        for (int64_t c = 1; c < ncls; c++) if (row[c] > row[best]) best = c;
-        correct += ((const int32_t *) pred->data)[j] == best;
+        correct += ((const int32_t *) pred->data)[j] == ggml_argmax_f32_row(row, ncls);
     }
     return correct;
 }

@@ -155,8 +155,15 @@ extern "C" void ggml_cpu_forward_cross_entropy_loss_back(const ggml_compute_para
         const char * ar = ggml_cpu_elem_ptr(a, 0, i1, i2, i3);
         const char * br = ggml_cpu_elem_ptr(b, 0, i1, i2, i3);
         char * dr = ggml_cpu_elem_ptr(dst, 0, i1, i2, i3);
-        double mass = 0.0;  // of the labels: exactly 1 for one-hot rows
-        for (int64_t c = 0; c < nc; c++) mass += *(const float *) (br + c * b->nb[0]);
+        // The labels' mass (exactly 1 for one-hot rows), in kLanes interleaved partial sums.
+        double mass_lanes[kLanes] = {0};
+        for (int64_t c0 = 0; c0 < nc; c0 += GGML_CPU_CHUNK) {
+            const int64_t n = nc - c0 < GGML_CPU_CHUNK ? nc - c0 : GGML_CPU_CHUNK;
+            const float * t = row_chunk(br, b->nb[0], c0, n, buf_b);
+            for_lanes(n, [&](int64_t j, int k) { mass_lanes[k] += (double) t[j]; });
+        }
+        double mass = 0.0;
+        for (int k = 0; k < kLanes; k++) mass += mass_lanes[k];
         if (mass == 0.0) {
             for (int64_t c = 0; c < nc; c++) *(float *) (dr + c * dst->nb[0]) = 0.0f;
             continue;
@@ -169,6 +176,11 @@ extern "C" void ggml_cpu_forward_cross_entropy_loss_back(const ggml_compute_para
             const float * t = row_chunk(br, b->nb[0], c0, n, buf_b);
             for (int64_t j = 0; j < n; j++) buf_e[j] = x[j] - rn.max;
             ggml_cpu_vec_exp_f32(buf_e, buf_e, n);
+            if (dst->nb[0] == sizeof(float)) {  // a plain loop the compiler vectorizes
+                float * out = (float *) dr + c0;
+                for (int64_t j = 0; j < n; j++) out[j] = (float) (((double) buf_e[j] * inv_sum - (double) t[j]) * k);
+                continue;
+            }
             for (int64_t j = 0; j < n; j++) {
                 *(float *) (dr + (c0 + j) * dst->nb[0]) = (float) (((double) buf_e[j] * inv_sum - (double) t[j]) * k);
             }

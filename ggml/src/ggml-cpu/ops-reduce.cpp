@@ -6,6 +6,8 @@
 
 #include <math.h>
 
+#include <vector>
+
 namespace {
 
 // Partial sums of a row, fed in pieces whose starts are multiples of 4.
@@ -101,22 +103,22 @@ void ggml_cpu_forward_argmax(const struct ggml_compute_params * params, struct g
     int64_t r0, r1;
     ggml_cpu_split_rows(src->ne[1], params->ith, params->nth, &r0, &r1);
 
+    // The first index of the largest value (a NaN never wins; 0 when no value beats -inf).
     float buf[GGML_CPU_CHUNK];
+    std::vector<float> row;
     for (int64_t r = r0; r < r1; r++) {
         const char * x = ggml_cpu_elem_ptr(src, 0, r, 0, 0);
-        float best = -INFINITY;
-        int32_t best_i = 0;
-        for (int64_t c = 0; c < ne0; c += GGML_CPU_CHUNK) {
-            const int64_t n = ne0 - c < GGML_CPU_CHUNK ? ne0 - c : GGML_CPU_CHUNK;
-            const float * v = buf;
-            if (src->type == GGML_TYPE_F32 && src->nb[0] == sizeof(float)) {
-                v = (const float *) (x + c * sizeof(float));
-            } else {
+        int32_t best_i;
+        if (src->type == GGML_TYPE_F32 && src->nb[0] == sizeof(float)) {
+            best_i = (int32_t) ggml_argmax_f32_row((const float *) x, ne0);
+        } else {  // gathered as F32 (F16 and BF16 are exact in F32)
+            row.resize((size_t) ne0);
+            for (int64_t c = 0; c < ne0; c += GGML_CPU_CHUNK) {
+                const int64_t n = ne0 - c < GGML_CPU_CHUNK ? ne0 - c : GGML_CPU_CHUNK;
                 ggml_cpu_gather_f32(src->type, x + c * src->nb[0], src->nb[0], buf, n);
+                memcpy(row.data() + c, buf, n * sizeof(float));
             }
-            for (int64_t j = 0; j < n; j++) {
-                if (v[j] > best) { best = v[j]; best_i = (int32_t) (c + j); }
-            }
+            best_i = (int32_t) ggml_argmax_f32_row(row.data(), ne0);
         }
         // dst may be a view with any stride
         const int32_t out = best_i;
