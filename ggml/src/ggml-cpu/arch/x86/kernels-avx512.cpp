@@ -42,11 +42,11 @@ ggml_quant_dot_rows_fn quant_dot_rows(ggml_type type) { return avx2.quant_dot_ro
 #define NO_TILES_BF16 nullptr, nullptr, nullptr
 
 // The AVX512 table and the AMX one over it differ only in these arguments.
-#define AVX512_TABLE(ISA, BASE, FEATURES, REPACK, GEMMX16_Q4_0, GEMMX16_Q8_0, TILES_BF16) { \
+#define AVX512_TABLE(ISA, BASE, FEATURES, MM_TYPE, REPACK, GEMMX16_Q4_0, GEMMX16_Q8_0, TILES_BF16) { \
     /* isa            */ ISA, \
     /* base           */ BASE, \
     /* features       */ FEATURES, \
-    /* mm_type        */ ggml_cpu_avx512::mm_type, \
+    /* mm_type        */ MM_TYPE, \
     /* axpy           */ ggml_cpu_avx512::axpy, \
     /* fp16_to_fp32   */ ggml_cpu_avx512::fp16_to_fp32, \
     /* bf16_to_fp32   */ ggml_cpu_avx512::bf16_to_fp32, \
@@ -68,7 +68,7 @@ ggml_quant_dot_rows_fn quant_dot_rows(ggml_type type) { return avx2.quant_dot_ro
 }
 
 extern "C" const ggml_cpu_kernels ggml_cpu_kernels_avx512 =
-    AVX512_TABLE("AVX512", &ggml_cpu_kernels_avx2, GGML_CPU_FEAT_AVX2 | GGML_CPU_FEAT_AVX512 | VNNI, REPACK_KERNELS, nullptr, nullptr,
+    AVX512_TABLE("AVX512", &ggml_cpu_kernels_avx2, GGML_CPU_FEAT_AVX2 | GGML_CPU_FEAT_AVX512 | VNNI, ggml_cpu_avx512::mm_type, REPACK_KERNELS, nullptr, nullptr,
                  NO_TILES_BF16);
 
 #if defined(GGML_SIMD_AMX)
@@ -77,14 +77,15 @@ extern "C" const ggml_cpu_kernels ggml_cpu_kernels_avx512 =
 #else
 #define AMX_TILES_BF16 NO_TILES_BF16
 #endif
-// Token generation: the Q4_0 / Q8_0 kernels that prefetch for one column too (on Xeons).
+// Token generation: the Q4_0 / Q8_0 kernels that prefetch for one column too, and the float
+// types' rows streamed one by one prefetched (on Xeons).
 #define AMX_REPACK_KERNELS ggml_cpu_avx512::repack_gemm_q4_0_pf, ggml_cpu_avx512::repack_gemm_q8_0_pf, ggml_cpu_avx512::repack_gemm_q4_K, \
                            ggml_cpu_avx512::repack_gemm_q5_K, ggml_cpu_avx512::repack_gemm_q6_K
 // AMX: the AVX512 kernels, with tile products for the repacked Q4_0 / Q8_0 weights' prompts and
 // for out_prod in bf16.
 extern "C" const ggml_cpu_kernels ggml_cpu_kernels_amx =
     AVX512_TABLE("AMX", &ggml_cpu_kernels_avx512, GGML_CPU_FEAT_AVX2 | GGML_CPU_FEAT_AVX512 | VNNI | GGML_CPU_FEAT_AMX_INT8,
-                 AMX_REPACK_KERNELS, ggml_cpu_amx::repack_gemm_x16_q4_0, ggml_cpu_amx::repack_gemm_x16_q8_0, AMX_TILES_BF16);
+                 ggml_cpu_avx512::mm_type_pf, AMX_REPACK_KERNELS, ggml_cpu_amx::repack_gemm_x16_q4_0, ggml_cpu_amx::repack_gemm_x16_q8_0, AMX_TILES_BF16);
 #endif
 
 #endif  // GGML_SIMD_AVX512

@@ -35,8 +35,9 @@ void f32_to_f16_row(const float * x, ggml_fp16_t * y, int64_t n);
 }  // namespace ggml_cpu_avx2
 
 namespace ggml_cpu_avx512 {
-// vec-avx512.cpp
+// vec-avx512.cpp (mm_type_pf: rows streamed one by one are prefetched, for the AMX set)
 const ggml_mm_type_kernels * mm_type(ggml_type type);
+const ggml_mm_type_kernels * mm_type_pf(ggml_type type);
 void axpy(int64_t n, int nx, const float * s, const float * const * x, float * y);
 void fp16_to_fp32(const void * x, float * y, int64_t n);
 void bf16_to_fp32(const void * x, float * y, int64_t n);
