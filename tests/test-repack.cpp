@@ -208,6 +208,22 @@ TEST(Repack, ActivationQuantizerEqualsReference) {
                 << sets[i]->isa << " block " << b;
         }
     }
+    // Q8_K (blocks of 256) over the same values: the blocks with specials, a subnormal-only one
+    // (an infinite scale), ties of magnitude with both signs, an all-zero block.
+    std::vector<float> xk(x);
+    xk.resize(256 * 7, 0.0f);
+    for (int j = 0; j < 256; j++) xk[4 * 256 + j] = (j % 2 ? -1.0f : 1.0f) * (float) (j % 7);  // +6 first, then -6...
+    for (int j = 0; j < 256; j++) xk[5 * 256 + j] = 1e-45f * (float) (j % 3);
+    std::vector<uint8_t> refk(7 * sizeof(block_q8_K)), gotk(refk.size());
+    ggml_repack_act_q8_K_ref(xk.data(), refk.data(), 7 * 256);
+    for (int i = 0; i < n_sets; i++) {
+        std::fill(gotk.begin(), gotk.end(), 0xAB);
+        sets[i]->repack.quantize_row_q8_K(xk.data(), gotk.data(), 7 * 256);
+        for (int b = 0; b < 7; b++) {
+            EXPECT_EQ(0, memcmp(gotk.data() + b * sizeof(block_q8_K), refk.data() + b * sizeof(block_q8_K), sizeof(block_q8_K)))
+                << sets[i]->isa << " Q8_K block " << b;
+        }
+    }
 }
 
 // The 16-column kernels (AMX) of every compiled-in set, and ggml_repack_gemm_cols over any

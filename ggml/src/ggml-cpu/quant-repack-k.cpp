@@ -22,6 +22,7 @@
 //     byte 32h + l at bit 2t. In 4-byte columns: l = 4g + b, ql column 16h + 8(t & 1) + g, qh
 //     column 8h + g, byte b of each; ggml_q6_Kx16_ql / _qh say where a column is stored.
 #include "quant-repack.h"
+#include "kernels.h"
 
 #include <math.h>
 #include <string.h>
@@ -205,7 +206,8 @@ void gemm_ref(int64_t nb, const void * va, const void * vb, size_t ldb, int nc, 
 
 }  // namespace
 
-void ggml_repack_act_q8_K(const float * x, void * y, int64_t n) { quantize_row_q8_K_ref(x, (block_q8_K *) y, n); }
+void ggml_repack_act_q8_K_ref(const float * x, void * y, int64_t n) { quantize_row_q8_K_ref(x, (block_q8_K *) y, n); }
+void ggml_repack_act_q8_K(const float * x, void * y, int64_t n) { ggml_cpu()->repack.quantize_row_q8_K(x, y, n); }
 
 void ggml_repack_pack_group_q4_K(const void * rows, int64_t nb, void * out) { k4_pack_group<block_q4_K, block_q4_Kx16>(rows, nb, out); }
 void ggml_repack_unpack_group_q4_K(const void * in, int64_t nb, void * rows) { k4_unpack_group<block_q4_K, block_q4_Kx16>(in, nb, rows); }

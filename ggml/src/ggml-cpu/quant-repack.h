@@ -134,7 +134,8 @@ void ggml_repack_pack_group_q5_K(const void * rows, int64_t nb, void * out);
 void ggml_repack_unpack_group_q5_K(const void * in, int64_t nb, void * rows);
 void ggml_repack_pack_group_q6_K(const void * rows, int64_t nb, void * out);
 void ggml_repack_unpack_group_q6_K(const void * in, int64_t nb, void * rows);
-void ggml_repack_act_q8_K(const float * x, void * y, int64_t n);
+void ggml_repack_act_q8_K(const float * x, void * y, int64_t n);      // this build's fastest
+void ggml_repack_act_q8_K_ref(const float * x, void * y, int64_t n);  // quantize_row_q8_K_ref (the same bytes)
 
 // The traits of a type this build repacks (with ggml_repack_force, for tests, also the types it
 // has only the reference kernel for, which then serves as gemm); NULL otherwise.

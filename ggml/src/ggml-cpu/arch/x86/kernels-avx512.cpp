@@ -59,7 +59,7 @@ ggml_quant_dot_rows_fn quant_dot_rows(ggml_type type) { return avx2.quant_dot_ro
     /* quant_dot_rows */ quant_dot_rows, \
     /* repack         */ { REPACK, ggml_cpu_avx512::repack_quantize_q8_0x16, \
                            ggml_cpu_avx512::repack_q4_0x16_to_q8_0x16t, GEMMX16_Q4_0, GEMMX16_Q8_0, \
-                           ggml_cpu_avx512::quantize_row_q8_0x }, \
+                           ggml_cpu_avx512::quantize_row_q8_0x, ggml_cpu_avx512::quantize_row_q8_K }, \
     /* vec_exp ...    */ ggml_cpu_avx512::vec_exp, ggml_cpu_avx512::vec_silu, ggml_cpu_avx512::vec_sigmoid, ggml_cpu_avx512::vec_gelu, \
     /* row_max        */ ggml_cpu_avx512::row_max, \
     /* add_mask_f16   */ ggml_cpu_avx2::add_mask_f16, \

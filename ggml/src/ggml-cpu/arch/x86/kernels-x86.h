@@ -59,6 +59,7 @@ void repack_gemm_q5_K(int64_t nb, const void * a, const void * b, size_t ldb, in
 void repack_gemm_q6_K(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
 void repack_quantize_q8_0x16(const float * x, int64_t ldx, void * out);
 void quantize_row_q8_0x(const float * x, void * y, int64_t n);
+void quantize_row_q8_K(const float * x, void * y, int64_t n);
 void repack_q4_0x16_to_q8_0x16t(const void * g0, const void * g1, int half, void * out);
 // ops-avx512.cpp
 void vec_exp(float * y, const float * x, int64_t n);

@@ -88,6 +88,47 @@ void quantize_row_q8_0x(const float * x, void * vy, int64_t n) {
     }
 }
 
+// F32 rows to Q8_K (the K-quants' activations), the same bytes as quantize_row_q8_K_ref: per
+// block of 256, the first value of the largest magnitude (a NaN never wins) with its sign, then
+// q = rint(-127 x / max) clamped to +-127 (NaN, inf: 0, as lrintf's out-of-range result cast to int),
+// the sums of 16, and d = 1 / (-127 / max).
+void quantize_row_q8_K(const float * x, void * vy, int64_t n) {
+    block_q8_K * y = (block_q8_K *) vy;
+    const __m512 sign = _mm512_set1_ps(-0.0f);
+    const __m512i hi = _mm512_set1_epi32(127), lo = _mm512_set1_epi32(-127);
+    for (int64_t b = 0; b < n / QK_K; b++, x += QK_K) {
+        __m512 m = _mm512_setzero_ps();
+        for (int j = 0; j < QK_K; j += 16) m = _mm512_max_ps(_mm512_andnot_ps(sign, _mm512_loadu_ps(x + j)), m);
+        const float amax = _mm512_reduce_max_ps(m);
+        block_q8_K * yb = y + b;
+        if (amax == 0.0f) {
+            memset(yb, 0, sizeof(*yb));  // d = 0, qs and bsums 0
+            continue;
+        }
+        int first = 0;  // the first index of that magnitude
+        const __m512 va = _mm512_set1_ps(amax);
+        for (int j = 0; j < QK_K; j += 16) {
+            const __mmask16 eq = _mm512_cmp_ps_mask(_mm512_andnot_ps(sign, _mm512_loadu_ps(x + j)), va, _CMP_EQ_OQ);
+            if (eq) {
+                first = j + __builtin_ctz((unsigned) eq);
+                break;
+            }
+        }
+        const float iscale = -127.0f / x[first];
+        const __m512 vs = _mm512_set1_ps(iscale);
+        for (int j = 0; j < QK_K; j += 16) {
+            __m512 v = _mm512_mul_ps(_mm512_loadu_ps(x + j), vs);
+            // NaN and +-inf (a subnormal max makes iscale infinite) -> 0, as lrintf's out-of-range
+            // result cast to int is.
+            v = _mm512_maskz_mov_ps((__mmask16) ~_mm512_fpclass_ps_mask(v, 0x99), v);
+            const __m512i q = _mm512_min_epi32(_mm512_max_epi32(_mm512_cvtps_epi32(v), lo), hi);
+            _mm_storeu_si128((__m128i *) (yb->qs + j), _mm512_cvtepi32_epi8(q));
+            yb->bsums[j / 16] = (int16_t) _mm512_reduce_add_epi32(q);
+        }
+        yb->d = 1.0f / iscale;
+    }
+}
+
 // A repacked Q4_0 block straight to the transposed Q8_0 x16 block (quant-repack.h): per group,
 // the 4 registers of 4-byte columns (lane = row) are transposed within their 128-bit lanes, so
 // that each row's 16 bytes come out whole; each row's nibbles become its 16 values of k (lanes)
