@@ -105,6 +105,13 @@ std::vector<uint8_t> activations(const ggml_repack_traits * tr, int64_t k, int n
     return y;
 }
 
+// One group of 16 random rows of k values of the type, repacked (NULL if it could not be).
+ggml_tensor * repacked_group(ggml_context * ctx, ggml_type type, int64_t k, std::mt19937 & rng) {
+    ggml_tensor * a = ggml_new_tensor_2d(ctx, type, k, 16);
+    fill_quantized(a, rng);
+    return ggml_cpu_repack(a) ? a : nullptr;
+}
+
 // One column of the kernel's activations as the type's scalar dot reads them (block_q8_0x ->
 // block_q8_0; Q8_K is both).
 std::vector<uint8_t> as_dot_activation(const ggml_repack_traits * tr, const uint8_t * y, int64_t k) {
@@ -161,9 +168,8 @@ TEST(Repack, KernelEqualsReference) {
         for (int64_t nb : {1, 2, 7, 22}) {
             const int64_t k = nb * tr->blck;
             tu::Ctx ctx(16u << 20);
-            ggml_tensor * a = ggml_new_tensor_2d(ctx, type, k, 16);
-            fill_quantized(a, rng);
-            ASSERT_TRUE(ggml_cpu_repack(a));
+            ggml_tensor * a = repacked_group(ctx, type, k, rng);
+            ASSERT_NE(a, nullptr);
             size_t ldb = 0;
             const std::vector<uint8_t> y = activations(tr, k, GGML_REPACK_MAX_COLS, &ldb, rng);
             for (int nc = 1; nc <= GGML_REPACK_MAX_COLS; nc++) {
@@ -246,9 +252,8 @@ TEST(Repack, SixteenColumnKernelsEqualReference) {
         for (int64_t nb : {1, 2, 3, 4, 5, 6, 7, 8, 9, 22, 37, 70, 176}) {
             const int64_t k = nb * tr->blck;
             tu::Ctx ctx(16u << 20);
-            ggml_tensor * a = ggml_new_tensor_2d(ctx, type, k, 16);
-            fill_quantized(a, rng);
-            ASSERT_TRUE(ggml_cpu_repack(a));
+            ggml_tensor * a = repacked_group(ctx, type, k, rng);
+            ASSERT_NE(a, nullptr);
             size_t ldb = 0;
             const int max_nc = 41;
             const std::vector<uint8_t> y = activations(tr, k, max_nc, &ldb, rng);
