@@ -33,7 +33,8 @@
 #elif defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__) && defined(__FMA__) && defined(__F16C__)
 #  define GGML_SIMD_AVX512 1
 #  define GGML_SIMD_AVX2   1
-#  if defined(__AMX_TILE__) && defined(__AMX_INT8__) && defined(__AVX512VNNI__) && defined(__GFNI__) && defined(__linux__)
+#  if (defined(__AMX_TILE__) || defined(__AMXTILE__)) && (defined(__AMX_INT8__) || defined(__AMXINT8__)) && \
+      defined(__AVX512VNNI__) && defined(__GFNI__) && defined(__linux__)  /* GCC's spelling, then clang's */
 #    define GGML_SIMD_AMX  1
 #    define GGML_CPU_KERNELS_BEST ggml_cpu_kernels_amx
 #  else

@@ -12,7 +12,7 @@
 
 #include "amx.h"
 
-#if defined(GGML_SIMD_AMX) && defined(__AMX_BF16__) && defined(__AVX512BF16__)
+#if defined(GGML_SIMD_AMX) && (defined(__AMX_BF16__) || defined(__AMXBF16__)) && defined(__AVX512BF16__)
 
 namespace ggml_cpu_amx {
 

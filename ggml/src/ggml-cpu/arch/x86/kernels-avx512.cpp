@@ -72,7 +72,7 @@ extern "C" const ggml_cpu_kernels ggml_cpu_kernels_avx512 =
                  NO_TILES_BF16);
 
 #if defined(GGML_SIMD_AMX)
-#if defined(__AMX_BF16__) && defined(__AVX512BF16__)
+#if (defined(__AMX_BF16__) || defined(__AMXBF16__)) && defined(__AVX512BF16__)
 #define AMX_TILES_BF16 ggml_cpu_amx::tiles_bf16, ggml_cpu_amx::f32_to_bf16_row, ggml_cpu_amx::q4_0x16_to_bf16_pairs
 #else
 #define AMX_TILES_BF16 NO_TILES_BF16
