@@ -104,7 +104,6 @@ void ggml_cpu_forward_argmax(const struct ggml_compute_params * params, struct g
     ggml_cpu_split_rows(src->ne[1], params->ith, params->nth, &r0, &r1);
 
     // The first index of the largest value (a NaN never wins; 0 when no value beats -inf).
-    float buf[GGML_CPU_CHUNK];
     std::vector<float> row;
     for (int64_t r = r0; r < r1; r++) {
         const char * x = ggml_cpu_elem_ptr(src, 0, r, 0, 0);
@@ -113,11 +112,7 @@ void ggml_cpu_forward_argmax(const struct ggml_compute_params * params, struct g
             best_i = (int32_t) ggml_argmax_f32_row((const float *) x, ne0);
         } else {  // gathered as F32 (F16 and BF16 are exact in F32)
             row.resize((size_t) ne0);
-            for (int64_t c = 0; c < ne0; c += GGML_CPU_CHUNK) {
-                const int64_t n = ne0 - c < GGML_CPU_CHUNK ? ne0 - c : GGML_CPU_CHUNK;
-                ggml_cpu_gather_f32(src->type, x + c * src->nb[0], src->nb[0], buf, n);
-                memcpy(row.data() + c, buf, n * sizeof(float));
-            }
+            ggml_cpu_gather_f32(src->type, x, src->nb[0], row.data(), ne0);
             best_i = (int32_t) ggml_argmax_f32_row(row.data(), ne0);
         }
         // dst may be a view with any stride

@@ -207,10 +207,11 @@ const struct ggml_repack_traits * ggml_repack_get_traits(enum ggml_type type) {
 
 int64_t ggml_repack_col_block(const struct ggml_repack_traits * t, size_t act_row, int64_t n) {
     const int64_t budget = t->gemm_x16 ? 1024 * 1024 : 256 * 1024;
+    using ggml_mm_buf::ceil_div;
     int64_t cols = budget / (int64_t) (act_row > 0 ? act_row : 1) / 16 * 16;
     cols = cols > 16 ? cols : 16;
-    const int64_t blocks = (n + cols - 1) / cols;  // blocks of equal size (n = 512, 400 columns: 2 x 256)
-    const int64_t even = ((n + blocks - 1) / blocks + 15) / 16 * 16;
+    if (n <= cols) return cols;
+    const int64_t even = ceil_div(ceil_div(n, ceil_div(n, cols)), 16) * 16;  // equal blocks (n = 512, 400 columns: 2 x 256)
     return even < cols ? even : cols;
 }
 
