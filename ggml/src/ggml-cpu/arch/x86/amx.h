@@ -23,9 +23,9 @@ inline bool granted() {
 }
 
 // Tile shapes: INT8 (quant-repack-amx.cpp): tiles 0-3 16 x 16 int32 sums, 4, 5 16 rows of 32
-// bytes (activations), 6, 7 8 rows of 64 bytes (weights). BF16 (gemm-bf16-amx.cpp): all eight
-// 16 rows of 64 bytes.
-enum class Tiles { none, int8, bf16 };
+// bytes (activations), 6, 7 8 rows of 64 bytes (weights). FULL (gemm-bf16-amx.cpp,
+// quant-repack-k-amx.cpp): all eight 16 rows of 64 bytes.
+enum class Tiles { none, int8, full };
 
 // Loads the configuration the caller's tiles need unless this thread has it already (nothing
 // else in the process configures tiles).

@@ -44,7 +44,7 @@ void tiles_bf16(int64_t nmc, const void * x0, const void * x1, size_t ldx, const
         tiles_bf16_avx512(nmc, x0, x1, ldx, w0, w1, c);
         return;
     }
-    configure(Tiles::bf16);
+    configure(Tiles::full);
     __asm__ volatile("" ::: "memory");  // the tile loads read what the caller wrote (GCC's tile intrinsics declare no memory read)
     const char * a0 = (const char *) x0;
     const char * a1 = (const char *) x1;

@@ -40,9 +40,10 @@ ggml_quant_dot_rows_fn quant_dot_rows(ggml_type type) { return avx2.quant_dot_ro
 }  // namespace
 
 #define NO_TILES_BF16 nullptr, nullptr, nullptr
+#define NO_GEMM_X16 nullptr, nullptr, nullptr, nullptr
 
 // The AVX512 table and the AMX one over it differ only in these arguments.
-#define AVX512_TABLE(ISA, BASE, FEATURES, MM_TYPE, REPACK, GEMMX16_Q4_0, GEMMX16_Q8_0, TILES_BF16) { \
+#define AVX512_TABLE(ISA, BASE, FEATURES, MM_TYPE, REPACK, GEMM_X16, TILES_BF16) { \
     /* isa            */ ISA, \
     /* base           */ BASE, \
     /* features       */ FEATURES, \
@@ -58,7 +59,7 @@ ggml_quant_dot_rows_fn quant_dot_rows(ggml_type type) { return avx2.quant_dot_ro
     /* quant_dot      */ quant_dot, \
     /* quant_dot_rows */ quant_dot_rows, \
     /* repack         */ { REPACK, ggml_cpu_avx512::repack_quantize_q8_0x16, \
-                           ggml_cpu_avx512::repack_q4_0x16_to_q8_0x16t, GEMMX16_Q4_0, GEMMX16_Q8_0, \
+                           ggml_cpu_avx512::repack_q4_0x16_to_q8_0x16t, GEMM_X16, \
                            ggml_cpu_avx512::quantize_row_q8_0x, ggml_cpu_avx512::quantize_row_q8_K }, \
     /* vec_exp ...    */ ggml_cpu_avx512::vec_exp, ggml_cpu_avx512::vec_silu, ggml_cpu_avx512::vec_sigmoid, ggml_cpu_avx512::vec_gelu, \
     /* row_max        */ ggml_cpu_avx512::row_max, \
@@ -68,7 +69,7 @@ ggml_quant_dot_rows_fn quant_dot_rows(ggml_type type) { return avx2.quant_dot_ro
 }
 
 extern "C" const ggml_cpu_kernels ggml_cpu_kernels_avx512 =
-    AVX512_TABLE("AVX512", &ggml_cpu_kernels_avx2, GGML_CPU_FEAT_AVX2 | GGML_CPU_FEAT_AVX512 | VNNI, ggml_cpu_avx512::mm_type, REPACK_KERNELS, nullptr, nullptr,
+    AVX512_TABLE("AVX512", &ggml_cpu_kernels_avx2, GGML_CPU_FEAT_AVX2 | GGML_CPU_FEAT_AVX512 | VNNI, ggml_cpu_avx512::mm_type, REPACK_KERNELS, NO_GEMM_X16,
                  NO_TILES_BF16);
 
 #if defined(GGML_SIMD_AMX)
@@ -81,11 +82,13 @@ extern "C" const ggml_cpu_kernels ggml_cpu_kernels_avx512 =
 // types' rows streamed one by one prefetched (on Xeons).
 #define AMX_REPACK_KERNELS ggml_cpu_avx512::repack_gemm_q4_0_pf, ggml_cpu_avx512::repack_gemm_q8_0_pf, ggml_cpu_avx512::repack_gemm_q4_K, \
                            ggml_cpu_avx512::repack_gemm_q5_K, ggml_cpu_avx512::repack_gemm_q6_K
-// AMX: the AVX512 kernels, with tile products for the repacked Q4_0 / Q8_0 weights' prompts and
+#define AMX_GEMM_X16 ggml_cpu_amx::repack_gemm_x16_q4_0, ggml_cpu_amx::repack_gemm_x16_q8_0, ggml_cpu_amx::repack_gemm_x16_q4_K, \
+                     ggml_cpu_amx::repack_gemm_x16_q5_K
+// AMX: the AVX512 kernels, with tile products for the repacked Q4_0 / Q8_0 / Q4_K / Q5_K weights' prompts and
 // for out_prod in bf16.
 extern "C" const ggml_cpu_kernels ggml_cpu_kernels_amx =
     AVX512_TABLE("AMX", &ggml_cpu_kernels_avx512, GGML_CPU_FEAT_AVX2 | GGML_CPU_FEAT_AVX512 | VNNI | GGML_CPU_FEAT_AMX_INT8,
-                 ggml_cpu_avx512::mm_type_pf, AMX_REPACK_KERNELS, ggml_cpu_amx::repack_gemm_x16_q4_0, ggml_cpu_amx::repack_gemm_x16_q8_0, AMX_TILES_BF16);
+                 ggml_cpu_avx512::mm_type_pf, AMX_REPACK_KERNELS, AMX_GEMM_X16, AMX_TILES_BF16);
 #endif
 
 #endif  // GGML_SIMD_AVX512
