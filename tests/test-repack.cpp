@@ -246,7 +246,8 @@ TEST(Repack, SixteenColumnKernelsEqualReference) {
         for (int i = 0; i < n_sets; i++) {
             const ggml_repack_kernels & rk = sets[i]->repack;
             const ggml_repack_gemm_x16_fn k = type == GGML_TYPE_Q4_0 ? rk.q4_0_x16 : type == GGML_TYPE_Q8_0 ? rk.q8_0_x16
-                                            : type == GGML_TYPE_Q4_K ? rk.q4_K_x16 : type == GGML_TYPE_Q5_K ? rk.q5_K_x16 : nullptr;
+                                            : type == GGML_TYPE_Q4_K ? rk.q4_K_x16 : type == GGML_TYPE_Q5_K ? rk.q5_K_x16
+                                            : type == GGML_TYPE_Q6_K ? rk.q6_K_x16 : nullptr;
             if (k) kernels.push_back({ sets[i]->isa, k });
         }
         std::mt19937 rng(5);

@@ -72,7 +72,7 @@ struct ggml_repack_kernels {
     // The same straight from a repacked Q4_0 a (ggml_repack_q4_0x16_to_q8_0x16t, quant-repack.h).
     void (*q4_0x16_to_q8_0x16t)(const void * g0, const void * g1, int half, void * out);
     // Columns 16 at a time, where the set has a faster kernel for them (NULL: none).
-    ggml_repack_gemm_x16_fn q4_0_x16, q8_0_x16, q4_K_x16, q5_K_x16;
+    ggml_repack_gemm_x16_fn q4_0_x16, q8_0_x16, q4_K_x16, q5_K_x16, q6_K_x16;
     // The Q4_0 / Q8_0 layouts' activations (ggml_quantize_row_q8_0x) and the K-quants' (Q8_K,
     // ggml_repack_act_q8_K): the same bytes as the reference.
     void (*quantize_row_q8_0x)(const float * x, void * y, int64_t n);

@@ -174,7 +174,7 @@ const Layout layouts[] = {
     { GGML_TYPE_Q5_K, QK_K, ggml_repack_pack_group_q5_K, ggml_repack_unpack_group_q5_K,
       ggml_repack_act_q8_K, QK_K, sizeof(block_q8_K), ggml_repack_gemm_q5_Kx16_ref, &ggml_repack_kernels::q5_K, &ggml_repack_kernels::q5_K_x16 },
     { GGML_TYPE_Q6_K, QK_K, ggml_repack_pack_group_q6_K, ggml_repack_unpack_group_q6_K,
-      ggml_repack_act_q8_K, QK_K, sizeof(block_q8_K), ggml_repack_gemm_q6_Kx16_ref, &ggml_repack_kernels::q6_K, nullptr },
+      ggml_repack_act_q8_K, QK_K, sizeof(block_q8_K), ggml_repack_gemm_q6_Kx16_ref, &ggml_repack_kernels::q6_K, &ggml_repack_kernels::q6_K_x16 },
 };
 constexpr int N_LAYOUTS = sizeof(layouts) / sizeof(layouts[0]);
 

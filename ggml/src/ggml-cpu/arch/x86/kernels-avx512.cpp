@@ -40,7 +40,7 @@ ggml_quant_dot_rows_fn quant_dot_rows(ggml_type type) { return avx2.quant_dot_ro
 }  // namespace
 
 #define NO_TILES_BF16 nullptr, nullptr, nullptr
-#define NO_GEMM_X16 nullptr, nullptr, nullptr, nullptr
+#define NO_GEMM_X16 nullptr, nullptr, nullptr, nullptr, nullptr
 
 // The AVX512 table and the AMX one over it differ only in these arguments.
 #define AVX512_TABLE(ISA, BASE, FEATURES, MM_TYPE, REPACK, GEMM_X16, TILES_BF16) { \
@@ -83,8 +83,8 @@ extern "C" const ggml_cpu_kernels ggml_cpu_kernels_avx512 =
 #define AMX_REPACK_KERNELS ggml_cpu_avx512::repack_gemm_q4_0_pf, ggml_cpu_avx512::repack_gemm_q8_0_pf, ggml_cpu_avx512::repack_gemm_q4_K, \
                            ggml_cpu_avx512::repack_gemm_q5_K, ggml_cpu_avx512::repack_gemm_q6_K
 #define AMX_GEMM_X16 ggml_cpu_amx::repack_gemm_x16_q4_0, ggml_cpu_amx::repack_gemm_x16_q8_0, ggml_cpu_amx::repack_gemm_x16_q4_K, \
-                     ggml_cpu_amx::repack_gemm_x16_q5_K
-// AMX: the AVX512 kernels, with tile products for the repacked Q4_0 / Q8_0 / Q4_K / Q5_K weights' prompts and
+                     ggml_cpu_amx::repack_gemm_x16_q5_K, ggml_cpu_amx::repack_gemm_x16_q6_K
+// AMX: the AVX512 kernels, with tile products for the repacked Q4_0 / Q8_0 and K-quant weights' prompts and
 // for out_prod in bf16.
 extern "C" const ggml_cpu_kernels ggml_cpu_kernels_amx =
     AVX512_TABLE("AMX", &ggml_cpu_kernels_avx512, GGML_CPU_FEAT_AVX2 | GGML_CPU_FEAT_AVX512 | VNNI | GGML_CPU_FEAT_AMX_INT8,

@@ -75,9 +75,10 @@ namespace ggml_cpu_amx {
 // quant-repack-amx.cpp (columns 16 at a time; the VNNI kernels where the OS grants no tile state)
 void repack_gemm_x16_q4_0(int64_t nb, const void * a, const void * b, size_t ldb, int n16, float * s, size_t lds);
 void repack_gemm_x16_q8_0(int64_t nb, const void * a, const void * b, size_t ldb, int n16, float * s, size_t lds);
-// quant-repack-k-amx.cpp (the same for Q4_K / Q5_K x16)
+// quant-repack-k-amx.cpp (the same for Q4_K / Q5_K / Q6_K x16)
 void repack_gemm_x16_q4_K(int64_t nb, const void * a, const void * b, size_t ldb, int n16, float * s, size_t lds);
 void repack_gemm_x16_q5_K(int64_t nb, const void * a, const void * b, size_t ldb, int n16, float * s, size_t lds);
+void repack_gemm_x16_q6_K(int64_t nb, const void * a, const void * b, size_t ldb, int n16, float * s, size_t lds);
 // gemm-bf16-amx.cpp (with AMX-BF16; vdpbf16ps where the OS grants no tile state)
 void tiles_bf16(int64_t nmc, const void * x0, const void * x1, size_t ldx, const void * w0, const void * w1, float * c);
 void f32_to_bf16_row(const float * x, void * y, int64_t n);
