@@ -1,16 +1,19 @@
-// quant-repack-k-amx.cpp - AMX-INT8 kernels for the K-quant layouts Q4_K and Q5_K x16
-// (quant-repack.h), columns 16 at a time. A tile product sums 64 values, two sub-blocks of 32 with
-// their own 6-bit scales; so the scales go into the weight tiles: sc = 8 h + l (h, l < 8), and the
-// tiles hold q * l and q * h (q < 32: at most 217, an unsigned byte). Per quarter p of a
-// super-block (values 64p .. 64p + 63), the activations' tile (16 columns' Q8_K bytes, signed,
-// read in place) meets three weight tiles (TDPBSUD):
-//   lo: q * l, hi: q * h  ->  isum = lo + 8 hi = sum_j sc_j * dot32_j;
-//   min: m_j in every byte of its sub-block  ->  msum = sum_j m_j * (bsums[2j] + bsums[2j + 1]).
-// All integers, exact; the float steps are the reference's (quant-repack-k.cpp):
-//   acc = fma(-(dmin * d_a), msum, acc); acc = fma(d * d_a, isum, acc), super-block by block,
-// so the bits are the reference's. The weight tiles (12 KiB per super-block) are made per chunk
-// of super-blocks and serve every tile of columns. Fewer than 16 columns, and everything where
-// the OS does not grant the tile state, go to the VNNI kernels.
+// quant-repack-k-amx.cpp - AMX-INT8 kernels for the K-quant layouts Q4_K, Q5_K and Q6_K x16
+// (quant-repack.h), columns 16 at a time, one template over the type. A tile product sums 64
+// values (a quarter of a super-block), spanning sub-blocks with their own scales; so the scales
+// go into the weight tiles, split into digits small enough that value * digit is a byte:
+//   Q4_K / Q5_K (q < 32, 6-bit sc = 8 h + l): tiles q * l and q * h, isum = lo + 8 hi; a third
+//     tile holds the mins m_j (a product with the same activations gives sum_j m_j * bsum32_j);
+//   Q6_K (u < 64, int8 sc): four tiles of u times the base-4 digits of sc + 128 (the top one
+//     minus 2, signed), the offset of 32 through Q8_K's 16-value sums on the vector side.
+// The activations' tile is 16 columns' Q8_K bytes, signed, read in place (TDPBSUD / TDPBSSD).
+// All integers, exact; the float steps are the reference's (quant-repack-k.cpp), super-block by
+// super-block, so the bits are the reference's. A chunk of super-blocks' weight tiles is made
+// once and serves every tile of columns. Fewer than 16 columns, and everything where the OS does
+// not grant the tile state, go to the VNNI kernels.
+// Measured (one thread, 256 rows x 2048 x 448 columns in cache): Q4_K 570-600 GFLOP/s, Q6_K
+// 380-420. The tile units are not the limit: Q4_K's 12 products per super-block and 16 columns
+// take ~90 ns alone, the kernel ~230 ns.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
