@@ -113,9 +113,19 @@ ggml_tensor * repacked_group(ggml_context * ctx, ggml_type type, int64_t k, std:
 }
 
 // One column of the kernel's activations as the type's scalar dot reads them (block_q8_0x ->
-// block_q8_0; Q8_K is both).
+// block_q8_0, block_q8_Kx -> block_q8_K).
 std::vector<uint8_t> as_dot_activation(const ggml_repack_traits * tr, const uint8_t * y, int64_t k) {
-    if (tr->act_size != sizeof(block_q8_0x)) return std::vector<uint8_t>(y, y + (k / tr->act_blck) * tr->act_size);
+    if (tr->act_size == sizeof(block_q8_Kx)) {
+        std::vector<uint8_t> out((size_t) (k / QK_K) * sizeof(block_q8_K));
+        for (int64_t i = 0; i < k / QK_K; i++) {
+            const block_q8_Kx * b = (const block_q8_Kx *) y + i;
+            block_q8_K * q = (block_q8_K *) out.data() + i;
+            q->d = b->d;
+            memcpy(q->qs, b->qs, QK_K);
+            memcpy(q->bsums, b->bsums, sizeof(q->bsums));
+        }
+        return out;
+    }
     std::vector<uint8_t> out((size_t) (k / QK8_0) * sizeof(block_q8_0));
     for (int64_t i = 0; i < k / QK8_0; i++) {
         const block_q8_0x * b = (const block_q8_0x *) y + i;
@@ -221,7 +231,7 @@ TEST(Repack, ActivationQuantizerEqualsReference) {
     for (int j = 0; j < 256; j++) xk[4 * 256 + j] = (j % 2 ? -1.0f : 1.0f) * (float) (j % 7);  // +6 first, then -6...
     for (int j = 0; j < 256; j++) xk[5 * 256 + j] = 1e-45f * (float) (j % 3);
     std::vector<uint8_t> refk(7 * sizeof(block_q8_K)), gotk(refk.size());
-    ggml_repack_act_q8_K_ref(xk.data(), refk.data(), 7 * 256);
+    quantize_row_q8_K_ref(xk.data(), (block_q8_K *) refk.data(), 7 * 256);
     for (int i = 0; i < n_sets; i++) {
         std::fill(gotk.begin(), gotk.end(), 0xAB);
         sets[i]->repack.quantize_row_q8_K(xk.data(), gotk.data(), 7 * 256);
@@ -229,6 +239,19 @@ TEST(Repack, ActivationQuantizerEqualsReference) {
             EXPECT_EQ(0, memcmp(gotk.data() + b * sizeof(block_q8_K), refk.data() + b * sizeof(block_q8_K), sizeof(block_q8_K)))
                 << sets[i]->isa << " Q8_K block " << b;
         }
+    }
+    // The repacked kernels' layout of the same values (block_q8_Kx, padding zero).
+    std::vector<uint8_t> refx(7 * sizeof(block_q8_Kx), 0xAB), gotx(refx.size(), 0xCD);
+    ggml_repack_act_q8_K_ref(xk.data(), refx.data(), 7 * 256);
+    ggml_repack_act_q8_K(xk.data(), gotx.data(), 7 * 256);
+    EXPECT_EQ(refx, gotx);
+    for (int b = 0; b < 7; b++) {
+        const block_q8_Kx * x = (const block_q8_Kx *) refx.data() + b;
+        const block_q8_K * q = (const block_q8_K *) refk.data() + b;
+        EXPECT_EQ(0, memcmp(&x->d, &q->d, sizeof(float)));
+        EXPECT_EQ(0, memcmp(x->qs, q->qs, QK_K));
+        EXPECT_EQ(0, memcmp(x->bsums, q->bsums, sizeof(q->bsums)));
+        for (uint8_t z : x->pad) EXPECT_EQ(z, 0);
     }
 }
 

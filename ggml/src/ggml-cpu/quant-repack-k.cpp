@@ -182,7 +182,7 @@ template <typename T>
 void gemm_ref(int64_t nb, const void * va, const void * vb, size_t ldb, int nc, float * s, size_t lds) {
     const typename T::G * a = (const typename T::G *) va;
     for (int c = 0; c < nc; c++) {
-        const block_q8_K * y = (const block_q8_K *) ((const char *) vb + c * ldb);
+        const block_q8_Kx * y = (const block_q8_Kx *) ((const char *) vb + c * ldb);
         for (int r = 0; r < GGML_REPACK_ROWS; r++) {
             float acc = 0.0f;
             for (int64_t i = 0; i < nb; i++) {
@@ -204,10 +204,36 @@ void gemm_ref(int64_t nb, const void * va, const void * vb, size_t ldb, int nc, 
     }
 }
 
+// Q8_K blocks (a chunk at a time, on the stack) to block_q8_Kx.
+template <typename Quantize>
+void act_q8_Kx(const float * x, void * vy, int64_t n, Quantize quantize) {
+    block_q8_Kx * y = (block_q8_Kx *) vy;
+    const int64_t CH = 8;
+    block_q8_K q[CH];
+    for (int64_t i0 = 0; i0 < n / QK_K; i0 += CH) {
+        const int64_t nc = n / QK_K - i0 < CH ? n / QK_K - i0 : CH;
+        quantize(x + i0 * QK_K, q, nc * QK_K);
+        for (int64_t i = 0; i < nc; i++) {
+            block_q8_Kx & o = y[i0 + i];
+            o.d = q[i].d;
+            memcpy(o.bsums, q[i].bsums, sizeof(o.bsums));
+            memset(o.pad, 0, sizeof(o.pad));
+            memcpy(o.qs, q[i].qs, sizeof(o.qs));
+        }
+    }
+}
+
 }  // namespace
 
-void ggml_repack_act_q8_K_ref(const float * x, void * y, int64_t n) { quantize_row_q8_K_ref(x, (block_q8_K *) y, n); }
-void ggml_repack_act_q8_K(const float * x, void * y, int64_t n) { ggml_cpu()->repack.quantize_row_q8_K(x, y, n); }
+void ggml_repack_quantize_q8_K_ref(const float * x, void * y, int64_t n) { quantize_row_q8_K_ref(x, (block_q8_K *) y, n); }
+
+void ggml_repack_act_q8_K_ref(const float * x, void * y, int64_t n) {
+    act_q8_Kx(x, y, n, [](const float * xs, block_q8_K * q, int64_t m) { quantize_row_q8_K_ref(xs, q, m); });
+}
+void ggml_repack_act_q8_K(const float * x, void * y, int64_t n) {
+    act_q8_Kx(x, y, n, [](const float * xs, block_q8_K * q, int64_t m) { ggml_cpu()->repack.quantize_row_q8_K(xs, q, m); });
+}
+
 
 void ggml_repack_pack_group_q4_K(const void * rows, int64_t nb, void * out) { k4_pack_group<block_q4_K, block_q4_Kx16>(rows, nb, out); }
 void ggml_repack_unpack_group_q4_K(const void * in, int64_t nb, void * rows) { k4_unpack_group<block_q4_K, block_q4_Kx16>(in, nb, rows); }

@@ -170,11 +170,11 @@ const Layout layouts[] = {
     { GGML_TYPE_Q8_0, QK8_0, pack_group<block_q8_0, block_q8_0x16, 8, 0x80>, unpack_group<block_q8_0, block_q8_0x16, 8, 0x80>,
       ggml_quantize_row_q8_0x, QK8_0, sizeof(block_q8_0x), ggml_repack_gemm_q8_0x16_ref, &ggml_repack_kernels::q8_0, &ggml_repack_kernels::q8_0_x16 },
     { GGML_TYPE_Q4_K, QK_K, ggml_repack_pack_group_q4_K, ggml_repack_unpack_group_q4_K,
-      ggml_repack_act_q8_K, QK_K, sizeof(block_q8_K), ggml_repack_gemm_q4_Kx16_ref, &ggml_repack_kernels::q4_K, &ggml_repack_kernels::q4_K_x16 },
+      ggml_repack_act_q8_K, QK_K, sizeof(block_q8_Kx), ggml_repack_gemm_q4_Kx16_ref, &ggml_repack_kernels::q4_K, &ggml_repack_kernels::q4_K_x16 },
     { GGML_TYPE_Q5_K, QK_K, ggml_repack_pack_group_q5_K, ggml_repack_unpack_group_q5_K,
-      ggml_repack_act_q8_K, QK_K, sizeof(block_q8_K), ggml_repack_gemm_q5_Kx16_ref, &ggml_repack_kernels::q5_K, &ggml_repack_kernels::q5_K_x16 },
+      ggml_repack_act_q8_K, QK_K, sizeof(block_q8_Kx), ggml_repack_gemm_q5_Kx16_ref, &ggml_repack_kernels::q5_K, &ggml_repack_kernels::q5_K_x16 },
     { GGML_TYPE_Q6_K, QK_K, ggml_repack_pack_group_q6_K, ggml_repack_unpack_group_q6_K,
-      ggml_repack_act_q8_K, QK_K, sizeof(block_q8_K), ggml_repack_gemm_q6_Kx16_ref, &ggml_repack_kernels::q6_K, &ggml_repack_kernels::q6_K_x16 },
+      ggml_repack_act_q8_K, QK_K, sizeof(block_q8_Kx), ggml_repack_gemm_q6_Kx16_ref, &ggml_repack_kernels::q6_K, &ggml_repack_kernels::q6_K_x16 },
 };
 constexpr int N_LAYOUTS = sizeof(layouts) / sizeof(layouts[0]);
 

@@ -91,6 +91,18 @@ typedef struct {
 } block_q8_0x;
 static_assert(sizeof(block_q8_0x) == 40, "wrong q8_0x size");
 
+// The K-quants' activation block the repacked kernels read: Q8_K's fields (the same values), the
+// 256 values at offset 64, so that in rows starting on 64 bytes each block's values do too (the
+// AMX kernels load them as tile rows, and a row across two cache lines costs a third of their
+// time).
+typedef struct {
+    float d;
+    int16_t bsums[QK_K / 16];
+    uint8_t pad[28];
+    int8_t qs[QK_K];
+} block_q8_Kx;
+static_assert(sizeof(block_q8_Kx) == 320 && offsetof(block_q8_Kx, qs) == 64, "wrong q8_Kx layout");
+
 // 16 rows of one group (nb blocks) against nc columns (b + c * ldb, nb blocks each):
 // s[c * lds + r] for r < 16, c < nc (nc <= GGML_REPACK_MAX_COLS).
 #define GGML_REPACK_MAX_COLS 8
@@ -127,15 +139,18 @@ void ggml_repack_gemm_cols(const struct ggml_repack_traits * t, int64_t nb, cons
                            int64_t nc, float * s, size_t lds);
 
 // The K-quant layouts (quant-repack-k.cpp): 16 GGUF rows of nb blocks <-> nb groups, and their
-// activations, Q8_K rows (the reference quantizer, as the dot path uses).
+// activations, Q8_K values in block_q8_Kx rows.
 void ggml_repack_pack_group_q4_K(const void * rows, int64_t nb, void * out);
 void ggml_repack_unpack_group_q4_K(const void * in, int64_t nb, void * rows);
 void ggml_repack_pack_group_q5_K(const void * rows, int64_t nb, void * out);
 void ggml_repack_unpack_group_q5_K(const void * in, int64_t nb, void * rows);
 void ggml_repack_pack_group_q6_K(const void * rows, int64_t nb, void * out);
 void ggml_repack_unpack_group_q6_K(const void * in, int64_t nb, void * rows);
+// (block_q8_Kx; the bytes of the padding are zero.)
 void ggml_repack_act_q8_K(const float * x, void * y, int64_t n);      // this build's fastest
-void ggml_repack_act_q8_K_ref(const float * x, void * y, int64_t n);  // quantize_row_q8_K_ref (the same bytes)
+void ggml_repack_act_q8_K_ref(const float * x, void * y, int64_t n);  // quantize_row_q8_K_ref (the same values)
+// Q8_K blocks (block_q8_K): quantize_row_q8_K_ref, the reference of the sets' quantize_row_q8_K.
+void ggml_repack_quantize_q8_K_ref(const float * x, void * y, int64_t n);
 
 // The traits of a type this build repacks (with ggml_repack_force, for tests, also the types it
 // has only the reference kernel for, which then serves as gemm); NULL otherwise.

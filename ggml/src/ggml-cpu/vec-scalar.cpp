@@ -188,7 +188,7 @@ extern "C" const ggml_cpu_kernels ggml_cpu_kernels_scalar = {
     /* quant_dot_rows */ no_dot_rows,
     /* repack         */ { nullptr, nullptr, nullptr, nullptr, nullptr, ggml_repack_quantize_q8_0x16_ref,
                            ggml_repack_q4_0x16_to_q8_0x16t_ref, nullptr, nullptr, nullptr, nullptr, nullptr,
-                           ggml_quantize_row_q8_0x_ref, ggml_repack_act_q8_K_ref },
+                           ggml_quantize_row_q8_0x_ref, ggml_repack_quantize_q8_K_ref },
     /* vec_exp ...    */ vec_apply<ggml_vec_math::ExpKind::exp>, vec_apply<ggml_vec_math::ExpKind::silu>,
                          vec_apply<ggml_vec_math::ExpKind::sigmoid>, vec_apply<ggml_vec_math::ExpKind::gelu>,
     /* row_max        */ row_max,

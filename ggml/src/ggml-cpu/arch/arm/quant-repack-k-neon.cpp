@@ -40,7 +40,7 @@
 namespace ggml_cpu_neon {
 namespace {
 
-typedef const block_q8_K * const * Cols;  // the columns' super-blocks
+typedef const block_q8_Kx * const * Cols;  // the columns' super-blocks
 
 // TBL indices taking bytes 4q .. 4q + 3 of a 16-byte vector to the 4 32-bit lanes (zero-extended).
 alignas(16) const uint8_t lanes_idx[4][16] = {
@@ -278,9 +278,9 @@ void gemm(int64_t nb, const typename T::G * a, const char * b, size_t ldb, float
     }
     for (int64_t i = 0; i < nb; i++) {
         const typename T::G * g = a + i;
-        const block_q8_K * y[NC];
+        const block_q8_Kx * y[NC];
         #pragma GCC unroll 8
-        for (int c = 0; c < NC; c++) y[c] = (const block_q8_K *) (b + c * ldb) + i;
+        for (int c = 0; c < NC; c++) y[c] = (const block_q8_Kx *) (b + c * ldb) + i;
         typename T::template State<NC> st;
         T::template prepare<NC>(g, y, st);
 

@@ -31,7 +31,7 @@ extern "C" const ggml_cpu_kernels ggml_cpu_kernels_avx2 = {
     /* repack         */ { ggml_cpu_avx2::repack_gemm_q4_0, nullptr, ggml_cpu_avx2::repack_gemm_q4_K,
                            ggml_cpu_avx2::repack_gemm_q5_K, ggml_cpu_avx2::repack_gemm_q6_K,
                            ggml_repack_quantize_q8_0x16_ref, ggml_repack_q4_0x16_to_q8_0x16t_ref, nullptr, nullptr, nullptr, nullptr, nullptr,
-                           ggml_quantize_row_q8_0x_ref, ggml_repack_act_q8_K_ref },
+                           ggml_quantize_row_q8_0x_ref, ggml_repack_quantize_q8_K_ref },
     /* vec_exp ...    */ ggml_cpu_avx2::vec_exp, ggml_cpu_avx2::vec_silu, ggml_cpu_avx2::vec_sigmoid, ggml_cpu_avx2::vec_gelu,
     /* row_max        */ ggml_cpu_avx2::row_max,
     /* add_mask_f16   */ ggml_cpu_avx2::add_mask_f16,

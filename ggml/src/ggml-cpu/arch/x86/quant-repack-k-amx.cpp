@@ -94,7 +94,7 @@ struct K4 {
             }
         }
     }
-    static __m512 finish(const G * g, const uint8_t *, const int32_t (*sums)[COLS * 16], int c, const block_q8_K * y, __m512 acc) {
+    static __m512 finish(const G * g, const uint8_t *, const int32_t (*sums)[COLS * 16], int c, const block_q8_Kx * y, __m512 acc) {
         const __m512 dy = _mm512_set1_ps(y->d);
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *) g->d));
         const __m512 dm = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *) g->dmin));
@@ -183,7 +183,7 @@ struct Q6K {
             store(w + 4 * NT * TILE + 32 * j, _mm512_mullo_epi16(_mm512_permutexvar_epi16(pair_idx, sc), _mm512_set1_epi16(-32)));
         }
     }
-    static __m512 finish(const G * g, const uint8_t * w, const int32_t (*sums)[COLS * 16], int c, const block_q8_K * y, __m512 acc) {
+    static __m512 finish(const G * g, const uint8_t * w, const int32_t (*sums)[COLS * 16], int c, const block_q8_Kx * y, __m512 acc) {
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *) g->d));
         __m512i isum = _mm512_load_si512((const void *) (sums[0] + 16 * c));
         for (int d = 1; d < 4; d++) isum = _mm512_add_epi32(isum, _mm512_slli_epi32(_mm512_load_si512((const void *) (sums[d] + 16 * c)), 2 * d));
@@ -226,7 +226,7 @@ GGML_AMX_INLINE void tile_product(bool sgn, int c, int a, int b) {
 
 #define SUM_TILES(F) F(0) if constexpr (T::NT > 1) F(1) if constexpr (T::NT > 2) F(2) if constexpr (T::NT > 3) F(3)
 #define ZERO_TILE(I) { _tile_zero(I); }
-#define STORE_TILE(I) { _tile_stored(I, sums[I], 64); }
+#define STORE_TILE(I) { _tile_stored(I, sums_e[I], 64); }
 
 template <typename T>
 GGML_AMX_INLINE void quarter(int p, const char * a, size_t lda, const uint8_t * wq) {
@@ -238,43 +238,49 @@ GGML_AMX_INLINE void quarter(int p, const char * a, size_t lda, const uint8_t * 
 }
 
 // n16 tiles of 16 columns (Q8_K rows, ldb bytes apart) against the group's nb super-blocks, a
-// chunk at a time; a column's accumulators carry over from chunk to chunk through s (the same
-// chain of fmas).
+// chunk at a time, each (tile of columns, super-block) a step: its products, then the finish of
+// the step before (the vector units scale one step's sums while the tile unit makes the next),
+// then the store of its sums. The accumulators live in s (the same chain of fmas per column).
 template <typename T>
 void gemm_x16(int64_t nb, const typename T::G * a0, const char * b0, size_t ldb, int n16, float * s, size_t lds) {
     constexpr size_t W_SUPER = 4 * T::NT * TILE + T::EXTRA;
     constexpr int64_t CHUNK = 24 * 1024 / W_SUPER > 0 ? 24 * 1024 / W_SUPER : 1;  // weight tiles that stay in L1
     configure(Tiles::full);
     alignas(64) uint8_t w[CHUNK * W_SUPER];
-    alignas(64) int32_t sums[T::NT][COLS * 16];
+    alignas(64) int32_t sums[2][T::NT][COLS * 16];
     for (int64_t k0 = 0; k0 < nb; k0 += CHUNK) {
         const int64_t n = nb - k0 < CHUNK ? nb - k0 : CHUNK;
         const typename T::G * a = a0 + k0;
         for (int64_t i = 0; i < n; i++) T::weights(a + i, w + i * W_SUPER);
         __asm__ volatile("" ::: "memory");  // the tile loads read w (GCC's tile intrinsics declare no memory read)
-        for (int t = 0; t < n16; t++) {
-            const char * bt = b0 + (size_t) t * COLS * ldb + k0 * sizeof(block_q8_K);
+        // Step e: tile of columns e / n, super-block e % n of the chunk.
+        auto finish = [&](int64_t e) {
+            const int64_t t = e / n, i = e % n;
+            const char * bt = b0 + (size_t) t * COLS * ldb + (k0 + i) * sizeof(block_q8_Kx);
             float * st = s + (size_t) t * COLS * lds;
-            __m512 acc[COLS];
+            const int32_t (*sm)[COLS * 16] = sums[e & 1];
             _Pragma("GCC unroll 16")
-            for (int c = 0; c < COLS; c++) acc[c] = k0 == 0 ? _mm512_setzero_ps() : _mm512_loadu_ps(st + c * lds);
-            for (int64_t i = 0; i < n; i++) {
-                const char * qs = bt + i * sizeof(block_q8_K) + offsetof(block_q8_K, qs);
-                const uint8_t * wi = w + i * W_SUPER;
-                SUM_TILES(ZERO_TILE)
-                quarter<T>(0, qs, ldb, wi);
-                quarter<T>(1, qs + 64, ldb, wi + 1 * T::NT * TILE);
-                quarter<T>(2, qs + 128, ldb, wi + 2 * T::NT * TILE);
-                quarter<T>(3, qs + 192, ldb, wi + 3 * T::NT * TILE);
-                SUM_TILES(STORE_TILE)
-                _Pragma("GCC unroll 16")
-                for (int c = 0; c < COLS; c++) {
-                    acc[c] = T::finish(a + i, wi, sums, c, (const block_q8_K *) (bt + c * ldb) + i, acc[c]);
-                }
+            for (int c = 0; c < COLS; c++) {
+                const __m512 acc = k0 + i == 0 ? _mm512_setzero_ps() : _mm512_loadu_ps(st + c * lds);
+                _mm512_storeu_ps(st + c * lds, T::finish(a + i, w + i * W_SUPER, sm, c, (const block_q8_Kx *) (bt + c * ldb), acc));
             }
-            _Pragma("GCC unroll 16")
-            for (int c = 0; c < COLS; c++) _mm512_storeu_ps(st + c * lds, acc[c]);
+        };
+        const int64_t steps = n16 * n;
+        for (int64_t e = 0; e < steps; e++) {
+            const int64_t t = e / n, i = e % n;
+            const char * qs = b0 + (size_t) t * COLS * ldb + (k0 + i) * sizeof(block_q8_Kx) + offsetof(block_q8_Kx, qs);
+            const uint8_t * wi = w + i * W_SUPER;
+            SUM_TILES(ZERO_TILE)
+            quarter<T>(0, qs, ldb, wi);
+            quarter<T>(1, qs + 64, ldb, wi + 1 * T::NT * TILE);
+            quarter<T>(2, qs + 128, ldb, wi + 2 * T::NT * TILE);
+            quarter<T>(3, qs + 192, ldb, wi + 3 * T::NT * TILE);
+            if (e > 0) finish(e - 1);
+            int32_t (*sums_e)[COLS * 16] = sums[e & 1];
+            SUM_TILES(STORE_TILE)
+            (void) sums_e;
         }
+        if (steps > 0) finish(steps - 1);
     }
 }
 

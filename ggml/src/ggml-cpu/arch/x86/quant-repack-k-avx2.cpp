@@ -70,7 +70,7 @@ inline void opaque(__m256i & v) {
 #endif
 }
 
-typedef const block_q8_K * const * Cols;  // the columns' super-blocks
+typedef const block_q8_Kx * const * Cols;  // the columns' super-blocks
 
 // ---- the types ------------------------------------------------------------------------------
 // Q4_K / Q5_K, rows 8h .. 8h + 7: acc -= (dmin * d_a) * sum_j m_j * bsum32_j, the mins first;
@@ -233,10 +233,10 @@ void gemm(int64_t nb, const typename T::G * a, const char * b, size_t ldb, float
         if constexpr (T::PREFETCH > 0 && NC >= GGML_REPACK_PREFETCH_MIN_COLS) {
             for (int l = 0; l < (int) sizeof(*g); l += 64) _mm_prefetch((const char *) g + T::PREFETCH + l, _MM_HINT_T0);
         }
-        const block_q8_K * yi[NC];
-        for (int c = 0; c < NC; c++) yi[c] = (const block_q8_K *) (b + c * ldb) + i;
+        const block_q8_Kx * yi[NC];
+        for (int c = 0; c < NC; c++) yi[c] = (const block_q8_Kx *) (b + c * ldb) + i;
         for (int h = 0; h < 2; h++) {  // rows 8h .. 8h + 7
-            const block_q8_K * y[NC];
+            const block_q8_Kx * y[NC];
             for (int c = 0; c < NC; c++) {
                 y[c] = yi[c];
                 if constexpr (T::OPAQUE) opaque(y[c]);

@@ -60,7 +60,7 @@ constexpr int OR_AND = ternary_imm([](int a, int b, int c) { return a | (b & c);
 constexpr int SELECT = ternary_imm([](int a, int b, int c) { return c ? a : b; });    // (a & c) | (b & ~c)
 constexpr int AND_OR = ternary_imm([](int a, int b, int c) { return (a & c) | b; });   // (a & c) | b
 
-typedef const block_q8_K * const * Cols;  // the columns' super-blocks
+typedef const block_q8_Kx * const * Cols;  // the columns' super-blocks
 
 // ---- the types ------------------------------------------------------------------------------
 // Q4_K / Q5_K: acc -= (dmin * d_a) * sum_j m_j * bsum32_j, the mins first; the values' sums
@@ -224,8 +224,8 @@ void gemm(int64_t nb, const typename T::G * a, const char * b, size_t ldb, float
         if constexpr (T::PREFETCH > 0 && NC >= GGML_REPACK_PREFETCH_MIN_COLS) {
             for (int l = 0; l < (int) sizeof(*g); l += 64) _mm_prefetch((const char *) g + T::PREFETCH + l, _MM_HINT_T0);
         }
-        const block_q8_K * y[NC];
-        for (int c = 0; c < NC; c++) y[c] = (const block_q8_K *) (b + c * ldb) + i;
+        const block_q8_Kx * y[NC];
+        for (int c = 0; c < NC; c++) y[c] = (const block_q8_Kx *) (b + c * ldb) + i;
 
         __m512i isum[NC];
         T::template begin<NC>(g, y, isum, acc);
