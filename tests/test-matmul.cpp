@@ -3,6 +3,7 @@
 // bit-identical), and every compiled-in SIMD kernel set held to the scalar reference kernels.
 #include "test-ref.h"
 
+#include "ggml-cpu/cpu-ops.h"
 #include "ggml-cpu/kernels.h"
 
 #include <algorithm>
@@ -427,3 +428,50 @@ TEST(VecKernels, AxpyMatchesScalar) {
 }
 
 }  // namespace
+
+// Attention without the fused op (mul_mat -> soft_max -> mul_mat, as llama's graph builds it) is
+// run plane by plane by the executor (compute.cpp): the same bits as node by node, on the dot and
+// the GEMM paths, with grouped heads, for 1-3 threads.
+TEST(MulMat, AttentionChainEqualsNodeByNode) {
+    std::mt19937 rng(11);
+    for (ggml_type kv_type : { GGML_TYPE_F16, GGML_TYPE_F32 }) {
+        for (int64_t n_tok : { 1, 3, 37, 64 }) {
+            SCOPED_TRACE(std::string(ggml_type_name(kv_type)) + " n_tokens " + std::to_string(n_tok));
+            const int64_t hd = 64, n_kv = 80, n_head = 8, n_head_kv = 2;
+            tu::Ctx ctx(64u << 20);
+            ggml_tensor * k = ggml_new_tensor_3d(ctx, kv_type, hd, n_kv, n_head_kv);
+            ggml_tensor * v = ggml_new_tensor_3d(ctx, kv_type, n_kv, hd, n_head_kv);
+            ggml_tensor * q0 = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, hd, n_head, n_tok);
+            ggml_tensor * mask = ggml_new_tensor_2d(ctx, GGML_TYPE_F16, n_kv, n_tok);
+            tu::fill_uniform(k, rng);
+            tu::fill_uniform(v, rng);
+            tu::fill_uniform(q0, rng);
+            for (int64_t t = 0; t < n_tok; t++) {
+                for (int64_t c = 0; c < n_kv; c++) {
+                    ((ggml_fp16_t *) mask->data)[t * n_kv + c] = ggml_fp32_to_fp16(c <= n_kv - n_tok + t ? 0.0f : -INFINITY);
+                }
+            }
+            ggml_tensor * q = ggml_permute(ctx, q0, 0, 2, 1, 3);
+            ggml_tensor * kq = ggml_mul_mat(ctx, k, q);
+            ggml_tensor * sm = ggml_soft_max_ext(ctx, kq, mask, 0.125f, 0.0f);
+            ggml_tensor * kqv = ggml_mul_mat(ctx, v, sm);
+            ggml_cgraph * gf = ggml_new_graph(ctx);
+            ggml_build_forward_expand(gf, kqv);
+            std::vector<uint8_t> want;
+            for (int chain : { 0, 1 }) {
+                ggml_cpu_attn_chain = chain;
+                for (int nt = 1; nt <= 3; nt++) {
+                    const long runs = ggml_cpu_attn_chain_runs();
+                    ASSERT_EQ(ggml_graph_compute_with_ctx(ctx, gf, nt), GGML_STATUS_SUCCESS);
+                    EXPECT_EQ(ggml_cpu_attn_chain_runs() - runs, chain) << nt << " threads";
+                    std::vector<uint8_t> got = tu::bytes_of(kq), s = tu::bytes_of(sm), o = tu::bytes_of(kqv);
+                    got.insert(got.end(), s.begin(), s.end());
+                    got.insert(got.end(), o.begin(), o.end());
+                    if (want.empty()) want = got;
+                    else EXPECT_TRUE(got == want) << "chain " << chain << ", " << nt << " threads";
+                }
+            }
+            ggml_cpu_attn_chain = 1;
+        }
+    }
+}

@@ -6,7 +6,11 @@
 #include "kernels.h"
 #include "threadpool.h"
 
+#include <algorithm>
 #include <chrono>
+#include <string.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <mutex>
 
 static const size_t CACHE_LINE = 64;
@@ -108,12 +112,118 @@ void ggml_cpu_compute_forward(const struct ggml_compute_params * params, struct 
     if (fn) fn(params, dst);
 }
 
+// ---- attention chains: KQ, soft_max, KQV plane by plane --------------------------------------
+// mul_mat -> soft_max -> mul_mat over the same planes (attention without the fused op): each
+// thread takes whole planes (heads) and runs the three nodes on one plane after the other, so a
+// plane's scores (n_kv x n_tokens floats) stay in its caches instead of making three trips through
+// memory, and two barriers go. Every value is computed as the three nodes compute it (a mul_mat's
+// outputs do not depend on how its work is split).
+// The graph allocator hands out the memory of tensors no longer read: soft_max's output may lie
+// over q (read by every thread's KQ), KQV's over KQ or q. So soft_max's planes are kept in the
+// thread's scratch when they would overwrite an input (allowed only when no later node reads
+// them), and KQV's planes are staged there and copied in after a barrier when their place
+// overlaps anything the chain reads.
+int ggml_cpu_attn_chain = 1;
+static std::atomic<long> attn_chain_runs{0};
+long ggml_cpu_attn_chain_runs(void) { return attn_chain_runs.load(); }
+
+static bool overlap(const ggml_tensor * a, const ggml_tensor * b) {
+    if (!a || !b) return false;
+    const char * a0 = (const char *) a->data, * b0 = (const char *) b->data;
+    return a0 < b0 + ggml_nbytes(b) && b0 < a0 + ggml_nbytes(a);
+}
+
+// Whether a node after the chain (or the caller) reads t.
+static bool read_later(const ggml_cgraph * g, int i, const ggml_tensor * t) {
+    if (t->flags & GGML_TENSOR_FLAG_OUTPUT) return true;
+    for (int j = i + 3; j < g->n_nodes; j++) {
+        for (int k = 0; k < GGML_MAX_SRC; k++) {
+            const ggml_tensor * s = g->nodes[j]->src[k];
+            if (s && (s == t || s->view_src == t)) return true;
+        }
+    }
+    return false;
+}
+
+// soft_max's planes in scratch (they would overwrite k or q).
+static bool attn_chain_sm_scratch(const ggml_cgraph * g, int i) {
+    const ggml_tensor * kq = g->nodes[i], * sm = g->nodes[i + 1];
+    return overlap(sm, kq->src[0]) || overlap(sm, kq->src[1]);
+}
+
+// KQV's planes staged (their place overlaps something the chain reads).
+static bool attn_chain_staged(const ggml_cgraph * g, int i) {
+    const ggml_tensor * kq = g->nodes[i], * sm = g->nodes[i + 1], * kqv = g->nodes[i + 2];
+    return overlap(kqv, kq) || overlap(kqv, sm) || overlap(kqv, kq->src[0]) || overlap(kqv, kq->src[1]) ||
+           overlap(kqv, sm->src[1]) || overlap(kqv, kqv->src[0]);
+}
+
+static bool attn_chain_at(const ggml_cgraph * g, int i, int n_threads) {
+    if (!ggml_cpu_attn_chain || i + 2 >= g->n_nodes) return false;
+    const ggml_tensor * kq = g->nodes[i], * sm = g->nodes[i + 1], * kqv = g->nodes[i + 2];
+    if (kq->op != GGML_OP_MUL_MAT || sm->op != GGML_OP_SOFT_MAX || kqv->op != GGML_OP_MUL_MAT) return false;
+    if (sm->src[0] != kq || kqv->src[1] != sm || kqv->src[0] == kq || kqv->src[0] == sm) return false;
+    if (!ggml_cpu_mul_mat_by_plane(kq) || !ggml_cpu_mul_mat_by_plane(kqv)) return false;
+    if (ggml_is_empty(kq) || ggml_is_empty(kqv) || !ggml_are_same_shape(kq, sm)) return false;
+    if (kq->ne[2] != kqv->ne[2] || kq->ne[3] != kqv->ne[3]) return false;
+    if (!ggml_is_contiguous(kq) || !ggml_is_contiguous(sm) || !ggml_is_contiguous(kqv)) return false;
+    if (overlap(kq, kq->src[0]) || overlap(kq, kq->src[1]) || overlap(kq, sm->src[1])) return false;
+    if (overlap(sm, kq) && sm->data != kq->data) return false;  // in place, or apart
+    if (overlap(sm, sm->src[1]) || overlap(sm, kqv->src[0])) return false;
+    if (attn_chain_sm_scratch(g, i) && (sm->data == kq->data || read_later(g, i, sm))) return false;
+    return kq->ne[2] * kq->ne[3] >= n_threads;
+}
+
+static size_t line_up(size_t n) { return (n + CACHE_LINE - 1) / CACHE_LINE * CACHE_LINE; }
+
+// One thread's scratch: the nodes' plane scratch (used one after the other), soft_max's plane
+// where it is kept there, then KQV's staged planes.
+static size_t attn_chain_scratch(const ggml_cgraph * g, int i) {
+    size_t s = ggml_cpu_mul_mat_plane_work_size(g->nodes[i]);
+    s = std::max(s, ggml_cpu_soft_max_plane_work_size(g->nodes[i + 1]));
+    s = std::max(s, ggml_cpu_mul_mat_plane_work_size(g->nodes[i + 2]));
+    return line_up(s);
+}
+
+static size_t attn_chain_thread_size(const ggml_cgraph * g, int i, int n_threads) {
+    const ggml_tensor * sm = g->nodes[i + 1], * kqv = g->nodes[i + 2];
+    const int64_t planes = kqv->ne[2] * kqv->ne[3];
+    const size_t sm_plane = attn_chain_sm_scratch(g, i) ? line_up(sm->nb[2]) : 0;
+    const size_t staged = attn_chain_staged(g, i) ? line_up((size_t) ((planes + n_threads - 1) / n_threads) * kqv->nb[2]) : 0;
+    return attn_chain_scratch(g, i) + sm_plane + staged;
+}
+
+static void attn_chain_run(const ggml_compute_params * params, const ggml_cgraph * g, int i) {
+    ggml_tensor * kq = g->nodes[i], * sm = g->nodes[i + 1], * kqv = g->nodes[i + 2];
+    if (params->ith == 0) attn_chain_runs++;
+    const size_t per = attn_chain_thread_size(g, i, params->nth);
+    GGML_ASSERT(params->wsize >= CACHE_LINE + per * (size_t) params->nth && "attention chain: work buffer too small");
+    char * w = (char *) (((uintptr_t) params->wdata + CACHE_LINE - 1) / CACHE_LINE * CACHE_LINE) + per * (size_t) params->ith;
+    const bool sm_scratch = attn_chain_sm_scratch(g, i);
+    float * sm_plane = sm_scratch ? (float *) (w + attn_chain_scratch(g, i)) : nullptr;
+    char * staged = attn_chain_staged(g, i) ? w + attn_chain_scratch(g, i) + (sm_scratch ? line_up(sm->nb[2]) : 0) : nullptr;
+    int64_t p0, p1;
+    ggml_cpu_split_rows(kq->ne[2] * kq->ne[3], params->ith, params->nth, &p0, &p1);
+    for (int64_t p = p0; p < p1; p++) {
+        ggml_cpu_mul_mat_plane(kq, p, w, nullptr, nullptr);
+        ggml_cpu_soft_max_plane(sm, p % sm->ne[2], p / sm->ne[2], w, sm_plane);
+        ggml_cpu_mul_mat_plane(kqv, p, w, sm_plane, staged ? (float *) (staged + (p - p0) * kqv->nb[2]) : nullptr);
+    }
+    if (staged) {
+        ggml_cpu_barrier(params);  // everything the chain reads has been read
+        memcpy((char *) kqv->data + p0 * kqv->nb[2], staged, (size_t) (p1 - p0) * kqv->nb[2]);
+    }
+}
+
 struct ggml_cplan ggml_graph_plan(const struct ggml_cgraph * cgraph, int n_threads) {
     if (n_threads <= 0) n_threads = 1;
     size_t work_size = 0;
     for (int i = 0; i < cgraph->n_nodes; i++) {
         const size_t s = ggml_cpu_op_work_size(cgraph->nodes[i], n_threads);
         if (s > work_size) work_size = s;
+        if (attn_chain_at(cgraph, i, n_threads)) {
+            work_size = std::max(work_size, CACHE_LINE + attn_chain_thread_size(cgraph, i, n_threads) * (size_t) n_threads);
+        }
     }
     if (work_size > 0) work_size += CACHE_LINE * n_threads;  // room to keep per-thread slices apart
     struct ggml_cplan plan = {};
@@ -191,7 +301,18 @@ enum ggml_status ggml_graph_compute(struct ggml_cgraph * cgraph, struct ggml_cpl
                 continue;
             }
             const auto t0 = perf && ith == 0 ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
-            ggml_cpu_compute_forward(&params, node);
+            if (attn_chain_at(s->cgraph, i, nth)) {
+                // The three nodes at once; GGML_PERF counts their time as the last one's (KQV).
+                attn_chain_run(&params, s->cgraph, i);
+                if (ith == 0 && s->cplan->node_callback) {
+                    s->cplan->node_callback(i, node, s->cplan->node_callback_data);
+                    s->cplan->node_callback(i + 1, s->cgraph->nodes[i + 1], s->cplan->node_callback_data);
+                }
+                i += 2;
+                node = s->cgraph->nodes[i];
+            } else {
+                ggml_cpu_compute_forward(&params, node);
+            }
             if (ith == 0 && s->cplan->abort_callback && s->cplan->abort_callback(s->cplan->abort_callback_data)) {
                 s->aborted = true;
             }

@@ -106,6 +106,20 @@ void ggml_cpu_forward_opt_step_adamw(const struct ggml_compute_params * params, 
 void ggml_cpu_forward_opt_step_sgd  (const struct ggml_compute_params * params, struct ggml_tensor * dst);
 
 size_t ggml_cpu_mul_mat_work_size(const struct ggml_tensor * node, int n_threads);
+// One plane (i2 + ne2 * i3) of a mul_mat, all of it by the calling thread, with work bytes of
+// scratch of its own: the same values as the node computed whole (the attention chain in
+// compute.cpp runs KQ, soft_max and KQV plane by plane). b's plane is read from b_plane where
+// given (laid out as b's plane), written to dst, or (out not NULL) to out, laid out as dst's
+// plane (nb[1] bytes between rows). Not for a repacked a.
+bool ggml_cpu_mul_mat_by_plane(const struct ggml_tensor * dst);
+// compute.cpp runs such chains plane by plane unless this is 0 (tests compare the two).
+extern int ggml_cpu_attn_chain;
+long ggml_cpu_attn_chain_runs(void);  // chains run so far (tests)
+size_t ggml_cpu_mul_mat_plane_work_size(const struct ggml_tensor * dst);
+void ggml_cpu_mul_mat_plane(struct ggml_tensor * dst, int64_t p, void * work, const float * b_plane, float * out);
+// The same for soft_max: rows of plane (i2, i3), to dst or to out (laid out as dst's plane).
+size_t ggml_cpu_soft_max_plane_work_size(const struct ggml_tensor * node);
+void ggml_cpu_soft_max_plane(struct ggml_tensor * dst, int64_t i2, int64_t i3, void * work, float * out);
 size_t ggml_cpu_out_prod_work_size(const struct ggml_tensor * node, int n_threads);
 size_t ggml_cpu_soft_max_work_size(const struct ggml_tensor * node, int n_threads);
 size_t ggml_cpu_loss_work_size(const struct ggml_tensor * node, int n_threads);

@@ -141,31 +141,34 @@ struct MulMatArgs {
     RowsB rb;
     int64_t K, M, N, B2, B3, r2, r3;
     size_t lda, ldd;  // bytes between rows of a; floats between rows of dst
+    char * d0;        // where the output goes: dst's data (or one plane's buffer, with dnb2 = dnb3 = 0)
+    size_t dnb2, dnb3;
 
     const char * a_row(int64_t m, int64_t i2, int64_t i3) const {
         return (const char *) a->data + m * a->nb[1] + (i2 / r2) * a->nb[2] + (i3 / r3) * a->nb[3];
     }
     float * d_at(int64_t m, int64_t n, int64_t i2, int64_t i3) const {
-        return (float *) ((char *) dst->data + n * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3]) + m;
+        return (float *) (d0 + n * dst->nb[1] + i2 * dnb2 + i3 * dnb3) + m;
     }
 };
 
 // Dot path: items are (plane, block of 4 rows of a), each against all N rows of b.
-void mul_mat_dot(const MulMatArgs & x, const ggml_mm_type_kernels * kern, int ith, int nth) {
+void dot_item(const MulMatArgs & x, const ggml_mm_type_kernels * kern, int64_t p, int64_t m0) {
     const int R = GGML_DOT_TILE_MAX, C = GGML_DOT_TILE_MAX;
-    const int64_t m_blocks = ceil_div(x.M, R);
+    const int64_t i2 = p % x.B2, i3 = p / x.B2;
+    const int nr = (int) std::min<int64_t>(R, x.M - m0);
+    const char * a0 = x.a_row(m0, i2, i3);
+    for (int64_t n0 = 0; n0 < x.N; n0 += C) {
+        const int nc = (int) std::min<int64_t>(C, x.N - n0);
+        kern->dot_tile(x.K, nr, nc, a0, x.lda, x.rb.row(n0, i2, i3), x.rb.nb1, x.d_at(m0, n0, i2, i3), x.ldd);
+    }
+}
+
+void mul_mat_dot(const MulMatArgs & x, const ggml_mm_type_kernels * kern, int ith, int nth) {
+    const int64_t m_blocks = ceil_div(x.M, GGML_DOT_TILE_MAX);
     int64_t it0, it1;
     ggml_cpu_split_rows(m_blocks * x.B2 * x.B3, ith, nth, &it0, &it1);
-    for (int64_t it = it0; it < it1; it++) {
-        const int64_t p = it / m_blocks, m0 = (it % m_blocks) * R;
-        const int64_t i2 = p % x.B2, i3 = p / x.B2;
-        const int nr = (int) std::min<int64_t>(R, x.M - m0);
-        const char * a0 = x.a_row(m0, i2, i3);
-        for (int64_t n0 = 0; n0 < x.N; n0 += C) {
-            const int nc = (int) std::min<int64_t>(C, x.N - n0);
-            kern->dot_tile(x.K, nr, nc, a0, x.lda, x.rb.row(n0, i2, i3), x.rb.nb1, x.d_at(m0, n0, i2, i3), x.ldd);
-        }
-    }
+    for (int64_t it = it0; it < it1; it++) dot_item(x, kern, it / m_blocks, (it % m_blocks) * GGML_DOT_TILE_MAX);
 }
 
 // Repacked path: items are (plane, group of 16 rows of a). Columns of b go in blocks small
@@ -188,7 +191,8 @@ void mul_mat_repacked(const MulMatArgs & x, const ggml_repack_traits * rt, int i
     }
 }
 
-// GEMM path, one run of work: plane p, panels [jp0, jp1) of b, rows [m_begin, m_end) of a.
+// GEMM path, one run of work: plane p (its packed panels at b_pack), panels [jp0, jp1) of b, rows
+// [m_begin, m_end) of a.
 void gemm_run(const MulMatArgs & x, const MulMatPlan & plan, const char * b_pack, char * a_pack,
               int64_t p, int64_t jp0, int64_t jp1, int64_t m_begin, int64_t m_end) {
     const ggml_gemm_kernel * g = plan.kern->gemm;
@@ -211,7 +215,7 @@ void gemm_run(const MulMatArgs & x, const MulMatPlan & plan, const char * b_pack
             for (int64_t jp = jp0; jp < jp1; jp++) {
                 const int64_t n0 = jp * nr;
                 const int ncur = (int) std::min<int64_t>(nr, x.N - n0);
-                const char * bp = b_pack + (p * plan.n_panels + jp) * plan.b_panel_size + (size_t) u0 * nr * 4;
+                const char * bp = b_pack + jp * plan.b_panel_size + (size_t) u0 * nr * 4;
                 for (int64_t ir = 0; ir < mcur; ir += mr) {
                     const int64_t m0 = ic + ir;
                     const int mrows = (int) std::min<int64_t>(mr, m_end - m0);
@@ -266,18 +270,14 @@ void mul_mat_gemm(const MulMatArgs & x, const MulMatPlan & plan, char * b_pack, 
         const int64_t p = it / (n_chunks * m_tiles), ch = (it / m_tiles) % n_chunks, t0 = it % m_tiles;
         const int64_t t1 = std::min(m_tiles, t0 + (it1 - it));
         const int64_t jp0 = ch * chunk_panels, jp1 = std::min(plan.n_panels, jp0 + chunk_panels);
-        gemm_run(x, plan, b_pack, a_pack, p, jp0, jp1, t0 * g->mr, std::min(x.M, t1 * g->mr));
+        gemm_run(x, plan, b_pack + (size_t) p * plan.n_panels * plan.b_panel_size, a_pack, p, jp0, jp1, t0 * g->mr,
+                 std::min(x.M, t1 * g->mr));
         it += t1 - t0;
     }
 }
 
-}  // namespace
-
-size_t ggml_cpu_mul_mat_work_size(const struct ggml_tensor * node, int n_threads) {
-    return plan_mul_mat(node).total(n_threads);
-}
-
-void ggml_cpu_forward_mul_mat(const struct ggml_compute_params * params, struct ggml_tensor * dst) {
+// Checks mul_mat's operands; the shapes the paths share (rb is set by the caller).
+MulMatArgs mul_mat_args(ggml_tensor * dst) {
     const ggml_tensor * a = dst->src[0];
     const ggml_tensor * b = dst->src[1];
     GGML_ASSERT(a->ne[0] == b->ne[0] && a->ne[1] == dst->ne[0] && b->ne[1] == dst->ne[1]);
@@ -285,14 +285,6 @@ void ggml_cpu_forward_mul_mat(const struct ggml_compute_params * params, struct 
     GGML_ASSERT(b->ne[2] % a->ne[2] == 0 && b->ne[3] % a->ne[3] == 0);
     GGML_ASSERT(a->nb[0] == ggml_type_size(a->type) && "mul_mat: a's rows must be contiguous");
     GGML_ASSERT(dst->type == GGML_TYPE_F32 && dst->nb[0] == sizeof(float));
-
-    const MulMatPlan plan = plan_mul_mat(dst);
-    GGML_ASSERT(params->wsize >= plan.total(params->nth) && "mul_mat: work buffer too small");
-    char * w = align_ptr(params->wdata);
-    char * b_conv = w;
-    char * b_pack = b_conv + plan.b_conv_size;
-    char * a_pack = b_pack + plan.b_pack_size;
-
     MulMatArgs x;
     x.a = a;
     x.dst = dst;
@@ -305,14 +297,92 @@ void ggml_cpu_forward_mul_mat(const struct ggml_compute_params * params, struct 
     x.r3 = b->ne[3] / a->ne[3];
     x.lda = a->nb[1];
     x.ldd = dst->nb[1] / sizeof(float);
+    x.rb = { (const char *) b->data, b->nb[1], b->nb[2], b->nb[3] };
+    x.d0 = (char *) dst->data;
+    x.dnb2 = dst->nb[2];
+    x.dnb3 = dst->nb[3];
+    return x;
+}
+
+// One plane's scratch (ggml_cpu_mul_mat_plane): its converted rows of b, its packed panels, a
+// block of a.
+struct PlaneScratch {
+    size_t b_conv, b_pack, a_pack;
+    PlaneScratch(const MulMatPlan & plan, int64_t N)
+        : b_conv(plan.convert_b ? align_up(plan.b_row_size * (size_t) N) : 0),
+          b_pack(plan.use_gemm ? align_up(plan.b_panel_size * (size_t) plan.n_panels) : 0),
+          a_pack(plan.use_gemm ? plan.a_pack_size : 0) {}
+    size_t total() const { return ALIGN + b_conv + b_pack + a_pack; }
+};
+
+}  // namespace
+
+size_t ggml_cpu_mul_mat_work_size(const struct ggml_tensor * node, int n_threads) {
+    return plan_mul_mat(node).total(n_threads);
+}
+
+bool ggml_cpu_mul_mat_by_plane(const struct ggml_tensor * dst) {
+    return dst->op == GGML_OP_MUL_MAT && !(dst->src[0]->flags & GGML_TENSOR_FLAG_REPACKED) && dst->src[1]->type == GGML_TYPE_F32;
+}
+
+size_t ggml_cpu_mul_mat_plane_work_size(const struct ggml_tensor * dst) {
+    return PlaneScratch(plan_mul_mat(dst), dst->src[1]->ne[1]).total();
+}
+
+void ggml_cpu_mul_mat_plane(struct ggml_tensor * dst, int64_t p, void * work, const float * b_plane, float * out) {
+    GGML_ASSERT(ggml_cpu_mul_mat_by_plane(dst));
+    const MulMatPlan plan = plan_mul_mat(dst);
+    MulMatArgs x = mul_mat_args(dst);
+    // b's plane p from b_plane (laid out as b's plane): a copy of b's header pointing there.
+    ggml_tensor b_here = *dst->src[1];
+    if (b_plane) {
+        b_here.data = (void *) b_plane;
+        b_here.nb[2] = b_here.nb[3] = 0;
+        x.rb = { (const char *) b_plane, b_here.nb[1], 0, 0 };
+    }
+    if (out) {
+        x.d0 = (char *) out;
+        x.dnb2 = x.dnb3 = 0;
+    }
+    const PlaneScratch sc(plan, x.N);
+    char * b_conv = align_ptr((char *) work);
+    char * b_pack = b_conv + sc.b_conv;
+    char * a_pack = b_pack + sc.b_pack;
+    const int64_t i2 = p % x.B2, i3 = p / x.B2;
+    if (plan.convert_b) {
+        x.rb = { b_conv, plan.b_row_size, 0, 0 };  // this plane's rows only
+        convert_b_rows(&b_here, plan.conv, x.rb, p * x.N, (p + 1) * x.N);
+    }
+    if (plan.use_gemm) {
+        const ggml_gemm_kernel * g = plan.kern->gemm;
+        for (int64_t jp = 0; jp < plan.n_panels; jp++) {
+            const int64_t n0 = jp * g->nr;
+            const int rows = (int) std::min<int64_t>(g->nr, x.N - n0);
+            g->pack_b(x.rb.row(n0, i2, i3), x.rb.nb1, rows, g->nr, 0, x.K, b_pack + jp * plan.b_panel_size);
+        }
+        gemm_run(x, plan, b_pack, a_pack, p, 0, plan.n_panels, 0, x.M);
+    } else {
+        for (int64_t m0 = 0; m0 < x.M; m0 += GGML_DOT_TILE_MAX) dot_item(x, plan.kern, p, m0);
+    }
+}
+
+void ggml_cpu_forward_mul_mat(const struct ggml_compute_params * params, struct ggml_tensor * dst) {
+    const ggml_tensor * a = dst->src[0];
+    const ggml_tensor * b = dst->src[1];
+    const MulMatPlan plan = plan_mul_mat(dst);
+    GGML_ASSERT(params->wsize >= plan.total(params->nth) && "mul_mat: work buffer too small");
+    char * w = align_ptr(params->wdata);
+    char * b_conv = w;
+    char * b_pack = b_conv + plan.b_conv_size;
+    char * a_pack = b_pack + plan.b_pack_size;
+
+    MulMatArgs x = mul_mat_args(dst);
     if (plan.convert_b) {
         x.rb = { b_conv, plan.b_row_size, plan.b_row_size * x.N, plan.b_row_size * x.N * x.B2 };
         int64_t r0, r1;
         ggml_cpu_split_rows(x.N * x.B2 * x.B3, params->ith, params->nth, &r0, &r1);
         convert_b_rows(b, plan.conv, x.rb, r0, r1);
         ggml_cpu_barrier(params);
-    } else {
-        x.rb = { (const char *) b->data, b->nb[1], b->nb[2], b->nb[3] };
     }
 
     if (plan.repacked) {

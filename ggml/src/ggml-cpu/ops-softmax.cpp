@@ -94,68 +94,85 @@ extern "C" void ggml_cpu_forward_diag_mask_inf(const ggml_compute_params * param
     diag_mask(params, dst, -INFINITY);
 }
 
-extern "C" void ggml_cpu_forward_soft_max(const ggml_compute_params * params, ggml_tensor * dst) {
+namespace {
+
+// Checks soft_max's operands (once per node).
+void soft_max_check(const ggml_tensor * dst) {
     const ggml_tensor * src = dst->src[0];
     const ggml_tensor * mask = dst->src[1];
     GGML_ASSERT(src != nullptr);
     GGML_ASSERT(src->type == GGML_TYPE_F32 && dst->type == GGML_TYPE_F32);
     GGML_ASSERT(ggml_are_same_shape(src, dst));
-    const int64_t ne0 = dst->ne[0], ne1 = dst->ne[1], ne2 = dst->ne[2], ne3 = dst->ne[3];
     if (mask) {
         GGML_ASSERT(mask->type == GGML_TYPE_F32 || mask->type == GGML_TYPE_F16);
-        GGML_ASSERT(mask->ne[0] == ne0 && mask->ne[1] >= ne1);
-        GGML_ASSERT(mask->ne[2] > 0 && ne2 % mask->ne[2] == 0 && mask->ne[3] > 0 && ne3 % mask->ne[3] == 0);
+        GGML_ASSERT(mask->ne[0] == dst->ne[0] && mask->ne[1] >= dst->ne[1]);
+        GGML_ASSERT(mask->ne[2] > 0 && dst->ne[2] % mask->ne[2] == 0 && mask->ne[3] > 0 && dst->ne[3] % mask->ne[3] == 0);
         GGML_ASSERT(mask->nb[0] == ggml_type_size(mask->type));
     }
+}
 
+// Row (i1, i2, i3) of soft_max, through the row buffer w (ne0 floats), to y (NULL: dst's row).
+void soft_max_row(const ggml_tensor * dst, float * w, int64_t i1, int64_t i2, int64_t i3, char * y = nullptr) {
+    const ggml_tensor * src = dst->src[0];
+    const ggml_tensor * mask = dst->src[1];
+    const int64_t ne0 = dst->ne[0], ne2 = dst->ne[2];
     const float scale = ggml_get_op_params_f32(dst, 0);
     const float max_bias = ggml_get_op_params_f32(dst, 1);
 
-    const size_t row_bytes = soft_max_row_bytes(ne0);
-    GGML_ASSERT(params->wdata != nullptr || ne0 == 0);
+    const char * x = ggml_cpu_elem_ptr(src, 0, i1, i2, i3);
+    if (src->nb[0] == sizeof(float)) {
+        const float * xf = (const float *) x;
+        for (int64_t i = 0; i < ne0; i++) w[i] = xf[i] * scale;
+    } else {
+        for (int64_t i = 0; i < ne0; i++) w[i] = *(const float *) (x + i * src->nb[0]) * scale;
+    }
+
+    if (mask) {
+        const float slope = alibi_slope((uint32_t) i2, (uint32_t) ne2, max_bias);
+        const char * m = ggml_cpu_elem_ptr(mask, 0, i1, i2 % mask->ne[2], i3 % mask->ne[3]);
+        if (mask->type == GGML_TYPE_F16) {
+            add_mask_f16(w, (const ggml_fp16_t *) m, ne0, slope);
+        } else {
+            const float * mf = (const float *) m;
+            for (int64_t i = 0; i < ne0; i++) w[i] += slope * mf[i];
+        }
+    }
+
+    if (!y) y = ggml_cpu_elem_ptr(dst, 0, i1, i2, i3);
+    const float max = row_max(w, ne0);
+    if (max == -INFINITY) {
+        // Fully masked row: defined as zeros (see the top of the file).
+        for (int64_t i = 0; i < ne0; i++) *(float *) (y + i * dst->nb[0]) = 0.0f;
+        return;
+    }
+    const double sum = exp_sub_max_sum(w, ne0, max);
+    const float inv_sum = (float) (1.0 / sum);
+    if (dst->nb[0] == sizeof(float)) {
+        float * yf = (float *) y;
+        for (int64_t i = 0; i < ne0; i++) yf[i] = w[i] * inv_sum;
+    } else {
+        for (int64_t i = 0; i < ne0; i++) *(float *) (y + i * dst->nb[0]) = w[i] * inv_sum;
+    }
+}
+
+}  // namespace
+
+extern "C" void ggml_cpu_forward_soft_max(const ggml_compute_params * params, ggml_tensor * dst) {
+    soft_max_check(dst);
+    const size_t row_bytes = soft_max_row_bytes(dst->ne[0]);
+    GGML_ASSERT(params->wdata != nullptr || dst->ne[0] == 0);
     GGML_ASSERT(params->wsize >= kBufAlign + (size_t) params->nth * row_bytes);
     const uintptr_t base = ((uintptr_t) params->wdata + kBufAlign - 1) / kBufAlign * kBufAlign;
     float * w = (float *) (base + (size_t) params->ith * row_bytes);
+    for_own_rows(params, dst, [&](int64_t i1, int64_t i2, int64_t i3) { soft_max_row(dst, w, i1, i2, i3); });
+}
 
-    const bool src_contig = src->nb[0] == sizeof(float);
-    const bool dst_contig = dst->nb[0] == sizeof(float);
+extern "C" size_t ggml_cpu_soft_max_plane_work_size(const ggml_tensor * node) { return kBufAlign + soft_max_row_bytes(node->ne[0]); }
 
-    for_own_rows(params, dst, [&](int64_t i1, int64_t i2, int64_t i3) {
-        const char * x = ggml_cpu_elem_ptr(src, 0, i1, i2, i3);
-        if (src_contig) {
-            const float * xf = (const float *) x;
-            for (int64_t i = 0; i < ne0; i++) w[i] = xf[i] * scale;
-        } else {
-            for (int64_t i = 0; i < ne0; i++) w[i] = *(const float *) (x + i * src->nb[0]) * scale;
-        }
-
-        if (mask) {
-            const float slope = alibi_slope((uint32_t) i2, (uint32_t) ne2, max_bias);
-            const char * m = ggml_cpu_elem_ptr(mask, 0, i1, i2 % mask->ne[2], i3 % mask->ne[3]);
-            if (mask->type == GGML_TYPE_F16) {
-                add_mask_f16(w, (const ggml_fp16_t *) m, ne0, slope);
-            } else {
-                const float * mf = (const float *) m;
-                for (int64_t i = 0; i < ne0; i++) w[i] += slope * mf[i];
-            }
-        }
-
-        char * y = ggml_cpu_elem_ptr(dst, 0, i1, i2, i3);
-        const float max = row_max(w, ne0);
-        if (max == -INFINITY) {
-            // Fully masked row: defined as zeros (see the top of the file).
-            for (int64_t i = 0; i < ne0; i++) *(float *) (y + i * dst->nb[0]) = 0.0f;
-            return;
-        }
-        const double sum = exp_sub_max_sum(w, ne0, max);
-        const float inv_sum = (float) (1.0 / sum);
-        if (dst_contig) {
-            float * yf = (float *) y;
-            for (int64_t i = 0; i < ne0; i++) yf[i] = w[i] * inv_sum;
-        } else {
-            for (int64_t i = 0; i < ne0; i++) *(float *) (y + i * dst->nb[0]) = w[i] * inv_sum;
-        }
-    });
+extern "C" void ggml_cpu_soft_max_plane(ggml_tensor * dst, int64_t i2, int64_t i3, void * work, float * out) {
+    soft_max_check(dst);
+    float * w = (float *) (((uintptr_t) work + kBufAlign - 1) / kBufAlign * kBufAlign);
+    for (int64_t i1 = 0; i1 < dst->ne[1]; i1++) soft_max_row(dst, w, i1, i2, i3, out ? (char *) out + i1 * dst->nb[1] : nullptr);
 }
 
 extern "C" void ggml_cpu_forward_diag_mask_zero(const ggml_compute_params * params, ggml_tensor * dst) {
