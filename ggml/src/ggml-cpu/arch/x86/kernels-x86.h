@@ -54,6 +54,9 @@ void repack_gemm_q8_0(int64_t nb, const void * a, const void * b, size_t ldb, in
 // The same prefetching for one column too (the AMX set's, for Xeons: quant-repack-avx512.cpp)
 void repack_gemm_q4_0_pf(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
 void repack_gemm_q8_0_pf(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
+void repack_gemm_q4_K_pf(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
+void repack_gemm_q5_K_pf(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
+void repack_gemm_q6_K_pf(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
 void repack_gemm_q4_K(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
 void repack_gemm_q5_K(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
 void repack_gemm_q6_K(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);

@@ -19,8 +19,11 @@
 //    8 columns than in two passes of 4: each decoded register meets 8 columns).
 // Where the time goes (Q6_K, 8 columns, per super-block and column): 64 vpdpbusd with their
 // broadcast loads, 16 vpmulld (2 uops each), 8 vpdpwssd; the decoding is shared by the columns.
-// Software prefetch (PREFETCH bytes ahead) only from GGML_REPACK_PREFETCH_MIN_COLS columns: for
-// one column, prefetching 2 KiB ahead cost one thread (bench-quant, Zen 4) 10% with Q4_K and 29%
+// Software prefetch (PREFETCH bytes ahead) from GGML_REPACK_PREFETCH_MIN_COLS columns; the _pf
+// kernels (the AMX set's, for Xeons) prefetch PREFETCH_1 bytes ahead for fewer columns too: tg64,
+// TinyLlama, 2 threads, alternated: Q4_K_M 28.6 -> 30.5 tokens/s, Q5_K_M 22.8 -> 26.7, Q6_K 20.9
+// -> 23.5 at 1 KiB ahead; 4-16 KiB ahead lost 10-30%. On a Zen 4, for one column, prefetching
+// 2 KiB ahead cost one thread (bench-quant) 10% with Q4_K and 29%
 // with Q5_K; all of a Q6_K block 1 or 2 blocks ahead, 27-38% (Q6_K: none at all).
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -98,7 +101,7 @@ struct K4 {
 
 struct Q4K : K4 {
     typedef block_q4_Kx16 G;
-    static constexpr int PASS = 4, UNITS = 4, S = 2, K = 8, PREFETCH = 2048;
+    static constexpr int PASS = 4, UNITS = 4, S = 2, K = 8, PREFETCH = 2048, PREFETCH_1 = 1024;
     static constexpr bool UNROLL = false;
     static constexpr int act(int p, int s) { return 64 * p + 32 * s; }
     template <int NC, typename U> static void decode(const G * g, U u, __m512i (&w)[S][K], __m512i (&sc)[S]) {
@@ -124,7 +127,7 @@ template <int J> inline __m512i bit_to_4(__m512i h) {
 
 struct Q5K : K4 {
     typedef block_q5_Kx16 G;
-    static constexpr int PASS = 8, UNITS = 8, S = 1, K = 8, PREFETCH = 2048;
+    static constexpr int PASS = 8, UNITS = 8, S = 1, K = 8, PREFETCH = 2048, PREFETCH_1 = 1024;
     static constexpr bool UNROLL = true;
     static constexpr int act(int j, int) { return 32 * j; }
     template <int NC, typename U> static void decode(const G * g, U, __m512i (&w)[S][K], __m512i (&sc)[S]) {
@@ -154,7 +157,7 @@ struct Q5K : K4 {
 struct Q6K {
     typedef block_q6_Kx16 G;
     static constexpr int PASS = 8, UNITS = 8, S = 2, K = 4;
-    static constexpr int PREFETCH = 0;
+    static constexpr int PREFETCH = 0, PREFETCH_1 = 1024;
     static constexpr bool UNROLL = true;
     // Offset: isum = -32 * sum_j sc_j * bsums[j], two sub-blocks per vpdpwssd.
     template <int NC> static void begin(const G * g, Cols y, __m512i * isum, __m512 *) {
@@ -214,15 +217,16 @@ inline void units(const typename T::G * g, Cols y, __m512i * isum, std::integer_
     (unit<T, NC>(g, y, isum, std::integral_constant<int, U>()), ...);
 }
 
-// 16 rows (lanes) against NC columns.
-template <typename T, int NC>
+// 16 rows (lanes) against NC columns; ALWAYS: software prefetch for fewer columns too.
+template <typename T, int NC, bool ALWAYS>
 void gemm(int64_t nb, const typename T::G * a, const char * b, size_t ldb, float * s, size_t lds) {
     __m512 acc[NC];
     for (int c = 0; c < NC; c++) acc[c] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         const typename T::G * g = a + i;
-        if constexpr (T::PREFETCH > 0 && NC >= GGML_REPACK_PREFETCH_MIN_COLS) {
-            for (int l = 0; l < (int) sizeof(*g); l += 64) _mm_prefetch((const char *) g + T::PREFETCH + l, _MM_HINT_T0);
+        constexpr int dist = NC >= GGML_REPACK_PREFETCH_MIN_COLS ? T::PREFETCH : ALWAYS ? T::PREFETCH_1 : 0;
+        if constexpr (dist > 0) {
+            for (int l = 0; l < (int) sizeof(*g); l += 64) _mm_prefetch((const char *) g + dist + l, _MM_HINT_T0);
         }
         const block_q8_Kx * y[NC];
         for (int c = 0; c < NC; c++) y[c] = (const block_q8_Kx *) (b + c * ldb) + i;
@@ -244,10 +248,10 @@ void gemm(int64_t nb, const typename T::G * a, const char * b, size_t ldb, float
 }
 
 // nc (<= 8) columns in passes of at most T::PASS.
-template <typename T, int... N>
+template <typename T, bool ALWAYS, int... N>
 void run(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds, std::integer_sequence<int, N...>) {
     typedef void (*kernel_fn)(int64_t, const typename T::G *, const char *, size_t, float *, size_t);
-    static const kernel_fn kernels[] = { gemm<T, N + 1>... };
+    static const kernel_fn kernels[] = { gemm<T, N + 1, ALWAYS>... };
     GGML_ASSERT(nc >= 1 && nc <= GGML_REPACK_MAX_COLS);
     for (int c0 = 0; c0 < nc; c0 += T::PASS) {
         const int n = nc - c0 < T::PASS ? nc - c0 : T::PASS;
@@ -255,9 +259,9 @@ void run(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float *
     }
 }
 
-template <typename T>
+template <typename T, bool ALWAYS = false>
 void gemm_kx16(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds) {
-    run<T>(nb, a, b, ldb, nc, s, lds, std::make_integer_sequence<int, T::PASS>());
+    run<T, ALWAYS>(nb, a, b, ldb, nc, s, lds, std::make_integer_sequence<int, T::PASS>());
 }
 
 }  // namespace
@@ -265,6 +269,9 @@ void gemm_kx16(int64_t nb, const void * a, const void * b, size_t ldb, int nc, f
 void repack_gemm_q4_K(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds) { gemm_kx16<Q4K>(nb, a, b, ldb, nc, s, lds); }
 void repack_gemm_q5_K(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds) { gemm_kx16<Q5K>(nb, a, b, ldb, nc, s, lds); }
 void repack_gemm_q6_K(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds) { gemm_kx16<Q6K>(nb, a, b, ldb, nc, s, lds); }
+void repack_gemm_q4_K_pf(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds) { gemm_kx16<Q4K, true>(nb, a, b, ldb, nc, s, lds); }
+void repack_gemm_q5_K_pf(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds) { gemm_kx16<Q5K, true>(nb, a, b, ldb, nc, s, lds); }
+void repack_gemm_q6_K_pf(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds) { gemm_kx16<Q6K, true>(nb, a, b, ldb, nc, s, lds); }
 
 }  // namespace ggml_cpu_avx512
 
