@@ -11,6 +11,7 @@
 #include "ggml-backend-impl.h"
 #include "ggml-impl.h"
 #include "ggml-cpu.h"
+#include "ggml-cpu/cpu-ops.h"
 
 #include <algorithm>
 #include <cmath>
@@ -376,3 +377,73 @@ TEST(Backend, CpuKernelTablesAreSelectable) {
 }
 
 }  // namespace
+
+// Attention without the fused op, allocated by the graph allocator, which hands soft_max's output
+// the memory of q and KQV's that of KQ once they are dead: the executor's head-by-head chain
+// (compute.cpp) keeps those planes in scratch and gives the same bits as node by node.
+TEST(Backend, AttentionChainOverReusedMemory) {
+    ggml_init_params ip = { 64 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true };
+    ggml_backend_t cpu = ggml_backend_cpu_init();
+    ASSERT_NE(cpu, nullptr);
+    // head_dim > n_kv: soft_max's output fits where q was; head_dim < n_kv: KQV's where KQ or q was.
+    for (int64_t hd : { 64, 16 }) {
+    SCOPED_TRACE("head_dim " + std::to_string(hd));
+    const int64_t n_kv = 40, n_tok = 24, n_head = 8, n_head_kv = 2;
+    std::vector<uint8_t> want;
+    for (int chain : { 0, 1 }) {
+        for (int nt : { 1, 2, 3 }) {
+            ggml_context * ctx = ggml_init(ip);
+            ggml_tensor * x = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, hd, n_head, n_tok);
+            ggml_tensor * k = ggml_new_tensor_3d(ctx, GGML_TYPE_F16, hd, n_kv, n_head_kv);
+            ggml_tensor * v = ggml_new_tensor_3d(ctx, GGML_TYPE_F16, n_kv, hd, n_head_kv);
+            ggml_tensor * mask = ggml_new_tensor_2d(ctx, GGML_TYPE_F16, n_kv, n_tok);
+            for (ggml_tensor * t : { x, k, v, mask }) ggml_set_input(t);
+            ggml_tensor * q = ggml_permute(ctx, ggml_scale(ctx, x, 0.5f), 0, 2, 1, 3);  // dies with KQ
+            ggml_tensor * kq = ggml_mul_mat(ctx, k, q);
+            ggml_tensor * sm = ggml_soft_max_ext(ctx, kq, mask, 0.25f, 0.0f);
+            ggml_tensor * kqv = ggml_mul_mat(ctx, v, sm);
+            ggml_tensor * out = ggml_scale(ctx, ggml_cont(ctx, ggml_permute(ctx, kqv, 0, 2, 1, 3)), 2.0f);
+            ggml_set_output(out);
+            ggml_cgraph * gf = ggml_new_graph(ctx);
+            ggml_build_forward_expand(gf, out);
+            ggml_gallocr_t ga = ggml_gallocr_new(ggml_backend_cpu_buffer_type());
+            ASSERT_TRUE(ggml_gallocr_alloc_graph(ga, gf));
+            const char * q0 = (const char *) q->data;
+            const char * s0 = (const char *) sm->data;
+            const bool sm_over_q = s0 < q0 + ggml_nbytes(q) && q0 < s0 + ggml_nbytes(sm);
+            const char * k0 = (const char *) kq->data, * v0 = (const char *) kqv->data;
+            const bool kqv_over_kq = v0 < k0 + ggml_nbytes(kq) && k0 < v0 + ggml_nbytes(kqv);
+            const bool kqv_over_q = v0 < q0 + ggml_nbytes(q) && q0 < v0 + ggml_nbytes(kqv);
+            EXPECT_TRUE(hd > n_kv ? sm_over_q : kqv_over_kq || kqv_over_q) << "the allocator reused no memory: the test checks nothing";
+            std::mt19937 rng(3);
+            std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+            std::vector<float> xv(ggml_nelements(x));
+            for (auto & f : xv) f = u(rng);
+            ggml_backend_tensor_set(x, xv.data(), 0, ggml_nbytes(x));
+            for (ggml_tensor * t : { k, v }) {
+                std::vector<ggml_fp16_t> h(ggml_nelements(t));
+                for (auto & f : h) f = ggml_fp32_to_fp16(u(rng));
+                ggml_backend_tensor_set(t, h.data(), 0, ggml_nbytes(t));
+            }
+            std::vector<ggml_fp16_t> m(ggml_nelements(mask));
+            for (int64_t t = 0; t < n_tok; t++) {
+                for (int64_t c = 0; c < n_kv; c++) m[t * n_kv + c] = ggml_fp32_to_fp16(c <= n_kv - n_tok + t ? 0.0f : -INFINITY);
+            }
+            ggml_backend_tensor_set(mask, m.data(), 0, ggml_nbytes(mask));
+            ggml_cpu_attn_chain = chain;
+            ggml_backend_cpu_set_n_threads(cpu, nt);
+            const long runs = ggml_cpu_attn_chain_runs();
+            ASSERT_EQ(ggml_backend_graph_compute(cpu, gf), GGML_STATUS_SUCCESS);
+            EXPECT_EQ(ggml_cpu_attn_chain_runs() - runs, nt <= n_head ? chain : 0) << nt << " threads";
+            std::vector<uint8_t> got(ggml_nbytes(out));
+            ggml_backend_tensor_get(out, got.data(), 0, got.size());
+            if (want.empty()) want = got;
+            else EXPECT_TRUE(got == want) << "chain " << chain << ", " << nt << " threads";
+            ggml_gallocr_free(ga);
+            ggml_free(ctx);
+        }
+    }
+    }
+    ggml_cpu_attn_chain = 1;
+    ggml_backend_free(cpu);
+}
