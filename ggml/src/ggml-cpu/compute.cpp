@@ -9,8 +9,6 @@
 #include <algorithm>
 #include <chrono>
 #include <string.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <mutex>
 
 static const size_t CACHE_LINE = 64;
