@@ -217,7 +217,11 @@ TEST(FinetuneMpi, DyingProcessEndsTheRun) {
         EXPECT_NE(r.status, 124) << "timed out: a process hung\n" << r.output;
         EXPECT_LT(secs, 30.0) << r.output;
         EXPECT_NE(r.output.find("rank 1: dying at step 3"), std::string::npos) << r.output;
-        EXPECT_NE(r.output.find("rank 0: stopped by the MPI launcher"), std::string::npos) << r.output;
+        // Which of the other ranks gets its last line out before mpiexec stops forwarding their
+        // output is up to the launcher (seen: rank 2's only, of 3), so any one of them will do.
+        EXPECT_TRUE(r.output.find(": stopped by the MPI launcher") != std::string::npos ||
+                    r.output.find("did another process of the run die?") != std::string::npos)
+            << r.output;
         EXPECT_FALSE(tu::file_exists(dir.path + "/dead.gguf"));
     }
 }
