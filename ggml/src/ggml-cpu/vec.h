@@ -44,6 +44,11 @@ struct ggml_gemm_kernel {
     ggml_gemm_pack_fn pack_a; // rows of a (its type) -> units
     ggml_gemm_pack_fn pack_b; // rows of b (already in vec_dot_type) -> units
     ggml_gemm_micro_fn micro;
+    // 0: the packed layout above. Else the kernel's own layout (the AMX tiles'): k goes in groups
+    // of k_group units, laid out for the tile loads, then a last partial group in the plain
+    // layout; kc is a multiple of k_group, so that the units [u0, u0 + nu) of a panel packed from
+    // k = 0 are the panel packed from u0 (micro sees the same bytes either way).
+    int k_group = 0;
 };
 
 // What mul_mat needs for one type of a on one instruction set. A new (e.g. quantized) type is

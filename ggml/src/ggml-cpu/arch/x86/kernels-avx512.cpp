@@ -75,8 +75,10 @@ extern "C" const ggml_cpu_kernels ggml_cpu_kernels_avx512 =
 #if defined(GGML_SIMD_AMX)
 #if (defined(__AMX_BF16__) || defined(__AMXBF16__)) && defined(__AVX512BF16__)
 #define AMX_TILES_BF16 ggml_cpu_amx::tiles_bf16, ggml_cpu_amx::f32_to_bf16_row, ggml_cpu_amx::q4_0x16_to_bf16_pairs
+#define AMX_MM_TYPE ggml_cpu_amx::mm_type
 #else
 #define AMX_TILES_BF16 NO_TILES_BF16
+#define AMX_MM_TYPE ggml_cpu_avx512::mm_type_pf
 #endif
 // Token generation: the Q4_0 / Q8_0 kernels that prefetch for one column too, and the float
 // types' rows streamed one by one prefetched (on Xeons).
@@ -84,11 +86,11 @@ extern "C" const ggml_cpu_kernels ggml_cpu_kernels_avx512 =
                            ggml_cpu_avx512::repack_gemm_q5_K_pf, ggml_cpu_avx512::repack_gemm_q6_K_pf
 #define AMX_GEMM_X16 ggml_cpu_amx::repack_gemm_x16_q4_0, ggml_cpu_amx::repack_gemm_x16_q8_0, ggml_cpu_amx::repack_gemm_x16_q4_K, \
                      ggml_cpu_amx::repack_gemm_x16_q5_K, ggml_cpu_amx::repack_gemm_x16_q6_K
-// AMX: the AVX512 kernels, with tile products for the repacked Q4_0 / Q8_0 and K-quant weights' prompts and
-// for out_prod in bf16.
+// AMX: the AVX512 kernels, with tile products for the repacked Q4_0 / Q8_0 and K-quant weights' prompts, the
+// F16 / BF16 weights' GEMM and out_prod in bf16.
 extern "C" const ggml_cpu_kernels ggml_cpu_kernels_amx =
     AVX512_TABLE("AMX", &ggml_cpu_kernels_avx512, GGML_CPU_FEAT_AVX2 | GGML_CPU_FEAT_AVX512 | VNNI | GGML_CPU_FEAT_AMX_INT8,
-                 ggml_cpu_avx512::mm_type_pf, AMX_REPACK_KERNELS, AMX_GEMM_X16, AMX_TILES_BF16);
+                 AMX_MM_TYPE, AMX_REPACK_KERNELS, AMX_GEMM_X16, AMX_TILES_BF16);
 #endif
 
 #endif  // GGML_SIMD_AVX512

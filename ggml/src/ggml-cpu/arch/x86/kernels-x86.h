@@ -86,4 +86,6 @@ void repack_gemm_x16_q6_K(int64_t nb, const void * a, const void * b, size_t ldb
 void tiles_bf16(int64_t nmc, const void * x0, const void * x1, size_t ldx, const void * w0, const void * w1, float * c);
 void f32_to_bf16_row(const float * x, void * y, int64_t n);
 void q4_0x16_to_bf16_pairs(const void * g, void * out, size_t sub_stride);
+// gemm-float-amx.cpp (with AMX-BF16): the AVX512 set's mm_type_pf, with tile GEMMs for F16 / BF16
+const ggml_mm_type_kernels * mm_type(ggml_type type);
 }  // namespace ggml_cpu_amx
