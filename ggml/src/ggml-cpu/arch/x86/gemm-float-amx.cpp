@@ -1,5 +1,6 @@
 // gemm-float-amx.cpp - mul_mat's packed GEMM for F16 and BF16 weights on AMX-BF16 tiles (the
-// AMX set's mm_type; the other entries are the AVX512 set's).
+// AMX set's mm_type; the other entries, and all of them where the OS grants no tile state, are
+// the AVX512 set's).
 //
 // An F16 value is exactly the sum of two bf16 values: its 11 significant bits split into 8 (hi,
 // the value rounded to bf16) and at most 3 (lo = value - hi). So the product of an F16 weight
@@ -8,13 +9,14 @@
 // the additions differ (four parts, the tiles' order), so sums differ from the scalar reference's
 // in their last bits. BF16 weights (with bf16 activations) take one tile product.
 //
-// C tiles: 16 tokens (rows) x 16 weights, so they load from and store to dst as they are. Per
-// group of 32 values of k, a packed panel holds P parts x 2 halves of 1 KiB tiles:
+// C tiles: 16 tokens (rows) x 16 weights, so they load from and store to dst as they are; a
+// micro-tile is 2 x 2 of them. Per group of 32 values of k, a packed panel holds P parts x 2
+// halves of 1 KiB tiles, tile (p, h) at (2 p + h) KiB (the packing buffers are cache-aligned):
 //  - weights (pack_a, 32 rows): tile (p, h) holds, for 16 pairs of k, the pairs of rows 16 h ..
 //    16 h + 15 (the tiles' pair layout, a transpose of the rows);
 //  - tokens (pack_b, 32 rows): tile (p, h) holds rows 16 h .. 16 h + 15, 32 bf16 each.
 // The k values past the last whole group are packed plainly (F16: F32 values, BF16: bf16 pairs,
-// unit u of row i at u * 32 + i) and added with FMAs after the tiles.
+// unit u of row i at u * 32 + i) and added by vector FMAs / vdpbf16ps after the tiles.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -173,27 +175,6 @@ template <typename T> void micro_tail(int64_t nu, const uint32_t * a, const uint
     }
 }
 
-// Where the OS grants no tile state: the tiles' sums with vdpbf16ps (token row by row).
-template <int P> void groups_avx512(int64_t ng, const char * a, const char * b, float * c, size_t ldc, bool accumulate) {
-    for (int j = 0; j < NR; j++)
-        for (int h = 0; h < 2; h++) {
-            __m512 acc = accumulate ? _mm512_loadu_ps(c + j * ldc + 16 * h) : _mm512_setzero_ps();
-            for (int64_t g = 0; g < ng; g++) {
-                const char * ag = a + g * group_bytes(P);
-                const char * bg = b + g * group_bytes(P);
-                for (int pb = 0; pb < P; pb++)
-                    for (int pa = 0; pa < P; pa++) {
-                        const uint32_t * x = (const uint32_t *) (bg + (pb * 2 + j / 16) * TILE + 64 * (j % 16));
-                        const char * w = ag + (pa * 2 + h) * TILE;
-                        for (int u = 0; u < 16; u++) {
-                            acc = _mm512_dpbf16_ps(acc, (__m512bh) _mm512_loadu_si512(w + 64 * u), (__m512bh) _mm512_set1_epi32((int) x[u]));
-                        }
-                    }
-            }
-            _mm512_storeu_ps(c + j * ldc + 16 * h, acc);
-        }
-}
-
 // Tiles 0-3: C (tokens half i, weights half j) at 2 i + j; 4, 5: weights; 6, 7: tokens.
 template <int P> void groups_tiles(int64_t ng, const char * a, const char * b, float * c, size_t ldc, bool accumulate) {
     configure(Tiles::full);
@@ -249,19 +230,16 @@ template <int P> void groups_tiles(int64_t ng, const char * a, const char * b, f
 template <typename T> void micro(int64_t nu, const void * a, const void * b, float * c, size_t ldc, bool accumulate) {
     constexpr int P = Float<T>::P, GU = KG / Float<T>::K_UNIT;  // units per group
     const int64_t ng = nu / GU, tail = nu % GU;
-    if (granted()) {
-        groups_tiles<P>(ng, (const char *) a, (const char *) b, c, ldc, accumulate);
-    } else {
-        groups_avx512<P>(ng, (const char *) a, (const char *) b, c, ldc, accumulate);
-    }
+    groups_tiles<P>(ng, (const char *) a, (const char *) b, c, ldc, accumulate);
     if (tail) {
         micro_tail<T>(tail, (const uint32_t *) ((const char *) a + ng * group_bytes(P)),
                       (const uint32_t *) ((const char *) b + ng * group_bytes(P)), c, ldc);
     }
 }
 
-// Cache blocks: KC units of k (the 32 x KC panel of b, 64 KiB for F16), MC rows of a (256 KiB).
-constexpr int KC_F16 = 512, KC_BF16 = 256, MC = 128, MIN_N = 16;
+// Cache blocks: 1024 values of k (a 32-token slice of b: 128 KiB), MC rows of a (512 KiB): pp512
+// of the F16 TinyLlama, kc x mc of 512..2048 x 32..256: 203-249 t/s, this the best.
+constexpr int KC_F16 = 1024, KC_BF16 = 512, MC = 128, MIN_N = 16;
 const ggml_gemm_kernel gemm_f16 = { MR, NR, 1, KC_F16, MC, MIN_N, pack_a<ggml_fp16_t>, pack_b<ggml_fp16_t>, micro<ggml_fp16_t>, KG };
 const ggml_gemm_kernel gemm_bf16 = { MR, NR, 2, KC_BF16, MC, MIN_N, pack_a<ggml_bf16_t>, pack_b<ggml_bf16_t>, micro<ggml_bf16_t>, KG / 2 };
 
@@ -278,6 +256,7 @@ const ggml_mm_type_kernels * mm_type(ggml_type type) {
         k.gemm = &gemm_bf16;
         return k;
     }();
+    if (!granted()) return ggml_cpu_avx512::mm_type_pf(type);  // no tiles: the FMA GEMMs
     switch (type) {
         case GGML_TYPE_F16:  return &f16;
         case GGML_TYPE_BF16: return &bf16;
