@@ -373,6 +373,36 @@ TEST(VecKernels, PackAndMicroKernelMatchScalar) {
         }
 }
 
+// F16 products are exact in every set's GEMM (the AMX tiles' as the sum of four bf16 products):
+// values 1 + 2^-10 and 1 + 3 x 2^-10, whose low bf16 parts meet in a 2^-20 term, over 8 of 64
+// k, so that every partial sum is exact in F32 whatever the order: each output is exactly
+// 8 (1 + 2^-10)(1 + 3 x 2^-10). Dropping a part's product (or rounding a value to bf16) shows.
+TEST(VecKernels, F16ProductsAreExact) {
+    std::vector<const ggml_cpu_kernels *> sets = simd_sets();
+    sets.push_back(&ggml_cpu_kernels_scalar);
+    const int64_t K = 64;
+    const double x = 1.0 + std::ldexp(1.0, -10), w = 1.0 + 3 * std::ldexp(1.0, -10);
+    const float want = (float) (8 * x * w);
+    ASSERT_EQ((double) want, 8 * x * w);
+    for (const ggml_cpu_kernels * vk : sets) {
+        SCOPED_TRACE(vk->isa);
+        const ggml_gemm_kernel * g = vk->mm_type(GGML_TYPE_F16)->gemm;
+        ASSERT_TRUE(g != nullptr);
+        std::vector<ggml_fp16_t> a((size_t) g->mr * K, ggml_fp32_to_fp16(0.0f)), b((size_t) g->nr * K, ggml_fp32_to_fp16(0.0f));
+        for (int i = 0; i < g->mr; i++)
+            for (int k = 0; k < 8; k++) a[i * K + 7 * k] = ggml_fp32_to_fp16((float) w);
+        for (int j = 0; j < g->nr; j++)
+            for (int k = 0; k < 8; k++) b[j * K + 7 * k] = ggml_fp32_to_fp16((float) x);
+        alignas(64) static uint8_t ap[64 * 64 * 4], bp[64 * 64 * 4];
+        ASSERT_LE((size_t) std::max(g->mr, g->nr) * K * 4, sizeof(ap));
+        g->pack_a(a.data(), K * sizeof(ggml_fp16_t), g->mr, g->mr, 0, K, ap);
+        g->pack_b(b.data(), K * sizeof(ggml_fp16_t), g->nr, g->nr, 0, K, bp);
+        std::vector<float> c((size_t) g->mr * g->nr, -1.0f);
+        g->micro(K / g->k_unit, ap, bp, c.data(), g->mr, false);
+        for (size_t i = 0; i < c.size(); i++) ASSERT_EQ(c[i], want) << "output " << i;
+    }
+}
+
 TEST(VecKernels, ConversionsMatchScalar) {
     const auto sets = simd_sets();
     if (sets.empty()) GTEST_SKIP() << "scalar-only build";

@@ -27,6 +27,7 @@
 #if defined(GGML_SIMD_AMX) && (defined(__AMX_BF16__) || defined(__AMXBF16__)) && defined(__AVX512BF16__)
 
 #include "../../vec.h"
+#include "transpose-avx512.h"
 
 namespace ggml_cpu_amx {
 
@@ -54,30 +55,6 @@ template <> struct Float<ggml_bf16_t> {
     static constexpr int P = 1, K_UNIT = 2;
     static void parts(const void * src, int n, __m512i out[P]) { out[0] = _mm512_maskz_loadu_epi16(n >= 32 ? ~0u : (1u << n) - 1, src); }
 };
-
-// r[i] word u -> r[u] word i (16 x 16 32-bit words).
-void transpose16(__m512i r[16]) {
-    __m512i t[16], u[16];
-    for (int i = 0; i < 16; i += 2) {
-        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
-        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
-    }
-    // u[4 b + c], lane L: words 4 L + c of rows 4 b .. 4 b + 3.
-    for (int b = 0; b < 4; b++) {
-        u[4 * b + 0] = _mm512_unpacklo_epi64(t[4 * b], t[4 * b + 2]);
-        u[4 * b + 1] = _mm512_unpackhi_epi64(t[4 * b], t[4 * b + 2]);
-        u[4 * b + 2] = _mm512_unpacklo_epi64(t[4 * b + 1], t[4 * b + 3]);
-        u[4 * b + 3] = _mm512_unpackhi_epi64(t[4 * b + 1], t[4 * b + 3]);
-    }
-    for (int c = 0; c < 4; c++) {
-        const __m512i v0 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0x88), v1 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0xDD);
-        const __m512i v2 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0x88), v3 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0xDD);
-        r[c] = _mm512_shuffle_i32x4(v0, v2, 0x88);
-        r[8 + c] = _mm512_shuffle_i32x4(v0, v2, 0xDD);
-        r[4 + c] = _mm512_shuffle_i32x4(v1, v3, 0x88);
-        r[12 + c] = _mm512_shuffle_i32x4(v1, v3, 0xDD);
-    }
-}
 
 // The values past the whole groups, plainly: F16 as F32 values, BF16 as pairs (zero past nk).
 template <typename T> void pack_tail(const char * src, size_t ld, int rows, int64_t k0, int64_t nk, uint32_t * dst) {
@@ -128,7 +105,7 @@ template <typename T> void pack_a(const void * src, size_t ld, int rows, int wid
                 }
             }
             for (int p = 0; p < P; p++) {
-                transpose16(r[p]);
+                ggml_transpose16x16(r[p]);
                 for (int u = 0; u < 16; u++) _mm512_storeu_si512(d + (p * 2 + h) * TILE + 64 * u, r[p][u]);
             }
         }

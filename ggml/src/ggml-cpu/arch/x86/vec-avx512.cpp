@@ -8,6 +8,8 @@
 
 #include <immintrin.h>
 
+#include "transpose-avx512.h"
+
 #include <algorithm>
 
 // GCC 12's AVX512 headers start some intrinsics from _mm512_undefined_*(), which trips these.
@@ -181,34 +183,6 @@ void fp32_to_bf16(const float * x, void * y, int64_t n) {
 }
 
 // ---- packing -------------------------------------------------------------------------------
-// In place: r[j][i] <- r[i][j] for a 16 x 16 block of 32-bit values.
-inline void transpose16(__m512 r[16]) {
-    __m512 t[16], u[16];
-    for (int i = 0; i < 8; i++) {
-        t[2 * i]     = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-    }
-    // u[4g + c], lane L: rows 4g..4g+3 of column 4L + c
-    for (int g = 0; g < 4; g++) {
-        const __m512d t0 = _mm512_castps_pd(t[4 * g]), t1 = _mm512_castps_pd(t[4 * g + 1]);
-        const __m512d t2 = _mm512_castps_pd(t[4 * g + 2]), t3 = _mm512_castps_pd(t[4 * g + 3]);
-        u[4 * g + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2));
-        u[4 * g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
-        u[4 * g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
-        u[4 * g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
-    }
-    for (int c = 0; c < 4; c++) {
-        const __m512 xlo = _mm512_shuffle_f32x4(u[c], u[4 + c], _MM_SHUFFLE(1, 0, 1, 0));
-        const __m512 xhi = _mm512_shuffle_f32x4(u[c], u[4 + c], _MM_SHUFFLE(3, 2, 3, 2));
-        const __m512 ylo = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], _MM_SHUFFLE(1, 0, 1, 0));
-        const __m512 yhi = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], _MM_SHUFFLE(3, 2, 3, 2));
-        r[c]      = _mm512_shuffle_f32x4(xlo, ylo, _MM_SHUFFLE(2, 0, 2, 0));
-        r[4 + c]  = _mm512_shuffle_f32x4(xlo, ylo, _MM_SHUFFLE(3, 1, 3, 1));
-        r[8 + c]  = _mm512_shuffle_f32x4(xhi, yhi, _MM_SHUFFLE(2, 0, 2, 0));
-        r[12 + c] = _mm512_shuffle_f32x4(xhi, yhi, _MM_SHUFFLE(3, 1, 3, 1));
-    }
-}
-
 // f32 units (k_unit 1) from rows of T, 16 rows x 16 k at a time through a register transpose.
 template <typename L, typename T>
 void pack(const void * src, size_t ld, int rows, int width, int64_t k0, int64_t nk, void * dst) {
@@ -223,7 +197,7 @@ void pack(const void * src, size_t ld, int rows, int width, int64_t k0, int64_t 
                 if (i >= nrows) r[i] = _mm512_setzero_ps();
                 else r[i] = nk - u >= 16 ? L::load(row0 + i * ld, u) : L::part(row0 + i * ld, u, nk - u);
             }
-            transpose16(r);
+            ggml_transpose16x16(r);
             const int nt = (int) std::min<int64_t>(16, nk - u);
             for (int t = 0; t < nt; t++) _mm512_mask_storeu_ps(out + (u + t) * width + i0, store_mask, r[t]);
         }
