@@ -22,7 +22,9 @@
 // Software prefetch (PREFETCH bytes ahead) from GGML_REPACK_PREFETCH_MIN_COLS columns; the _pf
 // kernels (the AMX set's, for Xeons) prefetch PREFETCH_1 bytes ahead for fewer columns too: tg64,
 // TinyLlama, 2 threads, alternated: Q4_K_M 28.6 -> 30.5 tokens/s, Q5_K_M 22.8 -> 26.7, Q6_K 20.9
-// -> 23.5 at 1 KiB ahead; 4-16 KiB ahead lost 10-30%. On a Zen 4, for one column, prefetching
+// -> 23.5 at 1 KiB ahead; 4-16 KiB ahead lost 10-30%. Those prefetch into L2 (prefetcht1): tg32,
+// alternated, 3 pairs, Q4_K_M 29.7-31.0 -> 30.2-31.1, Q6_K 23.6-24.5 -> 24.9-25.5 against
+// prefetcht0 (2 and 4 KiB ahead lost 1-3% and 8-11% there too). On a Zen 4, for one column, prefetching
 // 2 KiB ahead cost one thread (bench-quant) 10% with Q4_K and 29%
 // with Q5_K; all of a Q6_K block 1 or 2 blocks ahead, 27-38% (Q6_K: none at all).
 #if defined(__GNUC__) && !defined(__clang__)
@@ -225,7 +227,9 @@ void gemm(int64_t nb, const typename T::G * a, const char * b, size_t ldb, float
     for (int64_t i = 0; i < nb; i++) {
         const typename T::G * g = a + i;
         constexpr int dist = NC >= GGML_REPACK_PREFETCH_MIN_COLS ? T::PREFETCH : ALWAYS ? T::PREFETCH_1 : 0;
-        if constexpr (dist > 0) {
+        if constexpr (dist > 0 && NC < GGML_REPACK_PREFETCH_MIN_COLS) {  // into L2 (see the top)
+            for (int l = 0; l < (int) sizeof(*g); l += 64) _mm_prefetch((const char *) g + dist + l, _MM_HINT_T1);
+        } else if constexpr (dist > 0) {
             for (int l = 0; l < (int) sizeof(*g); l += 64) _mm_prefetch((const char *) g + dist + l, _MM_HINT_T0);
         }
         const block_q8_Kx * y[NC];
