@@ -84,6 +84,15 @@ template <typename T> int64_t groups(int64_t nk) {
     return (nk + U - 1) / U / (KG / U);
 }
 
+// Row `row`'s parts for group g (zeros for a row past `rows`).
+template <typename T> void row_parts(const char * s, size_t ld, int rows, int row, int64_t k0, int64_t nk, int64_t g, __m512i parts[]) {
+    if (row < rows) {
+        Float<T>::parts((const T *) (s + row * ld) + k0 + g * KG, (int) (nk - g * KG), parts);
+    } else {
+        for (int p = 0; p < Float<T>::P; p++) parts[p] = _mm512_setzero_si512();
+    }
+}
+
 // Weights: per group, tile (p, h) = 16 pairs of k x rows 16 h .. 16 h + 15.
 template <typename T> void pack_a(const void * src, size_t ld, int rows, int width, int64_t k0, int64_t nk, void * dst) {
     constexpr int P = Float<T>::P;
@@ -95,14 +104,9 @@ template <typename T> void pack_a(const void * src, size_t ld, int rows, int wid
         for (int h = 0; h < 2; h++) {
             __m512i r[P][16];
             for (int i = 0; i < 16; i++) {
-                const int row = 16 * h + i;
-                if (row < rows) {
-                    __m512i parts[P];
-                    Float<T>::parts((const T *) (s + row * ld) + k0 + g * KG, (int) (nk - g * KG), parts);
-                    for (int p = 0; p < P; p++) r[p][i] = parts[p];
-                } else {
-                    for (int p = 0; p < P; p++) r[p][i] = _mm512_setzero_si512();
-                }
+                __m512i parts[P];
+                row_parts<T>(s, ld, rows, 16 * h + i, k0, nk, g, parts);
+                for (int p = 0; p < P; p++) r[p][i] = parts[p];
             }
             for (int p = 0; p < P; p++) {
                 ggml_transpose16x16(r[p]);
@@ -122,11 +126,7 @@ template <typename T> void pack_b(const void * src, size_t ld, int rows, int wid
     for (int64_t g = 0; g < ng; g++, d += group_bytes(P))
         for (int j = 0; j < NR; j++) {
             __m512i parts[P];
-            if (j < rows) {
-                Float<T>::parts((const T *) (s + j * ld) + k0 + g * KG, (int) (nk - g * KG), parts);
-            } else {
-                for (int p = 0; p < P; p++) parts[p] = _mm512_setzero_si512();
-            }
+            row_parts<T>(s, ld, rows, j, k0, nk, g, parts);
             for (int p = 0; p < P; p++) _mm512_storeu_si512(d + (p * 2 + j / 16) * TILE + 64 * (j % 16), parts[p]);
         }
     if (nk > ng * KG) pack_tail<T>(s, ld, rows, k0 + ng * KG, nk - ng * KG, (uint32_t *) d);
