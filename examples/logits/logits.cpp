@@ -1,6 +1,6 @@
 // llama-logits: evaluates a prompt in one batch and writes the logits of every token.
 //
-//   llama-logits -m MODEL (-p PROMPT | --tokens 1,2,3) -o OUT [-t N] [--no-bos]
+//   llama-logits -m MODEL (-p PROMPT | --tokens 1,2,3) -o OUT [-t N] [-ngl N] [--no-bos]
 //                [--lora FILE] [--lora-scaled FILE SCALE]
 //
 // OUT (little-endian): int32 n_tokens, int32 n_vocab, int32 tokens[n_tokens],
@@ -21,11 +21,14 @@ namespace {
 
 void usage(FILE * out) {
     fprintf(out,
-            "usage: llama-logits -m MODEL -p PROMPT -o OUT [-t N] [--no-bos] [--lora FILE]\n"
+            "usage: llama-logits -m MODEL -p PROMPT -o OUT [-t N] [-ngl N] [--no-bos] [--lora FILE]\n"
             "  -m, --model FILE    GGUF model\n"
             "  -p, --prompt TEXT   text to evaluate (tokenized with BOS when the model asks for it)\n"
             "  -o, --output FILE   logits file to write\n"
             "  -t, --threads N     threads (default: the library's)\n"
+            "  -ngl, --n-gpu-layers N\n"
+            "                      layers on the GPU, the last ones (default: 0; all: every one and the\n"
+            "                      output layer)\n"
             "      --no-bos        do not add BOS/EOS even if the model asks for them\n"
             "      --tokens LIST   evaluate these comma-separated token ids instead of a prompt\n"
             "      --lora FILE     apply a LoRA adapter (GGUF file or PEFT directory) at scale 1;\n"
@@ -99,11 +102,13 @@ int main(int argc, char ** argv) {
     std::string model_path, prompt, out_path, token_list;
     bool has_prompt = false, has_tokens = false, add_bos = true;
     long n_threads = 0;
+    long n_gpu_layers = 0;
     std::vector<std::pair<std::string, float>> loras;  // adapter path, scale
     for (int i = 1; i < argc; i++) {
         const std::string a = argv[i];
         const bool takes_value = a == "-m" || a == "--model" || a == "-p" || a == "--prompt" || a == "-o" ||
-                                 a == "--output" || a == "-t" || a == "--threads" || a == "--tokens" || a == "--lora";
+                                 a == "--output" || a == "-t" || a == "--threads" || a == "--tokens" || a == "--lora" ||
+                                 a == "-ngl" || a == "--n-gpu-layers";
         if ((takes_value && i + 1 >= argc) || (a == "--lora-scaled" && i + 2 >= argc)) {
             fprintf(stderr, "llama-logits: missing value for %s\n", a.c_str());
             usage(stderr);
@@ -122,6 +127,14 @@ int main(int argc, char ** argv) {
         } else if (a == "-t" || a == "--threads") {
             if (!parse_int(argv[++i], 1, 512, n_threads)) {
                 fprintf(stderr, "llama-logits: invalid thread count '%s' (1 to 512)\n", argv[i]);
+                return 1;
+            }
+        } else if (a == "-ngl" || a == "--n-gpu-layers") {
+            const std::string v = argv[++i];
+            if (v == "all") {
+                n_gpu_layers = 999;
+            } else if (!parse_int(v.c_str(), 0, 1L << 30, n_gpu_layers)) {
+                fprintf(stderr, "llama-logits: invalid layer count '%s' (0 or more, or all)\n", v.c_str());
                 return 1;
             }
         } else if (a == "--tokens") {
@@ -160,7 +173,9 @@ int main(int argc, char ** argv) {
     }
 
     llama_backend_init();
-    llama_model * model = llama_model_load_from_file(model_path.c_str(), llama_model_default_params());
+    llama_model_params mparams = llama_model_default_params();
+    mparams.n_gpu_layers = (int32_t) n_gpu_layers;
+    llama_model * model = llama_model_load_from_file(model_path.c_str(), mparams);
     if (!model) {
         fprintf(stderr, "llama-logits: cannot load model '%s'\n", model_path.c_str());
         return 1;

@@ -7,6 +7,7 @@
 
 #include "ggml-cuda/quant.cuh"
 #include "ggml-cuda/rope.cuh"
+#include "ggml-cpu/quant-dot.h"
 
 #include <cmath>
 #include <random>
@@ -86,6 +87,115 @@ TEST(CudaHost, UnitDecodersMatchReference) {
             case GGML_TYPE_Q6_K: check_units<GGML_TYPE_Q6_K>(bytes, ref, n); break;
             default: FAIL() << ggml_type_name(t);
         }
+    }
+}
+
+// The integer decoders (the 8-bit products of quantized weights): D * q + M gives every value.
+template <int T>
+void check_int_units(const std::vector<uint8_t> & bytes, const std::vector<float> & ref, int64_t n) {
+    for (int64_t u = 0; u < n / 32; u++) {
+        int_unit_t w;
+        int_unit<T>((const char *) bytes.data(), u, w);
+        for (int l = 0; l < 32; l++) {
+            const int q = (int) (int8_t) (w.q[l % 16 / 4 + 4 * (l / 16)] >> (8 * (l % 4)));
+            const float v = (l < 16 ? w.D0 : w.D1) * (float) q + (l < 16 ? w.M0 : w.M1);
+            expect_same_value(v, ref[(size_t) (32 * u + l)],
+                              std::string(ggml_type_name((ggml_type) T)) + " unit " + std::to_string(u) + " value " + std::to_string(l));
+        }
+    }
+}
+
+// A row's dot with activations as the mmvq kernel computes it (b quantized by act_*_unit, unit
+// by unit): the CPU's reference dot of the same row with the same activations, to rounding.
+template <int T>
+void check_int_dot(const std::vector<uint8_t> & bytes, const std::vector<float> & x, int64_t n) {
+    const int bs = act_block_size(T);
+    std::vector<int8_t> q((size_t) n);
+    std::vector<float4> ds((size_t) (n / 32));
+    for (int64_t u = 0; u < n / 32; u++) {
+        float d, d_raw;
+        if (bs == 32) {
+            d_raw = act_q8_0_unit(x.data() + 32 * u, q.data() + 32 * u);
+            d = h2f(f2h(d_raw));
+        } else {
+            const float max = signed_absmax(x.data() + 256 * (u / 8), 256);
+            act_q8_K_unit(x.data() + 32 * u, max, q.data() + 32 * u);
+            d = d_raw = max != 0.0f ? 1.0f / (-127.0f / max) : 0.0f;
+        }
+        ds[(size_t) u] = act_sums(q.data() + 32 * u, d, d_raw);
+    }
+    double sum = 0.0;
+    for (int64_t u = 0; u < n / 32; u++) {
+        int_unit_t w;
+        int_unit<T>((const char *) bytes.data(), u, w);
+        int b[8];
+        memcpy(b, q.data() + 32 * u, sizeof(b));
+        int lo = 0, hi = 0;
+        for (int i = 0; i < 4; i++) {
+            lo = dp4a(w.q[i], b[i], lo);
+            hi = dp4a(w.q[4 + i], b[4 + i], hi);
+        }
+        const float4 s = ds[(size_t) u];
+        sum += act_uses_q8_1(T) ? s.x * (w.D0 * (float) (lo + hi)) + w.M0 * s.w
+                                : s.x * (w.D0 * (float) lo + w.D1 * (float) hi) + w.M0 * s.y + w.M1 * s.z;
+    }
+    // the CPU: b converted to the vec_dot_type by the reference quantizer, then the reference dot
+    const ggml_type vdt = ggml_quant_vec_dot_type((ggml_type) T);
+    std::vector<uint8_t> act(ggml_row_size(vdt, n));
+    ggml_quantize_chunk(vdt, x.data(), act.data(), 0, 1, n, nullptr);
+    const float ref = ggml_quant_dot_ref((ggml_type) T)(n, bytes.data(), act.data());
+    double mag = 0.0;  // the sum of |products|: the scale of rounding differences
+    std::vector<float> a((size_t) n), bf((size_t) n);
+    ggml_get_type_traits((ggml_type) T)->to_float(bytes.data(), a.data(), n);
+    ggml_get_type_traits(vdt)->to_float(act.data(), bf.data(), n);
+    for (int64_t i = 0; i < n; i++) mag += std::fabs((double) a[(size_t) i] * bf[(size_t) i]);
+    const double tol = 1e-5 * mag;
+    EXPECT_NEAR(sum, (double) ref, tol) << ggml_type_name((ggml_type) T);
+}
+
+template <int T>
+void check_int_type(int64_t n, uint32_t seed) {
+    std::vector<uint8_t> bytes;
+    std::vector<float> ref;
+    quantized_row((ggml_type) T, n, seed, bytes, ref);
+    check_int_units<T>(bytes, ref, n);
+    check_int_dot<T>(bytes, random_row(n, seed + 1000), n);
+}
+
+TEST(CudaHost, IntegerUnitsAndDotsMatchReference) {
+    const int64_t n = 1024;
+    check_int_type<GGML_TYPE_Q4_0>(n, 1);
+    check_int_type<GGML_TYPE_Q4_1>(n, 2);
+    check_int_type<GGML_TYPE_Q5_0>(n, 3);
+    check_int_type<GGML_TYPE_Q5_1>(n, 4);
+    check_int_type<GGML_TYPE_Q8_0>(n, 5);
+    check_int_type<GGML_TYPE_IQ4_NL>(n, 6);
+    check_int_type<GGML_TYPE_Q2_K>(n, 7);
+    check_int_type<GGML_TYPE_Q3_K>(n, 8);
+    check_int_type<GGML_TYPE_Q4_K>(n, 9);
+    check_int_type<GGML_TYPE_Q5_K>(n, 10);
+    check_int_type<GGML_TYPE_Q6_K>(n, 11);
+}
+
+// The activation quantizers give the reference quantizers' bytes and scales.
+TEST(CudaHost, ActivationQuantizersMatchReference) {
+    const int64_t n = 2048;
+    std::vector<float> x = random_row(n, 77);
+    x[300] = 9.0f;
+    x[301] = -9.0f;  // a tie of magnitudes: the first one sets the sign of the Q8_K scale
+    std::vector<block_q8_0> r0((size_t) (n / 32));
+    std::vector<block_q8_K> rk((size_t) (n / 256));
+    quantize_row_q8_0_ref(x.data(), r0.data(), n);
+    quantize_row_q8_K_ref(x.data(), rk.data(), n);
+    for (int64_t u = 0; u < n / 32; u++) {
+        int8_t q[32];
+        const float d = h2f(f2h(act_q8_0_unit(x.data() + 32 * u, q)));
+        EXPECT_EQ(d, ggml_fp16_to_fp32(r0[(size_t) u].d)) << u;
+        EXPECT_EQ(memcmp(q, r0[(size_t) u].qs, 32), 0) << "Q8_0 unit " << u;
+        const float max = signed_absmax(x.data() + 256 * (u / 8), 256);
+        act_q8_K_unit(x.data() + 32 * u, max, q);
+        EXPECT_EQ(1.0f / (-127.0f / max), rk[(size_t) (u / 8)].d) << u;
+        EXPECT_EQ(memcmp(q, rk[(size_t) (u / 8)].qs + 32 * (u % 8), 32), 0) << "Q8_K unit " << u;
     }
 }
 

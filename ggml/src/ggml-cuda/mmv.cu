@@ -1,9 +1,10 @@
-// mmv.cu - matrix-vector products for generation: mul_mat(a, b) with few columns of b (at most
-// MMV_MAX_COLS), memory-bound on a's bytes. a is read in its stored type (GGUF blocks read
-// directly, never dequantized to memory), one warp per row of a: lane l takes units (32 values)
-// l, l + 32, ... of the row, decodes each into registers once and multiplies it with every
-// column of b; the warp's partial sums are then reduced with shuffles. Planes broadcast as the
-// CPU's mul_mat (b->ne[2] a multiple of a->ne[2], same for dim 3).
+// mmv.cu - matrix products read straight from a's stored rows: mul_mat(a, b) with few columns
+// of b for plain float a (generation, memory-bound on a's bytes), and with any number of
+// columns for quantized a (GGUF blocks read directly, never dequantized to memory; b quantized
+// to 8 bits first, as the CPU does). One warp per row (or per few rows) of a: lane l takes
+// units (32 values) l, l + 32, ... of the row, decodes each into registers once and multiplies
+// it with every column of b; the warp's partial sums are then reduced with shuffles. Planes
+// broadcast as the CPU's mul_mat (b->ne[2] a multiple of a->ne[2], same for dim 3).
 #include "ops.cuh"
 #include "quant.cuh"
 
@@ -22,6 +23,16 @@ struct MmvArgs {
     int b_vec4;                     // b's rows are 16-byte aligned: float4 loads
     int L;                          // lanes per row of a: 32, or fewer for short rows (a warp then takes 32 / L rows)
 };
+
+// b's value as the CPU multiplies it with a row of type T: rounded to F16 / BF16 for those rows
+// (their vec_dot_type), as it is for F32 rows. Attention's products in generation (an F16 cache)
+// then see the CPU's values, and the next layer's 8-bit activations round the same way.
+template <int T>
+__device__ __forceinline__ float round_b(float x) {
+    if constexpr (T == GGML_TYPE_F16) return h2f(f2h(x));
+    if constexpr (T == GGML_TYPE_BF16) return bf2f(f2bf(x));
+    return x;
+}
 
 // NC: columns of b per block (1 for generation: fewer registers, more loads in flight).
 template <int T, int NC>
@@ -53,11 +64,12 @@ __global__ void __launch_bounds__(WARP * kWarpsPerBlock) k_mmv(MmvArgs p) {
 #pragma unroll
                 for (int k = 0; k < 8; k++) {
                     const float4 bv = ((const float4 *) bp)[k];
-                    acc += v[4 * k] * bv.x + v[4 * k + 1] * bv.y + v[4 * k + 2] * bv.z + v[4 * k + 3] * bv.w;
+                    acc += v[4 * k] * round_b<T>(bv.x) + v[4 * k + 1] * round_b<T>(bv.y) + v[4 * k + 2] * round_b<T>(bv.z) +
+                           v[4 * k + 3] * round_b<T>(bv.w);
                 }
             } else {
 #pragma unroll
-                for (int l = 0; l < 32; l++) acc += v[l] * bp[l];
+                for (int l = 0; l < 32; l++) acc += v[l] * round_b<T>(bp[l]);
             }
             s[c] += acc;
         }
@@ -69,7 +81,7 @@ __global__ void __launch_bounds__(WARP * kWarpsPerBlock) k_mmv(MmvArgs p) {
 #pragma unroll
             for (int c = 0; c < NC; c++) {
                 if (n0 + c >= p.N) break;
-                s[c] += av * ((const float *) (bbase + (n0 + c) * p.b_nb1))[j];
+                s[c] += av * round_b<T>(((const float *) (bbase + (n0 + c) * p.b_nb1))[j]);
             }
         }
     }
@@ -82,18 +94,159 @@ __global__ void __launch_bounds__(WARP * kWarpsPerBlock) k_mmv(MmvArgs p) {
     }
 }
 
-}  // namespace
 
-bool ggml_cuda_mmv_supported(const ggml_tensor * a) {
-    switch (a->type) {
-        case GGML_TYPE_F32: case GGML_TYPE_F16: case GGML_TYPE_BF16:
-            return true;
-        default:
-            return cuda_quant_supported(a->type);
+// ---- quantized weights: 8-bit activations and integer products (quant.cuh's int_unit) ------------
+
+// b's columns (n, i12, i13), flattened as c = n + N * (i12 + ne12 * i13), quantized as the CPU
+// quantizes them for a's type: qs[c][K] bytes, ds[c][K / 32]. One thread per unit of 32 values;
+// for Q8_K the 8 units of a 256-value block are 8 neighbouring lanes, which share its largest value.
+struct ActArgs {
+    const char * b;
+    int64_t b_nb1, b_nb2, b_nb3;
+    int64_t K, N, ne12, n_units;  // n_units: columns x K / 32
+    int8_t * qs;
+    float4 * ds;
+};
+
+// Unit u (of its column) from its 32 values x: its bytes to q (16-byte aligned) and its scales to
+// *ds. All 32 lanes of the warp call it together (Q8_K: the 8 lanes of a 256-value block share
+// its largest value; units of a column are multiples of 8 there, so blocks never straddle).
+template <int BS>
+__device__ __forceinline__ void quantize_unit(const float * x, int64_t u, bool active, int8_t * q_out, float4 * ds) {
+    int8_t q[32];
+    float d, d_raw;
+    if constexpr (BS == 32) {
+        d_raw = act_q8_0_unit(x, q);
+        d = h2f(f2h(d_raw));
+    } else {
+        // the first value of largest magnitude in the 256: by unit, then by position in the unit
+        float max = signed_absmax(x, 32);
+        int first = (int) (u % 8);
+#pragma unroll
+        for (int o = 1; o < 8; o <<= 1) {
+            const float om = __shfl_xor_sync(0xffffffffu, max, o);
+            const int of = __shfl_xor_sync(0xffffffffu, first, o);
+            if (fabsf(om) > fabsf(max) || (fabsf(om) == fabsf(max) && of < first)) {
+                max = om;
+                first = of;
+            }
+        }
+        act_q8_K_unit(x, max, q);
+        d = d_raw = max != 0.0f ? 1.0f / (-127.0f / max) : 0.0f;
+    }
+    if (!active) return;
+    int w[8];
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        w[i] = (int) ((uint32_t) (uint8_t) q[4 * i] | ((uint32_t) (uint8_t) q[4 * i + 1] << 8) |
+                      ((uint32_t) (uint8_t) q[4 * i + 2] << 16) | ((uint32_t) (uint8_t) q[4 * i + 3] << 24));
+    }
+    ((int4 *) q_out)[0] = make_int4(w[0], w[1], w[2], w[3]);
+    ((int4 *) q_out)[1] = make_int4(w[4], w[5], w[6], w[7]);
+    *ds = act_sums(q, d, d_raw);
+}
+
+// 32 floats from src (zeros where inactive).
+__device__ __forceinline__ void load_unit(const float * src, bool active, float * x) {
+#pragma unroll
+    for (int j = 0; j < 32; j++) x[j] = active ? src[j] : 0.0f;
+}
+
+template <int BS>
+__global__ void __launch_bounds__(256) k_quantize_act(ActArgs p) {
+    const int64_t g = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t upc = p.K / 32, c = g / upc, u = g % upc;
+    const bool active = g < p.n_units;
+    const int64_t n = c % p.N, i12 = (c / p.N) % p.ne12, i13 = c / (p.N * p.ne12);
+    float x[32];
+    load_unit(active ? (const float *) (p.b + n * p.b_nb1 + i12 * p.b_nb2 + i13 * p.b_nb3) + 32 * u : nullptr, active, x);
+    quantize_unit<BS>(x, u, active, p.qs + c * p.K + 32 * u, p.ds + g);
+}
+
+struct MmvqArgs {
+    const char * a;
+    int64_t a_nb1, a_nb2, a_nb3;
+    const int8_t * qs;  // k_quantize_act's output
+    const float4 * ds;
+    char * d;
+    int64_t d_nb1, d_nb2, d_nb3;
+    int64_t M, K, N, ne12, r2, r3;
+    int L;  // lanes per row group: 32, or fewer for short rows
+};
+
+// R rows of a per lane group (each column of b read once for R rows), NC columns per block.
+template <int T, int R, int NC>
+__global__ void __launch_bounds__(WARP * kWarpsPerBlock) k_mmvq(MmvqArgs p) {
+    const int lane = threadIdx.x % WARP, li = lane % p.L;
+    const int64_t m0 = ((int64_t) blockIdx.x * kWarpsPerBlock + threadIdx.x / WARP) * (WARP / p.L) * R;
+    if (m0 >= p.M) return;  // whole warps leave: the shuffles below see full warps
+    const int64_t mg = m0 + (lane / p.L) * R;  // this lane group's first row
+    const int64_t i12 = blockIdx.z % p.ne12, i13 = blockIdx.z / p.ne12;
+    const int64_t n0 = (int64_t) blockIdx.y * NC;
+    const int64_t c0 = n0 + p.N * (i12 + p.ne12 * i13);
+    const int64_t upc = p.K / 32;
+    const char * arow[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        const int64_t m = mg + r < p.M ? mg + r : p.M - 1;  // rows past the end compute row M - 1, unstored
+        arow[r] = p.a + m * p.a_nb1 + (i12 / p.r2) * p.a_nb2 + (i13 / p.r3) * p.a_nb3;
+    }
+
+    float s[R][NC];
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int c = 0; c < NC; c++) s[r][c] = 0.0f;
+
+    const int64_t units = mg < p.M ? upc : 0;
+#pragma unroll 2  // two units' loads in flight per lane (generation reads a row in 2-6 units per lane)
+    for (int64_t u = li; u < units; u += p.L) {
+        int_unit_t w[R];
+#pragma unroll
+        for (int r = 0; r < R; r++) int_unit<T>(arow[r], u, w[r]);
+#pragma unroll
+        for (int c = 0; c < NC; c++) {
+            if (n0 + c >= p.N) break;
+            const int4 * bp = (const int4 *) (p.qs + (c0 + c) * p.K + 32 * u);
+            const int4 b0 = bp[0], b1 = bp[1];
+            const float4 ds = p.ds[(c0 + c) * upc + u];
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                int lo = dp4a(w[r].q[0], b0.x, 0);
+                lo = dp4a(w[r].q[1], b0.y, lo);
+                lo = dp4a(w[r].q[2], b0.z, lo);
+                lo = dp4a(w[r].q[3], b0.w, lo);
+                int hi = dp4a(w[r].q[4], b1.x, 0);
+                hi = dp4a(w[r].q[5], b1.y, hi);
+                hi = dp4a(w[r].q[6], b1.z, hi);
+                hi = dp4a(w[r].q[7], b1.w, hi);
+                if constexpr (act_uses_q8_1(T)) {
+                    s[r][c] += ds.x * (w[r].D0 * (float) (lo + hi)) + w[r].M0 * ds.w;
+                } else {
+                    s[r][c] += ds.x * (w[r].D0 * (float) lo + w[r].D1 * (float) hi) + w[r].M0 * ds.y + w[r].M1 * ds.z;
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int c = 0; c < NC; c++) {
+        if (n0 + c >= p.N) break;  // uniform across the warp
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            float v = s[r][c];
+            for (int o = p.L / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);  // within each group's lanes
+            if (li == 0 && mg + r < p.M) *(float *) (p.d + (mg + r) * 4 + (n0 + c) * p.d_nb1 + i12 * p.d_nb2 + i13 * p.d_nb3) = v;
+        }
     }
 }
 
-// dst = mul_mat(a, b) for b->ne[1] <= MMV_MAX_COLS (more columns: several column groups).
+
+}  // namespace
+
+bool ggml_cuda_mmv_supported(const ggml_tensor * a) { return is_float_type(a->type); }
+
+// dst = mul_mat(a, b) for a of a plain float type and b->ne[1] <= MMV_MAX_COLS (more columns:
+// several column groups).
 void ggml_cuda_mmv(ggml_cuda_ctx & ctx, const ggml_tensor * a, const ggml_tensor * b, ggml_tensor * dst) {
     MmvArgs p;
     p.a = (const char *) a->data;
@@ -130,19 +283,76 @@ void ggml_cuda_mmv(ggml_cuda_ctx & ctx, const ggml_tensor * a, const ggml_tensor
         MMV_CASE(GGML_TYPE_F32)
         MMV_CASE(GGML_TYPE_F16)
         MMV_CASE(GGML_TYPE_BF16)
-        MMV_CASE(GGML_TYPE_Q4_0)
-        MMV_CASE(GGML_TYPE_Q4_1)
-        MMV_CASE(GGML_TYPE_Q5_0)
-        MMV_CASE(GGML_TYPE_Q5_1)
-        MMV_CASE(GGML_TYPE_Q8_0)
-        MMV_CASE(GGML_TYPE_IQ4_NL)
-        MMV_CASE(GGML_TYPE_Q2_K)
-        MMV_CASE(GGML_TYPE_Q3_K)
-        MMV_CASE(GGML_TYPE_Q4_K)
-        MMV_CASE(GGML_TYPE_Q5_K)
-        MMV_CASE(GGML_TYPE_Q6_K)
 #undef MMV_CASE
         default: GGML_ABORT("ggml_cuda_mmv: unsupported type %s", ggml_type_name(a->type));
+    }
+    CUDA_CHECK_LAUNCH();
+}
+
+// dst = mul_mat(a, b) for quantized a (any number of columns; mul_mat.cu sends few): b quantized
+// to 8 bits as the CPU does (into scratch), then integer products.
+void ggml_cuda_mmvq(ggml_cuda_ctx & ctx, const ggml_tensor * a, const ggml_tensor * b, ggml_tensor * dst) {
+    const int64_t K = a->ne[0], M = a->ne[1], N = b->ne[1], planes = b->ne[2] * b->ne[3];
+    if (M == 0 || N == 0 || planes == 0) return;
+    const int64_t upc = K / 32;
+    const int64_t n_cols = N * planes, n_units = n_cols * upc;
+    const size_t qs_bytes = ((size_t) (n_cols * K) + 255) & ~(size_t) 255;
+    char * scratch = (char *) ctx.scratch(qs_bytes + (size_t) n_units * sizeof(float4));
+
+    ActArgs q;
+    q.b = (const char *) b->data;
+    q.b_nb1 = b->nb[1]; q.b_nb2 = b->nb[2]; q.b_nb3 = b->nb[3];
+    q.K = K; q.N = N; q.ne12 = b->ne[2]; q.n_units = n_units;
+    q.qs = (int8_t *) scratch;
+    q.ds = (float4 *) (scratch + qs_bytes);
+    if (act_block_size(a->type) == 256) {
+        GGML_CUDA_LAUNCH(k_quantize_act<256>, n_blocks(n_units), 256, 0, ctx.stream)(q);
+    } else {
+        GGML_CUDA_LAUNCH(k_quantize_act<32>, n_blocks(n_units), 256, 0, ctx.stream)(q);
+    }
+    CUDA_CHECK_LAUNCH();
+
+    MmvqArgs p;
+    p.a = (const char *) a->data;
+    p.a_nb1 = a->nb[1]; p.a_nb2 = a->nb[2]; p.a_nb3 = a->nb[3];
+    p.qs = q.qs;
+    p.ds = q.ds;
+    p.d = (char *) dst->data;
+    p.d_nb1 = dst->nb[1]; p.d_nb2 = dst->nb[2]; p.d_nb3 = dst->nb[3];
+    p.M = M; p.K = K; p.N = N;
+    p.ne12 = b->ne[2];
+    p.r2 = b->ne[2] / a->ne[2];
+    p.r3 = b->ne[3] / a->ne[3];
+    p.L = WARP;
+    while (p.L > 1 && p.L / 2 >= upc) p.L /= 2;  // short rows: fewer lanes per row, more rows per warp
+
+    // One column (generation): a row per lane group, a column per block. More: 4 rows per lane
+    // group and 8 columns per block, so each activation load serves 4 rows.
+    const bool gen = N == 1;
+    const int R = gen ? 1 : 4, NC = gen ? 1 : 8;
+    const int64_t rows_per_block = (int64_t) kWarpsPerBlock * (WARP / p.L) * R;
+    const dim3 grid((unsigned int) ((M + rows_per_block - 1) / rows_per_block), (unsigned int) ((N + NC - 1) / NC),
+                    (unsigned int) planes);
+    const dim3 block(WARP * kWarpsPerBlock);
+    switch (a->type) {
+#define MMVQ_CASE(T)                                                                                      \
+    case T:                                                                                               \
+        if (gen) GGML_CUDA_LAUNCH(k_mmvq<T GGML_COMMA 1 GGML_COMMA 1>, grid, block, 0, ctx.stream)(p);    \
+        else GGML_CUDA_LAUNCH(k_mmvq<T GGML_COMMA 4 GGML_COMMA 8>, grid, block, 0, ctx.stream)(p);        \
+        break;
+        MMVQ_CASE(GGML_TYPE_Q4_0)
+        MMVQ_CASE(GGML_TYPE_Q4_1)
+        MMVQ_CASE(GGML_TYPE_Q5_0)
+        MMVQ_CASE(GGML_TYPE_Q5_1)
+        MMVQ_CASE(GGML_TYPE_Q8_0)
+        MMVQ_CASE(GGML_TYPE_IQ4_NL)
+        MMVQ_CASE(GGML_TYPE_Q2_K)
+        MMVQ_CASE(GGML_TYPE_Q3_K)
+        MMVQ_CASE(GGML_TYPE_Q4_K)
+        MMVQ_CASE(GGML_TYPE_Q5_K)
+        MMVQ_CASE(GGML_TYPE_Q6_K)
+#undef MMVQ_CASE
+        default: GGML_ABORT("ggml_cuda_mmvq: unsupported type %s", ggml_type_name(a->type));
     }
     CUDA_CHECK_LAUNCH();
 }

@@ -7,8 +7,10 @@
 //  - a F32: SGEMM on the operands as they are (F32 products, as the CPU's).
 //  - a F16 / BF16: b converted to a's type (the CPU rounds b the same way), tensor cores with
 //    F32 accumulation; a read in place (a KV cache view works as it is).
-//  - a quantized: a dequantized to F16 into scratch, then as F16. (The CPU multiplies with b
-//    quantized to 8 bits, so this is the more precise of the two.)
+//  - a quantized, few columns (generation): b quantized to 8 bits as the CPU quantizes it,
+//    integer products (mmv.cu), so that both multiply the same values. More columns (prompts): a
+//    dequantized to F16 into scratch, then as F16 (b rounded to F16 is closer to its values than
+//    the CPU's 8 bits; the integer kernel's batch variant is ~4x slower than the tensor cores).
 // out_prod(a, b): dst[k, n] = sum_m a[k, m] b[n, m], i.e. dst = A B^T with A as above, in F32
 // (a of another type dequantized to F32 first).
 #include "ops.cuh"
@@ -116,8 +118,17 @@ void ggml_cuda_op_mul_mat(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
     const int64_t M = a->ne[1], K = a->ne[0], N = b->ne[1];
     if (M == 0 || N == 0 || ggml_nelements(dst) == 0) return;
     const bool b_rows = b->nb[0] == sizeof(float);
-    if (N <= MMV_MAX_COLS && b_rows && ggml_cuda_mmv_supported(a)) {
+    // Plain float a, few columns: mmv.cu's kernel for attention's products (many planes, short
+    // rows) and small matrices; cuBLAS below for a weight matrix (one plane, a million values or
+    // more), where its matrix-vector kernels stream F16 at several times mmv's rate.
+    const bool big_weight = b->ne[2] * b->ne[3] == 1 && ggml_nelements(a) >= (1 << 20);
+    if (N <= MMV_MAX_COLS && b_rows && ggml_cuda_mmv_supported(a) && !big_weight) {
         ggml_cuda_mmv(ctx, a, b, dst);
+        return;
+    }
+    // quantized weights, few columns: b quantized as the CPU quantizes it, integer products (mmv.cu)
+    if (N <= MMV_MAX_COLS && cuda_int_unit_type(a->type) && b_rows && K % act_block_size(a->type) == 0) {
+        ggml_cuda_mmvq(ctx, a, b, dst);
         return;
     }
     const int64_t ne2 = b->ne[2], ne3 = b->ne[3], r2 = ne2 / a->ne[2], r3 = ne3 / a->ne[3];

@@ -62,6 +62,7 @@ void ggml_cuda_op_rope_back(ggml_cuda_ctx & ctx, ggml_tensor * dst);
 // mmv.cu, mul_mat.cu
 bool ggml_cuda_mmv_supported(const ggml_tensor * a);
 void ggml_cuda_mmv(ggml_cuda_ctx & ctx, const ggml_tensor * a, const ggml_tensor * b, ggml_tensor * dst);
+void ggml_cuda_mmvq(ggml_cuda_ctx & ctx, const ggml_tensor * a, const ggml_tensor * b, ggml_tensor * dst);
 bool ggml_cuda_mul_mat_supported(const ggml_tensor * dst);
 void ggml_cuda_op_mul_mat(ggml_cuda_ctx & ctx, ggml_tensor * dst);
 bool ggml_cuda_out_prod_supported(const ggml_tensor * dst);

@@ -319,3 +319,210 @@ GGML_CUDA_HD void dequant_unit(const char * row, int64_t u, float * v) {
         for (int l = 0; l < 32; l++) v[l] = dequant1(row, 32 * u + l, T);
     }
 }
+
+// ---- 32 values as bytes: the integer products of quantized weights and 8-bit activations ------
+// Activations are quantized as the CPU quantizes b for these weights (its vec_dot_type): 32-value
+// blocks with an F16 scale (Q8_0) for the 32-value weight types, 256-value blocks with an F32
+// scale (Q8_K) for the K-quants, so both sides multiply the same 8-bit values and the results
+// differ only in the order of the float additions. A unit of weights is decoded to 32 signed
+// bytes q (words q[0..3]: values 0..15, q[4..7]: values 16..31) with value l = D * q_l + M
+// (D0, M0 for values 0..15, D1, M1 for 16..31), so that its dot with activations d_b * a_l is
+//   d_b * (D0 * dot(q, a)[0..15] + D1 * dot(q, a)[16..31]) + M0 * d_b * sum(a[0..15]) + M1 * d_b * sum(a[16..31])
+// (Q4_1, Q5_1: M0 times Q8_1's F16 sum term instead, as the CPU).
+struct int_unit_t {
+    int q[8];
+    float D0, D1, M0, M1;
+};
+
+// The 8-bit activation format of a weight type: 32 (Q8_0) or 256 (Q8_K) values per scale.
+GGML_CUDA_HD constexpr int act_block_size(int type) {
+    switch (type) {
+        case GGML_TYPE_Q2_K: case GGML_TYPE_Q3_K: case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K: case GGML_TYPE_Q6_K:
+            return 256;
+        default:
+            return 32;
+    }
+}
+
+// a . b of four signed bytes each, plus c.
+GGML_CUDA_HD int dp4a(int a, int b, int c) {
+#ifdef __CUDA_ARCH__
+    return __dp4a(a, b, c);
+#else
+    for (int t = 0; t < 4; t++) c += (int) (int8_t) (a >> (8 * t)) * (int) (int8_t) (b >> (8 * t));
+    return c;
+#endif
+}
+
+// Each byte (0..255 unsigned, at least `bias`) minus bias, as signed bytes; no borrow between bytes.
+GGML_CUDA_HD int sub_bias4(uint32_t x, uint32_t bias) { return (int) (((x | 0x80808080u) - bias * 0x01010101u) ^ 0x80808080u); }
+
+// 4 bytes at a 2-byte aligned address (blocks of 18, 22, 34, 110, 210 bytes).
+GGML_CUDA_HD uint32_t load_u32_a2(const uint8_t * p) {
+    const uint16_t * h = (const uint16_t *) p;
+    return (uint32_t) h[0] | ((uint32_t) h[1] << 16);
+}
+
+// Bits 0..3 of h to bit 4 of bytes 0..3.
+GGML_CUDA_HD uint32_t spread4_bit4(uint32_t h) {
+    return ((h & 1u) << 4) | ((h & 2u) << 11) | ((h & 4u) << 18) | ((h & 8u) << 25);
+}
+
+template <int T>
+GGML_CUDA_HD void int_unit(const char * row, int64_t u, int_unit_t & r) {
+    r.M0 = r.M1 = 0.0f;
+    if constexpr (T == GGML_TYPE_Q4_0 || T == GGML_TYPE_IQ4_NL) {
+        const block_q4_0 * b = (const block_q4_0 *) row + u;  // same layout as block_iq4_nl
+        r.D0 = r.D1 = load_h(&b->d);
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const uint32_t w = load_u32_a2(b->qs + 4 * i);
+            if constexpr (T == GGML_TYPE_Q4_0) {
+                r.q[i] = sub_bias4(w & 0x0F0F0F0Fu, 8);
+                r.q[4 + i] = sub_bias4((w >> 4) & 0x0F0F0F0Fu, 8);
+            } else {
+                uint32_t lo = 0, hi = 0;
+#pragma unroll
+                for (int t = 0; t < 4; t++) {
+                    lo |= (uint32_t) (uint8_t) iq4nl_value((w >> (8 * t)) & 0xF) << (8 * t);
+                    hi |= (uint32_t) (uint8_t) iq4nl_value((w >> (8 * t + 4)) & 0xF) << (8 * t);
+                }
+                r.q[i] = (int) lo;
+                r.q[4 + i] = (int) hi;
+            }
+        }
+    } else if constexpr (T == GGML_TYPE_Q4_1) {
+        const block_q4_1 * b = (const block_q4_1 *) row + u;  // 20 bytes: 4-byte aligned
+        r.D0 = r.D1 = load_h(&b->d);
+        r.M0 = r.M1 = load_h(&b->m);
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const uint32_t w = ((const uint32_t *) b->qs)[i];
+            r.q[i] = (int) (w & 0x0F0F0F0Fu);
+            r.q[4 + i] = (int) ((w >> 4) & 0x0F0F0F0Fu);
+        }
+    } else if constexpr (T == GGML_TYPE_Q5_0 || T == GGML_TYPE_Q5_1) {
+        using block = typename std::conditional<T == GGML_TYPE_Q5_0, block_q5_0, block_q5_1>::type;
+        const block * b = (const block *) row + u;
+        uint32_t qh;
+        if constexpr (T == GGML_TYPE_Q5_0) {
+            r.D0 = r.D1 = load_h(&b->d);
+            qh = load_u32_a2(b->qh);
+        } else {
+            r.D0 = r.D1 = load_h(&((const block_q5_1 *) b)->d);
+            r.M0 = r.M1 = load_h(&((const block_q5_1 *) b)->m);
+            qh = *(const uint32_t *) b->qh;
+        }
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const uint32_t w = T == GGML_TYPE_Q5_0 ? load_u32_a2(b->qs + 4 * i) : ((const uint32_t *) b->qs)[i];
+            const uint32_t lo = (w & 0x0F0F0F0Fu) | spread4_bit4(qh >> (4 * i));
+            const uint32_t hi = ((w >> 4) & 0x0F0F0F0Fu) | spread4_bit4(qh >> (16 + 4 * i));
+            r.q[i] = T == GGML_TYPE_Q5_0 ? sub_bias4(lo, 16) : (int) lo;
+            r.q[4 + i] = T == GGML_TYPE_Q5_0 ? sub_bias4(hi, 16) : (int) hi;
+        }
+    } else if constexpr (T == GGML_TYPE_Q8_0) {
+        const block_q8_0 * b = (const block_q8_0 *) row + u;
+        r.D0 = r.D1 = load_h(&b->d);
+#pragma unroll
+        for (int i = 0; i < 8; i++) r.q[i] = (int) load_u32_a2((const uint8_t *) b->qs + 4 * i);
+    } else if constexpr (T == GGML_TYPE_Q2_K) {
+        // unit (h, s): bits 2s of qs[32 h + t], scales 8 h + 2 s (+1): d * (sc & 15) * q - dmin * (sc >> 4)
+        const block_q2_K * b = (const block_q2_K *) row + u / 8;
+        const int w = (int) (u % 8), h = w / 4, s = w % 4;
+        const float d = load_h(&b->d), dmin = load_h(&b->dmin);
+        const int sc0 = b->scales[8 * h + 2 * s], sc1 = b->scales[8 * h + 2 * s + 1];
+        r.D0 = d * (sc0 & 0xF);
+        r.D1 = d * (sc1 & 0xF);
+        r.M0 = -dmin * (sc0 >> 4);
+        r.M1 = -dmin * (sc1 >> 4);
+#pragma unroll
+        for (int i = 0; i < 8; i++) r.q[i] = (int) ((((const uint32_t *) (b->qs + 32 * h))[i] >> (2 * s)) & 0x03030303u);
+    } else if constexpr (T == GGML_TYPE_Q3_K) {
+        // unit (h, s): bits 2s of qs[32 h + t], minus 4 where bit 4 h + s of hmask[t] is clear
+        const block_q3_K * b = (const block_q3_K *) row + u / 8;
+        const int w = (int) (u % 8), h = w / 4, s = w % 4;
+        const float d = load_h(&b->d);
+        r.D0 = d * q3k_scale(b->scales, 8 * h + 2 * s);
+        r.D1 = d * q3k_scale(b->scales, 8 * h + 2 * s + 1);
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const uint32_t lo = (load_u32_a2(b->qs + 32 * h + 4 * i) >> (2 * s)) & 0x03030303u;
+            const uint32_t hb = (load_u32_a2(b->hmask + 4 * i) >> (4 * h + s)) & 0x01010101u;
+            r.q[i] = sub_bias4(lo | (hb << 2), 4);
+        }
+    } else if constexpr (T == GGML_TYPE_Q4_K || T == GGML_TYPE_Q5_K) {
+        using block = typename std::conditional<T == GGML_TYPE_Q4_K, block_q4_K, block_q5_K>::type;
+        const block * b = (const block *) row + u / 8;
+        const int sub = (int) (u % 8), c = sub / 2, hi = sub & 1;
+        int sc, m;
+        scale_min_k4(sub, b->scales, sc, m);
+        r.D0 = r.D1 = load_h(&b->d) * sc;
+        r.M0 = r.M1 = -load_h(&b->dmin) * m;
+        const uint32_t * qs = (const uint32_t *) (b->qs + 32 * c);  // 4-byte aligned (144 / 176-byte blocks)
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            uint32_t q = hi ? (qs[i] >> 4) & 0x0F0F0F0Fu : qs[i] & 0x0F0F0F0Fu;
+            if constexpr (T == GGML_TYPE_Q5_K) q |= ((((const uint32_t *) ((const block_q5_K *) b)->qh)[i] >> sub) & 0x01010101u) << 4;
+            r.q[i] = (int) q;
+        }
+    } else if constexpr (T == GGML_TYPE_Q6_K) {
+        const block_q6_K * b = (const block_q6_K *) row + u / 8;
+        const int w = (int) (u % 8), h = w / 4, s = w % 4;
+        const float d = load_h(&b->d);
+        r.D0 = d * b->scales[8 * h + 2 * s];
+        r.D1 = d * b->scales[8 * h + 2 * s + 1];
+        const uint8_t * ql = b->ql + 64 * h + (s & 1) * 32;  // 2-byte aligned (210-byte blocks)
+        const uint8_t * qh = b->qh + 32 * h;
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const uint32_t lo = (load_u32_a2(ql + 4 * i) >> (s < 2 ? 0 : 4)) & 0x0F0F0F0Fu;
+            const uint32_t hb = (load_u32_a2(qh + 4 * i) >> (2 * s)) & 0x03030303u;
+            r.q[i] = sub_bias4(lo | (hb << 4), 32);
+        }
+    }
+}
+
+// The types int_unit decodes (the rest of the readable types take the float path).
+static inline bool cuda_int_unit_type(ggml_type t) { return cuda_quant_supported(t); }
+
+// ---- 8-bit activations, as the CPU quantizes b (quants-ref.cpp: Q8_0, Q8_1, Q8_K) --------------
+// Per unit of 32 values: 32 signed bytes, and {d, d * sum(q[0..15]), d * sum(q[16..31]), s} with
+// d the scale the CPU's dot products use (Q8_0: its F16 value; Q8_K: the F32 scale of 256
+// values) and s Q8_1's F16 sum term (d before rounding times sum(q), rounded to F16), which the
+// CPU's Q4_1 / Q5_1 products use for their minimum.
+
+// Q8_0 / Q8_1: one 32-value block; returns its scale before rounding to F16.
+GGML_CUDA_HD float act_q8_0_unit(const float * x, int8_t * q) {
+    float amax = 0.0f;
+    for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
+    const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    for (int j = 0; j < 32; j++) q[j] = (int8_t) roundf(q8_clamp(x[j] * id));
+    return d;
+}
+
+// Q8_K: 32 values of a 256-value block whose value of largest magnitude is max (with its sign).
+GGML_CUDA_HD void act_q8_K_unit(const float * x, float max, int8_t * q) {
+    const float iscale = max != 0.0f ? -127.0f / max : 0.0f;
+    for (int j = 0; j < 32; j++) {
+#ifdef __CUDA_ARCH__
+        const int v = __float2int_rn(iscale * x[j]);
+#else
+        const int v = (int) lrintf(iscale * x[j]);
+#endif
+        q[j] = (int8_t) (v > 127 ? 127 : v < -127 ? -127 : v);
+    }
+}
+
+// d_raw: the scale before rounding (Q8_1's sum term); d: the scale products use.
+GGML_CUDA_HD float4 act_sums(const int8_t * q, float d, float d_raw) {
+    int lo = 0, hi = 0;
+    for (int j = 0; j < 16; j++) {
+        lo += q[j];
+        hi += q[16 + j];
+    }
+    return make_float4(d, d * (float) lo, d * (float) hi, h2f(f2h(d_raw * (float) (lo + hi))));
+}
+
+// Weight types multiplied with Q8_1 (their minimum times Q8_1's F16 sum term).
+GGML_CUDA_HD constexpr bool act_uses_q8_1(int type) { return type == GGML_TYPE_Q4_1 || type == GGML_TYPE_Q5_1; }
