@@ -23,14 +23,8 @@
 
 namespace {
 
-struct ModelDeleter {
-    void operator()(llama_model * m) const { llama_model_free(m); }
-};
-struct CtxDeleter {
-    void operator()(llama_context * c) const { llama_free(c); }
-};
-using Model = std::unique_ptr<llama_model, ModelDeleter>;
-using Ctx = std::unique_ptr<llama_context, CtxDeleter>;
+using Model = tu::UniqueModel;
+using Ctx = tu::UniqueCtx;
 
 struct Case {
     const char * file;  // under the models folder

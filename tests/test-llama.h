@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -50,6 +51,16 @@ struct ModelPtr {
     ~ModelPtr() { llama_model_free(m); }
     operator llama_model *() const { return m; }
 };
+
+// Owners that free a model or context at scope exit (llama_model_load_from_file's results).
+struct ModelFree {
+    void operator()(llama_model * m) const { llama_model_free(m); }
+};
+struct CtxFree {
+    void operator()(llama_context * c) const { llama_free(c); }
+};
+using UniqueModel = std::unique_ptr<llama_model, ModelFree>;
+using UniqueCtx = std::unique_ptr<llama_context, CtxFree>;
 
 // A context taking batches of up to n_ctx tokens per llama_decode call, evaluated in graphs of
 // n_ubatch tokens, with timings.

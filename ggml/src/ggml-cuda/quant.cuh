@@ -235,6 +235,19 @@ GGML_CUDA_HD void quantize_block(char * out, const float * x, int type) {
     }
 }
 
+// Sub-block u % 8 (32 values) of Q4_K / Q5_K block u / 8 of a row: the block, the sub-block's
+// index, its scale d * sc and its minimum dmin * m.
+template <typename block>
+GGML_CUDA_HD const block * k4_sub_block(const char * row, int64_t u, int & sub, float & d, float & mn) {
+    const block * b = (const block *) row + u / 8;
+    sub = (int) (u % 8);
+    int sc, m;
+    scale_min_k4(sub, b->scales, sc, m);
+    d = load_h(&b->d) * sc;
+    mn = load_h(&b->dmin) * m;
+    return b;
+}
+
 // ---- 32 values at once: unit u of a row (values [32 u, 32 u + 32)) -------------------------
 // Q4_0, Q8_0: a unit is a block. Q4_K, Q5_K: a unit is a sub-block with its own scale and min.
 // Q6_K: a unit is 32 values sharing a ql half and a qh bit pair (two scales of 16).
@@ -264,11 +277,10 @@ GGML_CUDA_HD void dequant_unit(const char * row, int64_t u, float * v) {
         }
     } else if constexpr (T == GGML_TYPE_Q4_K || T == GGML_TYPE_Q5_K) {
         using block = typename std::conditional<T == GGML_TYPE_Q4_K, block_q4_K, block_q5_K>::type;
-        const block * b = (const block *) row + u / 8;
-        const int sub = (int) (u % 8), c = sub / 2, hi = sub & 1;
-        int sc, m;
-        scale_min_k4(sub, b->scales, sc, m);
-        const float d = load_h(&b->d) * sc, mn = load_h(&b->dmin) * m;
+        int sub;
+        float d, mn;
+        const block * b = k4_sub_block<block>(row, u, sub, d, mn);
+        const int c = sub / 2, hi = sub & 1;
         const uint32_t * qs = (const uint32_t *) (b->qs + 32 * c);  // 4-byte aligned (144 / 176-byte blocks)
 #pragma unroll
         for (int k = 0; k < 8; k++) {
@@ -453,12 +465,12 @@ GGML_CUDA_HD void int_unit(const char * row, int64_t u, int_unit_t & r) {
         }
     } else if constexpr (T == GGML_TYPE_Q4_K || T == GGML_TYPE_Q5_K) {
         using block = typename std::conditional<T == GGML_TYPE_Q4_K, block_q4_K, block_q5_K>::type;
-        const block * b = (const block *) row + u / 8;
-        const int sub = (int) (u % 8), c = sub / 2, hi = sub & 1;
-        int sc, m;
-        scale_min_k4(sub, b->scales, sc, m);
-        r.D0 = r.D1 = load_h(&b->d) * sc;
-        r.M0 = r.M1 = -load_h(&b->dmin) * m;
+        int sub;
+        float d, mn;
+        const block * b = k4_sub_block<block>(row, u, sub, d, mn);
+        const int c = sub / 2, hi = sub & 1;
+        r.D0 = r.D1 = d;
+        r.M0 = r.M1 = -mn;
         const uint32_t * qs = (const uint32_t *) (b->qs + 32 * c);  // 4-byte aligned (144 / 176-byte blocks)
 #pragma unroll
         for (int i = 0; i < 8; i++) {
