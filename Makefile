@@ -66,12 +66,13 @@ cuda-build:
 cuda: cuda-build
 	cd build-cuda && ctest --output-on-failure -j $(JOBS)
 
-# Compile only, for machines without a GPU (CI): the library with the CUDA kernels and the
-# backend op test.
+# For machines without a GPU (CI): the library with the CUDA kernels and the GPU tests compiled,
+# and the host checks of the kernels' block decoders and activation quantizers run.
 cuda-compile:
 	@test -f build-cuda/CMakeCache.txt || cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON \
 		-DCMAKE_CUDA_ARCHITECTURES=$(CUDA_ARCH) $(CMAKE_FLAGS)
-	cmake --build build-cuda -j $(JOBS) --target ggml test-backend-ops
+	cmake --build build-cuda -j $(JOBS) --target ggml test-backend-ops test-gpu-model test-cuda-host
+	build-cuda/bin/test-cuda-host
 
 # Generates text with llama-cli from the default model (the runtime arrives with a later issue).
 demo: all
