@@ -15,7 +15,8 @@
 namespace ggml_cpu_amx {
 
 // Linux hands out the AMX tile data state only on request (once per process). GGML_AMX_TILES=0
-// does without, as where Linux refuses it: the AVX512 kernels of the same sums run (tests).
+// does without, as where Linux refuses it: the AVX512 kernels run instead (tests), with the same
+// integer sums for the quantized types, the same products added in another order for F16 / BF16.
 inline bool granted() {
     static const bool ok = [] {
         const char * env = getenv("GGML_AMX_TILES");
