@@ -136,8 +136,7 @@ void check_int_dot(const std::vector<uint8_t> & bytes, const std::vector<float> 
             hi = dp4a(w.q[4 + i], b[4 + i], hi);
         }
         const float4 s = ds[(size_t) u];
-        sum += act_uses_q8_1(T) ? s.x * (w.D0 * (float) (lo + hi)) + w.M0 * s.w
-                                : s.x * (w.D0 * (float) lo + w.D1 * (float) hi) + w.M0 * s.y + w.M1 * s.z;
+        sum += unit_dot<T>(w, lo, hi, s);
     }
     // the CPU: b converted to the vec_dot_type by the reference quantizer, then the reference dot
     const ggml_type vdt = ggml_quant_vec_dot_type((ggml_type) T);

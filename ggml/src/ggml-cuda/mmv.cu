@@ -220,11 +220,7 @@ __global__ void __launch_bounds__(WARP * kWarpsPerBlock) k_mmvq(MmvqArgs p) {
                 hi = dp4a(w[r].q[5], b1.y, hi);
                 hi = dp4a(w[r].q[6], b1.z, hi);
                 hi = dp4a(w[r].q[7], b1.w, hi);
-                if constexpr (act_uses_q8_1(T)) {
-                    s[r][c] += ds.x * (w[r].D0 * (float) (lo + hi)) + w[r].M0 * ds.w;
-                } else {
-                    s[r][c] += ds.x * (w[r].D0 * (float) lo + w[r].D1 * (float) hi) + w[r].M0 * ds.y + w[r].M1 * ds.z;
-                }
+                s[r][c] += unit_dot<T>(w[r], lo, hi, ds);
             }
         }
     }
@@ -239,7 +235,6 @@ __global__ void __launch_bounds__(WARP * kWarpsPerBlock) k_mmvq(MmvqArgs p) {
         }
     }
 }
-
 
 }  // namespace
 

@@ -127,7 +127,7 @@ void ggml_cuda_op_mul_mat(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
         return;
     }
     // quantized weights, few columns: b quantized as the CPU quantizes it, integer products (mmv.cu)
-    if (N <= MMV_MAX_COLS && cuda_int_unit_type(a->type) && b_rows && K % act_block_size(a->type) == 0) {
+    if (N <= MMV_MAX_COLS && cuda_quant_supported(a->type) && b_rows) {
         ggml_cuda_mmvq(ctx, a, b, dst);
         return;
     }

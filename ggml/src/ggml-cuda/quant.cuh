@@ -495,9 +495,6 @@ GGML_CUDA_HD void int_unit(const char * row, int64_t u, int_unit_t & r) {
     }
 }
 
-// The types int_unit decodes (the rest of the readable types take the float path).
-static inline bool cuda_int_unit_type(ggml_type t) { return cuda_quant_supported(t); }
-
 // ---- 8-bit activations, as the CPU quantizes b (quants-ref.cpp: Q8_0, Q8_1, Q8_K) --------------
 // Per unit of 32 values: 32 signed bytes, and {d, d * sum(q[0..15]), d * sum(q[16..31]), s} with
 // d the scale the CPU's dot products use (Q8_0: its F16 value; Q8_K: the F32 scale of 256
@@ -538,3 +535,11 @@ GGML_CUDA_HD float4 act_sums(const int8_t * q, float d, float d_raw) {
 
 // Weight types multiplied with Q8_1 (their minimum times Q8_1's F16 sum term).
 GGML_CUDA_HD constexpr bool act_uses_q8_1(int type) { return type == GGML_TYPE_Q4_1 || type == GGML_TYPE_Q5_1; }
+
+// A unit's product with its activations from the integer sums lo (values 0..15) and hi (16..31)
+// and the activations' scales ds (act_sums): the formula of int_unit_t.
+template <int T>
+GGML_CUDA_HD float unit_dot(const int_unit_t & w, int lo, int hi, const float4 & ds) {
+    if constexpr (act_uses_q8_1(T)) return ds.x * (w.D0 * (float) (lo + hi)) + w.M0 * ds.w;
+    return ds.x * (w.D0 * (float) lo + w.D1 * (float) hi) + w.M0 * ds.y + w.M1 * ds.z;
+}
