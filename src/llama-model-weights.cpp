@@ -194,16 +194,23 @@ bool llama_model_place_weights(llama_model & model, const llama_model_params & p
     // ---- CPU matrices repacked for this build's kernels ----
     // Only matrices read by nothing but mul_mat qualify (not tied embeddings). Mapped ones move to
     // a CPU_REPACK buffer (anonymous memory on huge pages); read ones are repacked where they are.
+    // Mapped float matrices, which have no repacked layout, move there too: generation streams
+    // them from the file's 4 KiB pages ~15% slower (F16 tg on a Xeon: 8.3 against 9.6 t/s).
     if (params.use_repack) {
+        auto moves = [&](const ggml_tensor * t) {
+            if (ggml_cpu_can_repack(t)) return true;
+            const bool flt = t && (t->type == GGML_TYPE_F32 || t->type == GGML_TYPE_F16 || t->type == GGML_TYPE_BF16);
+            return mapped && flt && t->data && t->view_src == nullptr && t->ne[1] > 1;
+        };
         std::vector<weight_move> mats;
         for (int il = 0; il < n_layer; il++) {
             if (model.layer_dev[(size_t) il]) continue;
             const llama_layer & l = model.layers[(size_t) il];
             for (ggml_tensor * t : { l.wq, l.wk, l.wv, l.wo, l.ffn_gate, l.ffn_up, l.ffn_down }) {
-                if (ggml_cpu_can_repack(t)) mats.push_back({ t, t->data });
+                if (moves(t)) mats.push_back({ t, t->data });
             }
         }
-        if (!model.output_dev && model.output != model.tok_embd && ggml_cpu_can_repack(model.output)) {
+        if (!model.output_dev && model.output != model.tok_embd && moves(model.output)) {
             mats.push_back({ model.output, model.output->data });
         }
         if (!mats.empty()) {
@@ -226,8 +233,10 @@ bool llama_model_place_weights(llama_model & model, const llama_model_params & p
                 }
             }
             if (bytes > 0) {
-                LLAMA_LOG_INFO("llama_model_load: repacked %zu matrices (%.1f MiB) for the %s kernels in %.0f ms\n", mats.size(),
-                               bytes / 1048576.0, ggml_cpu_isa_name(), (llama_time_us() - tr) / 1000.0);
+                size_t n_repacked = 0;
+                for (const weight_move & w : mats) n_repacked += (w.t->flags & GGML_TENSOR_FLAG_REPACKED) != 0;
+                LLAMA_LOG_INFO("llama_model_load: %zu matrices (%.1f MiB) in own memory, %zu repacked for the %s kernels, in %.0f ms\n",
+                               mats.size(), bytes / 1048576.0, n_repacked, ggml_cpu_isa_name(), (llama_time_us() - tr) / 1000.0);
             }
         }
     }

@@ -9,6 +9,7 @@
 #include "gguf.h"
 #include "llama.h"
 #include "llama-context.h"  // internals: the planned buffers must not grow after creation
+#include "llama-model.h"    // internals: where the weights were placed
 
 #include <algorithm>
 #include <cstdio>
@@ -422,6 +423,30 @@ TEST(Model, BuffersArePlannedOnce) {
             ASSERT_FALSE(eval_all(ctx, std::vector<llama_token>(toks.begin() + 50, toks.end()), 42).empty());
             EXPECT_EQ(llama_kv_self_used_cells(ctx), 56);
             EXPECT_EQ(ggml_backend_sched_get_buffer_size(ctx.c->sched, ctx.c->backend_cpu), graph_bytes);
+        }
+    }
+}
+
+// Mapped matrices leave the file's 4 KiB pages for the CPU's own (huge-page) buffer: quantized ones
+// repacked, float ones as they are; without repacking, or read without a mapping, they stay in the
+// memory they were read into (quantized ones repacked there).
+TEST(Model, MappedMatricesMoveToOwnMemory) {
+    for (const char * name : { "ktest-F16", "ktest-F32", "ktest-Q4_0" }) {
+        SCOPED_TRACE(name);
+        const std::string path = model_path(name);
+        TU_REQUIRE_FILE(path);
+        for (bool use_mmap : { true, false }) {
+            for (bool use_repack : { true, false }) {
+                ModelPtr model(path, use_mmap, false, use_repack);
+                ASSERT_NE(model.m, nullptr) << take_errors();
+                const ggml_tensor * w = model.m->layers[0].wq;
+                const bool quant = ggml_is_quantized(w->type);
+                const bool own = use_repack && use_mmap;
+                EXPECT_EQ(std::string(ggml_backend_buffer_name(w->buffer)), own ? "CPU_REPACK" : "CPU")
+                    << "mmap " << use_mmap << " repack " << use_repack;
+                EXPECT_EQ((w->flags & GGML_TENSOR_FLAG_REPACKED) != 0, use_repack && quant);
+                EXPECT_EQ(std::string(ggml_backend_buffer_name(model.m->tok_embd->buffer)), "CPU");  // read by get_rows
+            }
         }
     }
 }
