@@ -24,7 +24,11 @@
 // TinyLlama, 2 threads, alternated: Q4_K_M 28.6 -> 30.5 tokens/s, Q5_K_M 22.8 -> 26.7, Q6_K 20.9
 // -> 23.5 at 1 KiB ahead; 4-16 KiB ahead lost 10-30%. Those prefetch into L2 (prefetcht1): tg32,
 // alternated, 3 pairs, Q4_K_M 29.7-31.0 -> 30.2-31.1, Q6_K 23.6-24.5 -> 24.9-25.5 against
-// prefetcht0 (2 and 4 KiB ahead lost 1-3% and 8-11% there too). On a Zen 4, for one column, prefetching
+// prefetcht0 (2 and 4 KiB ahead lost 1-3% and 8-11% there too). Then each unit prefetching its share
+// of the lines 2 KiB ahead, instead of the whole super-block at its start (36-53 prefetches in a
+// burst, holding the fill buffers the demand loads need): tg48, alternated, 3 rounds, Q4_K_M
+// 28.1-28.2 -> 30.5-32.6, Q6_K 24.0-24.3 -> 26.1-26.7 (tg32), Q5_K_M 27.0-27.6 -> 27.7-28.1.
+// On a Zen 4, for one column, prefetching
 // 2 KiB ahead cost one thread (bench-quant) 10% with Q4_K and 29%
 // with Q5_K; all of a Q6_K block 1 or 2 blocks ahead, 27-38% (Q6_K: none at all).
 #if defined(__GNUC__) && !defined(__clang__)
@@ -103,7 +107,7 @@ struct K4 {
 
 struct Q4K : K4 {
     typedef block_q4_Kx16 G;
-    static constexpr int PASS = 4, UNITS = 4, S = 2, K = 8, PREFETCH = 2048, PREFETCH_1 = 1024;
+    static constexpr int PASS = 4, UNITS = 4, S = 2, K = 8, PREFETCH = 2048, PREFETCH_1 = 2048;
     static constexpr bool UNROLL = false;
     static constexpr int act(int p, int s) { return 64 * p + 32 * s; }
     template <int NC, typename U> static void decode(const G * g, U u, __m512i (&w)[S][K], __m512i (&sc)[S]) {
@@ -129,7 +133,7 @@ template <int J> inline __m512i bit_to_4(__m512i h) {
 
 struct Q5K : K4 {
     typedef block_q5_Kx16 G;
-    static constexpr int PASS = 8, UNITS = 8, S = 1, K = 8, PREFETCH = 2048, PREFETCH_1 = 1024;
+    static constexpr int PASS = 8, UNITS = 8, S = 1, K = 8, PREFETCH = 2048, PREFETCH_1 = 2048;
     static constexpr bool UNROLL = true;
     static constexpr int act(int j, int) { return 32 * j; }
     template <int NC, typename U> static void decode(const G * g, U, __m512i (&w)[S][K], __m512i (&sc)[S]) {
@@ -159,7 +163,7 @@ struct Q5K : K4 {
 struct Q6K {
     typedef block_q6_Kx16 G;
     static constexpr int PASS = 8, UNITS = 8, S = 2, K = 4;
-    static constexpr int PREFETCH = 0, PREFETCH_1 = 1024;
+    static constexpr int PREFETCH = 0, PREFETCH_1 = 2048;
     static constexpr bool UNROLL = true;
     // Offset: isum = -32 * sum_j sc_j * bsums[j], two sub-blocks per vpdpwssd.
     template <int NC> static void begin(const G * g, Cols y, __m512i * isum, __m512 *) {
@@ -195,8 +199,20 @@ struct Q6K {
 
 // ---- the kernel -----------------------------------------------------------------------------
 // One unit of a super-block: decoded once, met by every column of the pass.
-template <typename T, int NC, typename U>
+// Unit u's share of the super-block's lines prefetched into L2, PF bytes ahead (PF > 0): spread
+// over the units, not all 36-53 lines at the super-block's start (see the top).
+template <typename T, int PF, typename U> inline void prefetch_share(const typename T::G * g, U u) {
+    if constexpr (PF > 0) {
+        constexpr int size = (int) sizeof(*g);
+        const int lo = size * (int) u / T::UNITS / 64 * 64, hi = size * ((int) u + 1) / T::UNITS / 64 * 64;
+        for (int l = lo; l < hi; l += 64) _mm_prefetch((const char *) g + PF + l, _MM_HINT_T1);
+        if (size % 64 != 0 && (int) u == T::UNITS - 1) _mm_prefetch((const char *) g + PF + size - 1, _MM_HINT_T1);
+    }
+}
+
+template <typename T, int NC, int PF, typename U>
 inline void unit(const typename T::G * g, Cols y, __m512i * isum, U u) {
+    prefetch_share<T, PF>(g, u);
     __m512i w[T::S][T::K], sc[T::S];
     T::template decode<NC>(g, u, w, sc);
     for (int c = 0; c < NC; c++) {
@@ -214,9 +230,9 @@ inline void unit(const typename T::G * g, Cols y, __m512i * isum, U u) {
     }
 }
 
-template <typename T, int NC, int... U>
+template <typename T, int NC, int PF, int... U>
 inline void units(const typename T::G * g, Cols y, __m512i * isum, std::integer_sequence<int, U...>) {
-    (unit<T, NC>(g, y, isum, std::integral_constant<int, U>()), ...);
+    (unit<T, NC, PF>(g, y, isum, std::integral_constant<int, U>()), ...);
 }
 
 // 16 rows (lanes) against NC columns; ALWAYS: software prefetch for fewer columns too.
@@ -226,11 +242,11 @@ void gemm(int64_t nb, const typename T::G * a, const char * b, size_t ldb, float
     for (int c = 0; c < NC; c++) acc[c] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         const typename T::G * g = a + i;
-        constexpr int dist = NC >= GGML_REPACK_PREFETCH_MIN_COLS ? T::PREFETCH : ALWAYS ? T::PREFETCH_1 : 0;
-        if constexpr (dist > 0 && NC < GGML_REPACK_PREFETCH_MIN_COLS) {  // into L2 (see the top)
-            for (int l = 0; l < (int) sizeof(*g); l += 64) _mm_prefetch((const char *) g + dist + l, _MM_HINT_T1);
-        } else if constexpr (dist > 0) {
-            for (int l = 0; l < (int) sizeof(*g); l += 64) _mm_prefetch((const char *) g + dist + l, _MM_HINT_T0);
+        // Prompts: the whole super-block into L1 at its start; generation (ALWAYS): into L2, spread.
+        constexpr int burst = NC >= GGML_REPACK_PREFETCH_MIN_COLS ? T::PREFETCH : 0;
+        constexpr int spread = NC < GGML_REPACK_PREFETCH_MIN_COLS && ALWAYS ? T::PREFETCH_1 : 0;
+        if constexpr (burst > 0) {
+            for (int l = 0; l < (int) sizeof(*g); l += 64) _mm_prefetch((const char *) g + burst + l, _MM_HINT_T0);
         }
         const block_q8_Kx * y[NC];
         for (int c = 0; c < NC; c++) y[c] = (const block_q8_Kx *) (b + c * ldb) + i;
@@ -238,9 +254,9 @@ void gemm(int64_t nb, const typename T::G * a, const char * b, size_t ldb, float
         __m512i isum[NC];
         T::template begin<NC>(g, y, isum, acc);
         if constexpr (T::UNROLL) {
-            units<T, NC>(g, y, isum, std::make_integer_sequence<int, T::UNITS>());
+            units<T, NC, spread>(g, y, isum, std::make_integer_sequence<int, T::UNITS>());
         } else {
-            for (int u = 0; u < T::UNITS; u++) unit<T, NC>(g, y, isum, u);
+            for (int u = 0; u < T::UNITS; u++) unit<T, NC, spread>(g, y, isum, u);
         }
         const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *) g->d));
         for (int c = 0; c < NC; c++) {
