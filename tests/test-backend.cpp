@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <random>
 #include <set>
@@ -378,17 +379,16 @@ TEST(Backend, CpuKernelTablesAreSelectable) {
 
 }  // namespace
 
-// Attention without the fused op, allocated by the graph allocator, which hands soft_max's output
-// the memory of q and KQV's that of KQ once they are dead: the executor's head-by-head chain
-// (compute.cpp) keeps those planes in scratch and gives the same bits as node by node.
-TEST(Backend, AttentionChainOverReusedMemory) {
+namespace {
+
+// Attention without the fused op (KQ, soft_max, KQV) of n_tok queries over n_kv keys, computed
+// node by node and by the executor's chain (compute.cpp) with 1-3 threads: the same bits. The
+// mask's value for query t and key c: mask_at(t, c) (0 or -inf). reuse: the graph allocator must
+// have handed soft_max's or KQV's output the memory of a dead input.
+void check_attention_chain(ggml_backend_t cpu, int64_t hd, int64_t n_kv, int64_t n_tok, ggml_type mask_type,
+                           const std::function<float(int64_t, int64_t)> & mask_at, bool reuse) {
     ggml_init_params ip = { 64 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true };
-    ggml_backend_t cpu = ggml_backend_cpu_init();
-    ASSERT_NE(cpu, nullptr);
-    // head_dim > n_kv: soft_max's output fits where q was; head_dim < n_kv: KQV's where KQ or q was.
-    for (int64_t hd : { 64, 16 }) {
-    SCOPED_TRACE("head_dim " + std::to_string(hd));
-    const int64_t n_kv = 40, n_tok = 24, n_head = 8, n_head_kv = 2;
+    const int64_t n_head = 8, n_head_kv = 2;
     std::vector<uint8_t> want;
     for (int chain : { 0, 1 }) {
         for (int nt : { 1, 2, 3 }) {
@@ -396,7 +396,7 @@ TEST(Backend, AttentionChainOverReusedMemory) {
             ggml_tensor * x = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, hd, n_head, n_tok);
             ggml_tensor * k = ggml_new_tensor_3d(ctx, GGML_TYPE_F16, hd, n_kv, n_head_kv);
             ggml_tensor * v = ggml_new_tensor_3d(ctx, GGML_TYPE_F16, n_kv, hd, n_head_kv);
-            ggml_tensor * mask = ggml_new_tensor_2d(ctx, GGML_TYPE_F16, n_kv, n_tok);
+            ggml_tensor * mask = ggml_new_tensor_2d(ctx, mask_type, n_kv, n_tok);
             for (ggml_tensor * t : { x, k, v, mask }) ggml_set_input(t);
             ggml_tensor * q = ggml_permute(ctx, ggml_scale(ctx, x, 0.5f), 0, 2, 1, 3);  // dies with KQ
             ggml_tensor * kq = ggml_mul_mat(ctx, k, q);
@@ -408,13 +408,15 @@ TEST(Backend, AttentionChainOverReusedMemory) {
             ggml_build_forward_expand(gf, out);
             ggml_gallocr_t ga = ggml_gallocr_new(ggml_backend_cpu_buffer_type());
             ASSERT_TRUE(ggml_gallocr_alloc_graph(ga, gf));
-            const char * q0 = (const char *) q->data;
-            const char * s0 = (const char *) sm->data;
-            const bool sm_over_q = s0 < q0 + ggml_nbytes(q) && q0 < s0 + ggml_nbytes(sm);
-            const char * k0 = (const char *) kq->data, * v0 = (const char *) kqv->data;
-            const bool kqv_over_kq = v0 < k0 + ggml_nbytes(kq) && k0 < v0 + ggml_nbytes(kqv);
-            const bool kqv_over_q = v0 < q0 + ggml_nbytes(q) && q0 < v0 + ggml_nbytes(kqv);
-            EXPECT_TRUE(hd > n_kv ? sm_over_q : kqv_over_kq || kqv_over_q) << "the allocator reused no memory: the test checks nothing";
+            if (reuse) {
+                const char * q0 = (const char *) q->data;
+                const char * s0 = (const char *) sm->data;
+                const bool sm_over_q = s0 < q0 + ggml_nbytes(q) && q0 < s0 + ggml_nbytes(sm);
+                const char * k0 = (const char *) kq->data, * v0 = (const char *) kqv->data;
+                const bool kqv_over_kq = v0 < k0 + ggml_nbytes(kq) && k0 < v0 + ggml_nbytes(kqv);
+                const bool kqv_over_q = v0 < q0 + ggml_nbytes(q) && q0 < v0 + ggml_nbytes(kqv);
+                EXPECT_TRUE(hd > n_kv ? sm_over_q : kqv_over_kq || kqv_over_q) << "the allocator reused no memory: the test checks nothing";
+            }
             std::mt19937 rng(3);
             std::uniform_real_distribution<float> u(-1.0f, 1.0f);
             std::vector<float> xv(ggml_nelements(x));
@@ -425,11 +427,17 @@ TEST(Backend, AttentionChainOverReusedMemory) {
                 for (auto & f : h) f = ggml_fp32_to_fp16(u(rng));
                 ggml_backend_tensor_set(t, h.data(), 0, ggml_nbytes(t));
             }
-            std::vector<ggml_fp16_t> m(ggml_nelements(mask));
+            std::vector<float> m(ggml_nelements(mask));
             for (int64_t t = 0; t < n_tok; t++) {
-                for (int64_t c = 0; c < n_kv; c++) m[t * n_kv + c] = ggml_fp32_to_fp16(c <= n_kv - n_tok + t ? 0.0f : -INFINITY);
+                for (int64_t c = 0; c < n_kv; c++) m[t * n_kv + c] = mask_at(t, c);
             }
-            ggml_backend_tensor_set(mask, m.data(), 0, ggml_nbytes(mask));
+            if (mask_type == GGML_TYPE_F16) {
+                std::vector<ggml_fp16_t> h(m.size());
+                for (size_t i = 0; i < m.size(); i++) h[i] = ggml_fp32_to_fp16(m[i]);
+                ggml_backend_tensor_set(mask, h.data(), 0, ggml_nbytes(mask));
+            } else {
+                ggml_backend_tensor_set(mask, m.data(), 0, ggml_nbytes(mask));
+            }
             ggml_cpu_attn_chain = chain;
             ggml_backend_cpu_set_n_threads(cpu, nt);
             const long runs = ggml_cpu_attn_chain_runs();
@@ -443,7 +451,44 @@ TEST(Backend, AttentionChainOverReusedMemory) {
             ggml_free(ctx);
         }
     }
-    }
     ggml_cpu_attn_chain = 1;
+}
+
+}  // namespace
+
+// The allocator hands soft_max's output the memory of q and KQV's that of KQ once they are dead:
+// the chain keeps those planes in scratch.
+TEST(Backend, AttentionChainOverReusedMemory) {
+    ggml_backend_t cpu = ggml_backend_cpu_init();
+    ASSERT_NE(cpu, nullptr);
+    // head_dim > n_kv: soft_max's output fits where q was; head_dim < n_kv: KQV's where KQ or q was.
+    for (int64_t hd : { 64, 16 }) {
+        SCOPED_TRACE("head_dim " + std::to_string(hd));
+        const int64_t n_kv = 40, n_tok = 24;
+        check_attention_chain(cpu, hd, n_kv, n_tok, GGML_TYPE_F16,
+                              [&](int64_t t, int64_t c) { return c <= n_kv - n_tok + t ? 0.0f : -INFINITY; }, true);
+    }
+    ggml_backend_free(cpu);
+}
+
+// Prompts long enough for the chain's blocks of queries and its limits (the scores past a query's
+// last unmasked key are neither computed nor read, nor KQV's products with their zeros): causal
+// masks in F16 and F32, a fully masked row, holes before the last unmasked key, n_kv and n_tok
+// not multiples of any tile.
+TEST(Backend, AttentionChainSkipsMaskedTails) {
+    ggml_backend_t cpu = ggml_backend_cpu_init();
+    ASSERT_NE(cpu, nullptr);
+    const int64_t n_kv = 300, n_tok = 201;
+    auto causal = [&](int64_t t, int64_t c) { return c <= n_kv - n_tok + t ? 0.0f : -INFINITY; };
+    for (ggml_type mt : { GGML_TYPE_F16, GGML_TYPE_F32 }) {
+        SCOPED_TRACE(ggml_type_name(mt));
+        check_attention_chain(cpu, 64, n_kv, n_tok, mt, causal, false);
+    }
+    check_attention_chain(cpu, 64, n_kv, n_tok, GGML_TYPE_F16, [&](int64_t t, int64_t c) {
+        if (t == 70) return -INFINITY;                      // nothing to attend to
+        if (c % 7 == 3 && c < t) return -INFINITY;          // holes
+        return c <= (t * 37) % n_kv ? 0.0f : -INFINITY;     // ragged ends, not monotone
+    }, false);
+    check_attention_chain(cpu, 32, 520, 130, GGML_TYPE_F16, [&](int64_t t, int64_t c) { return c <= 390 + t ? 0.0f : -INFINITY; }, false);
     ggml_backend_free(cpu);
 }

@@ -7,9 +7,11 @@
 #include "threadpool.h"
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <string.h>
 #include <mutex>
+#include <vector>
 
 static const size_t CACHE_LINE = 64;
 
@@ -191,6 +193,31 @@ static size_t attn_chain_thread_size(const ggml_cgraph * g, int i, int n_threads
     return attn_chain_scratch(g, i) + sm_plane + staged;
 }
 
+// Per query (row of soft_max), one past its last key not masked by -inf: KQ's scores past it
+// need not be computed nor read (their logits are -inf), nor KQV's products past it (soft_max's
+// zeros). False where that does not hold for every head: no mask, one per head, or a scale that
+// is not > 0.
+constexpr int64_t ATTN_CHAIN_BLOCK = 64;  // queries per block: 64 x 512 scores = 128 KiB
+
+static bool attn_chain_limits(const ggml_tensor * sm, std::vector<int32_t> & lim) {
+    const ggml_tensor * mask = sm->src[1];
+    const float scale = ggml_get_op_params_f32(sm, 0), max_bias = ggml_get_op_params_f32(sm, 1);
+    if (!mask || !(scale > 0.0f) || !(max_bias >= 0.0f) || mask->ne[2] != 1 || mask->ne[3] != 1) return false;
+    const int64_t n_kv = sm->ne[0];
+    lim.resize((size_t) sm->ne[1]);
+    for (int64_t q = 0; q < sm->ne[1]; q++) {
+        const char * row = (const char *) mask->data + q * mask->nb[1];
+        int64_t j = n_kv;
+        if (mask->type == GGML_TYPE_F32) {
+            while (j > 0 && ((const float *) row)[j - 1] == -INFINITY) j--;
+        } else {
+            while (j > 0 && ((const uint16_t *) row)[j - 1] == 0xFC00) j--;  // F16 -inf
+        }
+        lim[(size_t) q] = (int32_t) j;
+    }
+    return true;
+}
+
 static void attn_chain_run(const ggml_compute_params * params, const ggml_cgraph * g, int i) {
     ggml_tensor * kq = g->nodes[i], * sm = g->nodes[i + 1], * kqv = g->nodes[i + 2];
     if (params->ith == 0) attn_chain_runs++;
@@ -202,10 +229,20 @@ static void attn_chain_run(const ggml_compute_params * params, const ggml_cgraph
     char * staged = attn_chain_staged(g, i) ? w + attn_chain_scratch(g, i) + (sm_scratch ? line_up(sm->nb[2]) : 0) : nullptr;
     int64_t p0, p1;
     ggml_cpu_split_rows(kq->ne[2] * kq->ne[3], params->ith, params->nth, &p0, &p1);
+    std::vector<int32_t> lim;  // causal prompts: about half of the scores and products skipped
+    const int32_t * l = !read_later(g, i, kq) && attn_chain_limits(sm, lim) ? lim.data() : nullptr;  // KQ's rest unseen
+    // Queries in blocks whose scores (block x n_kv) stay in L2 between the three steps, where
+    // both products split columns at the block's edges (whole panels: the same bits).
+    const int64_t n_q = kq->ne[1], c_kq = ggml_cpu_mul_mat_plane_cols(kq), c_kqv = ggml_cpu_mul_mat_plane_cols(kqv);
+    const int64_t blk = c_kq > 0 && c_kqv > 0 && ATTN_CHAIN_BLOCK % c_kq == 0 && ATTN_CHAIN_BLOCK % c_kqv == 0 ? ATTN_CHAIN_BLOCK : n_q;
     for (int64_t p = p0; p < p1; p++) {
-        ggml_cpu_mul_mat_plane(kq, p, w, nullptr, nullptr);
-        ggml_cpu_soft_max_plane(sm, p % sm->ne[2], p / sm->ne[2], w, sm_plane);
-        ggml_cpu_mul_mat_plane(kqv, p, w, sm_plane, staged ? (float *) (staged + (p - p0) * kqv->nb[2]) : nullptr);
+        float * kqv_out = staged ? (float *) (staged + (p - p0) * kqv->nb[2]) : nullptr;
+        for (int64_t q0 = 0; q0 < n_q; q0 += blk) {
+            const int64_t q1 = std::min(n_q, q0 + blk);
+            ggml_cpu_mul_mat_plane(kq, p, w, nullptr, nullptr, q0, q1, l, false);
+            ggml_cpu_soft_max_plane(sm, p % sm->ne[2], p / sm->ne[2], w, sm_plane, q0, q1, l);
+            ggml_cpu_mul_mat_plane(kqv, p, w, sm_plane, kqv_out, q0, q1, l, true);
+        }
     }
     if (staged) {
         ggml_cpu_barrier(params);  // everything the chain reads has been read

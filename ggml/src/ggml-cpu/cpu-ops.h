@@ -116,10 +116,21 @@ bool ggml_cpu_mul_mat_by_plane(const struct ggml_tensor * dst);
 extern int ggml_cpu_attn_chain;
 long ggml_cpu_attn_chain_runs(void);  // chains run so far (tests)
 size_t ggml_cpu_mul_mat_plane_work_size(const struct ggml_tensor * dst);
-void ggml_cpu_mul_mat_plane(struct ggml_tensor * dst, int64_t p, void * work, const float * b_plane, float * out);
-// The same for soft_max: rows of plane (i2, i3), to dst or to out (laid out as dst's plane).
+// Only columns [c0, c1) (rows of b): c0 a multiple of ggml_cpu_mul_mat_plane_cols(dst), which
+// is 0 where the plane is computed whole (c0 = 0, c1 = ne1 then). lim (NULL: none), one per row
+// n of b (attention's queries): only the first lim[n] rows of a (dst's values m < lim[n], the
+// scores not masked) matter for column n, or, with lim_k, only the first lim[n] of the K
+// products (the rest of b's row is zero). Columns share a limit in groups, rounded up to whole
+// tiles; values past it may be left unwritten (lim_k unset). Values written are the bits of the
+// whole product.
+int64_t ggml_cpu_mul_mat_plane_cols(const struct ggml_tensor * dst);
+void ggml_cpu_mul_mat_plane(struct ggml_tensor * dst, int64_t p, void * work, const float * b_plane, float * out,
+                            int64_t c0, int64_t c1, const int32_t * lim, bool lim_k);
+// The same for soft_max: rows [r0, r1) of plane (i2, i3), to dst or to out (laid out as dst's
+// plane); lim (NULL: none): row i1's logits from lim[i1] on are masked by -inf (and not read).
 size_t ggml_cpu_soft_max_plane_work_size(const struct ggml_tensor * node);
-void ggml_cpu_soft_max_plane(struct ggml_tensor * dst, int64_t i2, int64_t i3, void * work, float * out);
+void ggml_cpu_soft_max_plane(struct ggml_tensor * dst, int64_t i2, int64_t i3, void * work, float * out, int64_t r0,
+                             int64_t r1, const int32_t * lim);
 size_t ggml_cpu_out_prod_work_size(const struct ggml_tensor * node, int n_threads);
 size_t ggml_cpu_soft_max_work_size(const struct ggml_tensor * node, int n_threads);
 size_t ggml_cpu_loss_work_size(const struct ggml_tensor * node, int n_threads);

@@ -329,7 +329,13 @@ size_t ggml_cpu_mul_mat_plane_work_size(const struct ggml_tensor * dst) {
     return PlaneScratch(plan_mul_mat(dst), dst->src[1]->ne[1]).total();
 }
 
-void ggml_cpu_mul_mat_plane(struct ggml_tensor * dst, int64_t p, void * work, const float * b_plane, float * out) {
+int64_t ggml_cpu_mul_mat_plane_cols(const struct ggml_tensor * dst) {
+    const MulMatPlan plan = plan_mul_mat(dst);
+    return plan.use_gemm ? plan.kern->gemm->nr : 0;
+}
+
+void ggml_cpu_mul_mat_plane(struct ggml_tensor * dst, int64_t p, void * work, const float * b_plane, float * out,
+                            int64_t c0, int64_t c1, const int32_t * lim, bool lim_k) {
     GGML_ASSERT(ggml_cpu_mul_mat_by_plane(dst));
     const MulMatPlan plan = plan_mul_mat(dst);
     MulMatArgs x = mul_mat_args(dst);
@@ -349,20 +355,47 @@ void ggml_cpu_mul_mat_plane(struct ggml_tensor * dst, int64_t p, void * work, co
     char * b_pack = b_conv + sc.b_conv;
     char * a_pack = b_pack + sc.b_pack;
     const int64_t i2 = p % x.B2, i3 = p / x.B2;
-    if (plan.convert_b) {
-        x.rb = { b_conv, plan.b_row_size, 0, 0 };  // this plane's rows only
-        convert_b_rows(&b_here, plan.conv, x.rb, p * x.N, (p + 1) * x.N);
-    }
-    if (plan.use_gemm) {
-        const ggml_gemm_kernel * g = plan.kern->gemm;
-        for (int64_t jp = 0; jp < plan.n_panels; jp++) {
-            const int64_t n0 = jp * g->nr;
-            const int rows = (int) std::min<int64_t>(g->nr, x.N - n0);
-            g->pack_b(x.rb.row(n0, i2, i3), x.rb.nb1, rows, g->nr, 0, x.K, b_pack + jp * plan.b_panel_size);
+    if (!plan.use_gemm) {  // the dot path: the whole plane
+        GGML_ASSERT(c0 == 0 && c1 == x.N);
+        if (plan.convert_b) {
+            x.rb = { b_conv, plan.b_row_size, 0, 0 };  // this plane's rows only
+            convert_b_rows(&b_here, plan.conv, x.rb, p * x.N, (p + 1) * x.N);
         }
-        gemm_run(x, plan, b_pack, a_pack, p, 0, plan.n_panels, 0, x.M);
-    } else {
         for (int64_t m0 = 0; m0 < x.M; m0 += GGML_DOT_TILE_MAX) dot_item(x, plan.kern, p, m0);
+        return;
+    }
+    const ggml_gemm_kernel * g = plan.kern->gemm;
+    GGML_ASSERT(c0 % g->nr == 0 && c0 <= c1 && c1 <= x.N);
+    // Groups of panels (>= 64 columns) sharing a limit, each converted, packed and multiplied in
+    // turn (a's panels are packed again per group). Limits are rounded up to whole micro-tiles of
+    // rows (mr), or to whole tile groups of K units, so every value kept is computed as the whole
+    // product computes it; the K units left out would only have added zero products.
+    const int64_t per = std::max<int64_t>(1, 64 / g->nr);
+    const int64_t k_round = (int64_t) g->k_unit * std::max(1, g->k_group);
+    for (int64_t jp0 = c0 / g->nr; jp0 * g->nr < c1; jp0 += per) {
+        const int64_t jp1 = std::min((c1 + g->nr - 1) / g->nr, jp0 + per);
+        const int64_t n0 = jp0 * g->nr, n1 = std::min(x.N, jp1 * g->nr);
+        int64_t l = lim ? 0 : (lim_k ? x.K : x.M);
+        for (int64_t n = n0; lim && n < n1; n++) l = std::max<int64_t>(l, lim[n]);
+        MulMatPlan pk = plan;
+        MulMatArgs xk = x;
+        int64_t m_end = x.M;
+        if (lim_k) {
+            xk.K = std::min(x.K, std::max<int64_t>(1, (l + k_round - 1) / k_round * k_round));
+            pk.k_units = (xk.K + g->k_unit - 1) / g->k_unit;
+        } else {
+            m_end = std::min(x.M, (l + g->mr - 1) / g->mr * g->mr);
+        }
+        if (m_end == 0) continue;
+        if (plan.convert_b) {
+            xk.rb = { b_conv, plan.b_row_size, 0, 0 };  // this plane's rows only
+            convert_b_rows(&b_here, plan.conv, xk.rb, p * x.N + n0, p * x.N + n1);
+        }
+        for (int64_t jp = jp0; jp < jp1; jp++) {
+            const int rows = (int) std::min<int64_t>(g->nr, x.N - jp * g->nr);
+            g->pack_b(xk.rb.row(jp * g->nr, i2, i3), xk.rb.nb1, rows, g->nr, 0, xk.K, b_pack + jp * plan.b_panel_size);
+        }
+        gemm_run(xk, pk, b_pack, a_pack, p, jp0, jp1, 0, m_end);
     }
 }
 

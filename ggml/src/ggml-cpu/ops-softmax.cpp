@@ -13,6 +13,7 @@
 #include "softmax-row.h"
 
 #include <math.h>
+#include <string.h>
 #include <stdint.h>
 
 namespace ggml_softmax_row {
@@ -112,10 +113,12 @@ void soft_max_check(const ggml_tensor * dst) {
 }
 
 // Row (i1, i2, i3) of soft_max, through the row buffer w (ne0 floats), to y (NULL: dst's row).
-void soft_max_row(const ggml_tensor * dst, float * w, int64_t i1, int64_t i2, int64_t i3, char * y = nullptr) {
+// n (< ne0): the row's logits from n on are masked (-inf): they are not read, and their zeros
+// are written without an exp; the sums by position (row_sum) are the whole row's bits.
+void soft_max_row(const ggml_tensor * dst, float * w, int64_t i1, int64_t i2, int64_t i3, char * y = nullptr, int64_t n = -1) {
     const ggml_tensor * src = dst->src[0];
     const ggml_tensor * mask = dst->src[1];
-    const int64_t ne0 = dst->ne[0], ne2 = dst->ne[2];
+    const int64_t ne0 = n >= 0 && n < dst->ne[0] ? n : dst->ne[0], ne2 = dst->ne[2];
     const float scale = ggml_get_op_params_f32(dst, 0);
     const float max_bias = ggml_get_op_params_f32(dst, 1);
 
@@ -139,6 +142,11 @@ void soft_max_row(const ggml_tensor * dst, float * w, int64_t i1, int64_t i2, in
     }
 
     if (!y) y = ggml_cpu_elem_ptr(dst, 0, i1, i2, i3);
+    if (dst->nb[0] == sizeof(float)) {  // masked past n
+        memset(y + ne0 * sizeof(float), 0, (size_t) (dst->ne[0] - ne0) * sizeof(float));
+    } else {
+        for (int64_t i = ne0; i < dst->ne[0]; i++) *(float *) (y + i * dst->nb[0]) = 0.0f;
+    }
     const float max = row_max(w, ne0);
     if (max == -INFINITY) {
         // Fully masked row: defined as zeros (see the top of the file).
@@ -169,10 +177,13 @@ extern "C" void ggml_cpu_forward_soft_max(const ggml_compute_params * params, gg
 
 extern "C" size_t ggml_cpu_soft_max_plane_work_size(const ggml_tensor * node) { return kBufAlign + soft_max_row_bytes(node->ne[0]); }
 
-extern "C" void ggml_cpu_soft_max_plane(ggml_tensor * dst, int64_t i2, int64_t i3, void * work, float * out) {
+extern "C" void ggml_cpu_soft_max_plane(ggml_tensor * dst, int64_t i2, int64_t i3, void * work, float * out, int64_t r0,
+                                        int64_t r1, const int32_t * lim) {
     soft_max_check(dst);
     float * w = (float *) (((uintptr_t) work + kBufAlign - 1) / kBufAlign * kBufAlign);
-    for (int64_t i1 = 0; i1 < dst->ne[1]; i1++) soft_max_row(dst, w, i1, i2, i3, out ? (char *) out + i1 * dst->nb[1] : nullptr);
+    for (int64_t i1 = r0; i1 < r1; i1++) {
+        soft_max_row(dst, w, i1, i2, i3, out ? (char *) out + i1 * dst->nb[1] : nullptr, lim ? lim[i1] : -1);
+    }
 }
 
 extern "C" void ggml_cpu_forward_diag_mask_zero(const ggml_compute_params * params, ggml_tensor * dst) {
