@@ -248,11 +248,16 @@ void build_transformer(ggml_context * ctx, ggml_cgraph * gf, const llama_model &
         ggml_tensor * cur = rms_norm(ctx, x, L.attn_norm, eps);
         ggml_tensor * k = linear(ctx, lc, L.wk, L.bk, cur);
         ggml_tensor * v = linear(ctx, lc, L.wv, L.bv, cur);
+        const bool want_q = !(last && !logits);  // else only the keys and values were wanted
+        ggml_tensor * q = want_q ? linear(ctx, lc, L.wq, L.bq, cur) : nullptr;
+        // The products of one input one after the other in the graph: the CPU converts it once.
+        for (ggml_tensor * t : { k, v, q }) {
+            if (t) ggml_build_forward_expand(gf, t);
+        }
         k = rope(ctx, model, ggml_reshape_3d(ctx, k, head_dim, hp.n_head_kv, n_tokens), io.pos);
         src.put((int) il, k, v);
-        if (last && !logits) break;  // only the keys and values were wanted
+        if (!want_q) break;
 
-        ggml_tensor * q = linear(ctx, lc, L.wq, L.bq, cur);
         q = rope(ctx, model, ggml_reshape_3d(ctx, q, head_dim, hp.n_head, n_tokens), io.pos);
         io.matmul_out.insert(io.matmul_out.end(), {x, q, k, v});
         cur = src.attention((int) il, q, io.kq_mask);
@@ -268,8 +273,11 @@ void build_transformer(ggml_context * ctx, ggml_cgraph * gf, const llama_model &
         io.matmul_out.push_back(h);
 
         cur = rms_norm(ctx, h, L.ffn_norm, eps);
-        ggml_tensor * gate = ggml_silu(ctx, lora_mm(ctx, lc, L.ffn_gate, cur));
+        ggml_tensor * gate = lora_mm(ctx, lc, L.ffn_gate, cur);
         ggml_tensor * up = lora_mm(ctx, lc, L.ffn_up, cur);
+        ggml_build_forward_expand(gf, gate);  // one after the other (as q, k, v)
+        ggml_build_forward_expand(gf, up);
+        gate = ggml_silu(ctx, gate);
         io.matmul_out.insert(io.matmul_out.end(), {gate->src[0], up});
         cur = lora_mm(ctx, lc, L.ffn_down, ggml_mul(ctx, gate, up));
         x = ggml_add(ctx, cur, h);

@@ -456,6 +456,80 @@ void check_attention_chain(ggml_backend_t cpu, int64_t hd, int64_t n_kv, int64_t
 
 }  // namespace
 
+// Products of one activation one after the other (llama's q, k, v and gate, up): where the node
+// before converted the same b the same way, the executor reuses its rows; the results are the
+// bits of each product computed alone, repacked weights or not, whatever the types in between.
+TEST(Backend, ConsecutiveProductsShareConvertedActivations) {
+    ggml_backend_t cpu = ggml_backend_cpu_init();
+    ASSERT_NE(cpu, nullptr);
+    const ggml_type types[] = { GGML_TYPE_Q8_0, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, GGML_TYPE_F16, GGML_TYPE_Q4_0, GGML_TYPE_Q8_0 };
+    const int n_w = (int) (sizeof(types) / sizeof(types[0]));
+    const int64_t K = 512, M = 32;
+    for (bool repack : { false, true }) {
+        for (int64_t N : { 1, 7, 40 }) {
+            SCOPED_TRACE(std::string(repack ? "repacked" : "plain") + ", N " + std::to_string(N));
+            ggml_init_params ip = { 64 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true };
+            ggml_context * wctx = ggml_init(ip);
+            std::vector<ggml_tensor *> w;
+            for (ggml_type t : types) w.push_back(ggml_new_tensor_2d(wctx, t, K, M));
+            ggml_backend_buffer_t wbuf = ggml_backend_alloc_ctx_tensors_from_buft(
+                wctx, repack ? ggml_backend_cpu_repack_buffer_type() : ggml_backend_cpu_buffer_type());
+            ASSERT_NE(wbuf, nullptr);
+            std::mt19937 rng(7);
+            std::normal_distribution<float> nd;
+            for (ggml_tensor * t : w) {
+                std::vector<float> f((size_t) (K * M));
+                for (auto & v : f) v = nd(rng);
+                std::vector<uint8_t> q(ggml_nbytes(t));
+                ggml_quantize_chunk(t->type, f.data(), q.data(), 0, M, K, nullptr);
+                ggml_backend_tensor_set(t, q.data(), 0, q.size());
+            }
+            std::vector<float> xv((size_t) (K * N));
+            for (auto & v : xv) v = nd(rng);
+            // All products in one graph, then each alone.
+            auto run = [&](const std::vector<int> & which) {
+                ggml_context * ctx = ggml_init(ip);
+                ggml_tensor * x = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, K, N);
+                ggml_set_input(x);
+                ggml_cgraph * gf = ggml_new_graph(ctx);
+                std::vector<ggml_tensor *> ys;
+                for (int i : which) {
+                    ys.push_back(ggml_mul_mat(ctx, w[(size_t) i], x));
+                    ggml_set_output(ys.back());
+                    ggml_build_forward_expand(gf, ys.back());
+                }
+                ggml_gallocr_t ga = ggml_gallocr_new(ggml_backend_cpu_buffer_type());
+                EXPECT_TRUE(ggml_gallocr_alloc_graph(ga, gf));
+                ggml_backend_tensor_set(x, xv.data(), 0, ggml_nbytes(x));
+                EXPECT_EQ(ggml_backend_graph_compute(cpu, gf), GGML_STATUS_SUCCESS);
+                std::vector<std::vector<float>> out;
+                for (ggml_tensor * y : ys) {
+                    out.emplace_back((size_t) (M * N));
+                    ggml_backend_tensor_get(y, out.back().data(), 0, ggml_nbytes(y));
+                }
+                ggml_gallocr_free(ga);
+                ggml_free(ctx);
+                return out;
+            };
+            std::vector<int> all;
+            for (int i = 0; i < n_w; i++) all.push_back(i);
+            const long before = ggml_cpu_mul_mat_b_reuses();
+            const auto together = run(all);
+            // Q8_0 after Q8_0, Q6_K after Q4_K (both Q8_K activations), Q8_0 after Q4_0 (repacked:
+            // the same Q8_0 x 4 rows; plain: Q4_0's dot takes Q8_0 rows as Q8_0's does).
+            EXPECT_EQ(ggml_cpu_mul_mat_b_reuses() - before, 3);
+            for (int i = 0; i < n_w; i++) {
+                SCOPED_TRACE(ggml_type_name(types[i]));
+                const auto alone = run({ i });
+                EXPECT_TRUE(alone[0] == together[(size_t) i]);
+            }
+            ggml_backend_buffer_free(wbuf);
+            ggml_free(wctx);
+        }
+    }
+    ggml_backend_free(cpu);
+}
+
 // The allocator hands soft_max's output the memory of q and KQV's that of KQ once they are dead:
 // the chain keeps those planes in scratch.
 TEST(Backend, AttentionChainOverReusedMemory) {

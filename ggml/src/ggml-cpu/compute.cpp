@@ -329,6 +329,7 @@ enum ggml_status ggml_graph_compute(struct ggml_cgraph * cgraph, struct ggml_cpl
         params.wsize = s->cplan->work_size;
         params.wdata = s->cplan->work_data;
         params.tp = s->tp;
+        params.prev = nullptr;
         for (int i = 0; i < s->cgraph->n_nodes; i++) {
             ggml_tensor * node = s->cgraph->nodes[i];
             if (op_is_noop(node)) {
@@ -345,8 +346,10 @@ enum ggml_status ggml_graph_compute(struct ggml_cgraph * cgraph, struct ggml_cpl
                 }
                 i += 2;
                 node = s->cgraph->nodes[i];
+                params.prev = nullptr;
             } else {
                 ggml_cpu_compute_forward(&params, node);
+                params.prev = node;
             }
             if (ith == 0 && s->cplan->abort_callback && s->cplan->abort_callback(s->cplan->abort_callback_data)) {
                 s->aborted = true;

@@ -23,6 +23,9 @@ struct ggml_compute_params {
     size_t wsize;               // work buffer shared by the threads of the node
     void * wdata;
     struct ggml_threadpool * tp;
+    // The node computed last before this one in this graph (views skipped), NULL at the start
+    // and after an attention chain: its scratch may still be in the work buffer.
+    const struct ggml_tensor * prev;
 };
 
 void ggml_cpu_barrier(const struct ggml_compute_params * params);
@@ -115,6 +118,7 @@ bool ggml_cpu_mul_mat_by_plane(const struct ggml_tensor * dst);
 // compute.cpp runs such chains plane by plane unless this is 0 (tests compare the two).
 extern int ggml_cpu_attn_chain;
 long ggml_cpu_attn_chain_runs(void);  // chains run so far (tests)
+long ggml_cpu_mul_mat_b_reuses(void);  // mul_mats that found b converted by the node before (tests)
 size_t ggml_cpu_mul_mat_plane_work_size(const struct ggml_tensor * dst);
 // Only columns [c0, c1) (rows of b): c0 a multiple of ggml_cpu_mul_mat_plane_cols(dst), which
 // is 0 where the plane is computed whole (c0 = 0, c1 = ne1 then). lim (NULL: none), one per row

@@ -15,6 +15,8 @@
 // sequential FMA chain over k, so neither blocking nor the split of work changes a result.
 #include "cpu-ops.h"
 #include "quant-repack.h"
+
+#include <atomic>
 #include "kernels.h"
 
 #include <algorithm>
@@ -399,6 +401,20 @@ void ggml_cpu_mul_mat_plane(struct ggml_tensor * dst, int64_t p, void * work, co
     }
 }
 
+// Whether the node computed just before (params->prev) was a mul_mat that converted the same b
+// the same way: its rows are still at the start of the work buffer (the compute writes after
+// them), so q, k, v (and gate, up), which llama's graph puts one after the other, convert once.
+static std::atomic<long> b_reuses{0};
+long ggml_cpu_mul_mat_b_reuses(void) { return b_reuses.load(); }
+
+static bool b_still_converted(const struct ggml_compute_params * params, const ggml_tensor * dst, const MulMatPlan & plan) {
+    const ggml_tensor * prev = params->prev;
+    if (!prev || prev->op != GGML_OP_MUL_MAT || prev->src[1] != dst->src[1] || !plan.convert_b) return false;
+    const MulMatPlan pp = plan_mul_mat(prev);
+    return pp.convert_b && pp.conv.from_float == plan.conv.from_float && pp.conv.blck == plan.conv.blck &&
+           pp.conv.bsize == plan.conv.bsize && pp.b_row_size == plan.b_row_size;
+}
+
 void ggml_cpu_forward_mul_mat(const struct ggml_compute_params * params, struct ggml_tensor * dst) {
     const ggml_tensor * a = dst->src[0];
     const ggml_tensor * b = dst->src[1];
@@ -412,10 +428,14 @@ void ggml_cpu_forward_mul_mat(const struct ggml_compute_params * params, struct 
     MulMatArgs x = mul_mat_args(dst);
     if (plan.convert_b) {
         x.rb = { b_conv, plan.b_row_size, plan.b_row_size * x.N, plan.b_row_size * x.N * x.B2 };
-        int64_t r0, r1;
-        ggml_cpu_split_rows(x.N * x.B2 * x.B3, params->ith, params->nth, &r0, &r1);
-        convert_b_rows(b, plan.conv, x.rb, r0, r1);
-        ggml_cpu_barrier(params);
+        if (b_still_converted(params, dst, plan)) {
+            if (params->ith == 0) b_reuses++;
+        } else {
+            int64_t r0, r1;
+            ggml_cpu_split_rows(x.N * x.B2 * x.B3, params->ith, params->nth, &r0, &r1);
+            convert_b_rows(b, plan.conv, x.rb, r0, r1);
+            ggml_cpu_barrier(params);
+        }
     }
 
     if (plan.repacked) {
