@@ -530,6 +530,62 @@ TEST(Backend, ConsecutiveProductsShareConvertedActivations) {
     ggml_backend_free(cpu);
 }
 
+// silu(x) * u, as llama's feed-forward has it, run by the executor as one pass: the bits of the
+// two nodes, in place over x or u or apart, either operand order, rows not a multiple of any
+// vector or chunk; not fused where silu's output is read again.
+TEST(Backend, SiluTimesProductFusedKeepsTheBits) {
+    ggml_backend_t cpu = ggml_backend_cpu_init();
+    ASSERT_NE(cpu, nullptr);
+    const int64_t ne0 = 700, ne1 = 5;
+    std::mt19937 rng(11);
+    std::normal_distribution<float> nd(0.0f, 4.0f);
+    std::vector<float> xv((size_t) (ne0 * ne1)), uv(xv.size());
+    for (auto & v : xv) v = nd(rng);
+    for (auto & v : uv) v = nd(rng);
+    xv[3] = -INFINITY;
+    xv[4] = 90.0f;
+    for (int variant = 0; variant < 4; variant++) {
+        SCOPED_TRACE("variant " + std::to_string(variant));
+        std::vector<float> want;
+        for (int fuse : { 0, 1 }) {
+            for (int nt : { 1, 3 }) {
+                ggml_init_params ip = { 16 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true };
+                ggml_context * ctx = ggml_init(ip);
+                ggml_tensor * x = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, ne0, ne1);
+                ggml_tensor * u = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, ne0, ne1);
+                ggml_set_input(x);
+                ggml_set_input(u);
+                // 2: silu of an input (the product cannot go in its place); 3: silu read again.
+                ggml_tensor * g = ggml_silu(ctx, variant == 2 ? x : ggml_scale(ctx, x, 1.0f));
+                ggml_tensor * h = ggml_scale(ctx, u, 1.0f);
+                ggml_tensor * y = variant == 1 ? ggml_mul(ctx, h, g) : ggml_mul(ctx, g, h);
+                ggml_tensor * out = variant == 3 ? ggml_add(ctx, y, g) : ggml_scale(ctx, y, 1.0f);
+                ggml_set_output(out);
+                ggml_cgraph * gf = ggml_new_graph(ctx);
+                ggml_build_forward_expand(gf, h);  // then silu and the product, one after the other
+                ggml_build_forward_expand(gf, out);
+                ggml_gallocr_t ga = ggml_gallocr_new(ggml_backend_cpu_buffer_type());
+                ASSERT_TRUE(ggml_gallocr_alloc_graph(ga, gf));
+                ggml_backend_tensor_set(x, xv.data(), 0, ggml_nbytes(x));
+                ggml_backend_tensor_set(u, uv.data(), 0, ggml_nbytes(u));
+                ggml_cpu_silu_mul_fusion = fuse;
+                ggml_backend_cpu_set_n_threads(cpu, nt);
+                const long runs = ggml_cpu_silu_mul_fusion_runs();
+                ASSERT_EQ(ggml_backend_graph_compute(cpu, gf), GGML_STATUS_SUCCESS);
+                EXPECT_EQ(ggml_cpu_silu_mul_fusion_runs() - runs, fuse && variant != 3 ? 1 : 0);
+                std::vector<float> got((size_t) ggml_nelements(out));
+                ggml_backend_tensor_get(out, got.data(), 0, ggml_nbytes(out));
+                if (want.empty()) want = got;
+                else EXPECT_EQ(0, memcmp(got.data(), want.data(), got.size() * sizeof(float))) << "fuse " << fuse << ", " << nt << " threads";
+                ggml_gallocr_free(ga);
+                ggml_free(ctx);
+            }
+        }
+    }
+    ggml_cpu_silu_mul_fusion = 1;
+    ggml_backend_free(cpu);
+}
+
 // The allocator hands soft_max's output the memory of q and KQV's that of KQ once they are dead:
 // the chain keeps those planes in scratch.
 TEST(Backend, AttentionChainOverReusedMemory) {

@@ -2,6 +2,8 @@
 // the persistent thread pool, every thread taking its share of each node, with a barrier between
 // nodes. Nothing is allocated while the graph computes.
 #include "cpu-ops.h"
+#include "ggml-backend.h"
+#include "ops-common.h"
 #include "node-perf.h"
 #include "kernels.h"
 #include "threadpool.h"
@@ -133,16 +135,27 @@ static bool overlap(const ggml_tensor * a, const ggml_tensor * b) {
     return a0 < b0 + ggml_nbytes(b) && b0 < a0 + ggml_nbytes(a);
 }
 
-// Whether a node after the chain (or the caller) reads t.
-static bool read_later(const ggml_cgraph * g, int i, const ggml_tensor * t) {
+// Whether a node from `from` on (or the caller) reads t.
+static bool read_from(const ggml_cgraph * g, int from, const ggml_tensor * t) {
     if (t->flags & GGML_TENSOR_FLAG_OUTPUT) return true;
-    for (int j = i + 3; j < g->n_nodes; j++) {
+    for (int j = from; j < g->n_nodes; j++) {
         for (int k = 0; k < GGML_MAX_SRC; k++) {
             const ggml_tensor * s = g->nodes[j]->src[k];
             if (s && (s == t || s->view_src == t)) return true;
         }
     }
     return false;
+}
+
+// Whether a node after the chain at i (or the caller) reads t.
+static bool read_later(const ggml_cgraph * g, int i, const ggml_tensor * t) { return read_from(g, i + 3, t); }
+
+// Whether t's values need not be left in its memory: the graph allocator placed it (a compute
+// buffer, whose memory later nodes may reuse anyway), it is no output, and no node from `from` on
+// reads it. Tensors of a plain context keep their values after the compute, as ggml promises.
+static bool dead_from(const ggml_cgraph * g, int from, const ggml_tensor * t) {
+    const ggml_tensor * o = t->view_src ? t->view_src : t;
+    return o->buffer && ggml_backend_buffer_get_usage(o->buffer) == GGML_BACKEND_BUFFER_USAGE_COMPUTE && !read_from(g, from, t);
 }
 
 // soft_max's planes in scratch (they would overwrite k or q).
@@ -218,7 +231,8 @@ static bool attn_chain_limits(const ggml_tensor * sm, std::vector<int32_t> & lim
     return true;
 }
 
-static void attn_chain_run(const ggml_compute_params * params, const ggml_cgraph * g, int i) {
+// observed: a node callback sees the tensors, so KQ is written whole.
+static void attn_chain_run(const ggml_compute_params * params, const ggml_cgraph * g, int i, bool observed) {
     ggml_tensor * kq = g->nodes[i], * sm = g->nodes[i + 1], * kqv = g->nodes[i + 2];
     if (params->ith == 0) attn_chain_runs++;
     const size_t per = attn_chain_thread_size(g, i, params->nth);
@@ -230,7 +244,7 @@ static void attn_chain_run(const ggml_compute_params * params, const ggml_cgraph
     int64_t p0, p1;
     ggml_cpu_split_rows(kq->ne[2] * kq->ne[3], params->ith, params->nth, &p0, &p1);
     std::vector<int32_t> lim;  // causal prompts: about half of the scores and products skipped
-    const int32_t * l = !read_later(g, i, kq) && attn_chain_limits(sm, lim) ? lim.data() : nullptr;  // KQ's rest unseen
+    const int32_t * l = !observed && dead_from(g, i + 3, kq) && attn_chain_limits(sm, lim) ? lim.data() : nullptr;  // KQ's rest unseen
     // Queries in blocks whose scores (block x n_kv) stay in L2 between the three steps, where
     // both products split columns at the block's edges (whole panels: the same bits).
     const int64_t n_q = kq->ne[1], c_kq = ggml_cpu_mul_mat_plane_cols(kq), c_kqv = ggml_cpu_mul_mat_plane_cols(kqv);
@@ -247,6 +261,49 @@ static void attn_chain_run(const ggml_compute_params * params, const ggml_cgraph
     if (staged) {
         ggml_cpu_barrier(params);  // everything the chain reads has been read
         memcpy((char *) kqv->data + p0 * kqv->nb[2], staged, (size_t) (p1 - p0) * kqv->nb[2]);
+    }
+}
+
+// ---- silu(x) * u in one pass ------------------------------------------------------------------
+// A SILU followed by a MUL of its output with a tensor of the same shape (llama's feed-forward):
+// each thread's rows in chunks, silu into a stack buffer, then the products. Both nodes work lane
+// by lane, so the bits are theirs; one pass over memory and one barrier go. Only where silu's
+// output is dead after the product (dead_from), and the product overlaps its inputs exactly or
+// not at all.
+int ggml_cpu_silu_mul_fusion = 1;
+static std::atomic<long> silu_mul_runs{0};
+long ggml_cpu_silu_mul_fusion_runs(void) { return silu_mul_runs.load(); }
+
+static bool silu_mul_at(const ggml_cgraph * g, int i) {
+    if (!ggml_cpu_silu_mul_fusion || i + 1 >= g->n_nodes) return false;
+    const ggml_tensor * s = g->nodes[i], * m = g->nodes[i + 1];
+    if (s->op != GGML_OP_UNARY || ggml_get_unary_op(s) != GGML_UNARY_OP_SILU || m->op != GGML_OP_MUL) return false;
+    if (m->src[0] == m->src[1] || (m->src[0] != s && m->src[1] != s)) return false;
+    const ggml_tensor * x = s->src[0], * u = m->src[0] == s ? m->src[1] : m->src[0];
+    for (const ggml_tensor * t : { x, s, u, m }) {
+        if (t->type != GGML_TYPE_F32 || !ggml_is_contiguous(t) || !ggml_are_same_shape(t, m)) return false;
+    }
+    if ((overlap(m, x) && m->data != x->data) || (overlap(m, u) && m->data != u->data)) return false;
+    return dead_from(g, i + 2, s);
+}
+
+static void silu_mul_run(const ggml_compute_params * params, const ggml_cgraph * g, int i) {
+    const ggml_tensor * s = g->nodes[i], * m = g->nodes[i + 1];
+    const ggml_tensor * u = m->src[0] == s ? m->src[1] : m->src[0];
+    if (params->ith == 0) silu_mul_runs++;
+    const int64_t ne0 = m->ne[0];
+    int64_t r0, r1;
+    ggml_cpu_split_rows(ggml_nrows(m), params->ith, params->nth, &r0, &r1);
+    float buf[GGML_CPU_CHUNK];
+    for (int64_t r = r0; r < r1; r++) {
+        const float * xr = (const float *) s->src[0]->data + r * ne0;
+        const float * ur = (const float *) u->data + r * ne0;
+        float * yr = (float *) m->data + r * ne0;
+        for (int64_t c = 0; c < ne0; c += GGML_CPU_CHUNK) {
+            const int64_t n = std::min<int64_t>(GGML_CPU_CHUNK, ne0 - c);
+            ggml_cpu_vec_silu_f32(buf, xr + c, n);
+            for (int64_t k = 0; k < n; k++) yr[c + k] = buf[k] * ur[c + k];
+        }
     }
 }
 
@@ -339,7 +396,7 @@ enum ggml_status ggml_graph_compute(struct ggml_cgraph * cgraph, struct ggml_cpl
             const auto t0 = perf && ith == 0 ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
             if (attn_chain_at(s->cgraph, i, nth)) {
                 // The three nodes at once; GGML_PERF counts their time as the last one's (KQV).
-                attn_chain_run(&params, s->cgraph, i);
+                attn_chain_run(&params, s->cgraph, i, s->cplan->node_callback != nullptr);
                 if (ith == 0 && s->cplan->node_callback) {
                     s->cplan->node_callback(i, node, s->cplan->node_callback_data);
                     s->cplan->node_callback(i + 1, s->cgraph->nodes[i + 1], s->cplan->node_callback_data);
@@ -347,6 +404,11 @@ enum ggml_status ggml_graph_compute(struct ggml_cgraph * cgraph, struct ggml_cpl
                 i += 2;
                 node = s->cgraph->nodes[i];
                 params.prev = nullptr;
+            } else if (!s->cplan->node_callback && silu_mul_at(s->cgraph, i)) {  // a callback would see no silu
+                // Both nodes at once; GGML_PERF counts their time as the MUL's.
+                silu_mul_run(&params, s->cgraph, i);
+                node = s->cgraph->nodes[++i];
+                params.prev = node;
             } else {
                 ggml_cpu_compute_forward(&params, node);
                 params.prev = node;

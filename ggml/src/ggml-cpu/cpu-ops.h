@@ -119,6 +119,9 @@ bool ggml_cpu_mul_mat_by_plane(const struct ggml_tensor * dst);
 extern int ggml_cpu_attn_chain;
 long ggml_cpu_attn_chain_runs(void);  // chains run so far (tests)
 long ggml_cpu_mul_mat_b_reuses(void);  // mul_mats that found b converted by the node before (tests)
+// compute.cpp runs silu(x) followed by a product with it as one pass unless this is 0.
+extern int ggml_cpu_silu_mul_fusion;
+long ggml_cpu_silu_mul_fusion_runs(void);  // fused pairs run so far (tests)
 size_t ggml_cpu_mul_mat_plane_work_size(const struct ggml_tensor * dst);
 // Only columns [c0, c1) (rows of b): c0 a multiple of ggml_cpu_mul_mat_plane_cols(dst), which
 // is 0 where the plane is computed whole (c0 = 0, c1 = ne1 then). lim (NULL: none), one per row
