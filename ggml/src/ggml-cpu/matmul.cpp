@@ -370,10 +370,12 @@ void ggml_cpu_mul_mat_plane(struct ggml_tensor * dst, int64_t p, void * work, co
     GGML_ASSERT(c0 % g->nr == 0 && c0 <= c1 && c1 <= x.N);
     // Groups of panels (>= 64 columns) sharing a limit, each converted, packed and multiplied in
     // turn (a's panels are packed again per group). Limits are rounded up to whole micro-tiles of
-    // rows (mr), or to whole tile groups of K units, so every value kept is computed as the whole
-    // product computes it; the K units left out would only have added zero products.
+    // rows (mr), or to whole tile groups of K (kernels with their own layout, which add group by
+    // group) or else whole cache blocks of K (a micro-kernel's own order within a block is left
+    // as it is), so every value kept is computed as the whole product computes it; the K left
+    // out would only have added zero products.
     const int64_t per = std::max<int64_t>(1, 64 / g->nr);
-    const int64_t k_round = (int64_t) g->k_unit * std::max(1, g->k_group);
+    const int64_t k_round = (int64_t) g->k_unit * (g->k_group > 0 ? g->k_group : g->kc);
     for (int64_t jp0 = c0 / g->nr; jp0 * g->nr < c1; jp0 += per) {
         const int64_t jp1 = std::min((c1 + g->nr - 1) / g->nr, jp0 + per);
         const int64_t n0 = jp0 * g->nr, n1 = std::min(x.N, jp1 * g->nr);
