@@ -206,12 +206,12 @@ static size_t attn_chain_thread_size(const ggml_cgraph * g, int i, int n_threads
     return attn_chain_scratch(g, i) + sm_plane + staged;
 }
 
+constexpr int64_t ATTN_CHAIN_BLOCK = 64;  // queries per block: 64 x 512 scores = 128 KiB
+
 // Per query (row of soft_max), one past its last key not masked by -inf: KQ's scores past it
 // need not be computed nor read (their logits are -inf), nor KQV's products past it (soft_max's
 // zeros). False where that does not hold for every head: no mask, one per head, or a scale that
 // is not > 0.
-constexpr int64_t ATTN_CHAIN_BLOCK = 64;  // queries per block: 64 x 512 scores = 128 KiB
-
 static bool attn_chain_limits(const ggml_tensor * sm, std::vector<int32_t> & lim) {
     const ggml_tensor * mask = sm->src[1];
     const float scale = ggml_get_op_params_f32(sm, 0), max_bias = ggml_get_op_params_f32(sm, 1);

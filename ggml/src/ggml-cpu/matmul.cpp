@@ -15,11 +15,10 @@
 // sequential FMA chain over k, so neither blocking nor the split of work changes a result.
 #include "cpu-ops.h"
 #include "quant-repack.h"
-
-#include <atomic>
 #include "kernels.h"
 
 #include <algorithm>
+#include <atomic>
 #include <string.h>
 
 int ggml_mm_gemm_min_n = 0;
