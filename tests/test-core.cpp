@@ -5,8 +5,12 @@
 #include "ggml-alloc.h"
 #include "ggml-cpu.h"
 #include "ggml-impl.h"
+#include "ggml-cpu/threadpool.h"
 
 #include <cstring>
+#include <thread>
+#include <chrono>
+#include <atomic>
 #include <set>
 
 // ---- type table ----------------------------------------------------------------------------
@@ -308,6 +312,45 @@ TEST(ThreadPool, ManyGraphsManyThreadCounts) {
         ASSERT_EQ(ggml_graph_compute(gf, &plan), GGML_STATUS_SUCCESS);
         if (iter == 0) ref = tu::bytes_of(y);
         else ASSERT_EQ(tu::bytes_of(y), ref) << "iteration " << iter << " threads " << nt;
+    }
+}
+
+// Items shared with stealing: every item of a stretch is taken exactly once, each thread takes its
+// own share front to back, and a slow thread's share is finished by the others. Consecutive
+// stretches (barriers) and jobs each start afresh.
+TEST(ThreadPool, SharedItemsAreTakenOnceAndStolenFromASlowThread) {
+    ggml_threadpool tp;
+    for (int nth : { 2, 3, 4 }) {
+        for (int64_t n : { 0, 1, 5, 64, 1000 }) {
+            const int stretches = 3;
+            std::vector<std::atomic<int>> taken_by((size_t) (n * stretches));
+            for (auto & t : taken_by) t = -1;
+            std::vector<int> bad_order(nth, 0);
+            tp.run(nth, [&](int ith, int nth_) {
+                for (int s = 0; s < stretches; s++) {
+                    int64_t last_own = -1, first, end;
+                    const int64_t per = (n + nth_ - 1) / nth_, own0 = std::min(n, per * ith), own1 = std::min(n, own0 + per);
+                    while (tp.next_items(ith, nth_, n, &first, &end)) {
+                        if (first >= end) bad_order[ith] += 100000;
+                        for (int64_t it = first; it < end; it++) {
+                            int expected = -1;
+                            if (!taken_by[(size_t) (s * n + it)].compare_exchange_strong(expected, ith)) bad_order[ith] += 1000;
+                            if (it >= own0 && it < own1) {
+                                if (it != last_own + 1 && !(last_own < 0 && it == own0)) bad_order[ith]++;
+                                last_own = it;
+                            }
+                            if (ith == nth_ - 1) std::this_thread::sleep_for(std::chrono::microseconds(200));  // the slow one
+                        }
+                    }
+                    tp.barrier();
+                }
+            });
+            for (int t = 0; t < nth; t++) EXPECT_EQ(bad_order[t], 0) << "thread " << t << " nth " << nth << " n " << n;
+            for (int64_t i = 0; i < n * stretches; i++) ASSERT_GE(taken_by[(size_t) i].load(), 0) << "item " << i % n << " never taken";
+            if (n >= 64) {  // the slow thread's last item went to another thread, in every stretch
+                for (int s = 0; s < stretches; s++) EXPECT_NE(taken_by[(size_t) (s * n + n - 1)].load(), nth - 1) << "nth " << nth << " n " << n;
+            }
+        }
     }
 }
 

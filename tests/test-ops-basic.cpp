@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 
 namespace {
@@ -435,6 +436,70 @@ TEST(Unary, EveryKernelSetsRows) {
         k->add_mask_f16(w.data(), h.data(), (int64_t) w.size(), 0.5f);
         for (size_t i = 0; i < x.size(); i++) EXPECT_NEAR(w[i], x[i] + 0.5f * GGML_FP16_TO_FP32(h[i]), 1e-5 * (1 + std::fabs(x[i])));
     }
+}
+
+// The one-pass softmax row kernels (where a set has them) give the bits of the steps one by one:
+// x * scale, one fma with the F16 or F32 mask (slope 1 and an ALiBi slope), the exact max; then
+// exp(w - max) and the double sum in row_sum's order. Lengths around the vector widths, rows
+// with -inf (masked) entries, a row masked whole.
+TEST(Vec, SoftmaxRowKernelsGiveTheStepsBits) {
+    const ggml_cpu_kernels * sets[4];
+    const int n_sets = ggml_cpu_kernel_sets(sets);
+    std::mt19937 rng(31);
+    std::uniform_real_distribution<float> d(-30.0f, 30.0f);
+    const int64_t n_max = 83;
+    std::vector<float> x(n_max), mf(n_max);
+    std::vector<ggml_fp16_t> mh(n_max);
+    for (int64_t i = 0; i < n_max; i++) {
+        x[i] = d(rng);
+        mf[i] = i % 7 == 3 ? -INFINITY : d(rng) * 0.1f;
+        mh[i] = GGML_FP32_TO_FP16(mf[i]);
+    }
+    auto bits = [](const std::vector<float> & v) {
+        std::vector<uint32_t> b(v.size());
+        if (!v.empty()) memcpy(b.data(), v.data(), v.size() * sizeof(float));
+        return b;
+    };
+    int tried = 0;
+    for (int si = 0; si < n_sets; si++) {
+        const ggml_cpu_kernels * k = sets[si];
+        if (!k->soft_max_logits && !k->exp_sub_max_sum) continue;
+        ASSERT_TRUE(k->soft_max_logits && k->exp_sub_max_sum) << k->isa;
+        SCOPED_TRACE(k->isa);
+        tried++;
+        for (int64_t n : {0, 1, 7, 8, 9, 15, 16, 17, 31, 32, 33, 47, 64, 83}) {
+            for (int mask_kind = 0; mask_kind < 4; mask_kind++) {  // none, F32, F16, all -inf (F32)
+                for (float slope : {1.0f, 0.3535f}) {
+                    const std::vector<float> all_inf(n_max, -INFINITY);
+                    const void * mask = mask_kind == 0 ? nullptr : mask_kind == 1 ? (const void *) mf.data() : mask_kind == 2 ? (const void *) mh.data() : (const void *) all_inf.data();
+                    const bool f16 = mask_kind == 2;
+                    const float scale = 0.125f;
+                    std::vector<float> want(n), got(n, 7.0f);
+                    for (int64_t i = 0; i < n; i++) {
+                        want[i] = x[i] * scale;
+                        if (mask) want[i] = std::fma(slope, f16 ? GGML_FP16_TO_FP32(mh[i]) : ((const float *) mask)[i], want[i]);
+                    }
+                    float want_max = -INFINITY;
+                    for (float v : want) want_max = std::max(want_max, v);
+                    const float got_max = k->soft_max_logits(got.data(), x.data(), mask, f16, scale, slope, n);
+                    ASSERT_EQ(bits(got), bits(want)) << "n " << n << " mask " << mask_kind << " slope " << slope;
+                    ASSERT_EQ(got_max, want_max) << "n " << n << " mask " << mask_kind;
+                    if (want_max == -INFINITY) continue;
+                    // The steps: subtract, the set's exp, then row_sum's order.
+                    std::vector<float> e(n);
+                    for (int64_t i = 0; i < n; i++) e[i] = want[i] - want_max;
+                    k->vec_exp(e.data(), e.data(), n);
+                    double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+                    for (int64_t i = 0; i < n; i++) acc[i % 8] += (double) e[i];
+                    const double want_sum = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+                    const double got_sum = k->exp_sub_max_sum(got.data(), n, want_max);
+                    ASSERT_EQ(bits(got), bits(e)) << "n " << n << " mask " << mask_kind;
+                    ASSERT_EQ(got_sum, want_sum) << "n " << n << " mask " << mask_kind;
+                }
+            }
+        }
+    }
+    if (tried == 0) GTEST_SKIP() << "no set of this build has the one-pass softmax kernels";
 }
 
 // ==== reductions ===============================================================================

@@ -21,6 +21,14 @@ void ggml_cpu_barrier(const struct ggml_compute_params * params) {
     if (params->nth > 1) params->tp->barrier();
 }
 
+bool ggml_cpu_can_share_items(const struct ggml_compute_params * params, int64_t n) {
+    return params->nth > 1 && params->nth <= ggml_threadpool::MAX_SHARES && n <= ggml_threadpool::MAX_SHARED_ITEMS;
+}
+
+bool ggml_cpu_next_items(const struct ggml_compute_params * params, int64_t n, int64_t * first, int64_t * end) {
+    return params->tp->next_items(params->ith, params->nth, n, first, end);
+}
+
 // ---- the CPU's kernel table: one row per op (forward kernel, scratch size) ---------------------
 namespace {
 
@@ -266,10 +274,10 @@ static void attn_chain_run(const ggml_compute_params * params, const ggml_cgraph
 
 // ---- silu(x) * u in one pass ------------------------------------------------------------------
 // A SILU followed by a MUL of its output with a tensor of the same shape (llama's feed-forward):
-// each thread's rows in chunks, silu into a stack buffer, then the products. Both nodes work lane
-// by lane, so the bits are theirs; one pass over memory and one barrier go. Only where silu's
-// output is dead after the product (dead_from), and the product overlaps its inputs exactly or
-// not at all.
+// each thread's chunks of the flat range, silu into a stack buffer, then the products. Both nodes
+// work lane by lane, so the bits are theirs; one pass over memory and one barrier go. Only where
+// silu's output is dead after the product (dead_from), and the product overlaps its inputs
+// exactly or not at all.
 int ggml_cpu_silu_mul_fusion = 1;
 static std::atomic<long> silu_mul_runs{0};
 long ggml_cpu_silu_mul_fusion_runs(void) { return silu_mul_runs.load(); }
@@ -291,19 +299,18 @@ static void silu_mul_run(const ggml_compute_params * params, const ggml_cgraph *
     const ggml_tensor * s = g->nodes[i], * m = g->nodes[i + 1];
     const ggml_tensor * u = m->src[0] == s ? m->src[1] : m->src[0];
     if (params->ith == 0) silu_mul_runs++;
-    const int64_t ne0 = m->ne[0];
-    int64_t r0, r1;
-    ggml_cpu_split_rows(ggml_nrows(m), params->ith, params->nth, &r0, &r1);
+    // All four are contiguous and of one shape: one flat range, split in whole chunks (one token's
+    // row is a single row, which a split by rows would leave to one thread).
+    const int64_t n = ggml_nelements(m), chunks = (n + GGML_CPU_CHUNK - 1) / GGML_CPU_CHUNK;
+    int64_t q0, q1;
+    ggml_cpu_split_rows(chunks, params->ith, params->nth, &q0, &q1);
+    const float * x = (const float *) s->src[0]->data, * up = (const float *) u->data;
+    float * y = (float *) m->data;
     float buf[GGML_CPU_CHUNK];
-    for (int64_t r = r0; r < r1; r++) {
-        const float * xr = (const float *) s->src[0]->data + r * ne0;
-        const float * ur = (const float *) u->data + r * ne0;
-        float * yr = (float *) m->data + r * ne0;
-        for (int64_t c = 0; c < ne0; c += GGML_CPU_CHUNK) {
-            const int64_t n = std::min<int64_t>(GGML_CPU_CHUNK, ne0 - c);
-            ggml_cpu_vec_silu_f32(buf, xr + c, n);
-            for (int64_t k = 0; k < n; k++) yr[c + k] = buf[k] * ur[c + k];
-        }
+    for (int64_t c = q0 * GGML_CPU_CHUNK; c < std::min(n, q1 * GGML_CPU_CHUNK); c += GGML_CPU_CHUNK) {
+        const int64_t k1 = std::min<int64_t>(GGML_CPU_CHUNK, n - c);
+        ggml_cpu_vec_silu_f32(buf, x + c, k1);
+        for (int64_t k = 0; k < k1; k++) y[c + k] = buf[k] * up[c + k];
     }
 }
 

@@ -30,6 +30,14 @@ struct ggml_compute_params {
 
 void ggml_cpu_barrier(const struct ggml_compute_params * params);
 
+// Items [0, n) of this stretch of a node (between two barriers; one such loop per stretch), for
+// thread ith, a run [*first, *end) at a time: its own contiguous share first, then the back half
+// of another thread's unfinished share (see ggml_threadpool::next_items). Every item must give the
+// same bits whoever computes it. Returns false when none is left. Only where
+// ggml_cpu_can_share_items(params, n).
+bool ggml_cpu_can_share_items(const struct ggml_compute_params * params, int64_t n);
+bool ggml_cpu_next_items(const struct ggml_compute_params * params, int64_t n, int64_t * first, int64_t * end);
+
 // Rows [*r0, *r1) of nr rows for thread ith of nth (contiguous chunks).
 static inline void ggml_cpu_split_rows(int64_t nr, int ith, int nth, int64_t * r0, int64_t * r1) {
     const int64_t dr = (nr + nth - 1) / nth;

@@ -123,6 +123,12 @@ struct ggml_cpu_kernels {
     // F16 <-> F32 rows of the copies and gathers (ops-common.h), rounding to nearest even.
     void (*f16_to_f32_row)(const ggml_fp16_t * x, float * y, int64_t n);
     void (*f32_to_f16_row)(const float * x, ggml_fp16_t * y, int64_t n);
+    // softmax (softmax-row.h): w[i] = exp(w[i] - max) and their sum, row_sum's order, in one pass:
+    // the bits of the steps one by one, which serve where this is NULL.
+    double (*exp_sub_max_sum)(float * w, int64_t n, float max);
+    // softmax's logits in one pass, returning their max: w[i] = x[i] * scale, then (mask not NULL)
+    // fma(slope, mask[i], w[i]) with an F32 or (mask_f16) F16 mask. NULL: the steps one by one.
+    float (*soft_max_logits)(float * w, const float * x, const void * mask, int mask_f16, float scale, float slope, int64_t n);
 };
 
 #ifdef __cplusplus

@@ -165,30 +165,45 @@ void dot_item(const MulMatArgs & x, const ggml_mm_type_kernels * kern, int64_t p
     }
 }
 
-void mul_mat_dot(const MulMatArgs & x, const ggml_mm_type_kernels * kern, int ith, int nth) {
-    const int64_t m_blocks = ceil_div(x.M, GGML_DOT_TILE_MAX);
+// Items (plane, block of rows), shared out with stealing (see mul_mat_repacked).
+void mul_mat_dot(const MulMatArgs & x, const ggml_mm_type_kernels * kern, const ggml_compute_params * params) {
+    const int64_t m_blocks = ceil_div(x.M, GGML_DOT_TILE_MAX), items = m_blocks * x.B2 * x.B3;
+    if (ggml_cpu_can_share_items(params, items)) {
+        for (int64_t it0, it1; ggml_cpu_next_items(params, items, &it0, &it1);) {
+            for (int64_t it = it0; it < it1; it++) dot_item(x, kern, it / m_blocks, (it % m_blocks) * GGML_DOT_TILE_MAX);
+        }
+        return;
+    }
     int64_t it0, it1;
-    ggml_cpu_split_rows(m_blocks * x.B2 * x.B3, ith, nth, &it0, &it1);
+    ggml_cpu_split_rows(items, params->ith, params->nth, &it0, &it1);
     for (int64_t it = it0; it < it1; it++) dot_item(x, kern, it / m_blocks, (it % m_blocks) * GGML_DOT_TILE_MAX);
 }
 
 // Repacked path: items are (plane, group of 16 rows of a). Columns of b go in blocks small
 // enough to stay in L2 while every group of the thread's range passes over them
-// (ggml_repack_col_block), 16 or 8 at a time (ggml_repack_gemm_cols).
-void mul_mat_repacked(const MulMatArgs & x, const ggml_repack_traits * rt, int ith, int nth) {
+// (ggml_repack_col_block), 16 or 8 at a time (ggml_repack_gemm_cols). With one block of columns
+// (generation, small batches: streaming a is the cost) a thread that finishes its range first
+// takes over the end of the other's (ggml_cpu_next_item) instead of waiting at the barrier.
+void mul_mat_repacked(const MulMatArgs & x, const ggml_repack_traits * rt, const ggml_compute_params * params) {
     const int R = GGML_REPACK_ROWS;
-    const int64_t groups = x.M / R, nb = x.K / rt->blck;
+    const int64_t groups = x.M / R, nb = x.K / rt->blck, items = groups * x.B2 * x.B3;
     const int64_t col_block = ggml_repack_col_block(rt, x.rb.nb1, x.N);
-    int64_t it0, it1;
-    ggml_cpu_split_rows(groups * x.B2 * x.B3, ith, nth, &it0, &it1);
-    for (int64_t c0 = 0; c0 < x.N; c0 += col_block) {
-        const int64_t c1 = std::min(x.N, c0 + col_block);
-        for (int64_t it = it0; it < it1; it++) {
-            const int64_t p = it / groups, m0 = (it % groups) * R;
-            const int64_t i2 = p % x.B2, i3 = p / x.B2;
-            ggml_repack_gemm_cols(rt, nb, x.a_row(m0, i2, i3), x.rb.row(c0, i2, i3), x.rb.nb1, c1 - c0,
-                                  x.d_at(m0, c0, i2, i3), x.ldd);
+    auto group = [&](int64_t it, int64_t c0, int64_t c1) {
+        const int64_t p = it / groups, m0 = (it % groups) * R;
+        const int64_t i2 = p % x.B2, i3 = p / x.B2;
+        ggml_repack_gemm_cols(rt, nb, x.a_row(m0, i2, i3), x.rb.row(c0, i2, i3), x.rb.nb1, c1 - c0,
+                              x.d_at(m0, c0, i2, i3), x.ldd);
+    };
+    if (col_block >= x.N && ggml_cpu_can_share_items(params, items)) {
+        for (int64_t it0, it1; ggml_cpu_next_items(params, items, &it0, &it1);) {
+            for (int64_t it = it0; it < it1; it++) group(it, 0, x.N);
         }
+        return;
+    }
+    int64_t it0, it1;
+    ggml_cpu_split_rows(items, params->ith, params->nth, &it0, &it1);
+    for (int64_t c0 = 0; c0 < x.N; c0 += col_block) {
+        for (int64_t it = it0; it < it1; it++) group(it, c0, std::min(x.N, c0 + col_block));
     }
 }
 
@@ -441,10 +456,10 @@ void ggml_cpu_forward_mul_mat(const struct ggml_compute_params * params, struct 
 
     if (plan.repacked) {
         GGML_ASSERT(x.M % GGML_REPACK_ROWS == 0 && a->nb[1] == ggml_row_size(a->type, x.K));
-        mul_mat_repacked(x, plan.repacked, params->ith, params->nth);
+        mul_mat_repacked(x, plan.repacked, params);
     } else if (plan.use_gemm) {
         mul_mat_gemm(x, plan, b_pack, a_pack, params);
     } else {
-        mul_mat_dot(x, plan.kern, params->ith, params->nth);
+        mul_mat_dot(x, plan.kern, params);
     }
 }

@@ -132,6 +132,8 @@ void softmax_rows(const Attn & at, int64_t i3, int64_t h, int64_t i0, int64_t nb
     const float slope = alibi_slope((uint32_t) h, (uint32_t) at.H, at.max_bias);
     for (int64_t r = 0; r < nb; r++) {
         float * w = s + r * at.ld_s;
+        const char * m = at.mask ? mask_row(at, i0 + r, h, i3) + lo * ggml_type_size(at.mask->type) : nullptr;
+        float scale = at.scale;
         if (at.softcap > 0.0f) {
             const float sc = at.scale / at.softcap;
             for (int64_t j = 0; j < nk; j++) {
@@ -139,19 +141,9 @@ void softmax_rows(const Attn & at, int64_t i3, int64_t h, int64_t i0, int64_t nb
                 if (t) t[r * at.ld_s + j] = th;
                 w[j] = at.softcap * th;
             }
-        } else {
-            for (int64_t j = 0; j < nk; j++) w[j] *= at.scale;
+            scale = 1.0f;  // applied: w * 1 is w
         }
-        if (at.mask) {
-            const char * m = mask_row(at, i0 + r, h, i3);
-            if (at.mask->type == GGML_TYPE_F16) {
-                add_mask_f16(w, (const ggml_fp16_t *) m + lo, nk, slope);
-            } else {
-                const float * mf = (const float *) m + lo;
-                for (int64_t j = 0; j < nk; j++) w[j] += slope * mf[j];
-            }
-        }
-        const float max = row_max(w, nk);
+        const float max = logits_max(w, w, m, at.mask && at.mask->type == GGML_TYPE_F16, scale, slope, nk);
         if (max == -INFINITY) {  // this query sees no key: zeros
             memset(w, 0, nk * sizeof(float));
             continue;

@@ -21,9 +21,22 @@ namespace ggml_softmax_row {
 // w[i] = exp(w[i] - max) for i < n, with the shared vectorized exp (ops-common.h); returns the
 // sum of the new w[i] (row_sum).
 double exp_sub_max_sum(float * w, int64_t n, float max) {
+    if (ggml_cpu()->exp_sub_max_sum) return ggml_cpu()->exp_sub_max_sum(w, n, max);
     for (int64_t i = 0; i < n; i++) w[i] -= max;
     ggml_cpu_vec_exp_f32(w, w, n);
     return row_sum(n, [w](int64_t i) { return (double) w[i]; });
+}
+
+float logits_max(float * w, const float * x, const void * mask, bool mask_f16, float scale, float slope, int64_t n) {
+    if (ggml_cpu()->soft_max_logits) return ggml_cpu()->soft_max_logits(w, x, mask, mask_f16, scale, slope, n);
+    for (int64_t i = 0; i < n; i++) w[i] = x[i] * scale;
+    if (mask && mask_f16) {
+        add_mask_f16(w, (const ggml_fp16_t *) mask, n, slope);
+    } else if (mask) {
+        const float * mf = (const float *) mask;
+        for (int64_t i = 0; i < n; i++) w[i] = fmaf(slope, mf[i], w[i]);  // one rounding, as add_mask_f16
+    }
+    return row_max(w, n);
 }
 
 float alibi_slope(uint32_t h, uint32_t n_head, float max_bias) {
@@ -123,23 +136,14 @@ void soft_max_row(const ggml_tensor * dst, float * w, int64_t i1, int64_t i2, in
     const float max_bias = ggml_get_op_params_f32(dst, 1);
 
     const char * x = ggml_cpu_elem_ptr(src, 0, i1, i2, i3);
-    if (src->nb[0] == sizeof(float)) {
-        const float * xf = (const float *) x;
-        for (int64_t i = 0; i < ne0; i++) w[i] = xf[i] * scale;
-    } else {
-        for (int64_t i = 0; i < ne0; i++) w[i] = *(const float *) (x + i * src->nb[0]) * scale;
+    const float slope = mask ? alibi_slope((uint32_t) i2, (uint32_t) ne2, max_bias) : 1.0f;
+    const char * m = mask ? ggml_cpu_elem_ptr(mask, 0, i1, i2 % mask->ne[2], i3 % mask->ne[3]) : nullptr;
+    const float * xf = (const float *) x;
+    if (src->nb[0] != sizeof(float)) {  // gathered into w first (x * scale is the same product there)
+        for (int64_t i = 0; i < ne0; i++) w[i] = *(const float *) (x + i * src->nb[0]);
+        xf = w;
     }
-
-    if (mask) {
-        const float slope = alibi_slope((uint32_t) i2, (uint32_t) ne2, max_bias);
-        const char * m = ggml_cpu_elem_ptr(mask, 0, i1, i2 % mask->ne[2], i3 % mask->ne[3]);
-        if (mask->type == GGML_TYPE_F16) {
-            add_mask_f16(w, (const ggml_fp16_t *) m, ne0, slope);
-        } else {
-            const float * mf = (const float *) m;
-            for (int64_t i = 0; i < ne0; i++) w[i] += slope * mf[i];
-        }
-    }
+    const float max = logits_max(w, xf, m, mask && mask->type == GGML_TYPE_F16, scale, slope, ne0);
 
     if (!y) y = ggml_cpu_elem_ptr(dst, 0, i1, i2, i3);
     if (dst->nb[0] == sizeof(float)) {  // masked past n
@@ -147,7 +151,6 @@ void soft_max_row(const ggml_tensor * dst, float * w, int64_t i1, int64_t i2, in
     } else {
         for (int64_t i = ne0; i < dst->ne[0]; i++) *(float *) (y + i * dst->nb[0]) = 0.0f;
     }
-    const float max = row_max(w, ne0);
     if (max == -INFINITY) {
         // Fully masked row: defined as zeros (see the top of the file).
         for (int64_t i = 0; i < ne0; i++) *(float *) (y + i * dst->nb[0]) = 0.0f;

@@ -22,6 +22,9 @@ double row_sum(int64_t n, Term term) {
     return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
+// The logits of a row: w[i] = x[i] * scale, then fma(slope, mask[i], w[i]) with an F32 or
+// (mask_f16) F16 mask (NULL: none); returns their max (-inf for an all -inf row). x may be w.
+float logits_max(float * w, const float * x, const void * mask, bool mask_f16, float scale, float slope, int64_t n);
 // w[i] = exp(w[i] - max) for i < n (the shared vectorized exp); returns the sum (row_sum).
 double exp_sub_max_sum(float * w, int64_t n, float max);
 // Largest element of w[0..n) (-inf for an all -inf row); exact, so any order gives it.

@@ -2,6 +2,9 @@
 // computed back to back, one per token), then sleep on a condition variable.
 #include "threadpool.h"
 
+#include <algorithm>
+#include <cstdlib>
+
 #if defined(__x86_64__) || defined(__i386__)
 static inline void cpu_relax() { __asm__ __volatile__("pause"); }
 #elif defined(__aarch64__)
@@ -46,6 +49,7 @@ void ggml_threadpool::run(int nth, const std::function<void(int, int)> & fn) {
     }
     ensure_workers(nth - 1);
     n_finished.store(0, std::memory_order_relaxed);
+    barrier_phase.fetch_add(1, std::memory_order_relaxed);  // a new stretch: next_item's shares of the last job are stale
     barrier_count.store(0, std::memory_order_relaxed);
     {
         std::lock_guard<std::mutex> lock(mutex);
@@ -101,5 +105,56 @@ void ggml_threadpool::barrier() {
     int spins = 0;
     while (barrier_phase.load(std::memory_order_acquire) == phase) {
         if (++spins < SPIN_BEFORE_YIELD) cpu_relax(); else std::this_thread::yield();
+    }
+}
+
+static inline uint64_t share_pack(uint32_t phase, int64_t lo, int64_t hi) {
+    return (uint64_t) phase << 32 | (uint64_t) lo << 16 | (uint64_t) hi;
+}
+
+uint64_t ggml_threadpool::share_of(int t, int nth, int64_t n, uint32_t phase) {
+    uint64_t v = shares[t].v.load(std::memory_order_acquire);
+    while ((uint32_t) (v >> 32) != phase) {
+        const int64_t per = (n + nth - 1) / nth;
+        const int64_t lo = std::min<int64_t>(n, per * t), hi = std::min<int64_t>(n, lo + per);
+        const uint64_t fresh = share_pack(phase, lo, hi);
+        if (shares[t].v.compare_exchange_weak(v, fresh, std::memory_order_acq_rel, std::memory_order_acquire)) return fresh;
+    }
+    return v;
+}
+
+bool ggml_threadpool::next_items(int ith, int nth, int64_t n, int64_t * first, int64_t * end) {
+    if (nth > MAX_SHARES || n > MAX_SHARED_ITEMS) abort();  // the caller checks
+    const uint32_t phase = (uint32_t) barrier_phase.load(std::memory_order_relaxed);
+    for (;;) {
+        uint64_t v = share_of(ith, nth, n, phase);
+        const int64_t lo = (int64_t) (v >> 16 & 0xFFFF), hi = (int64_t) (v & 0xFFFF);
+        if (lo < hi) {
+            // An eighth of what is left at a time: few locked instructions (each one stalls the
+            // loads in flight), small pieces at the end where another thread may want some.
+            const int64_t take = std::max<int64_t>(1, (hi - lo) / 8);
+            if (shares[ith].v.compare_exchange_weak(v, share_pack(phase, lo + take, hi), std::memory_order_acq_rel)) {
+                *first = lo;
+                *end = lo + take;
+                return true;
+            }
+            continue;  // a thief took from the back meanwhile
+        }
+        // Own share done: the back half of the largest share left (of at least 2 items).
+        int victim = -1;
+        uint64_t vv = 0;
+        int64_t most = 1;
+        for (int t = 0; t < nth; t++) {
+            if (t == ith) continue;
+            const uint64_t w = share_of(t, nth, n, phase);
+            const int64_t left = (int64_t) (w & 0xFFFF) - (int64_t) (w >> 16 & 0xFFFF);
+            if (left > most) { most = left; victim = t; vv = w; }
+        }
+        if (victim < 0) return false;
+        const int64_t vlo = (int64_t) (vv >> 16 & 0xFFFF), vhi = (int64_t) (vv & 0xFFFF), cut = vhi - most / 2;
+        if (shares[victim].v.compare_exchange_strong(vv, share_pack(phase, vlo, cut), std::memory_order_acq_rel)) {
+            // Nobody else writes an empty share, so the stolen items become this thread's own.
+            shares[ith].v.store(share_pack(phase, cut, vhi), std::memory_order_release);
+        }
     }
 }

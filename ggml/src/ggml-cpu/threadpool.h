@@ -17,6 +17,16 @@ struct ggml_threadpool {
     // All nth threads of the running job must call it equally often.
     void barrier();
 
+    // Items [0, n) of one stretch of a job between two barriers (one such loop per stretch),
+    // shared out with stealing: each thread starts on its own contiguous share (as
+    // ggml_cpu_split_rows cuts it) and takes from its front, so it streams memory in order; one
+    // that runs out takes the back half of the largest share left. A core that gets less memory
+    // bandwidth than the other then leaves it part of its work instead of keeping it waiting.
+    // Sets [*first, *end) to thread ith's next items; false when none is left. n <= MAX_SHARED_ITEMS.
+    static constexpr int64_t MAX_SHARED_ITEMS = 0xFFFF;
+    static constexpr int MAX_SHARES = 256;  // threads
+    bool next_items(int ith, int nth, int64_t n, int64_t * first, int64_t * end);
+
     ~ggml_threadpool();
 
     std::mutex compute_mutex;  // held by the graph computing on this pool
@@ -38,6 +48,12 @@ private:
 
     alignas(64) std::atomic<int> barrier_count{0};
     alignas(64) std::atomic<int> barrier_phase{0};
+
+    // Thread i's share of next_item's items: (barrier phase it belongs to << 32) | first << 16 | end.
+    // A share of an older phase is stale: the first to look at it (owner or thief) sets it anew.
+    struct alignas(64) share { std::atomic<uint64_t> v{0}; };
+    share shares[MAX_SHARES];
+    uint64_t share_of(int t, int nth, int64_t n, uint32_t phase);
 };
 
 // The process-wide pool used by ggml_graph_compute when the plan names none.

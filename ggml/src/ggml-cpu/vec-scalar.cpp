@@ -195,4 +195,6 @@ extern "C" const ggml_cpu_kernels ggml_cpu_kernels_scalar = {
     /* add_mask_f16   */ add_mask_f16,
     /* f16_to_f32_row */ f16_to_f32_row,
     /* f32_to_f16_row */ f32_to_f16_row,
+    /* exp_sub_max_sum */ nullptr,
+    /* soft_max_logits */ nullptr,
 };

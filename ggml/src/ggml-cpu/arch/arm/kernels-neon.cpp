@@ -46,6 +46,8 @@ extern "C" const ggml_cpu_kernels ggml_cpu_kernels_neon = {
     /* add_mask_f16   */ ggml_cpu_neon::add_mask_f16,
     /* f16_to_f32_row */ ggml_cpu_neon::f16_to_f32_row,
     /* f32_to_f16_row */ ggml_cpu_neon::f32_to_f16_row,
+    /* exp_sub_max_sum */ nullptr,
+    /* soft_max_logits */ nullptr,
 };
 
 #endif  // GGML_SIMD_NEON

@@ -66,6 +66,8 @@ ggml_quant_dot_rows_fn quant_dot_rows(ggml_type type) { return avx2.quant_dot_ro
     /* add_mask_f16   */ ggml_cpu_avx2::add_mask_f16, \
     /* f16_to_f32_row */ ggml_cpu_avx512::f16_to_f32_row, \
     /* f32_to_f16_row */ ggml_cpu_avx512::f32_to_f16_row, \
+    /* exp_sub_max_sum */ ggml_cpu_avx512::exp_sub_max_sum, \
+    /* soft_max_logits */ ggml_cpu_avx512::soft_max_logits, \
 }
 
 extern "C" const ggml_cpu_kernels ggml_cpu_kernels_avx512 =

@@ -72,6 +72,8 @@ void vec_gelu(float * y, const float * x, int64_t n);
 float row_max(const float * w, int64_t n);
 void f16_to_f32_row(const ggml_fp16_t * x, float * y, int64_t n);
 void f32_to_f16_row(const float * x, ggml_fp16_t * y, int64_t n);
+double exp_sub_max_sum(float * w, int64_t n, float max);
+float soft_max_logits(float * w, const float * x, const void * mask, int mask_f16, float scale, float slope, int64_t n);
 }  // namespace ggml_cpu_avx512
 
 namespace ggml_cpu_amx {
