@@ -140,6 +140,7 @@ struct buffer_assignment {
 
 static buffer_assignment assign_buffers(ggml_cgraph * g, const int * node_ids, const int * leaf_ids) {
     buffer_assignment a;
+    a.ids.reserve((size_t) (g->n_nodes + g->n_leafs));  // no rehash as it fills (a graph a token)
     if (node_ids) for (int i = 0; i < g->n_nodes; i++) a.ids[g->nodes[i]] = node_ids[i];
     if (leaf_ids) for (int i = 0; i < g->n_leafs; i++) a.ids[g->leafs[i]] = leaf_ids[i];
     return a;
@@ -150,6 +151,7 @@ static buffer_assignment assign_buffers(ggml_cgraph * g, const int * node_ids, c
 static graph_plan_result plan_graph(ggml_gallocr_t galloc, ggml_cgraph * g, const buffer_assignment & assign) {
     graph_plan_result res;
     auto & plans = res.plans;
+    plans.reserve((size_t) (g->n_nodes + g->n_leafs) * 2);  // sources outside the graph's lists too
     const int n_bufs = (int) galloc->bufts.size();
     std::vector<offset_allocator> allocs(n_bufs);
     auto place_new = [&](ggml_tensor * t, tensor_plan & p) {
