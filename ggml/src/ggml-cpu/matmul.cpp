@@ -183,7 +183,7 @@ void mul_mat_dot(const MulMatArgs & x, const ggml_mm_type_kernels * kern, const 
 // enough to stay in L2 while every group of the thread's range passes over them
 // (ggml_repack_col_block), 16 or 8 at a time (ggml_repack_gemm_cols). With one block of columns
 // (generation, small batches: streaming a is the cost) a thread that finishes its range first
-// takes over the end of the other's (ggml_cpu_next_item) instead of waiting at the barrier.
+// takes over the end of the other's (ggml_cpu_next_items) instead of waiting at the barrier.
 void mul_mat_repacked(const MulMatArgs & x, const ggml_repack_traits * rt, const ggml_compute_params * params) {
     const int R = GGML_REPACK_ROWS;
     const int64_t groups = x.M / R, nb = x.K / rt->blck, items = groups * x.B2 * x.B3;

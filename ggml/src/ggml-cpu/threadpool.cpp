@@ -52,7 +52,7 @@ void ggml_threadpool::run(int nth, const std::function<void(int, int)> & fn) {
     }
     ensure_workers(nth - 1);
     n_finished.store(0, std::memory_order_relaxed);
-    barrier_phase.fetch_add(1, std::memory_order_relaxed);  // a new stretch: next_item's shares of the last job are stale
+    barrier_phase.fetch_add(1, std::memory_order_relaxed);  // a new stretch: next_items' shares of the last job are stale
     barrier_count.store(0, std::memory_order_relaxed);
     {
         std::lock_guard<std::mutex> lock(mutex);

@@ -49,7 +49,7 @@ private:
     alignas(64) std::atomic<int> barrier_count{0};
     alignas(64) std::atomic<int> barrier_phase{0};
 
-    // Thread i's share of next_item's items: (barrier phase it belongs to << 32) | first << 16 | end.
+    // Thread i's share of next_items' items: (barrier phase it belongs to << 32) | first << 16 | end.
     // A share of an older phase is stale: the first to look at it (owner or thief) sets it anew.
     struct alignas(64) share { std::atomic<uint64_t> v{0}; };
     share shares[MAX_SHARES];
