@@ -240,7 +240,9 @@ static bool attn_chain_limits(const ggml_tensor * sm, std::vector<int32_t> & lim
 }
 
 // observed: a node callback sees the tensors, so KQ is written whole.
-static void attn_chain_run(const ggml_compute_params * params, const ggml_cgraph * g, int i, bool observed) {
+// limits: the caller's callback does not see KQ and nothing after the chain reads it, so scores
+// past each query's last visible key need not be written.
+static void attn_chain_run(const ggml_compute_params * params, const ggml_cgraph * g, int i, bool limits) {
     ggml_tensor * kq = g->nodes[i], * sm = g->nodes[i + 1], * kqv = g->nodes[i + 2];
     if (params->ith == 0) attn_chain_runs++;
     const size_t per = attn_chain_thread_size(g, i, params->nth);
@@ -252,7 +254,7 @@ static void attn_chain_run(const ggml_compute_params * params, const ggml_cgraph
     int64_t p0, p1;
     ggml_cpu_split_rows(kq->ne[2] * kq->ne[3], params->ith, params->nth, &p0, &p1);
     std::vector<int32_t> lim;  // causal prompts: about half of the scores and products skipped
-    const int32_t * l = !observed && dead_from(g, i + 3, kq) && attn_chain_limits(sm, lim) ? lim.data() : nullptr;  // KQ's rest unseen
+    const int32_t * l = limits && attn_chain_limits(sm, lim) ? lim.data() : nullptr;
     // Queries in blocks whose scores (block x n_kv) stay in L2 between the three steps, where
     // both products split columns at the block's edges (whole panels: the same bits).
     const int64_t n_q = kq->ne[1], c_kq = ggml_cpu_mul_mat_plane_cols(kq), c_kqv = ggml_cpu_mul_mat_plane_cols(kqv);
@@ -360,6 +362,33 @@ static bool graph_has_data(const ggml_cgraph * g) {
     return true;
 }
 
+// ---- the fusions, decided once per compute ----------------------------------------------------
+// What runs at node i. Decided by the calling thread before the workers start, in one pass while
+// the graph's tensors are in its caches: asked by every thread at every node, the scans of the
+// rest of the graph (dead_from) met tensors that the weights streamed through since had evicted.
+enum node_run : uint8_t {
+    RUN_NODE,              // the node alone
+    RUN_ATTN_CHAIN,        // nodes i .. i + 2 (attn_chain_run)
+    RUN_ATTN_CHAIN_LIMITS, // the same, skipping the scores past each query's last visible key
+    RUN_SILU_MUL,          // nodes i, i + 1 (silu_mul_run)
+    RUN_SKIP,              // computed by a fusion that starts before it
+};
+
+static void plan_node_runs(const ggml_cgraph * g, int n_threads, bool callback, std::vector<uint8_t> & plan) {
+    plan.assign((size_t) g->n_nodes, RUN_NODE);
+    for (int i = 0; i < g->n_nodes; i++) {
+        if (op_is_noop(g->nodes[i])) continue;
+        if (attn_chain_at(g, i, n_threads)) {
+            plan[i] = !callback && dead_from(g, i + 3, g->nodes[i]) ? RUN_ATTN_CHAIN_LIMITS : RUN_ATTN_CHAIN;
+            plan[i + 1] = plan[i + 2] = RUN_SKIP;
+            i += 2;
+        } else if (!callback && silu_mul_at(g, i)) {  // a callback would see no silu
+            plan[i] = RUN_SILU_MUL;
+            plan[++i] = RUN_SKIP;
+        }
+    }
+}
+
 enum ggml_status ggml_graph_compute(struct ggml_cgraph * cgraph, struct ggml_cplan * cplan) {
     GGML_ASSERT(cplan && cplan->n_threads > 0);
     GGML_ASSERT(cplan->work_size == 0 || cplan->work_data != nullptr);
@@ -384,6 +413,7 @@ enum ggml_status ggml_graph_compute(struct ggml_cgraph * cgraph, struct ggml_cpl
 
     const bool perf = ggml_node_perf_enabled();
     st.kernels = ggml_cpu_kernels_override;  // the caller's table, for every worker
+    plan_node_runs(cgraph, cplan->n_threads, cplan->node_callback != nullptr, tp->node_plan);
     st.tp->run(cplan->n_threads, [s = &st, perf](int ith, int nth) {
         const ggml_cpu_kernels * saved = ggml_cpu_kernels_override;
         ggml_cpu_kernels_override = s->kernels;
@@ -401,9 +431,10 @@ enum ggml_status ggml_graph_compute(struct ggml_cgraph * cgraph, struct ggml_cpl
                 continue;
             }
             const auto t0 = perf && ith == 0 ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
-            if (attn_chain_at(s->cgraph, i, nth)) {
+            const uint8_t run = s->tp->node_plan[(size_t) i];
+            if (run == RUN_ATTN_CHAIN || run == RUN_ATTN_CHAIN_LIMITS) {
                 // The three nodes at once; GGML_PERF counts their time as the last one's (KQV).
-                attn_chain_run(&params, s->cgraph, i, s->cplan->node_callback != nullptr);
+                attn_chain_run(&params, s->cgraph, i, run == RUN_ATTN_CHAIN_LIMITS);
                 if (ith == 0 && s->cplan->node_callback) {
                     s->cplan->node_callback(i, node, s->cplan->node_callback_data);
                     s->cplan->node_callback(i + 1, s->cgraph->nodes[i + 1], s->cplan->node_callback_data);
@@ -411,7 +442,7 @@ enum ggml_status ggml_graph_compute(struct ggml_cgraph * cgraph, struct ggml_cpl
                 i += 2;
                 node = s->cgraph->nodes[i];
                 params.prev = nullptr;
-            } else if (!s->cplan->node_callback && silu_mul_at(s->cgraph, i)) {  // a callback would see no silu
+            } else if (run == RUN_SILU_MUL) {
                 // Both nodes at once; GGML_PERF counts their time as the MUL's.
                 silu_mul_run(&params, s->cgraph, i);
                 node = s->cgraph->nodes[++i];

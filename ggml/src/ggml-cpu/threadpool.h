@@ -30,6 +30,9 @@ struct ggml_threadpool {
     ~ggml_threadpool();
 
     std::mutex compute_mutex;  // held by the graph computing on this pool
+    // What runs at each node of the graph computing on this pool (compute.cpp), kept with the
+    // pool so its capacity persists and computing allocates nothing; guarded by compute_mutex.
+    std::vector<uint8_t> node_plan;
 
 private:
     void worker_loop(int ith);
