@@ -625,6 +625,16 @@ TEST(Copy, CpyAllTypePairsAndLayouts) {
                 }
     for (Layout ls : kLayouts)
         for (Layout ld : kLayouts) run_cpy(GGML_TYPE_I32, GGML_TYPE_I32, {7, 5, 3, 2}, ls, {7, 5, 3, 2}, ld, rng);
+    // Rows of one element (a token's values into the transposed V cache): runs along dimension
+    // 1, split between threads mid-plane, longer than a conversion chunk.
+    for (const Shape & ne : {Shape{1, 37, 3, 2}, Shape{1, 2500, 1, 1}})
+        for (ggml_type ts : {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_I32})
+            for (ggml_type td : kCopyTypes)
+                for (Layout ls : kLayouts)
+                    for (Layout ld : {Layout::Contiguous, Layout::Padded, Layout::Transposed, Layout::PermutedAll}) {
+                        if (ts == GGML_TYPE_I32 && td != GGML_TYPE_F32) continue;
+                        run_cpy(ts, ts == GGML_TYPE_I32 ? GGML_TYPE_I32 : td, ne, ls, ne, ld, rng);
+                    }
 }
 
 // Same element count, different shapes: elements go over in logical order.

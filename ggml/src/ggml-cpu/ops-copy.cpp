@@ -7,6 +7,7 @@
 // copies never go through float, so they are exact for every type (I32 included).
 #include "ops-common.h"
 
+#include <algorithm>
 #include <string.h>
 
 static_assert(GGML_CPU_CHUNK % 256 == 0, "chunks must hold whole blocks of every block type");
@@ -195,6 +196,28 @@ void ggml_cpu_forward_dup(const struct ggml_compute_params * params, struct ggml
                     ggml_cpu_scatter_f32(dst->type, buf + done, y, dst->nb[0], len);
                 });
             }
+        }
+        return;
+    }
+
+    // Rows of one element and the same shape on both sides (a transposed vector into a column,
+    // as the V cache stores a token): runs along dimension 1, one strided conversion per run
+    // instead of one call per element.
+    if (!dst_blocks && dst->ne[0] == 1 && ggml_are_same_shape(src, dst)) {
+        const int64_t ne1 = dst->ne[1];
+        ggml_cpu_split_rows(ggml_nrows(dst), params->ith, params->nth, &r0, &r1);
+        for (int64_t r = r0; r < r1; ) {
+            int64_t i1, i2, i3;
+            row_index(dst, r, &i1, &i2, &i3);
+            const int64_t n = std::min(r1 - r, ne1 - i1);
+            char * y = ggml_cpu_elem_ptr(dst, 0, i1, i2, i3);
+            const char * x = ggml_cpu_elem_ptr(src, 0, i1, i2, i3);
+            if (dst->type == src->type) {
+                copy_elems(y, dst->nb[1], x, src->nb[1], n, ggml_type_size(src->type));
+            } else {
+                convert_elems(dst->type, y, dst->nb[1], src->type, x, src->nb[1], n);
+            }
+            r += n;
         }
         return;
     }
