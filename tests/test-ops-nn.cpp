@@ -347,6 +347,53 @@ TEST(Rope, LayoutsTypesAndInPlace) {
     }
 }
 
+// A generated token's rope nodes share the angles and cos/sin each thread keeps from the last
+// node: the same graph recomputed with new positions, then new freq factor values (same
+// parameters, same tensors), and a rope_back in between, must not see stale ones.
+TEST(Rope, RecomputedWithNewPositionsAndFreqFactors) {
+    std::mt19937 rng(130);
+    tu::Ctx ctx;
+    RopeCase c;
+    c.mode = GGML_ROPE_TYPE_NEOX;
+    c.n_dims = 16;
+    c.freq_factors = random_freq_factors(c.n_dims, rng);
+    const Shape ne = {16, 4, 1, 1};  // one token, as in generation
+    ggml_tensor * x = new_tensor(ctx, GGML_TYPE_F32, ne);
+    tu::fill_uniform(x, rng, -1.0f, 1.0f);
+    const Values xv = tu::to_double(x);
+    tu::RopeInputs in = tu::make_rope_inputs(ctx, c, 1, rng);
+    auto rope = [&](ggml_tensor * t) {
+        return ggml_rope_ext(ctx, t, in.pos, in.ff, c.n_dims, c.mode, c.n_ctx_orig, c.freq_base, c.freq_scale, c.ext_factor,
+                             c.attn_factor, c.beta_fast, c.beta_slow);
+    };
+    ggml_tensor * y1 = rope(x), * y2 = rope(ggml_scale(ctx, x, 2.0f));
+    ggml_tensor * back = ggml_rope_ext_back(ctx, x, in.pos, in.ff, c.n_dims, c.mode, c.n_ctx_orig, c.freq_base, c.freq_scale,
+                                            c.ext_factor, c.attn_factor, c.beta_fast, c.beta_slow);
+    ggml_cgraph * gf = ggml_new_graph(ctx);
+    ggml_build_forward_expand(gf, y1);
+    ggml_build_forward_expand(gf, back);
+    ggml_build_forward_expand(gf, y2);
+    Values x2 = xv;
+    for (double & v : x2) v *= 2.0;
+    for (int step = 0; step < 4; step++) {
+        if (step > 0) {
+            in.pos_vals[0] = 1000 * step + 17;
+            tu::set(in.pos, in.pos_vals[0], 0);
+        }
+        if (step == 3) {  // new values in the same freq factor tensor
+            for (size_t i = 0; i < c.freq_factors.size(); i++) tu::set(in.ff, 0.5 + 0.25 * (double) i, (int64_t) i);
+            in.stored.freq_factors = tu::to_double(in.ff);
+        }
+        for (int nt : {1, 2, 3}) {
+            ASSERT_EQ(ggml_graph_compute_with_ctx(ctx, gf, nt), GGML_STATUS_SUCCESS);
+            const std::string what = "step " + std::to_string(step) + ", " + std::to_string(nt) + " threads";
+            tu::expect_close(tu::to_double(y1), tu::ref_rope(xv, ne, in.pos_vals, in.stored), 1e-5, 2e-6, what);
+            tu::expect_close(tu::to_double(y2), tu::ref_rope(x2, ne, in.pos_vals, in.stored), 1e-5, 4e-6, what);
+            tu::expect_close(tu::to_double(back), tu::ref_rope(xv, ne, in.pos_vals, in.stored, true), 1e-5, 2e-6, what + " (back)");
+        }
+    }
+}
+
 // YaRN against a double implementation of the same formulas.
 TEST(Rope, Yarn) {
     uint32_t seed = 120;

@@ -18,6 +18,7 @@
 #include "cpu-ops.h"
 
 #include <math.h>
+#include <string.h>
 
 namespace {
 
@@ -71,6 +72,44 @@ void rope_angle_per_position(const RopeParams & rp, const ggml_tensor * freq_fac
         }
         angle_per_pos[i] = inv_freq * factor;
     }
+}
+
+// Per thread, the angles of the last parameters and the cos/sin of the last position: the
+// 2 x n_layer rope nodes of a generated token share them (pow, cos and sin in double cost ~3 us a
+// node). Keyed by the parameters and the frequency factors' values, so a cached value is the
+// one that would be computed.
+struct RopeCache {
+    bool valid = false;
+    RopeParams rp;
+    bool has_ff;
+    float ff[kMaxRopeDims / 2];
+    double angle_per_pos[kMaxRopeDims / 2];
+    bool cs_valid = false;  // cos_c / sin_c hold position pos with sine sign sin_sign
+    int32_t pos;
+    double sin_sign;
+    float cos_c[kMaxRopeDims / 2], sin_c[kMaxRopeDims / 2];
+};
+thread_local RopeCache rope_cache;
+
+float freq_factor(const ggml_tensor * ff, int i) { return *(const float *) ((const char *) ff->data + i * ff->nb[0]); }
+
+RopeCache & rope_cache_for(const RopeParams & rp, const ggml_tensor * freq_factors) {
+    RopeCache & c = rope_cache;
+    const int n_pairs = rp.n_dims / 2;
+    bool same = c.valid && memcmp(&c.rp, &rp, sizeof(rp)) == 0 && c.has_ff == (freq_factors != nullptr);
+    for (int i = 0; same && freq_factors && i < n_pairs; i++) {
+        const float f = freq_factor(freq_factors, i);
+        same = memcmp(&c.ff[i], &f, sizeof(f)) == 0;  // bits: -0 and NaN are values too
+    }
+    if (!same) {
+        c.rp = rp;
+        c.has_ff = freq_factors != nullptr;
+        for (int i = 0; freq_factors && i < n_pairs; i++) c.ff[i] = freq_factor(freq_factors, i);
+        rope_angle_per_position(rp, freq_factors, c.angle_per_pos);
+        c.valid = true;
+        c.cs_valid = false;
+    }
+    return c;
 }
 
 // Element access for the types rope supports.
@@ -144,9 +183,8 @@ void rope_rows(const ggml_compute_params * params, ggml_tensor * dst, const Rope
     ggml_cpu_split_rows(ggml_nrows(dst), params->ith, params->nth, &r0, &r1);
     if (r0 >= r1) return;
 
-    double angle_per_pos[kMaxRopeDims / 2];
-    float cos_c[kMaxRopeDims / 2], sin_c[kMaxRopeDims / 2];
-    rope_angle_per_position(rp, freq_factors, angle_per_pos);
+    RopeCache & c = rope_cache_for(rp, freq_factors);
+    const float * cos_c = c.cos_c, * sin_c = c.sin_c;
     double mscale = rp.attn_factor;
     if (rp.ext_factor != 0.0f) mscale *= 1.0 + 0.1 * log(1.0 / (double) rp.freq_scale);
     const double sin_sign = inverse ? -1.0 : 1.0;
@@ -158,11 +196,16 @@ void rope_rows(const ggml_compute_params * params, ggml_tensor * dst, const Rope
         if (i2 != cached_token) {
             // The cache depends on the token only, so a row's values do not depend on which
             // thread computes it.
-            const double p = (double) *(const int32_t *) ((const char *) pos->data + i2 * pos->nb[0]);
-            for (int i = 0; i < n_pairs; i++) {
-                const double theta = p * angle_per_pos[i];
-                cos_c[i] = (float) (cos(theta) * mscale);
-                sin_c[i] = (float) (sin(theta) * mscale * sin_sign);
+            const int32_t p = *(const int32_t *) ((const char *) pos->data + i2 * pos->nb[0]);
+            if (!(c.cs_valid && c.pos == p && c.sin_sign == sin_sign)) {
+                for (int i = 0; i < n_pairs; i++) {
+                    const double theta = (double) p * c.angle_per_pos[i];
+                    c.cos_c[i] = (float) (cos(theta) * mscale);
+                    c.sin_c[i] = (float) (sin(theta) * mscale * sin_sign);
+                }
+                c.cs_valid = true;
+                c.pos = p;
+                c.sin_sign = sin_sign;
             }
             cached_token = i2;
         }
