@@ -217,6 +217,7 @@ void act_q8_Kx(const float * x, void * vy, int64_t n, Quantize quantize) {
             block_q8_Kx & o = y[i0 + i];
             o.d = q[i].d;
             memcpy(o.bsums, q[i].bsums, sizeof(o.bsums));
+            for (int j = 0; j < QK_K / 32; j++) o.bsums32[j] = (int16_t) (q[i].bsums[2 * j] + q[i].bsums[2 * j + 1]);
             memset(o.pad, 0, sizeof(o.pad));
             memcpy(o.qs, q[i].qs, sizeof(o.qs));
         }

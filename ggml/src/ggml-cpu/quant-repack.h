@@ -95,10 +95,13 @@ static_assert(sizeof(block_q8_0x) == 40, "wrong q8_0x size");
 // 256 values at offset 64, so that in rows starting on 64 bytes each block's values do too (the
 // AMX kernels load them as tile rows, and a row across two cache lines costs a third of their
 // time).
+// bsums32[j] = bsums[2j] + bsums[2j + 1], the sums of the 32 values of sub-block j (Q4_K's and
+// Q5_K's mins meet two sub-blocks per pair of 16-bit products).
 typedef struct {
     float d;
     int16_t bsums[QK_K / 16];
-    uint8_t pad[28];
+    int16_t bsums32[QK_K / 32];
+    uint8_t pad[12];
     int8_t qs[QK_K];
 } block_q8_Kx;
 static_assert(sizeof(block_q8_Kx) == 320 && offsetof(block_q8_Kx, qs) == 64, "wrong q8_Kx layout");

@@ -74,18 +74,24 @@ typedef const block_q8_Kx * const * Cols;  // the columns' super-blocks
 // ---- the types ------------------------------------------------------------------------------
 // Q4_K / Q5_K: acc -= (dmin * d_a) * sum_j m_j * bsum32_j, the mins first; the values' sums
 // start at zero.
+// Sub-blocks 2p and 2p + 1 per vpdpwssd: lane r holds (m_2p, m_2p+1) as 16-bit halves, against
+// the column's (bsums32[2p], bsums32[2p + 1]): 4 of them and 6 operations of decoding a pair,
+// instead of 8 and 14 with (m_j, m_j) against bsums[2j], bsums[2j + 1] (the same integer sum).
 template <int NC, typename G>
 inline void k4_mins(const G * g, Cols y, __m512i * isum, __m512 * acc) {
-    const __m512i low4 = _mm512_set1_epi32(15), m_hi = _mm512_set1_epi32(0x30);
+    const __m512i m_hi = _mm512_set1_epi32(0x00300030), m_lo = _mm512_set1_epi32(0x000F000F);
+    constexpr int OR_AND_C = ternary_imm([](int a, int b, int c) { return (a | b) & c; });
     __m512i msum[NC];
     for (int c = 0; c < NC; c++) msum[c] = _mm512_setzero_si512();
-    for (int j = 0; j < 8; j++) {
-        const __m512i hi = _mm512_and_si512(_mm512_srli_epi32(bytes_to_lanes(g->sm[j]), 2), m_hi);
-        __m512i lo = bytes_to_lanes(g->mlo[j / 2]);
-        lo = (j & 1) ? _mm512_srli_epi32(lo, 4) : _mm512_and_si512(lo, low4);
-        const __m512i m = _mm512_or_si512(hi, lo);
-        const __m512i m2 = _mm512_or_si512(m, _mm512_slli_epi32(m, 16));
-        for (int c = 0; c < NC; c++) msum[c] = _mm512_dpwssd_epi32(msum[c], m2, bcast4(y[c]->bsums + 2 * j));
+    for (int p = 0; p < 4; p++) {
+        // High 2 bits: bits 6-7 of sm to bits 4-5 of each half; low 4 bits: mlo's two nibbles to
+        // bits 0-3 of each half.
+        const __m512i s0 = bytes_to_lanes(g->sm[2 * p]), s1 = bytes_to_lanes(g->sm[2 * p + 1]);
+        const __m512i hi = _mm512_ternarylogic_epi32(_mm512_srli_epi32(s0, 2), _mm512_slli_epi32(s1, 14), m_hi, OR_AND_C);
+        const __m512i l = bytes_to_lanes(g->mlo[p]);
+        const __m512i lo = _mm512_ternarylogic_epi32(l, _mm512_slli_epi32(l, 12), m_lo, OR_AND_C);
+        const __m512i m2 = _mm512_or_si512(hi, lo);
+        for (int c = 0; c < NC; c++) msum[c] = _mm512_dpwssd_epi32(msum[c], m2, bcast4(y[c]->bsums32 + 2 * p));
     }
     const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *) g->dmin));
     for (int c = 0; c < NC; c++) {
