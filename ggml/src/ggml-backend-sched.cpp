@@ -41,6 +41,7 @@ struct ggml_backend_sched {
     int n_copies = 0;
 
     ggml_context * ctx = nullptr;  // the copies and the allocated graph
+    std::vector<uint8_t> ctx_mem;  // ctx's memory, kept between graphs (no allocation per token)
     ggml_cgraph * graph = nullptr;
 
     int backend_of_buft(ggml_backend_buffer_type_t buft) const {
@@ -279,7 +280,9 @@ static bool split_graph(ggml_backend_sched_t s, ggml_cgraph * g) {
     }
     if (s->ctx) ggml_free(s->ctx);
     const size_t graph_nodes = (size_t) g->n_nodes + n_copy_max + 16;
-    ggml_init_params ip = { ggml_tensor_overhead() * (n_copy_max + 1) + ggml_graph_overhead_custom(graph_nodes, false), nullptr, true };
+    const size_t mem = ggml_tensor_overhead() * (n_copy_max + 1) + ggml_graph_overhead_custom(graph_nodes, false);
+    if (s->ctx_mem.size() < mem) s->ctx_mem.resize(mem);
+    ggml_init_params ip = { s->ctx_mem.size(), s->ctx_mem.data(), true };
     s->ctx = ggml_init(ip);
     if (!s->ctx) return false;
     s->graph = ggml_new_graph_custom(s->ctx, graph_nodes, false);
