@@ -187,6 +187,10 @@ static bool attn_chain_at(const ggml_cgraph * g, int i, int n_threads) {
     if (!ggml_cpu_mul_mat_by_plane(kq) || !ggml_cpu_mul_mat_by_plane(kqv)) return false;
     if (ggml_is_empty(kq) || ggml_is_empty(kqv) || !ggml_are_same_shape(kq, sm)) return false;
     if (kq->ne[2] != kqv->ne[2] || kq->ne[3] != kqv->ne[3]) return false;
+    // One query and grouped heads (generation): the products alone meet a kv head's keys and
+    // values with all its query heads at once (mul_mat's grouped dot path), which saves more
+    // than the chain's two barriers (n_kv 1024, 32 / 4 heads: 193 -> 100 us a layer).
+    if (kq->ne[1] == 1 && kq->ne[2] > kq->src[0]->ne[2]) return false;
     if (!ggml_is_contiguous(kq) || !ggml_is_contiguous(sm) || !ggml_is_contiguous(kqv)) return false;
     if (overlap(kq, kq->src[0]) || overlap(kq, kq->src[1]) || overlap(kq, sm->src[1])) return false;
     if (overlap(sm, kq) && sm->data != kq->data) return false;  // in place, or apart

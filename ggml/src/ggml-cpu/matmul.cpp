@@ -165,18 +165,40 @@ void dot_item(const MulMatArgs & x, const ggml_mm_type_kernels * kern, int64_t p
     }
 }
 
+// One column of b per plane and r2 > 1 planes of b per plane of a (grouped-query attention
+// while generating: the 8 query heads of a kv head): the columns of the r2 planes that share a's
+// plane meet each tile of a's rows together, GGML_DOT_TILE_MAX at a time, so a's rows are read
+// (and converted) once per 4 planes instead of once per plane. The same tiles: the same bits.
+bool dot_grouped(const MulMatArgs & x) { return x.N == 1 && x.r2 > 1 && x.dnb2 % sizeof(float) == 0; }
+
+// Item (plane pa of a's planes as b's dimension 3 sees them, block of rows from m0).
+void dot_item_grouped(const MulMatArgs & x, const ggml_mm_type_kernels * kern, int64_t pa, int64_t m0) {
+    const int64_t B2a = x.B2 / x.r2, i2 = (pa % B2a) * x.r2, i3 = pa / B2a;
+    const int nr = (int) std::min<int64_t>(GGML_DOT_TILE_MAX, x.M - m0);
+    const char * a0 = x.a_row(m0, i2, i3);
+    for (int64_t g = 0; g < x.r2; g += GGML_DOT_TILE_MAX) {
+        const int nc = (int) std::min<int64_t>(GGML_DOT_TILE_MAX, x.r2 - g);
+        kern->dot_tile(x.K, nr, nc, a0, x.lda, x.rb.row(0, i2 + g, i3), x.rb.nb2, x.d_at(m0, 0, i2 + g, i3), x.dnb2 / sizeof(float));
+    }
+}
+
 // Items (plane, block of rows), shared out with stealing (see mul_mat_repacked).
 void mul_mat_dot(const MulMatArgs & x, const ggml_mm_type_kernels * kern, const ggml_compute_params * params) {
-    const int64_t m_blocks = ceil_div(x.M, GGML_DOT_TILE_MAX), items = m_blocks * x.B2 * x.B3;
+    const bool grouped = dot_grouped(x);
+    const int64_t m_blocks = ceil_div(x.M, GGML_DOT_TILE_MAX), items = m_blocks * (grouped ? x.B2 / x.r2 : x.B2) * x.B3;
+    auto item = [&](int64_t it) {
+        if (grouped) dot_item_grouped(x, kern, it / m_blocks, (it % m_blocks) * GGML_DOT_TILE_MAX);
+        else dot_item(x, kern, it / m_blocks, (it % m_blocks) * GGML_DOT_TILE_MAX);
+    };
     if (ggml_cpu_can_share_items(params, items)) {
         for (int64_t it0, it1; ggml_cpu_next_items(params, items, &it0, &it1);) {
-            for (int64_t it = it0; it < it1; it++) dot_item(x, kern, it / m_blocks, (it % m_blocks) * GGML_DOT_TILE_MAX);
+            for (int64_t it = it0; it < it1; it++) item(it);
         }
         return;
     }
     int64_t it0, it1;
     ggml_cpu_split_rows(items, params->ith, params->nth, &it0, &it1);
-    for (int64_t it = it0; it < it1; it++) dot_item(x, kern, it / m_blocks, (it % m_blocks) * GGML_DOT_TILE_MAX);
+    for (int64_t it = it0; it < it1; it++) item(it);
 }
 
 // Repacked path: items are (plane, group of 16 rows of a). Columns of b go in blocks small
