@@ -600,6 +600,11 @@ TEST(FlashAttn, ShapesMasksAndHeads) {
         {80, 80, 1, 513, 4, 4, 1, GGML_TYPE_F16, GGML_TYPE_F16, AttnMask::Causal, 1, false, 0.11f, 0, 0},
         {24, 40, 3, 37, 6, 2, 2, GGML_TYPE_F32, GGML_TYPE_F32, AttnMask::Random, 6, true, s, 0, 0},
         {16, 16, 4, 70, 4, 2, 1, GGML_TYPE_F16, GGML_TYPE_F16, AttnMask::Alibi, 1, false, s, 4.0f, 3.0f},
+        // one query, grouped heads: their scores from shared dot tiles (4, 3, 5 heads per kv head)
+        {64, 64, 1, 200, 8, 2, 1, GGML_TYPE_F16, GGML_TYPE_F16, AttnMask::Causal, 1, false, 0.125f, 0, 0},
+        {24, 40, 1, 37, 6, 2, 2, GGML_TYPE_F32, GGML_TYPE_F32, AttnMask::Random, 6, true, s, 0, 0},
+        {16, 16, 1, 70, 12, 4, 1, GGML_TYPE_F16, GGML_TYPE_F32, AttnMask::Alibi, 1, false, s, 4.0f, 3.0f},
+        {32, 32, 1, 45, 10, 2, 1, GGML_TYPE_F32, GGML_TYPE_F16, AttnMask::None, 1, true, s, 0, 0},
     };
     uint32_t seed = 300;
     for (const AttnCase & c : cases) run_flash_attn_case(c, seed++);

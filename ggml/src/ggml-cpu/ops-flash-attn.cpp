@@ -185,6 +185,39 @@ void few_queries(const KvRows & K, const KvRows & V, int64_t lo, int64_t nk, con
     }
 }
 
+// One query and the G heads of kv head hk (generation): the scores of all G heads from the same
+// dot tiles, heads as columns (q's heads are nb[2] apart), so each tile of keys is read once per
+// 4 heads instead of once per head; then each head's softmax and values as few_queries does, the
+// same bits.
+void one_query_grouped(const Attn & at, const KvRows & K, const KvRows & V, int64_t lo, int64_t nk, int64_t i3, int64_t hk,
+                       int64_t i0, float * s, float * out) {
+    const ggml_cpu_kernels * vk = ggml_cpu();
+    const ggml_mm_type_kernels * mk = vk->mm_type(GGML_TYPE_F32);
+    const ggml_dot_tile_fn dot = mk ? mk->dot_tile : ggml_cpu_kernels_scalar.mm_type(GGML_TYPE_F32)->dot_tile;
+    const int T = GGML_DOT_TILE_MAX;
+    const size_t q_nb2 = at.q->nb[2];
+    const char * q0 = (const char *) at.q->data + i0 * at.q->nb[1] + hk * at.G * q_nb2 + i3 * at.q->nb[3];
+    for (int64_t j = 0; j < nk; j += T) {
+        for (int64_t g = 0; g < at.G; g += T) {
+            dot(at.D, (int) std::min<int64_t>(T, nk - j), (int) std::min<int64_t>(T, at.G - g), K.p + (lo + j) * K.ld,
+                (size_t) K.ld * sizeof(float), q0 + g * q_nb2, q_nb2, s + g * at.ld_s + j, (size_t) at.ld_s);
+        }
+    }
+    const float * rows[16];
+    for (int64_t g = 0; g < at.G; g++) {
+        const int64_t h = hk * at.G + g;
+        float * sg = s + g * at.ld_s;
+        softmax_rows(at, i3, h, i0, 1, lo, nk, sg, nullptr);
+        float * o = out + ((i3 * at.n_q + i0) * at.H + h) * at.Dv;
+        memset(o, 0, at.Dv * sizeof(float));
+        for (int64_t j = 0; j < nk; j += 16) {
+            const int n = (int) std::min<int64_t>(16, nk - j);
+            for (int t = 0; t < n; t++) rows[t] = V.p + (lo + j + t) * V.ld;
+            vk->axpy(at.Dv, n, sg + j, rows, o);
+        }
+    }
+}
+
 struct ThreadBufs {
     float * s, * dp, * t, * kbuf, * vbuf;
     void * gemm;
@@ -238,6 +271,10 @@ void ggml_cpu_forward_flash_attn_ext(const struct ggml_compute_params * params, 
         visible_keys(at, i3, hk, i0, i0 + nb, &lo, &hi);
         const int64_t nk = hi - lo;
         const KvRows K = kv_rows(at.k, hk, i3, lo, hi, tb.kbuf), V = kv_rows(at.v, hk, i3, lo, hi, tb.vbuf);
+        if (nb == 1 && at.G > 1 && at.G <= BQ && nk > 0) {
+            one_query_grouped(at, K, V, lo, nk, i3, hk, i0, tb.s, out);
+            continue;
+        }
         for (int64_t g = 0; g < at.G; g++) {
             const int64_t h = hk * at.G + g;
             float * o = out + ((i3 * at.n_q + i0) * at.H + h) * at.Dv;
