@@ -6,7 +6,7 @@
 #include <stdlib.h>
 
 #include <algorithm>
-#include <unordered_map>
+#include "ptr-map.h"
 #include <vector>
 
 static const size_t ALIGN = GGML_MEM_ALIGN;
@@ -83,9 +83,30 @@ struct tensor_plan {
 
 }  // namespace
 
+struct graph_plan_result {
+    ggml_ptr_map<tensor_plan> plans;
+    std::vector<size_t> buffer_sizes;
+};
+
+// Which buffer each tensor of the graph goes to: node_ids / leaf_ids (NULL: all in buffer 0).
+struct buffer_assignment {
+    ggml_ptr_map<int> ids;
+    int of(const ggml_tensor * t) const {
+        const int * b = ids.find(t);
+        return b ? *b : 0;
+    }
+};
+
+// The maps live with the allocator so their slots are reused by the next graph (a graph a token).
+struct gallocr_scratch {
+    buffer_assignment assign;
+    graph_plan_result res;
+};
+
 struct ggml_gallocr {
     std::vector<ggml_backend_buffer_type_t> bufts;
     std::vector<ggml_backend_buffer_t> buffers;  // one per buffer type, grown as graphs need
+    gallocr_scratch * scratch = nullptr;          // the planner's maps, kept between graphs
 };
 
 ggml_gallocr_t ggml_gallocr_new_n(ggml_backend_buffer_type_t * bufts, int n_bufs) {
@@ -101,6 +122,7 @@ ggml_gallocr_t ggml_gallocr_new(ggml_backend_buffer_type_t buft) { return ggml_g
 void ggml_gallocr_free(ggml_gallocr_t galloc) {
     if (!galloc) return;
     for (ggml_backend_buffer_t b : galloc->buffers) ggml_backend_buffer_free(b);
+    delete galloc->scratch;
     delete galloc;
 }
 
@@ -124,23 +146,11 @@ static bool op_can_run_in_place(ggml_op op) {
     return (ggml_op_get_info(op)->flags & GGML_OP_FLAG_IN_PLACE) != 0;
 }
 
-struct graph_plan_result {
-    std::unordered_map<const ggml_tensor *, tensor_plan> plans;
-    std::vector<size_t> buffer_sizes;
-};
 
-// Which buffer each tensor of the graph goes to: node_ids / leaf_ids (NULL: all in buffer 0).
-struct buffer_assignment {
-    std::unordered_map<const ggml_tensor *, int> ids;
-    int of(const ggml_tensor * t) const {
-        auto it = ids.find(t);
-        return it == ids.end() ? 0 : it->second;
-    }
-};
-
-static buffer_assignment assign_buffers(ggml_cgraph * g, const int * node_ids, const int * leaf_ids) {
-    buffer_assignment a;
-    a.ids.reserve((size_t) (g->n_nodes + g->n_leafs));  // no rehash as it fills (a graph a token)
+static const buffer_assignment & assign_buffers(gallocr_scratch & sc, ggml_cgraph * g, const int * node_ids, const int * leaf_ids) {
+    buffer_assignment & a = sc.assign;
+    a.ids.clear();
+    a.ids.reserve((size_t) (g->n_nodes + g->n_leafs));
     if (node_ids) for (int i = 0; i < g->n_nodes; i++) a.ids[g->nodes[i]] = node_ids[i];
     if (leaf_ids) for (int i = 0; i < g->n_leafs; i++) a.ids[g->leafs[i]] = leaf_ids[i];
     return a;
@@ -148,9 +158,11 @@ static buffer_assignment assign_buffers(ggml_cgraph * g, const int * node_ids, c
 
 // Walks the graph in execution order and assigns a buffer and an offset to every tensor that
 // needs memory.
-static graph_plan_result plan_graph(ggml_gallocr_t galloc, ggml_cgraph * g, const buffer_assignment & assign) {
-    graph_plan_result res;
+static const graph_plan_result & plan_graph(ggml_gallocr_t galloc, gallocr_scratch & sc, ggml_cgraph * g, const buffer_assignment & assign) {
+    graph_plan_result & res = sc.res;
     auto & plans = res.plans;
+    plans.clear();
+    res.buffer_sizes.clear();
     plans.reserve((size_t) (g->n_nodes + g->n_leafs) * 2);  // sources outside the graph's lists too
     const int n_bufs = (int) galloc->bufts.size();
     std::vector<offset_allocator> allocs(n_bufs);
@@ -211,19 +223,18 @@ static graph_plan_result plan_graph(ggml_gallocr_t galloc, ggml_cgraph * g, cons
             bool in_place = false;
             if (op_can_run_in_place(node->op) && s0 && s0->view_src == nullptr && s0->type == node->type &&
                 ggml_are_same_shape(s0, node) && ggml_are_same_stride(s0, node)) {
-                auto it = plans.find(s0);
-                if (it != plans.end() && it->second.planned && !it->second.keep && !it->second.handed_over &&
-                    it->second.readers == 1 && it->second.buf == buf) {
+                tensor_plan * it = plans.find(s0);
+                if (it && it->planned && !it->keep && !it->handed_over && it->readers == 1 && it->buf == buf) {
                     in_place = true;
                     for (int j = 1; j < GGML_MAX_SRC; j++) {
                         if (node->src[j] && owner_of(node->src[j]) == s0) in_place = false;
                     }
                     if (in_place) {
-                        it->second.handed_over = true;
+                        it->handed_over = true;
                         p.buf = buf;
                         p.planned = true;
-                        p.offset = it->second.offset;
-                        p.size = it->second.size;
+                        p.offset = it->offset;
+                        p.size = it->size;
                     }
                 }
             }
@@ -250,6 +261,11 @@ static graph_plan_result plan_graph(ggml_gallocr_t galloc, ggml_cgraph * g, cons
     return res;
 }
 
+static gallocr_scratch & scratch_of(ggml_gallocr_t galloc) {
+    if (!galloc->scratch) galloc->scratch = new gallocr_scratch();
+    return *galloc->scratch;
+}
+
 // Grows each buffer to what the plan needs (the old buffer's tensors become invalid).
 static bool ensure_buffers(ggml_gallocr_t galloc, const graph_plan_result & res) {
     for (size_t b = 0; b < galloc->bufts.size(); b++) {
@@ -268,7 +284,8 @@ static bool ensure_buffers(ggml_gallocr_t galloc, const graph_plan_result & res)
 }
 
 bool ggml_gallocr_reserve_n(ggml_gallocr_t galloc, struct ggml_cgraph * graph, const int * node_buffer_ids, const int * leaf_buffer_ids) {
-    return ensure_buffers(galloc, plan_graph(galloc, graph, assign_buffers(graph, node_buffer_ids, leaf_buffer_ids)));
+    gallocr_scratch & sc = scratch_of(galloc);
+    return ensure_buffers(galloc, plan_graph(galloc, sc, graph, assign_buffers(sc, graph, node_buffer_ids, leaf_buffer_ids)));
 }
 
 bool ggml_gallocr_reserve(ggml_gallocr_t galloc, struct ggml_cgraph * graph) {
@@ -276,14 +293,15 @@ bool ggml_gallocr_reserve(ggml_gallocr_t galloc, struct ggml_cgraph * graph) {
 }
 
 bool ggml_gallocr_alloc_graph_n(ggml_gallocr_t galloc, struct ggml_cgraph * graph, const int * node_buffer_ids, const int * leaf_buffer_ids) {
-    const graph_plan_result res = plan_graph(galloc, graph, assign_buffers(graph, node_buffer_ids, leaf_buffer_ids));
+    gallocr_scratch & sc = scratch_of(galloc);
+    const graph_plan_result & res = plan_graph(galloc, sc, graph, assign_buffers(sc, graph, node_buffer_ids, leaf_buffer_ids));
     if (!ensure_buffers(galloc, res)) return false;
     // Owners first (leafs, then nodes in order), then views, which point into their owners.
     auto place = [&](ggml_tensor * t) {
-        auto it = res.plans.find(t);
-        if (it != res.plans.end() && it->second.planned && t->data == nullptr) {
-            ggml_backend_buffer_t b = galloc->buffers[it->second.buf];
-            ggml_backend_tensor_alloc(b, t, (char *) ggml_backend_buffer_get_base(b) + it->second.offset);
+        const tensor_plan * it = res.plans.find(t);
+        if (it && it->planned && t->data == nullptr) {
+            ggml_backend_buffer_t b = galloc->buffers[it->buf];
+            ggml_backend_tensor_alloc(b, t, (char *) ggml_backend_buffer_get_base(b) + it->offset);
         }
     };
     for (int i = 0; i < graph->n_leafs; i++) place(graph->leafs[i]);

@@ -10,6 +10,7 @@
 #include "ggml-backend-impl.h"
 #include "ggml-cpu.h"
 #include "ggml-impl.h"
+#include "ptr-map.h"
 
 #include <string.h>
 
@@ -36,7 +37,7 @@ struct ggml_backend_sched {
     size_t graph_size = 0;
 
     std::unordered_map<const ggml_tensor *, int> pinned;    // ggml_backend_sched_set_tensor_backend
-    std::unordered_map<const ggml_tensor *, int> assigned;  // the last graph's nodes and leafs
+    ggml_ptr_map<int> assigned;  // the last graph's nodes and leafs (slots kept between graphs)
     std::vector<sched_split> splits;
     int n_copies = 0;
 
@@ -59,8 +60,8 @@ struct ggml_backend_sched {
         const ggml_tensor * o = t->view_src ? t->view_src : t;
         if (o->buffer) return backend_of_buft(ggml_backend_buffer_get_type(o->buffer));
         if (o->data) return backend_of_buft(ggml_backend_cpu_buffer_type());  // host memory of a plain context
-        auto it = assigned.find(o);
-        return it == assigned.end() ? -1 : it->second;
+        const int * b = assigned.find(o);
+        return b ? *b : -1;
     }
 };
 
@@ -121,8 +122,7 @@ void ggml_backend_sched_set_tensor_backend(ggml_backend_sched_t sched, struct gg
 }
 
 ggml_backend_t ggml_backend_sched_get_tensor_backend(ggml_backend_sched_t sched, struct ggml_tensor * node) {
-    auto it = sched->assigned.find(node);
-    if (it != sched->assigned.end()) return sched->backends[it->second];
+    if (const int * b = sched->assigned.find(node)) return sched->backends[*b];
     auto p = sched->pinned.find(node);
     return p == sched->pinned.end() ? nullptr : sched->backends[p->second];
 }
@@ -142,6 +142,7 @@ static bool assign_backends(ggml_backend_sched_t s, ggml_cgraph * g) {
     const int n_backends = (int) s->backends.size();
     auto & a = s->assigned;
     a.clear();
+    a.reserve((size_t) (g->n_nodes + g->n_leafs));
     auto supports = [&](int b, const ggml_tensor * n) { return b >= 0 && ggml_backend_supports_op(s->backends[b], n); };
 
     // Pass 1: pinned nodes, nodes writing into existing memory, views, nodes reading weights.
@@ -187,9 +188,8 @@ static bool assign_backends(ggml_backend_sched_t s, ggml_cgraph * g) {
         for (int k = 0; k < g->n_nodes; k++) {
             ggml_tensor * n = g->nodes[down ? k : g->n_nodes - 1 - k];
             if (is_view_op(n)) continue;
-            auto it = a.find(n);
-            if (it != a.end()) {
-                cur = (any || it->second < n_backends - 1) ? it->second : -1;
+            if (const int * b = a.find(n)) {
+                cur = (any || *b < n_backends - 1) ? *b : -1;
             } else if (cur >= 0 && supports(cur, n)) {
                 a[n] = cur;
             }
@@ -203,15 +203,15 @@ static bool assign_backends(ggml_backend_sched_t s, ggml_cgraph * g) {
     // Whatever is left: the first backend that supports it. Views: their source's backend.
     for (int i = 0; i < g->n_nodes; i++) {
         ggml_tensor * n = g->nodes[i];
-        if (a.count(n)) continue;
+        if (a.contains(n)) continue;
         if (is_view_op(n)) {
             a[n] = s->location(n) >= 0 ? s->location(n) : n_backends - 1;
             continue;
         }
-        for (int b = 0; b < n_backends && !a.count(n); b++) {
+        for (int b = 0; b < n_backends && !a.contains(n); b++) {
             if (supports(b, n)) a[n] = b;
         }
-        if (!a.count(n)) {
+        if (!a.contains(n)) {
             ggml_log_error("ggml_backend_sched: no backend supports node '%s' (%s)\n", n->name, ggml_op_desc(n));
             return false;
         }
@@ -237,12 +237,18 @@ static bool assign_backends(ggml_backend_sched_t s, ggml_cgraph * g) {
         ggml_tensor * n = g->nodes[i];
         for (int j = 0; j < GGML_MAX_SRC; j++) {
             ggml_tensor * src = n->src[j];
-            if (src && !src->data && !src->view_src && !src->buffer && !a.count(src)) a[src] = a[n];
+            if (src && !src->data && !src->view_src && !src->buffer && !a.contains(src)) {
+                const int b = a[n];  // read before the insertion, which may move the slots
+                a[src] = b;
+            }
         }
     }
     for (int i = 0; i < g->n_leafs; i++) {
         ggml_tensor * l = g->leafs[i];
-        if (!a.count(l)) a[l] = l->data || l->buffer ? std::max(s->location(l), 0) : n_backends - 1;
+        if (!a.contains(l)) {
+            const int b = l->data || l->buffer ? std::max(s->location(l), 0) : n_backends - 1;
+            a[l] = b;
+        }
     }
     return true;
 }
@@ -341,7 +347,10 @@ static void buffer_ids(ggml_backend_sched_t s, std::vector<int> & node_ids, std:
     node_ids.resize(out->n_nodes);
     leaf_ids.resize(out->n_leafs);
     for (int i = 0; i < out->n_nodes; i++) node_ids[i] = s->assigned[out->nodes[i]];
-    for (int i = 0; i < out->n_leafs; i++) leaf_ids[i] = s->assigned.count(out->leafs[i]) ? s->assigned[out->leafs[i]] : 0;
+    for (int i = 0; i < out->n_leafs; i++) {
+        const int * b = s->assigned.find(out->leafs[i]);
+        leaf_ids[i] = b ? *b : 0;
+    }
 }
 
 bool ggml_backend_sched_reserve(ggml_backend_sched_t sched, struct ggml_cgraph * measure_graph) {
