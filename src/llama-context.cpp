@@ -46,8 +46,9 @@ double physical_memory() {
 #endif
 }
 
-// A no_alloc context over the context's graph memory.
+// A no_alloc context over the context's graph memory (where a kept graph lives: it goes).
 ggml_context * graph_context(llama_context & lctx) {
+    lctx.reuse.valid = false;
     ggml_init_params ip = { lctx.graph_meta.size(), lctx.graph_meta.data(), true };
     return ggml_init(ip);
 }
@@ -65,6 +66,7 @@ ggml_status compute_graph(llama_context & lctx, ggml_cgraph * gf, int32_t n_thre
 
 // Assigns the graph's nodes to backends and places its tensors (the previous graph's are gone).
 bool alloc_graph(llama_context & lctx, ggml_cgraph * gf) {
+    lctx.reuse.valid = false;
     ggml_backend_sched_reset(lctx.sched);
     return ggml_backend_sched_alloc_graph(lctx.sched, gf);
 }
@@ -90,6 +92,18 @@ bool apply_k_shift(llama_context & lctx) {
     return ok;
 }
 
+// Cells a generated token's graph attends to are a multiple of this (the rest masked): a graph
+// serves the next 32 tokens at most 31 masked cells more.
+constexpr uint32_t GRAPH_REUSE_PAD = 32;
+
+bool same_loras(const std::vector<llm_lora_entry> & a, const std::vector<llm_lora_entry> & b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); i++) {
+        if (a[i].adapter != b[i].adapter || a[i].scale != b[i].scale) return false;
+    }
+    return true;
+}
+
 // One micro-batch: tokens [0, n) with positions pos, whose outputs are the batch-local indices
 // out_ids; logits rows go to dst (n_out rows of n_vocab).
 ggml_status decode_ubatch(llama_context & lctx, const llama_token * tokens, const llama_pos * pos, uint32_t n,
@@ -98,20 +112,39 @@ ggml_status decode_ubatch(llama_context & lctx, const llama_token * tokens, cons
     const uint32_t n_out = (uint32_t) out_ids.size();
     const uint32_t kv_head = kv.used;
     kv.append(pos, n);
-    const uint32_t n_kv = kv.used;
+    // A generated token attends to the cells padded up (the padding masked), so that the next
+    // tokens can reuse its graph; a batch attends to exactly the used cells.
+    const bool generation = n == 1 && n_out == 1;
+    const uint32_t n_kv = generation ? std::min(kv.size, (kv.used + GRAPH_REUSE_PAD - 1) / GRAPH_REUSE_PAD * GRAPH_REUSE_PAD) : kv.used;
 
-    // Adapters add nodes: grow the graph memory when they need more than planned.
-    const size_t max_nodes = llm_graph_max_nodes(lctx.model, lctx.loras.entries.size());
-    const size_t meta = ggml_tensor_overhead() * max_nodes * 2 + ggml_graph_overhead_custom(max_nodes, false);
-    if (meta > lctx.graph_meta.size()) lctx.graph_meta.resize(meta);
-    ggml_context * ctx = graph_context(lctx);
-    if (!ctx) return GGML_STATUS_ALLOC_FAILED;
-    llm_graph_io io;
-    ggml_cgraph * gf = llm_build_forward(ctx, lctx.model, kv, n, kv_head, n_kv, n_out, io, &lctx.loras);
-    if (!alloc_graph(lctx, gf)) {
-        ggml_free(ctx);
-        return GGML_STATUS_ALLOC_FAILED;
+    llama_context::reused_graph & reuse = lctx.reuse;
+    const bool reusable = generation && !lctx.reuse_disabled && reuse.valid && reuse.n_kv == n_kv &&
+                          same_loras(reuse.loras, lctx.loras.entries);
+    ggml_cgraph * gf = nullptr;
+    llm_graph_io io_built;
+    if (reusable) {
+        gf = reuse.gf;
+        llm_graph_move_kv_store(reuse.io, kv_head);
+        lctx.n_graphs_reused++;
+    } else {
+        // Adapters add nodes: grow the graph memory when they need more than planned.
+        const size_t max_nodes = llm_graph_max_nodes(lctx.model, lctx.loras.entries.size());
+        const size_t meta = ggml_tensor_overhead() * max_nodes * 2 + ggml_graph_overhead_custom(max_nodes, false);
+        if (meta > lctx.graph_meta.size()) lctx.graph_meta.resize(meta);
+        ggml_context * ctx = graph_context(lctx);
+        if (!ctx) return GGML_STATUS_ALLOC_FAILED;
+        gf = llm_build_forward(ctx, lctx.model, kv, n, kv_head, n_kv, n_out, io_built, &lctx.loras);
+        ggml_free(ctx);  // the tensors stay in graph_meta until the next graph is built there
+        if (!alloc_graph(lctx, gf)) return GGML_STATUS_ALLOC_FAILED;
+        if (generation) {
+            reuse.gf = gf;
+            reuse.io = io_built;
+            reuse.n_kv = n_kv;
+            reuse.loras = lctx.loras.entries;
+            reuse.valid = true;
+        }
     }
+    const llm_graph_io & io = reusable || generation ? reuse.io : io_built;
 
     ggml_backend_tensor_set(io.tokens, tokens, 0, n * sizeof(int32_t));
     ggml_backend_tensor_set(io.pos, pos, 0, n * sizeof(int32_t));
@@ -123,7 +156,7 @@ ggml_status decode_ubatch(llama_context & lctx, const llama_token * tokens, cons
     const float neg_inf = -std::numeric_limits<float>::infinity();
     for (uint32_t t = 0; t < n; t++) {
         float * row = mask + (size_t) t * n_kv;
-        for (uint32_t c = 0; c < n_kv; c++) row[c] = kv.pos[c] <= pos[t] ? 0.0f : neg_inf;
+        for (uint32_t c = 0; c < n_kv; c++) row[c] = c < kv.used && kv.pos[c] <= pos[t] ? 0.0f : neg_inf;
     }
     if (!mask_host) ggml_backend_tensor_set(io.kq_mask, mask, 0, (size_t) n * n_kv * sizeof(float));
     if (io.out_ids) ggml_backend_tensor_set(io.out_ids, out_ids.data(), 0, n_out * sizeof(int32_t));
@@ -132,7 +165,6 @@ ggml_status decode_ubatch(llama_context & lctx, const llama_token * tokens, cons
     if (st == GGML_STATUS_SUCCESS && n_out > 0) {
         ggml_backend_tensor_get(io.logits, dst, 0, (size_t) n_out * lctx.model.hparams.n_vocab * sizeof(float));
     }
-    ggml_free(ctx);
     return st;
 }
 
@@ -290,6 +322,7 @@ llama_context * llama_init_from_model(llama_model * model, llama_context_params 
 
     // Plan the graph memory once for the largest graph: n_ubatch tokens, all with logits,
     // attending to the full context.
+    lctx->reuse_disabled = getenv("LLAMA_GRAPH_REUSE_DISABLE") != nullptr;
     const size_t max_nodes = llm_graph_max_nodes(*model);
     lctx->graph_meta.resize(ggml_tensor_overhead() * max_nodes * 2 + ggml_graph_overhead_custom(max_nodes, false));
     lctx->sched = ggml_backend_sched_new(lctx->backends.data(), nullptr, (int) lctx->backends.size(), max_nodes, false, false);

@@ -4,6 +4,7 @@
 
 #include "llama.h"
 #include "llama-adapter.h"
+#include "llama-graph.h"
 #include "llama-kv-cache.h"
 
 #include "ggml-backend.h"
@@ -42,6 +43,21 @@ struct llama_context {
     std::vector<float> logits;
     std::vector<int32_t> output_rows;
     int32_t n_outputs = 0;
+
+    // A generated token's graph, kept for the next token (graph reuse, as llama.cpp): with the
+    // cells attended to padded to a multiple of GRAPH_REUSE_PAD, successive tokens differ only in
+    // their inputs and in the cells their keys and values go to (llm_graph_move_kv_store). Building
+    // or placing any other graph drops it (graph_context, alloc_graph); LLAMA_GRAPH_REUSE_DISABLE
+    // in the environment turns it off.
+    struct reused_graph {
+        bool valid = false;
+        ggml_cgraph * gf = nullptr;
+        llm_graph_io io;
+        uint32_t n_kv = 0;                     // cells attended to (padded)
+        std::vector<llm_lora_entry> loras;     // the adapters it was built with
+    } reuse;
+    bool reuse_disabled = false;
+    int64_t n_graphs_reused = 0;
 
     // Host-side staging of the graph inputs.
     std::vector<int32_t> inp_pos;

@@ -79,23 +79,28 @@ ggml_tensor * linear(ggml_context * ctx, const lora_ctx & lc, ggml_tensor * w, g
 
 // Writes this batch's keys and values into cells [kv_head, kv_head + n_tokens) of layer il.
 // The copies are expanded into the graph here, before any node that reads the cache.
+// The views and copies are listed in io.kv_store with the bytes a cell moves them.
 void store_kv(ggml_context * ctx, ggml_cgraph * gf, const llama_kv_cache & kv, int il, ggml_tensor * k_cur,
-              ggml_tensor * v_cur, uint32_t n_tokens, uint32_t kv_head) {
+              ggml_tensor * v_cur, uint32_t n_tokens, uint32_t kv_head, llm_graph_io & io) {
+    auto store = [&](ggml_tensor * src, ggml_tensor * dst, size_t cell) {
+        ggml_tensor * c = ggml_cpy(ctx, src, dst);
+        ggml_build_forward_expand(gf, c);
+        io.kv_store.push_back({dst, cell});
+        io.kv_store.push_back({c, cell});
+    };
     ggml_tensor * k_cache = kv.k_l[il];
-    ggml_tensor * k_dst = ggml_view_2d(ctx, k_cache, kv.n_embd_k_gqa, n_tokens, k_cache->nb[1],
-                                       (size_t) kv_head * k_cache->nb[1]);
-    ggml_build_forward_expand(gf, ggml_cpy(ctx, k_cur, k_dst));
+    store(k_cur, ggml_view_2d(ctx, k_cache, kv.n_embd_k_gqa, n_tokens, k_cache->nb[1], (size_t) kv_head * k_cache->nb[1]),
+          k_cache->nb[1]);
 
     ggml_tensor * v_cache = kv.v_l[il];
     if (kv.v_trans) {
         // Cell c of dimension d is element c of row d: the transposed batch lands in a column band.
-        ggml_tensor * v_dst = ggml_view_2d(ctx, v_cache, n_tokens, kv.n_embd_v_gqa, v_cache->nb[1],
-                                           (size_t) kv_head * ggml_element_size(v_cache));
-        ggml_build_forward_expand(gf, ggml_cpy(ctx, ggml_transpose(ctx, v_cur), v_dst));
+        const size_t cell = ggml_element_size(v_cache);
+        store(ggml_transpose(ctx, v_cur), ggml_view_2d(ctx, v_cache, n_tokens, kv.n_embd_v_gqa, v_cache->nb[1], (size_t) kv_head * cell),
+              cell);
     } else {
-        ggml_tensor * v_dst = ggml_view_2d(ctx, v_cache, kv.n_embd_v_gqa, n_tokens, v_cache->nb[1],
-                                           (size_t) kv_head * v_cache->nb[1]);
-        ggml_build_forward_expand(gf, ggml_cpy(ctx, v_cur, v_dst));
+        store(v_cur, ggml_view_2d(ctx, v_cache, kv.n_embd_v_gqa, n_tokens, v_cache->nb[1], (size_t) kv_head * v_cache->nb[1]),
+              v_cache->nb[1]);
     }
 }
 
@@ -143,11 +148,13 @@ struct kv_cache_source : kv_source {
     const llama_kv_cache & kv;
     uint32_t n_tokens, kv_head, n_kv;
 
-    kv_cache_source(ggml_context * ctx, ggml_cgraph * gf, const llama_model & model, const llama_kv_cache & kv,
-                    uint32_t n_tokens, uint32_t kv_head, uint32_t n_kv)
-        : ctx(ctx), gf(gf), model(model), kv(kv), n_tokens(n_tokens), kv_head(kv_head), n_kv(n_kv) {}
+    llm_graph_io & io;
 
-    void put(int il, ggml_tensor * k, ggml_tensor * v) override { store_kv(ctx, gf, kv, il, k, v, n_tokens, kv_head); }
+    kv_cache_source(ggml_context * ctx, ggml_cgraph * gf, const llama_model & model, const llama_kv_cache & kv,
+                    uint32_t n_tokens, uint32_t kv_head, uint32_t n_kv, llm_graph_io & io)
+        : ctx(ctx), gf(gf), model(model), kv(kv), n_tokens(n_tokens), kv_head(kv_head), n_kv(n_kv), io(io) {}
+
+    void put(int il, ggml_tensor * k, ggml_tensor * v) override { store_kv(ctx, gf, kv, il, k, v, n_tokens, kv_head, io); }
 
     ggml_tensor * attention(int il, ggml_tensor * q, ggml_tensor * kq_mask) override {
         if (kv.flash_attn) return fused(il, q, kq_mask);
@@ -307,9 +314,16 @@ ggml_cgraph * llm_build_forward(ggml_context * ctx, const llama_model & model, c
                                 llm_graph_io & io, const llm_lora_set * lora) {
     ggml_cgraph * gf = ggml_new_graph_custom(ctx, llm_graph_max_nodes(model, lora ? lora->entries.size() : 0), false);
     make_inputs(ctx, io, n_tokens, n_kv, n_outputs);
-    kv_cache_source src(ctx, gf, model, kv, n_tokens, kv_head, n_kv);
+    kv_cache_source src(ctx, gf, model, kv, n_tokens, kv_head, n_kv, io);
     build_transformer(ctx, gf, model, n_tokens, n_outputs > 0, io, src, lora);
     return gf;
+}
+
+void llm_graph_move_kv_store(const llm_graph_io & io, uint32_t kv_head) {
+    for (const auto & [t, cell] : io.kv_store) {
+        t->view_offs = (size_t) kv_head * cell;  // views of the cache itself: their offset is the cells'
+        t->data = (char *) t->view_src->data + t->view_offs;
+    }
 }
 
 ggml_cgraph * llm_build_forward_train(ggml_context * ctx, const llama_model & model, uint32_t n_tokens, llm_graph_io & io,

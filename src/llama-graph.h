@@ -7,6 +7,7 @@
 #include "ggml.h"
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 struct llama_model;
@@ -28,7 +29,14 @@ struct llm_graph_io {
     // up), the attention output, the residual after attention and the adapters' scaled A x:
     // checkpoints under which only elementwise ops are recomputed, none of the products.
     std::vector<ggml_tensor *> matmul_out;
+    // The views this batch's keys and values are written through (each layer's cache views and
+    // the copies into them), with the bytes one cell moves each: llm_graph_move_kv_store.
+    std::vector<std::pair<ggml_tensor *, size_t>> kv_store;
 };
+
+// Moves the graph's writes of keys and values to cells [kv_head, kv_head + n_tokens) (the
+// graph of a generated token, reused for the next one).
+void llm_graph_move_kv_store(const llm_graph_io & io, uint32_t kv_head);
 
 // Most nodes either graph can have (for sizing the graph and its context), with n_lora adapters.
 size_t llm_graph_max_nodes(const llama_model & model, size_t n_lora = 0);

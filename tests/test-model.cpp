@@ -12,6 +12,8 @@
 #include "llama-model.h"    // internals: where the weights were placed
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <cstdio>
 #include <fstream>
 #include <mutex>
@@ -213,6 +215,54 @@ TEST(Model, TokenByTokenMatchesOneBatch) {
         const llama_perf_context_data perf1 = llama_perf_context(one);
         EXPECT_EQ(perf1.n_p_eval, (int32_t) toks.size());
         EXPECT_EQ(perf1.n_eval, 0);
+    }
+}
+
+// A generated token's graph serves the next tokens (moved to their cells, the attended cells
+// padded to 32): the same logits, bit for bit, as building every graph afresh
+// (LLAMA_GRAPH_REUSE_DISABLE), across pad boundaries, a prompt batch, a removed tail, the
+// context's end (70 cells, not a multiple of 32), flash attention and a Q8_0 cache.
+TEST(Model, GeneratedTokensReuseTheirGraph) {
+    for (const char * name : { "ktest-F32", "ktest-Q4_0" }) {
+        REQUIRE_MODEL(name);
+        const int32_t n_vocab = n_vocab_of(model);
+        for (int variant = 0; variant < 3; variant++) {
+            SCOPED_TRACE(std::string(name) + " variant " + std::to_string(variant));
+            auto run = [&](bool reuse, int64_t * n_reused) {
+                if (!reuse) setenv("LLAMA_GRAPH_REUSE_DISABLE", "1", 1);
+                llama_context_params cp = llama_context_default_params();
+                cp.n_ctx = 70;
+                cp.n_batch = cp.n_ubatch = 16;
+                cp.n_threads = cp.n_threads_batch = 2;
+                cp.flash_attn = variant >= 1;
+                if (variant == 2) cp.type_k = cp.type_v = GGML_TYPE_Q8_0;
+                llama_context * ctx = llama_init_from_model(model, cp);
+                unsetenv("LLAMA_GRAPH_REUSE_DISABLE");
+                EXPECT_NE(ctx, nullptr);
+                std::vector<float> all;
+                if (!ctx) return all;
+                auto step = [&](const std::vector<llama_token> & t) {
+                    const std::vector<float> l = eval_one_by_one(ctx, t);
+                    all.insert(all.end(), l.begin(), l.end());
+                };
+                std::vector<llama_token> prompt = some_tokens(5, n_vocab, 3);
+                EXPECT_EQ(llama_decode(ctx, llama_batch_get_one(prompt.data(), (int32_t) prompt.size())), 0);
+                step(some_tokens(40, n_vocab, 4));                  // cells 5 .. 44: pads 32, 64
+                llama_kv_self_seq_rm(ctx, 0, 30, -1);                // back to 30 cells
+                prompt = some_tokens(3, n_vocab, 5);
+                EXPECT_EQ(llama_decode(ctx, llama_batch_get_one(prompt.data(), (int32_t) prompt.size())), 0);
+                step(some_tokens(37, n_vocab, 6));                  // to the context's end, 70
+                *n_reused = ctx->n_graphs_reused;
+                llama_free(ctx);
+                return all;
+            };
+            int64_t reused = 0, rebuilt = 0;
+            const std::vector<float> a = run(true, &reused), b = run(false, &rebuilt);
+            ASSERT_EQ(a.size(), b.size());
+            EXPECT_TRUE(memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+            EXPECT_GE(reused, 60);  // all but the graphs of a new pad, after a batch or a removal
+            EXPECT_EQ(rebuilt, 0);
+        }
     }
 }
 
