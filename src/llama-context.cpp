@@ -121,10 +121,11 @@ ggml_status decode_ubatch(llama_context & lctx, const llama_token * tokens, cons
     const bool reusable = generation && !lctx.reuse_disabled && reuse.valid && reuse.n_kv == n_kv &&
                           same_loras(reuse.loras, lctx.loras.entries);
     ggml_cgraph * gf = nullptr;
-    llm_graph_io io_built;
+    llm_graph_io io_batch;  // a batch's; a generated token's graph is built into reuse.io
+    llm_graph_io & io = generation ? reuse.io : io_batch;
     if (reusable) {
         gf = reuse.gf;
-        llm_graph_move_kv_store(reuse.io, kv_head);
+        llm_graph_move_kv_store(io, kv_head);
         lctx.n_graphs_reused++;
     } else {
         // Adapters add nodes: grow the graph memory when they need more than planned.
@@ -133,18 +134,16 @@ ggml_status decode_ubatch(llama_context & lctx, const llama_token * tokens, cons
         if (meta > lctx.graph_meta.size()) lctx.graph_meta.resize(meta);
         ggml_context * ctx = graph_context(lctx);
         if (!ctx) return GGML_STATUS_ALLOC_FAILED;
-        gf = llm_build_forward(ctx, lctx.model, kv, n, kv_head, n_kv, n_out, io_built, &lctx.loras);
+        gf = llm_build_forward(ctx, lctx.model, kv, n, kv_head, n_kv, n_out, io, &lctx.loras);
         ggml_free(ctx);  // the tensors stay in graph_meta until the next graph is built there
         if (!alloc_graph(lctx, gf)) return GGML_STATUS_ALLOC_FAILED;
         if (generation) {
             reuse.gf = gf;
-            reuse.io = io_built;
             reuse.n_kv = n_kv;
             reuse.loras = lctx.loras.entries;
             reuse.valid = true;
         }
     }
-    const llm_graph_io & io = reusable || generation ? reuse.io : io_built;
 
     ggml_backend_tensor_set(io.tokens, tokens, 0, n * sizeof(int32_t));
     ggml_backend_tensor_set(io.pos, pos, 0, n * sizeof(int32_t));

@@ -2,11 +2,11 @@
 // how many readers each tensor still has as the nodes are walked in execution order.
 #include "ggml-alloc.h"
 #include "ggml-impl.h"
+#include "ptr-map.h"
 
 #include <stdlib.h>
 
 #include <algorithm>
-#include "ptr-map.h"
 #include <vector>
 
 static const size_t ALIGN = GGML_MEM_ALIGN;
@@ -145,7 +145,6 @@ static bool needs_memory(const ggml_tensor * t) {
 static bool op_can_run_in_place(ggml_op op) {
     return (ggml_op_get_info(op)->flags & GGML_OP_FLAG_IN_PLACE) != 0;
 }
-
 
 static const buffer_assignment & assign_buffers(gallocr_scratch & sc, ggml_cgraph * g, const int * node_ids, const int * leaf_ids) {
     buffer_assignment & a = sc.assign;

@@ -243,7 +243,6 @@ static bool attn_chain_limits(const ggml_tensor * sm, std::vector<int32_t> & lim
     return true;
 }
 
-// observed: a node callback sees the tensors, so KQ is written whole.
 // limits: the caller's callback does not see KQ and nothing after the chain reads it, so scores
 // past each query's last visible key need not be written.
 static void attn_chain_run(const ggml_compute_params * params, const ggml_cgraph * g, int i, bool limits) {

@@ -156,33 +156,42 @@ void softmax_rows(const Attn & at, int64_t i3, int64_t h, int64_t i0, int64_t nb
 // At most this many queries per block take the dot-product path (few_queries).
 constexpr int64_t FEW_QUERIES = 4;
 
-// The same products without packing: S = K^T q by the build's F32 dot tiles, softmax (the
-// callback), then each output row accumulates the value rows weighted by its probabilities,
-// 16 rows per axpy call. Each value is computed the same way whatever the thread.
-template <typename Softmax>
-void few_queries(const KvRows & K, const KvRows & V, int64_t lo, int64_t nk, const float * q, size_t q_nb1, int64_t nb,
-                 float * s, int64_t ld_s, int64_t D, int64_t Dv, float * o, int64_t ldo, Softmax softmax) {
-    const ggml_cpu_kernels * vk = ggml_cpu();
-    const ggml_mm_type_kernels * mk = vk->mm_type(GGML_TYPE_F32);
+// S = K^T x over keys [lo, lo + nk) for n columns x_c = x + c * ldx bytes, into s[c * ld_s + j],
+// by the build's F32 dot tiles (each value computed the same way whatever the tile's shape).
+void key_scores(const KvRows & K, int64_t lo, int64_t nk, const char * x, size_t ldx, int64_t n, int64_t D, float * s,
+                int64_t ld_s) {
+    const ggml_mm_type_kernels * mk = ggml_cpu()->mm_type(GGML_TYPE_F32);
     const ggml_dot_tile_fn dot = mk ? mk->dot_tile : ggml_cpu_kernels_scalar.mm_type(GGML_TYPE_F32)->dot_tile;
     const int T = GGML_DOT_TILE_MAX;
     for (int64_t j = 0; j < nk; j += T) {
-        for (int64_t i = 0; i < nb; i += T) {
-            dot(D, (int) std::min<int64_t>(T, nk - j), (int) std::min<int64_t>(T, nb - i), K.p + (lo + j) * K.ld,
-                (size_t) K.ld * sizeof(float), (const char *) q + i * q_nb1, q_nb1, s + i * ld_s + j, (size_t) ld_s);
+        for (int64_t c = 0; c < n; c += T) {
+            dot(D, (int) std::min<int64_t>(T, nk - j), (int) std::min<int64_t>(T, n - c), K.p + (lo + j) * K.ld,
+                (size_t) K.ld * sizeof(float), x + c * ldx, ldx, s + c * ld_s + j, (size_t) ld_s);
         }
     }
-    softmax();
+}
+
+// out = sum_j p[j] V[lo + j] over j < nk, 16 value rows per axpy call.
+void weighted_values(const KvRows & V, int64_t lo, int64_t nk, const float * p, int64_t Dv, float * out) {
+    const ggml_cpu_kernels * vk = ggml_cpu();
     const float * rows[16];
-    for (int64_t r = 0; r < nb; r++) {
-        float * out = o + r * ldo;
-        memset(out, 0, Dv * sizeof(float));
-        for (int64_t j = 0; j < nk; j += 16) {
-            const int n = (int) std::min<int64_t>(16, nk - j);
-            for (int t = 0; t < n; t++) rows[t] = V.p + (lo + j + t) * V.ld;
-            vk->axpy(Dv, n, s + r * ld_s + j, rows, out);
-        }
+    memset(out, 0, Dv * sizeof(float));
+    for (int64_t j = 0; j < nk; j += 16) {
+        const int n = (int) std::min<int64_t>(16, nk - j);
+        for (int t = 0; t < n; t++) rows[t] = V.p + (lo + j + t) * V.ld;
+        vk->axpy(Dv, n, p + j, rows, out);
     }
+}
+
+// The same products without packing: the scores of the block's queries (key_scores), softmax
+// (the callback), then each output row the value rows weighted by its probabilities. Each value
+// is computed the same way whatever the thread.
+template <typename Softmax>
+void few_queries(const KvRows & K, const KvRows & V, int64_t lo, int64_t nk, const float * q, size_t q_nb1, int64_t nb,
+                 float * s, int64_t ld_s, int64_t D, int64_t Dv, float * o, int64_t ldo, Softmax softmax) {
+    key_scores(K, lo, nk, (const char *) q, q_nb1, nb, D, s, ld_s);
+    softmax();
+    for (int64_t r = 0; r < nb; r++) weighted_values(V, lo, nk, s + r * ld_s, Dv, o + r * ldo);
 }
 
 // One query and the G heads of kv head hk (generation): the scores of all G heads from the same
@@ -191,30 +200,13 @@ void few_queries(const KvRows & K, const KvRows & V, int64_t lo, int64_t nk, con
 // same bits.
 void one_query_grouped(const Attn & at, const KvRows & K, const KvRows & V, int64_t lo, int64_t nk, int64_t i3, int64_t hk,
                        int64_t i0, float * s, float * out) {
-    const ggml_cpu_kernels * vk = ggml_cpu();
-    const ggml_mm_type_kernels * mk = vk->mm_type(GGML_TYPE_F32);
-    const ggml_dot_tile_fn dot = mk ? mk->dot_tile : ggml_cpu_kernels_scalar.mm_type(GGML_TYPE_F32)->dot_tile;
-    const int T = GGML_DOT_TILE_MAX;
     const size_t q_nb2 = at.q->nb[2];
     const char * q0 = (const char *) at.q->data + i0 * at.q->nb[1] + hk * at.G * q_nb2 + i3 * at.q->nb[3];
-    for (int64_t j = 0; j < nk; j += T) {
-        for (int64_t g = 0; g < at.G; g += T) {
-            dot(at.D, (int) std::min<int64_t>(T, nk - j), (int) std::min<int64_t>(T, at.G - g), K.p + (lo + j) * K.ld,
-                (size_t) K.ld * sizeof(float), q0 + g * q_nb2, q_nb2, s + g * at.ld_s + j, (size_t) at.ld_s);
-        }
-    }
-    const float * rows[16];
+    key_scores(K, lo, nk, q0, q_nb2, at.G, at.D, s, at.ld_s);
     for (int64_t g = 0; g < at.G; g++) {
         const int64_t h = hk * at.G + g;
-        float * sg = s + g * at.ld_s;
-        softmax_rows(at, i3, h, i0, 1, lo, nk, sg, nullptr);
-        float * o = out + ((i3 * at.n_q + i0) * at.H + h) * at.Dv;
-        memset(o, 0, at.Dv * sizeof(float));
-        for (int64_t j = 0; j < nk; j += 16) {
-            const int n = (int) std::min<int64_t>(16, nk - j);
-            for (int t = 0; t < n; t++) rows[t] = V.p + (lo + j + t) * V.ld;
-            vk->axpy(at.Dv, n, sg + j, rows, o);
-        }
+        softmax_rows(at, i3, h, i0, 1, lo, nk, s + g * at.ld_s, nullptr);
+        weighted_values(V, lo, nk, s + g * at.ld_s, at.Dv, out + ((i3 * at.n_q + i0) * at.H + h) * at.Dv);
     }
 }
 
