@@ -28,6 +28,10 @@
 // of the lines 2 KiB ahead, instead of the whole super-block at its start (36-53 prefetches in a
 // burst, holding the fill buffers the demand loads need): tg48, alternated, 3 rounds, Q4_K_M
 // 28.1-28.2 -> 30.5-32.6, Q6_K 24.0-24.3 -> 26.1-26.7 (tg32), Q5_K_M 27.0-27.6 -> 27.7-28.1.
+// Then 4 KiB ahead instead of 2: these kernels do 3-5 times Q8_0's work per byte, so the
+// out-of-order window reaches less far ahead by itself, and when the machine's memory is busy (its
+// latency up, membw 18-19 GB/s) 2 KiB no longer covers it: tg64, alternated, 5 pairs, Q4_K_M
+// +6.4%, Q5_K_M +6.7%, Q6_K +11% (6 KiB); 4, 6 and 8 KiB within 2% of each other.
 // On a Zen 4, for one column, prefetching
 // 2 KiB ahead cost one thread (bench-quant) 10% with Q4_K and 29%
 // with Q5_K; all of a Q6_K block 1 or 2 blocks ahead, 27-38% (Q6_K: none at all).
@@ -113,7 +117,7 @@ struct K4 {
 
 struct Q4K : K4 {
     typedef block_q4_Kx16 G;
-    static constexpr int PASS = 4, UNITS = 4, S = 2, K = 8, PREFETCH = 2048, PREFETCH_1 = 2048;
+    static constexpr int PASS = 4, UNITS = 4, S = 2, K = 8, PREFETCH = 2048, PREFETCH_1 = 4096;
     static constexpr bool UNROLL = true;  // tg48 Q4_K_M, alternated: 32.8-34.3 -> 34.8-35.3
     static constexpr int act(int p, int s) { return 64 * p + 32 * s; }
     // The high nibbles stay in place (16 times their value): their sums, multiples of 16, are
@@ -143,7 +147,7 @@ template <int J> inline __m512i bit_to_4(__m512i h) {
 
 struct Q5K : K4 {
     typedef block_q5_Kx16 G;
-    static constexpr int PASS = 8, UNITS = 8, S = 1, K = 8, PREFETCH = 2048, PREFETCH_1 = 2048;
+    static constexpr int PASS = 8, UNITS = 8, S = 1, K = 8, PREFETCH = 2048, PREFETCH_1 = 4096;
     static constexpr bool UNROLL = true;
     static constexpr int HI_SHIFT = 0, CHAINS_FEW_COLS = 1;
     static constexpr int act(int j, int) { return 32 * j; }
@@ -174,7 +178,7 @@ struct Q5K : K4 {
 struct Q6K {
     typedef block_q6_Kx16 G;
     static constexpr int PASS = 8, UNITS = 8, S = 2, K = 4;
-    static constexpr int PREFETCH = 0, PREFETCH_1 = 2048;
+    static constexpr int PREFETCH = 0, PREFETCH_1 = 4096;
     static constexpr bool UNROLL = true;
     static constexpr int HI_SHIFT = 0, CHAINS_FEW_COLS = 1;
     // Offset: isum = -32 * sum_j sc_j * bsums[j], two sub-blocks per vpdpwssd.
