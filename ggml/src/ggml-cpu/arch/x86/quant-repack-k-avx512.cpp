@@ -31,7 +31,9 @@
 // Then 4 KiB ahead instead of 2: these kernels do 3-5 times Q8_0's work per byte, so the
 // out-of-order window reaches less far ahead by itself, and when the machine's memory is busy (its
 // latency up, membw 18-19 GB/s) 2 KiB no longer covers it: tg64, alternated, 5 pairs, Q4_K_M
-// +6.4%, Q5_K_M +6.7%, Q6_K +11% (6 KiB); 4, 6 and 8 KiB within 2% of each other.
+// +6.4%, Q5_K_M +6.7%, Q6_K +11% (6 KiB); 4, 6 and 8 KiB within 2% of each other there. Q6_K
+// 6 KiB ahead (its super-blocks are 3360 bytes): 2 threads streaming TinyLlama's matrices, 21
+// alternated passes, twice: +3.4% and +4.1% against 4 KiB (Q4_K, Q5_K: within 1%).
 // On a Zen 4, for one column, prefetching
 // 2 KiB ahead cost one thread (bench-quant) 10% with Q4_K and 29%
 // with Q5_K; all of a Q6_K block 1 or 2 blocks ahead, 27-38% (Q6_K: none at all).
@@ -178,7 +180,7 @@ struct Q5K : K4 {
 struct Q6K {
     typedef block_q6_Kx16 G;
     static constexpr int PASS = 8, UNITS = 8, S = 2, K = 4;
-    static constexpr int PREFETCH = 0, PREFETCH_1 = 4096;
+    static constexpr int PREFETCH = 0, PREFETCH_1 = 6144;
     static constexpr bool UNROLL = true;
     static constexpr int HI_SHIFT = 0, CHAINS_FEW_COLS = 1;
     // Offset: isum = -32 * sum_j sc_j * bsums[j], two sub-blocks per vpdpwssd.
