@@ -49,6 +49,7 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include <type_traits>
 #include <utility>
 
 namespace ggml_cpu_avx512 {
@@ -177,6 +178,42 @@ struct Q5K : K4 {
     }
 };
 
+// Q5_K for 1-2 columns (generation): unit p = sub-blocks 2p and 2p + 1, as Q4_K's, so that each qs
+// and qh register is loaded once for both nibbles instead of once per sub-block (16 loads fewer a
+// pair of sub-blocks); from 3 columns Q5K's single sub-blocks leave room for 8 columns' sums.
+struct Q5KPairs : K4 {
+    typedef block_q5_Kx16 G;
+    static constexpr int PASS = 2, UNITS = 4, S = 2, K = 8, PREFETCH = Q5K::PREFETCH, PREFETCH_1 = Q5K::PREFETCH_1;
+    static constexpr bool UNROLL = true;
+    static constexpr int HI_SHIFT = 0, CHAINS_FEW_COLS = 1;  // the two sub-blocks are two chains
+    static constexpr int act(int p, int s) { return 64 * p + 32 * s; }
+    template <int NC, typename U> static void decode(const G * g, U, __m512i (&w)[S][K], __m512i (&sc)[S]) {
+        constexpr int J = 2 * U::value;
+        const __m512i m4 = _mm512_set1_epi8(0x0F);
+        for (int k = 0; k < 8; k++) {
+            const __m512i v = load64(g->qs[4 * J + k]);
+            const __m512i h = load64(g->qh[k]);
+#if defined(__GFNI__)
+            // Bits J and J + 1 of each qh byte alone at bit 4 (see Q5K::decode).
+            const __m512i h0 = _mm512_gf2p8affine_epi64_epi8(h, _mm512_set1_epi64((long long) (1ull << J) << 24), 0);
+            const __m512i h1 = _mm512_gf2p8affine_epi64_epi8(h, _mm512_set1_epi64((long long) (2ull << J) << 24), 0);
+            w[0][k] = _mm512_ternarylogic_epi32(v, h0, m4, AND_OR);
+            w[1][k] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(v, 4), h1, m4, AND_OR);
+#else
+            const __m512i m16 = _mm512_set1_epi8(0x10);
+            w[0][k] = _mm512_ternarylogic_epi32(_mm512_and_si512(v, m4), bit_to_4<J>(h), m16, OR_AND);
+            w[1][k] = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(v, 4), m4), bit_to_4<J + 1>(h), m16, OR_AND);
+#endif
+        }
+        sc[0] = k4_scale(g, J);
+        sc[1] = k4_scale(g, J + 1);
+    }
+};
+
+// The traits a kernel of NC columns runs with.
+template <typename T, int NC> struct ForCols { typedef T type; };
+template <int NC> struct ForCols<Q5K, NC> { typedef typename std::conditional<NC <= 2, Q5KPairs, Q5K>::type type; };
+
 struct Q6K {
     typedef block_q6_Kx16 G;
     static constexpr int PASS = 8, UNITS = 8, S = 2, K = 4;
@@ -300,7 +337,7 @@ void gemm(int64_t nb, const typename T::G * a, const char * b, size_t ldb, float
 template <typename T, bool ALWAYS, int... N>
 void run(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds, std::integer_sequence<int, N...>) {
     typedef void (*kernel_fn)(int64_t, const typename T::G *, const char *, size_t, float *, size_t);
-    static const kernel_fn kernels[] = { gemm<T, N + 1, ALWAYS>... };
+    static const kernel_fn kernels[] = { gemm<typename ForCols<T, N + 1>::type, N + 1, ALWAYS>... };
     GGML_ASSERT(nc >= 1 && nc <= GGML_REPACK_MAX_COLS);
     for (int c0 = 0; c0 < nc; c0 += T::PASS) {
         const int n = nc - c0 < T::PASS ? nc - c0 : T::PASS;
