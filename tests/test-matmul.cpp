@@ -278,7 +278,9 @@ TEST(VecKernels, DotTilesMatchScalar) {
     std::mt19937 rng(7);
     for (const ggml_cpu_kernels * vk : sets)
         for (ggml_type t : kTypes)
-            for (int64_t K : { 1, 7, 16, 33, 100, 257 }) {
+            // 1100, 1500: rows of 2-12 KiB, which one column reads row by row (rows side by side
+            // where the set prefetches them).
+            for (int64_t K : { 1, 7, 16, 33, 100, 257, 1100, 1500 }) {
                 SCOPED_TRACE(std::string(vk->isa) + " " + ggml_type_name(t) + " K=" + std::to_string(K));
                 const ggml_mm_type_kernels * simd = vk->mm_type(t);
                 const ggml_mm_type_kernels * ref = ggml_cpu_kernels_scalar.mm_type(t);
