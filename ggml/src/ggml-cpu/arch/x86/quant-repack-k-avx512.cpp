@@ -61,6 +61,15 @@ inline __m512i bcast4(const void * p) {
     return _mm512_set1_epi32(v);
 }
 
+// acc + vpdpbusd(w, 4 bytes at p broadcast), the broadcast folded into the instruction
+// ({1to16}), which GCC does not do here by itself: one fused uop instead of a vpbroadcastd
+// beside it, 64 fewer a super-block and column (Q4_K, 1 column, 2 threads: in cache +12%,
+// streaming +1.8%; Q5_K +2%).
+inline __m512i dpbusd_bcast(__m512i acc, __m512i w, const void * p) {
+    __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*(const int32_t *) p));
+    return acc;
+}
+
 inline __m512i load64(const void * p) { return _mm512_loadu_si512(p); }
 
 // 16 bytes (one per row) to 32-bit lanes.
@@ -280,8 +289,8 @@ inline void unit(const typename T::G * g, Cols y, __m512i * isum, U u) {
         for (int s = 0; s < T::S; s++) d[s] = e[s] = _mm512_setzero_si512();
         for (int k = 0; k < T::K; k++) {
             for (int s = 0; s < T::S; s++) {
-                if (CH == 2 && k % 2) e[s] = _mm512_dpbusd_epi32(e[s], w[s][k], bcast4(q + T::act(u, s) + 4 * k));
-                else d[s] = _mm512_dpbusd_epi32(d[s], w[s][k], bcast4(q + T::act(u, s) + 4 * k));
+                if (CH == 2 && k % 2) e[s] = dpbusd_bcast(e[s], w[s][k], q + T::act(u, s) + 4 * k);
+                else d[s] = dpbusd_bcast(d[s], w[s][k], q + T::act(u, s) + 4 * k);
             }
         }
         if constexpr (CH == 2) {
