@@ -201,11 +201,11 @@ void mul_mat_dot(const MulMatArgs & x, const ggml_mm_type_kernels * kern, const 
     for (int64_t it = it0; it < it1; it++) item(it);
 }
 
-// Repacked path: items are (plane, group of 16 rows of a). Columns of b go in blocks small
-// enough to stay in L2 while every group of the thread's range passes over them
-// (ggml_repack_col_block), 16 or 8 at a time (ggml_repack_gemm_cols). With one block of columns
-// (generation, small batches: streaming a is the cost) a thread that finishes its range first
-// takes over the end of the other's (ggml_cpu_next_items) instead of waiting at the barrier.
+// Repacked path: items are (block of columns, plane, group of 16 rows of a), block by block.
+// Columns of b go in blocks small enough to stay in L2 while the groups of a thread's run pass
+// over them (ggml_repack_col_block), 16 or 8 at a time (ggml_repack_gemm_cols). A thread that
+// finishes its share first takes over the end of another's (ggml_cpu_next_items) instead of
+// waiting at the barrier: on a shared machine one core often runs slower for a while.
 void mul_mat_repacked(const MulMatArgs & x, const ggml_repack_traits * rt, const ggml_compute_params * params) {
     const int R = GGML_REPACK_ROWS;
     const int64_t groups = x.M / R, nb = x.K / rt->blck, items = groups * x.B2 * x.B3;
@@ -216,9 +216,13 @@ void mul_mat_repacked(const MulMatArgs & x, const ggml_repack_traits * rt, const
         ggml_repack_gemm_cols(rt, nb, x.a_row(m0, i2, i3), x.rb.row(c0, i2, i3), x.rb.nb1, c1 - c0,
                               x.d_at(m0, c0, i2, i3), x.ldd);
     };
-    if (col_block >= x.N && ggml_cpu_can_share_items(params, items)) {
-        for (int64_t it0, it1; ggml_cpu_next_items(params, items, &it0, &it1);) {
-            for (int64_t it = it0; it < it1; it++) group(it, 0, x.N);
+    const int64_t blocks = ceil_div(x.N, col_block);
+    if (ggml_cpu_can_share_items(params, blocks * items)) {
+        for (int64_t it0, it1; ggml_cpu_next_items(params, blocks * items, &it0, &it1);) {
+            for (int64_t it = it0; it < it1; it++) {
+                const int64_t c0 = it / items * col_block;
+                group(it % items, c0, std::min(x.N, c0 + col_block));
+            }
         }
         return;
     }
