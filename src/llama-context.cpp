@@ -93,8 +93,17 @@ bool apply_k_shift(llama_context & lctx) {
 }
 
 // Cells a generated token's graph attends to are a multiple of this (the rest masked): a graph
-// serves the next 32 tokens at most 31 masked cells more.
+// serves the next 32 tokens at most 31 masked cells more. With the cache in a GPU's memory, 256:
+// there masked cells cost next to nothing, and a graph seen again is replayed as a CUDA graph.
 constexpr uint32_t GRAPH_REUSE_PAD = 32;
+constexpr uint32_t GRAPH_REUSE_PAD_DEVICE = 256;
+
+bool kv_on_device(const llama_kv_cache & kv) {
+    for (const ggml_tensor * t : kv.k_l) {
+        if (t->buffer && !ggml_backend_buffer_is_host(t->buffer)) return true;
+    }
+    return false;
+}
 
 bool same_loras(const std::vector<llm_lora_entry> & a, const std::vector<llm_lora_entry> & b) {
     if (a.size() != b.size()) return false;
@@ -115,7 +124,8 @@ ggml_status decode_ubatch(llama_context & lctx, const llama_token * tokens, cons
     // A generated token attends to the cells padded up (the padding masked), so that the next
     // tokens can reuse its graph; a batch attends to exactly the used cells.
     const bool generation = n == 1 && n_out == 1;
-    const uint32_t n_kv = generation ? std::min(kv.size, (kv.used + GRAPH_REUSE_PAD - 1) / GRAPH_REUSE_PAD * GRAPH_REUSE_PAD) : kv.used;
+    const uint32_t pad = kv_on_device(kv) ? GRAPH_REUSE_PAD_DEVICE : GRAPH_REUSE_PAD;
+    const uint32_t n_kv = generation ? std::min(kv.size, (kv.used + pad - 1) / pad * pad) : kv.used;
 
     llama_context::reused_graph & reuse = lctx.reuse;
     const bool reusable = generation && !lctx.reuse_disabled && reuse.valid && reuse.n_kv == n_kv &&
@@ -125,7 +135,6 @@ ggml_status decode_ubatch(llama_context & lctx, const llama_token * tokens, cons
     llm_graph_io & io = generation ? reuse.io : io_batch;
     if (reusable) {
         gf = reuse.gf;
-        llm_graph_move_kv_store(io, kv_head);
         lctx.n_graphs_reused++;
     } else {
         // Adapters add nodes: grow the graph memory when they need more than planned.
@@ -134,7 +143,7 @@ ggml_status decode_ubatch(llama_context & lctx, const llama_token * tokens, cons
         if (meta > lctx.graph_meta.size()) lctx.graph_meta.resize(meta);
         ggml_context * ctx = graph_context(lctx);
         if (!ctx) return GGML_STATUS_ALLOC_FAILED;
-        gf = llm_build_forward(ctx, lctx.model, kv, n, kv_head, n_kv, n_out, io, &lctx.loras);
+        gf = llm_build_forward(ctx, lctx.model, kv, n, n_kv, n_out, io, &lctx.loras);
         ggml_free(ctx);  // the tensors stay in graph_meta until the next graph is built there
         if (!alloc_graph(lctx, gf)) return GGML_STATUS_ALLOC_FAILED;
         if (generation) {
@@ -147,6 +156,9 @@ ggml_status decode_ubatch(llama_context & lctx, const llama_token * tokens, cons
 
     ggml_backend_tensor_set(io.tokens, tokens, 0, n * sizeof(int32_t));
     ggml_backend_tensor_set(io.pos, pos, 0, n * sizeof(int32_t));
+    lctx.inp_kv_idxs.resize(n);
+    for (uint32_t t = 0; t < n; t++) lctx.inp_kv_idxs[t] = (int32_t) (kv_head + t);
+    ggml_backend_tensor_set(io.kv_idxs, lctx.inp_kv_idxs.data(), 0, n * sizeof(int32_t));
     // Mask: token t sees cell c when the cell's position is not after its own. Written in
     // place when the mask is in host memory, else staged.
     const bool mask_host = io.kq_mask->buffer && ggml_backend_buffer_is_host(io.kq_mask->buffer);
@@ -329,7 +341,7 @@ llama_context * llama_init_from_model(llama_model * model, llama_context_params 
     bool ok = lctx->sched && ctx;
     if (ok) {
         llm_graph_io io;
-        ggml_cgraph * gf = llm_build_forward(ctx, *model, lctx->kv, lctx->n_ubatch, 0, lctx->n_ctx, lctx->n_ubatch, io);
+        ggml_cgraph * gf = llm_build_forward(ctx, *model, lctx->kv, lctx->n_ubatch, lctx->n_ctx, lctx->n_ubatch, io);
         ok = ggml_backend_sched_reserve(lctx->sched, gf);
     }
     ggml_free(ctx);

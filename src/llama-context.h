@@ -46,7 +46,7 @@ struct llama_context {
 
     // A generated token's graph, kept for the next token (graph reuse, as llama.cpp): with the
     // cells attended to padded to a multiple of GRAPH_REUSE_PAD, successive tokens differ only in
-    // their inputs and in the cells their keys and values go to (llm_graph_move_kv_store). Building
+    // their inputs (the cells their keys and values go to among them: io.kv_idxs). Building
     // or placing any other graph drops it (graph_context, alloc_graph); LLAMA_GRAPH_REUSE_DISABLE
     // in the environment turns it off.
     struct reused_graph {
@@ -63,6 +63,7 @@ struct llama_context {
     std::vector<int32_t> inp_pos;
     std::vector<int32_t> inp_out_ids;
     std::vector<float> inp_mask;
+    std::vector<int32_t> inp_kv_idxs;  // staging of the cells a batch is written to
 
     // Timings.
     int64_t t_start_us = 0;

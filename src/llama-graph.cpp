@@ -77,30 +77,26 @@ ggml_tensor * linear(ggml_context * ctx, const lora_ctx & lc, ggml_tensor * w, g
     return b ? ggml_add(ctx, y, b) : y;
 }
 
-// Writes this batch's keys and values into cells [kv_head, kv_head + n_tokens) of layer il.
-// The copies are expanded into the graph here, before any node that reads the cache.
-// The views and copies are listed in io.kv_store with the bytes a cell moves them.
+// Writes this batch's keys and values into layer il's cache, at the cells io.kv_idxs names.
+// The writes are expanded into the graph here, before any node that reads the cache.
 void store_kv(ggml_context * ctx, ggml_cgraph * gf, const llama_kv_cache & kv, int il, ggml_tensor * k_cur,
-              ggml_tensor * v_cur, uint32_t n_tokens, uint32_t kv_head, llm_graph_io & io) {
-    auto store = [&](ggml_tensor * src, ggml_tensor * dst, size_t cell) {
-        ggml_tensor * c = ggml_cpy(ctx, src, dst);
-        ggml_build_forward_expand(gf, c);
-        io.kv_store.push_back({dst, cell});
-        io.kv_store.push_back({c, cell});
+              ggml_tensor * v_cur, uint32_t n_tokens, llm_graph_io & io) {
+    auto rows = [&](ggml_tensor * t, int64_t n_embd) {  // F32 [n_embd, n_tokens]
+        if (!ggml_is_contiguous(t)) t = ggml_cont(ctx, t);
+        return ggml_reshape_2d(ctx, t, n_embd, n_tokens);
     };
-    ggml_tensor * k_cache = kv.k_l[il];
-    store(k_cur, ggml_view_2d(ctx, k_cache, kv.n_embd_k_gqa, n_tokens, k_cache->nb[1], (size_t) kv_head * k_cache->nb[1]),
-          k_cache->nb[1]);
+    ggml_build_forward_expand(gf, ggml_set_rows(ctx, kv.k_l[il], rows(k_cur, kv.n_embd_k_gqa), io.kv_idxs));
 
     ggml_tensor * v_cache = kv.v_l[il];
+    ggml_tensor * v = rows(v_cur, kv.n_embd_v_gqa);
     if (kv.v_trans) {
-        // Cell c of dimension d is element c of row d: the transposed batch lands in a column band.
-        const size_t cell = ggml_element_size(v_cache);
-        store(ggml_transpose(ctx, v_cur), ggml_view_2d(ctx, v_cache, n_tokens, kv.n_embd_v_gqa, v_cache->nb[1], (size_t) kv_head * cell),
-              cell);
+        // Cell c of dimension d is element c of row d: each (cell, dimension) is a row of one value.
+        GGML_ASSERT(v_cache->ne[1] == kv.n_embd_v_gqa);
+        ggml_tensor * dst = ggml_view_3d(ctx, v_cache, 1, v_cache->ne[0], kv.n_embd_v_gqa, ggml_element_size(v_cache), v_cache->nb[1], 0);
+        ggml_tensor * src = ggml_view_3d(ctx, v, 1, n_tokens, kv.n_embd_v_gqa, v->nb[1], v->nb[0], 0);
+        ggml_build_forward_expand(gf, ggml_set_rows(ctx, dst, src, io.kv_idxs));
     } else {
-        store(v_cur, ggml_view_2d(ctx, v_cache, kv.n_embd_v_gqa, n_tokens, v_cache->nb[1], (size_t) kv_head * v_cache->nb[1]),
-              v_cache->nb[1]);
+        ggml_build_forward_expand(gf, ggml_set_rows(ctx, v_cache, v, io.kv_idxs));
     }
 }
 
@@ -139,22 +135,22 @@ struct kv_source {
     virtual ggml_tensor * attention(int il, ggml_tensor * q, ggml_tensor * kq_mask) = 0;
 };
 
-// The cache: this batch's keys and values go to cells [kv_head, kv_head + n_tokens); attention
-// reads cells [0, n_kv).
+// The cache: this batch's keys and values go to the cells io.kv_idxs names; attention reads
+// cells [0, n_kv).
 struct kv_cache_source : kv_source {
     ggml_context * ctx;
     ggml_cgraph * gf;
     const llama_model & model;
     const llama_kv_cache & kv;
-    uint32_t n_tokens, kv_head, n_kv;
+    uint32_t n_tokens, n_kv;
 
     llm_graph_io & io;
 
     kv_cache_source(ggml_context * ctx, ggml_cgraph * gf, const llama_model & model, const llama_kv_cache & kv,
-                    uint32_t n_tokens, uint32_t kv_head, uint32_t n_kv, llm_graph_io & io)
-        : ctx(ctx), gf(gf), model(model), kv(kv), n_tokens(n_tokens), kv_head(kv_head), n_kv(n_kv), io(io) {}
+                    uint32_t n_tokens, uint32_t n_kv, llm_graph_io & io)
+        : ctx(ctx), gf(gf), model(model), kv(kv), n_tokens(n_tokens), n_kv(n_kv), io(io) {}
 
-    void put(int il, ggml_tensor * k, ggml_tensor * v) override { store_kv(ctx, gf, kv, il, k, v, n_tokens, kv_head, io); }
+    void put(int il, ggml_tensor * k, ggml_tensor * v) override { store_kv(ctx, gf, kv, il, k, v, n_tokens, io); }
 
     ggml_tensor * attention(int il, ggml_tensor * q, ggml_tensor * kq_mask) override {
         if (kv.flash_attn) return fused(il, q, kq_mask);
@@ -310,20 +306,16 @@ size_t llm_graph_max_nodes(const llama_model & model, size_t n_lora) {
 size_t llm_graph_max_nodes_train(const llama_model & model, size_t n_lora) { return 6 * llm_graph_max_nodes(model, n_lora); }
 
 ggml_cgraph * llm_build_forward(ggml_context * ctx, const llama_model & model, const llama_kv_cache & kv,
-                                uint32_t n_tokens, uint32_t kv_head, uint32_t n_kv, uint32_t n_outputs,
-                                llm_graph_io & io, const llm_lora_set * lora) {
+                                uint32_t n_tokens, uint32_t n_kv, uint32_t n_outputs, llm_graph_io & io,
+                                const llm_lora_set * lora) {
     ggml_cgraph * gf = ggml_new_graph_custom(ctx, llm_graph_max_nodes(model, lora ? lora->entries.size() : 0), false);
     make_inputs(ctx, io, n_tokens, n_kv, n_outputs);
-    kv_cache_source src(ctx, gf, model, kv, n_tokens, kv_head, n_kv, io);
+    io.kv_idxs = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, n_tokens);
+    ggml_set_name(io.kv_idxs, "inp_kv_idxs");
+    ggml_set_input(io.kv_idxs);
+    kv_cache_source src(ctx, gf, model, kv, n_tokens, n_kv, io);
     build_transformer(ctx, gf, model, n_tokens, n_outputs > 0, io, src, lora);
     return gf;
-}
-
-void llm_graph_move_kv_store(const llm_graph_io & io, uint32_t kv_head) {
-    for (const auto & [t, cell] : io.kv_store) {
-        t->view_offs = (size_t) kv_head * cell;  // views of the cache itself: their offset is the cells'
-        t->data = (char *) t->view_src->data + t->view_offs;
-    }
 }
 
 ggml_cgraph * llm_build_forward_train(ggml_context * ctx, const llama_model & model, uint32_t n_tokens, llm_graph_io & io,

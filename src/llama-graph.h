@@ -29,25 +29,21 @@ struct llm_graph_io {
     // up), the attention output, the residual after attention and the adapters' scaled A x:
     // checkpoints under which only elementwise ops are recomputed, none of the products.
     std::vector<ggml_tensor *> matmul_out;
-    // The views this batch's keys and values are written through (each layer's cache views and
-    // the copies into them), with the bytes one cell moves each: llm_graph_move_kv_store.
-    std::vector<std::pair<ggml_tensor *, size_t>> kv_store;
+    // I32 [n_tokens]: the cache cells this batch's keys and values go to (ggml_set_rows), an input
+    // like the others, so that a generated token's graph serves the next tokens unchanged.
+    ggml_tensor * kv_idxs = nullptr;
 };
-
-// Moves the graph's writes of keys and values to cells [kv_head, kv_head + n_tokens) (the
-// graph of a generated token, reused for the next one).
-void llm_graph_move_kv_store(const llm_graph_io & io, uint32_t kv_head);
 
 // Most nodes either graph can have (for sizing the graph and its context), with n_lora adapters.
 size_t llm_graph_max_nodes(const llama_model & model, size_t n_lora = 0);
 
-// The forward pass of n_tokens tokens whose keys and values go to cells [kv_head, kv_head +
-// n_tokens) of the cache; attention reads cells [0, n_kv). Logits for n_outputs of the tokens
+// The forward pass of n_tokens tokens whose keys and values go to the cache cells the caller
+// writes into io.kv_idxs; attention reads cells [0, n_kv). Logits for n_outputs of the tokens
 // (all when n_outputs == n_tokens; none: only the KV cache is written). lora: adapters applied
 // unmerged to the projections (nullptr: none).
 ggml_cgraph * llm_build_forward(ggml_context * ctx, const llama_model & model, const llama_kv_cache & kv,
-                                uint32_t n_tokens, uint32_t kv_head, uint32_t n_kv, uint32_t n_outputs,
-                                llm_graph_io & io, const llm_lora_set * lora = nullptr);
+                                uint32_t n_tokens, uint32_t n_kv, uint32_t n_outputs, llm_graph_io & io,
+                                const llm_lora_set * lora = nullptr);
 
 // The forward pass of n_tokens tokens for training: no KV cache; attention uses the batch's own
 // keys and values under the mask io.kq_mask (F32 [n_tokens, n_tokens], 0 visible, -inf hidden,

@@ -95,6 +95,9 @@ std::vector<uint8_t> encode(const ggml_tensor * t, const std::vector<float> & v)
         case GGML_TYPE_I32:
             for (int64_t i = 0; i < n; i++) ((int32_t *) bytes.data())[i] = (int32_t) v[(size_t) i];
             break;
+        case GGML_TYPE_I64:
+            for (int64_t i = 0; i < n; i++) ((int64_t *) bytes.data())[i] = (int64_t) v[(size_t) i];
+            break;
         default:
             ggml_quantize_chunk(t->type, v.data(), bytes.data(), 0, ggml_nrows(t), t->ne[0], nullptr);
             break;
@@ -388,7 +391,30 @@ std::vector<Case> make_cases() {
             return Built{ ggml_cpy(m.ctx, m.in(GGML_TYPE_F32, {128, 5}), dst), cache };
         }, ggml_is_quantized(t) ? 1e-4 : 0.0);
         add("cast " + ts + " -> f32", [=](Maker & m) { return same(ggml_cast(m.ctx, m.in(t, {256, 3}), GGML_TYPE_F32)); }, 1e-12);
+        add("set_rows f32 -> " + ts + " cache", [=](Maker & m) {  // distinct cells, out of order
+            ggml_tensor * cache = m.in(t, {128, 16}, uniform(0.0f, 0.0f));
+            ggml_tensor * idx = m.in(GGML_TYPE_I32, {5}, values({ 3, 11, 0, 7, 15 }));
+            return Built{ ggml_set_rows(m.ctx, cache, m.in(GGML_TYPE_F32, {128, 5}), idx), cache };
+        }, ggml_is_quantized(t) ? 1e-4 : 0.0);
     }
+    add("set_rows i64 indices", [=](Maker & m) {
+        ggml_tensor * cache = m.in(GGML_TYPE_F16, {64, 9}, uniform(-1.0f, 1.0f));
+        ggml_tensor * idx = m.in(GGML_TYPE_I64, {3}, values({ 8, 2, 5 }));
+        return Built{ ggml_set_rows(m.ctx, cache, m.in(GGML_TYPE_F32, {64, 3}), idx), cache };
+    }, 0.0);
+    add("set_rows broadcast indices", [=](Maker & m) {  // one index row for the 3 planes of dim 2
+        ggml_tensor * dst = m.in(GGML_TYPE_F32, {16, 10, 3, 2});
+        ggml_tensor * idx = m.in(GGML_TYPE_I32, {4, 1, 2}, values({ 1, 7, 2, 9, 0, 3, 6, 4 }));
+        return Built{ ggml_set_rows(m.ctx, dst, m.in(GGML_TYPE_F32, {16, 4, 3, 2}), idx), dst };
+    }, 0.0);
+    add("set_rows transposed v -> f16 cache", [=](Maker & m) {  // a cell of each channel is a row of one value
+        ggml_tensor * cache = m.in(GGML_TYPE_F16, {32, 24}, uniform(0.0f, 0.0f));  // [n_ctx cells, n_embd_v]
+        const size_t es = ggml_element_size(cache);
+        ggml_tensor * dst = ggml_view_3d(m.ctx, cache, 1, 32, 24, es, cache->nb[1], 0);
+        ggml_tensor * v = m.in(GGML_TYPE_F32, {24, 5});
+        ggml_tensor * rows = ggml_view_3d(m.ctx, v, 1, 5, 24, v->nb[1], sizeof(float), 0);
+        return Built{ ggml_set_rows(m.ctx, dst, rows, m.in(GGML_TYPE_I32, {5}, values({ 7, 8, 9, 10, 11 }))), cache };
+    }, 0.0);
     add("cast q4_K -> f32", [=](Maker & m) { return same(ggml_cast(m.ctx, m.in(GGML_TYPE_Q4_K, {256, 3}), GGML_TYPE_F32)); }, 1e-12);
     add("cast q6_K -> f16", [=](Maker & m) { return same(ggml_cast(m.ctx, m.in(GGML_TYPE_Q6_K, {256, 3}), GGML_TYPE_F16)); }, 1e-12);
     add("cpy transposed v -> f16 cache", [=](Maker & m) {
@@ -473,6 +499,24 @@ std::vector<Case> make_cases() {
         ggml_tensor * w = m.in(GGML_TYPE_F32, {33, 5});
         return Built{ ggml_opt_step_sgd(m.ctx, w, m.in(GGML_TYPE_F32, {33, 5}), m.in(GGML_TYPE_F32, {2}, values({ 1e-2f, 0.1f }))), w };
     }, 1e-12);
+
+    // pairs the CUDA backend runs as one kernel (rms_norm then its weight, silu / gelu then up);
+    // the first result is read again, so both must be written
+    for (bool norm_first : { true, false }) {
+        add(std::string("fused rms_norm mul") + (norm_first ? "" : " swapped"), [=](Maker & m) {
+            ggml_tensor * n = ggml_rms_norm(m.ctx, m.in(GGML_TYPE_F32, {96, 5, 2}, uniform(-2.0f, 3.0f)), 1e-5f);
+            ggml_tensor * w = m.in(GGML_TYPE_F32, norm_first ? std::vector<int64_t>{96, 1, 2} : std::vector<int64_t>{96, 5, 2});
+            ggml_tensor * y = norm_first ? ggml_mul(m.ctx, n, w) : ggml_mul(m.ctx, w, n);
+            return same(ggml_concat(m.ctx, y, n, 1));
+        }, 1e-10);
+    }
+    for (ggml_unary_op op : { GGML_UNARY_OP_SILU, GGML_UNARY_OP_GELU }) {
+        add(std::string("fused ") + ggml_unary_op_name(op) + " mul", [=](Maker & m) {
+            ggml_tensor * g = ggml_unary(m.ctx, m.in(GGML_TYPE_F32, {70, 6}, uniform(-6.0f, 6.0f)), op);
+            ggml_tensor * up = m.in(GGML_TYPE_F32, {70, 6});
+            return same(ggml_concat(m.ctx, ggml_mul(m.ctx, g, up), g, 1));
+        }, 1e-10);
+    }
 
     // a small chain of the llama block's ops in one graph; with quantized weights the CPU's 8-bit
     // activations make the error of each product add up

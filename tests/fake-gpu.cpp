@@ -4,6 +4,7 @@
 #include "ggml-backend-impl.h"
 #include "ggml-cpu.h"
 #include "ggml-impl.h"
+#include "ggml-graph-key.h"
 
 #include <gtest/gtest.h>
 
@@ -33,6 +34,7 @@ uintptr_t next_base = FAKE_BASE;
 std::function<bool(const ggml_tensor *)> supports_fn;
 std::vector<ggml_op> ran_ops;
 int n_graphs = 0;
+std::vector<std::vector<uint64_t>> keys;
 
 void * to_real(void * p) {
     std::lock_guard<std::mutex> lock(mu);
@@ -89,6 +91,8 @@ ggml_backend_buffer_type buft = { { buft_name, buft_alloc, buft_align, nullptr, 
 
 ggml_status compute(ggml_backend_t, ggml_cgraph * g) {
     n_graphs++;
+    keys.emplace_back();
+    ggml_graph_key(g, keys.back());
     // Translate every pointer the graph touches, run the CPU kernels, translate back.
     std::set<ggml_tensor *> ts;
     const int n = ggml_graph_n_nodes(g);
@@ -155,5 +159,6 @@ void set_supports(std::function<bool(const ggml_tensor *)> f) { supports_fn = st
 bool supports(const ggml_tensor * op) { return !supports_fn || supports_fn(op); }
 std::vector<ggml_op> & ran() { return ran_ops; }
 int graphs_computed() { return n_graphs; }
+std::vector<std::vector<uint64_t>> & graph_keys() { return keys; }
 
 }  // namespace fake_gpu

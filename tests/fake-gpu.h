@@ -9,6 +9,8 @@
 
 #include "ggml-backend.h"
 
+#include <stdint.h>
+
 #include <functional>
 #include <vector>
 
@@ -24,5 +26,8 @@ bool supports(const ggml_tensor * op);
 
 std::vector<ggml_op> & ran();  // every op computed on the device, in order (the test clears it)
 int graphs_computed();
+// The key (ggml_graph_key) of every graph computed on the device, in order (the test clears it):
+// equal keys are what would let a GPU replay its recorded kernels.
+std::vector<std::vector<uint64_t>> & graph_keys();
 
 }  // namespace fake_gpu

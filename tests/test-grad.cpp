@@ -809,6 +809,44 @@ TEST(Grad, GetRows) {
     }
 }
 
+// The rows set take b's values and pass their gradient to b; a's other rows pass theirs to a.
+TEST(Grad, SetRows) {
+    uint32_t seed = 1550;
+    {
+        GradCheck g(seed++);
+        ggml_tensor * a = g.input({6, 9, 1, 1});
+        ggml_tensor * b = g.input({6, 4, 1, 1});
+        const std::vector<int32_t> idx = {7, 2, 0, 5};
+        ggml_tensor * c = g.ints({4, 1, 1, 1}, idx);
+        g.run(ggml_set_rows(g.ctx(), a, b, c), [&](const std::vector<Arr> & in) {
+            Arr r = in[0];
+            r.each([&](int64_t i0, int64_t j, int64_t, int64_t) {
+                for (size_t k = 0; k < idx.size(); k++) {
+                    if (idx[k] == j) r(i0, j) = in[1](i0, (int64_t) k);
+                }
+            });
+            return r;
+        }, "set_rows");
+    }
+    {
+        // Per-plane indices: a [5, 7, 3], b [5, 2, 3], c [2, 3].
+        GradCheck g(seed++);
+        ggml_tensor * a = g.input({5, 7, 3, 1});
+        ggml_tensor * b = g.input({5, 2, 3, 1});
+        const std::vector<int32_t> idx = {6, 1, 0, 3, 4, 2};
+        ggml_tensor * c = g.ints({2, 3, 1, 1}, idx);
+        g.run(ggml_set_rows(g.ctx(), a, b, c), [&](const std::vector<Arr> & in) {
+            Arr r = in[0];
+            r.each([&](int64_t i0, int64_t j, int64_t i2, int64_t) {
+                for (int64_t k = 0; k < 2; k++) {
+                    if (idx[(size_t) (k + 2 * i2)] == j) r(i0, j, i2) = in[1](i0, k, i2);
+                }
+            });
+            return r;
+        }, "set_rows 3d");
+    }
+}
+
 TEST(Grad, DiagMaskInf) {
     uint32_t seed = 1600;
     for (int n_past : {0, 2}) {

@@ -180,6 +180,27 @@ TEST_F(Offload, NoMmapAndFlashAttention) {
 }
 
 // Greedy text through the public sampler API is the CPU's.
+// Generated tokens give the device the very same graph (only the inputs' contents change: the
+// token, its position, the mask and the cell its key and value go to), which is what lets a GPU
+// replay its recorded kernels (a CUDA graph) instead of launching them one by one.
+TEST_F(Offload, GeneratedTokensGiveTheDeviceTheSameGraph) {
+    TU_REQUIRE_FILE(model_path("stories260K.gguf"));
+    for (bool fa : { false, true }) {
+        Model m = load(model_path("stories260K.gguf"), 999);
+        ASSERT_TRUE(m);
+        Ctx c = context(m.get(), true, fa);
+        ASSERT_TRUE(c);
+        const std::vector<llama_token> prompt = { 1, 40, 99, 7, 300 };
+        tu::eval_all(c.get(), prompt);
+        fake_gpu::graph_keys().clear();
+        llama_pos p = (llama_pos) prompt.size();
+        for (llama_token t : { 14, 250, 3, 77, 9, 120 }) tu::eval_all(c.get(), { t }, p++);
+        const auto & keys = fake_gpu::graph_keys();
+        ASSERT_EQ(keys.size(), 6u) << "one device graph per token (all layers offloaded)";
+        for (size_t i = 1; i < keys.size(); i++) EXPECT_TRUE(keys[i] == keys[0]) << "token " << i << ", flash attention " << fa;
+    }
+}
+
 TEST_F(Offload, GreedyTextIsTheCpus) {
     TU_REQUIRE_FILE(model_path("stories260K.gguf"));
     auto generate = [](int ngl) {

@@ -153,6 +153,7 @@ enum ggml_op {
     GGML_OP_PERMUTE,
     GGML_OP_TRANSPOSE,
     GGML_OP_GET_ROWS,
+    GGML_OP_SET_ROWS,
     GGML_OP_DIAG_MASK_INF,
     GGML_OP_SOFT_MAX,
     GGML_OP_ROPE,
@@ -494,6 +495,13 @@ struct ggml_tensor * ggml_transpose(struct ggml_context * ctx, struct ggml_tenso
 
 // Rows of a (any type) picked by the I32 indices in b: a [n_embd, n_rows, ne2], b [n, ne2] -> F32 [n_embd, n, ne2].
 struct ggml_tensor * ggml_get_rows(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
+
+// Writes the rows of b (F32) into rows of a picked by the I32 or I64 indices in c, converted to a's
+// type, and returns a view of a: a [n_embd, n_rows, ne2, ne3], b [n_embd, n, ne2, ne3],
+// c [n, ne2 / k2, ne3 / k3] (broadcast over b's dims 2 and 3): a[:, c[i, j % c2, k % c3], j, k] = b[:, i, j, k].
+// Indices should be distinct (duplicates: one of the rows wins). The KV cache's writes: the
+// graph stays the same from token to token, only the index tensor's contents change.
+struct ggml_tensor * ggml_set_rows(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, struct ggml_tensor * c);
 
 // Sets a[i0, i1] = -inf where i0 > n_past + i1 (causal mask).
 struct ggml_tensor * ggml_diag_mask_inf(struct ggml_context * ctx, struct ggml_tensor * a, int n_past);

@@ -71,7 +71,8 @@ void ggml_build_backward_expand(struct ggml_context * ctx, struct ggml_cgraph * 
             for (int j = 0; j < GGML_MAX_SRC && !need; j++) need = ggml_bw_needs(&bw, node->src[j]);
         }
         if (!need) continue;
-        if (node->view_src && !(info->flags & GGML_OP_FLAG_VIEW) && node->op != GGML_OP_CPY && node->op != GGML_OP_NONE) {
+        if (node->view_src && !(info->flags & GGML_OP_FLAG_VIEW) && node->op != GGML_OP_CPY && node->op != GGML_OP_SET_ROWS &&
+            node->op != GGML_OP_NONE) {
             GGML_ABORT("ggml_build_backward_expand: '%s' (%s) is computed in place, which overwrites a value the "
                        "backward pass needs: use the op's non-inplace form", node->name, ggml_op_desc(node));
         }

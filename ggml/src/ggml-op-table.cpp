@@ -37,6 +37,7 @@ static constexpr ggml_op_info op_table[] = {
     ROW(PERMUTE,                 "permute(x)",               1, VIEW,     RULE(permute)),
     ROW(TRANSPOSE,               "transpose(x)",             1, VIEW,     RULE(transpose)),
     ROW(GET_ROWS,                "get_rows(x)",              2, 0,        RULE(get_rows)),
+    ROW(SET_ROWS,                "set_rows(x)",              3, 0,        RULE(set_rows)),
     ROW(DIAG_MASK_INF,           "diag_mask_inf(x)",         1, IN_PLACE, RULE(diag_mask_inf)),
     ROW(SOFT_MAX,                "soft_max(x)",              2, 0,        RULE(soft_max)),
     ROW(ROPE,                    "rope(x)",                  3, 0,        RULE(rope)),

@@ -571,6 +571,23 @@ struct ggml_tensor * ggml_get_rows(struct ggml_context * ctx, struct ggml_tensor
     return r;
 }
 
+struct ggml_tensor * ggml_set_rows(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, struct ggml_tensor * c) {
+    GGML_ASSERT((c->type == GGML_TYPE_I32 || c->type == GGML_TYPE_I64) && "set_rows: indices must be I32 or I64");
+    GGML_ASSERT(b->type == GGML_TYPE_F32 && "set_rows: the rows must be F32");
+    GGML_ASSERT(a->ne[0] == b->ne[0] && a->ne[2] == b->ne[2] && a->ne[3] == b->ne[3] && "set_rows: a and b differ in row length or dims 2, 3");
+    GGML_ASSERT(b->ne[1] == c->ne[0] && c->ne[3] == 1 && "set_rows: one index per row of b");
+    GGML_ASSERT(c->ne[1] > 0 && c->ne[2] > 0 && b->ne[2] % c->ne[1] == 0 && b->ne[3] % c->ne[2] == 0 && "set_rows: indices must broadcast over b");
+    GGML_ASSERT(a->nb[0] == ggml_type_size(a->type) && b->nb[0] == sizeof(float) && "set_rows: rows must be packed");
+    GGML_ASSERT(a->ne[0] % ggml_blck_size(a->type) == 0 && "set_rows: rows must hold whole blocks");
+    ggml_tensor * r = ggml_view_tensor(ctx, a);
+    ggml_format_name(r, "%.52s (rows set)", a->name);
+    r->op = GGML_OP_SET_ROWS;
+    r->src[0] = b;
+    r->src[1] = c;
+    r->src[2] = a;  // the destination: its producer runs first
+    return r;
+}
+
 static ggml_tensor * diag_mask_inf_impl(ggml_context * ctx, ggml_tensor * a, int n_past, bool inplace) {
     ggml_tensor * r = unary_like(ctx, a, GGML_OP_DIAG_MASK_INF, inplace);
     ggml_set_op_params_i32(r, 0, n_past);
@@ -582,6 +599,20 @@ struct ggml_tensor * ggml_diag_mask_inf_inplace(struct ggml_context * ctx, struc
 GGML_BACKWARD_RULE(get_rows) {  // the indices get no gradient
     ggml_tensor * a = node->src[0];
     if (ggml_bw_needs(bw, a)) ggml_bw_add(bw, a, ggml_get_rows_back(ggml_bw_ctx(bw), grad, node->src[1], a));
+}
+// b's rows went to a's rows c: b gets those rows of the gradient, a gets the rest (its rows c were
+// overwritten). Needs one index row per plane of b (no broadcast) and distinct indices.
+GGML_BACKWARD_RULE(set_rows) {
+    ggml_tensor * b = node->src[0], * c = node->src[1], * a = node->src[2];
+    ggml_context * ctx = ggml_bw_ctx(bw);
+    const bool needs_b = ggml_bw_needs(bw, b), needs_a = ggml_bw_needs(bw, a);
+    if (!needs_a && !needs_b) return;
+    if (c->type != GGML_TYPE_I32 || c->ne[1] != b->ne[2] || c->ne[2] != b->ne[3]) {
+        GGML_ABORT("backward of set_rows ('%s'): needs I32 indices with one row per plane of the rows set", node->name);
+    }
+    ggml_tensor * rows = ggml_get_rows(ctx, grad, c);  // [ne0, n, ne2, ne3], b's shape
+    if (needs_b) ggml_bw_add(bw, b, rows);
+    if (needs_a) ggml_bw_add(bw, a, ggml_set_rows(ctx, ggml_dup(ctx, grad), ggml_scale(ctx, rows, 0.0f), c));
 }
 // Also the rule of diag_mask_zero: masked elements pass no gradient.
 GGML_BACKWARD_RULE(diag_mask_inf) {

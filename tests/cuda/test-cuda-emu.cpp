@@ -1,7 +1,8 @@
 // test-cuda-emu.cpp - the CUDA backend's kernels, built for the host with cuda-emu.h and run by
 // its coroutine emulator, on every case of test-backend-ops against the CPU backend: the
 // kernels' indexing, reductions, online softmax, block decoders and cuBLAS arguments are checked
-// without a GPU. Each node goes through the backend's own dispatch (ggml_cuda_compute_node) and
+// without a GPU. Each node goes through the backend's own dispatch (ggml_cuda_compute_nodes, with
+// its fused pairs) and
 // support check (ggml_cuda_supports_op), on tensors in host memory. Built where the CUDA
 // Toolkit's headers are installed, in builds without the real CUDA backend.
 #include "cuda-emu.h"
@@ -33,6 +34,8 @@ namespace {
 
 using namespace bocases;
 
+int n_fused = 0;  // pairs of nodes the dispatch ran as one kernel
+
 // Runs case c with its tensors in CPU memory: on the CPU backend (emulate false), or node by node
 // through the CUDA kernels (true). false: some node is not supported by the CUDA backend.
 bool run(const Case & c, bool emulate, ggml_backend_t cpu, ggml_cuda_ctx & cctx, std::vector<float> & out, std::string & why) {
@@ -51,7 +54,10 @@ bool run(const Case & c, bool emulate, ggml_backend_t cpu, ggml_cuda_ctx & cctx,
         for (int i = 0; i < ggml_graph_n_nodes(gf); i++) {
             ggml_tensor * n = ggml_graph_node(gf, i);
             if (ggml_op_is_view(n->op) || n->op == GGML_OP_NONE || ggml_is_empty(n)) continue;
-            EXPECT_TRUE(ggml_cuda_compute_node(cctx, n)) << c.name << ": " << ggml_op_desc(n);
+            const int done = ggml_cuda_compute_nodes(cctx, gf, i);  // as the backend runs them: pairs fused
+            EXPECT_GE(done, 1) << c.name << ": " << ggml_op_desc(n);
+            if (done > 1) n_fused++;
+            i += std::max(done, 1) - 1;
         }
     } else {
         EXPECT_EQ(ggml_backend_graph_compute(cpu, gf), GGML_STATUS_SUCCESS) << c.name;
@@ -89,7 +95,10 @@ TEST(CudaEmu, KernelsMatchCpu) {
         }
         n_ok++;
     }
-    printf("[ emu ] %d cases match the CPU, %d not supported\n", n_ok, n_unsupported);
+    printf("[ emu ] %d cases match the CPU, %d not supported, %d fused pairs\n", n_ok, n_unsupported, n_fused);
+    if (!filter) {
+        EXPECT_GE(n_fused, 4) << "the fused cases were not fused";
+    }
     free(cctx.scratch_ptr);
     ggml_backend_free(cpu);
 }

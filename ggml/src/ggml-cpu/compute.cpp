@@ -71,6 +71,7 @@ constexpr cpu_kernel cpu_kernels[] = {
     K(PERMUTE,                 nullptr,                                     nullptr),
     K(TRANSPOSE,               nullptr,                                     nullptr),
     K(GET_ROWS,                ggml_cpu_forward_get_rows,                   nullptr),
+    K(SET_ROWS,                ggml_cpu_forward_set_rows,                   nullptr),
     K(DIAG_MASK_INF,           ggml_cpu_forward_diag_mask_inf,              nullptr),
     K(SOFT_MAX,                ggml_cpu_forward_soft_max,                   ggml_cpu_soft_max_work_size),
     K(ROPE,                    ggml_cpu_forward_rope,                       nullptr),

@@ -72,11 +72,12 @@ void ggml_cpu_forward_sum     (const struct ggml_compute_params * params, struct
 void ggml_cpu_forward_sum_rows(const struct ggml_compute_params * params, struct ggml_tensor * dst);
 void ggml_cpu_forward_mean    (const struct ggml_compute_params * params, struct ggml_tensor * dst);
 void ggml_cpu_forward_argmax  (const struct ggml_compute_params * params, struct ggml_tensor * dst);
-// ops-copy.cpp: dup / cpy / cont (type conversion between F32, F16, BF16, I32), repeat, concat, get_rows
+// ops-copy.cpp: dup / cpy / cont (type conversion between F32, F16, BF16, I32), repeat, concat, get_rows, set_rows
 void ggml_cpu_forward_dup     (const struct ggml_compute_params * params, struct ggml_tensor * dst);
 void ggml_cpu_forward_repeat  (const struct ggml_compute_params * params, struct ggml_tensor * dst);
 void ggml_cpu_forward_concat  (const struct ggml_compute_params * params, struct ggml_tensor * dst);
 void ggml_cpu_forward_get_rows(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_forward_set_rows(const struct ggml_compute_params * params, struct ggml_tensor * dst);
 // ops-norm.cpp: norm, rms_norm
 void ggml_cpu_forward_norm    (const struct ggml_compute_params * params, struct ggml_tensor * dst);
 void ggml_cpu_forward_rms_norm(const struct ggml_compute_params * params, struct ggml_tensor * dst);

@@ -1,5 +1,5 @@
 // ops-copy.cpp - dup / cpy / cont (copy with type conversion and reshaping), repeat, concat,
-// get_rows, and their backward ops: acc, repeat_back, get_rows_back.
+// get_rows, set_rows, and their backward ops: acc, repeat_back, get_rows_back.
 //
 // Conversions go through one "row to float" and one "float to row" function per type
 // (row_to_f32_fn / row_from_f32_fn): F32, F16, BF16 and I32 are handled here, any other type
@@ -326,6 +326,44 @@ void ggml_cpu_forward_get_rows(const struct ggml_compute_params * params, struct
         memcpy(&idx, (const char *) src1->data + i10 * src1->nb[0] + i11 * src1->nb[1] + i12 * src1->nb[2], sizeof(idx));
         GGML_ASSERT(idx >= 0 && idx < ne01 && "get_rows: index out of range");
         copy_or_convert(dst, ggml_cpu_elem_ptr(dst, 0, i10, i11, i12), src0, ggml_cpu_elem_ptr(src0, 0, idx, i11, i12), ne00);
+    }
+}
+
+// dst (a view of src[2]) [:, c[i, j % c1, k % c2], j, k] = src0[:, i, j, k] for src0 F32 and
+// indices c I32 or I64. Split by src0's rows. Rows of one element (the V cache's transposed
+// writes: one row per cell and channel) are converted inline, not by a call per element.
+void ggml_cpu_forward_set_rows(const struct ggml_compute_params * params, struct ggml_tensor * dst) {
+    const struct ggml_tensor * src = dst->src[0];
+    const struct ggml_tensor * idx = dst->src[1];
+    GGML_ASSERT(src != NULL && idx != NULL && src->type == GGML_TYPE_F32);
+    GGML_ASSERT(idx->type == GGML_TYPE_I32 || idx->type == GGML_TYPE_I64);
+    const int64_t ne0 = src->ne[0], n_rows = dst->ne[1];
+    const bool i64 = idx->type == GGML_TYPE_I64;
+    const bool scalar_rows = ne0 == 1 && (dst->type == GGML_TYPE_F32 || dst->type == GGML_TYPE_F16);
+    const row_from_f32_t from_f32 = row_from_f32_fn(dst->type);
+    int64_t r0, r1;
+    ggml_cpu_split_rows(ggml_nrows(src), params->ith, params->nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t i1, i2, i3;
+        row_index(src, r, &i1, &i2, &i3);
+        const char * ip = (const char *) idx->data + i1 * idx->nb[0] + (i2 % idx->ne[1]) * idx->nb[1] + (i3 % idx->ne[2]) * idx->nb[2];
+        int64_t row;
+        if (i64) {
+            memcpy(&row, ip, sizeof(row));
+        } else {
+            int32_t v;
+            memcpy(&v, ip, sizeof(v));
+            row = v;
+        }
+        GGML_ASSERT(row >= 0 && row < n_rows && "set_rows: index out of range");
+        const float * x = (const float *) ggml_cpu_elem_ptr(src, 0, i1, i2, i3);
+        char * y = ggml_cpu_elem_ptr(dst, 0, row, i2, i3);
+        if (scalar_rows) {
+            if (dst->type == GGML_TYPE_F32) memcpy(y, x, sizeof(float));
+            else { const ggml_fp16_t h = GGML_FP32_TO_FP16(*x); memcpy(y, &h, sizeof(h)); }
+        } else {
+            from_f32(x, y, ne0);
+        }
     }
 }
 

@@ -13,9 +13,11 @@
 // it is re-launched with one call. A few graphs are kept (the scheduler may give the backend
 // several splits per token); another shape or other addresses is another graph, run kernel by
 // kernel the first time. GGML_CUDA_DISABLE_GRAPHS=1 turns this off; GGML_CUDA_SYNC_NODES=1 (for
-// debugging) waits for every node and names the one whose kernel failed.
+// debugging) waits for every node and names the one whose kernel failed; GGML_CUDA_DISABLE_FUSION=1
+// runs each node as its own kernel (ggml_cuda_compute_nodes fuses some pairs).
 #include "ggml-cuda.h"
 #include "ggml-backend-impl.h"
+#include "ggml-graph-key.h"
 #include "ggml-cpu.h"
 #include "ops.cuh"
 
@@ -174,8 +176,8 @@ ggml_backend_buffer_type host_buft = {
 };
 
 // ---- the backend -------------------------------------------------------------------------------
-// A captured graph: the fingerprint of the ggml graph it replays, how often that graph came,
-// and the scratch buffer generation it was captured with (a grown scratch buffer moves).
+// A captured graph: the key (ggml_graph_key) of the ggml graph it replays, how often that graph
+// came, and the scratch buffer generation it was captured with (a grown scratch buffer moves).
 struct graph_entry {
     std::vector<uint64_t> key;
     int n_seen = 0;
@@ -244,16 +246,16 @@ void cuda_synchronize(ggml_backend_t b) {
     CUDA_CHECK(cudaStreamSynchronize(cb->stream));
 }
 
-bool skip_node(const ggml_tensor * n) { return ggml_op_is_view(n->op) || n->op == GGML_OP_NONE || ggml_is_empty(n); }
-
 ggml_status run_nodes(cuda_backend * cb, ggml_cgraph * g) {
     for (int i = 0; i < g->n_nodes; i++) {
         ggml_tensor * n = g->nodes[i];
-        if (skip_node(n)) continue;
-        if (!ggml_cuda_compute_node(*cb, n)) {
+        if (ggml_graph_key_skips(n)) continue;
+        const int done = ggml_cuda_compute_nodes(*cb, g, i);  // 2: fused with the next node
+        if (done == 0) {
             ggml_log_error("ggml_backend_cuda: no kernel for node '%s' (%s)\n", n->name, ggml_op_desc(n));
             return GGML_STATUS_FAILED;
         }
+        i += done - 1;
         if (cb->sync_nodes) {  // debugging: a kernel fault is reported at the node that caused it
             const cudaError_t err = cudaStreamSynchronize(cb->stream);
             if (err != cudaSuccess) {
@@ -265,41 +267,13 @@ ggml_status run_nodes(cuda_backend * cb, ggml_cgraph * g) {
     return GGML_STATUS_SUCCESS;
 }
 
-// What the captured kernels depend on: per node its op, parameters, type, shape, strides and
-// addresses, and the same of its sources. Equal fingerprints launch the same kernels.
-void fingerprint(const ggml_cgraph * g, std::vector<uint64_t> & key) {
-    key.clear();
-    auto put_tensor = [&](const ggml_tensor * t) {
-        key.push_back((uint64_t) t->type);
-        key.push_back((uint64_t) (uintptr_t) t->data);
-        for (int d = 0; d < GGML_MAX_DIMS; d++) {
-            key.push_back((uint64_t) t->ne[d]);
-            key.push_back((uint64_t) t->nb[d]);
-        }
-    };
-    for (int i = 0; i < g->n_nodes; i++) {
-        const ggml_tensor * n = g->nodes[i];
-        if (skip_node(n)) continue;
-        key.push_back((uint64_t) n->op);
-        uint64_t p[GGML_MAX_OP_PARAMS / sizeof(uint64_t)];
-        memcpy(p, n->op_params, sizeof(p));  // op_params is only 4-byte aligned
-        key.insert(key.end(), p, p + GGML_MAX_OP_PARAMS / sizeof(uint64_t));
-        put_tensor(n);
-        for (int j = 0; j < GGML_MAX_SRC; j++) {
-            if (!n->src[j]) continue;
-            key.push_back(0xFFFF0000u + (uint64_t) j);
-            put_tensor(n->src[j]);
-        }
-    }
-}
-
 ggml_status cuda_graph_compute(ggml_backend_t b, ggml_cgraph * g) {
     cuda_backend * cb = (cuda_backend *) b->context;
     set_device(cb->device);
     if (!cb->graphs_enabled) return run_nodes(cb, g);
 
     std::vector<uint64_t> key;
-    fingerprint(g, key);
+    ggml_graph_key(g, key);
     cb->n_computes++;
     // A launch of the graph may still be running: let it end before its exec goes.
     auto drop = [cb](graph_entry & x) {
@@ -441,6 +415,8 @@ ggml_backend_t ggml_backend_cuda_init(int device) {
     const char * env = getenv("GGML_CUDA_DISABLE_GRAPHS");
     const char * sync_env = getenv("GGML_CUDA_SYNC_NODES");
     cb->sync_nodes = sync_env && atoi(sync_env) != 0;
+    const char * fusion_env = getenv("GGML_CUDA_DISABLE_FUSION");
+    cb->no_fusion = fusion_env && atoi(fusion_env) != 0;
     cb->graphs_enabled = !(env && atoi(env) != 0) && !cb->sync_nodes;
     CUDA_CHECK(cudaStreamCreateWithFlags(&cb->stream, cudaStreamDefault));  // blocking: ordered with the buffer calls
     CUBLAS_CHECK(cublasCreate(&cb->cublas));

@@ -67,6 +67,7 @@ struct ggml_cuda_ctx {
     uint64_t scratch_gen = 0;    // bumped when the buffer moves
     bool capturing = false;      // a CUDA graph is being captured: memory must not change
     bool capture_broken = false; // the capture needed more scratch: it is thrown away
+    bool no_fusion = false;      // GGML_CUDA_DISABLE_FUSION=1: each node its own kernel (A/B, debugging)
 
     // Scratch of at least `bytes` for the current node (valid until the next call).
     void * scratch(size_t bytes);

@@ -1,6 +1,7 @@
-// copy.cu - ops that move elements: dup / cpy / cont (with type conversion, any layouts: the KV
-// cache writes, casts, making permuted tensors contiguous), get_rows (embeddings of any readable
-// type), repeat, concat, and the backward ops acc, repeat_back, get_rows_back.
+// copy.cu - ops that move elements: dup / cpy / cont (with type conversion, any layouts: casts,
+// making permuted tensors contiguous), get_rows (embeddings of any readable type), set_rows (the
+// KV cache's writes, at cells an index tensor gives), repeat, concat, and the backward ops acc,
+// repeat_back, get_rows_back.
 //
 // Elements are matched in logical order (flat index, i0 fastest) as the CPU does. Same-type
 // copies move raw bits (exact for every type, I32 included); block-typed destinations (a
@@ -97,6 +98,40 @@ __global__ void k_get_rows_back(float * dst, int64_t dne0, int64_t dne1, int64_t
     const int32_t r = *(const int32_t *) (idx.data + i1 * idx.nb[0] + i2 * idx.nb[1] + i3 * idx.nb[2]);
     if (r < 0 || r >= dne1) return;
     atomicAdd(dst + ((i3 * dne2 + i2) * dne1 + r) * dne0 + i0, load_f(elem_ptr(grad, i0, i1, i2, i3), grad.type));
+}
+
+// ---- set_rows ---------------------------------------------------------------------------------
+// Row i of plane (j, k) of src goes to row idx[i, j % c1, k % c2] of dst (a view of the destination).
+GGML_CUDA_HD int64_t set_rows_target(const tview & idx, int64_t i1, int64_t i2, int64_t i3, int i64) {
+    const char * p = idx.data + i1 * idx.nb[0] + (i2 % idx.ne[1]) * idx.nb[1] + (i3 % idx.ne[2]) * idx.nb[2];
+    return i64 ? *(const int64_t *) p : (int64_t) *(const int32_t *) p;
+}
+
+// Plain float destinations: one thread per element of src.
+__global__ void k_set_rows(tview dst, tview src, tview idx, int64_t n, int i64) {
+    const int64_t i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    int64_t i0, i1, i2, i3;
+    unravel(i, src.ne, i0, i1, i2, i3);
+    const int64_t r = set_rows_target(idx, i1, i2, i3, i64);
+    if (r < 0 || r >= dst.ne[1]) return;  // the CPU aborts; here the row is dropped
+    store_f(elem_ptr(dst, i0, r, i2, i3), dst.type, *(const float *) elem_ptr(src, i0, i1, i2, i3));
+}
+
+// 32-value block destinations: one thread per block, the reference quantizer's rounding.
+__global__ void k_set_rows_quantize(tview dst, tview src, tview idx, int64_t n_blocks_total, int64_t blocks_per_row,
+                                    int64_t block_bytes, int i64) {
+    const int64_t b = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
+    if (b >= n_blocks_total) return;
+    int64_t i1, i2, i3;
+    row_coords(b / blocks_per_row, src.ne, i1, i2, i3);
+    const int64_t k = b % blocks_per_row;
+    const int64_t r = set_rows_target(idx, i1, i2, i3, i64);
+    if (r < 0 || r >= dst.ne[1]) return;
+    float x[32];
+    const char * row = row_ptr(src, i1, i2, i3);
+    for (int j = 0; j < 32; j++) x[j] = *(const float *) (row + (32 * k + j) * src.nb[0]);
+    quantize_block(row_ptr(dst, r, i2, i3) + k * block_bytes, x, dst.type);
 }
 
 // ---- repeat, concat -------------------------------------------------------------------------------
@@ -209,6 +244,28 @@ void ggml_cuda_op_get_rows(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
     if (n == 0) return;
     GGML_CUDA_LAUNCH(k_get_rows, n_blocks(n), 256, 0, ctx.stream)(make_view(dst), make_view(dst->src[0]), make_view(dst->src[1]), n,
                                                     dst->src[0]->type == GGML_TYPE_I32);
+    CUDA_CHECK_LAUNCH();
+}
+
+bool ggml_cuda_set_rows_supported(const ggml_tensor * dst) {
+    const ggml_tensor * src = dst->src[0], * idx = dst->src[1];
+    if (!src || !idx || src->type != GGML_TYPE_F32 || (idx->type != GGML_TYPE_I32 && idx->type != GGML_TYPE_I64)) return false;
+    if (ggml_is_quantized(dst->type)) return cuda_quantizable_type(dst->type) && dst->ne[0] % 32 == 0;
+    return is_float_type(dst->type);
+}
+
+void ggml_cuda_op_set_rows(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
+    const ggml_tensor * src = dst->src[0], * idx = dst->src[1];
+    const int64_t n = ggml_nelements(src);
+    if (n == 0) return;
+    const int i64 = idx->type == GGML_TYPE_I64;
+    if (ggml_is_quantized(dst->type)) {
+        const int64_t bpr = src->ne[0] / 32, total = bpr * ggml_nrows(src);
+        GGML_CUDA_LAUNCH(k_set_rows_quantize, n_blocks(total, 128), 128, 0, ctx.stream)(make_view(dst), make_view(src), make_view(idx), total,
+                                                                          bpr, (int64_t) ggml_type_size(dst->type), i64);
+    } else {
+        GGML_CUDA_LAUNCH(k_set_rows, n_blocks(n), 256, 0, ctx.stream)(make_view(dst), make_view(src), make_view(idx), n, i64);
+    }
     CUDA_CHECK_LAUNCH();
 }
 

@@ -86,6 +86,20 @@ void map(ggml_cuda_ctx & ctx, ggml_tensor * dst, float s = 0.0f) {
     CUDA_CHECK_LAUNCH();
 }
 
+// silu / gelu then a multiply by another tensor (the FFN's gate times up), one launch: both
+// results are written, the product from the F32 value just stored, as the two kernels would.
+template <Map M>
+__global__ void k_map_mul(tview mdst, tview src, tview pdst, tview other, int64_t n, int map_is_a) {
+    const int64_t i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    int64_t i0, i1, i2, i3;
+    unravel(i, pdst.ne, i0, i1, i2, i3);
+    const float m = map_apply<M>(load_f(elem_ptr(src, i0, i1, i2, i3), src.type), 0.0f);
+    *(float *) elem_ptr(mdst, i0, i1, i2, i3) = m;
+    const float o = load_f(elem_ptr(other, i0 % other.ne[0], i1 % other.ne[1], i2 % other.ne[2], i3 % other.ne[3]), other.type);
+    store_f(elem_ptr(pdst, i0, i1, i2, i3), pdst.type, map_is_a ? m * o : o * m);
+}
+
 // ---- unary_back: grad * f'(x) -------------------------------------------------------------
 __device__ __forceinline__ float unary_grad(int op, float g, float x) {
     switch (op) {
@@ -187,3 +201,27 @@ static void diag_mask(ggml_cuda_ctx & ctx, ggml_tensor * dst, float fill) {
 
 void ggml_cuda_op_diag_mask_inf(ggml_cuda_ctx & ctx, ggml_tensor * dst) { diag_mask(ctx, dst, -INFINITY); }
 void ggml_cuda_op_diag_mask_zero(ggml_cuda_ctx & ctx, ggml_tensor * dst) { diag_mask(ctx, dst, 0.0f); }
+
+bool ggml_cuda_unary_mul_fusable(const ggml_tensor * unary, const ggml_tensor * mul) {
+    const int op = ggml_get_op_params_i32(unary, 0);
+    if (op != GGML_UNARY_OP_SILU && op != GGML_UNARY_OP_GELU) return false;
+    const ggml_tensor * other = mul->src[0] == unary ? mul->src[1] : mul->src[0];
+    return unary->type == GGML_TYPE_F32 && is_float_type(mul->type) && (mul->src[0] == unary || mul->src[1] == unary) &&
+           mul->src[0] != mul->src[1] && ggml_are_same_shape(unary, mul) && is_float_type(other->type) &&
+           ggml_can_repeat(other, mul);
+}
+
+void ggml_cuda_op_unary_mul(ggml_cuda_ctx & ctx, ggml_tensor * unary, ggml_tensor * mul) {
+    const int64_t n = ggml_nelements(mul);
+    if (n == 0) return;
+    const int map_is_a = mul->src[0] == unary;
+    const ggml_tensor * other = map_is_a ? mul->src[1] : mul->src[0];
+    if (ggml_get_op_params_i32(unary, 0) == GGML_UNARY_OP_SILU) {
+        GGML_CUDA_LAUNCH(k_map_mul<Map::silu>, n_blocks(n), 256, 0, ctx.stream)(make_view(unary), make_view(unary->src[0]), make_view(mul),
+                                                                  make_view(other), n, map_is_a);
+    } else {
+        GGML_CUDA_LAUNCH(k_map_mul<Map::gelu>, n_blocks(n), 256, 0, ctx.stream)(make_view(unary), make_view(unary->src[0]), make_view(mul),
+                                                                  make_view(other), n, map_is_a);
+    }
+    CUDA_CHECK_LAUNCH();
+}

@@ -12,8 +12,10 @@ __device__ __forceinline__ double bsum(double v) {
     return block_sum(v, buf);
 }
 
-template <bool RMS>
-__global__ void k_norm(tview dst, tview src, double eps) {
+// MUL: the result times w (broadcast over its rows), written to mdst as well (rms_norm then the
+// norm's weight, one launch; the product from the F32 value just stored, as two kernels would).
+template <bool RMS, bool MUL>
+__device__ __forceinline__ void norm_row(tview dst, tview src, double eps, tview mdst, tview w, int norm_is_a) {
     int64_t i1, i2, i3;
     row_coords(blockIdx.x, src.ne, i1, i2, i3);
     const char * x = row_ptr(src, i1, i2, i3);
@@ -33,8 +35,20 @@ __global__ void k_norm(tview dst, tview src, double eps) {
     const double var = bsum(s2) / (double) n;
     const double scale = 1.0 / sqrt(var + eps);
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-        *(float *) (y + i * dst.nb[0]) = (float) (((double) *(const float *) (x + i * src.nb[0]) - mean) * scale);
+        const float v = (float) (((double) *(const float *) (x + i * src.nb[0]) - mean) * scale);
+        *(float *) (y + i * dst.nb[0]) = v;
+        if constexpr (MUL) {
+            const float o = load_f(elem_ptr(w, i % w.ne[0], i1 % w.ne[1], i2 % w.ne[2], i3 % w.ne[3]), w.type);
+            store_f(elem_ptr(mdst, i, i1, i2, i3), mdst.type, norm_is_a ? v * o : o * v);
+        }
     }
+}
+
+template <bool RMS>
+__global__ void k_norm(tview dst, tview src, double eps) { norm_row<RMS, false>(dst, src, eps, tview{}, tview{}, 1); }
+
+__global__ void k_rms_norm_mul(tview dst, tview src, double eps, tview mdst, tview w, int norm_is_a) {
+    norm_row<true, true>(dst, src, eps, mdst, w, norm_is_a);
 }
 
 // norm:     dx = r (g - mean(g) - y mean(g y)),  mean(g y) = r sum(g (x - mean)) / n
@@ -79,14 +93,32 @@ __global__ void k_norm_back(tview dst, tview grad, tview src, double eps) {
 void ggml_cuda_op_norm(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
     const int64_t nr = ggml_nrows(dst);
     if (nr == 0) return;
-    GGML_CUDA_LAUNCH(k_norm<false>, (unsigned int) nr, kThreads, 0, ctx.stream)(make_view(dst), make_view(dst->src[0]), (double) ggml_get_op_params_f32(dst, 0));
+    GGML_CUDA_LAUNCH(k_norm<false>, (unsigned int) nr, kThreads, 0, ctx.stream)(make_view(dst), make_view(dst->src[0]),
+                                                                                (double) ggml_get_op_params_f32(dst, 0));
     CUDA_CHECK_LAUNCH();
 }
 
 void ggml_cuda_op_rms_norm(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
     const int64_t nr = ggml_nrows(dst);
     if (nr == 0) return;
-    GGML_CUDA_LAUNCH(k_norm<true>, (unsigned int) nr, kThreads, 0, ctx.stream)(make_view(dst), make_view(dst->src[0]), (double) ggml_get_op_params_f32(dst, 0));
+    GGML_CUDA_LAUNCH(k_norm<true>, (unsigned int) nr, kThreads, 0, ctx.stream)(make_view(dst), make_view(dst->src[0]),
+                                                                               (double) ggml_get_op_params_f32(dst, 0));
+    CUDA_CHECK_LAUNCH();
+}
+
+bool ggml_cuda_rms_norm_mul_fusable(const ggml_tensor * norm, const ggml_tensor * mul) {
+    const ggml_tensor * w = mul->src[0] == norm ? mul->src[1] : mul->src[0];
+    return (mul->src[0] == norm || mul->src[1] == norm) && mul->src[0] != mul->src[1] && ggml_are_same_shape(norm, mul) &&
+           is_float_type(mul->type) && is_float_type(w->type) && ggml_can_repeat(w, mul);
+}
+
+void ggml_cuda_op_rms_norm_mul(ggml_cuda_ctx & ctx, ggml_tensor * norm, ggml_tensor * mul) {
+    const int64_t nr = ggml_nrows(norm);
+    if (nr == 0) return;
+    const int norm_is_a = mul->src[0] == norm;
+    GGML_CUDA_LAUNCH(k_rms_norm_mul, (unsigned int) nr, kThreads, 0, ctx.stream)(
+        make_view(norm), make_view(norm->src[0]), (double) ggml_get_op_params_f32(norm, 0), make_view(mul),
+        make_view(norm_is_a ? mul->src[1] : mul->src[0]), norm_is_a);
     CUDA_CHECK_LAUNCH();
 }
 

@@ -83,6 +83,8 @@ bool ggml_cuda_supports_op(const ggml_tensor * op) {
             return ggml_cuda_out_prod_supported(op);
         case GGML_OP_GET_ROWS:
             return s0 && s1 && ggml_cuda_get_rows_supported(op);
+        case GGML_OP_SET_ROWS:
+            return ggml_cuda_set_rows_supported(op);
         case GGML_OP_DIAG_MASK_INF:
         case GGML_OP_DIAG_MASK_ZERO:
             return f32(s0) && f32(op) && same_shape(s0, op);
@@ -152,6 +154,7 @@ bool ggml_cuda_compute_node(ggml_cuda_ctx & ctx, ggml_tensor * node) {
         case GGML_OP_MUL_MAT:                 ggml_cuda_op_mul_mat(ctx, node); return true;
         case GGML_OP_OUT_PROD:                ggml_cuda_op_out_prod(ctx, node); return true;
         case GGML_OP_GET_ROWS:                ggml_cuda_op_get_rows(ctx, node); return true;
+        case GGML_OP_SET_ROWS:                ggml_cuda_op_set_rows(ctx, node); return true;
         case GGML_OP_DIAG_MASK_INF:           ggml_cuda_op_diag_mask_inf(ctx, node); return true;
         case GGML_OP_DIAG_MASK_ZERO:          ggml_cuda_op_diag_mask_zero(ctx, node); return true;
         case GGML_OP_SOFT_MAX:                ggml_cuda_op_soft_max(ctx, node); return true;
@@ -172,4 +175,25 @@ bool ggml_cuda_compute_node(ggml_cuda_ctx & ctx, ggml_tensor * node) {
         default:
             return false;
     }
+}
+
+// Pairs of nodes run as one kernel: rms_norm then the multiply by its weight, silu (gelu) then
+// the multiply by up. Both nodes' results are still written (a later node or another split may
+// read the first), so only a launch is saved, which is what generation on a GPU is bound by.
+int ggml_cuda_compute_nodes(ggml_cuda_ctx & ctx, ggml_cgraph * g, int i) {
+    ggml_tensor * node = g->nodes[i];
+    if (i + 1 < g->n_nodes && !ctx.no_fusion) {
+        ggml_tensor * next = g->nodes[i + 1];
+        if (next->op == GGML_OP_MUL && (next->src[0] == node || next->src[1] == node)) {
+            if (node->op == GGML_OP_RMS_NORM && ggml_cuda_rms_norm_mul_fusable(node, next)) {
+                ggml_cuda_op_rms_norm_mul(ctx, node, next);
+                return 2;
+            }
+            if (node->op == GGML_OP_UNARY && ggml_cuda_unary_mul_fusable(node, next)) {
+                ggml_cuda_op_unary_mul(ctx, node, next);
+                return 2;
+            }
+        }
+    }
+    return ggml_cuda_compute_node(ctx, node) ? 1 : 0;
 }

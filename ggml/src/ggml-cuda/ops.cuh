@@ -20,6 +20,8 @@ void ggml_cuda_op_sqrt(ggml_cuda_ctx & ctx, ggml_tensor * dst);
 void ggml_cuda_op_log(ggml_cuda_ctx & ctx, ggml_tensor * dst);
 bool ggml_cuda_unary_supported(int op);
 void ggml_cuda_op_unary(ggml_cuda_ctx & ctx, ggml_tensor * dst);
+bool ggml_cuda_unary_mul_fusable(const ggml_tensor * unary, const ggml_tensor * mul);
+void ggml_cuda_op_unary_mul(ggml_cuda_ctx & ctx, ggml_tensor * unary, ggml_tensor * mul);
 void ggml_cuda_op_unary_back(ggml_cuda_ctx & ctx, ggml_tensor * dst);
 void ggml_cuda_op_diag_mask_inf(ggml_cuda_ctx & ctx, ggml_tensor * dst);
 void ggml_cuda_op_diag_mask_zero(ggml_cuda_ctx & ctx, ggml_tensor * dst);
@@ -31,6 +33,8 @@ void ggml_cuda_op_cpy(ggml_cuda_ctx & ctx, ggml_tensor * dst);
 bool ggml_cuda_get_rows_supported(const ggml_tensor * dst);
 void ggml_cuda_op_get_rows(ggml_cuda_ctx & ctx, ggml_tensor * dst);
 void ggml_cuda_op_get_rows_back(ggml_cuda_ctx & ctx, ggml_tensor * dst);
+bool ggml_cuda_set_rows_supported(const ggml_tensor * dst);
+void ggml_cuda_op_set_rows(ggml_cuda_ctx & ctx, ggml_tensor * dst);
 void ggml_cuda_op_repeat(ggml_cuda_ctx & ctx, ggml_tensor * dst);
 void ggml_cuda_op_concat(ggml_cuda_ctx & ctx, ggml_tensor * dst);
 void ggml_cuda_op_repeat_back(ggml_cuda_ctx & ctx, ggml_tensor * dst);
@@ -49,6 +53,8 @@ void ggml_cuda_op_norm(ggml_cuda_ctx & ctx, ggml_tensor * dst);
 void ggml_cuda_op_rms_norm(ggml_cuda_ctx & ctx, ggml_tensor * dst);
 void ggml_cuda_op_norm_back(ggml_cuda_ctx & ctx, ggml_tensor * dst);
 void ggml_cuda_op_rms_norm_back(ggml_cuda_ctx & ctx, ggml_tensor * dst);
+bool ggml_cuda_rms_norm_mul_fusable(const ggml_tensor * norm, const ggml_tensor * mul);
+void ggml_cuda_op_rms_norm_mul(ggml_cuda_ctx & ctx, ggml_tensor * norm, ggml_tensor * mul);
 
 // softmax.cu
 void ggml_cuda_op_soft_max(ggml_cuda_ctx & ctx, ggml_tensor * dst);
@@ -81,3 +87,5 @@ void ggml_cuda_op_opt_step_sgd(ggml_cuda_ctx & ctx, ggml_tensor * dst);
 bool ggml_cuda_supports_op(const ggml_tensor * op);
 // false: the node's op has no kernel here (supports_op should have kept it away)
 bool ggml_cuda_compute_node(ggml_cuda_ctx & ctx, ggml_tensor * node);
+// Node i of g, or nodes i and i + 1 fused: how many nodes it computed (0: no kernel for node i).
+int ggml_cuda_compute_nodes(ggml_cuda_ctx & ctx, ggml_cgraph * g, int i);
