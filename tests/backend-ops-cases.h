@@ -518,6 +518,23 @@ std::vector<Case> make_cases() {
         }, 1e-10);
     }
 
+    // products of one b after another (k, v, q; gate, up): the GPU quantizes b once for the
+    // weight types with the same activation blocks; b overwritten in place in between, or
+    // another block size, quantizes again
+    for (int64_t n : { 1, 3 }) {
+        add("mul_mat shared b n " + std::to_string(n), [=](Maker & m) {
+            ggml_tensor * x = m.in(GGML_TYPE_F32, {256, n});
+            ggml_tensor * p0 = ggml_mul_mat(m.ctx, m.in(GGML_TYPE_Q4_0, {256, 40}), x);
+            ggml_tensor * p1 = ggml_mul_mat(m.ctx, m.in(GGML_TYPE_Q8_0, {256, 24}), x);
+            ggml_tensor * p2 = ggml_mul_mat(m.ctx, m.in(GGML_TYPE_Q4_K, {256, 16}), x);
+            ggml_tensor * p3 = ggml_mul_mat(m.ctx, m.in(GGML_TYPE_Q6_K, {256, 8}), x);
+            ggml_tensor * x2 = ggml_scale_inplace(m.ctx, x, -0.5f);  // after the products above
+            ggml_tensor * p4 = ggml_mul_mat(m.ctx, m.in(GGML_TYPE_Q6_K, {256, 8}), x2);
+            ggml_tensor * out = ggml_concat(m.ctx, ggml_concat(m.ctx, ggml_concat(m.ctx, p0, p1, 0), ggml_concat(m.ctx, p2, p3, 0), 0), p4, 0);
+            return same(out);
+        }, mm_tol(GGML_TYPE_Q4_0, n));
+    }
+
     // a small chain of the llama block's ops in one graph; with quantized weights the CPU's 8-bit
     // activations make the error of each product add up
     for (bool quant : { false, true }) {

@@ -21,6 +21,7 @@
 
 // backend.cu is not emulated: the scratch buffer in host memory.
 void * ggml_cuda_ctx::scratch(size_t bytes) {
+    scratch_uses++;
     if (bytes > scratch_size) {
         free(scratch_ptr);
         scratch_ptr = malloc(bytes);
@@ -51,6 +52,7 @@ bool run(const Case & c, bool emulate, ggml_backend_t cpu, ggml_cuda_ctx & cctx,
     ggml_backend_buffer_t buf = ggml_backend_alloc_ctx_tensors(g.ctx, cpu);
     set_inputs(g.mk, 1234);
     if (emulate) {
+        cctx.act = ggml_cuda_ctx::quantized_act();  // as the backend does where a graph starts
         for (int i = 0; i < ggml_graph_n_nodes(gf); i++) {
             ggml_tensor * n = ggml_graph_node(gf, i);
             if (ggml_op_is_view(n->op) || n->op == GGML_OP_NONE || ggml_is_empty(n)) continue;
@@ -95,9 +97,11 @@ TEST(CudaEmu, KernelsMatchCpu) {
         }
         n_ok++;
     }
-    printf("[ emu ] %d cases match the CPU, %d not supported, %d fused pairs\n", n_ok, n_unsupported, n_fused);
+    printf("[ emu ] %d cases match the CPU, %d not supported, %d fused pairs, %d products on quantized activations\n", n_ok,
+           n_unsupported, n_fused, (int) cctx.n_act_reused);
     if (!filter) {
         EXPECT_GE(n_fused, 4) << "the fused cases were not fused";
+        EXPECT_GE(cctx.n_act_reused, 4u) << "the shared-b cases quantized b for every product";
     }
     free(cctx.scratch_ptr);
     ggml_backend_free(cpu);

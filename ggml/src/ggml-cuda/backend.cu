@@ -31,6 +31,7 @@
 
 // ---- scratch ---------------------------------------------------------------------------------
 void * ggml_cuda_ctx::scratch(size_t bytes) {
+    scratch_uses++;
     if (bytes <= scratch_size) return scratch_ptr;
     if (capturing) {  // nothing runs while capturing: the capture is thrown away and run again plainly
         capture_broken = true;
@@ -247,6 +248,7 @@ void cuda_synchronize(ggml_backend_t b) {
 }
 
 ggml_status run_nodes(cuda_backend * cb, ggml_cgraph * g) {
+    cb->act = ggml_cuda_ctx::quantized_act();
     for (int i = 0; i < g->n_nodes; i++) {
         ggml_tensor * n = g->nodes[i];
         if (ggml_graph_key_skips(n)) continue;

@@ -69,9 +69,34 @@ struct ggml_cuda_ctx {
     bool capture_broken = false; // the capture needed more scratch: it is thrown away
     bool no_fusion = false;      // GGML_CUDA_DISABLE_FUSION=1: each node its own kernel (A/B, debugging)
 
-    // Scratch of at least `bytes` for the current node (valid until the next call).
+    // Scratch of at least `bytes` for the current node (valid until the next call). Each call
+    // counts in scratch_uses.
     void * scratch(size_t bytes);
+    uint64_t scratch_uses = 0;
+
+    // The activations ggml_cuda_mmvq quantized last, still in the scratch buffer: the next product
+    // of the same b (k, v and q of a layer; gate and up) reads them again instead of quantizing
+    // anew. Dropped when the scratch buffer is handed out again, when a node writes over b
+    // (ggml_cuda_compute_nodes) and where a graph starts (its inputs may have been set meanwhile).
+    struct quantized_act {
+        const void * b = nullptr;  // nullptr: none
+        int64_t ne[4] = {};
+        size_t nb[4] = {};
+        const char * lo = nullptr, * hi = nullptr;  // the bytes b's elements span
+        int block = 0;             // 32 or 256: the activation blocks of the weight type
+        uint64_t scratch_use = 0;  // scratch_uses right after it was written
+    } act;
+    uint64_t n_act_reused = 0;     // products that found their activations quantized (tests)
 };
+
+// The bytes from a tensor's first element to the end of its last (views: strides included).
+static inline size_t ggml_cuda_span(const ggml_tensor * t) {
+    if (ggml_is_empty(t)) return 0;
+    const bool blocks = ggml_blck_size(t->type) > 1;  // rows of whole blocks, packed
+    size_t span = blocks ? ggml_row_size(t->type, t->ne[0]) : ggml_type_size(t->type);
+    for (int d = blocks ? 1 : 0; d < GGML_MAX_DIMS; d++) span += (size_t) (t->ne[d] - 1) * t->nb[d];
+    return span;
+}
 
 // ---- tensors as kernel arguments ------------------------------------------------------------
 // A tensor's data pointer, shape and byte strides, by value (kernels index any layout).

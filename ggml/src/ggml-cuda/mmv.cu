@@ -285,13 +285,18 @@ void ggml_cuda_mmv(ggml_cuda_ctx & ctx, const ggml_tensor * a, const ggml_tensor
 }
 
 // dst = mul_mat(a, b) for quantized a (any number of columns; mul_mat.cu sends few): b quantized
-// to 8 bits as the CPU does (into scratch), then integer products.
+// to 8 bits as the CPU does (into scratch; kept for the next product of the same b: ctx.act),
+// then integer products.
 void ggml_cuda_mmvq(ggml_cuda_ctx & ctx, const ggml_tensor * a, const ggml_tensor * b, ggml_tensor * dst) {
     const int64_t K = a->ne[0], M = a->ne[1], N = b->ne[1], planes = b->ne[2] * b->ne[3];
     if (M == 0 || N == 0 || planes == 0) return;
     const int64_t upc = K / 32;
     const int64_t n_cols = N * planes, n_units = n_cols * upc;
     const size_t qs_bytes = ((size_t) (n_cols * K) + 255) & ~(size_t) 255;
+    const int act_block = act_block_size(a->type);
+    ggml_cuda_ctx::quantized_act & act = ctx.act;
+    bool quantized = act.b == b->data && act.block == act_block && act.scratch_use == ctx.scratch_uses && !ctx.no_fusion;
+    for (int d = 0; d < 4 && quantized; d++) quantized = act.ne[d] == b->ne[d] && act.nb[d] == b->nb[d];
     char * scratch = (char *) ctx.scratch(qs_bytes + (size_t) n_units * sizeof(float4));
 
     ActArgs q;
@@ -300,12 +305,24 @@ void ggml_cuda_mmvq(ggml_cuda_ctx & ctx, const ggml_tensor * a, const ggml_tenso
     q.K = K; q.N = N; q.ne12 = b->ne[2]; q.n_units = n_units;
     q.qs = (int8_t *) scratch;
     q.ds = (float4 *) (scratch + qs_bytes);
-    if (act_block_size(a->type) == 256) {
+    if (quantized) {
+        ctx.n_act_reused++;
+    } else if (act_block == 256) {
         GGML_CUDA_LAUNCH(k_quantize_act<256>, n_blocks(n_units), 256, 0, ctx.stream)(q);
+        CUDA_CHECK_LAUNCH();
     } else {
         GGML_CUDA_LAUNCH(k_quantize_act<32>, n_blocks(n_units), 256, 0, ctx.stream)(q);
+        CUDA_CHECK_LAUNCH();
     }
-    CUDA_CHECK_LAUNCH();
+    act.b = b->data;
+    act.lo = (const char *) b->data;
+    act.hi = act.lo + ggml_cuda_span(b);
+    act.block = act_block;
+    act.scratch_use = ctx.scratch_uses;
+    for (int d = 0; d < 4; d++) {
+        act.ne[d] = b->ne[d];
+        act.nb[d] = b->nb[d];
+    }
 
     MmvqArgs p;
     p.a = (const char *) a->data;

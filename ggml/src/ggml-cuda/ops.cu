@@ -180,7 +180,9 @@ bool ggml_cuda_compute_node(ggml_cuda_ctx & ctx, ggml_tensor * node) {
 // Pairs of nodes run as one kernel: rms_norm then the multiply by its weight, silu (gelu) then
 // the multiply by up. Both nodes' results are still written (a later node or another split may
 // read the first), so only a launch is saved, which is what generation on a GPU is bound by.
-int ggml_cuda_compute_nodes(ggml_cuda_ctx & ctx, ggml_cgraph * g, int i) {
+namespace {
+
+int compute_fused(ggml_cuda_ctx & ctx, ggml_cgraph * g, int i) {
     ggml_tensor * node = g->nodes[i];
     if (i + 1 < g->n_nodes && !ctx.no_fusion) {
         ggml_tensor * next = g->nodes[i + 1];
@@ -196,4 +198,17 @@ int ggml_cuda_compute_nodes(ggml_cuda_ctx & ctx, ggml_cgraph * g, int i) {
         }
     }
     return ggml_cuda_compute_node(ctx, node) ? 1 : 0;
+}
+
+}  // namespace
+
+int ggml_cuda_compute_nodes(ggml_cuda_ctx & ctx, ggml_cgraph * g, int i) {
+    const int done = compute_fused(ctx, g, i);
+    // A node that wrote over the quantized activations' source makes them stale.
+    for (int k = i; k < i + done && ctx.act.b; k++) {
+        const ggml_tensor * n = g->nodes[k];
+        const char * lo = (const char *) n->data, * hi = lo + ggml_cuda_span(n);
+        if (lo < ctx.act.hi && ctx.act.lo < hi) ctx.act = ggml_cuda_ctx::quantized_act();
+    }
+    return done;
 }
