@@ -510,6 +510,14 @@ std::vector<Case> make_cases() {
             return same(ggml_concat(m.ctx, y, n, 1));
         }, 1e-10);
     }
+    for (bool bcast : { false, true }) {  // the residual's add before them
+        add(std::string("fused add rms_norm mul") + (bcast ? " broadcast" : ""), [=](Maker & m) {
+            ggml_tensor * h = ggml_add(m.ctx, m.in(GGML_TYPE_F32, {96, 5}, uniform(-2.0f, 3.0f)),
+                                       m.in(GGML_TYPE_F32, bcast ? std::vector<int64_t>{96, 1} : std::vector<int64_t>{96, 5}));
+            ggml_tensor * y = ggml_mul(m.ctx, ggml_rms_norm(m.ctx, h, 1e-5f), m.in(GGML_TYPE_F32, {96}));
+            return same(ggml_concat(m.ctx, y, h, 1));
+        }, 1e-10);
+    }
     for (ggml_unary_op op : { GGML_UNARY_OP_SILU, GGML_UNARY_OP_GELU }) {
         add(std::string("fused ") + ggml_unary_op_name(op) + " mul", [=](Maker & m) {
             ggml_tensor * g = ggml_unary(m.ctx, m.in(GGML_TYPE_F32, {70, 6}, uniform(-6.0f, 6.0f)), op);

@@ -51,6 +51,19 @@ __global__ void k_rms_norm_mul(tview dst, tview src, double eps, tview mdst, tvi
     norm_row<true, true>(dst, src, eps, mdst, w, norm_is_a);
 }
 
+// The residual's add, then rms_norm of the sum and the multiply by its weight: the row's sum
+// is stored first (each thread the elements norm_row reads back), as the add's kernel would.
+__global__ void k_add_rms_norm_mul(tview sum, tview a, tview b, tview dst, double eps, tview mdst, tview w, int norm_is_a) {
+    int64_t i1, i2, i3;
+    row_coords(blockIdx.x, sum.ne, i1, i2, i3);
+    for (int64_t i = threadIdx.x; i < sum.ne[0]; i += blockDim.x) {
+        const float x = load_f(elem_ptr(a, i, i1, i2, i3), a.type);
+        const float y = load_f(elem_ptr(b, i % b.ne[0], i1 % b.ne[1], i2 % b.ne[2], i3 % b.ne[3]), b.type);
+        *(float *) elem_ptr(sum, i, i1, i2, i3) = x + y;
+    }
+    norm_row<true, true>(dst, sum, eps, mdst, w, norm_is_a);
+}
+
 // norm:     dx = r (g - mean(g) - y mean(g y)),  mean(g y) = r sum(g (x - mean)) / n
 // rms_norm: dx = r (g - y mean(g y)),            mean(g y) = r sum(g x) / n
 template <bool RMS>
@@ -119,6 +132,23 @@ void ggml_cuda_op_rms_norm_mul(ggml_cuda_ctx & ctx, ggml_tensor * norm, ggml_ten
     GGML_CUDA_LAUNCH(k_rms_norm_mul, (unsigned int) nr, kThreads, 0, ctx.stream)(
         make_view(norm), make_view(norm->src[0]), (double) ggml_get_op_params_f32(norm, 0), make_view(mul),
         make_view(norm_is_a ? mul->src[1] : mul->src[0]), norm_is_a);
+    CUDA_CHECK_LAUNCH();
+}
+
+bool ggml_cuda_add_rms_norm_mul_fusable(const ggml_tensor * add, const ggml_tensor * norm, const ggml_tensor * mul) {
+    const ggml_tensor * a = add->src[0], * b = add->src[1];
+    return add->op == GGML_OP_ADD && norm->src[0] == add && add->type == GGML_TYPE_F32 && a && b && is_float_type(a->type) &&
+           is_float_type(b->type) && ggml_are_same_shape(a, add) && ggml_can_repeat(b, add) && ggml_are_same_shape(add, norm) &&
+           ggml_cuda_rms_norm_mul_fusable(norm, mul);
+}
+
+void ggml_cuda_op_add_rms_norm_mul(ggml_cuda_ctx & ctx, ggml_tensor * add, ggml_tensor * norm, ggml_tensor * mul) {
+    const int64_t nr = ggml_nrows(norm);
+    if (nr == 0) return;
+    const int norm_is_a = mul->src[0] == norm;
+    GGML_CUDA_LAUNCH(k_add_rms_norm_mul, (unsigned int) nr, kThreads, 0, ctx.stream)(
+        make_view(add), make_view(add->src[0]), make_view(add->src[1]), make_view(norm), (double) ggml_get_op_params_f32(norm, 0),
+        make_view(mul), make_view(norm_is_a ? mul->src[1] : mul->src[0]), norm_is_a);
     CUDA_CHECK_LAUNCH();
 }
 

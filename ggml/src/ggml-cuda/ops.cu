@@ -177,13 +177,19 @@ bool ggml_cuda_compute_node(ggml_cuda_ctx & ctx, ggml_tensor * node) {
     }
 }
 
-// Pairs of nodes run as one kernel: rms_norm then the multiply by its weight, silu (gelu) then
-// the multiply by up. Both nodes' results are still written (a later node or another split may
-// read the first), so only a launch is saved, which is what generation on a GPU is bound by.
+// Nodes run as one kernel: rms_norm then the multiply by its weight (and the residual's add
+// before them), silu (gelu) then the multiply by up. Every node's result is still written (a
+// later node or another split may read it), so only launches are saved, which is what
+// generation on a GPU is bound by.
 namespace {
 
 int compute_fused(ggml_cuda_ctx & ctx, ggml_cgraph * g, int i) {
     ggml_tensor * node = g->nodes[i];
+    if (i + 2 < g->n_nodes && !ctx.no_fusion && node->op == GGML_OP_ADD && g->nodes[i + 1]->op == GGML_OP_RMS_NORM &&
+        g->nodes[i + 2]->op == GGML_OP_MUL && ggml_cuda_add_rms_norm_mul_fusable(node, g->nodes[i + 1], g->nodes[i + 2])) {
+        ggml_cuda_op_add_rms_norm_mul(ctx, node, g->nodes[i + 1], g->nodes[i + 2]);
+        return 3;
+    }
     if (i + 1 < g->n_nodes && !ctx.no_fusion) {
         ggml_tensor * next = g->nodes[i + 1];
         if (next->op == GGML_OP_MUL && (next->src[0] == node || next->src[1] == node)) {

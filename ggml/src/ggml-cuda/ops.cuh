@@ -55,6 +55,8 @@ void ggml_cuda_op_norm_back(ggml_cuda_ctx & ctx, ggml_tensor * dst);
 void ggml_cuda_op_rms_norm_back(ggml_cuda_ctx & ctx, ggml_tensor * dst);
 bool ggml_cuda_rms_norm_mul_fusable(const ggml_tensor * norm, const ggml_tensor * mul);
 void ggml_cuda_op_rms_norm_mul(ggml_cuda_ctx & ctx, ggml_tensor * norm, ggml_tensor * mul);
+bool ggml_cuda_add_rms_norm_mul_fusable(const ggml_tensor * add, const ggml_tensor * norm, const ggml_tensor * mul);
+void ggml_cuda_op_add_rms_norm_mul(ggml_cuda_ctx & ctx, ggml_tensor * add, ggml_tensor * norm, ggml_tensor * mul);
 
 // softmax.cu
 void ggml_cuda_op_soft_max(ggml_cuda_ctx & ctx, ggml_tensor * dst);
@@ -87,5 +89,6 @@ void ggml_cuda_op_opt_step_sgd(ggml_cuda_ctx & ctx, ggml_tensor * dst);
 bool ggml_cuda_supports_op(const ggml_tensor * op);
 // false: the node's op has no kernel here (supports_op should have kept it away)
 bool ggml_cuda_compute_node(ggml_cuda_ctx & ctx, ggml_tensor * node);
-// Node i of g, or nodes i and i + 1 fused: how many nodes it computed (0: no kernel for node i).
+// Node i of g, or it and the next one or two fused: how many nodes it computed (0: no kernel
+// for node i).
 int ggml_cuda_compute_nodes(ggml_cuda_ctx & ctx, ggml_cgraph * g, int i);
