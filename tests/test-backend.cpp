@@ -6,6 +6,7 @@
 
 #include "ggml.h"
 #include "ggml-alloc.h"
+#include "ggml-opt.h"
 #include "fake-gpu.h"
 #include "ggml-backend.h"
 #include "ggml-backend-impl.h"
@@ -623,4 +624,111 @@ TEST(Backend, AttentionChainSkipsMaskedTails) {
     }, false);
     check_attention_chain(cpu, 32, 520, 130, GGML_TYPE_F16, [&](int64_t t, int64_t c) { return c <= 390 + t ? 0.0f : -INFINITY; }, false);
     ggml_backend_free(cpu);
+}
+
+// ---- training through the scheduler ------------------------------------------------------------
+namespace {
+
+// An MLP (16 -> 32 tanh -> 4) trained with AdamW for 4 steps of 2 micro-batches (cross entropy),
+// its parameters in buft; with a scheduler over backends (nullptr: the CPU path of ggml_opt).
+// Returns each step's loss and the final parameters.
+struct TrainRun {
+    std::vector<float> losses;
+    std::vector<std::vector<float>> params;
+};
+
+TrainRun train_mlp(ggml_backend_buffer_type_t buft, ggml_backend_sched_t sched) {
+    ggml_context * cp = ggml_init({ 16 * ggml_tensor_overhead(), nullptr, true });
+    ggml_context * cc = ggml_init({ 64 * ggml_tensor_overhead(), nullptr, true });
+    const int n_in = 16, n_hidden = 32, n_cls = 4, n_batch = 8;
+    ggml_tensor * w1 = ggml_new_tensor_2d(cp, GGML_TYPE_F32, n_in, n_hidden);
+    ggml_tensor * b1 = ggml_new_tensor_1d(cp, GGML_TYPE_F32, n_hidden);
+    ggml_tensor * w2 = ggml_new_tensor_2d(cp, GGML_TYPE_F32, n_hidden, n_cls);
+    std::vector<ggml_tensor *> ps = { w1, b1, w2 };
+    ggml_backend_buffer_t pbuf = ggml_backend_alloc_ctx_tensors_from_buft(cp, buft);
+    std::mt19937 rng(5);
+    for (ggml_tensor * p : ps) {
+        ggml_set_param(p);
+        std::vector<float> v((size_t) ggml_nelements(p));
+        std::uniform_real_distribution<float> d(-0.4f, 0.4f);
+        for (float & x : v) x = d(rng);
+        ggml_backend_tensor_set(p, v.data(), 0, ggml_nbytes(p));
+    }
+    ggml_tensor * x = ggml_new_tensor_2d(cc, GGML_TYPE_F32, n_in, n_batch);
+    ggml_tensor * h = ggml_tanh(cc, ggml_add(cc, ggml_mul_mat(cc, w1, x), b1));
+    ggml_tensor * out = ggml_mul_mat(cc, w2, h);
+
+    ggml_opt_dataset_t ds = ggml_opt_dataset_init(GGML_TYPE_F32, GGML_TYPE_F32, n_in, n_cls, 64, 1);
+    float * data = (float *) ggml_opt_dataset_data(ds)->data, * labels = (float *) ggml_opt_dataset_labels(ds)->data;
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    for (int j = 0; j < 64; j++) {
+        for (int i = 0; i < n_in; i++) data[j * n_in + i] = u(rng);
+        const int cls = (int) (std::max_element(data + j * n_in, data + j * n_in + n_cls) - (data + j * n_in));
+        for (int c = 0; c < n_cls; c++) labels[j * n_cls + c] = c == cls ? 1.0f : 0.0f;  // learnable
+    }
+
+    ggml_opt_params op = ggml_opt_default_params(cc, x, out, GGML_OPT_LOSS_TYPE_CROSS_ENTROPY);
+    op.opt_period = 2;
+    op.n_threads = 1;
+    op.backend_sched = sched;
+    op.grad_clip = 0.5f;  // the accumulators read and written back
+    ggml_opt_optimizer_params pars = ggml_opt_get_default_optimizer_params(nullptr);
+    pars.adamw.alpha = 0.05f;
+    op.get_opt_pars = ggml_opt_get_constant_optimizer_params;
+    op.get_opt_pars_ud = &pars;
+    ggml_opt_context_t oc = ggml_opt_init(op);
+    EXPECT_TRUE(oc);
+    TrainRun r;
+    for (int64_t ib = 0; ib < 8 && oc; ib++) {
+        ggml_opt_alloc(oc, true);
+        ggml_opt_dataset_get_batch(ds, x, ggml_opt_labels(oc), ib);
+        ggml_opt_eval(oc, nullptr);
+        float loss;
+        ggml_backend_tensor_get(ggml_opt_loss(oc), &loss, 0, sizeof(loss));
+        r.losses.push_back(loss);
+    }
+    EXPECT_EQ(ggml_opt_n_steps(oc), 4);
+    for (ggml_tensor * p : ps) {
+        r.params.emplace_back((size_t) ggml_nelements(p));
+        ggml_backend_tensor_get(p, r.params.back().data(), 0, ggml_nbytes(p));
+    }
+    ggml_opt_free(oc);
+    ggml_opt_dataset_free(ds);
+    ggml_backend_buffer_free(pbuf);
+    ggml_free(cc);
+    ggml_free(cp);
+    return r;
+}
+
+}  // namespace
+
+// ggml_opt with a backend scheduler: the parameters, their accumulators and moments in the
+// simulated GPU's memory, forward, backward and AdamW steps run there: the same losses and
+// parameters, step by step, as the CPU path.
+TEST(Backend, OptTrainsWithParametersOnTheDevice) {
+    const TrainRun cpu = train_mlp(ggml_backend_cpu_buffer_type(), nullptr);
+
+    ggml_backend_t dev = fake_gpu::init();
+    ggml_backend_t host = ggml_backend_cpu_init();
+    ggml_backend_cpu_set_n_threads(host, 1);
+    ggml_backend_t backends[2] = { dev, host };
+    ggml_backend_sched_t sched = ggml_backend_sched_new(backends, nullptr, 2, 2048, false, false);
+    fake_gpu::set_supports(nullptr);
+    fake_gpu::ran().clear();
+    const TrainRun gpu = train_mlp(fake_gpu::buffer_type(), sched);
+    const std::vector<ggml_op> & ran = fake_gpu::ran();
+    for (ggml_op op : { GGML_OP_MUL_MAT, GGML_OP_OUT_PROD, GGML_OP_CROSS_ENTROPY_LOSS_BACK, GGML_OP_OPT_STEP_ADAMW }) {
+        EXPECT_NE(std::find(ran.begin(), ran.end(), op), ran.end()) << "the device never ran " << ggml_op_name(op);
+    }
+    ggml_backend_sched_free(sched);
+    ggml_backend_free(host);
+    ggml_backend_free(dev);
+
+    ASSERT_EQ(gpu.losses.size(), cpu.losses.size());
+    for (size_t i = 0; i < cpu.losses.size(); i++) EXPECT_NEAR(gpu.losses[i], cpu.losses[i], 1e-6f * std::fabs(cpu.losses[i])) << "micro-batch " << i;
+    EXPECT_LT(cpu.losses[6] + cpu.losses[7], cpu.losses[0] + cpu.losses[1]) << "no learning: the test compares little";
+    ASSERT_EQ(gpu.params.size(), cpu.params.size());
+    for (size_t k = 0; k < cpu.params.size(); k++) {
+        for (size_t i = 0; i < cpu.params[k].size(); i++) ASSERT_NEAR(gpu.params[k][i], cpu.params[k][i], 1e-6f) << "param " << k << " value " << i;
+    }
 }

@@ -1,9 +1,10 @@
 // ggml-opt.h - training: datasets, an optimization context that owns the forward, backward and
 // optimizer graphs of a model, results (loss, accuracy), and the loop over a dataset.
 //
-// Names and semantics follow upstream ggml's ggml-opt.h, for the CPU only: no backend scheduler
-// (an n_threads field instead) and static graphs only (ctx_compute, inputs and outputs are given
-// at init; the graphs are built and placed by the memory planner once). Beyond upstream:
+// Names and semantics follow upstream ggml's ggml-opt.h: static graphs only (ctx_compute, inputs
+// and outputs are given at init). Without a backend scheduler (n_threads then) everything runs
+// on the CPU, placed by the memory planner once; with one (backend_sched) the scheduler places
+// each graph and splits it between its backends (a GPU holding the parameters). Beyond upstream:
 // learning-rate schedules (warm-up, cosine decay), gradient clipping by global L2 norm, a
 // callback after every optimizer step, and gradient checkpointing.
 //
@@ -18,6 +19,7 @@
 #pragma once
 
 #include "ggml.h"
+#include "ggml-backend.h"
 
 #include <stdint.h>
 
@@ -159,7 +161,13 @@ struct ggml_opt_params {
 
     enum ggml_opt_optimizer_type optimizer;
 
-    int      n_threads; // CPU threads of every compute (default: all cores)
+    int      n_threads; // CPU threads of every compute (default: all cores; without backend_sched)
+
+    // NULL: everything on the CPU, placed once. Else the scheduler places each graph at
+    // ggml_opt_alloc (set the inputs after it) across its backends: the parameters may live in
+    // a device's buffers (their accumulators and AdamW moments go to the same buffer type), and
+    // the nodes run where the scheduler puts them. No gradient reducer then.
+    ggml_backend_sched_t backend_sched;
     uint32_t seed;      // of the dataset shuffling
 
     struct ggml_opt_lr_schedule lr_schedule; // applied to alpha per optimizer step

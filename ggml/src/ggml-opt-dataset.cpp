@@ -71,6 +71,18 @@ static void copy_shards(const ggml_opt_dataset * ds, const ggml_tensor * src, si
     }
 }
 
+// Shards into a tensor: in place in host memory, else staged and set through its buffer.
+static void copy_shards_to(ggml_opt_dataset_t ds, const ggml_tensor * src, size_t nbs, ggml_tensor * dst, int64_t ishard0, int64_t n) {
+    const ggml_tensor * owner = dst->view_src ? dst->view_src : dst;
+    if (!owner->buffer || ggml_backend_buffer_is_host(owner->buffer)) {
+        copy_shards(ds, src, nbs, (char *) dst->data, ishard0, n);
+        return;
+    }
+    std::vector<char> staged((size_t) n * nbs);
+    copy_shards(ds, src, nbs, staged.data(), ishard0, n);
+    ggml_backend_tensor_set(dst, staged.data(), 0, staged.size());
+}
+
 void ggml_opt_dataset_get_batch(ggml_opt_dataset_t ds, struct ggml_tensor * data_batch, struct ggml_tensor * labels_batch,
                                 int64_t ibatch) {
     GGML_ASSERT(data_batch && ggml_is_contiguous(data_batch) && data_batch->data);
@@ -79,12 +91,12 @@ void ggml_opt_dataset_get_batch(ggml_opt_dataset_t ds, struct ggml_tensor * data
     GGML_ASSERT(nb_batch % ds->nbs_data == 0 && "the batch must hold whole shards");
     const int64_t shards_per_batch = nb_batch / ds->nbs_data;
     GGML_ASSERT((ibatch + 1) * shards_per_batch <= (int64_t) ds->permutation.size() && "batch index out of range");
-    copy_shards(ds, ds->data, ds->nbs_data, (char *) data_batch->data, ibatch * shards_per_batch, shards_per_batch);
+    copy_shards_to(ds, ds->data, ds->nbs_data, data_batch, ibatch * shards_per_batch, shards_per_batch);
     if (labels_batch) {
         GGML_ASSERT(ds->labels && ggml_is_contiguous(labels_batch) && labels_batch->data);
         GGML_ASSERT(labels_batch->type == ds->labels->type && labels_batch->ne[0] == ds->labels->ne[0]);
         GGML_ASSERT(ggml_nbytes(labels_batch) == (size_t) shards_per_batch * ds->nbs_labels);
-        copy_shards(ds, ds->labels, ds->nbs_labels, (char *) labels_batch->data, ibatch * shards_per_batch, shards_per_batch);
+        copy_shards_to(ds, ds->labels, ds->nbs_labels, labels_batch, ibatch * shards_per_batch, shards_per_batch);
     }
 }
 

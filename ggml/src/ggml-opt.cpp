@@ -3,6 +3,7 @@
 // accumulation, a learning-rate schedule and gradient clipping. Nothing is allocated per step.
 #include "ggml-opt-impl.h"
 #include "ggml-alloc.h"
+#include "ggml-backend.h"
 #include "ggml-cpu.h"
 #include "ggml-impl.h"
 
@@ -10,6 +11,7 @@
 #include <stdio.h>
 
 #include <algorithm>
+#include <map>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
@@ -55,6 +57,25 @@ struct ggml_opt_context {
     std::vector<int64_t> ready_early, ready_late;
 
     std::mt19937 rng;
+
+    // With a backend scheduler (params.backend_sched): the accumulators and moments live in the
+    // buffer type of their parameter (the optimizer steps update them in place there), the rest
+    // of the static tensors in host memory; the scheduler places each graph at ggml_opt_alloc,
+    // and values are read and written through the backend interface.
+    ggml_backend_sched_t sched = nullptr;
+    std::map<ggml_backend_buffer_type_t, ggml_context *> ctx_static_by_buft;
+    std::vector<ggml_backend_buffer_t> bufs_static;
+    ggml_cgraph * allocated = nullptr;  // the graph the scheduler placed last
+    // Its nodes' sources before the scheduler pointed some at its copies (put back before the
+    // graph is placed again: the copies go with the placement).
+    std::vector<ggml_tensor *> allocated_srcs;
+    std::vector<uint8_t> pred_host;     // the predictions, copied out of the scheduler's buffers
+    std::unordered_set<const ggml_tensor *> statics;  // the tensors of the static buffers
+    // The optimizer steps need nothing but static tensors: per buffer type, a graph of the steps
+    // of its parameters, reading its own copy of opt_pars, run by the backend of that memory
+    // (the scheduler's placement of the last graph, whose loss the caller may still read, stays).
+    std::map<ggml_backend_buffer_type_t, ggml_tensor *> opt_pars_by_buft;
+    std::map<ggml_backend_buffer_type_t, ggml_cgraph *> g_step_by_buft;
 };
 
 std::mt19937 & ggml_opt_rng(ggml_opt_context_t opt_ctx) { return opt_ctx->rng; }
@@ -216,10 +237,22 @@ ggml_opt_context_t ggml_opt_init(struct ggml_opt_params params) {
         return nullptr;
     }
 
-    // Static tensors, all allocated at once.
+    // Static tensors, all allocated at once (with a scheduler: per buffer type, below).
     const size_t n_static = 8 + 3 * oc->param_tensors.size();
     oc->ctx_static = ggml_init({ n_static * ggml_tensor_overhead(), nullptr, true });
     ggml_context * cs = oc->ctx_static;
+    oc->sched = params.backend_sched;
+    // The context a parameter's accumulator and moments go in: its buffer type's.
+    auto buft_of = [](const ggml_tensor * p) {
+        const ggml_tensor * o = p->view_src ? p->view_src : p;
+        return o->buffer ? ggml_backend_buffer_get_type(o->buffer) : ggml_backend_cpu_buffer_type();
+    };
+    auto ctx_for = [&](const ggml_tensor * p) -> ggml_context * {
+        if (!oc->sched) return cs;
+        ggml_context *& c = oc->ctx_static_by_buft[buft_of(p)];
+        if (!c) c = ggml_init({ n_static * ggml_tensor_overhead(), nullptr, true });
+        return c;
+    };
     if (loss_uses_labels(params.loss_type)) {
         oc->labels = ggml_dup_tensor(cs, oc->outputs);
         ggml_set_name(oc->labels, "labels");
@@ -233,7 +266,7 @@ ggml_opt_context_t ggml_opt_init(struct ggml_opt_params params) {
     std::vector<ggml_tensor *> & moments = oc->moments;
     if (grad) {
         for (ggml_tensor * p : oc->param_tensors) {
-            ggml_tensor * acc = ggml_new_tensor(cs, GGML_TYPE_F32, GGML_MAX_DIMS, p->ne);
+            ggml_tensor * acc = ggml_new_tensor(ctx_for(p), GGML_TYPE_F32, GGML_MAX_DIMS, p->ne);
             ggml_format_name(acc, "grad_acc for %.40s", p->name);
             oc->grad_accs.push_back(acc);
             acc_of[p] = acc;
@@ -244,10 +277,16 @@ ggml_opt_context_t ggml_opt_init(struct ggml_opt_params params) {
         oc->opt_pars = ggml_new_tensor_1d(cs, GGML_TYPE_F32, adamw ? 7 : 2);
         ggml_set_name(oc->opt_pars, adamw ? "adamw_params" : "sgd_params");
         ggml_set_input(oc->opt_pars);
+        if (oc->sched) {  // a copy in each parameter buffer type: the steps run where their parameters are
+            for (ggml_tensor * p : oc->param_tensors) {
+                ggml_tensor *& pars = oc->opt_pars_by_buft[buft_of(p)];
+                if (!pars) pars = ggml_dup_tensor(ctx_for(p), oc->opt_pars);
+            }
+        }
         if (adamw) {
             for (ggml_tensor * p : oc->param_tensors) {
-                moments.push_back(ggml_new_tensor(cs, GGML_TYPE_F32, GGML_MAX_DIMS, p->ne));
-                moments.push_back(ggml_new_tensor(cs, GGML_TYPE_F32, GGML_MAX_DIMS, p->ne));
+                moments.push_back(ggml_new_tensor(ctx_for(p), GGML_TYPE_F32, GGML_MAX_DIMS, p->ne));
+                moments.push_back(ggml_new_tensor(ctx_for(p), GGML_TYPE_F32, GGML_MAX_DIMS, p->ne));
                 ggml_format_name(moments[moments.size() - 2], "adamw m for %.40s", p->name);
                 ggml_format_name(moments.back(), "adamw v for %.40s", p->name);
             }
@@ -259,6 +298,19 @@ ggml_opt_context_t ggml_opt_init(struct ggml_opt_params params) {
         return nullptr;
     }
     for (ggml_tensor * t = ggml_get_first_tensor(cs); t; t = ggml_get_next_tensor(cs, t)) ggml_set_zero(t);
+    for (ggml_tensor * t = ggml_get_first_tensor(cs); t; t = ggml_get_next_tensor(cs, t)) oc->statics.insert(t);
+    for (auto & [buft, c] : oc->ctx_static_by_buft) {
+        for (ggml_tensor * t = ggml_get_first_tensor(c); t; t = ggml_get_next_tensor(c, t)) oc->statics.insert(t);
+        ggml_backend_buffer_t b = ggml_backend_alloc_ctx_tensors_from_buft(c, buft);
+        if (!b) {
+            ggml_log_error("ggml_opt_init: cannot allocate the accumulators and moments in %s\n", ggml_backend_buft_name(buft));
+            ggml_opt_free(oc);
+            return nullptr;
+        }
+        ggml_backend_buffer_clear(b, 0);
+        oc->bufs_static.push_back(b);
+        oc->buf_static_size += ggml_backend_buffer_get_size(b);
+    }
 
     // Loss and predictions complete the forward graph.
     oc->loss = build_loss(oc);
@@ -288,15 +340,21 @@ ggml_opt_context_t ggml_opt_init(struct ggml_opt_params params) {
         oc->g_step = ggml_new_graph_custom(oc->ctx_graphs, oc->param_tensors.size() + 1, false);
         for (size_t i = 0; i < oc->param_tensors.size(); i++) {
             ggml_tensor * p = oc->param_tensors[i];
+            ggml_tensor * pars = oc->sched ? oc->opt_pars_by_buft[buft_of(p)] : oc->opt_pars;
             // The final gradient node (a view of the accumulator) orders the step after it.
             ggml_tensor * g = ggml_graph_get_grad(oc->gb_grad, p);
             if (!g) g = oc->grad_accs[i];
             ggml_tensor * step = params.optimizer == GGML_OPT_OPTIMIZER_TYPE_ADAMW
-                ? ggml_opt_step_adamw(oc->ctx_graphs, p, g, moments[2 * i], moments[2 * i + 1], oc->opt_pars)
-                : ggml_opt_step_sgd(oc->ctx_graphs, p, g, oc->opt_pars);
+                ? ggml_opt_step_adamw(oc->ctx_graphs, p, g, moments[2 * i], moments[2 * i + 1], pars)
+                : ggml_opt_step_sgd(oc->ctx_graphs, p, g, pars);
             ggml_format_name(step, "step for %.40s", p->name);
             ggml_build_forward_expand(oc->gb_opt, step);
             ggml_graph_add_node(oc->g_step, step);
+            if (oc->sched) {
+                ggml_cgraph *& gs = oc->g_step_by_buft[buft_of(p)];
+                if (!gs) gs = ggml_new_graph_custom(oc->ctx_graphs, oc->param_tensors.size() + 1, false);
+                ggml_graph_add_node(gs, step);
+            }
         }
     }
 
@@ -307,6 +365,14 @@ ggml_opt_context_t ggml_opt_init(struct ggml_opt_params params) {
         if (!(owner->flags & GGML_TENSOR_FLAG_PARAM)) t->data = nullptr;
     }
     ggml_cgraph * largest = oc->gb_opt ? oc->gb_opt : oc->gb_grad ? oc->gb_grad : oc->gf;
+    if (oc->sched) {  // sized once for the largest graph computed (the steps run alone)
+        if (!ggml_backend_sched_reserve(oc->sched, oc->gb_grad ? oc->gb_grad : oc->gf)) {
+            ggml_opt_free(oc);
+            return nullptr;
+        }
+        ggml_opt_reset(oc, true);
+        return oc;
+    }
     oc->galloc = ggml_gallocr_new(ggml_backend_cpu_buffer_type());
     if (!ggml_gallocr_alloc_graph(oc->galloc, largest)) {
         ggml_opt_free(oc);
@@ -325,12 +391,20 @@ void ggml_opt_free(ggml_opt_context_t oc) {
     ggml_gallocr_free(oc->galloc);
     ggml_free(oc->ctx_graphs);
     ggml_free(oc->ctx_static);
+    for (ggml_backend_buffer_t b : oc->bufs_static) ggml_backend_buffer_free(b);
+    for (auto & bc : oc->ctx_static_by_buft) ggml_free(bc.second);
     ggml_aligned_free(oc->buf_static);
     delete oc;
 }
 
 void ggml_opt_reset(ggml_opt_context_t oc, bool optimizer) {
-    if (optimizer && oc->gb_opt) {
+    if (oc->sched) {  // the loss's gradient is set to one where ggml_opt_alloc places it
+        for (ggml_tensor * acc : oc->grad_accs) ggml_backend_tensor_memset(acc, 0, 0, ggml_nbytes(acc));
+        if (optimizer) {
+            for (ggml_tensor * m : oc->moments) ggml_backend_tensor_memset(m, 0, 0, ggml_nbytes(m));
+            oc->iter = 0;
+        }
+    } else if (optimizer && oc->gb_opt) {
         ggml_graph_reset(oc->gb_opt);  // moments too
         oc->iter = 0;
     } else if (oc->gb_grad) {
@@ -361,13 +435,21 @@ struct ggml_tensor * ggml_opt_optimizer_state(ggml_opt_context_t oc, struct ggml
     }
     return nullptr;
 }
-size_t ggml_opt_compute_buffer_size(ggml_opt_context_t oc) { return ggml_gallocr_get_buffer_size(oc->galloc, 0); }
+size_t ggml_opt_compute_buffer_size(ggml_opt_context_t oc) {
+    if (!oc->sched) return ggml_gallocr_get_buffer_size(oc->galloc, 0);
+    size_t n = 0;
+    for (int i = 0; i < ggml_backend_sched_get_n_backends(oc->sched); i++) {
+        n += ggml_backend_sched_get_buffer_size(oc->sched, ggml_backend_sched_get_backend(oc->sched, i));
+    }
+    return n;
+}
 size_t ggml_opt_static_buffer_size(ggml_opt_context_t oc) { return oc->buf_static_size; }
 struct ggml_cgraph * ggml_opt_graph_forward(ggml_opt_context_t oc) { return oc->gf; }
 struct ggml_cgraph * ggml_opt_graph_grad(ggml_opt_context_t oc) { return oc->gb_grad; }
 struct ggml_cgraph * ggml_opt_graph_opt(ggml_opt_context_t oc) { return oc->gb_opt; }
 
 void ggml_opt_set_grad_reducer(ggml_opt_context_t oc, const struct ggml_opt_grad_reducer * reducer) {
+    if (reducer && reducer->reduce && oc->sched) GGML_ABORT("ggml_opt_set_grad_reducer: not with a backend scheduler");
     oc->reducer = reducer ? *reducer : ggml_opt_grad_reducer{};
     oc->node_param.clear();
     oc->ready_early.clear();
@@ -405,34 +487,90 @@ static void reducer_node_callback(int i, struct ggml_tensor * node, void * data)
     if (r.poll) r.poll(r.userdata);
 }
 
+// With a scheduler: places g (its tensors' earlier places are gone).
+static void sched_place(ggml_opt_context * oc, ggml_cgraph * g) {
+    if (ggml_cgraph * prev = oc->allocated) {
+        for (int i = 0; i < prev->n_nodes; i++) memcpy(prev->nodes[i]->src, &oc->allocated_srcs[(size_t) i * GGML_MAX_SRC], sizeof(prev->nodes[i]->src));
+    }
+    // The placed tensors forget their places (the planner places only tensors without memory):
+    // everything of ctx_compute but the parameters, and every tensor the graphs added.
+    for (ggml_context * c : { oc->params.ctx_compute, oc->ctx_graphs }) {
+        for (ggml_tensor * t = ggml_get_first_tensor(c); t; t = ggml_get_next_tensor(c, t)) {
+            const ggml_tensor * owner = t->view_src ? t->view_src : t;
+            if ((owner->flags & GGML_TENSOR_FLAG_PARAM) || oc->statics.count(owner)) continue;  // their places stay
+            t->data = nullptr;
+            t->buffer = nullptr;
+        }
+    }
+    oc->allocated_srcs.resize((size_t) g->n_nodes * GGML_MAX_SRC);
+    for (int i = 0; i < g->n_nodes; i++) memcpy(&oc->allocated_srcs[(size_t) i * GGML_MAX_SRC], g->nodes[i]->src, sizeof(g->nodes[i]->src));
+    ggml_backend_sched_reset(oc->sched);
+    if (!ggml_backend_sched_alloc_graph(oc->sched, g)) GGML_ABORT("ggml_opt: the scheduler cannot place the graph");
+    oc->allocated = g;
+}
+
 void ggml_opt_alloc(ggml_opt_context_t oc, bool backward) {
     GGML_ASSERT(!backward || oc->gb_grad);
     oc->eval_mode = backward ? 1 : 0;
+    if (!oc->sched) return;
+    sched_place(oc, backward ? oc->gb_grad : oc->gf);
+    if (backward) {  // where the scheduler put the loss's gradient: one
+        ggml_tensor * seed = ggml_graph_get_grad_acc(oc->gb_grad, oc->loss);
+        const float one = 1.0f;
+        if (seed) ggml_backend_tensor_set(seed, &one, 0, sizeof(one));
+    }
 }
 
 static void compute(ggml_opt_context * oc, ggml_cgraph * g) {
-    const ggml_status st = ggml_graph_compute(g, &oc->cplan);
+    ggml_status st;
+    if (oc->sched) {
+        GGML_ASSERT(oc->allocated == g && "ggml_opt_eval: call ggml_opt_alloc first (a backend scheduler places the graph there)");
+        st = ggml_backend_sched_graph_compute(oc->sched, g);
+    } else {
+        st = ggml_graph_compute(g, &oc->cplan);
+    }
     if (st != GGML_STATUS_SUCCESS) GGML_ABORT("ggml_opt_eval: graph compute failed (status %d)", (int) st);
 }
 
+// A static or computed tensor's values in host memory.
+static std::vector<uint8_t> host_copy(const ggml_tensor * t) {
+    std::vector<uint8_t> v(ggml_nbytes(t));
+    ggml_backend_tensor_get(t, v.data(), 0, v.size());
+    return v;
+}
+
 // Datapoints whose prediction is the argmax of their label (ties: the first maximum, as argmax).
-static int64_t count_correct(const ggml_tensor * pred, const ggml_tensor * labels) {
+static int64_t count_correct(const int32_t * pred, const ggml_tensor * labels) {
     const int64_t n = labels->ne[1], ncls = labels->ne[0];
     int64_t correct = 0;
     for (int64_t j = 0; j < n; j++) {
         const float * row = (const float *) ((const char *) labels->data + j * labels->nb[1]);
-        correct += ((const int32_t *) pred->data)[j] == ggml_argmax_f32_row(row, ncls);
+        correct += pred[j] == ggml_argmax_f32_row(row, ncls);
     }
     return correct;
 }
 
+// Calls f(values, n) on each accumulator's gradients; with a scheduler on host copies, which
+// are written back when f returns true.
+template <typename F>
+static void for_each_grad(const ggml_opt_context * oc, F && f) {
+    for (ggml_tensor * acc : oc->grad_accs) {
+        const int64_t n = ggml_nelements(acc);
+        if (!oc->sched) {
+            f((float *) acc->data, n);
+            continue;
+        }
+        std::vector<uint8_t> v = host_copy(acc);
+        if (f((float *) v.data(), n)) ggml_backend_tensor_set(acc, v.data(), 0, v.size());
+    }
+}
+
 static double grad_norm(const ggml_opt_context * oc) {
     double sum = 0.0;
-    for (const ggml_tensor * acc : oc->grad_accs) {
-        const float * g = (const float *) acc->data;
-        const int64_t n = ggml_nelements(acc);
+    for_each_grad(oc, [&](const float * g, int64_t n) {
         for (int64_t i = 0; i < n; i++) sum += (double) g[i] * g[i];
-    }
+        return false;
+    });
     return sqrt(sum);
 }
 
@@ -448,16 +586,15 @@ static void optimizer_step(ggml_opt_context * oc) {
     info.grad_norm = (float) norm;
     if (P.grad_clip > 0.0f && norm > P.grad_clip) {
         const float scale = (float) (P.grad_clip / norm);
-        for (ggml_tensor * acc : oc->grad_accs) {
-            float * g = (float *) acc->data;
-            const int64_t n = ggml_nelements(acc);
+        for_each_grad(oc, [&](float * g, int64_t n) {
             for (int64_t i = 0; i < n; i++) g[i] *= scale;
-        }
+            return true;
+        });
         info.clipped = true;
     }
 
     oc->iter++;
-    float * pars = (float *) oc->opt_pars->data;
+    float pars[7] = {};
     if (P.optimizer == GGML_OPT_OPTIMIZER_TYPE_ADAMW) {
         info.lr = op.adamw.alpha * factor;
         pars[0] = info.lr;
@@ -472,9 +609,23 @@ static void optimizer_step(ggml_opt_context * oc) {
         pars[0] = info.lr;
         pars[1] = op.sgd.wd;
     }
-    compute(oc, oc->g_step);
+    ggml_backend_tensor_set(oc->opt_pars, pars, 0, ggml_nbytes(oc->opt_pars));
+    if (oc->sched) {
+        for (auto & [buft, t] : oc->opt_pars_by_buft) ggml_backend_tensor_set(t, pars, 0, ggml_nbytes(t));
+        for (auto & [buft, gs] : oc->g_step_by_buft) {
+            ggml_backend_t b = nullptr;
+            for (int k = 0; k < ggml_backend_sched_get_n_backends(oc->sched) && !b; k++) {
+                ggml_backend_t c = ggml_backend_sched_get_backend(oc->sched, k);
+                if (ggml_backend_get_default_buffer_type(c) == buft || ggml_backend_supports_buft(c, buft)) b = c;
+            }
+            if (!b) GGML_ABORT("ggml_opt: no backend of the scheduler computes in %s", ggml_backend_buft_name(buft));
+            if (ggml_backend_graph_compute(b, gs) != GGML_STATUS_SUCCESS) GGML_ABORT("ggml_opt: the optimizer steps failed");
+        }
+    } else {
+        compute(oc, oc->g_step);
+    }
 
-    for (ggml_tensor * acc : oc->grad_accs) memset(acc->data, 0, ggml_nbytes(acc));
+    for (ggml_tensor * acc : oc->grad_accs) ggml_backend_tensor_memset(acc, 0, 0, ggml_nbytes(acc));
     info.step = oc->iter;
     info.loss = (float) oc->step_loss;
     oc->step_loss = 0.0;
@@ -504,15 +655,24 @@ void ggml_opt_eval(ggml_opt_context_t oc, ggml_opt_result_t result) {
         }
     }
 
-    const float loss = *(const float *) oc->loss->data;
+    float loss;
+    ggml_backend_tensor_get(oc->loss, &loss, 0, sizeof(loss));
+    const int32_t * pred = nullptr;
+    if (oc->pred && oc->sched) {
+        oc->pred_host.resize(ggml_nbytes(oc->pred));
+        ggml_backend_tensor_get(oc->pred, oc->pred_host.data(), 0, oc->pred_host.size());
+        pred = (const int32_t *) oc->pred_host.data();
+    } else if (oc->pred) {
+        pred = (const int32_t *) oc->pred->data;
+    }
     int64_t ncorrect = 0;
     if (oc->ncorrect) {
-        ncorrect = count_correct(oc->pred, oc->labels);
-        *(int64_t *) oc->ncorrect->data = ncorrect;
+        ncorrect = count_correct(pred, oc->labels);
+        *(int64_t *) oc->ncorrect->data = ncorrect;  // host memory
     }
     if (result) {
         ggml_opt_result_add(result, oc->outputs->ne[1], loss, oc->params.opt_period, oc->loss_per_datapoint,
-                            oc->pred ? (const int32_t *) oc->pred->data : nullptr, ncorrect);
+                            pred, ncorrect);
     }
     if (!backward) return;
     oc->step_loss += loss;
