@@ -8,9 +8,16 @@
 #include "test-llama.h"
 
 #include "ggml-backend.h"
+#include "ggml-cpu.h"
+#include "ggml-opt.h"
 #include "llama.h"
+#include "llama-adapter.h"
+#include "llama-graph.h"
+#include "llama-model.h"
 
 #include <algorithm>
+#include <cstring>
+#include <random>
 #include <cmath>
 #include <memory>
 #include <string>
@@ -222,6 +229,101 @@ TEST_F(Offload, GraphOrderFeedsTheGpuFusions) {
     EXPECT_EQ(norm_mul, 2 * n_layer + 1);      // attention's and the FFN's, the output norm
     EXPECT_EQ(add_norm_mul, 2 * n_layer);      // each but the first layer's input norm, and the FFN's
     EXPECT_EQ(unary_mul, n_layer);
+}
+
+// LoRA fine-tuning with the base model's layers on the device (llama-finetune -ngl): the
+// adapter in host memory, the training graph (forward, backward, AdamW) split by ggml-opt's
+// scheduler. The losses of every micro-batch and the trained adapter are the CPU's alone.
+struct LoraRun {
+    std::vector<float> losses;
+    std::vector<float> adapter;  // every A and B, in name order
+};
+
+LoraRun train_lora(int n_gpu_layers) {
+    LoraRun r;
+    Model m = load(model_path("stories260K.gguf"), n_gpu_layers);
+    EXPECT_TRUE(m);
+    if (!m) return r;
+    llama_adapter_lora ad;
+    std::string err;
+    EXPECT_TRUE(llama_adapter_lora_create(ad, *m, {"q", "v", "down"}, 4, 8.0f, err)) << err;
+    std::mt19937 rng(3);
+    std::vector<ggml_tensor *> ts;
+    for (auto & kv : ad.weights) ts.insert(ts.end(), { kv.second.a, kv.second.b });
+    std::sort(ts.begin(), ts.end(), [](const ggml_tensor * x, const ggml_tensor * y) { return strcmp(x->name, y->name) < 0; });
+    for (ggml_tensor * t : ts) {  // B not zero: every parameter gets a gradient from the first step
+        std::uniform_real_distribution<float> u(-0.05f, 0.05f);
+        for (int64_t i = 0; i < ggml_nelements(t); i++) ((float *) t->data)[i] = u(rng);
+        ggml_set_param(t);
+    }
+    llm_lora_set lora;
+    lora.entries.push_back({ &ad, 1.0f });
+    const uint32_t n = 24;
+    const size_t max_nodes = llm_graph_max_nodes_train(*m, 1);
+    ggml_context * ctx = ggml_init({ ggml_graph_overhead_custom(max_nodes, true) + 2 * max_nodes * ggml_tensor_overhead(), nullptr, true });
+    llm_graph_io io;
+    llm_build_forward_train(ctx, *m, n, io, &lora);
+
+    std::vector<ggml_backend_t> backends;
+    ggml_backend_sched_t sched = nullptr;
+    ggml_opt_params op = ggml_opt_default_params(ctx, io.tokens, io.logits, GGML_OPT_LOSS_TYPE_CROSS_ENTROPY);
+    ggml_opt_optimizer_params pars = ggml_opt_get_default_optimizer_params(nullptr);
+    pars.adamw.alpha = 0.01f;
+    op.get_opt_pars = ggml_opt_get_constant_optimizer_params;
+    op.get_opt_pars_ud = &pars;
+    op.opt_period = 2;
+    op.n_threads = 2;
+    if (n_gpu_layers > 0) {
+        backends = { fake_gpu::init(), ggml_backend_cpu_init() };
+        ggml_backend_cpu_set_n_threads(backends[1], 2);
+        sched = ggml_backend_sched_new(backends.data(), nullptr, 2, max_nodes, false, false);
+        op.backend_sched = sched;
+    }
+    ggml_opt_context_t oc = ggml_opt_init(op);
+    EXPECT_TRUE(oc);
+    const int32_t n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(m.get()));
+    std::vector<int32_t> pos(n), tok(n + 1);
+    std::vector<float> mask((size_t) n * n), labels((size_t) n * n_vocab);
+    for (uint32_t t = 0; t < n; t++) {
+        pos[t] = (int32_t) t;
+        for (uint32_t c = 0; c < n; c++) mask[(size_t) t * n + c] = c <= t ? 0.0f : -INFINITY;
+    }
+    for (int step = 0; step < 6 && oc; step++) {
+        for (uint32_t t = 0; t <= n; t++) tok[t] = (int32_t) (1 + (t * 37 + (uint32_t) step * 11) % (uint32_t) (n_vocab - 1));
+        std::fill(labels.begin(), labels.end(), 0.0f);
+        for (uint32_t t = 0; t < n; t++) labels[(size_t) t * n_vocab + tok[t + 1]] = 1.0f;
+        ggml_opt_alloc(oc, true);
+        ggml_backend_tensor_set(io.tokens, tok.data(), 0, n * sizeof(int32_t));
+        ggml_backend_tensor_set(io.pos, pos.data(), 0, n * sizeof(int32_t));
+        ggml_backend_tensor_set(io.kq_mask, mask.data(), 0, mask.size() * sizeof(float));
+        ggml_backend_tensor_set(ggml_opt_labels(oc), labels.data(), 0, labels.size() * sizeof(float));
+        ggml_opt_eval(oc, nullptr);
+        float loss;
+        ggml_backend_tensor_get(ggml_opt_loss(oc), &loss, 0, sizeof(loss));
+        r.losses.push_back(loss);
+    }
+    for (ggml_tensor * t : ts) r.adapter.insert(r.adapter.end(), (const float *) t->data, (const float *) t->data + ggml_nelements(t));
+    ggml_opt_free(oc);
+    ggml_backend_sched_free(sched);
+    for (ggml_backend_t b : backends) ggml_backend_free(b);
+    ggml_free(ctx);
+    return r;
+}
+
+TEST_F(Offload, LoraTrainingWithLayersOnTheDevice) {
+    TU_REQUIRE_FILE(model_path("stories260K.gguf"));
+    const LoraRun cpu = train_lora(0);
+    const LoraRun dev = train_lora(999);
+    for (ggml_op op : { GGML_OP_MUL_MAT, GGML_OP_OUT_PROD, GGML_OP_RMS_NORM_BACK, GGML_OP_ROPE_BACK }) {
+        EXPECT_GT(count(op), 0) << "the device never ran " << ggml_op_name(op);
+    }
+    ASSERT_EQ(dev.losses.size(), cpu.losses.size());
+    for (size_t i = 0; i < cpu.losses.size(); i++) EXPECT_NEAR(dev.losses[i], cpu.losses[i], 1e-5 * std::fabs(cpu.losses[i])) << "micro-batch " << i;
+    EXPECT_LT(cpu.losses[4] + cpu.losses[5], cpu.losses[0] + cpu.losses[1]) << "no learning: the test compares little";
+    ASSERT_EQ(dev.adapter.size(), cpu.adapter.size());
+    double max_diff = 0.0;
+    for (size_t i = 0; i < cpu.adapter.size(); i++) max_diff = std::max(max_diff, (double) std::fabs(dev.adapter[i] - cpu.adapter[i]));
+    EXPECT_LT(max_diff, 1e-5);
 }
 
 TEST_F(Offload, GreedyTextIsTheCpus) {

@@ -19,6 +19,7 @@
 #include "finetune-dist.h"
 #include "finetune-report.h"
 
+#include "ggml-cpu.h"
 #include "ggml-opt.h"
 #include "llama.h"
 #include "llama-adapter.h"
@@ -52,6 +53,7 @@ struct options {
     std::vector<std::string> targets = {"q", "k", "v", "o"};
     bool r_set = false, alpha_set = false, targets_set = false;
     int32_t n_ctx = 256, n_batch = 1, grad_acc = 1, n_threads = 0;
+    int32_t n_gpu_layers = 0;  // -ngl: layers of the frozen base model in a GPU's memory
     int64_t steps = 0, epochs = 0, save_every = 0, warmup = 0;
     uint32_t seed = 0;
     bool shuffle = true;
@@ -106,6 +108,8 @@ void usage(FILE * f) {
             "  --steps N | --epochs N  length of the run (default 1 epoch)\n"
             "  --seed N                seed of A's initialization, the shuffling and the dropout (default 0)\n"
             "  -t, --threads N         threads (default: all cores)\n"
+            "  -ngl, --n-gpu-layers N  layers of the base model on the GPU (default 0); the graph is split\n"
+            "                          between the GPU and the CPU by where the weights live\n"
             "  --checkpointing         recompute activations layer by layer in the backward pass (least memory)\n"
             "  --no-recompute          keep every activation for the backward pass (most memory); by default\n"
             "                          attention and elementwise results are recomputed, weight products kept\n"
@@ -230,6 +234,7 @@ options parse_args(int argc, char ** argv) {
         else if (a == "-b" || a == "--batch") o.n_batch = (int32_t) int_arg(1, 1 << 16);
         else if (a == "--grad-acc") o.grad_acc = (int32_t) int_arg(1, 1 << 16);
         else if (a == "-t" || a == "--threads") o.n_threads = (int32_t) int_arg(1, 512);
+        else if (a == "-ngl" || a == "--n-gpu-layers" || a == "--gpu-layers") o.n_gpu_layers = (int32_t) int_arg(-1, 1 << 20);
         else if (a == "--steps") o.steps = int_arg(1, (int64_t) 1 << 40);
         else if (a == "--epochs") o.epochs = int_arg(1, 1 << 20);
         else if (a == "--save-every") o.save_every = int_arg(1, (int64_t) 1 << 40);
@@ -349,6 +354,18 @@ struct trainer {
     int rank = 0, n_procs = 1;
     int64_t total_steps = 0;
     std::vector<int32_t> label_rows;  // one-hot positions set in the labels (cleared next time)
+    // With layers on a GPU: its backends and the CPU's under one scheduler (ggml-opt places each
+    // graph with it, so the inputs are set after ggml_opt_alloc, through the backend interface).
+    std::vector<ggml_backend_t> backends;
+    ggml_backend_sched_t sched = nullptr;
+    std::vector<int32_t> staged_tokens;
+    std::vector<float> staged_mask, staged_dropout;
+
+    ~trainer() {
+        oc.reset();
+        ggml_backend_sched_free(sched);
+        for (ggml_backend_t b : backends) ggml_backend_free(b);
+    }
 
     // The training sequence at global position pos (epoch pos / n, shuffled per epoch).
     std::vector<int64_t> order;
@@ -367,12 +384,16 @@ struct trainer {
         return train[(size_t) order[(size_t) (pos % n)]];
     }
 
-    // Fills the inputs and labels of one sequence; weight: of each counted target. Dropout
-    // masks are drawn from dropout_seed when training, all ones otherwise.
+    // Places the graph of a step (training) or of a look at the loss, then fills the inputs and
+    // labels of one sequence; weight: of each counted target. Dropout masks are drawn from
+    // dropout_seed when training, all ones otherwise.
     void set_inputs(const ft_sequence & s, double weight, bool training, uint64_t dropout_seed) {
-        int32_t * tok = (int32_t *) io.tokens->data;
+        ggml_opt_alloc(oc.get(), training);
+        if (sched) set_static_inputs();  // the scheduler placed them anew
         const int32_t n = (int32_t) s.tokens.size() - 1;
-        for (int32_t t = 0; t < n_graph; t++) tok[t] = t < n ? s.tokens[(size_t) t] : 0;
+        staged_tokens.resize((size_t) n_graph);
+        for (int32_t t = 0; t < n_graph; t++) staged_tokens[(size_t) t] = t < n ? s.tokens[(size_t) t] : 0;
+        ggml_backend_tensor_set(io.tokens, staged_tokens.data(), 0, ggml_nbytes(io.tokens));
         ggml_tensor * labels = ggml_opt_labels(oc.get());
         float * lab = (float *) labels->data;
         for (int32_t idx : label_rows) lab[idx] = 0.0f;
@@ -388,12 +409,33 @@ struct trainer {
             const double keep = 1.0 - o.dropout;
             const float scale = (float) (1.0 / keep);
             for (ggml_tensor * m : io.lora_masks) {
-                float * d = (float *) m->data;
-                for (int64_t i = 0; i < ggml_nelements(m); i++) {
-                    d[i] = !training ? 1.0f : (double) (rng() >> 11) * 0x1.0p-53 < keep ? scale : 0.0f;
-                }
+                staged_dropout.resize((size_t) ggml_nelements(m));
+                for (float & d : staged_dropout) d = !training ? 1.0f : (double) (rng() >> 11) * 0x1.0p-53 < keep ? scale : 0.0f;
+                ggml_backend_tensor_set(m, staged_dropout.data(), 0, ggml_nbytes(m));
             }
         }
+    }
+
+    // Positions and the causal mask (padding after a shorter sequence is never attended to by
+    // its real tokens, and its rows carry no label): once on the CPU, after every placement with
+    // a scheduler.
+    void set_static_inputs() {
+        const int32_t n = n_graph;
+        staged_tokens.resize((size_t) n);
+        for (int32_t t = 0; t < n; t++) staged_tokens[(size_t) t] = t;
+        ggml_backend_tensor_set(io.pos, staged_tokens.data(), 0, ggml_nbytes(io.pos));
+        if (staged_mask.empty()) {
+            staged_mask.resize((size_t) n * n);
+            for (int32_t t = 0; t < n; t++)
+                for (int32_t c = 0; c < n; c++) staged_mask[(size_t) t * n + c] = c <= t ? 0.0f : -std::numeric_limits<float>::infinity();
+        }
+        ggml_backend_tensor_set(io.kq_mask, staged_mask.data(), 0, ggml_nbytes(io.kq_mask));
+    }
+
+    float last_loss() {
+        float loss;
+        ggml_backend_tensor_get(ggml_opt_loss(oc.get()), &loss, 0, sizeof(loss));
+        return loss;
     }
 
     // The weight that makes the sum of the graphs' losses over a group (of every process) the
@@ -411,9 +453,8 @@ struct trainer {
         double sum = 0;
         for (size_t i = (size_t) rank; i < val.size(); i += (size_t) n_procs) {
             set_inputs(val[i], target_weight(n_targets), false, 0);
-            ggml_opt_alloc(oc.get(), false);
             ggml_opt_eval(oc.get(), nullptr);
-            sum += *(const float *) ggml_opt_loss(oc.get())->data;
+            sum += last_loss();
         }
         dist.allreduce_sum(&sum, 1);
         return (float) sum;
@@ -508,7 +549,7 @@ int run(int argc, char ** argv, ft_dist & dist) {
     }
 
     llama_model_params mp = llama_model_default_params();
-    mp.n_gpu_layers = 0;  // the training graph reads the frozen weights in host memory
+    mp.n_gpu_layers = o.n_gpu_layers;  // the frozen weights; the adapter stays in host memory
     std::unique_ptr<llama_model, ModelDeleter> model(llama_model_load_from_file(o.model.c_str(), mp));
     if (!model) die("cannot load the base model '" + o.model + "'");
     tr.model = model.get();
@@ -593,6 +634,25 @@ int run(int argc, char ** argv, ft_dist & dist) {
     op.opt_period = (int32_t) tr.local_seqs;
     op.n_threads = o.n_threads;
     op.seed = o.seed;
+    // Layers on a GPU: a scheduler over the GPU backends and the CPU's.
+    bool on_gpu = false;
+    for (const llama_layer & L : m.layers) on_gpu |= L.wq && L.wq->buffer && !ggml_backend_buffer_is_host(L.wq->buffer);
+    if (on_gpu) {
+        if (dist.size > 1) die("-ngl with several MPI processes is not supported yet");
+        for (size_t i = 0; i < ggml_backend_dev_count(); i++) {
+            ggml_backend_dev_t d = ggml_backend_dev_get(i);
+            if (ggml_backend_dev_type(d) != GGML_BACKEND_DEVICE_TYPE_GPU) continue;
+            ggml_backend_t b = ggml_backend_dev_init(d, nullptr);
+            if (!b) die(std::string("cannot start the device ") + ggml_backend_dev_name(d));
+            tr.backends.push_back(b);
+        }
+        ggml_backend_t cpu = ggml_backend_cpu_init();
+        ggml_backend_cpu_set_n_threads(cpu, o.n_threads);
+        tr.backends.push_back(cpu);
+        tr.sched = ggml_backend_sched_new(tr.backends.data(), nullptr, (int) tr.backends.size(), max_nodes, false, false);
+        if (!tr.sched) die("cannot set up the backend scheduler");
+        op.backend_sched = tr.sched;
+    }
     op.grad_clip = o.grad_clip;
     op.lr_schedule.type = o.cosine ? GGML_OPT_LR_SCHEDULE_COSINE : GGML_OPT_LR_SCHEDULE_CONSTANT;
     op.lr_schedule.warmup_steps = o.warmup;
@@ -607,20 +667,15 @@ int run(int argc, char ** argv, ft_dist & dist) {
     }
     tr.oc.reset(ggml_opt_init(op));
     if (!tr.oc) die("cannot set up the training graphs");
-    dist.attach(tr.oc.get());
+    if (!tr.sched) dist.attach(tr.oc.get());  // a reducer needs the CPU path (one process with -ngl)
     if (o.bench && lead) {
         fprintf(stderr, "llama-finetune: compute buffer %.1f MiB, static buffer %.1f MiB\n",
                 ggml_opt_compute_buffer_size(tr.oc.get()) / 1048576.0, ggml_opt_static_buffer_size(tr.oc.get()) / 1048576.0);
     }
 
-    // Static inputs: positions and the causal mask (padding after a shorter sequence is never
-    // attended to by its real tokens, and its rows carry no label).
     const int32_t n = tr.n_graph;
-    for (int32_t t = 0; t < n; t++) ((int32_t *) tr.io.pos->data)[t] = t;
-    float * mask = (float *) tr.io.kq_mask->data;
-    for (int32_t t = 0; t < n; t++)
-        for (int32_t c = 0; c < n; c++) mask[(size_t) t * n + c] = c <= t ? 0.0f : -std::numeric_limits<float>::infinity();
-    memset(ggml_opt_labels(tr.oc.get())->data, 0, ggml_nbytes(ggml_opt_labels(tr.oc.get())));
+    if (!tr.sched) tr.set_static_inputs();  // placed once
+    memset(ggml_opt_labels(tr.oc.get())->data, 0, ggml_nbytes(ggml_opt_labels(tr.oc.get())));  // host memory
 
     ft_checkpoint_state st;
     st.config = config_string(o, tr);
@@ -723,9 +778,8 @@ int run(int argc, char ** argv, ft_dist & dist) {
             const ft_sequence & s = tr.train_seq(st.seq_pos + i);
             tr.set_inputs(s, tr.target_weight(n_targets), train_step,
                           ft_mix(((uint64_t) o.seed << 40) ^ (uint64_t) (st.seq_pos + i)));
-            ggml_opt_alloc(tr.oc.get(), train_step);
             ggml_opt_eval(tr.oc.get(), nullptr);
-            loss += *(const float *) ggml_opt_loss(tr.oc.get())->data;
+            loss += tr.last_loss();
         }
         if (dist.size > 1) {
             double v[2] = {loss, g_interrupted ? 1.0 : 0.0};
