@@ -1,0 +1,51 @@
+#!/bin/bash
+# gpu-check.sh - the checks and measurements of the CUDA backend on a machine with an NVIDIA GPU,
+# as one script (a lent GPU's time is short): correctness first, then speed beside llama.cpp.
+#
+# Build here first (sm_90 for an H100 / H200), then run this on the GPU machine with the build,
+# ../shared and, for the comparison, a llama.cpp CUDA build's llama-bench:
+#   cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
+#         -DGGML_NATIVE=OFF -DGGML_AVX2=ON && cmake --build build-cuda -j
+#   gcc -O2 -o build-cuda/bin/randckpt ../shared/tools/randckpt.c -lm
+#   tools/gpu-check.sh [BIN=build-cuda/bin] [LCPP_BENCH=path/to/llama.cpp/llama-bench] [OUT=dir]
+#
+# Steps: test-backend-ops and test-gpu-model (every op and the shared models against the CPU);
+# TinyLlama-1.1B-shaped random weights (randckpt -> llama-convert f16 -> llama-quantize Q4_0,
+# Q4_K_M, Q8_0); llama-bench pp512 / tg128 with every layer on the GPU, fa 0 and 1, ours with
+# CUDA graphs and fusions on, each off (GGML_CUDA_DISABLE_GRAPHS / _FUSION), and llama.cpp's.
+set -u
+BIN=${BIN:-build-cuda/bin}
+SHARED=${SHARED:-../shared}
+OUT=${OUT:-/tmp/gpu-check}
+R=${R:-3}
+mkdir -p "$OUT"
+log() { echo "== $*" | tee -a "$OUT/summary.txt"; }
+
+nvidia-smi --query-gpu=name,memory.total,clocks.max.memory --format=csv | tee "$OUT/gpu.txt"
+
+log "correctness"
+"$BIN/test-backend-ops" > "$OUT/test-backend-ops.txt" 2>&1; log "test-backend-ops rc $?"
+LLAMA_TEST_MODELS="$SHARED/models" "$BIN/test-gpu-model" > "$OUT/test-gpu-model.txt" 2>&1; log "test-gpu-model rc $?"
+
+log "TinyLlama-shaped files"
+M="$OUT/m"; mkdir -p "$M"
+if [ ! -f "$M/tl-F16.gguf" ]; then
+    "$BIN/randckpt" "$M/tl.bin" 2048 5632 22 32 4 32000 2048 0.02 &&
+    "$BIN/llama-convert" --llama2c "$M/tl.bin" --tokenizer "$SHARED/models/llama2c-tokenizer.bin" -o "$M/tl-F16.gguf" --outtype f16 > /dev/null &&
+    rm -f "$M/tl.bin"
+fi
+for t in Q4_0 Q4_K_M Q8_0; do
+    [ -f "$M/tl-$t.gguf" ] || "$BIN/llama-quantize" "$M/tl-F16.gguf" "$M/tl-$t.gguf" "$t" > /dev/null 2>&1
+done
+
+log "speed: llama-bench -ngl 99 -fa 0,1 -p 512 -n 128 -r $R"
+for t in Q4_0 Q4_K_M Q8_0 F16; do
+    f="$M/tl-$t.gguf"
+    [ -f "$f" ] || continue
+    "$BIN/llama-bench" -m "$f" -ngl 99 -fa 0,1 -p 512 -n 128 -r "$R" 2>/dev/null | tee -a "$OUT/summary.txt"
+    GGML_CUDA_DISABLE_GRAPHS=1 "$BIN/llama-bench" -m "$f" -ngl 99 -fa 1 -p 0 -n 128 -r "$R" 2>/dev/null | tail -1 | sed 's/^/no graphs: /' | tee -a "$OUT/summary.txt"
+    GGML_CUDA_DISABLE_FUSION=1 "$BIN/llama-bench" -m "$f" -ngl 99 -fa 1 -p 0 -n 128 -r "$R" 2>/dev/null | tail -1 | sed 's/^/no fusion: /' | tee -a "$OUT/summary.txt"
+    if [ -n "${LCPP_BENCH:-}" ] && [ -x "$LCPP_BENCH" ]; then
+        "$LCPP_BENCH" -m "$f" -ngl 99 -fa 0,1 -p 512 -n 128 -r "$R" 2>/dev/null | sed 's/^/llama.cpp: /' | tee -a "$OUT/summary.txt"
+    fi
+done
