@@ -5,6 +5,7 @@
 #include "llama-adapter.h"
 #include "llama-model.h"
 
+#include "ggml-backend.h"
 #include "gguf.h"
 
 #include <cstring>
@@ -68,17 +69,24 @@ bool ft_checkpoint_save(const std::string & path, const llama_model & model, con
     gguf_set_arr_data(g.get(), "finetune.history.val_step", GGUF_TYPE_INT64, st.history.val_step.data(), st.history.val_step.size());
 
     const std::vector<ggml_tensor *> ts = adapter_tensors(ad);
-    // Headers naming the moments' data (the optimizer's own names are not stable file names).
-    ggml_ptr meta(ggml_init({2 * ts.size() * ggml_tensor_overhead() + 1024, nullptr, true}), ggml_free);
-    for (ggml_tensor * t : ts) gguf_add_tensor(g.get(), t);
+    // Host copies of the adapter and of the moments (named here: the optimizer's own names are
+    // not stable file names); either may live in a GPU's memory.
+    ggml_ptr meta(ggml_init({3 * ts.size() * ggml_tensor_overhead() + 1024, nullptr, true}), ggml_free);
+    std::vector<std::vector<uint8_t>> host;
+    host.reserve(3 * ts.size());
+    auto add = [&](const ggml_tensor * src, const std::string & name) {
+        ggml_tensor * h = ggml_new_tensor(meta.get(), src->type, GGML_MAX_DIMS, src->ne);
+        ggml_set_name(h, name.c_str());
+        host.emplace_back(ggml_nbytes(src));
+        ggml_backend_tensor_get(src, host.back().data(), 0, host.back().size());
+        h->data = host.back().data();
+        gguf_add_tensor(g.get(), h);
+    };
+    for (ggml_tensor * t : ts) add(t, t->name);
     for (int i = 0; i < 2 && opt; i++) {
         for (ggml_tensor * t : ts) {
             ggml_tensor * m = ggml_opt_optimizer_state(opt, t, i);
-            if (!m) continue;
-            ggml_tensor * h = ggml_new_tensor(meta.get(), GGML_TYPE_F32, GGML_MAX_DIMS, t->ne);
-            ggml_format_name(h, "opt.%c.%s", i == 0 ? 'm' : 'v', t->name);
-            h->data = m->data;
-            gguf_add_tensor(g.get(), h);
+            if (m) add(m, std::string("opt.") + (i == 0 ? "m." : "v.") + t->name);
         }
     }
     if (!gguf_write_to_file(g.get(), path.c_str(), false)) {
@@ -145,7 +153,7 @@ bool ft_checkpoint_restore(const std::string & path, const llama_adapter_lora & 
             err = "checkpoint '" + path + "': tensor " + name + " is missing or has the wrong shape";
             return false;
         }
-        memcpy(dst->data, src->data, ggml_nbytes(dst));
+        ggml_backend_tensor_set(dst, src->data, 0, ggml_nbytes(dst));  // host or a GPU's memory
         return true;
     };
     for (ggml_tensor * t : adapter_tensors(ad)) {

@@ -36,6 +36,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -360,11 +361,74 @@ struct trainer {
     ggml_backend_sched_t sched = nullptr;
     std::vector<int32_t> staged_tokens;
     std::vector<float> staged_mask, staged_dropout;
+    // The adapter's weights next to their base weights on the GPU (their gradients, moments and
+    // steps stay there too): device tensor -> the host tensor that held it (files are written
+    // from host memory).
+    std::map<ggml_tensor *, ggml_tensor *> host_of;
+    std::vector<ggml_context *> dev_ctxs;
+    std::vector<ggml_backend_buffer_t> dev_bufs;
 
     ~trainer() {
         oc.reset();
         ggml_backend_sched_free(sched);
         for (ggml_backend_t b : backends) ggml_backend_free(b);
+        for (ggml_backend_buffer_t b : dev_bufs) ggml_backend_buffer_free(b);
+        for (ggml_context * c : dev_ctxs) ggml_free(c);
+    }
+
+    // Copies A and B of every weight whose base lives in a GPU's memory into that memory.
+    void move_adapter_to_devices() {
+        std::map<ggml_backend_buffer_type_t, ggml_context *> ctx_of;
+        std::map<ggml_tensor *, ggml_tensor *> dev_of;
+        for (auto & kv : ad.weights) {
+            const ggml_tensor * base = kv.first->view_src ? kv.first->view_src : kv.first;
+            if (!base->buffer || ggml_backend_buffer_is_host(base->buffer)) continue;
+            ggml_context *& c = ctx_of[ggml_backend_buffer_get_type(base->buffer)];
+            if (!c) {
+                c = ggml_init({2 * ad.weights.size() * ggml_tensor_overhead(), nullptr, true});
+                dev_ctxs.push_back(c);
+            }
+            for (ggml_tensor * h : {kv.second.a, kv.second.b}) {
+                dev_of[h] = ggml_dup_tensor(c, h);
+                ggml_set_name(dev_of[h], h->name);
+            }
+        }
+        for (auto & [buft, c] : ctx_of) {
+            ggml_backend_buffer_t b = ggml_backend_alloc_ctx_tensors_from_buft(c, buft);
+            if (!b) die(std::string("cannot allocate the adapter in ") + ggml_backend_buft_name(buft));
+            dev_bufs.push_back(b);
+        }
+        for (auto & [h, d] : dev_of) {
+            ggml_backend_tensor_set(d, h->data, 0, ggml_nbytes(h));
+            host_of[d] = h;
+        }
+        for (auto & kv : ad.weights) {
+            if (dev_of.count(kv.second.a)) kv.second.a = dev_of[kv.second.a];
+            if (dev_of.count(kv.second.b)) kv.second.b = dev_of[kv.second.b];
+        }
+    }
+
+    // Runs f with the adapter in host memory, holding the trained values.
+    template <typename F>
+    void with_host_adapter(F && f) {
+        auto swap = [&](bool to_host) {
+            for (auto & kv : ad.weights) {
+                for (ggml_tensor ** t : {&kv.second.a, &kv.second.b}) {
+                    if (to_host && host_of.count(*t)) {
+                        ggml_tensor * h = host_of[*t];
+                        ggml_backend_tensor_get(*t, h->data, 0, ggml_nbytes(h));
+                        *t = h;
+                    } else if (!to_host) {
+                        for (auto & [d, h] : host_of) {
+                            if (h == *t) *t = d;
+                        }
+                    }
+                }
+            }
+        };
+        swap(true);
+        f();
+        swap(false);
     }
 
     // The training sequence at global position pos (epoch pos / n, shuffled per epoch).
@@ -568,6 +632,28 @@ int run(int argc, char ** argv, ft_dist & dist) {
         init_lora_a(tr.ad, o.seed);  // rank 0's is sent to the others below
     }
     tr.ad.dropout = o.dropout;
+
+    // Layers on a GPU: a scheduler over the GPU backends and the CPU's, and the adapter's
+    // weights moved next to their base weights.
+    bool on_gpu = false;
+    for (const llama_layer & L : m.layers) on_gpu |= L.wq && L.wq->buffer && !ggml_backend_buffer_is_host(L.wq->buffer);
+    if (on_gpu) {
+        if (dist.size > 1) die("-ngl with several MPI processes is not supported yet");
+        for (size_t i = 0; i < ggml_backend_dev_count(); i++) {
+            ggml_backend_dev_t d = ggml_backend_dev_get(i);
+            if (ggml_backend_dev_type(d) != GGML_BACKEND_DEVICE_TYPE_GPU) continue;
+            ggml_backend_t b = ggml_backend_dev_init(d, nullptr);
+            if (!b) die(std::string("cannot start the device ") + ggml_backend_dev_name(d));
+            tr.backends.push_back(b);
+        }
+        ggml_backend_t cpu = ggml_backend_cpu_init();
+        ggml_backend_cpu_set_n_threads(cpu, o.n_threads);
+        tr.backends.push_back(cpu);
+        tr.sched = ggml_backend_sched_new(tr.backends.data(), nullptr, (int) tr.backends.size(),
+                                          llm_graph_max_nodes_train(m, 1), false, false);
+        if (!tr.sched) die("cannot set up the backend scheduler");
+        tr.move_adapter_to_devices();
+    }
     if (tr.ad.base_name.empty()) {
         char name[256];
         if (llama_model_meta_val_str(&m, "general.name", name, sizeof(name)) >= 0) tr.ad.base_name = name;
@@ -634,25 +720,7 @@ int run(int argc, char ** argv, ft_dist & dist) {
     op.opt_period = (int32_t) tr.local_seqs;
     op.n_threads = o.n_threads;
     op.seed = o.seed;
-    // Layers on a GPU: a scheduler over the GPU backends and the CPU's.
-    bool on_gpu = false;
-    for (const llama_layer & L : m.layers) on_gpu |= L.wq && L.wq->buffer && !ggml_backend_buffer_is_host(L.wq->buffer);
-    if (on_gpu) {
-        if (dist.size > 1) die("-ngl with several MPI processes is not supported yet");
-        for (size_t i = 0; i < ggml_backend_dev_count(); i++) {
-            ggml_backend_dev_t d = ggml_backend_dev_get(i);
-            if (ggml_backend_dev_type(d) != GGML_BACKEND_DEVICE_TYPE_GPU) continue;
-            ggml_backend_t b = ggml_backend_dev_init(d, nullptr);
-            if (!b) die(std::string("cannot start the device ") + ggml_backend_dev_name(d));
-            tr.backends.push_back(b);
-        }
-        ggml_backend_t cpu = ggml_backend_cpu_init();
-        ggml_backend_cpu_set_n_threads(cpu, o.n_threads);
-        tr.backends.push_back(cpu);
-        tr.sched = ggml_backend_sched_new(tr.backends.data(), nullptr, (int) tr.backends.size(), max_nodes, false, false);
-        if (!tr.sched) die("cannot set up the backend scheduler");
-        op.backend_sched = tr.sched;
-    }
+    op.backend_sched = tr.sched;
     op.grad_clip = o.grad_clip;
     op.lr_schedule.type = o.cosine ? GGML_OPT_LR_SCHEDULE_COSINE : GGML_OPT_LR_SCHEDULE_CONSTANT;
     op.lr_schedule.warmup_steps = o.warmup;
@@ -749,8 +817,10 @@ int run(int argc, char ** argv, ft_dist & dist) {
         if (!o.loss_log.empty() && !ft_write_loss_log(st.history, o.loss_log, e)) die(e);
         if (!o.plot.empty() && !ft_write_plot(st.history, o.plot, "llama-finetune: " + o.model, e)) die(e);
         if (final_adapter && !o.out.empty()) {
-            if (!llama_adapter_lora_save_gguf(tr.ad, m, o.out, o.outtype, e)) die(e);
-            if (!o.peft_out.empty() && !llama_adapter_lora_save_peft(tr.ad, m, o.peft_out, e)) die(e);
+            tr.with_host_adapter([&]() {
+                if (!llama_adapter_lora_save_gguf(tr.ad, m, o.out, o.outtype, e)) die(e);
+                if (!o.peft_out.empty() && !llama_adapter_lora_save_peft(tr.ad, m, o.peft_out, e)) die(e);
+            });
         }
     };
     auto save_checkpoint = [&]() {
