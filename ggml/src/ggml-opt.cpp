@@ -76,6 +76,7 @@ struct ggml_opt_context {
     // (the scheduler's placement of the last graph, whose loss the caller may still read, stays).
     std::map<ggml_backend_buffer_type_t, ggml_tensor *> opt_pars_by_buft;
     std::map<ggml_backend_buffer_type_t, ggml_cgraph *> g_step_by_buft;
+    std::vector<std::pair<ggml_backend_t, ggml_cgraph *>> step_runs;  // each of those graphs and its backend
 };
 
 std::mt19937 & ggml_opt_rng(ggml_opt_context_t opt_ctx) { return opt_ctx->rng; }
@@ -366,6 +367,20 @@ ggml_opt_context_t ggml_opt_init(struct ggml_opt_params params) {
     }
     ggml_cgraph * largest = oc->gb_opt ? oc->gb_opt : oc->gb_grad ? oc->gb_grad : oc->gf;
     if (oc->sched) {  // sized once for the largest graph computed (the steps run alone)
+        for (auto & [buft, gs] : oc->g_step_by_buft) {
+            ggml_backend_t b = nullptr;
+            for (int k = 0; k < ggml_backend_sched_get_n_backends(oc->sched) && !b; k++) {
+                ggml_backend_t c = ggml_backend_sched_get_backend(oc->sched, k);
+                if (ggml_backend_get_default_buffer_type(c) == buft || ggml_backend_supports_buft(c, buft)) b = c;
+            }
+            if (!b) {
+                ggml_log_error("ggml_opt_init: no backend of the scheduler computes in %s, where parameters live\n",
+                               ggml_backend_buft_name(buft));
+                ggml_opt_free(oc);
+                return nullptr;
+            }
+            oc->step_runs.push_back({ b, gs });
+        }
         if (!ggml_backend_sched_reserve(oc->sched, oc->gb_grad ? oc->gb_grad : oc->gf)) {
             ggml_opt_free(oc);
             return nullptr;
@@ -612,13 +627,7 @@ static void optimizer_step(ggml_opt_context * oc) {
     ggml_backend_tensor_set(oc->opt_pars, pars, 0, ggml_nbytes(oc->opt_pars));
     if (oc->sched) {
         for (auto & [buft, t] : oc->opt_pars_by_buft) ggml_backend_tensor_set(t, pars, 0, ggml_nbytes(t));
-        for (auto & [buft, gs] : oc->g_step_by_buft) {
-            ggml_backend_t b = nullptr;
-            for (int k = 0; k < ggml_backend_sched_get_n_backends(oc->sched) && !b; k++) {
-                ggml_backend_t c = ggml_backend_sched_get_backend(oc->sched, k);
-                if (ggml_backend_get_default_buffer_type(c) == buft || ggml_backend_supports_buft(c, buft)) b = c;
-            }
-            if (!b) GGML_ABORT("ggml_opt: no backend of the scheduler computes in %s", ggml_backend_buft_name(buft));
+        for (auto & [b, gs] : oc->step_runs) {
             if (ggml_backend_graph_compute(b, gs) != GGML_STATUS_SUCCESS) GGML_ABORT("ggml_opt: the optimizer steps failed");
         }
     } else {

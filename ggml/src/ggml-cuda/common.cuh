@@ -79,10 +79,9 @@ struct ggml_cuda_ctx {
     // anew. Dropped when the scratch buffer is handed out again, when a node writes over b
     // (ggml_cuda_compute_nodes) and where a graph starts (its inputs may have been set meanwhile).
     struct quantized_act {
-        const void * b = nullptr;  // nullptr: none
+        const char * lo = nullptr, * hi = nullptr;  // the bytes b's elements span (lo: b->data; nullptr: none)
         int64_t ne[4] = {};
         size_t nb[4] = {};
-        const char * lo = nullptr, * hi = nullptr;  // the bytes b's elements span
         int block = 0;             // 32 or 256: the activation blocks of the weight type
         uint64_t scratch_use = 0;  // scratch_uses right after it was written
     } act;

@@ -295,7 +295,7 @@ void ggml_cuda_mmvq(ggml_cuda_ctx & ctx, const ggml_tensor * a, const ggml_tenso
     const size_t qs_bytes = ((size_t) (n_cols * K) + 255) & ~(size_t) 255;
     const int act_block = act_block_size(a->type);
     ggml_cuda_ctx::quantized_act & act = ctx.act;
-    bool quantized = act.b == b->data && act.block == act_block && act.scratch_use == ctx.scratch_uses && !ctx.no_fusion;
+    bool quantized = act.lo == (const char *) b->data && act.block == act_block && act.scratch_use == ctx.scratch_uses && !ctx.no_fusion;
     for (int d = 0; d < 4 && quantized; d++) quantized = act.ne[d] == b->ne[d] && act.nb[d] == b->nb[d];
     char * scratch = (char *) ctx.scratch(qs_bytes + (size_t) n_units * sizeof(float4));
 
@@ -307,14 +307,14 @@ void ggml_cuda_mmvq(ggml_cuda_ctx & ctx, const ggml_tensor * a, const ggml_tenso
     q.ds = (float4 *) (scratch + qs_bytes);
     if (quantized) {
         ctx.n_act_reused++;
-    } else if (act_block == 256) {
-        GGML_CUDA_LAUNCH(k_quantize_act<256>, n_blocks(n_units), 256, 0, ctx.stream)(q);
-        CUDA_CHECK_LAUNCH();
     } else {
-        GGML_CUDA_LAUNCH(k_quantize_act<32>, n_blocks(n_units), 256, 0, ctx.stream)(q);
+        if (act_block == 256) {
+            GGML_CUDA_LAUNCH(k_quantize_act<256>, n_blocks(n_units), 256, 0, ctx.stream)(q);
+        } else {
+            GGML_CUDA_LAUNCH(k_quantize_act<32>, n_blocks(n_units), 256, 0, ctx.stream)(q);
+        }
         CUDA_CHECK_LAUNCH();
     }
-    act.b = b->data;
     act.lo = (const char *) b->data;
     act.hi = act.lo + ggml_cuda_span(b);
     act.block = act_block;

@@ -211,7 +211,7 @@ int compute_fused(ggml_cuda_ctx & ctx, ggml_cgraph * g, int i) {
 int ggml_cuda_compute_nodes(ggml_cuda_ctx & ctx, ggml_cgraph * g, int i) {
     const int done = compute_fused(ctx, g, i);
     // A node that wrote over the quantized activations' source makes them stale.
-    for (int k = i; k < i + done && ctx.act.b; k++) {
+    for (int k = i; k < i + done && ctx.act.lo; k++) {
         const ggml_tensor * n = g->nodes[k];
         const char * lo = (const char *) n->data, * hi = lo + ggml_cuda_span(n);
         if (lo < ctx.act.hi && ctx.act.lo < hi) ctx.act = ggml_cuda_ctx::quantized_act();
