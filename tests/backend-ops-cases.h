@@ -473,6 +473,28 @@ std::vector<Case> make_cases() {
         ggml_tensor * q = m.in(GGML_TYPE_F32, {128, 3, 8});
         return same(ggml_flash_attn_ext(m.ctx, q, m.in(GGML_TYPE_F16, {128, 300, 8}), m.in(GGML_TYPE_F16, {128, 300, 8}), nullptr, 0.088f, 0.0f, 0.0f));
     }, 1e-7);
+    // its gradient (training): grouped heads, two batches, Dv != D, causal masks (F32, F16),
+    // softcap, ALiBi, no mask, more queries than a CPU block (64), queries that see no key
+    struct FaBack { ggml_type kt; int64_t n_q, H, B; int variant; };  // variant: 1 f16 mask + softcap, 2 alibi, 3 no mask
+    for (const FaBack & c : { FaBack{ GGML_TYPE_F32, 5, 4, 2, 0 }, FaBack{ GGML_TYPE_F16, 5, 4, 2, 1 }, FaBack{ GGML_TYPE_F16, 4, 4, 1, 2 },
+                              FaBack{ GGML_TYPE_F32, 3, 4, 1, 3 }, FaBack{ GGML_TYPE_F16, 67, 2, 1, 0 } }) {
+        const std::string name = std::string("flash_attn_back ") + ggml_type_name(c.kt) + " n_q " + std::to_string(c.n_q) +
+                                 (c.variant == 1 ? " f16 mask softcap" : c.variant == 2 ? " alibi" : c.variant == 3 ? " no mask" : "");
+        add(name, [=](Maker & m) {
+            const int64_t D = 64, Dv = c.variant == 3 ? 32 : 64, n_kv = c.n_q + 9, Hkv = c.H / 2;
+            ggml_tensor * q = ggml_permute(m.ctx, m.in(GGML_TYPE_F32, {D, c.H, c.n_q, c.B}), 0, 2, 1, 3);  // [D, n_q, H, B]
+            ggml_tensor * mask = c.variant == 3 ? nullptr
+                                                : m.in(c.variant == 1 ? GGML_TYPE_F16 : GGML_TYPE_F32, {n_kv, c.n_q}, causal(n_kv - c.n_q - 2));
+            ggml_tensor * dO = m.in(GGML_TYPE_F32, {Dv, c.H, c.n_q, c.B});
+            return same(ggml_flash_attn_back(m.ctx, q, m.in(c.kt, {D, n_kv, Hkv, c.B}), m.in(c.kt, {Dv, n_kv, Hkv, c.B}), mask, dO,
+                                             0.125f, c.variant == 2 ? 8.0f : 0.0f, c.variant == 1 ? 5.0f : 0.0f));
+        }, 1e-8);
+    }
+    add("flash_attn_back fully masked queries", [=](Maker & m) {
+        ggml_tensor * q = ggml_permute(m.ctx, m.in(GGML_TYPE_F32, {64, 2, 6}), 0, 2, 1, 3);
+        return same(ggml_flash_attn_back(m.ctx, q, m.in(GGML_TYPE_F16, {64, 40, 1}), m.in(GGML_TYPE_F16, {64, 40, 1}),
+                                         m.in(GGML_TYPE_F16, {40, 6}, causal(-3)), m.in(GGML_TYPE_F32, {64, 2, 6}), 0.125f, 0.0f, 0.0f));
+    }, 1e-8);
 
     // training: loss, accumulation, optimizer steps
     add("cross_entropy_loss", [=](Maker & m) {

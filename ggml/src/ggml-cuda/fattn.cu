@@ -1,4 +1,5 @@
-// fattn.cu - flash_attn_ext as one fused kernel: per query row and head,
+// fattn.cu - flash_attn_ext as one fused kernel, and flash_attn_back (its gradient, at the end of
+// the file). Forward: per query row and head,
 // softmax(scale K^T q + slope mask) V (logits soft-capped when asked) with an online softmax, so
 // the n_q x n_kv scores are never stored. q F32 [D, n_q, H, B]; k [D, n_kv, Hkv, B] and v [Dv,
 // n_kv, Hkv, B] F16, BF16, F32, Q8_0, Q4_0, Q4_1, Q5_0 or Q5_1 with contiguous rows (a KV cache
@@ -65,6 +66,13 @@ __device__ __forceinline__ float key_dot(const float * qs, const char * kr, int6
         for (int64_t d = 0; d < D; d++) dot += qs[d] * kv_load<KT>(kr, d);  // value by value
     }
     return dot;
+}
+
+// Rows of t (n elements each) allow 16-byte loads: plain float types, aligned data and strides.
+bool rows_vec(const ggml_tensor * t, int64_t n) {
+    if (!is_float_type(t->type)) return false;
+    const int64_t per16 = 16 / (int64_t) ggml_type_size(t->type);
+    return n % per16 == 0 && (uintptr_t) t->data % 16 == 0 && t->nb[1] % 16 == 0 && t->nb[2] % 16 == 0 && t->nb[3] % 16 == 0;
 }
 
 struct FaArgs {
@@ -233,9 +241,12 @@ bool ggml_cuda_flash_attn_supported(const ggml_tensor * dst) {
     return true;
 }
 
-void ggml_cuda_op_flash_attn_ext(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
+namespace {
+
+// The operands and parameters of a flash_attn_ext or flash_attn_back node (the same sources).
+FaArgs fa_args(const ggml_tensor * dst) {
     const ggml_tensor * q = dst->src[0], * k = dst->src[1], * v = dst->src[2], * mask = dst->src[3];
-    FaArgs a;
+    FaArgs a = {};
     a.q = make_view(q);
     a.k = make_view(k);
     a.v = make_view(v);
@@ -257,24 +268,16 @@ void ggml_cuda_op_flash_attn_ext(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
     a.scale = ggml_get_op_params_f32(dst, 0);
     a.max_bias = ggml_get_op_params_f32(dst, 1);
     a.softcap = ggml_get_op_params_f32(dst, 2);
-    const int64_t per16 = 16 / (int64_t) ggml_type_size(k->type);  // elements per 16-byte load (plain types)
-    a.k_vec = is_float_type(k->type) && a.D % per16 == 0 && (uintptr_t) k->data % 16 == 0 && k->nb[1] % 16 == 0 && k->nb[2] % 16 == 0 && k->nb[3] % 16 == 0;
-    if (ggml_nelements(dst) == 0) return;
-    // Split-KV: with fewer rows (queries x heads) than about two blocks per SM, as in generation,
-    // each row's keys are cut into ranges of at least 256 that separate blocks take, and a second
-    // kernel merges the ranges' softmax statistics.
-    const int64_t rows = a.n_q * a.H * q->ne[3];
+    a.k_vec = rows_vec(k, a.D);
     a.n_split = 1;
-    if (rows < 2 * (int64_t) ctx.n_sm && a.n_kv >= 512) {
-        const int64_t want = (2 * (int64_t) ctx.n_sm + rows - 1) / rows, most = a.n_kv / 256;
-        a.n_split = (int) std::min<int64_t>(std::min<int64_t>(want, most), 32);
-    }
-    a.chunk = ((a.n_kv + a.n_split - 1) / a.n_split + WARP - 1) / WARP * WARP;
-    a.partial = a.n_split > 1 ? (float *) ctx.scratch((size_t) rows * a.n_split * (2 + a.Dv) * sizeof(float)) : nullptr;
-    const dim3 grid((unsigned int) (a.n_q * a.n_split), (unsigned int) a.H, (unsigned int) q->ne[3]);
-    const size_t smem = (size_t) (a.D + kWarps * (2 + a.Dv)) * sizeof(float);
-    switch (k->type) {
-#define FA_CASE(T) case T: GGML_CUDA_LAUNCH(k_flash_attn<T>, grid, kWarps * WARP, smem, ctx.stream)(a); break;
+    return a;
+}
+
+// f(std::integral_constant<int, T>) for the key / value type T (the types of the kernels' KT).
+template <typename F>
+void fa_dispatch_type(ggml_type t, F f) {
+    switch (t) {
+#define FA_CASE(T) case T: f(std::integral_constant<int, T>{}); break;
         FA_CASE(GGML_TYPE_F32)
         FA_CASE(GGML_TYPE_F16)
         FA_CASE(GGML_TYPE_BF16)
@@ -284,11 +287,298 @@ void ggml_cuda_op_flash_attn_ext(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
         FA_CASE(GGML_TYPE_Q5_0)
         FA_CASE(GGML_TYPE_Q5_1)
 #undef FA_CASE
-        default: GGML_ABORT("ggml_cuda_op_flash_attn_ext: unsupported K/V type %s", ggml_type_name(k->type));
+        default: GGML_ABORT("flash attention on CUDA: unsupported K/V type %s", ggml_type_name(t));
     }
+}
+
+}  // namespace
+
+void ggml_cuda_op_flash_attn_ext(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
+    const ggml_tensor * q = dst->src[0], * k = dst->src[1];
+    FaArgs a = fa_args(dst);
+    if (ggml_nelements(dst) == 0) return;
+    // Split-KV: with fewer rows (queries x heads) than about two blocks per SM, as in generation,
+    // each row's keys are cut into ranges of at least 256 that separate blocks take, and a second
+    // kernel merges the ranges' softmax statistics.
+    const int64_t rows = a.n_q * a.H * q->ne[3];
+    if (rows < 2 * (int64_t) ctx.n_sm && a.n_kv >= 512) {
+        const int64_t want = (2 * (int64_t) ctx.n_sm + rows - 1) / rows, most = a.n_kv / 256;
+        a.n_split = (int) std::min<int64_t>(std::min<int64_t>(want, most), 32);
+    }
+    a.chunk = ((a.n_kv + a.n_split - 1) / a.n_split + WARP - 1) / WARP * WARP;
+    a.partial = a.n_split > 1 ? (float *) ctx.scratch((size_t) rows * a.n_split * (2 + a.Dv) * sizeof(float)) : nullptr;
+    const dim3 grid((unsigned int) (a.n_q * a.n_split), (unsigned int) a.H, (unsigned int) q->ne[3]);
+    const size_t smem = (size_t) (a.D + kWarps * (2 + a.Dv)) * sizeof(float);
+    fa_dispatch_type(k->type, [&](auto kt) {
+        GGML_CUDA_LAUNCH(k_flash_attn<decltype(kt)::value>, grid, kWarps * WARP, smem, ctx.stream)(a);
+    });
     CUDA_CHECK_LAUNCH();
     if (a.n_split > 1) {
         GGML_CUDA_LAUNCH(k_flash_attn_combine, (unsigned int) rows, 128, 0, ctx.stream)(a.dst, a.partial, a.n_split, a.Dv);
         CUDA_CHECK_LAUNCH();
     }
+}
+
+// ---- backward ------------------------------------------------------------------------------
+// flash_attn_back, FlashAttention-2's equations with P recomputed from the logits:
+//   dP_ij = dO_i . v_j, D_i = sum_j P_ij dP_ij, dS_ij = P_ij (dP_ij - D_i) s'_ij,
+//   dQ_i = sum_j dS_ij k_j, dK_j = sum_i dS_ij q_i, dV_j = sum_i P_ij dO_i,
+// s' the derivative of a logit in q.k: scale, or scale (1 - tanh^2) with a softcap. Two kernels:
+// one block per query row (its softmax statistics and D_i in one online pass, a key per lane, then
+// dQ_i in a second), one block per key of a kv head (dK_j and dV_j over the G heads x n_q query
+// rows that read it, a row per lane). Every result is written by one block, the warps' partial sums
+// merged in warp order: no atomics, the same bits on every run.
+namespace {
+
+struct FaBackArgs {
+    FaArgs f;
+    const float * dO;                   // [Dv, H, n_q, B], contiguous
+    float * dq, * dk, * dv;             // the three gradients, packed in dst
+    float * stats;                      // per query row (i3, h, iq): max logit, 1 / sum, D
+    int q_vec, v_vec, do_vec;           // 16-byte loads of q rows, v rows, dO rows
+};
+
+struct Logit {
+    float s;   // the logit (q.k scaled or soft-capped, plus the slope times the mask)
+    float ds;  // its derivative in q.k
+};
+
+__device__ __forceinline__ Logit fa_logit(const FaArgs & a, float dot, float mv) {
+    if (a.softcap > 0.0f) {
+        const float t = tanhf(dot * a.scale / a.softcap);
+        return { a.softcap * t + mv, a.scale * (1.0f - t * t) };
+    }
+    return { dot * a.scale + mv, a.scale };
+}
+
+__device__ __forceinline__ const float * fa_stats(const FaBackArgs & b, int64_t iq, int64_t h, int64_t i3) {
+    return b.stats + ((i3 * b.f.H + h) * b.f.n_q + iq) * 3;
+}
+
+template <int KT>
+__global__ void __launch_bounds__(kWarps * WARP) k_flash_attn_back_rows(FaBackArgs b) {
+    const FaArgs & a = b.f;
+    GGML_CUDA_DYN_SMEM(float, smem);  // q [D], dO [Dv], per warp: max, sum, sum of P dP; per warp dQ [D]
+    float * qs = smem;
+    float * dos = qs + a.D;
+    float * part = dos + a.Dv;
+    float * dqp = part + 3 * kWarps;
+    const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
+    const int64_t iq = blockIdx.x, h = blockIdx.y, i3 = blockIdx.z, hk = h / a.G;
+
+    const char * qrow = elem_ptr(a.q, 0, iq, h, i3);
+    const float * dorow = b.dO + ((i3 * a.n_q + iq) * a.H + h) * a.Dv;
+    for (int64_t d = threadIdx.x; d < a.D; d += blockDim.x) qs[d] = *(const float *) (qrow + d * a.q.nb[0]);
+    for (int64_t d = threadIdx.x; d < a.Dv; d += blockDim.x) dos[d] = dorow[d];
+    __syncthreads();
+
+    const char * kbase = a.k.data + hk * a.k.nb[2] + i3 * a.k.nb[3];
+    const char * vbase = a.v.data + hk * a.v.nb[2] + i3 * a.v.nb[3];
+    const char * mrow = a.has_mask ? row_ptr(a.mask, iq, h % a.mask.ne[2], i3 % a.mask.ne[3]) : nullptr;
+    const int mes = a.mask.type == GGML_TYPE_F16 ? 2 : 4;
+    const float slope = alibi_slope((uint32_t) h, (uint32_t) a.H, a.max_bias);
+
+    // Pass 1: max m, sum l of e^(s - m) and u = sum e^(s - m) dP, online over the warp's keys.
+    float m = -INFINITY, l = 0.0f, u = 0.0f;
+    for (int64_t j0 = (int64_t) warp * WARP; j0 < a.n_kv; j0 += (int64_t) kWarps * WARP) {
+        const int64_t j = j0 + lane;
+        float s = -INFINITY, dp = 0.0f;
+        if (j < a.n_kv) {
+            const float mv = mrow ? slope * load_f(mrow + j * mes, a.mask.type) : 0.0f;
+            if (mv != -INFINITY) {
+                s = fa_logit(a, key_dot<KT>(qs, kbase + j * a.k.nb[1], a.D, a.k_vec != 0), mv).s;
+                dp = key_dot<KT>(dos, vbase + j * a.v.nb[1], a.Dv, b.v_vec != 0);
+            }
+        }
+        const float mb = warp_max(s);
+        if (mb == -INFINITY) continue;  // uniform across the warp
+        const float m_new = fmaxf(m, mb);
+        const float corr = expf(m - m_new);
+        const float p = expf(s - m_new);
+        l = l * corr + warp_sum(p);
+        u = u * corr + warp_sum(p * dp);
+        m = m_new;
+    }
+    if (lane == 0) {
+        part[3 * warp] = m;
+        part[3 * warp + 1] = l;
+        part[3 * warp + 2] = u;
+    }
+    __syncthreads();
+    float M = -INFINITY, L = 0.0f, U = 0.0f;
+    for (int w = 0; w < kWarps; w++) M = fmaxf(M, part[3 * w]);
+    for (int w = 0; w < kWarps; w++) {
+        if (part[3 * w] == -INFINITY) continue;
+        const float c = expf(part[3 * w] - M);
+        L += part[3 * w + 1] * c;
+        U += part[3 * w + 2] * c;
+    }
+    const bool sees = M != -INFINITY && L > 0.0f;  // a row that sees no key has zero gradients
+    const float inv_l = sees ? 1.0f / L : 0.0f, Di = sees ? U / L : 0.0f;
+
+    // Pass 2: dQ = sum_j dS_j k_j, lanes along D.
+    constexpr int NA = kMaxD / WARP;
+    float acc[NA];
+#pragma unroll
+    for (int t = 0; t < NA; t++) acc[t] = 0.0f;
+    for (int64_t j0 = (int64_t) warp * WARP; sees && j0 < a.n_kv; j0 += (int64_t) kWarps * WARP) {
+        const int64_t j = j0 + lane;
+        float ds = 0.0f;
+        if (j < a.n_kv) {
+            const float mv = mrow ? slope * load_f(mrow + j * mes, a.mask.type) : 0.0f;
+            if (mv != -INFINITY) {
+                const Logit lg = fa_logit(a, key_dot<KT>(qs, kbase + j * a.k.nb[1], a.D, a.k_vec != 0), mv);
+                const float dp = key_dot<KT>(dos, vbase + j * a.v.nb[1], a.Dv, b.v_vec != 0);
+                ds = expf(lg.s - M) * inv_l * (dp - Di) * lg.ds;
+            }
+        }
+        const int nk = a.n_kv - j0 < WARP ? (int) (a.n_kv - j0) : WARP;
+        for (int jj = 0; jj < nk; jj++) {
+            const float dsj = __shfl_sync(0xffffffffu, ds, jj);
+            if (dsj == 0.0f) continue;  // uniform: every lane got the same value
+            const char * kr = kbase + (j0 + jj) * a.k.nb[1];
+#pragma unroll
+            for (int t = 0; t < NA; t++) {
+                const int64_t d = lane + WARP * t;
+                if (d < a.D) acc[t] += dsj * kv_load<KT>(kr, d);
+            }
+        }
+    }
+#pragma unroll
+    for (int t = 0; t < NA; t++) {
+        const int64_t d = lane + WARP * t;
+        if (d < a.D) dqp[warp * a.D + d] = acc[t];
+    }
+    __syncthreads();
+    float * dq = b.dq + ((i3 * a.H + h) * a.n_q + iq) * a.D;  // dQ has q's shape, contiguous
+    for (int64_t d = threadIdx.x; d < a.D; d += blockDim.x) {
+        float o = 0.0f;
+        for (int w = 0; w < kWarps; w++) o += dqp[w * a.D + d];
+        dq[d] = o;
+    }
+    if (threadIdx.x == 0) {
+        float * st = b.stats + ((i3 * a.H + h) * a.n_q + iq) * 3;
+        st[0] = sees ? M : -INFINITY;
+        st[1] = inv_l;
+        st[2] = Di;
+    }
+}
+
+template <int KT>
+__global__ void __launch_bounds__(kWarps * WARP) k_flash_attn_back_keys(FaBackArgs b) {
+    const FaArgs & a = b.f;
+    GGML_CUDA_DYN_SMEM(float, smem);  // k_j [D], v_j [Dv], per warp dK [D] and dV [Dv]
+    float * ks = smem;
+    float * vs = ks + a.D;
+    float * dkp = vs + a.Dv;
+    float * dvp = dkp + kWarps * a.D;
+    const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
+    const int64_t j = blockIdx.x, hk = blockIdx.y, i3 = blockIdx.z;
+
+    const char * kr = a.k.data + j * a.k.nb[1] + hk * a.k.nb[2] + i3 * a.k.nb[3];
+    const char * vr = a.v.data + j * a.v.nb[1] + hk * a.v.nb[2] + i3 * a.v.nb[3];
+    for (int64_t d = threadIdx.x; d < a.D; d += blockDim.x) ks[d] = kv_load<KT>(kr, d);
+    for (int64_t d = threadIdx.x; d < a.Dv; d += blockDim.x) vs[d] = kv_load<KT>(vr, d);
+    __syncthreads();
+    const int mes = a.mask.type == GGML_TYPE_F16 ? 2 : 4;
+
+    constexpr int NA = kMaxD / WARP;
+    float acck[NA], accv[NA];
+#pragma unroll
+    for (int t = 0; t < NA; t++) acck[t] = accv[t] = 0.0f;
+    // The query rows that read key j: r = g * n_q + iq for the G heads h = hk * G + g.
+    const int64_t n_rows = a.G * a.n_q;
+    for (int64_t r0 = (int64_t) warp * WARP; r0 < n_rows; r0 += (int64_t) kWarps * WARP) {
+        const int64_t r = r0 + lane;
+        float p = 0.0f, ds = 0.0f;
+        if (r < n_rows) {
+            const int64_t iq = r % a.n_q, h = hk * a.G + r / a.n_q;
+            const float * st = fa_stats(b, iq, h, i3);
+            float mv = 0.0f;
+            if (a.has_mask) {
+                const float slope = alibi_slope((uint32_t) h, (uint32_t) a.H, a.max_bias);
+                mv = slope * load_f(row_ptr(a.mask, iq, h % a.mask.ne[2], i3 % a.mask.ne[3]) + j * mes, a.mask.type);
+            }
+            if (st[0] != -INFINITY && mv != -INFINITY) {
+                const Logit lg = fa_logit(a, key_dot<GGML_TYPE_F32>(ks, elem_ptr(a.q, 0, iq, h, i3), a.D, b.q_vec != 0), mv);
+                const float dp = key_dot<GGML_TYPE_F32>(vs, (const char *) (b.dO + ((i3 * a.n_q + iq) * a.H + h) * a.Dv), a.Dv,
+                                                        b.do_vec != 0);
+                p = expf(lg.s - st[0]) * st[1];
+                ds = p * (dp - st[2]) * lg.ds;
+            }
+        }
+        const int nr = n_rows - r0 < WARP ? (int) (n_rows - r0) : WARP;
+        for (int rr = 0; rr < nr; rr++) {
+            const float pr = __shfl_sync(0xffffffffu, p, rr);
+            const float dsr = __shfl_sync(0xffffffffu, ds, rr);
+            if (pr == 0.0f && dsr == 0.0f) continue;  // uniform
+            const int64_t iq = (r0 + rr) % a.n_q, h = hk * a.G + (r0 + rr) / a.n_q;
+            const float * qrow = (const float *) elem_ptr(a.q, 0, iq, h, i3);
+            const float * dorow = b.dO + ((i3 * a.n_q + iq) * a.H + h) * a.Dv;
+#pragma unroll
+            for (int t = 0; t < NA; t++) {
+                const int64_t d = lane + WARP * t;
+                if (d < a.D) acck[t] += dsr * qrow[d];
+                if (d < a.Dv) accv[t] += pr * dorow[d];
+            }
+        }
+    }
+#pragma unroll
+    for (int t = 0; t < NA; t++) {
+        const int64_t d = lane + WARP * t;
+        if (d < a.D) dkp[warp * a.D + d] = acck[t];
+        if (d < a.Dv) dvp[warp * a.Dv + d] = accv[t];
+    }
+    __syncthreads();
+    const int64_t row = (i3 * a.k.ne[2] + hk) * a.n_kv + j;  // dK, dV have k's and v's shapes, contiguous
+    for (int64_t d = threadIdx.x; d < a.D; d += blockDim.x) {
+        float o = 0.0f;
+        for (int w = 0; w < kWarps; w++) o += dkp[w * a.D + d];
+        b.dk[row * a.D + d] = o;
+    }
+    for (int64_t d = threadIdx.x; d < a.Dv; d += blockDim.x) {
+        float o = 0.0f;
+        for (int w = 0; w < kWarps; w++) o += dvp[w * a.Dv + d];
+        b.dv[row * a.Dv + d] = o;
+    }
+}
+
+}  // namespace
+
+bool ggml_cuda_flash_attn_back_supported(const ggml_tensor * dst) {
+    const ggml_tensor * q = dst->src[0], * grad = dst->src[4];
+    // the forward's operands, q rows of contiguous floats (read directly by the key blocks)
+    return ggml_cuda_flash_attn_supported(dst) && q->nb[0] == sizeof(float) && grad && grad->type == GGML_TYPE_F32 &&
+           ggml_is_contiguous(grad) && q->ne[1] <= INT32_MAX && dst->src[1]->ne[1] <= INT32_MAX;
+}
+
+void ggml_cuda_op_flash_attn_back(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
+    const ggml_tensor * q = dst->src[0], * k = dst->src[1], * v = dst->src[2], * grad = dst->src[4];
+    FaBackArgs b;
+    b.f = fa_args(dst);
+    const FaArgs & a = b.f;
+    b.dO = (const float *) grad->data;
+    b.dq = (float *) dst->data;
+    b.dk = b.dq + ggml_nelements(q);
+    b.dv = b.dk + ggml_nelements(k);
+    b.q_vec = rows_vec(q, a.D);
+    b.v_vec = rows_vec(v, a.Dv);
+    b.do_vec = rows_vec(grad, a.Dv);
+    if (ggml_nelements(dst) == 0) return;
+    const int64_t rows = a.n_q * a.H * q->ne[3];
+    b.stats = (float *) ctx.scratch((size_t) std::max<int64_t>(rows, 1) * 3 * sizeof(float));
+    const dim3 grid_rows((unsigned int) a.n_q, (unsigned int) a.H, (unsigned int) q->ne[3]);
+    const dim3 grid_keys((unsigned int) a.n_kv, (unsigned int) k->ne[2], (unsigned int) q->ne[3]);
+    const size_t smem_rows = (size_t) (a.D + a.Dv + 3 * kWarps + kWarps * a.D) * sizeof(float);
+    const size_t smem_keys = (size_t) (a.D + a.Dv + kWarps * (a.D + a.Dv)) * sizeof(float);
+    fa_dispatch_type(k->type, [&](auto kt) {
+        if (rows > 0) {
+            GGML_CUDA_LAUNCH(k_flash_attn_back_rows<decltype(kt)::value>, grid_rows, kWarps * WARP, smem_rows, ctx.stream)(b);
+            CUDA_CHECK_LAUNCH();
+        }
+        if (a.n_kv > 0 && k->ne[2] > 0) {
+            GGML_CUDA_LAUNCH(k_flash_attn_back_keys<decltype(kt)::value>, grid_keys, kWarps * WARP, smem_keys, ctx.stream)(b);
+            CUDA_CHECK_LAUNCH();
+        }
+    });
 }

@@ -116,7 +116,8 @@ bool ggml_cuda_supports_op(const ggml_tensor * op) {
         case GGML_OP_OPT_STEP_ADAMW:
         case GGML_OP_OPT_STEP_SGD:
             return ggml_cuda_opt_step_supported(op);
-        case GGML_OP_FLASH_ATTN_BACK:  // left to the CPU
+        case GGML_OP_FLASH_ATTN_BACK:
+            return ggml_cuda_flash_attn_back_supported(op);
         default:
             return false;
     }
@@ -161,6 +162,7 @@ bool ggml_cuda_compute_node(ggml_cuda_ctx & ctx, ggml_tensor * node) {
         case GGML_OP_ROPE:                    ggml_cuda_op_rope(ctx, node); return true;
         case GGML_OP_ROPE_BACK:               ggml_cuda_op_rope_back(ctx, node); return true;
         case GGML_OP_FLASH_ATTN_EXT:          ggml_cuda_op_flash_attn_ext(ctx, node); return true;
+        case GGML_OP_FLASH_ATTN_BACK:         ggml_cuda_op_flash_attn_back(ctx, node); return true;
         case GGML_OP_CROSS_ENTROPY_LOSS:      ggml_cuda_op_cross_entropy_loss(ctx, node); return true;
         case GGML_OP_CROSS_ENTROPY_LOSS_BACK: ggml_cuda_op_cross_entropy_loss_back(ctx, node); return true;
         case GGML_OP_ACC:                     ggml_cuda_op_acc(ctx, node); return true;

@@ -79,6 +79,8 @@ void ggml_cuda_op_out_prod(ggml_cuda_ctx & ctx, ggml_tensor * dst);
 // fattn.cu
 bool ggml_cuda_flash_attn_supported(const ggml_tensor * dst);
 void ggml_cuda_op_flash_attn_ext(ggml_cuda_ctx & ctx, ggml_tensor * dst);
+bool ggml_cuda_flash_attn_back_supported(const ggml_tensor * dst);
+void ggml_cuda_op_flash_attn_back(ggml_cuda_ctx & ctx, ggml_tensor * dst);
 
 // optim.cu
 bool ggml_cuda_opt_step_supported(const ggml_tensor * dst);
