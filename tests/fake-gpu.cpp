@@ -32,6 +32,8 @@ std::map<uintptr_t, buffer *> & buffers() {
 }
 uintptr_t next_base = FAKE_BASE;
 std::function<bool(const ggml_tensor *)> supports_fn;
+std::function<bool(const ggml_tensor *)> kernels_supports_fn;
+std::function<ggml_status(ggml_cgraph *)> kernels_fn;
 std::vector<ggml_op> ran_ops;
 int n_graphs = 0;
 std::vector<std::vector<uint64_t>> keys;
@@ -93,7 +95,7 @@ ggml_status compute(ggml_backend_t, ggml_cgraph * g) {
     n_graphs++;
     keys.emplace_back();
     ggml_graph_key(g, keys.back());
-    // Translate every pointer the graph touches, run the CPU kernels, translate back.
+    // Translate every pointer the graph touches, run the kernels (the CPU's or set_kernels'), translate back.
     std::set<ggml_tensor *> ts;
     const int n = ggml_graph_n_nodes(g);
     std::set<ggml_tensor *> touched;  // by the nodes that compute (views only name memory)
@@ -115,10 +117,15 @@ ggml_status compute(ggml_backend_t, ggml_cgraph * g) {
         EXPECT_TRUE(o->buffer && o->buffer->buft == &buft) << "the device read '" << t->name << "' from another device's memory";
     }
     for (ggml_tensor * t : ts) t->data = to_real(t->data);
-    ggml_cplan plan = ggml_graph_plan(g, 1);
-    std::vector<uint8_t> work(plan.work_size + 64);
-    plan.work_data = work.data();
-    const ggml_status st = ggml_graph_compute(g, &plan);
+    ggml_status st;
+    if (kernels_fn) {
+        st = kernels_fn(g);
+    } else {
+        ggml_cplan plan = ggml_graph_plan(g, 1);
+        std::vector<uint8_t> work(plan.work_size + 64);
+        plan.work_data = work.data();
+        st = ggml_graph_compute(g, &plan);
+    }
     for (ggml_tensor * t : ts) t->data = to_fake(t->data);
     return st;
 }
@@ -156,7 +163,13 @@ ggml_backend_t init() {
 }
 
 void set_supports(std::function<bool(const ggml_tensor *)> f) { supports_fn = std::move(f); }
-bool supports(const ggml_tensor * op) { return !supports_fn || supports_fn(op); }
+bool supports(const ggml_tensor * op) {
+    return (!kernels_supports_fn || kernels_supports_fn(op)) && (!supports_fn || supports_fn(op));
+}
+void set_kernels(std::function<ggml_status(ggml_cgraph *)> compute, std::function<bool(const ggml_tensor *)> kernels_supports) {
+    kernels_fn = std::move(compute);
+    kernels_supports_fn = std::move(kernels_supports);
+}
 std::vector<ggml_op> & ran() { return ran_ops; }
 int graphs_computed() { return n_graphs; }
 std::vector<std::vector<uint64_t>> & graph_keys() { return keys; }

@@ -14,22 +14,11 @@
 #include "ggml-cpu.h"
 #include "ggml-impl.h"
 #include "ggml-cuda/ops.cuh"
+#include "cuda-emu-graph.h"
 
 #include "backend-ops-cases.h"
 
 #include <stdlib.h>
-
-// backend.cu is not emulated: the scratch buffer in host memory.
-void * ggml_cuda_ctx::scratch(size_t bytes) {
-    scratch_uses++;
-    if (bytes > scratch_size) {
-        free(scratch_ptr);
-        scratch_ptr = malloc(bytes);
-        scratch_size = bytes;
-        scratch_gen++;
-    }
-    return scratch_ptr;
-}
 
 namespace {
 
@@ -52,15 +41,7 @@ bool run(const Case & c, bool emulate, ggml_backend_t cpu, ggml_cuda_ctx & cctx,
     ggml_backend_buffer_t buf = ggml_backend_alloc_ctx_tensors(g.ctx, cpu);
     set_inputs(g.mk, 1234);
     if (emulate) {
-        cctx.act = ggml_cuda_ctx::quantized_act();  // as the backend does where a graph starts
-        for (int i = 0; i < ggml_graph_n_nodes(gf); i++) {
-            ggml_tensor * n = ggml_graph_node(gf, i);
-            if (ggml_op_is_view(n->op) || n->op == GGML_OP_NONE || ggml_is_empty(n)) continue;
-            const int done = ggml_cuda_compute_nodes(cctx, gf, i);  // as the backend runs them: pairs fused
-            EXPECT_GE(done, 1) << c.name << ": " << ggml_op_desc(n);
-            if (done > 1) n_fused++;
-            i += std::max(done, 1) - 1;
-        }
+        EXPECT_EQ(emu::compute_graph(cctx, gf, &n_fused), GGML_STATUS_SUCCESS) << c.name;
     } else {
         EXPECT_EQ(ggml_backend_graph_compute(cpu, gf), GGML_STATUS_SUCCESS) << c.name;
     }
@@ -73,8 +54,7 @@ bool run(const Case & c, bool emulate, ggml_backend_t cpu, ggml_cuda_ctx & cctx,
 TEST(CudaEmu, KernelsMatchCpu) {
     ggml_backend_t cpu = ggml_backend_cpu_init();
     ggml_backend_cpu_set_n_threads(cpu, 2);
-    ggml_cuda_ctx cctx;
-    cctx.n_sm = 132;  // an H100's: the split-KV attention path is taken for generation-sized cases
+    ggml_cuda_ctx & cctx = emu::cuda_ctx();
     int n_ok = 0, n_unsupported = 0;
     const char * filter = getenv("CUDA_EMU_FILTER");  // a substring of the case names to run
     for (const Case & c : make_cases()) {
@@ -103,7 +83,6 @@ TEST(CudaEmu, KernelsMatchCpu) {
         EXPECT_GE(n_fused, 6) << "the fused cases were not fused";
         EXPECT_GE(cctx.n_act_reused, 4u) << "the shared-b cases quantized b for every product";
     }
-    free(cctx.scratch_ptr);
     ggml_backend_free(cpu);
 }
 

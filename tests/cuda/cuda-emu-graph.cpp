@@ -1,0 +1,51 @@
+// cuda-emu-graph.cpp - see cuda-emu-graph.h. Built like the kernel files (cuda-emu.h first).
+#include "cuda-emu-graph.h"
+
+#include "ggml-impl.h"
+#include "ggml-cuda/ops.cuh"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+// backend.cu is not emulated: the scratch buffer in host memory.
+void * ggml_cuda_ctx::scratch(size_t bytes) {
+    scratch_uses++;
+    if (bytes > scratch_size) {
+        free(scratch_ptr);
+        scratch_ptr = malloc(bytes);
+        scratch_size = bytes;
+        scratch_gen++;
+    }
+    return scratch_ptr;
+}
+
+namespace emu {
+
+ggml_cuda_ctx & cuda_ctx() {
+    static ggml_cuda_ctx ctx = [] {
+        ggml_cuda_ctx c;
+        c.n_sm = 132;  // an H100's: the split-KV attention path is taken for generation-sized graphs
+        return c;
+    }();
+    return ctx;
+}
+
+bool supports_op(const ggml_tensor * op) { return ggml_cuda_supports_op(op); }
+
+ggml_status compute_graph(ggml_cuda_ctx & ctx, ggml_cgraph * g, int * fused) {
+    ctx.act = ggml_cuda_ctx::quantized_act();  // as the backend does where a graph starts
+    for (int i = 0; i < ggml_graph_n_nodes(g); i++) {
+        ggml_tensor * n = ggml_graph_node(g, i);
+        if (ggml_op_is_view(n->op) || n->op == GGML_OP_NONE || ggml_is_empty(n)) continue;
+        const int done = ggml_cuda_compute_nodes(ctx, g, i);
+        if (done < 1) {
+            fprintf(stderr, "cuda-emu: no CUDA kernel for %s (%s)\n", ggml_op_desc(n), n->name);
+            return GGML_STATUS_FAILED;
+        }
+        if (done > 1 && fused) (*fused)++;
+        i += done - 1;
+    }
+    return GGML_STATUS_SUCCESS;
+}
+
+}  // namespace emu
