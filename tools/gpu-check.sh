@@ -12,7 +12,8 @@
 # Steps: test-backend-ops and test-gpu-model (every op and the shared models against the CPU);
 # TinyLlama-1.1B-shaped random weights (randckpt -> llama-convert f16 -> llama-quantize Q4_0,
 # Q4_K_M, Q8_0); llama-bench pp512 / tg128 with every layer on the GPU, fa 0 and 1, ours with
-# CUDA graphs and fusions on, each off (GGML_CUDA_DISABLE_GRAPHS / _FUSION), and llama.cpp's.
+# CUDA graphs and fusions on, each off (GGML_CUDA_DISABLE_GRAPHS / _FUSION), and llama.cpp's;
+# then where the time goes (GGML_CUDA_PROFILE=1: time per kernel class) for Q4_0 pp512 and tg128.
 set -u
 BIN=${BIN:-build-cuda/bin}
 SHARED=${SHARED:-../shared}
@@ -49,3 +50,14 @@ for t in Q4_0 Q4_K_M Q8_0 F16; do
         "$LCPP_BENCH" -m "$f" -ngl 99 -fa 0,1 -p 512 -n 128 -r "$R" 2>/dev/null | sed 's/^/llama.cpp: /' | tee -a "$OUT/summary.txt"
     fi
 done
+
+log "where the time goes: GGML_CUDA_PROFILE=1, Q4_0, the 12 largest classes (whole tables in $OUT/profile-*.txt)"
+f="$M/tl-Q4_0.gguf"
+if [ -f "$f" ]; then
+    for run in "pp512-fa1:-fa 1 -p 512 -n 0" "pp512-fa0:-fa 0 -p 512 -n 0" "tg128-fa1:-fa 1 -p 0 -n 128"; do
+        name=${run%%:*}
+        GGML_CUDA_PROFILE=1 "$BIN/llama-bench" -m "$f" -ngl 99 ${run#*:} -r 1 > /dev/null 2> "$OUT/profile-$name.txt"
+        log "$name"
+        grep -A13 "ggml_cuda profile" "$OUT/profile-$name.txt" | tee -a "$OUT/summary.txt"
+    done
+fi

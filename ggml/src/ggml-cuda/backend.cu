@@ -14,12 +14,14 @@
 // several splits per token); another shape or other addresses is another graph, run kernel by
 // kernel the first time. GGML_CUDA_DISABLE_GRAPHS=1 turns this off; GGML_CUDA_SYNC_NODES=1 (for
 // debugging) waits for every node and names the one whose kernel failed; GGML_CUDA_DISABLE_FUSION=1
-// runs each node as its own kernel (ggml_cuda_compute_nodes fuses some pairs).
+// runs each node as its own kernel (ggml_cuda_compute_nodes fuses some pairs); GGML_CUDA_PROFILE=1
+// times every launch by class and prints the table when the backend is freed (backend-profile.cuh).
 #include "ggml-cuda.h"
 #include "ggml-backend-impl.h"
 #include "ggml-graph-key.h"
 #include "ggml-cpu.h"
 #include "ops.cuh"
+#include "backend-profile.cuh"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -197,6 +199,7 @@ struct cuda_backend : ggml_cuda_ctx {
     std::string name;
     bool graphs_enabled = true;
     bool sync_nodes = false;  // GGML_CUDA_SYNC_NODES=1: wait for each node (finds the node of a kernel fault)
+    std::unique_ptr<ggml_cuda_profiler> profiler;  // GGML_CUDA_PROFILE=1
     // A few graphs: the scheduler may give this backend several splits per token.
     static constexpr size_t kMaxGraphs = 4;
     std::vector<graph_entry> graphs;
@@ -209,6 +212,8 @@ void cuda_backend_free(ggml_backend_t b) {
     cuda_backend * cb = (cuda_backend *) b->context;
     set_device(cb->device);
     CUDA_CHECK(cudaStreamSynchronize(cb->stream));
+    if (cb->profiler) cb->profiler->report(cb->name.c_str());
+    cb->profiler.reset();
     for (graph_entry & e : cb->graphs) e.drop();
     CUBLAS_CHECK(cublasDestroy(cb->cublas));
     if (cb->cublas_ws) CUDA_CHECK(cudaFree(cb->cublas_ws));
@@ -249,10 +254,14 @@ void cuda_synchronize(ggml_backend_t b) {
 
 ggml_status run_nodes(cuda_backend * cb, ggml_cgraph * g) {
     cb->act = ggml_cuda_ctx::quantized_act();
+    ggml_cuda_profiler * prof = cb->profiler.get();
+    if (prof) prof->graph_begin(cb->stream);
     for (int i = 0; i < g->n_nodes; i++) {
         ggml_tensor * n = g->nodes[i];
         if (ggml_graph_key_skips(n)) continue;
+        if (prof) prof->launch_begin(cb->stream);
         const int done = ggml_cuda_compute_nodes(*cb, g, i);  // 2: fused with the next node
+        if (prof && done > 0) prof->launch_end(cb->stream, g, i, done);
         if (done == 0) {
             ggml_log_error("ggml_backend_cuda: no kernel for node '%s' (%s)\n", n->name, ggml_op_desc(n));
             return GGML_STATUS_FAILED;
@@ -266,6 +275,7 @@ ggml_status run_nodes(cuda_backend * cb, ggml_cgraph * g) {
             }
         }
     }
+    if (prof) prof->graph_end(cb->stream);
     return GGML_STATUS_SUCCESS;
 }
 
@@ -419,7 +429,9 @@ ggml_backend_t ggml_backend_cuda_init(int device) {
     cb->sync_nodes = sync_env && atoi(sync_env) != 0;
     const char * fusion_env = getenv("GGML_CUDA_DISABLE_FUSION");
     cb->no_fusion = fusion_env && atoi(fusion_env) != 0;
-    cb->graphs_enabled = !(env && atoi(env) != 0) && !cb->sync_nodes;
+    const char * profile_env = getenv("GGML_CUDA_PROFILE");
+    if (profile_env && atoi(profile_env) != 0) cb->profiler.reset(new ggml_cuda_profiler());
+    cb->graphs_enabled = !(env && atoi(env) != 0) && !cb->sync_nodes && !cb->profiler;
     CUDA_CHECK(cudaStreamCreateWithFlags(&cb->stream, cudaStreamDefault));  // blocking: ordered with the buffer calls
     CUBLAS_CHECK(cublasCreate(&cb->cublas));
     CUBLAS_CHECK(cublasSetStream(cb->cublas, cb->stream));  // before the workspace: setting the stream resets it
