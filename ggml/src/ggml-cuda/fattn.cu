@@ -7,11 +7,13 @@
 // F32/F16 [n_kv, >= n_q, 1 or H, 1 or B]. Result F32 [Dv, H, n_q, B]; a query that sees no key
 // gets zeros, as the CPU's.
 //
-// A block (kWarps warps) takes one (query, head, batch). Each warp takes 32 keys at a time, a key
+// Few queries (generation), or head sizes other than 16..128 and powers of two: a block (kWarps
+// warps) takes one (query, head, batch). Each warp takes 32 keys at a time, a key
 // per lane: the lane computes its key's logit over the whole of D (q sits in shared memory), the
 // warp updates its running max and sum once per 32 keys, then adds the 32 weighted value rows
 // with lanes along Dv (coalesced). Keys hidden by the mask (-inf) cost one mask read. The warps'
-// partial results (max, sum, accumulator) are merged at the end.
+// partial results (max, sum, accumulator) are merged at the end. Prompts take query tiles
+// (k_flash_attn_tiled): 32 queries share each tile of keys and values read into shared memory.
 #include "ops.cuh"
 #include "quant.cuh"
 
@@ -219,6 +221,125 @@ __global__ void k_flash_attn_combine(float * dst, const float * partial, int n_s
     }
 }
 
+// ---- prompts: query tiles ------------------------------------------------------------------
+// With many queries (a prompt), k_flash_attn would read every key and value row once per query.
+// Here a block takes kTileQ queries of one head and walks the keys in tiles of kTileK: the
+// queries and each tile's keys and values (as F32) sit in shared memory, so a row read from the
+// cache serves kTileQ queries. Four threads share a query: each computes kTileK / 4 of the tile's
+// logits (keys r4, r4 + 4, ...), the four exchange their maxima, sums and probabilities by
+// shuffles, and each accumulates a quarter of the output (elements r4, r4 + 4, ...). Rows in
+// shared memory are rotated by their index (element d of row r at (d + r) mod D) so that threads
+// reading different rows at the same d hit different banks; D and Dv are powers of two up to 128.
+// Tiles of keys that every query of the block has masked are skipped (a causal mask: half).
+constexpr int kTileQ = 32, kTileK = 16, kTileThreads = 4 * kTileQ;
+
+template <int KT, int DV4>  // DV4: output elements per thread, Dv / 4 rounded up to 16 or 32
+__global__ void __launch_bounds__(kTileThreads) k_flash_attn_tiled(FaArgs a) {
+    GGML_CUDA_DYN_SMEM(float, smem);
+    float * qs = smem;                  // [kTileQ][D]
+    float * ks = qs + kTileQ * a.D;     // [kTileK][D]
+    float * vs = ks + kTileK * a.D;     // [kTileK][Dv]
+    int * any_visible = (int *) (vs + kTileK * a.Dv);
+    const int t = threadIdx.x, lane = t % WARP, g = t / 4, r4 = t % 4;
+    const int64_t q0 = (int64_t) blockIdx.x * kTileQ, h = blockIdx.y, i3 = blockIdx.z, hk = h / a.G;
+    const int64_t iq = q0 + g;
+    const bool valid = iq < a.n_q;
+    const int64_t D = a.D, Dv = a.Dv, Dm = a.D - 1, Dvm = a.Dv - 1;
+
+    for (int64_t e = t; e < kTileQ * D; e += kTileThreads) {
+        const int64_t r = e / D, d = e % D;
+        qs[r * D + ((d + r) & Dm)] = q0 + r < a.n_q ? *(const float *) elem_ptr(a.q, d, q0 + r, h, i3) : 0.0f;
+    }
+    const char * kbase = a.k.data + hk * a.k.nb[2] + i3 * a.k.nb[3];
+    const char * vbase = a.v.data + hk * a.v.nb[2] + i3 * a.v.nb[3];
+    const char * mrow = a.has_mask && valid ? row_ptr(a.mask, iq, h % a.mask.ne[2], i3 % a.mask.ne[3]) : nullptr;
+    const int mes = a.mask.type == GGML_TYPE_F16 ? 2 : 4;
+    const float slope = alibi_slope((uint32_t) h, (uint32_t) a.H, a.max_bias);
+    const float * qrow = qs + g * D;
+
+    constexpr int NS = kTileK / 4;  // logits per thread per tile
+    float o[DV4];
+#pragma unroll
+    for (int i = 0; i < DV4; i++) o[i] = 0.0f;
+    float m = -INFINITY, l = 0.0f;
+
+    for (int64_t k0 = 0; k0 < a.n_kv; k0 += kTileK) {
+        float mv[NS];
+        bool vis = false;
+#pragma unroll
+        for (int i = 0; i < NS; i++) {
+            const int64_t j = k0 + r4 + 4 * i;
+            mv[i] = valid && j < a.n_kv ? (mrow ? slope * load_f(mrow + j * mes, a.mask.type) : 0.0f) : -INFINITY;
+            vis = vis || mv[i] != -INFINITY;
+        }
+        if (t == 0) *any_visible = 0;
+        __syncthreads();  // the last tile's readers are done; the flag is cleared
+        if (vis) *any_visible = 1;
+        __syncthreads();
+        if (*any_visible == 0) continue;  // uniform across the block
+        for (int64_t e = t; e < kTileK * D; e += kTileThreads) {
+            const int64_t r = e / D, d = e % D;
+            ks[r * D + ((d + r) & Dm)] = k0 + r < a.n_kv ? kv_load<KT>(kbase + (k0 + r) * a.k.nb[1], d) : 0.0f;
+        }
+        for (int64_t e = t; e < kTileK * Dv; e += kTileThreads) {
+            const int64_t r = e / Dv, d = e % Dv;
+            vs[r * Dv + ((d + r) & Dvm)] = k0 + r < a.n_kv ? kv_load<KT>(vbase + (k0 + r) * a.v.nb[1], d) : 0.0f;
+        }
+        __syncthreads();
+
+        float s[NS];
+        float mt = -INFINITY;
+#pragma unroll
+        for (int i = 0; i < NS; i++) {
+            s[i] = -INFINITY;
+            if (mv[i] == -INFINITY) continue;
+            const int64_t kj = r4 + 4 * i;
+            const float * krow = ks + kj * D;
+            float dot = 0.0f;
+            for (int64_t d = 0; d < D; d++) dot += qrow[(d + g) & Dm] * krow[(d + kj) & Dm];
+            s[i] = (a.softcap > 0.0f ? a.softcap * tanhf(dot * a.scale / a.softcap) : dot * a.scale) + mv[i];
+            mt = fmaxf(mt, s[i]);
+        }
+        mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, 1));
+        mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, 2));
+        const float m_new = fmaxf(m, mt);
+        const float corr = m_new == -INFINITY ? 1.0f : expf(m - m_new);  // 0 while m is -inf
+        float p[NS], ls = 0.0f;
+#pragma unroll
+        for (int i = 0; i < NS; i++) {
+            p[i] = s[i] == -INFINITY ? 0.0f : expf(s[i] - m_new);
+            ls += p[i];
+        }
+        ls += __shfl_xor_sync(0xffffffffu, ls, 1);
+        ls += __shfl_xor_sync(0xffffffffu, ls, 2);
+        l = l * corr + ls;
+        m = m_new;
+#pragma unroll
+        for (int i = 0; i < DV4; i++) o[i] *= corr;
+        // O += P V: key kk's probability is held by thread kk % 4 of the query's four, at kk / 4
+#pragma unroll
+        for (int kk = 0; kk < kTileK; kk++) {
+            const float pk = __shfl_sync(0xffffffffu, p[kk / 4], (lane & ~3) | (kk & 3));
+            const float * vrow = vs + kk * Dv;
+#pragma unroll
+            for (int i = 0; i < DV4; i++) {
+                const int64_t d = r4 + 4 * i;
+                if (d < Dv) o[i] += pk * vrow[(d + kk) & Dvm];
+            }
+        }
+    }
+    if (!valid) return;
+    float * out = a.dst + ((i3 * a.n_q + iq) * a.H + h) * Dv;  // [Dv, H, n_q, B]
+    const bool sees = m != -INFINITY && l > 0.0f;
+#pragma unroll
+    for (int i = 0; i < DV4; i++) {
+        const int64_t d = r4 + 4 * i;
+        if (d < Dv) out[d] = sees ? o[i] / l : 0.0f;
+    }
+}
+
+bool pow2_upto_128(int64_t n) { return n >= 16 && n <= 128 && (n & (n - 1)) == 0; }
+
 }  // namespace
 
 bool ggml_cuda_flash_attn_supported(const ggml_tensor * dst) {
@@ -297,6 +418,19 @@ void ggml_cuda_op_flash_attn_ext(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
     const ggml_tensor * q = dst->src[0], * k = dst->src[1];
     FaArgs a = fa_args(dst);
     if (ggml_nelements(dst) == 0) return;
+    if (a.n_q >= kTileQ / 2 && pow2_upto_128(a.D) && pow2_upto_128(a.Dv)) {  // a prompt: query tiles
+        const dim3 grid((unsigned int) ((a.n_q + kTileQ - 1) / kTileQ), (unsigned int) a.H, (unsigned int) q->ne[3]);
+        const size_t smem = (size_t) (kTileQ * a.D + kTileK * (a.D + a.Dv)) * sizeof(float) + 16;
+        fa_dispatch_type(k->type, [&](auto kt) {
+            if (a.Dv <= 64) {
+                GGML_CUDA_LAUNCH(k_flash_attn_tiled<decltype(kt)::value GGML_COMMA 16>, grid, kTileThreads, smem, ctx.stream)(a);
+            } else {
+                GGML_CUDA_LAUNCH(k_flash_attn_tiled<decltype(kt)::value GGML_COMMA 32>, grid, kTileThreads, smem, ctx.stream)(a);
+            }
+        });
+        CUDA_CHECK_LAUNCH();
+        return;
+    }
     // Split-KV: with fewer rows (queries x heads) than about two blocks per SM, as in generation,
     // each row's keys are cut into ranges of at least 256 that separate blocks take, and a second
     // kernel merges the ranges' softmax statistics.
