@@ -308,7 +308,7 @@ std::vector<Case> make_cases() {
                 return same(ggml_mul_mat(m.ctx, m.in(t, {256, 33}), m.in(GGML_TYPE_F32, {256, n})));
             }, mm_tol(t, n));
         }
-        for (int64_t n : { 1, 5 }) {
+        for (int64_t n : { 1, 5, 12 }) {
             add(std::string("mul_mat ") + ggml_type_name(t) + " planes n " + std::to_string(n), [=](Maker & m) {
                 return same(ggml_mul_mat(m.ctx, m.in(t, {512, 17, 2, 1}), m.in(GGML_TYPE_F32, {512, n, 4, 3})));
             }, mm_tol(t, n));

@@ -9,7 +9,7 @@
 //    F32 accumulation; a read in place (a KV cache view works as it is).
 //  - a quantized, few columns (generation): b quantized to 8 bits as the CPU quantizes it,
 //    integer products (mmv.cu), so that both multiply the same values. More columns (prompts): a
-//    dequantized to F16 into scratch, then as F16 (b rounded to F16 is closer to its values than
+//    dequantized to F16 into scratch (a thread per 32 values), then as F16 (b rounded to F16 is closer to its values than
 //    the CPU's 8 bits; the integer kernel's batch variant is ~4x slower than the tensor cores).
 // out_prod(a, b): dst[k, n] = sum_m a[k, m] b[n, m], i.e. dst = A B^T with A as above, in F32
 // (a of another type dequantized to F32 first).
@@ -40,6 +40,47 @@ void to_contig(ggml_cuda_ctx & ctx, OUT * out, const ggml_tensor * t) {
     const int64_t n = ggml_nelements(t);
     if (n == 0) return;
     GGML_CUDA_LAUNCH(k_to_contig<OUT>, n_blocks(n), 256, 0, ctx.stream)(out, make_view(t), n);
+    CUDA_CHECK_LAUNCH();
+}
+
+// A block-typed a as contiguous F16 rows for the tensor cores: a thread per 32 values (one
+// unit: a block, or a K-quant sub-block), decoded by quant.cuh's dequant_unit and written as
+// four 16-byte stores; rows counted over dims 1..3 of a (any row and plane strides).
+template <int T>
+__global__ void k_dequant_f16(uint4 * out, tview a, int64_t units_per_row, int64_t n_units) {
+    const int64_t g = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
+    if (g >= n_units) return;
+    const int64_t r = g / units_per_row, u = g % units_per_row;
+    int64_t i1, i2, i3;
+    row_coords(r, a.ne, i1, i2, i3);
+    float v[32];
+    dequant_unit<T>(row_ptr(a, i1, i2, i3), u, v);
+    uint32_t h[16];
+#pragma unroll
+    for (int k = 0; k < 16; k++) h[k] = (uint32_t) f2h(v[2 * k]) | ((uint32_t) f2h(v[2 * k + 1]) << 16);
+#pragma unroll
+    for (int k = 0; k < 4; k++) out[4 * g + k] = make_uint4(h[4 * k], h[4 * k + 1], h[4 * k + 2], h[4 * k + 3]);
+}
+
+void dequant_f16(ggml_cuda_ctx & ctx, void * out, const ggml_tensor * a) {
+    const int64_t upr = a->ne[0] / 32, n = upr * a->ne[1] * a->ne[2] * a->ne[3];
+    if (n == 0) return;
+    switch (a->type) {
+#define DQ_CASE(T) case T: GGML_CUDA_LAUNCH(k_dequant_f16<T>, n_blocks(n), 256, 0, ctx.stream)((uint4 *) out, make_view(a), upr, n); break;
+        DQ_CASE(GGML_TYPE_Q4_0)
+        DQ_CASE(GGML_TYPE_Q4_1)
+        DQ_CASE(GGML_TYPE_Q5_0)
+        DQ_CASE(GGML_TYPE_Q5_1)
+        DQ_CASE(GGML_TYPE_Q8_0)
+        DQ_CASE(GGML_TYPE_IQ4_NL)
+        DQ_CASE(GGML_TYPE_Q2_K)
+        DQ_CASE(GGML_TYPE_Q3_K)
+        DQ_CASE(GGML_TYPE_Q4_K)
+        DQ_CASE(GGML_TYPE_Q5_K)
+        DQ_CASE(GGML_TYPE_Q6_K)
+#undef DQ_CASE
+        default: to_contig(ctx, (__half *) out, a); return;  // value by value
+    }
     CUDA_CHECK_LAUNCH();
 }
 
@@ -146,7 +187,7 @@ void ggml_cuda_op_mul_mat(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
 
     Operand A, B;
     if (a_quant) {
-        to_contig(ctx, (__half *) scratch, a);
+        dequant_f16(ctx, scratch, a);
         A = operand_contig(scratch, GGML_TYPE_F16, K, M, a->ne[2]);
     } else {
         A = operand(a->data, a->type, a->nb);
