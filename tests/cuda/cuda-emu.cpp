@@ -140,7 +140,7 @@ cudaError_t cudaMemsetAsync(void * p, int value, size_t count, cudaStream_t) {
     return cudaSuccess;
 }
 
-// ---- cuBLAS: the two GEMMs, column-major, in double ------------------------------------------
+// ---- cuBLAS: the three GEMMs, column-major, in double ----------------------------------------
 namespace {
 
 double elem(const void * p, cudaDataType t, int64_t i) {
@@ -202,6 +202,18 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t, cublasOperation_t tran
     for (int b = 0; b < batchCount; b++) {
         gemm(transa, transb, m, n, k, *(const float *) alpha, (const char *) A + b * strideA * type_size(Atype), Atype, lda,
              (const char *) B + b * strideB * type_size(Btype), Btype, ldb, *(const float *) beta, (float *) C + b * strideC, ldc);
+    }
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasGemmBatchedEx(cublasHandle_t, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k,
+                                   const void * alpha, const void * const Aarray[], cudaDataType Atype, int lda,
+                                   const void * const Barray[], cudaDataType Btype, int ldb, const void * beta, void * const Carray[],
+                                   cudaDataType Ctype, int ldc, int batchCount, cublasComputeType_t compute, cublasGemmAlgo_t) {
+    if (!valid(transa, transb, m, n, k, lda, ldb, ldc, Atype, Btype, Ctype, compute) || batchCount < 0) return CUBLAS_STATUS_INVALID_VALUE;
+    for (int b = 0; b < batchCount; b++) {
+        gemm(transa, transb, m, n, k, *(const float *) alpha, Aarray[b], Atype, lda, Barray[b], Btype, ldb, *(const float *) beta,
+             (float *) Carray[b], ldc);
     }
     return CUBLAS_STATUS_SUCCESS;
 }

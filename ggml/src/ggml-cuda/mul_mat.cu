@@ -11,6 +11,8 @@
 //    integer products (mmv.cu), so that both multiply the same values. More columns (prompts): a
 //    dequantized to F16 into scratch (a thread per 32 values), then as F16 (b rounded to F16 is closer to its values than
 //    the CPU's 8 bits; the integer kernel's batch variant is ~4x slower than the tensor cores).
+// Planes of a broadcast over b's (grouped-query attention without flash attention: the heads
+// of a kv head) go to cuBLAS as one batched call on pointers.
 // out_prod(a, b): dst[k, n] = sum_m a[k, m] b[n, m], i.e. dst = A B^T with A as above, in F32
 // (a of another type dequantized to F32 first).
 #include "ops.cuh"
@@ -117,11 +119,28 @@ const void * plane(const Operand & o, int64_t i2, int64_t i3) {
     return (const char *) o.p + (size_t) (i2 * o.s2 + i3 * o.s3) * o.es;
 }
 
-// C[plane(i2, i3)] = op(A[plane(i2 / r2, i3 / r3)]) op(B[plane(i2, i3)]) for every plane of C;
-// strided batched when A's planes are not broadcast, else one call per plane.
+// The planes' pointers for cublasGemmBatchedEx, written on the device (a CUDA graph replays it):
+// plane i = i2 + ne2 i3 of C and B, plane (i2 / r2, i3 / r3) of A.
+__global__ void k_plane_ptrs(const void ** pa, const void ** pb, void ** pc, Operand A, Operand B, float * C, int64_t cs2, int64_t cs3,
+                             int64_t ne2, int64_t n, int64_t r2, int64_t r3) {
+    const int64_t i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const int64_t i2 = i % ne2, i3 = i / ne2;
+    pa[i] = (const char *) A.p + (size_t) ((i2 / r2) * A.s2 + (i3 / r3) * A.s3) * A.es;
+    pb[i] = (const char *) B.p + (size_t) (i2 * B.s2 + i3 * B.s3) * B.es;
+    pc[i] = C + i2 * cs2 + i3 * cs3;
+}
+
+// Device memory for gemm_planes' pointers (3 per plane of C), part of the caller's scratch.
+size_t plane_ptrs_bytes(int64_t ne2, int64_t ne3) { return align256((size_t) (3 * ne2 * ne3) * sizeof(void *)); }
+
+// C[plane(i2, i3)] = op(A[plane(i2 / r2, i3 / r3)]) op(B[plane(i2, i3)]) for every plane of C:
+// strided batched when A's planes are not broadcast; broadcast (grouped-query attention's
+// heads) through one batched call on pointers (ptrs: plane_ptrs_bytes of device memory), not
+// one call per plane.
 void gemm_planes(ggml_cuda_ctx & ctx, cublasOperation_t opa, cublasOperation_t opb, int64_t m, int64_t n, int64_t k,
                  const Operand & A, const Operand & B, float * C, int64_t ldc, int64_t cs2, int64_t cs3, int64_t ne2, int64_t ne3,
-                 int64_t r2, int64_t r3) {
+                 int64_t r2, int64_t r3, void * ptrs) {
     const float alpha = 1.0f, beta = 0.0f;
     if (r2 == 1 && r3 == 1 && ne2 > 1) {
         for (int64_t i3 = 0; i3 < ne3; i3++) {
@@ -130,6 +149,18 @@ void gemm_planes(ggml_cuda_ctx & ctx, cublasOperation_t opa, cublasOperation_t o
                                                     C + i3 * cs3, CUDA_R_32F, (int) ldc, cs2, (int) ne2, CUBLAS_COMPUTE_32F,
                                                     CUBLAS_GEMM_DEFAULT));
         }
+        return;
+    }
+    const int64_t planes = ne2 * ne3;
+    if (planes > 1 && ptrs) {
+        const void ** pa = (const void **) ptrs;
+        const void ** pb = pa + planes;
+        void ** pc = (void **) (pb + planes);
+        GGML_CUDA_LAUNCH(k_plane_ptrs, n_blocks(planes), 256, 0, ctx.stream)(pa, pb, pc, A, B, C, cs2, cs3, ne2, planes, r2, r3);
+        CUDA_CHECK_LAUNCH();
+        CUBLAS_CHECK(cublasGemmBatchedEx(ctx.cublas, opa, opb, (int) m, (int) n, (int) k, &alpha, pa, A.type, (int) A.ld, pb, B.type,
+                                         (int) B.ld, &beta, pc, CUDA_R_32F, (int) ldc, (int) planes, CUBLAS_COMPUTE_32F,
+                                         CUBLAS_GEMM_DEFAULT));
         return;
     }
     for (int64_t i3 = 0; i3 < ne3; i3++) {
@@ -183,7 +214,8 @@ void ggml_cuda_op_mul_mat(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
     const bool b_convert = gemm_type != GGML_TYPE_F32 || !b_rows || b->nb[1] % sizeof(float) != 0;
     const size_t a_bytes = a_quant ? align256((size_t) ggml_nelements(a) * 2) : 0;
     const size_t b_bytes = b_convert ? align256((size_t) ggml_nelements(b) * (gemm_type == GGML_TYPE_F32 ? 4 : 2)) : 0;
-    char * scratch = a_bytes + b_bytes > 0 ? (char *) ctx.scratch(a_bytes + b_bytes) : nullptr;
+    const size_t p_bytes = r2 * r3 > 1 ? plane_ptrs_bytes(ne2, ne3) : 0;
+    char * scratch = a_bytes + b_bytes + p_bytes > 0 ? (char *) ctx.scratch(a_bytes + b_bytes + p_bytes) : nullptr;
 
     Operand A, B;
     if (a_quant) {
@@ -203,7 +235,8 @@ void ggml_cuda_op_mul_mat(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
     } else {
         B = operand(b->data, GGML_TYPE_F32, b->nb);
     }
-    gemm_planes(ctx, CUBLAS_OP_T, CUBLAS_OP_N, M, N, K, A, B, C, ldc, cs2, cs3, ne2, ne3, r2, r3);
+    gemm_planes(ctx, CUBLAS_OP_T, CUBLAS_OP_N, M, N, K, A, B, C, ldc, cs2, cs3, ne2, ne3, r2, r3,
+                p_bytes ? scratch + a_bytes + b_bytes : nullptr);
 }
 
 bool ggml_cuda_out_prod_supported(const ggml_tensor * dst) {
@@ -232,7 +265,8 @@ void ggml_cuda_op_out_prod(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
     const bool b_convert = !b_rows && !b_cols;
     const size_t a_bytes = a_convert ? align256((size_t) ggml_nelements(a) * 4) : 0;
     const size_t b_bytes = b_convert ? align256((size_t) ggml_nelements(b) * 4) : 0;
-    char * scratch = a_bytes + b_bytes > 0 ? (char *) ctx.scratch(a_bytes + b_bytes) : nullptr;
+    const size_t p_bytes = r2 * r3 > 1 ? plane_ptrs_bytes(ne2, ne3) : 0;
+    char * scratch = a_bytes + b_bytes + p_bytes > 0 ? (char *) ctx.scratch(a_bytes + b_bytes + p_bytes) : nullptr;
 
     Operand A, B;
     if (a_convert) {
@@ -252,5 +286,5 @@ void ggml_cuda_op_out_prod(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
         opb = CUBLAS_OP_N;
     }
     gemm_planes(ctx, CUBLAS_OP_N, opb, K, N, M, A, B, (float *) dst->data, dst->nb[1] / 4, dst->nb[2] / 4, dst->nb[3] / 4, ne2, ne3,
-                r2, r3);
+                r2, r3, p_bytes ? scratch + a_bytes + b_bytes : nullptr);
 }
