@@ -174,11 +174,12 @@ struct MmvqArgs {
     int L;  // lanes per row group: 32, or fewer for short rows
 };
 
-// R rows of a per lane group (each column of b read once for R rows), NC columns per block.
+// R rows of a per lane group (each column of b read once for R rows), NC columns per block; bx:
+// the block's index along the rows of a.
 template <int T, int R, int NC>
-__global__ void __launch_bounds__(WARP * kWarpsPerBlock) k_mmvq(MmvqArgs p) {
+__device__ __forceinline__ void mmvq_block(const MmvqArgs & p, int64_t bx) {
     const int lane = threadIdx.x % WARP, li = lane % p.L;
-    const int64_t m0 = ((int64_t) blockIdx.x * kWarpsPerBlock + threadIdx.x / WARP) * (WARP / p.L) * R;
+    const int64_t m0 = (bx * kWarpsPerBlock + threadIdx.x / WARP) * (WARP / p.L) * R;
     if (m0 >= p.M) return;  // whole warps leave: the shuffles below see full warps
     const int64_t mg = m0 + (lane / p.L) * R;  // this lane group's first row
     const int64_t i12 = blockIdx.z % p.ne12, i13 = blockIdx.z / p.ne12;
@@ -236,6 +237,26 @@ __global__ void __launch_bounds__(WARP * kWarpsPerBlock) k_mmvq(MmvqArgs p) {
     }
 }
 
+template <int T, int R, int NC>
+__global__ void __launch_bounds__(WARP * kWarpsPerBlock) k_mmvq(MmvqArgs p) {
+    mmvq_block<T, R, NC>(p, blockIdx.x);
+}
+
+// Generation's products of one activation with two or three weights of one type (q, k and v;
+// gate and up) in one launch: the weights' blocks one after another along grid.x.
+struct MmvqMultiArgs {
+    MmvqArgs p[3];
+    int64_t first_block[3];
+    int n;
+};
+
+template <int T>
+__global__ void __launch_bounds__(WARP * kWarpsPerBlock) k_mmvq_multi(MmvqMultiArgs m) {
+    int w = 0;
+    while (w + 1 < m.n && (int64_t) blockIdx.x >= m.first_block[w + 1]) w++;
+    mmvq_block<T, 1, 1>(m.p[w], (int64_t) blockIdx.x - m.first_block[w]);
+}
+
 }  // namespace
 
 bool ggml_cuda_mmv_supported(const ggml_tensor * a) { return is_float_type(a->type); }
@@ -284,16 +305,17 @@ void ggml_cuda_mmv(ggml_cuda_ctx & ctx, const ggml_tensor * a, const ggml_tensor
     CUDA_CHECK_LAUNCH();
 }
 
-// dst = mul_mat(a, b) for quantized a (any number of columns; mul_mat.cu sends few): b quantized
-// to 8 bits as the CPU does (into scratch; kept for the next product of the same b: ctx.act),
-// then integer products.
-void ggml_cuda_mmvq(ggml_cuda_ctx & ctx, const ggml_tensor * a, const ggml_tensor * b, ggml_tensor * dst) {
-    const int64_t K = a->ne[0], M = a->ne[1], N = b->ne[1], planes = b->ne[2] * b->ne[3];
-    if (M == 0 || N == 0 || planes == 0) return;
+namespace {
+
+// b quantized to 8 bits as the CPU does for a's type (into scratch), or found already so
+// (ctx.act: the previous product's b, when nothing wrote over it since). Returns the bytes and
+// scales for MmvqArgs.
+void quantized_b(ggml_cuda_ctx & ctx, ggml_type a_type, const ggml_tensor * b, const int8_t ** qs, const float4 ** ds) {
+    const int64_t K = b->ne[0], N = b->ne[1], planes = b->ne[2] * b->ne[3];
     const int64_t upc = K / 32;
     const int64_t n_cols = N * planes, n_units = n_cols * upc;
     const size_t qs_bytes = ((size_t) (n_cols * K) + 255) & ~(size_t) 255;
-    const int act_block = act_block_size(a->type);
+    const int act_block = act_block_size(a_type);
     ggml_cuda_ctx::quantized_act & act = ctx.act;
     bool quantized = act.lo == (const char *) b->data && act.block == act_block && act.scratch_use == ctx.scratch_uses && !ctx.no_fusion;
     for (int d = 0; d < 4 && quantized; d++) quantized = act.ne[d] == b->ne[d] && act.nb[d] == b->nb[d];
@@ -323,35 +345,32 @@ void ggml_cuda_mmvq(ggml_cuda_ctx & ctx, const ggml_tensor * a, const ggml_tenso
         act.ne[d] = b->ne[d];
         act.nb[d] = b->nb[d];
     }
+    *qs = q.qs;
+    *ds = q.ds;
+}
 
+MmvqArgs mmvq_args(const ggml_tensor * a, const ggml_tensor * b, ggml_tensor * dst, const int8_t * qs, const float4 * ds) {
     MmvqArgs p;
     p.a = (const char *) a->data;
     p.a_nb1 = a->nb[1]; p.a_nb2 = a->nb[2]; p.a_nb3 = a->nb[3];
-    p.qs = q.qs;
-    p.ds = q.ds;
+    p.qs = qs;
+    p.ds = ds;
     p.d = (char *) dst->data;
     p.d_nb1 = dst->nb[1]; p.d_nb2 = dst->nb[2]; p.d_nb3 = dst->nb[3];
-    p.M = M; p.K = K; p.N = N;
+    p.M = a->ne[1]; p.K = a->ne[0]; p.N = b->ne[1];
     p.ne12 = b->ne[2];
     p.r2 = b->ne[2] / a->ne[2];
     p.r3 = b->ne[3] / a->ne[3];
     p.L = WARP;
-    while (p.L > 1 && p.L / 2 >= upc) p.L /= 2;  // short rows: fewer lanes per row, more rows per warp
+    while (p.L > 1 && p.L / 2 >= p.K / 32) p.L /= 2;  // short rows: fewer lanes per row, more rows per warp
+    return p;
+}
 
-    // One column (generation): a row per lane group, a column per block. More: 4 rows per lane
-    // group and 8 columns per block, so each activation load serves 4 rows.
-    const bool gen = N == 1;
-    const int R = gen ? 1 : 4, NC = gen ? 1 : 8;
-    const int64_t rows_per_block = (int64_t) kWarpsPerBlock * (WARP / p.L) * R;
-    const dim3 grid((unsigned int) ((M + rows_per_block - 1) / rows_per_block), (unsigned int) ((N + NC - 1) / NC),
-                    (unsigned int) planes);
-    const dim3 block(WARP * kWarpsPerBlock);
-    switch (a->type) {
-#define MMVQ_CASE(T)                                                                                      \
-    case T:                                                                                               \
-        if (gen) GGML_CUDA_LAUNCH(k_mmvq<T GGML_COMMA 1 GGML_COMMA 1>, grid, block, 0, ctx.stream)(p);    \
-        else GGML_CUDA_LAUNCH(k_mmvq<T GGML_COMMA 4 GGML_COMMA 8>, grid, block, 0, ctx.stream)(p);        \
-        break;
+// f(std::integral_constant<int, T>) for the weight type T of the integer products.
+template <typename F>
+void mmvq_dispatch_type(ggml_type t, F f) {
+    switch (t) {
+#define MMVQ_CASE(T) case T: f(std::integral_constant<int, T>{}); break;
         MMVQ_CASE(GGML_TYPE_Q4_0)
         MMVQ_CASE(GGML_TYPE_Q4_1)
         MMVQ_CASE(GGML_TYPE_Q5_0)
@@ -364,7 +383,69 @@ void ggml_cuda_mmvq(ggml_cuda_ctx & ctx, const ggml_tensor * a, const ggml_tenso
         MMVQ_CASE(GGML_TYPE_Q5_K)
         MMVQ_CASE(GGML_TYPE_Q6_K)
 #undef MMVQ_CASE
-        default: GGML_ABORT("ggml_cuda_mmvq: unsupported type %s", ggml_type_name(a->type));
+        default: GGML_ABORT("ggml_cuda_mmvq: unsupported type %s", ggml_type_name(t));
     }
+}
+
+}  // namespace
+
+// dst = mul_mat(a, b) for quantized a (any number of columns; mul_mat.cu sends few): b quantized
+// to 8 bits as the CPU does (into scratch; kept for the next product of the same b: ctx.act),
+// then integer products.
+void ggml_cuda_mmvq(ggml_cuda_ctx & ctx, const ggml_tensor * a, const ggml_tensor * b, ggml_tensor * dst) {
+    const int64_t M = a->ne[1], N = b->ne[1], planes = b->ne[2] * b->ne[3];
+    if (M == 0 || N == 0 || planes == 0) return;
+    const int8_t * qs;
+    const float4 * ds;
+    quantized_b(ctx, a->type, b, &qs, &ds);
+    const MmvqArgs p = mmvq_args(a, b, dst, qs, ds);
+
+    // One column (generation): a row per lane group, a column per block. More: 4 rows per lane
+    // group and 8 columns per block, so each activation load serves 4 rows.
+    const bool gen = N == 1;
+    const int R = gen ? 1 : 4, NC = gen ? 1 : 8;
+    const int64_t rows_per_block = (int64_t) kWarpsPerBlock * (WARP / p.L) * R;
+    const dim3 grid((unsigned int) ((M + rows_per_block - 1) / rows_per_block), (unsigned int) ((N + NC - 1) / NC),
+                    (unsigned int) planes);
+    const dim3 block(WARP * kWarpsPerBlock);
+    mmvq_dispatch_type(a->type, [&](auto t) {
+        if (gen) {
+            GGML_CUDA_LAUNCH(k_mmvq<decltype(t)::value GGML_COMMA 1 GGML_COMMA 1>, grid, block, 0, ctx.stream)(p);
+        } else {
+            GGML_CUDA_LAUNCH(k_mmvq<decltype(t)::value GGML_COMMA 4 GGML_COMMA 8>, grid, block, 0, ctx.stream)(p);
+        }
+    });
+    CUDA_CHECK_LAUNCH();
+}
+
+bool ggml_cuda_mmvq_multi_fusable(const ggml_tensor * first, const ggml_tensor * other) {
+    const ggml_tensor * a = first->src[0], * b = first->src[1], * a2 = other->src[0];
+    if (first->op != GGML_OP_MUL_MAT || other->op != GGML_OP_MUL_MAT || other->src[1] != b || !a || !b || !a2) return false;
+    if (!ggml_cuda_mul_mat_supported(first) || !ggml_cuda_mul_mat_supported(other)) return false;
+    if (!cuda_quant_supported(a->type) || a2->type != a->type || b->nb[0] != sizeof(float)) return false;
+    // one column of one plane: generation's products (mul_mat's mmvq path)
+    if (b->ne[1] != 1 || b->ne[2] != 1 || b->ne[3] != 1 || a->ne[2] != 1 || a->ne[3] != 1 || a2->ne[2] != 1 || a2->ne[3] != 1) return false;
+    return first->ne[1] == 1 && other->ne[1] == 1;
+}
+
+void ggml_cuda_mmvq_multi(ggml_cuda_ctx & ctx, ggml_tensor * const * nodes, int n) {
+    GGML_ASSERT(n >= 1 && n <= 3);
+    const ggml_tensor * b = nodes[0]->src[1];
+    const int8_t * qs;
+    const float4 * ds;
+    quantized_b(ctx, nodes[0]->src[0]->type, b, &qs, &ds);
+    MmvqMultiArgs m = {};
+    m.n = n;
+    int64_t blocks = 0;
+    for (int w = 0; w < n; w++) {
+        m.p[w] = mmvq_args(nodes[w]->src[0], b, nodes[w], qs, ds);
+        m.first_block[w] = blocks;
+        const int64_t rows_per_block = (int64_t) kWarpsPerBlock * (WARP / m.p[w].L);
+        blocks += (m.p[w].M + rows_per_block - 1) / rows_per_block;
+    }
+    if (blocks == 0) return;
+    mmvq_dispatch_type(nodes[0]->src[0]->type, [&](auto t) {
+        GGML_CUDA_LAUNCH(k_mmvq_multi<decltype(t)::value>, (unsigned int) blocks, WARP * kWarpsPerBlock, 0, ctx.stream)(m);
+    });
     CUDA_CHECK_LAUNCH();
 }

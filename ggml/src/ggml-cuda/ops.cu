@@ -180,13 +180,22 @@ bool ggml_cuda_compute_node(ggml_cuda_ctx & ctx, ggml_tensor * node) {
 }
 
 // Nodes run as one kernel: rms_norm then the multiply by its weight (and the residual's add
-// before them), silu (gelu) then the multiply by up. Every node's result is still written (a
+// before them), silu (gelu) then the multiply by up, generation's products of one activation
+// (q, k and v; gate and up). Every node's result is still written (a
 // later node or another split may read it), so only launches are saved, which is what
 // generation on a GPU is bound by.
 namespace {
 
 int compute_fused(ggml_cuda_ctx & ctx, ggml_cgraph * g, int i) {
     ggml_tensor * node = g->nodes[i];
+    if (!ctx.no_fusion && node->op == GGML_OP_MUL_MAT) {  // q, k, v (gate, up) of one activation in generation
+        int n = 1;
+        while (n < 3 && i + n < g->n_nodes && ggml_cuda_mmvq_multi_fusable(node, g->nodes[i + n])) n++;
+        if (n > 1) {
+            ggml_cuda_mmvq_multi(ctx, g->nodes + i, n);
+            return n;
+        }
+    }
     if (i + 2 < g->n_nodes && !ctx.no_fusion && node->op == GGML_OP_ADD && g->nodes[i + 1]->op == GGML_OP_RMS_NORM &&
         g->nodes[i + 2]->op == GGML_OP_MUL && ggml_cuda_add_rms_norm_mul_fusable(node, g->nodes[i + 1], g->nodes[i + 2])) {
         ggml_cuda_op_add_rms_norm_mul(ctx, node, g->nodes[i + 1], g->nodes[i + 2]);
