@@ -21,8 +21,67 @@ enum State { RUN, AT_BLOCK_BARRIER, AT_WARP_BARRIER, DONE };
 
 constexpr size_t kStack = 128 * 1024;
 
+// A coroutine's saved context. On x86-64 a switch saves the callee-saved registers on the stack
+// and swaps stack pointers (swapcontext also saves the signal mask: a system call per switch,
+// most of the emulator's time); elsewhere, ucontext.
+#if defined(__x86_64__)
+extern "C" void cuda_emu_switch(void ** save_sp, void * load_sp);
+asm(R"(
+    .text
+    .globl cuda_emu_switch
+    .type cuda_emu_switch, @function
+cuda_emu_switch:
+    pushq %rbp
+    pushq %rbx
+    pushq %r12
+    pushq %r13
+    pushq %r14
+    pushq %r15
+    movq %rsp, (%rdi)
+    movq %rsi, %rsp
+    popq %r15
+    popq %r14
+    popq %r13
+    popq %r12
+    popq %rbx
+    popq %rbp
+    ret
+    .size cuda_emu_switch, .-cuda_emu_switch
+)");
+
+struct Context {
+    void * sp = nullptr;
+};
+
+// The first switch to c enters entry on the stack [stack, stack + size) (entry never returns).
+void context_init(Context & c, char * stack, size_t size, void (*entry)()) {
+    uintptr_t top = ((uintptr_t) stack + size) & ~(uintptr_t) 15;
+    void ** sp = (void **) top;
+    *--sp = nullptr;          // entry's return address slot: entry starts with rsp = 8 mod 16, as after a call
+    *--sp = (void *) entry;   // popped by ret
+    for (int i = 0; i < 6; i++) *--sp = nullptr;  // rbp, rbx, r12..r15
+    c.sp = sp;
+}
+
+void context_swap(Context & from, Context & to) { cuda_emu_switch(&from.sp, to.sp); }
+#else
+struct Context {
+    ucontext_t uc;
+};
+
+void context_init(Context & c, char * stack, size_t size, void (*entry)()) {
+    getcontext(&c.uc);
+    c.uc.uc_stack.ss_sp = stack;
+    c.uc.uc_stack.ss_size = size;
+    c.uc.uc_link = nullptr;
+    makecontext(&c.uc, entry, 0);
+}
+
+void context_swap(Context & from, Context & to) { swapcontext(&from.uc, &to.uc); }
+#endif
+
 struct Thread {
-    ucontext_t ctx;
+    Context ctx;
     State state;
 };
 
@@ -30,19 +89,19 @@ std::vector<Thread> threads;
 std::vector<char *> stacks;
 std::vector<uint64_t> slots;
 std::vector<char> smem_buf;
-ucontext_t main_ctx;
+Context main_ctx;
 int cur = -1;
 const std::function<void()> * body = nullptr;
 
 void trampoline() {
     (*body)();
     threads[cur].state = DONE;
-    swapcontext(&threads[cur].ctx, &main_ctx);
+    context_swap(threads[cur].ctx, main_ctx);
 }
 
 void yield(State s) {
     threads[cur].state = s;
-    swapcontext(&threads[cur].ctx, &main_ctx);
+    context_swap(threads[cur].ctx, main_ctx);
 }
 
 }  // namespace
@@ -72,11 +131,7 @@ void run(dim3 grid, dim3 block, size_t smem, const std::function<void()> & fn) {
                 g_bid = make_uint3(bx, by, bz);
                 for (int t = 0; t < n; t++) {
                     Thread & th = threads[t];
-                    getcontext(&th.ctx);
-                    th.ctx.uc_stack.ss_sp = stacks[t];
-                    th.ctx.uc_stack.ss_size = kStack;
-                    th.ctx.uc_link = nullptr;
-                    makecontext(&th.ctx, trampoline, 0);
+                    context_init(th.ctx, stacks[t], kStack, trampoline);
                     th.state = RUN;
                 }
                 for (;;) {
@@ -84,7 +139,7 @@ void run(dim3 grid, dim3 block, size_t smem, const std::function<void()> & fn) {
                         if (threads[t].state != RUN) continue;
                         cur = t;
                         g_tid = make_uint3((unsigned) t, 0, 0);
-                        swapcontext(&main_ctx, &threads[t].ctx);
+                        context_swap(main_ctx, threads[t].ctx);
                     }
                     // everyone is at a barrier or done: release a warp whose live lanes all reached
                     // its barrier, else the block if every live thread reached __syncthreads
