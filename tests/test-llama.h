@@ -6,6 +6,7 @@
 #include "test-util.h"
 
 #include "llama.h"
+#include "gguf.h"
 
 #include <algorithm>
 #include <fstream>
@@ -135,5 +136,38 @@ inline bool read_logits_file(const std::string & path, LogitsFile & out) {
 }
 
 // The KL divergence of two sets of logits is tu::mean_kl (test-util.h).
+
+// Writes the model file src with every quantized tensor dequantized to F32 (the same values the
+// quantized matrix products multiply by), metadata unchanged but the file type. False on failure.
+inline bool write_dequantized(const std::string & src, const std::string & dst) {
+    ggml_context * data = nullptr;
+    gguf_context * in = gguf_init_from_file(src.c_str(), {false, &data, false});
+    if (!in) return false;
+    gguf_context * out = gguf_init_empty();
+    gguf_set_kv(out, in);
+    gguf_set_val_u32(out, "general.file_type", 0);  // all F32
+    size_t mem = ggml_tensor_overhead() * gguf_get_n_tensors(in);
+    for (ggml_tensor * t = ggml_get_first_tensor(data); t; t = ggml_get_next_tensor(data, t)) mem += ggml_nelements(t) * 4 + 64;
+    tu::Ctx f32(mem);
+    for (ggml_tensor * t = ggml_get_first_tensor(data); t; t = ggml_get_next_tensor(data, t)) {
+        if (!ggml_is_quantized(t->type)) {
+            gguf_add_tensor(out, t);
+            continue;
+        }
+        ggml_tensor * d = ggml_new_tensor(f32, GGML_TYPE_F32, GGML_MAX_DIMS, t->ne);
+        ggml_set_name(d, t->name);
+        const int64_t rows = ggml_nrows(t);
+        for (int64_t i = 0; i < rows; i++) {
+            ggml_get_type_traits(t->type)->to_float((const char *) t->data + i * t->nb[1], (float *) d->data + i * t->ne[0], t->ne[0]);
+        }
+        gguf_add_tensor(out, d);
+    }
+    const bool ok = gguf_write_to_file(out, dst.c_str(), false);
+    gguf_free(out);
+    gguf_free(in);
+    ggml_free(data);
+    return ok;
+}
+
 
 }  // namespace tu

@@ -327,42 +327,6 @@ TEST(Lora, TokenByTokenMatchesMergedWeights) {
 }
 
 // ---- quantized bases -------------------------------------------------------------------------
-namespace {
-
-// Writes the model file src with every quantized tensor dequantized to F32 (the same values the
-// quantized matrix products multiply by), metadata unchanged but the file type. False on failure.
-bool write_dequantized(const std::string & src, const std::string & dst) {
-    ggml_context * data = nullptr;
-    gguf_context * in = gguf_init_from_file(src.c_str(), {false, &data, false});
-    if (!in) return false;
-    gguf_context * out = gguf_init_empty();
-    gguf_set_kv(out, in);
-    gguf_set_val_u32(out, "general.file_type", 0);  // all F32
-    size_t mem = ggml_tensor_overhead() * gguf_get_n_tensors(in);
-    for (ggml_tensor * t = ggml_get_first_tensor(data); t; t = ggml_get_next_tensor(data, t)) mem += ggml_nelements(t) * 4 + 64;
-    tu::Ctx f32(mem);
-    for (ggml_tensor * t = ggml_get_first_tensor(data); t; t = ggml_get_next_tensor(data, t)) {
-        if (!ggml_is_quantized(t->type)) {
-            gguf_add_tensor(out, t);
-            continue;
-        }
-        ggml_tensor * d = ggml_new_tensor(f32, GGML_TYPE_F32, GGML_MAX_DIMS, t->ne);
-        ggml_set_name(d, t->name);
-        const int64_t rows = ggml_nrows(t);
-        for (int64_t i = 0; i < rows; i++) {
-            ggml_get_type_traits(t->type)->to_float((const char *) t->data + i * t->nb[1], (float *) d->data + i * t->ne[0], t->ne[0]);
-        }
-        gguf_add_tensor(out, d);
-    }
-    const bool ok = gguf_write_to_file(out, dst.c_str(), false);
-    gguf_free(out);
-    gguf_free(in);
-    ggml_free(data);
-    return ok;
-}
-
-}  // namespace
-
 // On a quantized base (mapped and repacked, as the programs load it), the reference is the
 // quantized weights dequantized to F32 with s B A merged in plain loops: the two differ by the
 // rounding of the activations the quantized products make, measured without the adapter. The
@@ -395,7 +359,7 @@ TEST(Lora, QuantizedBaseMatchesMergedDequantizedWeights) {
         const std::vector<float> lq1 = logits_of(cq);
 
         const std::string deq = d.path + "/deq-" + type + ".gguf";
-        ASSERT_TRUE(write_dequantized(ktest(type), deq));
+        ASSERT_TRUE(tu::write_dequantized(ktest(type), deq));
         PlainModel ref(deq);
         ASSERT_NE(ref.m, nullptr) << take_errors();
         F32Ctx cr(ref);

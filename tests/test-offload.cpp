@@ -19,8 +19,6 @@
 #include "llama-graph.h"
 #include "llama-model.h"
 
-#include "gguf.h"
-
 #ifdef OFFLOAD_CUDA_EMU
 #include "cuda-emu-graph.h"
 constexpr bool kCudaEmu = true;  // the simulated GPU runs the CUDA kernels
@@ -49,32 +47,7 @@ std::string model_path(const char * name) { return tu::models_dir() + "/" + name
 // quantized weights, without the quantized activations of either backend's products); "" on failure.
 std::string dequantized_copy(const std::string & src) {
     const std::string dst = testing::TempDir() + "test-offload-" + std::to_string((long) getpid()) + "-f32.gguf";
-    ggml_context * data = nullptr;
-    gguf_context * in = gguf_init_from_file(src.c_str(), { false, &data });
-    if (!in) return "";
-    size_t bytes = 0;
-    for (ggml_tensor * t = ggml_get_first_tensor(data); t; t = ggml_get_next_tensor(data, t)) {
-        bytes += ggml_tensor_overhead() + (size_t) ggml_nelements(t) * sizeof(float) + 64;
-    }
-    ggml_context * f32 = ggml_init({ bytes, nullptr, false });
-    gguf_context * out = gguf_init_empty();
-    gguf_set_kv(out, in);
-    for (ggml_tensor * t = ggml_get_first_tensor(data); t; t = ggml_get_next_tensor(data, t)) {
-        if (!ggml_is_quantized(t->type)) {
-            gguf_add_tensor(out, t);
-            continue;
-        }
-        ggml_tensor * d = ggml_new_tensor(f32, GGML_TYPE_F32, GGML_MAX_DIMS, t->ne);
-        ggml_set_name(d, t->name);
-        ggml_get_type_traits(t->type)->to_float(t->data, (float *) d->data, ggml_nelements(t));
-        gguf_add_tensor(out, d);
-    }
-    const bool ok = gguf_write_to_file(out, dst.c_str(), false);
-    gguf_free(out);
-    gguf_free(in);
-    ggml_free(data);
-    ggml_free(f32);
-    return ok ? dst : "";
+    return tu::write_dequantized(src, dst) ? dst : "";
 }
 
 Model load(const std::string & path, int n_gpu_layers, bool use_mmap = true) {

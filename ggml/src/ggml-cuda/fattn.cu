@@ -70,6 +70,17 @@ __device__ __forceinline__ float key_dot(const float * qs, const char * kr, int6
     return dot;
 }
 
+// acc[t] += w * row[lane + 32 t] over the row's n elements: a warp adds one weighted key or value
+// row to its accumulators, lanes along the row (coalesced).
+template <int KT>
+__device__ __forceinline__ void add_weighted_row(float * acc, float w, const char * row, int64_t n, int lane) {
+#pragma unroll
+    for (int t = 0; t < kMaxD / WARP; t++) {
+        const int64_t d = lane + WARP * t;
+        if (d < n) acc[t] += w * kv_load<KT>(row, d);
+    }
+}
+
 // Rows of t (n elements each) allow 16-byte loads: plain float types, aligned data and strides.
 bool rows_vec(const ggml_tensor * t, int64_t n) {
     if (!is_float_type(t->type)) return false;
@@ -137,12 +148,7 @@ __global__ void __launch_bounds__(kWarps * WARP) k_flash_attn(FaArgs a) {
         for (int jj = 0; jj < nk; jj++) {
             const float pj = __shfl_sync(0xffffffffu, p, jj);
             if (pj == 0.0f) continue;  // uniform: every lane got the same pj
-            const char * vr = vbase + (j0 + jj) * a.v.nb[1];
-#pragma unroll
-            for (int t = 0; t < NA; t++) {
-                const int64_t d = lane + WARP * t;
-                if (d < a.Dv) acc[t] += pj * kv_load<KT>(vr, d);
-            }
+            add_weighted_row<KT>(acc, pj, vbase + (j0 + jj) * a.v.nb[1], a.Dv, lane);
         }
         m = m_new;
     }
@@ -570,12 +576,7 @@ __global__ void __launch_bounds__(kWarps * WARP) k_flash_attn_back_rows(FaBackAr
         for (int jj = 0; jj < nk; jj++) {
             const float dsj = __shfl_sync(0xffffffffu, ds, jj);
             if (dsj == 0.0f) continue;  // uniform: every lane got the same value
-            const char * kr = kbase + (j0 + jj) * a.k.nb[1];
-#pragma unroll
-            for (int t = 0; t < NA; t++) {
-                const int64_t d = lane + WARP * t;
-                if (d < a.D) acc[t] += dsj * kv_load<KT>(kr, d);
-            }
+            add_weighted_row<KT>(acc, dsj, kbase + (j0 + jj) * a.k.nb[1], a.D, lane);
         }
     }
 #pragma unroll
