@@ -347,8 +347,13 @@ TEST(ThreadPool, SharedItemsAreTakenOnceAndStolenFromASlowThread) {
             });
             for (int t = 0; t < nth; t++) EXPECT_EQ(bad_order[t], 0) << "thread " << t << " nth " << nth << " n " << n;
             for (int64_t i = 0; i < n * stretches; i++) ASSERT_GE(taken_by[(size_t) i].load(), 0) << "item " << i % n << " never taken";
-            if (n >= 64) {  // the slow thread's last item went to another thread, in every stretch
-                for (int s = 0; s < stretches; s++) EXPECT_NE(taken_by[(size_t) (s * n + n - 1)].load(), nth - 1) << "nth " << nth << " n " << n;
+            // The slow thread's last item went to another thread: in every stretch where the
+            // slow thread's share takes 50 ms (n 1000), in some stretch where it takes 3 ms (n 64:
+            // a loaded machine, or qemu, may not run the others that soon).
+            if (n >= 64) {
+                int stolen = 0;
+                for (int s = 0; s < stretches; s++) stolen += taken_by[(size_t) (s * n + n - 1)].load() != nth - 1;
+                EXPECT_GE(stolen, n >= 1000 ? stretches : 1) << "nth " << nth << " n " << n;
             }
         }
     }
