@@ -25,6 +25,7 @@ ggml_cuda_ctx & cuda_ctx() {
     static ggml_cuda_ctx ctx = [] {
         ggml_cuda_ctx c;
         c.n_sm = 132;  // an H100's: the split-KV attention path is taken for generation-sized graphs
+        c.cc = 90;     // and its tensor-core kernels (their mma through the shuffle fallback of mma.cuh)
         return c;
     }();
     return ctx;

@@ -14,6 +14,7 @@
 #include "ggml-cpu.h"
 #include "ggml-impl.h"
 #include "ggml-cuda/ops.cuh"
+#include "ggml-cuda/mma.cuh"
 #include "cuda-emu-graph.h"
 
 #include "backend-ops-cases.h"
@@ -72,6 +73,7 @@ TEST(CudaEmu, KernelsMatchCpu) {
         const double err = nmse(got, ref, &bad);
         EXPECT_EQ(bad, 0u) << c.name << ": non-finite values differ";
         EXPECT_LE(err, c.tol) << c.name;
+        if (getenv("CUDA_EMU_VERBOSE")) printf("[ emu ] %-60s nmse %.3g\n", c.name.c_str(), err);
         if (err > c.tol && getenv("CUDA_EMU_VERBOSE")) {
             for (size_t i = 0; i < got.size() && i < 16; i++) printf("  %zu: got %g ref %g\n", i, got[i], ref[i]);
         }
@@ -84,6 +86,39 @@ TEST(CudaEmu, KernelsMatchCpu) {
         EXPECT_GE(cctx.n_act_reused, 4u) << "the shared-b cases quantized b for every product";
     }
     ggml_backend_free(cpu);
+}
+
+// mma.cuh's m16n8k16 product (here its shuffle fallback) on fragments laid out as the PTX ISA
+// states it, written out independently of mma.cuh: groupID = lane / 4, threadID_in_group = lane
+// % 4; A element i (0..7) at row groupID (+8 for i in 2, 3, 6, 7), column 2 threadID_in_group +
+// (i & 1) (+8 for i >= 4); B element i (0..3) at row 2 threadID_in_group + (i & 1) (+8 for i >= 2),
+// column groupID; C element i at row groupID (+8 for i >= 2), column 2 threadID_in_group + (i & 1).
+__global__ void k_mma_check(const uint16_t * A, const uint16_t * B, float * D) {
+    const int lane = threadIdx.x, gid = lane / 4, tig = lane % 4;
+    uint16_t ae[8], be[4];
+    for (int i = 0; i < 8; i++) ae[i] = A[(gid + ((i % 4) >= 2 ? 8 : 0)) * 16 + 2 * tig + (i & 1) + (i >= 4 ? 8 : 0)];
+    for (int i = 0; i < 4; i++) be[i] = B[(2 * tig + (i & 1) + (i >= 2 ? 8 : 0)) * 8 + gid];
+    uint32_t a[4], b[2];
+    for (int r = 0; r < 4; r++) a[r] = (uint32_t) ae[2 * r] | ((uint32_t) ae[2 * r + 1] << 16);
+    for (int r = 0; r < 2; r++) b[r] = (uint32_t) be[2 * r] | ((uint32_t) be[2 * r + 1] << 16);
+    float d[4] = { 0.5f, 0.5f, 0.5f, 0.5f };  // accumulates onto C = 0.5
+    mma_16x8x16(d, a, b);
+    for (int i = 0; i < 4; i++) D[(gid + (i >= 2 ? 8 : 0)) * 8 + 2 * tig + (i & 1)] = d[i];
+}
+
+TEST(CudaEmu, MmaFragmentsFollowThePtxLayout) {
+    std::vector<uint16_t> A(16 * 16), B(16 * 8);
+    for (size_t i = 0; i < A.size(); i++) A[i] = f2h((float) ((i * 7919) % 61) / 16.0f - 1.8f);
+    for (size_t i = 0; i < B.size(); i++) B[i] = f2h((float) ((i * 104729) % 53) / 32.0f - 0.7f);
+    std::vector<float> D(16 * 8, -1.0f);
+    GGML_CUDA_LAUNCH(k_mma_check, 1, 32, 0, 0)(A.data(), B.data(), D.data());
+    for (int m = 0; m < 16; m++) {
+        for (int n = 0; n < 8; n++) {
+            double ref = 0.5;
+            for (int k = 0; k < 16; k++) ref += (double) h2f(A[m * 16 + k]) * h2f(B[k * 8 + n]);
+            EXPECT_NEAR(D[m * 8 + n], ref, 1e-5 * (1.0 + fabs(ref))) << "D[" << m << "][" << n << "]";
+        }
+    }
 }
 
 }  // namespace

@@ -424,11 +424,17 @@ ggml_backend_t ggml_backend_cuda_init(int device) {
     cb->device = d->id;
     cb->name = d->name;
     CUDA_CHECK(cudaDeviceGetAttribute(&cb->n_sm, cudaDevAttrMultiProcessorCount, d->id));
+    int cc_major = 0, cc_minor = 0;
+    CUDA_CHECK(cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, d->id));
+    CUDA_CHECK(cudaDeviceGetAttribute(&cc_minor, cudaDevAttrComputeCapabilityMinor, d->id));
+    cb->cc = 10 * cc_major + cc_minor;
     const char * env = getenv("GGML_CUDA_DISABLE_GRAPHS");
     const char * sync_env = getenv("GGML_CUDA_SYNC_NODES");
     cb->sync_nodes = sync_env && atoi(sync_env) != 0;
     const char * fusion_env = getenv("GGML_CUDA_DISABLE_FUSION");
     cb->no_fusion = fusion_env && atoi(fusion_env) != 0;
+    const char * mma_fa_env = getenv("GGML_CUDA_DISABLE_MMA_FA");
+    cb->no_mma_fa = mma_fa_env && atoi(mma_fa_env) != 0;
     const char * profile_env = getenv("GGML_CUDA_PROFILE");
     if (profile_env && atoi(profile_env) != 0) cb->profiler.reset(new ggml_cuda_profiler());
     cb->graphs_enabled = !(env && atoi(env) != 0) && !cb->sync_nodes && !cb->profiler;

@@ -55,6 +55,7 @@ constexpr int WARP = 32;
 struct ggml_cuda_ctx {
     int device = 0;
     int n_sm = 1;  // streaming multiprocessors: how many blocks keep the device busy
+    int cc = 0;    // compute capability, major * 10 + minor (tensor-core kernels need 80)
     cudaStream_t stream = nullptr;
     cublasHandle_t cublas = nullptr;
     void * cublas_ws = nullptr;  // cuBLAS workspace set once, so cuBLAS never allocates while a graph is captured
@@ -68,6 +69,7 @@ struct ggml_cuda_ctx {
     bool capturing = false;      // a CUDA graph is being captured: memory must not change
     bool capture_broken = false; // the capture needed more scratch: it is thrown away
     bool no_fusion = false;      // GGML_CUDA_DISABLE_FUSION=1: each node its own kernel (A/B, debugging)
+    bool no_mma_fa = false;      // GGML_CUDA_DISABLE_MMA_FA=1: prompts' attention without tensor cores (A/B)
 
     // Scratch of at least `bytes` for the current node (valid until the next call). Each call
     // counts in scratch_uses.

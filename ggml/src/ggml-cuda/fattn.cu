@@ -13,7 +13,9 @@
 // warp updates its running max and sum once per 32 keys, then adds the 32 weighted value rows
 // with lanes along Dv (coalesced). Keys hidden by the mask (-inf) cost one mask read. The warps'
 // partial results (max, sum, accumulator) are merged at the end. Prompts take query tiles
-// (k_flash_attn_tiled): 32 queries share each tile of keys and values read into shared memory.
+// (k_flash_attn_tiled): 32 queries share each tile of keys and values read into shared memory;
+// with F16 caches and heads of 64 or 128 on sm_80 and later, fattn-mma.cu's tensor-core kernel.
+#include "fattn-common.cuh"
 #include "ops.cuh"
 #include "quant.cuh"
 
@@ -81,24 +83,6 @@ __device__ __forceinline__ void add_weighted_row(float * acc, float w, const cha
     }
 }
 
-// Rows of t (n elements each) allow 16-byte loads: plain float types, aligned data and strides.
-bool rows_vec(const ggml_tensor * t, int64_t n) {
-    if (!is_float_type(t->type)) return false;
-    const int64_t per16 = 16 / (int64_t) ggml_type_size(t->type);
-    return n % per16 == 0 && (uintptr_t) t->data % 16 == 0 && t->nb[1] % 16 == 0 && t->nb[2] % 16 == 0 && t->nb[3] % 16 == 0;
-}
-
-struct FaArgs {
-    tview q, k, v, mask;
-    float * dst;
-    int64_t D, Dv, n_q, n_kv, H, G;  // G: query heads per kv head
-    float scale, max_bias, softcap;
-    int has_mask;
-    int k_vec;        // key rows allow 16-byte loads
-    int n_split;      // key ranges per query row (split-KV: generation has few rows to spread)
-    int64_t chunk;    // keys per range (a multiple of 32)
-    float * partial;  // n_split > 1: per (row, range) max, sum and unnormalized output [Dv]
-};
 
 template <int KT>
 __global__ void __launch_bounds__(kWarps * WARP) k_flash_attn(FaArgs a) {
@@ -370,36 +354,6 @@ bool ggml_cuda_flash_attn_supported(const ggml_tensor * dst) {
 
 namespace {
 
-// The operands and parameters of a flash_attn_ext or flash_attn_back node (the same sources).
-FaArgs fa_args(const ggml_tensor * dst) {
-    const ggml_tensor * q = dst->src[0], * k = dst->src[1], * v = dst->src[2], * mask = dst->src[3];
-    FaArgs a = {};
-    a.q = make_view(q);
-    a.k = make_view(k);
-    a.v = make_view(v);
-    a.has_mask = mask != nullptr;
-    if (mask) {
-        a.mask = make_view(mask);
-    } else {
-        a.mask = tview{};
-        a.mask.type = GGML_TYPE_F32;
-        for (int d = 0; d < 4; d++) a.mask.ne[d] = 1;
-    }
-    a.dst = (float *) dst->data;
-    a.D = q->ne[0];
-    a.Dv = v->ne[0];
-    a.n_q = q->ne[1];
-    a.H = q->ne[2];
-    a.G = q->ne[2] / k->ne[2];
-    a.n_kv = k->ne[1];
-    a.scale = ggml_get_op_params_f32(dst, 0);
-    a.max_bias = ggml_get_op_params_f32(dst, 1);
-    a.softcap = ggml_get_op_params_f32(dst, 2);
-    a.k_vec = rows_vec(k, a.D);
-    a.n_split = 1;
-    return a;
-}
-
 // f(std::integral_constant<int, T>) for the key / value type T (the types of the kernels' KT).
 template <typename F>
 void fa_dispatch_type(ggml_type t, F f) {
@@ -424,6 +378,10 @@ void ggml_cuda_op_flash_attn_ext(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
     const ggml_tensor * q = dst->src[0], * k = dst->src[1];
     FaArgs a = fa_args(dst);
     if (ggml_nelements(dst) == 0) return;
+    if (ggml_cuda_fattn_mma_usable(ctx, dst)) {  // a prompt on tensor cores
+        ggml_cuda_fattn_mma(ctx, dst);
+        return;
+    }
     if (a.n_q >= kTileQ / 2 && pow2_upto_128(a.D) && pow2_upto_128(a.Dv)) {  // a prompt: query tiles
         const dim3 grid((unsigned int) ((a.n_q + kTileQ - 1) / kTileQ), (unsigned int) a.H, (unsigned int) q->ne[3]);
         const size_t smem = (size_t) (kTileQ * a.D + kTileK * (a.D + a.Dv)) * sizeof(float) + 16;

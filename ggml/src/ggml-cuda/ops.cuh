@@ -85,6 +85,9 @@ bool ggml_cuda_flash_attn_supported(const ggml_tensor * dst);
 void ggml_cuda_op_flash_attn_ext(ggml_cuda_ctx & ctx, ggml_tensor * dst);
 bool ggml_cuda_flash_attn_back_supported(const ggml_tensor * dst);
 void ggml_cuda_op_flash_attn_back(ggml_cuda_ctx & ctx, ggml_tensor * dst);
+// fattn-mma.cu: prompts with F16 caches on tensor cores (flash_attn_ext takes it where usable)
+bool ggml_cuda_fattn_mma_usable(const ggml_cuda_ctx & ctx, const ggml_tensor * dst);
+void ggml_cuda_fattn_mma(ggml_cuda_ctx & ctx, ggml_tensor * dst);
 
 // optim.cu
 bool ggml_cuda_opt_step_supported(const ggml_tensor * dst);

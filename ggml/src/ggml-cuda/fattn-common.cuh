@@ -1,0 +1,55 @@
+// fattn-common.cuh - what the flash attention kernels share (fattn.cu: the forward for any cache
+// type and its gradient; fattn-mma.cu: prompts on tensor cores): a node's operands and
+// parameters as kernel arguments.
+#pragma once
+
+#include "common.cuh"
+
+// Rows of t (n elements each) allow 16-byte loads: plain float types, aligned data and strides.
+static inline bool rows_vec(const ggml_tensor * t, int64_t n) {
+    if (!is_float_type(t->type)) return false;
+    const int64_t per16 = 16 / (int64_t) ggml_type_size(t->type);
+    return n % per16 == 0 && (uintptr_t) t->data % 16 == 0 && t->nb[1] % 16 == 0 && t->nb[2] % 16 == 0 && t->nb[3] % 16 == 0;
+}
+
+struct FaArgs {
+    tview q, k, v, mask;
+    float * dst;
+    int64_t D, Dv, n_q, n_kv, H, G;  // G: query heads per kv head
+    float scale, max_bias, softcap;
+    int has_mask;
+    int k_vec;        // key rows allow 16-byte loads
+    int n_split;      // key ranges per query row (split-KV: generation has few rows to spread)
+    int64_t chunk;    // keys per range (a multiple of 32)
+    float * partial;  // n_split > 1: per (row, range) max, sum and unnormalized output [Dv]
+};
+
+// The operands and parameters of a flash_attn_ext or flash_attn_back node (the same sources).
+static inline FaArgs fa_args(const ggml_tensor * dst) {
+    const ggml_tensor * q = dst->src[0], * k = dst->src[1], * v = dst->src[2], * mask = dst->src[3];
+    FaArgs a = {};
+    a.q = make_view(q);
+    a.k = make_view(k);
+    a.v = make_view(v);
+    a.has_mask = mask != nullptr;
+    if (mask) {
+        a.mask = make_view(mask);
+    } else {
+        a.mask = tview{};
+        a.mask.type = GGML_TYPE_F32;
+        for (int d = 0; d < 4; d++) a.mask.ne[d] = 1;
+    }
+    a.dst = (float *) dst->data;
+    a.D = q->ne[0];
+    a.Dv = v->ne[0];
+    a.n_q = q->ne[1];
+    a.H = q->ne[2];
+    a.G = q->ne[2] / k->ne[2];
+    a.n_kv = k->ne[1];
+    a.scale = ggml_get_op_params_f32(dst, 0);
+    a.max_bias = ggml_get_op_params_f32(dst, 1);
+    a.softcap = ggml_get_op_params_f32(dst, 2);
+    a.k_vec = rows_vec(k, a.D);
+    a.n_split = 1;
+    return a;
+}
