@@ -88,6 +88,27 @@ TEST(CudaEmu, KernelsMatchCpu) {
     ggml_backend_free(cpu);
 }
 
+// common.cuh's division by a size (fast_div, as unravel uses it) against plain division: divisors
+// 1 to 2^31 - 1 (powers of two and their neighbours among them), numerators up to 2^31 - 1.
+TEST(CudaEmu, FastDivisionMatchesDivision) {
+    std::vector<int64_t> ds;
+    for (int64_t d = 1; d < 3000; d++) ds.push_back(d);
+    for (int s = 12; s < 31; s++) {
+        for (int64_t e : { -1, 0, 1 }) ds.push_back(((int64_t) 1 << s) + e);
+    }
+    for (int64_t d : { 5632, 32000, 151936, 1000003, 123456789, 2147483647 }) ds.push_back(d);
+    uint64_t x = 88172645463325252ull;
+    for (int64_t d : ds) {
+        const fastdiv_t f = make_fastdiv(d);
+        for (int j = 0; j < 400; j++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            uint32_t n = (uint32_t) (x % ((uint64_t) 1 << 31));
+            if (j < 6) n = j < 3 ? (uint32_t) (2147483647 - j) : (uint32_t) (d * (j - 2) - 1) & 0x7fffffffu;
+            ASSERT_EQ(fast_div(n, f), n / (uint32_t) d) << n << " / " << d;
+        }
+    }
+}
+
 // mma.cuh's m16n8k16 product (here its shuffle fallback) on fragments laid out as the PTX ISA
 // states it, written out independently of mma.cuh: groupID = lane / 4, threadID_in_group = lane
 // % 4; A element i (0..7) at row groupID (+8 for i in 2, 3, 6, 7), column 2 threadID_in_group +

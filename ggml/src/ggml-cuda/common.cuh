@@ -99,56 +99,136 @@ static inline size_t ggml_cuda_span(const ggml_tensor * t) {
     return span;
 }
 
+// ---- division by a tensor's sizes --------------------------------------------------------------
+// Flat indices become coordinates by dividing by the sizes, per element in the elementwise and
+// copy kernels; 64-bit division is a long software routine on the GPU, which made those kernels
+// bound by arithmetic instead of memory. For numerators below 2^31 and a divisor d < 2^31:
+// q = (umulhi(n, m) + n) >> s with s = ceil(log2 d), m = floor(2^32 (2^s - d) / d) + 1
+// (Granlund and Montgomery's division by invariant integers; the sum cannot overflow).
+struct fastdiv_t {
+    uint32_t m, s;
+};
+
+static inline fastdiv_t make_fastdiv(int64_t d) {
+    if (d < 1 || d >= ((int64_t) 1 << 31)) return { 0, 0 };  // unused: the tensor takes the 64-bit path
+    uint32_t s = 0;
+    while (((uint64_t) 1 << s) < (uint64_t) d) s++;
+    return { (uint32_t) ((((uint64_t) 1 << 32) * (((uint64_t) 1 << s) - (uint64_t) d)) / (uint64_t) d + 1), s };
+}
+
+#define GGML_CUDA_HD __host__ __device__ __forceinline__
+
+GGML_CUDA_HD uint32_t umulhi32(uint32_t a, uint32_t b) {
+#ifdef __CUDA_ARCH__
+    return __umulhi(a, b);
+#else
+    return (uint32_t) (((uint64_t) a * b) >> 32);
+#endif
+}
+
+GGML_CUDA_HD uint32_t fast_div(uint32_t n, fastdiv_t f) { return (umulhi32(n, f.m) + n) >> f.s; }
+
 // ---- tensors as kernel arguments ------------------------------------------------------------
-// A tensor's data pointer, shape and byte strides, by value (kernels index any layout).
+// A tensor's data pointer, shape and byte strides, by value (kernels index any layout); dv
+// divides by the sizes when every index fits 31 bits (idx32).
 struct tview {
     char * data;
     int64_t ne[4];
     int64_t nb[4];
     int type;
+    int idx32;
+    fastdiv_t dv[4];
 };
 
 static inline tview make_view(const ggml_tensor * t) {
     tview v;
     v.data = (char *) t->data;
+    int64_t n = 1;
     for (int d = 0; d < 4; d++) {
         v.ne[d] = t->ne[d];
         v.nb[d] = (int64_t) t->nb[d];
+        v.dv[d] = make_fastdiv(t->ne[d]);
+        n *= t->ne[d] > 0 ? t->ne[d] : 1;
     }
     v.type = (int) t->type;
+    v.idx32 = n < ((int64_t) 1 << 31);
     return v;
 }
 
-// Flat element index i (i0 fastest) to coordinates of shape ne.
-__device__ __forceinline__ void unravel(int64_t i, const int64_t ne[4], int64_t & i0, int64_t & i1, int64_t & i2, int64_t & i3) {
-    i0 = i % ne[0];
-    i /= ne[0];
-    i1 = i % ne[1];
-    i /= ne[1];
-    i2 = i % ne[2];
-    i3 = i / ne[2];
+// A view of nothing with sizes 1 (a missing operand that kernels broadcast).
+static inline tview unit_view(int type) {
+    tview v = {};
+    v.type = type;
+    for (int d = 0; d < 4; d++) {
+        v.ne[d] = 1;
+        v.dv[d] = make_fastdiv(1);
+    }
+    v.idx32 = 1;
+    return v;
 }
 
-__device__ __forceinline__ char * elem_ptr(const tview & v, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+// Flat element index i (i0 fastest) to coordinates of v's shape.
+GGML_CUDA_HD void unravel(int64_t i, const tview & v, int64_t & i0, int64_t & i1, int64_t & i2, int64_t & i3) {
+    if (v.idx32) {
+        uint32_t n = (uint32_t) i, q = fast_div(n, v.dv[0]);
+        i0 = n - q * (uint32_t) v.ne[0];
+        n = q;
+        q = fast_div(n, v.dv[1]);
+        i1 = n - q * (uint32_t) v.ne[1];
+        n = q;
+        q = fast_div(n, v.dv[2]);
+        i2 = n - q * (uint32_t) v.ne[2];
+        i3 = q;
+        return;
+    }
+    i0 = i % v.ne[0];
+    i /= v.ne[0];
+    i1 = i % v.ne[1];
+    i /= v.ne[1];
+    i2 = i % v.ne[2];
+    i3 = i / v.ne[2];
+}
+
+// Row r of v (rows counted over dims 1..3) to its coordinates.
+GGML_CUDA_HD void row_coords(int64_t r, const tview & v, int64_t & i1, int64_t & i2, int64_t & i3) {
+    if (v.idx32) {
+        uint32_t n = (uint32_t) r, q = fast_div(n, v.dv[1]);
+        i1 = n - q * (uint32_t) v.ne[1];
+        n = q;
+        q = fast_div(n, v.dv[2]);
+        i2 = n - q * (uint32_t) v.ne[2];
+        i3 = q;
+        return;
+    }
+    i1 = r % v.ne[1];
+    r /= v.ne[1];
+    i2 = r % v.ne[2];
+    i3 = r / v.ne[2];
+}
+
+// Coordinate i of a larger tensor along dim d, broadcast over v's size there (i mod ne[d]).
+GGML_CUDA_HD int64_t bcast(int64_t i, const tview & v, int d) {
+    if (i < v.ne[d]) return i;
+    if (v.idx32 && i < ((int64_t) 1 << 31)) return (uint32_t) i - fast_div((uint32_t) i, v.dv[d]) * (uint32_t) v.ne[d];
+    return i % v.ne[d];
+}
+
+GGML_CUDA_HD char * elem_ptr(const tview & v, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
     return v.data + i0 * v.nb[0] + i1 * v.nb[1] + i2 * v.nb[2] + i3 * v.nb[3];
 }
 
-__device__ __forceinline__ char * row_ptr(const tview & v, int64_t i1, int64_t i2, int64_t i3) {
-    return v.data + i1 * v.nb[1] + i2 * v.nb[2] + i3 * v.nb[3];
+// The element of v at coordinates of a larger tensor, broadcast along every dim.
+GGML_CUDA_HD char * bcast_ptr(const tview & v, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+    return elem_ptr(v, bcast(i0, v, 0), bcast(i1, v, 1), bcast(i2, v, 2), bcast(i3, v, 3));
 }
 
-// Row r of a tensor (rows counted over dims 1..3) to its coordinates.
-__device__ __forceinline__ void row_coords(int64_t r, const int64_t ne[4], int64_t & i1, int64_t & i2, int64_t & i3) {
-    i1 = r % ne[1];
-    r /= ne[1];
-    i2 = r % ne[2];
-    i3 = r / ne[2];
+GGML_CUDA_HD char * row_ptr(const tview & v, int64_t i1, int64_t i2, int64_t i3) {
+    return v.data + i1 * v.nb[1] + i2 * v.nb[2] + i3 * v.nb[3];
 }
 
 // ---- element conversion -------------------------------------------------------------------
 // F16 and BF16 stored as ggml does (raw 16 bits); conversions round to nearest even, as the CPU's.
 // Host and device: the block decoders built on them are checked on the host (test-cuda-host).
-#define GGML_CUDA_HD __host__ __device__ __forceinline__
 
 GGML_CUDA_HD float bits_to_f32(uint32_t u) {
 #ifdef __CUDA_ARCH__

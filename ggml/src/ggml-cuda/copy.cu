@@ -17,8 +17,8 @@ __global__ void k_cpy_raw(tview dst, tview src, int64_t n, int es) {
     const int64_t i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     int64_t s0, s1, s2, s3, d0, d1, d2, d3;
-    unravel(i, src.ne, s0, s1, s2, s3);
-    unravel(i, dst.ne, d0, d1, d2, d3);
+    unravel(i, src, s0, s1, s2, s3);
+    unravel(i, dst, d0, d1, d2, d3);
     const char * x = elem_ptr(src, s0, s1, s2, s3);
     char * y = elem_ptr(dst, d0, d1, d2, d3);
     switch (es) {
@@ -34,8 +34,8 @@ __global__ void k_cpy_to_float(tview dst, tview src, int64_t n) {
     const int64_t i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     int64_t s0, s1, s2, s3, d0, d1, d2, d3;
-    unravel(i, src.ne, s0, s1, s2, s3);
-    unravel(i, dst.ne, d0, d1, d2, d3);
+    unravel(i, src, s0, s1, s2, s3);
+    unravel(i, dst, d0, d1, d2, d3);
     const float v = load_any(row_ptr(src, s1, s2, s3), s0, src.type, src.nb[0]);
     store_f(elem_ptr(dst, d0, d1, d2, d3), dst.type, v);
 }
@@ -44,8 +44,8 @@ __global__ void k_cpy_to_float(tview dst, tview src, int64_t n) {
 __global__ void k_cpy_rows(tview dst, tview src, int64_t row_bytes) {
     const int64_t r = blockIdx.x;
     int64_t s1, s2, s3, d1, d2, d3;
-    row_coords(r, src.ne, s1, s2, s3);
-    row_coords(r, dst.ne, d1, d2, d3);
+    row_coords(r, src, s1, s2, s3);
+    row_coords(r, dst, d1, d2, d3);
     const char * x = row_ptr(src, s1, s2, s3);
     char * y = row_ptr(dst, d1, d2, d3);
     for (int64_t b = threadIdx.x; b < row_bytes; b += blockDim.x) y[b] = x[b];
@@ -57,12 +57,12 @@ __global__ void k_cpy_quantize(tview dst, tview src, int64_t n_blocks_total, int
     if (b >= n_blocks_total) return;
     const int64_t r = b / blocks_per_row, k = b % blocks_per_row;
     int64_t d1, d2, d3;
-    row_coords(r, dst.ne, d1, d2, d3);
+    row_coords(r, dst, d1, d2, d3);
     float x[32];
     const int64_t flat0 = r * dst.ne[0] + 32 * k;  // dst's first element, in logical order
     for (int j = 0; j < 32; j++) {
         int64_t s0, s1, s2, s3;
-        unravel(flat0 + j, src.ne, s0, s1, s2, s3);
+        unravel(flat0 + j, src, s0, s1, s2, s3);
         x[j] = load_f(elem_ptr(src, s0, s1, s2, s3), src.type);
     }
     quantize_block(row_ptr(dst, d1, d2, d3) + k * block_bytes, x, dst.type);
@@ -74,7 +74,7 @@ __global__ void k_get_rows(tview dst, tview a, tview idx, int64_t n, int raw_i32
     const int64_t i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     int64_t i0, i1, i2, i3;
-    unravel(i, dst.ne, i0, i1, i2, i3);
+    unravel(i, dst, i0, i1, i2, i3);
     const int32_t r = *(const int32_t *) (idx.data + i1 * idx.nb[0] + i2 * idx.nb[1] + i3 * idx.nb[2]);
     char * y = elem_ptr(dst, i0, i1, i2, i3);
     if (r < 0 || r >= a.ne[1]) {  // the CPU aborts; here the row reads as zeros
@@ -94,7 +94,7 @@ __global__ void k_get_rows_back(float * dst, int64_t dne0, int64_t dne1, int64_t
     const int64_t i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     int64_t i0, i1, i2, i3;
-    unravel(i, grad.ne, i0, i1, i2, i3);
+    unravel(i, grad, i0, i1, i2, i3);
     const int32_t r = *(const int32_t *) (idx.data + i1 * idx.nb[0] + i2 * idx.nb[1] + i3 * idx.nb[2]);
     if (r < 0 || r >= dne1) return;
     atomicAdd(dst + ((i3 * dne2 + i2) * dne1 + r) * dne0 + i0, load_f(elem_ptr(grad, i0, i1, i2, i3), grad.type));
@@ -103,7 +103,7 @@ __global__ void k_get_rows_back(float * dst, int64_t dne0, int64_t dne1, int64_t
 // ---- set_rows ---------------------------------------------------------------------------------
 // Row i of plane (j, k) of src goes to row idx[i, j % c1, k % c2] of dst (a view of the destination).
 GGML_CUDA_HD int64_t set_rows_target(const tview & idx, int64_t i1, int64_t i2, int64_t i3, int i64) {
-    const char * p = idx.data + i1 * idx.nb[0] + (i2 % idx.ne[1]) * idx.nb[1] + (i3 % idx.ne[2]) * idx.nb[2];
+    const char * p = idx.data + i1 * idx.nb[0] + bcast(i2, idx, 1) * idx.nb[1] + bcast(i3, idx, 2) * idx.nb[2];
     return i64 ? *(const int64_t *) p : (int64_t) *(const int32_t *) p;
 }
 
@@ -112,7 +112,7 @@ __global__ void k_set_rows(tview dst, tview src, tview idx, int64_t n, int i64) 
     const int64_t i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     int64_t i0, i1, i2, i3;
-    unravel(i, src.ne, i0, i1, i2, i3);
+    unravel(i, src, i0, i1, i2, i3);
     const int64_t r = set_rows_target(idx, i1, i2, i3, i64);
     if (r < 0 || r >= dst.ne[1]) return;  // the CPU aborts; here the row is dropped
     store_f(elem_ptr(dst, i0, r, i2, i3), dst.type, *(const float *) elem_ptr(src, i0, i1, i2, i3));
@@ -124,7 +124,7 @@ __global__ void k_set_rows_quantize(tview dst, tview src, tview idx, int64_t n_b
     const int64_t b = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
     if (b >= n_blocks_total) return;
     int64_t i1, i2, i3;
-    row_coords(b / blocks_per_row, src.ne, i1, i2, i3);
+    row_coords(b / blocks_per_row, src, i1, i2, i3);
     const int64_t k = b % blocks_per_row;
     const int64_t r = set_rows_target(idx, i1, i2, i3, i64);
     if (r < 0 || r >= dst.ne[1]) return;
@@ -139,8 +139,8 @@ __global__ void k_repeat(tview dst, tview src, int64_t n, int es) {
     const int64_t i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     int64_t i0, i1, i2, i3;
-    unravel(i, dst.ne, i0, i1, i2, i3);
-    const char * x = elem_ptr(src, i0 % src.ne[0], i1 % src.ne[1], i2 % src.ne[2], i3 % src.ne[3]);
+    unravel(i, dst, i0, i1, i2, i3);
+    const char * x = bcast_ptr(src, i0, i1, i2, i3);
     char * y = elem_ptr(dst, i0, i1, i2, i3);
     if (es == 2) *(uint16_t *) y = *(const uint16_t *) x; else *(uint32_t *) y = *(const uint32_t *) x;
 }
@@ -149,7 +149,7 @@ __global__ void k_concat(tview dst, tview a, tview b, int64_t n, int dim, int es
     const int64_t i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     int64_t c[4];
-    unravel(i, dst.ne, c[0], c[1], c[2], c[3]);
+    unravel(i, dst, c[0], c[1], c[2], c[3]);
     char * y = elem_ptr(dst, c[0], c[1], c[2], c[3]);
     const char * x;
     if (c[dim] < a.ne[dim]) {
@@ -167,7 +167,7 @@ __global__ void k_repeat_back(tview dst, tview src, int64_t n) {
     const int64_t i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     int64_t i0, i1, i2, i3;
-    unravel(i, dst.ne, i0, i1, i2, i3);
+    unravel(i, dst, i0, i1, i2, i3);
     const int64_t nt0 = src.ne[0] / dst.ne[0], nt1 = src.ne[1] / dst.ne[1], nt2 = src.ne[2] / dst.ne[2], nt3 = src.ne[3] / dst.ne[3];
     float s = 0.0f;
     for (int64_t t3 = 0; t3 < nt3; t3++)
@@ -184,7 +184,7 @@ __global__ void k_acc_add(char * dst, tview src1, int64_t n, int64_t nb1, int64_
     const int64_t i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     int64_t i0, i1, i2, i3;
-    unravel(i, src1.ne, i0, i1, i2, i3);
+    unravel(i, src1, i0, i1, i2, i3);
     float * y = (float *) (dst + offset + i0 * (int64_t) sizeof(float) + i1 * nb1 + i2 * nb2 + i3 * nb3);
     atomicAdd(y, *(const float *) elem_ptr(src1, i0, i1, i2, i3));
 }

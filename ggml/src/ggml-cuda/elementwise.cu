@@ -22,9 +22,9 @@ __global__ void k_binary(tview dst, tview a, tview b, int64_t n) {
     const int64_t i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     int64_t i0, i1, i2, i3;
-    unravel(i, dst.ne, i0, i1, i2, i3);
+    unravel(i, dst, i0, i1, i2, i3);
     const float x = load_f(elem_ptr(a, i0, i1, i2, i3), a.type);
-    const float y = load_f(elem_ptr(b, i0 % b.ne[0], i1 % b.ne[1], i2 % b.ne[2], i3 % b.ne[3]), b.type);
+    const float y = load_f(bcast_ptr(b, i0, i1, i2, i3), b.type);
     store_f(elem_ptr(dst, i0, i1, i2, i3), dst.type, bin_apply<OP>(x, y));
 }
 
@@ -73,7 +73,7 @@ __global__ void k_map(tview dst, tview src, int64_t n, float s) {
     const int64_t i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     int64_t i0, i1, i2, i3;
-    unravel(i, dst.ne, i0, i1, i2, i3);
+    unravel(i, dst, i0, i1, i2, i3);
     const float x = load_f(elem_ptr(src, i0, i1, i2, i3), src.type);
     store_f(elem_ptr(dst, i0, i1, i2, i3), dst.type, map_apply<M>(x, s));
 }
@@ -93,10 +93,10 @@ __global__ void k_map_mul(tview mdst, tview src, tview pdst, tview other, int64_
     const int64_t i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     int64_t i0, i1, i2, i3;
-    unravel(i, pdst.ne, i0, i1, i2, i3);
+    unravel(i, pdst, i0, i1, i2, i3);
     const float m = map_apply<M>(load_f(elem_ptr(src, i0, i1, i2, i3), src.type), 0.0f);
     *(float *) elem_ptr(mdst, i0, i1, i2, i3) = m;
-    const float o = load_f(elem_ptr(other, i0 % other.ne[0], i1 % other.ne[1], i2 % other.ne[2], i3 % other.ne[3]), other.type);
+    const float o = load_f(bcast_ptr(other, i0, i1, i2, i3), other.type);
     store_f(elem_ptr(pdst, i0, i1, i2, i3), pdst.type, map_is_a ? m * o : o * m);
 }
 
@@ -137,7 +137,7 @@ __global__ void k_unary_back(tview dst, tview grad, tview x, int64_t n, int op) 
     const int64_t i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     int64_t i0, i1, i2, i3;
-    unravel(i, dst.ne, i0, i1, i2, i3);
+    unravel(i, dst, i0, i1, i2, i3);
     const float g = load_f(elem_ptr(grad, i0, i1, i2, i3), grad.type);
     const float xv = load_f(elem_ptr(x, i0, i1, i2, i3), x.type);
     store_f(elem_ptr(dst, i0, i1, i2, i3), dst.type, unary_grad(op, g, xv));
@@ -148,7 +148,7 @@ __global__ void k_diag_mask(tview dst, tview src, int64_t n, int64_t n_past, flo
     const int64_t i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     int64_t i0, i1, i2, i3;
-    unravel(i, dst.ne, i0, i1, i2, i3);
+    unravel(i, dst, i0, i1, i2, i3);
     const float v = i0 > n_past + i1 ? fill : *(const float *) elem_ptr(src, i0, i1, i2, i3);
     *(float *) elem_ptr(dst, i0, i1, i2, i3) = v;
 }

@@ -32,13 +32,7 @@ static inline FaArgs fa_args(const ggml_tensor * dst) {
     a.k = make_view(k);
     a.v = make_view(v);
     a.has_mask = mask != nullptr;
-    if (mask) {
-        a.mask = make_view(mask);
-    } else {
-        a.mask = tview{};
-        a.mask.type = GGML_TYPE_F32;
-        for (int d = 0; d < 4; d++) a.mask.ne[d] = 1;
-    }
+    a.mask = mask ? make_view(mask) : unit_view(GGML_TYPE_F32);
     a.dst = (float *) dst->data;
     a.D = q->ne[0];
     a.Dv = v->ne[0];

@@ -26,7 +26,7 @@ __global__ void k_to_contig(OUT * out, tview t, int64_t n) {
     const int64_t i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     int64_t i0, i1, i2, i3;
-    unravel(i, t.ne, i0, i1, i2, i3);
+    unravel(i, t, i0, i1, i2, i3);
     const float v = load_any(row_ptr(t, i1, i2, i3), i0, t.type, t.nb[0]);
     if constexpr (std::is_same<OUT, float>::value) {
         out[i] = v;
@@ -54,7 +54,7 @@ __global__ void k_dequant_f16(uint4 * out, tview a, int64_t units_per_row, int64
     if (g >= n_units) return;
     const int64_t r = g / units_per_row, u = g % units_per_row;
     int64_t i1, i2, i3;
-    row_coords(r, a.ne, i1, i2, i3);
+    row_coords(r, a, i1, i2, i3);
     float v[32];
     dequant_unit<T>(row_ptr(a, i1, i2, i3), u, v);
     uint32_t h[16];

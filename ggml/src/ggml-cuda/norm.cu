@@ -17,7 +17,7 @@ __device__ __forceinline__ double bsum(double v) {
 template <bool RMS, bool MUL>
 __device__ __forceinline__ void norm_row(tview dst, tview src, double eps, tview mdst, tview w, int norm_is_a) {
     int64_t i1, i2, i3;
-    row_coords(blockIdx.x, src.ne, i1, i2, i3);
+    row_coords(blockIdx.x, src, i1, i2, i3);
     const char * x = row_ptr(src, i1, i2, i3);
     char * y = row_ptr(dst, i1, i2, i3);
     const int64_t n = src.ne[0];
@@ -38,7 +38,7 @@ __device__ __forceinline__ void norm_row(tview dst, tview src, double eps, tview
         const float v = (float) (((double) *(const float *) (x + i * src.nb[0]) - mean) * scale);
         *(float *) (y + i * dst.nb[0]) = v;
         if constexpr (MUL) {
-            const float o = load_f(elem_ptr(w, i % w.ne[0], i1 % w.ne[1], i2 % w.ne[2], i3 % w.ne[3]), w.type);
+            const float o = load_f(bcast_ptr(w, i, i1, i2, i3), w.type);
             store_f(elem_ptr(mdst, i, i1, i2, i3), mdst.type, norm_is_a ? v * o : o * v);
         }
     }
@@ -55,10 +55,10 @@ __global__ void k_rms_norm_mul(tview dst, tview src, double eps, tview mdst, tvi
 // is stored first (each thread the elements norm_row reads back), as the add's kernel would.
 __global__ void k_add_rms_norm_mul(tview sum, tview a, tview b, tview dst, double eps, tview mdst, tview w, int norm_is_a) {
     int64_t i1, i2, i3;
-    row_coords(blockIdx.x, sum.ne, i1, i2, i3);
+    row_coords(blockIdx.x, sum, i1, i2, i3);
     for (int64_t i = threadIdx.x; i < sum.ne[0]; i += blockDim.x) {
         const float x = load_f(elem_ptr(a, i, i1, i2, i3), a.type);
-        const float y = load_f(elem_ptr(b, i % b.ne[0], i1 % b.ne[1], i2 % b.ne[2], i3 % b.ne[3]), b.type);
+        const float y = load_f(bcast_ptr(b, i, i1, i2, i3), b.type);
         *(float *) elem_ptr(sum, i, i1, i2, i3) = x + y;
     }
     norm_row<true, true>(dst, sum, eps, mdst, w, norm_is_a);
@@ -69,7 +69,7 @@ __global__ void k_add_rms_norm_mul(tview sum, tview a, tview b, tview dst, doubl
 template <bool RMS>
 __global__ void k_norm_back(tview dst, tview grad, tview src, double eps) {
     int64_t i1, i2, i3;
-    row_coords(blockIdx.x, src.ne, i1, i2, i3);
+    row_coords(blockIdx.x, src, i1, i2, i3);
     const char * g = row_ptr(grad, i1, i2, i3);
     const char * x = row_ptr(src, i1, i2, i3);
     char * y = row_ptr(dst, i1, i2, i3);

@@ -15,7 +15,7 @@ __device__ __forceinline__ double block_sum_d(double v) {
 // dst[0, row] = sum (or mean) of the row.
 __global__ void k_sum_rows(tview dst, tview src, int mean) {
     int64_t i1, i2, i3;
-    row_coords(blockIdx.x, src.ne, i1, i2, i3);
+    row_coords(blockIdx.x, src, i1, i2, i3);
     const char * x = row_ptr(src, i1, i2, i3);
     double s = 0.0;
     for (int64_t i = threadIdx.x; i < src.ne[0]; i += blockDim.x) s += load_f(x + i * src.nb[0], src.type);
@@ -30,7 +30,7 @@ __global__ void k_sum_all(tview dst, tview src, int64_t n) {
     double s = 0.0;
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
         int64_t i0, i1, i2, i3;
-        unravel(i, src.ne, i0, i1, i2, i3);
+        unravel(i, src, i0, i1, i2, i3);
         s += load_f(elem_ptr(src, i0, i1, i2, i3), src.type);
     }
     s = block_sum_d(s);
@@ -79,7 +79,7 @@ __device__ void row_softmax_norm(const char * a, int64_t nb0, int64_t nc, float 
 // row_loss[r] = -sum_c b[c] log_softmax(a)[c] (terms with b[c] = 0 count as 0).
 __global__ void k_cross_entropy_rows(double * row_loss, tview a, tview b) {
     int64_t i1, i2, i3;
-    row_coords(blockIdx.x, a.ne, i1, i2, i3);
+    row_coords(blockIdx.x, a, i1, i2, i3);
     const char * ar = row_ptr(a, i1, i2, i3), * br = row_ptr(b, i1, i2, i3);
     float max;
     double sum_exp;
@@ -104,7 +104,7 @@ __global__ void k_cross_entropy_total(float * dst, const double * row_loss, int6
 // dst = (softmax(a) * sum(b) - b) * grad / nr per row.
 __global__ void k_cross_entropy_back(tview dst, const float * grad, tview a, tview b, int64_t nr) {
     int64_t i1, i2, i3;
-    row_coords(blockIdx.x, a.ne, i1, i2, i3);
+    row_coords(blockIdx.x, a, i1, i2, i3);
     const char * ar = row_ptr(a, i1, i2, i3), * br = row_ptr(b, i1, i2, i3);
     char * dr = row_ptr(dst, i1, i2, i3);
     const int64_t nc = a.ne[0];

@@ -22,7 +22,8 @@ GGML_CUDA_HD void rope_element(const tview & dst, const tview & src, const int32
     const int64_t per_row = n_pairs + (dst.ne[0] - a.n_dims);
     if (t >= per_row * n_rows) return;
     const int64_t r = t / per_row, k = t % per_row;
-    const int64_t i1 = r % dst.ne[1], i2 = (r / dst.ne[1]) % dst.ne[2], i3 = r / (dst.ne[1] * dst.ne[2]);
+    int64_t i1, i2, i3;
+    row_coords(r, dst, i1, i2, i3);
     const char * x = src.data + i1 * src.nb[1] + i2 * src.nb[2] + i3 * src.nb[3];
     char * y = dst.data + i1 * dst.nb[1] + i2 * dst.nb[2] + i3 * dst.nb[3];
     if (k >= n_pairs) {

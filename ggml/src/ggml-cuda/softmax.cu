@@ -23,7 +23,7 @@ __global__ void k_soft_max(tview dst, tview src, tview mask, SoftmaxArgs args) {
     __shared__ float fbuf[32];
     __shared__ double dbuf[32];
     int64_t i1, i2, i3;
-    row_coords(blockIdx.x, src.ne, i1, i2, i3);
+    row_coords(blockIdx.x, src, i1, i2, i3);
     const char * x = row_ptr(src, i1, i2, i3);
     char * y = row_ptr(dst, i1, i2, i3);
     const char * m = args.has_mask ? row_ptr(mask, i1, i2 % mask.ne[2], i3 % mask.ne[3]) : nullptr;
@@ -51,7 +51,7 @@ __global__ void k_soft_max(tview dst, tview src, tview mask, SoftmaxArgs args) {
 __global__ void k_soft_max_back(tview dst, tview grad, tview yv, double scale) {
     __shared__ double dbuf[32];
     int64_t i1, i2, i3;
-    row_coords(blockIdx.x, dst.ne, i1, i2, i3);
+    row_coords(blockIdx.x, dst, i1, i2, i3);
     const char * g = row_ptr(grad, i1, i2, i3);
     const char * y = row_ptr(yv, i1, i2, i3);
     char * d = row_ptr(dst, i1, i2, i3);
@@ -77,11 +77,7 @@ void ggml_cuda_op_soft_max(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
     args.scale = ggml_get_op_params_f32(dst, 0);
     args.max_bias = ggml_get_op_params_f32(dst, 1);
     args.has_mask = mask != nullptr;
-    tview mv = mask ? make_view(mask) : tview{};
-    if (!mask) {
-        mv.type = GGML_TYPE_F32;
-        for (int d = 0; d < 4; d++) mv.ne[d] = 1;
-    }
+    const tview mv = mask ? make_view(mask) : unit_view(GGML_TYPE_F32);
     GGML_CUDA_LAUNCH(k_soft_max, (unsigned int) nr, kThreads, 0, ctx.stream)(make_view(dst), make_view(src), mv, args);
     CUDA_CHECK_LAUNCH();
 }
