@@ -12,7 +12,8 @@
 # Steps: test-backend-ops and test-gpu-model (every op and the shared models against the CPU);
 # TinyLlama-1.1B-shaped random weights (randckpt -> llama-convert f16 -> llama-quantize Q4_0,
 # Q4_K_M, Q8_0); llama-bench pp512 / tg128 with every layer on the GPU, fa 0 and 1, ours with
-# CUDA graphs and fusions on, each off (GGML_CUDA_DISABLE_GRAPHS / _FUSION), and llama.cpp's;
+# CUDA graphs and fusions on, each off (GGML_CUDA_DISABLE_GRAPHS / _FUSION), prompts without the
+# tensor-core attention (GGML_CUDA_DISABLE_MMA_FA), and llama.cpp's;
 # then where the time goes (GGML_CUDA_PROFILE=1: time per kernel class) for Q4_0 pp512 and tg128.
 set -u
 BIN=${BIN:-build-cuda/bin}
@@ -46,6 +47,7 @@ for t in Q4_0 Q4_K_M Q8_0 F16; do
     "$BIN/llama-bench" -m "$f" -ngl 99 -fa 0,1 -p 512 -n 128 -r "$R" 2>/dev/null | tee -a "$OUT/summary.txt"
     GGML_CUDA_DISABLE_GRAPHS=1 "$BIN/llama-bench" -m "$f" -ngl 99 -fa 1 -p 0 -n 128 -r "$R" 2>/dev/null | tail -1 | sed 's/^/no graphs: /' | tee -a "$OUT/summary.txt"
     GGML_CUDA_DISABLE_FUSION=1 "$BIN/llama-bench" -m "$f" -ngl 99 -fa 1 -p 0 -n 128 -r "$R" 2>/dev/null | tail -1 | sed 's/^/no fusion: /' | tee -a "$OUT/summary.txt"
+    GGML_CUDA_DISABLE_MMA_FA=1 "$BIN/llama-bench" -m "$f" -ngl 99 -fa 1 -p 512 -n 0 -r "$R" 2>/dev/null | tail -1 | sed 's/^/no tensor-core attention: /' | tee -a "$OUT/summary.txt"
     if [ -n "${LCPP_BENCH:-}" ] && [ -x "$LCPP_BENCH" ]; then
         "$LCPP_BENCH" -m "$f" -ngl 99 -fa 0,1 -p 512 -n 128 -r "$R" 2>/dev/null | sed 's/^/llama.cpp: /' | tee -a "$OUT/summary.txt"
     fi
