@@ -586,6 +586,24 @@ std::vector<Case> make_cases() {
         }, mm_tol(GGML_TYPE_Q4_0, n));
     }
 
+    // a norm's product read next by integer products (generation): a GPU may quantize the
+    // activations in the norm's kernel; Q8_0 (32) and Q8_K (256) blocks, one and two columns, the
+    // residual's add first, a second product of the same activations
+    struct NormProduct { ggml_type t, t2; int64_t n; bool add; };
+    for (const NormProduct & c : { NormProduct{ GGML_TYPE_Q4_0, GGML_TYPE_COUNT, 1, false }, NormProduct{ GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, 1, true },
+                                   NormProduct{ GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, 2, true } }) {
+        add(std::string("rms_norm mul then mul_mat ") + ggml_type_name(c.t) + (c.t2 != GGML_TYPE_COUNT ? std::string(" ") + ggml_type_name(c.t2) : "") +
+                " n " + std::to_string(c.n) + (c.add ? " add" : ""),
+            [=](Maker & m) {
+                ggml_tensor * h = m.in(GGML_TYPE_F32, {512, c.n}, uniform(-2.0f, 3.0f));
+                if (c.add) h = ggml_add(m.ctx, h, m.in(GGML_TYPE_F32, {512, c.n}));
+                ggml_tensor * y = ggml_mul(m.ctx, ggml_rms_norm(m.ctx, h, 1e-5f), m.in(GGML_TYPE_F32, {512}));
+                ggml_tensor * out = ggml_mul_mat(m.ctx, m.in(c.t, {512, 40}), y);
+                if (c.t2 != GGML_TYPE_COUNT) out = ggml_concat(m.ctx, out, ggml_mul_mat(m.ctx, m.in(c.t2, {512, 24}), y), 0);
+                return same(ggml_concat(m.ctx, out, ggml_scale(m.ctx, y, 1e-3f), 0));  // y read again after: written too
+            }, mm_tol(c.t, c.n));
+    }
+
     // generation's products of one activation with weights of one type, one after another in the
     // graph (q, k, v; gate, up): a GPU may run them as one launch; short rows, odd row counts
     struct OneB { ggml_type t; int64_t K; std::vector<int64_t> rows; };

@@ -275,7 +275,8 @@ TEST_F(Offload, GeneratedTokensGiveTheDeviceTheSameGraph) {
 }
 
 // The CUDA backend runs the residual's add, rms_norm and the multiply by its weight as one
-// kernel, and silu then the multiply by up: only when the graph gives them one after another.
+// kernel (quantizing the result for the product after it), and silu then the multiply by up:
+// only when the graph gives them one after another.
 TEST_F(Offload, GraphOrderFeedsTheGpuFusions) {
     TU_REQUIRE_FILE(model_path("stories260K.gguf"));
     Model m = load(model_path("stories260K.gguf"), 999);
@@ -285,9 +286,10 @@ TEST_F(Offload, GraphOrderFeedsTheGpuFusions) {
     fake_gpu::ran().clear();
     tu::eval_all(c.get(), { 1 });
     const std::vector<ggml_op> & ops = fake_gpu::ran();
-    int add_norm_mul = 0, norm_mul = 0, unary_mul = 0;
+    int add_norm_mul = 0, norm_mul = 0, unary_mul = 0, norm_mul_product = 0;
     for (size_t i = 0; i + 1 < ops.size(); i++) {
         if (ops[i] == GGML_OP_RMS_NORM && ops[i + 1] == GGML_OP_MUL) norm_mul++;
+        if (i + 2 < ops.size() && ops[i] == GGML_OP_RMS_NORM && ops[i + 1] == GGML_OP_MUL && ops[i + 2] == GGML_OP_MUL_MAT) norm_mul_product++;
         if (ops[i] == GGML_OP_UNARY && ops[i + 1] == GGML_OP_MUL) unary_mul++;
         if (i + 2 < ops.size() && ops[i] == GGML_OP_ADD && ops[i + 1] == GGML_OP_RMS_NORM && ops[i + 2] == GGML_OP_MUL) add_norm_mul++;
     }
@@ -295,6 +297,9 @@ TEST_F(Offload, GraphOrderFeedsTheGpuFusions) {
     EXPECT_EQ(norm_mul, 2 * n_layer + 1);      // attention's and the FFN's, the output norm
     EXPECT_EQ(add_norm_mul, 2 * n_layer);      // each but the first layer's input norm, and the FFN's
     EXPECT_EQ(unary_mul, n_layer);
+    // and the product reading the norm's result comes next (q; gate; the output): the kernel
+    // quantizes its activations too
+    EXPECT_EQ(norm_mul_product, 2 * n_layer + 1);
 }
 
 // LoRA fine-tuning with the base model's layers on the device (llama-finetune -ngl): the

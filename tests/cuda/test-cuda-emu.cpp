@@ -79,11 +79,12 @@ TEST(CudaEmu, KernelsMatchCpu) {
         }
         n_ok++;
     }
-    printf("[ emu ] %d cases match the CPU, %d not supported, %d fused kernels, %d products on quantized activations\n", n_ok,
-           n_unsupported, n_fused, (int) cctx.n_act_reused);
+    printf("[ emu ] %d cases match the CPU, %d not supported, %d fused kernels, %d products on quantized activations (%d quantized by "
+           "their producer)\n", n_ok, n_unsupported, n_fused, (int) cctx.n_act_reused, (int) cctx.n_act_produced);
     if (!filter) {
         EXPECT_GE(n_fused, 6) << "the fused cases were not fused";
         EXPECT_GE(cctx.n_act_reused, 4u) << "the shared-b cases quantized b for every product";
+        EXPECT_GE(cctx.n_act_produced, 3u) << "no norm quantized the activations of the product after it";
     }
     ggml_backend_free(cpu);
 }

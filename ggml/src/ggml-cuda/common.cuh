@@ -87,7 +87,11 @@ struct ggml_cuda_ctx {
         int block = 0;             // 32 or 256: the activation blocks of the weight type
         uint64_t scratch_use = 0;  // scratch_uses right after it was written
     } act;
+    // Activations a fused kernel quantized while producing them, for the product after it: they
+    // become act once the launch's nodes are through ggml_cuda_compute_nodes' staleness check.
+    quantized_act act_pending;
     uint64_t n_act_reused = 0;     // products that found their activations quantized (tests)
+    uint64_t n_act_produced = 0;   // activations quantized by the kernel producing them (tests)
 };
 
 // The bytes from a tensor's first element to the end of its last (views: strides included).

@@ -97,61 +97,6 @@ __global__ void __launch_bounds__(WARP * kWarpsPerBlock) k_mmv(MmvArgs p) {
 
 // ---- quantized weights: 8-bit activations and integer products (quant.cuh's int_unit) ------------
 
-// b's columns (n, i12, i13), flattened as c = n + N * (i12 + ne12 * i13), quantized as the CPU
-// quantizes them for a's type: qs[c][K] bytes, ds[c][K / 32]. One thread per unit of 32 values;
-// for Q8_K the 8 units of a 256-value block are 8 neighbouring lanes, which share its largest value.
-struct ActArgs {
-    const char * b;
-    int64_t b_nb1, b_nb2, b_nb3;
-    int64_t K, N, ne12, n_units;  // n_units: columns x K / 32
-    int8_t * qs;
-    float4 * ds;
-};
-
-// Unit u (of its column) from its 32 values x: its bytes to q (16-byte aligned) and its scales to
-// *ds. All 32 lanes of the warp call it together (Q8_K: the 8 lanes of a 256-value block share
-// its largest value; units of a column are multiples of 8 there, so blocks never straddle).
-template <int BS>
-__device__ __forceinline__ void quantize_unit(const float * x, int64_t u, bool active, int8_t * q_out, float4 * ds) {
-    int8_t q[32];
-    float d, d_raw;
-    if constexpr (BS == 32) {
-        d_raw = act_q8_0_unit(x, q);
-        d = h2f(f2h(d_raw));
-    } else {
-        // the first value of largest magnitude in the 256: by unit, then by position in the unit
-        float max = signed_absmax(x, 32);
-        int first = (int) (u % 8);
-#pragma unroll
-        for (int o = 1; o < 8; o <<= 1) {
-            const float om = __shfl_xor_sync(0xffffffffu, max, o);
-            const int of = __shfl_xor_sync(0xffffffffu, first, o);
-            if (fabsf(om) > fabsf(max) || (fabsf(om) == fabsf(max) && of < first)) {
-                max = om;
-                first = of;
-            }
-        }
-        act_q8_K_unit(x, max, q);
-        d = d_raw = max != 0.0f ? 1.0f / (-127.0f / max) : 0.0f;
-    }
-    if (!active) return;
-    int w[8];
-#pragma unroll
-    for (int i = 0; i < 8; i++) {
-        w[i] = (int) ((uint32_t) (uint8_t) q[4 * i] | ((uint32_t) (uint8_t) q[4 * i + 1] << 8) |
-                      ((uint32_t) (uint8_t) q[4 * i + 2] << 16) | ((uint32_t) (uint8_t) q[4 * i + 3] << 24));
-    }
-    ((int4 *) q_out)[0] = make_int4(w[0], w[1], w[2], w[3]);
-    ((int4 *) q_out)[1] = make_int4(w[4], w[5], w[6], w[7]);
-    *ds = act_sums(q, d, d_raw);
-}
-
-// 32 floats from src (zeros where inactive).
-__device__ __forceinline__ void load_unit(const float * src, bool active, float * x) {
-#pragma unroll
-    for (int j = 0; j < 32; j++) x[j] = active ? src[j] : 0.0f;
-}
-
 template <int BS>
 __global__ void __launch_bounds__(256) k_quantize_act(ActArgs p) {
     const int64_t g = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
@@ -308,43 +253,25 @@ void ggml_cuda_mmv(ggml_cuda_ctx & ctx, const ggml_tensor * a, const ggml_tensor
 namespace {
 
 // b quantized to 8 bits as the CPU does for a's type (into scratch), or found already so
-// (ctx.act: the previous product's b, when nothing wrote over it since). Returns the bytes and
-// scales for MmvqArgs.
+// (ctx.act: the previous product's b, or the kernel that produced b, when nothing wrote over it
+// since). Returns the bytes and scales for MmvqArgs.
 void quantized_b(ggml_cuda_ctx & ctx, ggml_type a_type, const ggml_tensor * b, const int8_t ** qs, const float4 ** ds) {
-    const int64_t K = b->ne[0], N = b->ne[1], planes = b->ne[2] * b->ne[3];
-    const int64_t upc = K / 32;
-    const int64_t n_cols = N * planes, n_units = n_cols * upc;
-    const size_t qs_bytes = ((size_t) (n_cols * K) + 255) & ~(size_t) 255;
     const int act_block = act_block_size(a_type);
     ggml_cuda_ctx::quantized_act & act = ctx.act;
     bool quantized = act.lo == (const char *) b->data && act.block == act_block && act.scratch_use == ctx.scratch_uses && !ctx.no_fusion;
     for (int d = 0; d < 4 && quantized; d++) quantized = act.ne[d] == b->ne[d] && act.nb[d] == b->nb[d];
-    char * scratch = (char *) ctx.scratch(qs_bytes + (size_t) n_units * sizeof(float4));
-
-    ActArgs q;
-    q.b = (const char *) b->data;
-    q.b_nb1 = b->nb[1]; q.b_nb2 = b->nb[2]; q.b_nb3 = b->nb[3];
-    q.K = K; q.N = N; q.ne12 = b->ne[2]; q.n_units = n_units;
-    q.qs = (int8_t *) scratch;
-    q.ds = (float4 *) (scratch + qs_bytes);
+    const ActArgs q = ggml_cuda_act_args(ctx, b);
     if (quantized) {
         ctx.n_act_reused++;
     } else {
         if (act_block == 256) {
-            GGML_CUDA_LAUNCH(k_quantize_act<256>, n_blocks(n_units), 256, 0, ctx.stream)(q);
+            GGML_CUDA_LAUNCH(k_quantize_act<256>, n_blocks(q.n_units), 256, 0, ctx.stream)(q);
         } else {
-            GGML_CUDA_LAUNCH(k_quantize_act<32>, n_blocks(n_units), 256, 0, ctx.stream)(q);
+            GGML_CUDA_LAUNCH(k_quantize_act<32>, n_blocks(q.n_units), 256, 0, ctx.stream)(q);
         }
         CUDA_CHECK_LAUNCH();
     }
-    act.lo = (const char *) b->data;
-    act.hi = act.lo + ggml_cuda_span(b);
-    act.block = act_block;
-    act.scratch_use = ctx.scratch_uses;
-    for (int d = 0; d < 4; d++) {
-        act.ne[d] = b->ne[d];
-        act.nb[d] = b->nb[d];
-    }
+    ggml_cuda_act_record(act, b, act_block, ctx.scratch_uses);
     *qs = q.qs;
     *ds = q.ds;
 }
@@ -388,6 +315,31 @@ void mmvq_dispatch_type(ggml_type t, F f) {
 }
 
 }  // namespace
+
+ActArgs ggml_cuda_act_args(ggml_cuda_ctx & ctx, const ggml_tensor * b) {
+    const int64_t K = b->ne[0], n_cols = b->ne[1] * b->ne[2] * b->ne[3];
+    const int64_t n_units = n_cols * (K / 32);
+    const size_t qs_bytes = ((size_t) (n_cols * K) + 255) & ~(size_t) 255;
+    char * scratch = (char *) ctx.scratch(qs_bytes + (size_t) n_units * sizeof(float4));
+    ActArgs q;
+    q.b = (const char *) b->data;
+    q.b_nb1 = b->nb[1]; q.b_nb2 = b->nb[2]; q.b_nb3 = b->nb[3];
+    q.K = K; q.N = b->ne[1]; q.ne12 = b->ne[2]; q.n_units = n_units;
+    q.qs = (int8_t *) scratch;
+    q.ds = (float4 *) (scratch + qs_bytes);
+    return q;
+}
+
+void ggml_cuda_act_record(ggml_cuda_ctx::quantized_act & act, const ggml_tensor * b, int block, uint64_t scratch_use) {
+    act.lo = (const char *) b->data;
+    act.hi = act.lo + ggml_cuda_span(b);
+    act.block = block;
+    act.scratch_use = scratch_use;
+    for (int d = 0; d < 4; d++) {
+        act.ne[d] = b->ne[d];
+        act.nb[d] = b->nb[d];
+    }
+}
 
 // dst = mul_mat(a, b) for quantized a (any number of columns; mul_mat.cu sends few): b quantized
 // to 8 bits as the CPU does (into scratch; kept for the next product of the same b: ctx.act),

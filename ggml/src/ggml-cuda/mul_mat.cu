@@ -185,6 +185,11 @@ bool ggml_cuda_mul_mat_supported(const ggml_tensor * dst) {
     return true;
 }
 
+bool ggml_cuda_mul_mat_uses_mmvq(const ggml_tensor * dst) {
+    const ggml_tensor * a = dst->src[0], * b = dst->src[1];
+    return b->ne[1] <= MMV_MAX_COLS && cuda_quant_supported(a->type) && b->nb[0] == sizeof(float);
+}
+
 void ggml_cuda_op_mul_mat(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
     const ggml_tensor * a = dst->src[0], * b = dst->src[1];
     const int64_t M = a->ne[1], K = a->ne[0], N = b->ne[1];
@@ -199,7 +204,7 @@ void ggml_cuda_op_mul_mat(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
         return;
     }
     // quantized weights, few columns: b quantized as the CPU quantizes it, integer products (mmv.cu)
-    if (N <= MMV_MAX_COLS && cuda_quant_supported(a->type) && b_rows) {
+    if (ggml_cuda_mul_mat_uses_mmvq(dst)) {
         ggml_cuda_mmvq(ctx, a, b, dst);
         return;
     }

@@ -186,6 +186,15 @@ bool ggml_cuda_compute_node(ggml_cuda_ctx & ctx, ggml_tensor * node) {
 // generation on a GPU is bound by.
 namespace {
 
+// The node after node i when it is an integer product (ggml_cuda_mmvq) of node i's result: a
+// kernel producing that result can quantize it for the product in the same launch.
+const ggml_tensor * mmvq_reader(const ggml_cgraph * g, int i) {
+    if (i + 1 >= g->n_nodes) return nullptr;
+    const ggml_tensor * next = g->nodes[i + 1];
+    return next->op == GGML_OP_MUL_MAT && next->src[1] == g->nodes[i] && ggml_cuda_mul_mat_supported(next) &&
+                   ggml_cuda_mul_mat_uses_mmvq(next) ? next : nullptr;
+}
+
 int compute_fused(ggml_cuda_ctx & ctx, ggml_cgraph * g, int i) {
     ggml_tensor * node = g->nodes[i];
     if (!ctx.no_fusion && node->op == GGML_OP_MUL_MAT) {  // q, k, v (gate, up) of one activation in generation
@@ -198,14 +207,14 @@ int compute_fused(ggml_cuda_ctx & ctx, ggml_cgraph * g, int i) {
     }
     if (i + 2 < g->n_nodes && !ctx.no_fusion && node->op == GGML_OP_ADD && g->nodes[i + 1]->op == GGML_OP_RMS_NORM &&
         g->nodes[i + 2]->op == GGML_OP_MUL && ggml_cuda_add_rms_norm_mul_fusable(node, g->nodes[i + 1], g->nodes[i + 2])) {
-        ggml_cuda_op_add_rms_norm_mul(ctx, node, g->nodes[i + 1], g->nodes[i + 2]);
+        ggml_cuda_op_add_rms_norm_mul(ctx, node, g->nodes[i + 1], g->nodes[i + 2], mmvq_reader(g, i + 2));
         return 3;
     }
     if (i + 1 < g->n_nodes && !ctx.no_fusion) {
         ggml_tensor * next = g->nodes[i + 1];
         if (next->op == GGML_OP_MUL && (next->src[0] == node || next->src[1] == node)) {
             if (node->op == GGML_OP_RMS_NORM && ggml_cuda_rms_norm_mul_fusable(node, next)) {
-                ggml_cuda_op_rms_norm_mul(ctx, node, next);
+                ggml_cuda_op_rms_norm_mul(ctx, node, next, mmvq_reader(g, i + 1));
                 return 2;
             }
             if (node->op == GGML_OP_UNARY && ggml_cuda_unary_mul_fusable(node, next)) {
@@ -226,6 +235,10 @@ int ggml_cuda_compute_nodes(ggml_cuda_ctx & ctx, ggml_cgraph * g, int i) {
         const ggml_tensor * n = g->nodes[k];
         const char * lo = (const char *) n->data, * hi = lo + ggml_cuda_span(n);
         if (lo < ctx.act.hi && ctx.act.lo < hi) ctx.act = ggml_cuda_ctx::quantized_act();
+    }
+    if (ctx.act_pending.lo) {  // quantized by the kernel that just wrote them: fresh
+        ctx.act = ctx.act_pending;
+        ctx.act_pending = ggml_cuda_ctx::quantized_act();
     }
     return done;
 }

@@ -54,9 +54,11 @@ void ggml_cuda_op_rms_norm(ggml_cuda_ctx & ctx, ggml_tensor * dst);
 void ggml_cuda_op_norm_back(ggml_cuda_ctx & ctx, ggml_tensor * dst);
 void ggml_cuda_op_rms_norm_back(ggml_cuda_ctx & ctx, ggml_tensor * dst);
 bool ggml_cuda_rms_norm_mul_fusable(const ggml_tensor * norm, const ggml_tensor * mul);
-void ggml_cuda_op_rms_norm_mul(ggml_cuda_ctx & ctx, ggml_tensor * norm, ggml_tensor * mul);
+// product: the mul_mat that reads mul next through ggml_cuda_mmvq, or nullptr; the kernel then
+// also quantizes mul's rows for it (ctx.act_pending)
+void ggml_cuda_op_rms_norm_mul(ggml_cuda_ctx & ctx, ggml_tensor * norm, ggml_tensor * mul, const ggml_tensor * product);
 bool ggml_cuda_add_rms_norm_mul_fusable(const ggml_tensor * add, const ggml_tensor * norm, const ggml_tensor * mul);
-void ggml_cuda_op_add_rms_norm_mul(ggml_cuda_ctx & ctx, ggml_tensor * add, ggml_tensor * norm, ggml_tensor * mul);
+void ggml_cuda_op_add_rms_norm_mul(ggml_cuda_ctx & ctx, ggml_tensor * add, ggml_tensor * norm, ggml_tensor * mul, const ggml_tensor * product);
 
 // softmax.cu
 void ggml_cuda_op_soft_max(ggml_cuda_ctx & ctx, ggml_tensor * dst);
@@ -76,6 +78,9 @@ void ggml_cuda_mmvq(ggml_cuda_ctx & ctx, const ggml_tensor * a, const ggml_tenso
 bool ggml_cuda_mmvq_multi_fusable(const ggml_tensor * first, const ggml_tensor * other);
 void ggml_cuda_mmvq_multi(ggml_cuda_ctx & ctx, ggml_tensor * const * nodes, int n);
 bool ggml_cuda_mul_mat_supported(const ggml_tensor * dst);
+// mul_mat takes ggml_cuda_mmvq: quantized weights, few columns (b's 8-bit activations in ctx.act
+// are read, or written first)
+bool ggml_cuda_mul_mat_uses_mmvq(const ggml_tensor * dst);
 void ggml_cuda_op_mul_mat(ggml_cuda_ctx & ctx, ggml_tensor * dst);
 bool ggml_cuda_out_prod_supported(const ggml_tensor * dst);
 void ggml_cuda_op_out_prod(ggml_cuda_ctx & ctx, ggml_tensor * dst);

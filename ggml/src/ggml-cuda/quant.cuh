@@ -543,3 +543,81 @@ GGML_CUDA_HD float unit_dot(const int_unit_t & w, int lo, int hi, const float4 &
     if constexpr (act_uses_q8_1(T)) return ds.x * (w.D0 * (float) (lo + hi)) + w.M0 * ds.w;
     return ds.x * (w.D0 * (float) lo + w.D1 * (float) hi) + w.M0 * ds.y + w.M1 * ds.z;
 }
+
+// ---- 8-bit activations (mmv.cu's integer products) ----------------------------------------
+// b's columns (n, i12, i13), flattened as c = n + N * (i12 + ne12 * i13), quantized as the CPU
+// quantizes them for a's type: qs[c][K] bytes, ds[c][K / 32]. One thread per unit of 32 values;
+// for Q8_K the 8 units of a 256-value block are 8 neighbouring lanes, which share its largest value.
+struct ActArgs {
+    const char * b;
+    int64_t b_nb1, b_nb2, b_nb3;
+    int64_t K, N, ne12, n_units;  // n_units: columns x K / 32
+    int8_t * qs;
+    float4 * ds;
+};
+
+// Unit u (of its column) from its 32 values x: its bytes to q (16-byte aligned) and its scales to
+// *ds. All 32 lanes of the warp call it together (Q8_K: the 8 lanes of a 256-value block share
+// its largest value; units of a column are multiples of 8 there, so blocks never straddle).
+template <int BS>
+__device__ __forceinline__ void quantize_unit(const float * x, int64_t u, bool active, int8_t * q_out, float4 * ds) {
+    int8_t q[32];
+    float d, d_raw;
+    if constexpr (BS == 32) {
+        d_raw = act_q8_0_unit(x, q);
+        d = h2f(f2h(d_raw));
+    } else {
+        // the first value of largest magnitude in the 256: by unit, then by position in the unit
+        float max = signed_absmax(x, 32);
+        int first = (int) (u % 8);
+#pragma unroll
+        for (int o = 1; o < 8; o <<= 1) {
+            const float om = __shfl_xor_sync(0xffffffffu, max, o);
+            const int of = __shfl_xor_sync(0xffffffffu, first, o);
+            if (fabsf(om) > fabsf(max) || (fabsf(om) == fabsf(max) && of < first)) {
+                max = om;
+                first = of;
+            }
+        }
+        act_q8_K_unit(x, max, q);
+        d = d_raw = max != 0.0f ? 1.0f / (-127.0f / max) : 0.0f;
+    }
+    if (!active) return;
+    int w[8];
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        w[i] = (int) ((uint32_t) (uint8_t) q[4 * i] | ((uint32_t) (uint8_t) q[4 * i + 1] << 8) |
+                      ((uint32_t) (uint8_t) q[4 * i + 2] << 16) | ((uint32_t) (uint8_t) q[4 * i + 3] << 24));
+    }
+    ((int4 *) q_out)[0] = make_int4(w[0], w[1], w[2], w[3]);
+    ((int4 *) q_out)[1] = make_int4(w[4], w[5], w[6], w[7]);
+    *ds = act_sums(q, d, d_raw);
+}
+
+// 32 floats from src (zeros where inactive).
+__device__ __forceinline__ void load_unit(const float * src, bool active, float * x) {
+#pragma unroll
+    for (int j = 0; j < 32; j++) x[j] = active ? src[j] : 0.0f;
+}
+
+// Column c of b (its K values: row, contiguous F32) quantized by the threads of one block
+// together, as k_quantize_act would (blockDim a multiple of 32; every thread of the block calls
+// it): a kernel that produces b quantizes it for the integer products that read it next.
+template <int BS>
+__device__ __forceinline__ void quantize_column(const ActArgs & p, const float * row, int64_t c) {
+    const int64_t upc = p.K / 32;
+    for (int64_t base = 0; base < upc; base += blockDim.x) {
+        const int64_t u = base + threadIdx.x;
+        const bool active = u < upc;
+        float x[32];
+        load_unit(active ? row + 32 * u : nullptr, active, x);
+        quantize_unit<BS>(x, u, active, p.qs + c * p.K + 32 * u, p.ds + c * upc + u);
+    }
+}
+
+// b's 8-bit activations in the scratch buffer (qs, then ds), the layout ggml_cuda_mmvq reads, as
+// kernel arguments (mmv.cu).
+ActArgs ggml_cuda_act_args(ggml_cuda_ctx & ctx, const ggml_tensor * b);
+// Records in act that b's activations for weights of `block`-value activation blocks are in the
+// scratch buffer, as handed out at scratch_use.
+void ggml_cuda_act_record(ggml_cuda_ctx::quantized_act & act, const ggml_tensor * b, int block, uint64_t scratch_use);
