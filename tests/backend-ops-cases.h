@@ -604,6 +604,17 @@ std::vector<Case> make_cases() {
             }, mm_tol(c.t, c.n));
     }
 
+    // silu / gelu times up read next by an integer product (generation's down projection)
+    struct UnaryProduct { ggml_unary_op op; ggml_type t; int64_t n; };
+    for (const UnaryProduct & c : { UnaryProduct{ GGML_UNARY_OP_SILU, GGML_TYPE_Q4_K, 1 }, UnaryProduct{ GGML_UNARY_OP_GELU, GGML_TYPE_Q8_0, 3 } }) {
+        add(std::string(ggml_unary_op_name(c.op)) + " mul then mul_mat " + ggml_type_name(c.t) + " n " + std::to_string(c.n), [=](Maker & m) {
+            ggml_tensor * g = ggml_unary(m.ctx, m.in(GGML_TYPE_F32, {512, c.n}, uniform(-6.0f, 6.0f)), c.op);
+            ggml_tensor * y = ggml_mul(m.ctx, g, m.in(GGML_TYPE_F32, {512, c.n}));
+            ggml_tensor * out = ggml_mul_mat(m.ctx, m.in(c.t, {512, 40}), y);
+            return same(ggml_concat(m.ctx, out, ggml_scale(m.ctx, ggml_add(m.ctx, y, g), 1e-3f), 0));
+        }, mm_tol(c.t, c.n));
+    }
+
     // generation's products of one activation with weights of one type, one after another in the
     // graph (q, k, v; gate, up): a GPU may run them as one launch; short rows, odd row counts
     struct OneB { ggml_type t; int64_t K; std::vector<int64_t> rows; };

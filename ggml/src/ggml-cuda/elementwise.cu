@@ -3,6 +3,7 @@
 // (unary_back), diag_mask_inf / diag_mask_zero. Any float types (F32, F16, BF16) and strides;
 // one thread per element of dst, which may be its first source (in place).
 #include "ops.cuh"
+#include "quant.cuh"
 
 namespace {
 
@@ -98,6 +99,21 @@ __global__ void k_map_mul(tview mdst, tview src, tview pdst, tview other, int64_
     *(float *) elem_ptr(mdst, i0, i1, i2, i3) = m;
     const float o = load_f(bcast_ptr(other, i0, i1, i2, i3), other.type);
     store_f(elem_ptr(pdst, i0, i1, i2, i3), pdst.type, map_is_a ? m * o : o * m);
+}
+
+// The same a row per block, then the row quantized for the integer product that reads it next
+// (QB: its activation block; generation's down projection after gate times up): one launch.
+template <Map M, int QB>
+__global__ void k_map_mul_rows(tview mdst, tview src, tview pdst, tview other, int map_is_a, ActArgs q) {
+    int64_t i1, i2, i3;
+    row_coords(blockIdx.x, pdst, i1, i2, i3);
+    for (int64_t i0 = threadIdx.x; i0 < pdst.ne[0]; i0 += blockDim.x) {
+        const float m = map_apply<M>(load_f(elem_ptr(src, i0, i1, i2, i3), src.type), 0.0f);
+        *(float *) elem_ptr(mdst, i0, i1, i2, i3) = m;
+        const float o = load_f(bcast_ptr(other, i0, i1, i2, i3), other.type);
+        store_f(elem_ptr(pdst, i0, i1, i2, i3), pdst.type, map_is_a ? m * o : o * m);
+    }
+    quantize_produced_row<QB>(q, (const float *) row_ptr(pdst, i1, i2, i3));
 }
 
 // ---- unary_back: grad * f'(x) -------------------------------------------------------------
@@ -211,17 +227,30 @@ bool ggml_cuda_unary_mul_fusable(const ggml_tensor * unary, const ggml_tensor * 
            ggml_can_repeat(other, mul);
 }
 
-void ggml_cuda_op_unary_mul(ggml_cuda_ctx & ctx, ggml_tensor * unary, ggml_tensor * mul) {
+void ggml_cuda_op_unary_mul(ggml_cuda_ctx & ctx, ggml_tensor * unary, ggml_tensor * mul, const ggml_tensor * product) {
     const int64_t n = ggml_nelements(mul);
     if (n == 0) return;
     const int map_is_a = mul->src[0] == unary;
     const ggml_tensor * other = map_is_a ? mul->src[1] : mul->src[0];
-    if (ggml_get_op_params_i32(unary, 0) == GGML_UNARY_OP_SILU) {
-        GGML_CUDA_LAUNCH(k_map_mul<Map::silu>, n_blocks(n), 256, 0, ctx.stream)(make_view(unary), make_view(unary->src[0]), make_view(mul),
-                                                                  make_view(other), n, map_is_a);
-    } else {
-        GGML_CUDA_LAUNCH(k_map_mul<Map::gelu>, n_blocks(n), 256, 0, ctx.stream)(make_view(unary), make_view(unary->src[0]), make_view(mul),
-                                                                  make_view(other), n, map_is_a);
-    }
+    const bool silu = ggml_get_op_params_i32(unary, 0) == GGML_UNARY_OP_SILU;
+    ggml_cuda_launch_quantizing(ctx, mul, product, [&](auto qb, const ActArgs & q) {
+        constexpr int QB = decltype(qb)::value;
+        if constexpr (QB > 0) {
+            const unsigned int rows = (unsigned int) ggml_nrows(mul);
+            if (silu) {
+                GGML_CUDA_LAUNCH(k_map_mul_rows<Map::silu GGML_COMMA QB>, rows, 256, 0, ctx.stream)(
+                    make_view(unary), make_view(unary->src[0]), make_view(mul), make_view(other), map_is_a, q);
+            } else {
+                GGML_CUDA_LAUNCH(k_map_mul_rows<Map::gelu GGML_COMMA QB>, rows, 256, 0, ctx.stream)(
+                    make_view(unary), make_view(unary->src[0]), make_view(mul), make_view(other), map_is_a, q);
+            }
+        } else if (silu) {
+            GGML_CUDA_LAUNCH(k_map_mul<Map::silu>, n_blocks(n), 256, 0, ctx.stream)(make_view(unary), make_view(unary->src[0]), make_view(mul),
+                                                                                    make_view(other), n, map_is_a);
+        } else {
+            GGML_CUDA_LAUNCH(k_map_mul<Map::gelu>, n_blocks(n), 256, 0, ctx.stream)(make_view(unary), make_view(unary->src[0]), make_view(mul),
+                                                                                    make_view(other), n, map_is_a);
+        }
+    });
     CUDA_CHECK_LAUNCH();
 }

@@ -48,22 +48,13 @@ __device__ __forceinline__ void norm_row(tview dst, tview src, double eps, tview
 template <bool RMS>
 __global__ void k_norm(tview dst, tview src, double eps) { norm_row<RMS, false>(dst, src, eps, tview{}, tview{}, 1); }
 
-// QB: the activation block (32, 256) of the integer products that read mdst next, which the
-// block quantizes after its row (quant.cuh's quantize_column); 0: none.
-template <int QB>
-__device__ __forceinline__ void quantize_product(const tview & mdst, int64_t i1, int64_t i2, int64_t i3, const ActArgs & q) {
-    if constexpr (QB > 0) {
-        __syncthreads();  // the row's products are in mdst, written by every thread of the block
-        quantize_column<QB>(q, (const float *) row_ptr(mdst, i1, i2, i3), blockIdx.x);
-    }
-}
-
+// QB: the activation block (32, 256) of the integer products that read mdst next, or 0.
 template <int QB>
 __global__ void k_rms_norm_mul(tview dst, tview src, double eps, tview mdst, tview w, int norm_is_a, ActArgs q) {
     norm_row<true, true>(dst, src, eps, mdst, w, norm_is_a);
     int64_t i1, i2, i3;
     row_coords(blockIdx.x, src, i1, i2, i3);
-    quantize_product<QB>(mdst, i1, i2, i3, q);
+    quantize_produced_row<QB>(q, (const float *) row_ptr(mdst, i1, i2, i3));
 }
 
 // The residual's add, then rms_norm of the sum and the multiply by its weight: the row's sum
@@ -78,7 +69,7 @@ __global__ void k_add_rms_norm_mul(tview sum, tview a, tview b, tview dst, doubl
         *(float *) elem_ptr(sum, i, i1, i2, i3) = x + y;
     }
     norm_row<true, true>(dst, sum, eps, mdst, w, norm_is_a);
-    quantize_product<QB>(mdst, i1, i2, i3, q);
+    quantize_produced_row<QB>(q, (const float *) row_ptr(mdst, i1, i2, i3));
 }
 
 // norm:     dx = r (g - mean(g) - y mean(g y)),  mean(g y) = r sum(g (x - mean)) / n
@@ -142,38 +133,11 @@ bool ggml_cuda_rms_norm_mul_fusable(const ggml_tensor * norm, const ggml_tensor 
            is_float_type(mul->type) && is_float_type(w->type) && ggml_can_repeat(w, mul);
 }
 
-// The activation block of the integer products of `product` (the node reading mul next) when mul's
-// rows can be quantized in the same kernel: F32, contiguous, whole blocks; 0 otherwise.
-static int product_block(const ggml_cuda_ctx & ctx, const ggml_tensor * mul, const ggml_tensor * product) {
-    if (!product || ctx.no_fusion || mul->type != GGML_TYPE_F32 || !ggml_is_contiguous(mul)) return 0;
-    const int bs = act_block_size(product->src[0]->type);
-    return mul->ne[0] % bs == 0 ? bs : 0;
-}
-
-// Launches kernel<QB> for the product's activation block (0, 32 or 256) with its ActArgs, and
-// records the activations as pending for the product.
-template <typename L>
-static void launch_quantizing(ggml_cuda_ctx & ctx, const ggml_tensor * mul, const ggml_tensor * product, L launch) {
-    const int qb = product_block(ctx, mul, product);
-    if (qb == 0) {
-        launch(std::integral_constant<int, 0>{}, ActArgs{});
-        return;
-    }
-    const ActArgs q = ggml_cuda_act_args(ctx, mul);
-    if (qb == 256) {
-        launch(std::integral_constant<int, 256>{}, q);
-    } else {
-        launch(std::integral_constant<int, 32>{}, q);
-    }
-    ggml_cuda_act_record(ctx.act_pending, mul, qb, ctx.scratch_uses);
-    ctx.n_act_produced++;
-}
-
 void ggml_cuda_op_rms_norm_mul(ggml_cuda_ctx & ctx, ggml_tensor * norm, ggml_tensor * mul, const ggml_tensor * product) {
     const int64_t nr = ggml_nrows(norm);
     if (nr == 0) return;
     const int norm_is_a = mul->src[0] == norm;
-    launch_quantizing(ctx, mul, product, [&](auto qb, const ActArgs & q) {
+    ggml_cuda_launch_quantizing(ctx, mul, product, [&](auto qb, const ActArgs & q) {
         GGML_CUDA_LAUNCH(k_rms_norm_mul<decltype(qb)::value>, (unsigned int) nr, kThreads, 0, ctx.stream)(
             make_view(norm), make_view(norm->src[0]), (double) ggml_get_op_params_f32(norm, 0), make_view(mul),
             make_view(norm_is_a ? mul->src[1] : mul->src[0]), norm_is_a, q);
@@ -192,7 +156,7 @@ void ggml_cuda_op_add_rms_norm_mul(ggml_cuda_ctx & ctx, ggml_tensor * add, ggml_
     const int64_t nr = ggml_nrows(norm);
     if (nr == 0) return;
     const int norm_is_a = mul->src[0] == norm;
-    launch_quantizing(ctx, mul, product, [&](auto qb, const ActArgs & q) {
+    ggml_cuda_launch_quantizing(ctx, mul, product, [&](auto qb, const ActArgs & q) {
         GGML_CUDA_LAUNCH(k_add_rms_norm_mul<decltype(qb)::value>, (unsigned int) nr, kThreads, 0, ctx.stream)(
             make_view(add), make_view(add->src[0]), make_view(add->src[1]), make_view(norm), (double) ggml_get_op_params_f32(norm, 0),
             make_view(mul), make_view(norm_is_a ? mul->src[1] : mul->src[0]), norm_is_a, q);

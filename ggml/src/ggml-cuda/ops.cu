@@ -218,7 +218,7 @@ int compute_fused(ggml_cuda_ctx & ctx, ggml_cgraph * g, int i) {
                 return 2;
             }
             if (node->op == GGML_OP_UNARY && ggml_cuda_unary_mul_fusable(node, next)) {
-                ggml_cuda_op_unary_mul(ctx, node, next);
+                ggml_cuda_op_unary_mul(ctx, node, next, mmvq_reader(g, i + 1));
                 return 2;
             }
         }

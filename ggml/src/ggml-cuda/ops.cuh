@@ -21,7 +21,8 @@ void ggml_cuda_op_log(ggml_cuda_ctx & ctx, ggml_tensor * dst);
 bool ggml_cuda_unary_supported(int op);
 void ggml_cuda_op_unary(ggml_cuda_ctx & ctx, ggml_tensor * dst);
 bool ggml_cuda_unary_mul_fusable(const ggml_tensor * unary, const ggml_tensor * mul);
-void ggml_cuda_op_unary_mul(ggml_cuda_ctx & ctx, ggml_tensor * unary, ggml_tensor * mul);
+// product: as for ggml_cuda_op_rms_norm_mul (mul's rows quantized for the mul_mat after it)
+void ggml_cuda_op_unary_mul(ggml_cuda_ctx & ctx, ggml_tensor * unary, ggml_tensor * mul, const ggml_tensor * product);
 void ggml_cuda_op_unary_back(ggml_cuda_ctx & ctx, ggml_tensor * dst);
 void ggml_cuda_op_diag_mask_inf(ggml_cuda_ctx & ctx, ggml_tensor * dst);
 void ggml_cuda_op_diag_mask_zero(ggml_cuda_ctx & ctx, ggml_tensor * dst);

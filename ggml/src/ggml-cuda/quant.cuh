@@ -621,3 +621,38 @@ ActArgs ggml_cuda_act_args(ggml_cuda_ctx & ctx, const ggml_tensor * b);
 // Records in act that b's activations for weights of `block`-value activation blocks are in the
 // scratch buffer, as handed out at scratch_use.
 void ggml_cuda_act_record(ggml_cuda_ctx::quantized_act & act, const ggml_tensor * b, int block, uint64_t scratch_use);
+
+// A kernel producing b a row per block (F32, contiguous) quantizes its row for the integer
+// products that read b next (QB: their activation block, 32 or 256; 0: no product).
+template <int QB>
+__device__ __forceinline__ void quantize_produced_row(const ActArgs & q, const float * row) {
+    if constexpr (QB > 0) {
+        __syncthreads();  // the row is in memory, written by every thread of the block
+        quantize_column<QB>(q, row, blockIdx.x);
+    }
+}
+
+// Launches such a producer of b: launch(std::integral_constant<int, QB>, ActArgs) with QB the
+// activation block of `product` (the mul_mat reading b next through ggml_cuda_mmvq, or nullptr),
+// 0 where b cannot be quantized in place (not F32 and contiguous, not whole blocks). The
+// activations are recorded as pending for the product (ctx.act_pending).
+template <typename L>
+void ggml_cuda_launch_quantizing(ggml_cuda_ctx & ctx, const ggml_tensor * b, const ggml_tensor * product, L launch) {
+    int qb = 0;
+    if (product && !ctx.no_fusion && b->type == GGML_TYPE_F32 && ggml_is_contiguous(b)) {
+        qb = act_block_size(product->src[0]->type);
+        if (b->ne[0] % qb != 0) qb = 0;
+    }
+    if (qb == 0) {
+        launch(std::integral_constant<int, 0>{}, ActArgs{});
+        return;
+    }
+    const ActArgs q = ggml_cuda_act_args(ctx, b);
+    if (qb == 256) {
+        launch(std::integral_constant<int, 256>{}, q);
+    } else {
+        launch(std::integral_constant<int, 32>{}, q);
+    }
+    ggml_cuda_act_record(ctx.act_pending, b, qb, ctx.scratch_uses);
+    ctx.n_act_produced++;
+}
