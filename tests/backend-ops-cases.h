@@ -301,6 +301,24 @@ std::vector<Case> make_cases() {
         }
     }
 
+    // the keys rotated then written into the cache (a GPU may store them from the rope's kernel):
+    // F16 and F32 caches, partial rotation (dims past n_dims copied), I32 / I64 indices; the
+    // rope's own result is read again
+    for (ggml_type ct : { GGML_TYPE_F16, GGML_TYPE_F32 }) {
+        add(std::string("rope then set_rows ") + ggml_type_name(ct) + " cache", [=](Maker & m) {
+            const bool f16 = ct == GGML_TYPE_F16;
+            ggml_tensor * x = m.in(GGML_TYPE_F32, {64, 4, 3}, uniform(-2.0f, 2.0f));
+            ggml_tensor * pos = m.in(GGML_TYPE_I32, {3}, values({ 5, 9, 1000 }));
+            ggml_tensor * r = ggml_rope_ext(m.ctx, x, pos, nullptr, f16 ? 48 : 64, f16 ? GGML_ROPE_TYPE_NEOX : GGML_ROPE_TYPE_NORMAL, 4096,
+                                            10000.0f, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f);
+            ggml_tensor * rows = ggml_reshape_2d(m.ctx, r, 256, 3);
+            ggml_tensor * cache = m.in(ct, {256, 10}, uniform(-1.0f, 1.0f));
+            ggml_tensor * idx = f16 ? m.in(GGML_TYPE_I32, {3}, values({ 7, 2, 9 })) : m.in(GGML_TYPE_I64, {3}, values({ 0, 9, 4 }));
+            ggml_tensor * sr = ggml_set_rows(m.ctx, cache, rows, idx);
+            return same(ggml_concat(m.ctx, ggml_cast(m.ctx, sr, GGML_TYPE_F32), rows, 1));
+        }, 1e-10);
+    }
+
     // matrix products: every weight type, generation (few columns) and batches, broadcast planes
     for (ggml_type t : kWeightTypes) {
         for (int64_t n : { 1, 3, 8, 9, 32 }) {

@@ -275,8 +275,8 @@ TEST_F(Offload, GeneratedTokensGiveTheDeviceTheSameGraph) {
 }
 
 // The CUDA backend runs the residual's add, rms_norm and the multiply by its weight as one
-// kernel (quantizing the result for the product after it), and silu then the multiply by up:
-// only when the graph gives them one after another.
+// kernel (quantizing the result for the product after it), silu then the multiply by up, the
+// keys' rope and their store into the cache: only when the graph gives them one after another.
 TEST_F(Offload, GraphOrderFeedsTheGpuFusions) {
     TU_REQUIRE_FILE(model_path("stories260K.gguf"));
     Model m = load(model_path("stories260K.gguf"), 999);
@@ -300,6 +300,15 @@ TEST_F(Offload, GraphOrderFeedsTheGpuFusions) {
     // and the product reading the norm's result comes next (q; gate; the output): the kernel
     // quantizes its activations too
     EXPECT_EQ(norm_mul_product, 2 * n_layer + 1);
+    // the keys' rope, then (past views) the set_rows that stores them: one kernel
+    int rope_store = 0;
+    for (size_t i = 0; i < ops.size(); i++) {
+        if (ops[i] != GGML_OP_ROPE) continue;
+        size_t j = i + 1;
+        while (j < ops.size() && (ops[j] == GGML_OP_VIEW || ops[j] == GGML_OP_RESHAPE || ops[j] == GGML_OP_PERMUTE || ops[j] == GGML_OP_TRANSPOSE)) j++;
+        if (j < ops.size() && ops[j] == GGML_OP_SET_ROWS) rope_store++;
+    }
+    EXPECT_EQ(rope_store, n_layer);
 }
 
 // LoRA fine-tuning with the base model's layers on the device (llama-finetune -ngl): the

@@ -205,6 +205,14 @@ int compute_fused(ggml_cuda_ctx & ctx, ggml_cgraph * g, int i) {
             return n;
         }
     }
+    if (!ctx.no_fusion && node->op == GGML_OP_ROPE) {  // the keys into the cache as they are rotated
+        int j = i + 1;
+        while (j < g->n_nodes && ggml_op_is_view(g->nodes[j]->op)) j++;
+        if (j < g->n_nodes && ggml_cuda_rope_set_rows_fusable(node, g->nodes[j])) {
+            ggml_cuda_op_rope_set_rows(ctx, node, g->nodes[j]);
+            return j - i + 1;
+        }
+    }
     if (i + 2 < g->n_nodes && !ctx.no_fusion && node->op == GGML_OP_ADD && g->nodes[i + 1]->op == GGML_OP_RMS_NORM &&
         g->nodes[i + 2]->op == GGML_OP_MUL && ggml_cuda_add_rms_norm_mul_fusable(node, g->nodes[i + 1], g->nodes[i + 2])) {
         ggml_cuda_op_add_rms_norm_mul(ctx, node, g->nodes[i + 1], g->nodes[i + 2], mmvq_reader(g, i + 2));

@@ -15,9 +15,9 @@ double yarn_corr_dim(int n_dims, int n_ctx_orig, double n_rot, double base) {
 }
 
 __global__ void k_rope(tview dst, tview src, const int32_t * pos, int64_t pos_nb0, const float * ff, int64_t ff_nb0,
-                       RopeArgs a, int64_t n_rows) {
+                       RopeArgs a, int64_t n_rows, RopeCacheStore st) {
     const int64_t t = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
-    rope_element(dst, src, pos, pos_nb0, ff, ff_nb0, a, n_rows, t);
+    rope_element(dst, src, pos, pos_nb0, ff, ff_nb0, a, n_rows, t, st);
 }
 
 }  // namespace
@@ -55,16 +55,42 @@ RopeArgs ggml_cuda_rope_args(const ggml_tensor * dst, bool inverse) {
     return a;
 }
 
-static void rope(ggml_cuda_ctx & ctx, ggml_tensor * dst, bool inverse) {
+static void rope(ggml_cuda_ctx & ctx, ggml_tensor * dst, bool inverse, const RopeCacheStore & st = RopeCacheStore{}) {
     const ggml_tensor * src = dst->src[0], * pos = dst->src[1], * ff = dst->src[2];
     const RopeArgs a = ggml_cuda_rope_args(dst, inverse);
     const int64_t n_rows = ggml_nrows(dst);
     const int64_t n = (a.n_dims / 2 + (dst->ne[0] - a.n_dims)) * n_rows;
     if (n == 0) return;
     GGML_CUDA_LAUNCH(k_rope, n_blocks(n), 256, 0, ctx.stream)(make_view(dst), make_view(src), (const int32_t *) pos->data, (int64_t) pos->nb[0],
-                                                ff ? (const float *) ff->data : nullptr, ff ? (int64_t) ff->nb[0] : 0, a, n_rows);
+                                                ff ? (const float *) ff->data : nullptr, ff ? (int64_t) ff->nb[0] : 0, a, n_rows, st);
     CUDA_CHECK_LAUNCH();
 }
 
 void ggml_cuda_op_rope(ggml_cuda_ctx & ctx, ggml_tensor * dst) { rope(ctx, dst, false); }
 void ggml_cuda_op_rope_back(ggml_cuda_ctx & ctx, ggml_tensor * dst) { rope(ctx, dst, true); }
+
+// set_rows writes the rope's result, as [ne0 * ne1, ne2] rows, into a plain float cache by a
+// 1-D index: the keys of a layer stored as they are rotated.
+bool ggml_cuda_rope_set_rows_fusable(const ggml_tensor * rope, const ggml_tensor * set_rows) {
+    const ggml_tensor * rows = set_rows->src[0], * idx = set_rows->src[1];
+    if (rope->op != GGML_OP_ROPE || set_rows->op != GGML_OP_SET_ROWS || !rows || !idx) return false;
+    if (rope->type != GGML_TYPE_F32 || !ggml_is_contiguous(rope) || rope->ne[3] != 1 || !ggml_cuda_set_rows_supported(set_rows)) return false;
+    if (rows->data != rope->data || (rows != rope && rows->view_src != rope) || !ggml_is_contiguous(rows)) return false;
+    if (rows->ne[0] != rope->ne[0] * rope->ne[1] || rows->ne[1] != rope->ne[2] || rows->ne[2] != 1 || rows->ne[3] != 1) return false;
+    return !ggml_is_quantized(set_rows->type) && set_rows->ne[0] == rows->ne[0] && set_rows->ne[2] == 1 && set_rows->ne[3] == 1 &&
+           idx->ne[0] == rows->ne[1] && idx->ne[1] == 1 && idx->ne[2] == 1;
+}
+
+void ggml_cuda_op_rope_set_rows(ggml_cuda_ctx & ctx, ggml_tensor * rope_node, ggml_tensor * set_rows) {
+    const ggml_tensor * idx = set_rows->src[1];
+    RopeCacheStore st;
+    st.cache = (char *) set_rows->data;
+    st.cache_nb0 = (int64_t) set_rows->nb[0];
+    st.cache_nb1 = (int64_t) set_rows->nb[1];
+    st.n_cells = set_rows->ne[1];
+    st.cache_type = (int) set_rows->type;
+    st.idx = (const char *) idx->data;
+    st.idx_nb0 = (int64_t) idx->nb[0];
+    st.idx64 = idx->type == GGML_TYPE_I64;
+    rope(ctx, rope_node, false, st);
+}

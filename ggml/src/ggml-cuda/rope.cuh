@@ -14,10 +14,29 @@ struct RopeArgs {
 // The arguments of a ROPE / ROPE_BACK node (inverse: ROPE_BACK's rotation by -theta).
 RopeArgs ggml_cuda_rope_args(const ggml_tensor * dst, bool inverse);
 
+// A KV cache the rope's result is also written to (generation's keys: a set_rows of it fused
+// with the rope): token i2's values go to row idx[i2] of cache, head i1's at i1 * ne0.
+struct RopeCacheStore {
+    char * cache;            // nullptr: none
+    int64_t cache_nb0, cache_nb1, n_cells;
+    int cache_type;
+    const char * idx;
+    int64_t idx_nb0;
+    int idx64;
+};
+
+// v, the rope's value of element j of row (i1, i2), into the cache as set_rows would put it.
+GGML_CUDA_HD void rope_store_cache(const RopeCacheStore & st, int64_t ne0, int64_t j, int64_t i1, int64_t i2, float v) {
+    const char * ip = st.idx + i2 * st.idx_nb0;
+    const int64_t r = st.idx64 ? *(const int64_t *) ip : (int64_t) *(const int32_t *) ip;
+    if (r < 0 || r >= st.n_cells) return;  // set_rows drops such rows
+    store_f(st.cache + r * st.cache_nb1 + (i1 * ne0 + j) * st.cache_nb0, st.cache_type, v);
+}
+
 // Work item t of a rope over n_rows rows: items [0, n_dims/2) of a row rotate a pair, the rest
 // copy one of the dims >= n_dims (unless in place).
 GGML_CUDA_HD void rope_element(const tview & dst, const tview & src, const int32_t * pos, int64_t pos_nb0, const float * ff,
-                               int64_t ff_nb0, const RopeArgs & a, int64_t n_rows, int64_t t) {
+                               int64_t ff_nb0, const RopeArgs & a, int64_t n_rows, int64_t t, const RopeCacheStore & st = RopeCacheStore{}) {
     const int n_pairs = a.n_dims / 2;
     const int64_t per_row = n_pairs + (dst.ne[0] - a.n_dims);
     if (t >= per_row * n_rows) return;
@@ -28,7 +47,9 @@ GGML_CUDA_HD void rope_element(const tview & dst, const tview & src, const int32
     char * y = dst.data + i1 * dst.nb[1] + i2 * dst.nb[2] + i3 * dst.nb[3];
     if (k >= n_pairs) {
         const int64_t j = a.n_dims + (k - n_pairs);
-        if (x != y || src.nb[0] != dst.nb[0]) store_f(y + j * dst.nb[0], dst.type, load_f(x + j * src.nb[0], src.type));
+        const float v = load_f(x + j * src.nb[0], src.type);
+        if (x != y || src.nb[0] != dst.nb[0]) store_f(y + j * dst.nb[0], dst.type, v);
+        if (st.cache) rope_store_cache(st, dst.ne[0], j, i1, i2, v);
         return;
     }
     const int i = (int) k;
@@ -45,6 +66,11 @@ GGML_CUDA_HD void rope_element(const tview & dst, const tview & src, const int32
     const float c = (float) (cos(theta) * a.mscale), s = (float) (sin(theta) * a.mscale * a.sin_sign);
     const int64_t j0 = a.neox ? i : 2 * i, j1 = a.neox ? i + n_pairs : 2 * i + 1;
     const float x0 = load_f(x + j0 * src.nb[0], src.type), x1 = load_f(x + j1 * src.nb[0], src.type);
-    store_f(y + j0 * dst.nb[0], dst.type, x0 * c - x1 * s);
-    store_f(y + j1 * dst.nb[0], dst.type, x0 * s + x1 * c);
+    const float y0 = x0 * c - x1 * s, y1 = x0 * s + x1 * c;
+    store_f(y + j0 * dst.nb[0], dst.type, y0);
+    store_f(y + j1 * dst.nb[0], dst.type, y1);
+    if (st.cache) {  // the F32 values just stored, converted as set_rows converts them
+        rope_store_cache(st, dst.ne[0], j0, i1, i2, y0);
+        rope_store_cache(st, dst.ne[0], j1, i1, i2, y1);
+    }
 }
