@@ -303,7 +303,7 @@ std::vector<Case> make_cases() {
 
     // the keys rotated then written into the cache (a GPU may store them from the rope's kernel):
     // F16 and F32 caches, partial rotation (dims past n_dims copied), I32 / I64 indices; the
-    // rope's own result is read again
+    // rope's own result is read again; the values' set_rows by the same index follows
     for (ggml_type ct : { GGML_TYPE_F16, GGML_TYPE_F32 }) {
         add(std::string("rope then set_rows ") + ggml_type_name(ct) + " cache", [=](Maker & m) {
             const bool f16 = ct == GGML_TYPE_F16;
@@ -315,7 +315,13 @@ std::vector<Case> make_cases() {
             ggml_tensor * cache = m.in(ct, {256, 10}, uniform(-1.0f, 1.0f));
             ggml_tensor * idx = f16 ? m.in(GGML_TYPE_I32, {3}, values({ 7, 2, 9 })) : m.in(GGML_TYPE_I64, {3}, values({ 0, 9, 4 }));
             ggml_tensor * sr = ggml_set_rows(m.ctx, cache, rows, idx);
-            return same(ggml_concat(m.ctx, ggml_cast(m.ctx, sr, GGML_TYPE_F32), rows, 1));
+            // and the values by the same index after them (F32 cache: a view of every other row)
+            ggml_tensor * vcache = m.in(ct, {96, f16 ? 10 : 20}, uniform(-1.0f, 1.0f));
+            ggml_tensor * vdst = f16 ? vcache : ggml_view_2d(m.ctx, vcache, 96, 10, 2 * vcache->nb[1], 0);
+            ggml_tensor * vr = ggml_set_rows(m.ctx, vdst, m.in(GGML_TYPE_F32, {96, 3}), idx);
+            ggml_tensor * kv = ggml_concat(m.ctx, sr, vr, 0);  // the two stores one after the other in the graph
+            if (f16) kv = ggml_cast(m.ctx, kv, GGML_TYPE_F32);
+            return same(ggml_concat(m.ctx, ggml_reshape_1d(m.ctx, kv, ggml_nelements(kv)), ggml_reshape_1d(m.ctx, rows, ggml_nelements(rows)), 0));
         }, 1e-10);
     }
 

@@ -300,15 +300,20 @@ TEST_F(Offload, GraphOrderFeedsTheGpuFusions) {
     // and the product reading the norm's result comes next (q; gate; the output): the kernel
     // quantizes its activations too
     EXPECT_EQ(norm_mul_product, 2 * n_layer + 1);
-    // the keys' rope, then (past views) the set_rows that stores them: one kernel
-    int rope_store = 0;
+    // the keys' rope, then (past views) the set_rows that stores them and the values': one kernel
+    auto next_computing = [&](size_t j) {
+        while (j < ops.size() && (ops[j] == GGML_OP_VIEW || ops[j] == GGML_OP_RESHAPE || ops[j] == GGML_OP_PERMUTE || ops[j] == GGML_OP_TRANSPOSE)) j++;
+        return j;
+    };
+    int rope_store_kv = 0;
     for (size_t i = 0; i < ops.size(); i++) {
         if (ops[i] != GGML_OP_ROPE) continue;
-        size_t j = i + 1;
-        while (j < ops.size() && (ops[j] == GGML_OP_VIEW || ops[j] == GGML_OP_RESHAPE || ops[j] == GGML_OP_PERMUTE || ops[j] == GGML_OP_TRANSPOSE)) j++;
-        if (j < ops.size() && ops[j] == GGML_OP_SET_ROWS) rope_store++;
+        const size_t j = next_computing(i + 1);
+        if (j >= ops.size() || ops[j] != GGML_OP_SET_ROWS) continue;
+        const size_t k = next_computing(j + 1);
+        if (k < ops.size() && ops[k] == GGML_OP_SET_ROWS) rope_store_kv++;
     }
-    EXPECT_EQ(rope_store, n_layer);
+    EXPECT_EQ(rope_store_kv, n_layer);
 }
 
 // LoRA fine-tuning with the base model's layers on the device (llama-finetune -ngl): the

@@ -209,8 +209,11 @@ int compute_fused(ggml_cuda_ctx & ctx, ggml_cgraph * g, int i) {
         int j = i + 1;
         while (j < g->n_nodes && ggml_op_is_view(g->nodes[j]->op)) j++;
         if (j < g->n_nodes && ggml_cuda_rope_set_rows_fusable(node, g->nodes[j])) {
-            ggml_cuda_op_rope_set_rows(ctx, node, g->nodes[j]);
-            return j - i + 1;
+            int k = j + 1;  // and the values' store after the keys'
+            while (k < g->n_nodes && ggml_op_is_view(g->nodes[k]->op)) k++;
+            ggml_tensor * set_rows_v = k < g->n_nodes && ggml_cuda_set_rows_joins_rope(node, g->nodes[j], g->nodes[k]) ? g->nodes[k] : nullptr;
+            ggml_cuda_op_rope_set_rows(ctx, node, g->nodes[j], set_rows_v);
+            return (set_rows_v ? k : j) - i + 1;
         }
     }
     if (i + 2 < g->n_nodes && !ctx.no_fusion && node->op == GGML_OP_ADD && g->nodes[i + 1]->op == GGML_OP_RMS_NORM &&
