@@ -47,6 +47,7 @@ struct Maker {
 struct Built {
     ggml_tensor * node;  // what the graph computes
     ggml_tensor * out;   // what is compared (a contiguous tensor: node, or the tensor it writes into)
+    std::vector<ggml_tensor *> first = {};  // expanded into the graph before node, in this order (a graph order to keep)
 };
 
 struct Case {
@@ -137,6 +138,7 @@ CaseGraph build_graph(const Case & c) {
     g.mk.ctx = g.ctx;
     g.b = c.build(g.mk);
     g.gf = ggml_new_graph_custom(g.ctx, 256, false);
+    for (ggml_tensor * t : g.b.first) ggml_build_forward_expand(g.gf, t);
     ggml_build_forward_expand(g.gf, g.b.node);
     return g;
 }
@@ -301,27 +303,32 @@ std::vector<Case> make_cases() {
         }
     }
 
-    // the keys rotated then written into the cache (a GPU may store them from the rope's kernel):
-    // F16 and F32 caches, partial rotation (dims past n_dims copied), I32 / I64 indices; the
-    // rope's own result is read again; the values' set_rows by the same index follows
+    // the keys rotated then written into the cache, the values written by the same index, the
+    // queries rotated (a GPU may do all of it in one kernel, as generation's graph orders it): F16
+    // and F32 caches (F32: the values' a view of every other row), partial rotation (dims past
+    // n_dims copied), I32 / I64 indices; the ropes' results are read again
     for (ggml_type ct : { GGML_TYPE_F16, GGML_TYPE_F32 }) {
-        add(std::string("rope then set_rows ") + ggml_type_name(ct) + " cache", [=](Maker & m) {
+        add(std::string("rope then set_rows k v, rope q ") + ggml_type_name(ct) + " cache", [=](Maker & m) {
             const bool f16 = ct == GGML_TYPE_F16;
-            ggml_tensor * x = m.in(GGML_TYPE_F32, {64, 4, 3}, uniform(-2.0f, 2.0f));
             ggml_tensor * pos = m.in(GGML_TYPE_I32, {3}, values({ 5, 9, 1000 }));
-            ggml_tensor * r = ggml_rope_ext(m.ctx, x, pos, nullptr, f16 ? 48 : 64, f16 ? GGML_ROPE_TYPE_NEOX : GGML_ROPE_TYPE_NORMAL, 4096,
-                                            10000.0f, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f);
-            ggml_tensor * rows = ggml_reshape_2d(m.ctx, r, 256, 3);
+            auto rope = [&](ggml_tensor * x) {
+                return ggml_rope_ext(m.ctx, x, pos, nullptr, f16 ? 48 : 64, f16 ? GGML_ROPE_TYPE_NEOX : GGML_ROPE_TYPE_NORMAL, 4096,
+                                     10000.0f, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f);
+            };
+            ggml_tensor * rows = ggml_reshape_2d(m.ctx, rope(m.in(GGML_TYPE_F32, {64, 4, 3}, uniform(-2.0f, 2.0f))), 256, 3);
             ggml_tensor * cache = m.in(ct, {256, 10}, uniform(-1.0f, 1.0f));
             ggml_tensor * idx = f16 ? m.in(GGML_TYPE_I32, {3}, values({ 7, 2, 9 })) : m.in(GGML_TYPE_I64, {3}, values({ 0, 9, 4 }));
             ggml_tensor * sr = ggml_set_rows(m.ctx, cache, rows, idx);
-            // and the values by the same index after them (F32 cache: a view of every other row)
             ggml_tensor * vcache = m.in(ct, {96, f16 ? 10 : 20}, uniform(-1.0f, 1.0f));
             ggml_tensor * vdst = f16 ? vcache : ggml_view_2d(m.ctx, vcache, 96, 10, 2 * vcache->nb[1], 0);
             ggml_tensor * vr = ggml_set_rows(m.ctx, vdst, m.in(GGML_TYPE_F32, {96, 3}), idx);
-            ggml_tensor * kv = ggml_concat(m.ctx, sr, vr, 0);  // the two stores one after the other in the graph
+            ggml_tensor * rq = rope(m.in(GGML_TYPE_F32, {64, 8, 3}, uniform(-2.0f, 2.0f)));
+            ggml_tensor * kv = ggml_concat(m.ctx, sr, vr, 0);
             if (f16) kv = ggml_cast(m.ctx, kv, GGML_TYPE_F32);
-            return same(ggml_concat(m.ctx, ggml_reshape_1d(m.ctx, kv, ggml_nelements(kv)), ggml_reshape_1d(m.ctx, rows, ggml_nelements(rows)), 0));
+            auto flat = [&](ggml_tensor * t) { return ggml_reshape_1d(m.ctx, t, ggml_nelements(t)); };
+            Built b = same(ggml_concat(m.ctx, ggml_concat(m.ctx, flat(kv), flat(rows), 0), flat(rq), 0));
+            b.first = { sr, vr, rq };
+            return b;
         }, 1e-10);
     }
 

@@ -300,7 +300,8 @@ TEST_F(Offload, GraphOrderFeedsTheGpuFusions) {
     // and the product reading the norm's result comes next (q; gate; the output): the kernel
     // quantizes its activations too
     EXPECT_EQ(norm_mul_product, 2 * n_layer + 1);
-    // the keys' rope, then (past views) the set_rows that stores them and the values': one kernel
+    // the keys' rope, then (past views) the set_rows that stores them, the values' and the
+    // queries' rope: one kernel
     auto next_computing = [&](size_t j) {
         while (j < ops.size() && (ops[j] == GGML_OP_VIEW || ops[j] == GGML_OP_RESHAPE || ops[j] == GGML_OP_PERMUTE || ops[j] == GGML_OP_TRANSPOSE)) j++;
         return j;
@@ -311,7 +312,9 @@ TEST_F(Offload, GraphOrderFeedsTheGpuFusions) {
         const size_t j = next_computing(i + 1);
         if (j >= ops.size() || ops[j] != GGML_OP_SET_ROWS) continue;
         const size_t k = next_computing(j + 1);
-        if (k < ops.size() && ops[k] == GGML_OP_SET_ROWS) rope_store_kv++;
+        if (k >= ops.size() || ops[k] != GGML_OP_SET_ROWS) continue;
+        const size_t r = next_computing(k + 1);  // and the queries' rope
+        if (r < ops.size() && ops[r] == GGML_OP_ROPE) rope_store_kv++;
     }
     EXPECT_EQ(rope_store_kv, n_layer);
 }

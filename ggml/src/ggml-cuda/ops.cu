@@ -209,11 +209,18 @@ int compute_fused(ggml_cuda_ctx & ctx, ggml_cgraph * g, int i) {
         int j = i + 1;
         while (j < g->n_nodes && ggml_op_is_view(g->nodes[j]->op)) j++;
         if (j < g->n_nodes && ggml_cuda_rope_set_rows_fusable(node, g->nodes[j])) {
-            int k = j + 1;  // and the values' store after the keys'
-            while (k < g->n_nodes && ggml_op_is_view(g->nodes[k]->op)) k++;
+            auto next = [&](int x) {
+                while (x < g->n_nodes && ggml_op_is_view(g->nodes[x]->op)) x++;
+                return x;
+            };
+            int last = j, k = next(j + 1);  // the values' store after the keys', then the queries' rope
             ggml_tensor * set_rows_v = k < g->n_nodes && ggml_cuda_set_rows_joins_rope(node, g->nodes[j], g->nodes[k]) ? g->nodes[k] : nullptr;
-            ggml_cuda_op_rope_set_rows(ctx, node, g->nodes[j], set_rows_v);
-            return (set_rows_v ? k : j) - i + 1;
+            if (set_rows_v) last = k;
+            const int r = next(last + 1);
+            ggml_tensor * rope2 = r < g->n_nodes && ggml_cuda_rope_joins_rope(node, g->nodes[j], set_rows_v, g->nodes[r]) ? g->nodes[r] : nullptr;
+            if (rope2) last = r;
+            ggml_cuda_op_rope_set_rows(ctx, node, g->nodes[j], set_rows_v, rope2);
+            return last - i + 1;
         }
     }
     if (i + 2 < g->n_nodes && !ctx.no_fusion && node->op == GGML_OP_ADD && g->nodes[i + 1]->op == GGML_OP_RMS_NORM &&

@@ -14,30 +14,45 @@ double yarn_corr_dim(int n_dims, int n_ctx_orig, double n_rot, double base) {
     return n_dims * log((double) n_ctx_orig / (n_rot * 2.0 * M_PI)) / (2.0 * log(base));
 }
 
-// A second set_rows by the same index riding along (the values, after the keys): rows of src
-// (F32, contiguous) into a plain float cache.
-struct RowsCopy {
-    tview src;    // data nullptr: none
-    char * cache;
-    int64_t cache_nb0, cache_nb1;
-    int cache_type;
+// Work riding along a rope whose result is stored into the keys' cache (generation's keys):
+// the values' set_rows by the same index (rows of copy_src, F32 contiguous, into a plain float
+// cache), and the queries' rope (same positions and parameters). Items in order: the keys' rope
+// [0, n_rope), the values' elements [.., + n_copy), the queries' rope [.., + n_rope2).
+struct RopeRide {
+    int64_t n_rope, n_copy, n_rope2;
+    tview copy_src;
+    char * copy_cache;
+    int64_t copy_nb0, copy_nb1;
+    int copy_type;
+    tview dst2, src2;
+    int64_t n_rows2;
 };
 
-// Items [0, n_rope): the rope's (rope_element); then one per element of copy.src.
 __global__ void k_rope(tview dst, tview src, const int32_t * pos, int64_t pos_nb0, const float * ff, int64_t ff_nb0,
-                       RopeArgs a, int64_t n_rows, RopeCacheStore st, int64_t n_rope, RowsCopy copy) {
-    const int64_t t = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
-    if (t < n_rope) {
+                       RopeArgs a, int64_t n_rows, RopeCacheStore st, RopeRide ride) {
+    int64_t t = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
+    if (t < ride.n_rope) {
         rope_element(dst, src, pos, pos_nb0, ff, ff_nb0, a, n_rows, t, st);
         return;
     }
-    if (!copy.src.data || t - n_rope >= copy.src.ne[0] * copy.src.ne[1]) return;
-    int64_t i0, i1, i2, i3;
-    unravel(t - n_rope, copy.src, i0, i1, i2, i3);
-    const char * ip = st.idx + i1 * st.idx_nb0;
-    const int64_t r = st.idx64 ? *(const int64_t *) ip : (int64_t) *(const int32_t *) ip;
-    if (r < 0 || r >= st.n_cells) return;
-    store_f(copy.cache + r * copy.cache_nb1 + i0 * copy.cache_nb0, copy.cache_type, *(const float *) elem_ptr(copy.src, i0, i1, 0, 0));
+    t -= ride.n_rope;
+    if (t < ride.n_copy) {
+        int64_t i0, i1, i2, i3;
+        unravel(t, ride.copy_src, i0, i1, i2, i3);
+        const char * ip = st.idx + i1 * st.idx_nb0;
+        const int64_t r = st.idx64 ? *(const int64_t *) ip : (int64_t) *(const int32_t *) ip;
+        if (r < 0 || r >= st.n_cells) return;
+        store_f(ride.copy_cache + r * ride.copy_nb1 + i0 * ride.copy_nb0, ride.copy_type, *(const float *) elem_ptr(ride.copy_src, i0, i1, 0, 0));
+        return;
+    }
+    t -= ride.n_copy;
+    if (t < ride.n_rope2) rope_element(ride.dst2, ride.src2, pos, pos_nb0, ff, ff_nb0, a, ride.n_rows2, t);
+}
+
+// Work items of a rope node's rotation (pairs, and the dims past n_dims).
+int64_t rope_items(const ggml_tensor * dst) {
+    const int n_dims = ggml_get_op_params_i32(dst, 1);
+    return (n_dims / 2 + (dst->ne[0] - n_dims)) * ggml_nrows(dst);
 }
 
 }  // namespace
@@ -76,16 +91,15 @@ RopeArgs ggml_cuda_rope_args(const ggml_tensor * dst, bool inverse) {
 }
 
 static void rope(ggml_cuda_ctx & ctx, ggml_tensor * dst, bool inverse, const RopeCacheStore & st = RopeCacheStore{},
-                 const RowsCopy & copy = RowsCopy{}) {
+                 RopeRide ride = RopeRide{}) {
     const ggml_tensor * src = dst->src[0], * pos = dst->src[1], * ff = dst->src[2];
     const RopeArgs a = ggml_cuda_rope_args(dst, inverse);
-    const int64_t n_rows = ggml_nrows(dst);
-    const int64_t n_rope = (a.n_dims / 2 + (dst->ne[0] - a.n_dims)) * n_rows;
-    const int64_t n = n_rope + (copy.src.data ? copy.src.ne[0] * copy.src.ne[1] : 0);
+    ride.n_rope = rope_items(dst);
+    const int64_t n = ride.n_rope + ride.n_copy + ride.n_rope2;
     if (n == 0) return;
     GGML_CUDA_LAUNCH(k_rope, n_blocks(n), 256, 0, ctx.stream)(make_view(dst), make_view(src), (const int32_t *) pos->data, (int64_t) pos->nb[0],
-                                                ff ? (const float *) ff->data : nullptr, ff ? (int64_t) ff->nb[0] : 0, a, n_rows, st,
-                                                n_rope, copy);
+                                                ff ? (const float *) ff->data : nullptr, ff ? (int64_t) ff->nb[0] : 0, a, ggml_nrows(dst), st,
+                                                ride);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -122,7 +136,20 @@ bool ggml_cuda_set_rows_joins_rope(const ggml_tensor * rope, const ggml_tensor *
            !overlaps(set_rows_v, rope->src[0]);
 }
 
-void ggml_cuda_op_rope_set_rows(ggml_cuda_ctx & ctx, ggml_tensor * rope_node, ggml_tensor * set_rows, ggml_tensor * set_rows_v) {
+// Another rope (the queries') with the same positions, factors and parameters, touching nothing
+// the fused nodes write: it joins the launch.
+bool ggml_cuda_rope_joins_rope(const ggml_tensor * rope, const ggml_tensor * set_rows_k, const ggml_tensor * set_rows_v,
+                               const ggml_tensor * rope2) {
+    if (rope2->op != GGML_OP_ROPE || rope2 == rope || rope2->src[1] != rope->src[1] || rope2->src[2] != rope->src[2]) return false;
+    if (memcmp(rope2->op_params, rope->op_params, sizeof(rope->op_params)) != 0 || !ggml_cuda_rope_supported(rope2)) return false;
+    for (const ggml_tensor * w : { rope, set_rows_k, set_rows_v }) {  // what the fused kernel writes
+        if (w && (overlaps(rope2, w) || overlaps(rope2->src[0], w))) return false;
+    }
+    return !overlaps(rope2, rope->src[0]) && !(set_rows_v && overlaps(rope2, set_rows_v->src[0]));
+}
+
+void ggml_cuda_op_rope_set_rows(ggml_cuda_ctx & ctx, ggml_tensor * rope_node, ggml_tensor * set_rows, ggml_tensor * set_rows_v,
+                                ggml_tensor * rope2) {
     const ggml_tensor * idx = set_rows->src[1];
     RopeCacheStore st;
     st.cache = (char *) set_rows->data;
@@ -133,13 +160,21 @@ void ggml_cuda_op_rope_set_rows(ggml_cuda_ctx & ctx, ggml_tensor * rope_node, gg
     st.idx = (const char *) idx->data;
     st.idx_nb0 = (int64_t) idx->nb[0];
     st.idx64 = idx->type == GGML_TYPE_I64;
-    RowsCopy copy = {};
+    RopeRide ride = {};
     if (set_rows_v) {
-        copy.src = make_view(set_rows_v->src[0]);
-        copy.cache = (char *) set_rows_v->data;
-        copy.cache_nb0 = (int64_t) set_rows_v->nb[0];
-        copy.cache_nb1 = (int64_t) set_rows_v->nb[1];
-        copy.cache_type = (int) set_rows_v->type;
+        const ggml_tensor * rows = set_rows_v->src[0];
+        ride.n_copy = rows->ne[0] * rows->ne[1];
+        ride.copy_src = make_view(rows);
+        ride.copy_cache = (char *) set_rows_v->data;
+        ride.copy_nb0 = (int64_t) set_rows_v->nb[0];
+        ride.copy_nb1 = (int64_t) set_rows_v->nb[1];
+        ride.copy_type = (int) set_rows_v->type;
     }
-    rope(ctx, rope_node, false, st, copy);
+    if (rope2) {
+        ride.n_rope2 = rope_items(rope2);
+        ride.dst2 = make_view(rope2);
+        ride.src2 = make_view(rope2->src[0]);
+        ride.n_rows2 = ggml_nrows(rope2);
+    }
+    rope(ctx, rope_node, false, st, ride);
 }
