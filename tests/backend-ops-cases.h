@@ -646,6 +646,24 @@ std::vector<Case> make_cases() {
         }, mm_tol(c.t, c.n));
     }
 
+    // generation's attention read next by the output projection's integer products: a GPU may
+    // quantize the rows in the attention kernel (32-value blocks), with the keys in one range or
+    // split between blocks (long cache); 256-value blocks are left to the product
+    struct FaProduct { ggml_type t; int64_t D, H, n_q, n_kv; };
+    for (const FaProduct & c : { FaProduct{ GGML_TYPE_Q4_0, 64, 4, 1, 77 }, FaProduct{ GGML_TYPE_Q8_0, 128, 2, 2, 1500 },
+                                 FaProduct{ GGML_TYPE_Q4_K, 64, 4, 1, 77 } }) {
+        add(std::string("flash_attn_ext then mul_mat ") + ggml_type_name(c.t) + " n_kv " + std::to_string(c.n_kv), [=](Maker & m) {
+            ggml_tensor * q = ggml_permute(m.ctx, m.in(GGML_TYPE_F32, {c.D, c.H, c.n_q}), 0, 2, 1, 3);
+            ggml_tensor * mask = m.in(GGML_TYPE_F16, {c.n_kv, c.n_q}, causal(c.n_kv - c.n_q - 5));
+            ggml_tensor * o = ggml_flash_attn_ext(m.ctx, q, m.in(GGML_TYPE_F16, {c.D, c.n_kv, 1}), m.in(GGML_TYPE_F16, {c.D, c.n_kv, 1}), mask,
+                                                  0.1f, 0.0f, 0.0f);
+            ggml_tensor * x = ggml_reshape_2d(m.ctx, o, c.D * c.H, c.n_q);
+            ggml_tensor * y = ggml_mul_mat(m.ctx, m.in(c.t, {c.D * c.H, 40}), x);
+            auto flat = [&](ggml_tensor * t) { return ggml_reshape_1d(m.ctx, t, ggml_nelements(t)); };
+            return same(ggml_concat(m.ctx, flat(y), flat(ggml_scale(m.ctx, x, 0.01f)), 0));
+        }, mm_tol(c.t, c.n_q));
+    }
+
     // generation's products of one activation with weights of one type, one after another in the
     // graph (q, k, v; gate, up): a GPU may run them as one launch; short rows, odd row counts
     struct OneB { ggml_type t; int64_t K; std::vector<int64_t> rows; };

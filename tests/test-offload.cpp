@@ -281,42 +281,55 @@ TEST_F(Offload, GraphOrderFeedsTheGpuFusions) {
     TU_REQUIRE_FILE(model_path("stories260K.gguf"));
     Model m = load(model_path("stories260K.gguf"), 999);
     ASSERT_TRUE(m);
-    Ctx c = context(m.get());
-    ASSERT_TRUE(c);
-    fake_gpu::ran().clear();
-    tu::eval_all(c.get(), { 1 });
-    const std::vector<ggml_op> & ops = fake_gpu::ran();
-    int add_norm_mul = 0, norm_mul = 0, unary_mul = 0, norm_mul_product = 0;
-    for (size_t i = 0; i + 1 < ops.size(); i++) {
-        if (ops[i] == GGML_OP_RMS_NORM && ops[i + 1] == GGML_OP_MUL) norm_mul++;
-        if (i + 2 < ops.size() && ops[i] == GGML_OP_RMS_NORM && ops[i + 1] == GGML_OP_MUL && ops[i + 2] == GGML_OP_MUL_MAT) norm_mul_product++;
-        if (ops[i] == GGML_OP_UNARY && ops[i + 1] == GGML_OP_MUL) unary_mul++;
-        if (i + 2 < ops.size() && ops[i] == GGML_OP_ADD && ops[i + 1] == GGML_OP_RMS_NORM && ops[i + 2] == GGML_OP_MUL) add_norm_mul++;
+    for (bool fa : { false, true }) {
+        SCOPED_TRACE(fa ? "flash attention" : "no flash attention");
+        Ctx c = context(m.get(), true, fa);
+        ASSERT_TRUE(c);
+        fake_gpu::ran().clear();
+        tu::eval_all(c.get(), { 1 });
+        const std::vector<ggml_op> & ops = fake_gpu::ran();
+        int add_norm_mul = 0, norm_mul = 0, unary_mul = 0, norm_mul_product = 0;
+        for (size_t i = 0; i + 1 < ops.size(); i++) {
+            if (ops[i] == GGML_OP_RMS_NORM && ops[i + 1] == GGML_OP_MUL) norm_mul++;
+            if (i + 2 < ops.size() && ops[i] == GGML_OP_RMS_NORM && ops[i + 1] == GGML_OP_MUL && ops[i + 2] == GGML_OP_MUL_MAT) norm_mul_product++;
+            if (ops[i] == GGML_OP_UNARY && ops[i + 1] == GGML_OP_MUL) unary_mul++;
+            if (i + 2 < ops.size() && ops[i] == GGML_OP_ADD && ops[i + 1] == GGML_OP_RMS_NORM && ops[i + 2] == GGML_OP_MUL) add_norm_mul++;
+        }
+        const int n_layer = llama_model_n_layer(m.get());
+        EXPECT_EQ(norm_mul, 2 * n_layer + 1);      // attention's and the FFN's, the output norm
+        EXPECT_EQ(add_norm_mul, 2 * n_layer);      // each but the first layer's input norm, and the FFN's
+        EXPECT_EQ(unary_mul, n_layer);
+        // and the product reading the norm's result comes next (q; gate; the output): the kernel
+        // quantizes its activations too
+        EXPECT_EQ(norm_mul_product, 2 * n_layer + 1);
+        // the keys' rope, then (past views) the set_rows that stores them, the values' and the
+        // queries' rope: one kernel
+        auto next_computing = [&](size_t j) {
+            while (j < ops.size() && (ops[j] == GGML_OP_VIEW || ops[j] == GGML_OP_RESHAPE || ops[j] == GGML_OP_PERMUTE || ops[j] == GGML_OP_TRANSPOSE)) j++;
+            return j;
+        };
+        int rope_store_kv = 0;
+        for (size_t i = 0; i < ops.size(); i++) {
+            if (ops[i] != GGML_OP_ROPE) continue;
+            const size_t j = next_computing(i + 1);
+            if (j >= ops.size() || ops[j] != GGML_OP_SET_ROWS) continue;
+            const size_t k = next_computing(j + 1);
+            if (k >= ops.size() || ops[k] != GGML_OP_SET_ROWS) continue;
+            const size_t r = next_computing(k + 1);  // and the queries' rope
+            if (r < ops.size() && ops[r] == GGML_OP_ROPE) rope_store_kv++;
+        }
+        EXPECT_EQ(rope_store_kv, n_layer);
+        // flash attention, then (past views) the output projection
+        int attn_product = 0, attn = 0;
+        for (size_t i = 0; i < ops.size(); i++) {
+            if (ops[i] != GGML_OP_FLASH_ATTN_EXT) continue;
+            attn++;
+            const size_t j = next_computing(i + 1);
+            if (j < ops.size() && ops[j] == GGML_OP_MUL_MAT) attn_product++;
+        }
+        EXPECT_EQ(attn, fa ? n_layer : 0);
+        EXPECT_EQ(attn_product, attn);
     }
-    const int n_layer = llama_model_n_layer(m.get());
-    EXPECT_EQ(norm_mul, 2 * n_layer + 1);      // attention's and the FFN's, the output norm
-    EXPECT_EQ(add_norm_mul, 2 * n_layer);      // each but the first layer's input norm, and the FFN's
-    EXPECT_EQ(unary_mul, n_layer);
-    // and the product reading the norm's result comes next (q; gate; the output): the kernel
-    // quantizes its activations too
-    EXPECT_EQ(norm_mul_product, 2 * n_layer + 1);
-    // the keys' rope, then (past views) the set_rows that stores them, the values' and the
-    // queries' rope: one kernel
-    auto next_computing = [&](size_t j) {
-        while (j < ops.size() && (ops[j] == GGML_OP_VIEW || ops[j] == GGML_OP_RESHAPE || ops[j] == GGML_OP_PERMUTE || ops[j] == GGML_OP_TRANSPOSE)) j++;
-        return j;
-    };
-    int rope_store_kv = 0;
-    for (size_t i = 0; i < ops.size(); i++) {
-        if (ops[i] != GGML_OP_ROPE) continue;
-        const size_t j = next_computing(i + 1);
-        if (j >= ops.size() || ops[j] != GGML_OP_SET_ROWS) continue;
-        const size_t k = next_computing(j + 1);
-        if (k >= ops.size() || ops[k] != GGML_OP_SET_ROWS) continue;
-        const size_t r = next_computing(k + 1);  // and the queries' rope
-        if (r < ops.size() && ops[r] == GGML_OP_ROPE) rope_store_kv++;
-    }
-    EXPECT_EQ(rope_store_kv, n_layer);
 }
 
 // LoRA fine-tuning with the base model's layers on the device (llama-finetune -ngl): the

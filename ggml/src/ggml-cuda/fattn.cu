@@ -84,6 +84,19 @@ __device__ __forceinline__ void add_weighted_row(float * acc, float w, const cha
 }
 
 
+// Generation: the block's finished output row (Dv values of head h, query c) quantized for the
+// output projection that reads it next, a unit of 32 per thread, as k_quantize_act would.
+__device__ __forceinline__ void quantize_head_row(const FaArgs & a, const float * out, int64_t c, int64_t h) {
+    __syncthreads();  // out was written by every thread of the block
+    const int64_t upc = a.act_K / 32, per_head = a.Dv / 32;
+    for (int64_t ul = threadIdx.x; ul < per_head; ul += blockDim.x) {
+        const int64_t u = h * per_head + ul;
+        float x[32];
+        load_unit(out + 32 * ul, true, x);
+        quantize_unit<32>(x, u, true, a.act_qs + c * a.act_K + 32 * u, a.act_ds + c * upc + u);
+    }
+}
+
 template <int KT>
 __global__ void __launch_bounds__(kWarps * WARP) k_flash_attn(FaArgs a) {
     GGML_CUDA_DYN_SMEM(float, smem);  // q [D], then per warp: max, sum, acc [Dv]
@@ -185,10 +198,11 @@ __global__ void __launch_bounds__(kWarps * WARP) k_flash_attn(FaArgs a) {
         }
         out[d] = o;
     }
+    if (a.act_qs) quantize_head_row(a, out, i3 * a.n_q + iq, h);
 }
 
 // out = sum_s O_s e^(M_s - M) / sum_s L_s e^(M_s - M) over the key ranges s of a row.
-__global__ void k_flash_attn_combine(float * dst, const float * partial, int n_split, int64_t Dv) {
+__global__ void k_flash_attn_combine(float * dst, const float * partial, int n_split, int64_t Dv, FaArgs a) {
     const int64_t row = blockIdx.x;
     const float * pp = partial + row * n_split * (2 + Dv);
     float M = -INFINITY;
@@ -209,6 +223,7 @@ __global__ void k_flash_attn_combine(float * dst, const float * partial, int n_s
         }
         dst[row * Dv + d] = o;
     }
+    if (a.act_qs) quantize_head_row(a, dst + row * Dv, row / a.H, row % a.H);
 }
 
 // ---- prompts: query tiles ------------------------------------------------------------------
@@ -374,7 +389,7 @@ void fa_dispatch_type(ggml_type t, F f) {
 
 }  // namespace
 
-void ggml_cuda_op_flash_attn_ext(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
+void ggml_cuda_op_flash_attn_ext(ggml_cuda_ctx & ctx, ggml_tensor * dst, const ggml_tensor * product) {
     const ggml_tensor * q = dst->src[0], * k = dst->src[1];
     FaArgs a = fa_args(dst);
     if (ggml_nelements(dst) == 0) return;
@@ -404,17 +419,27 @@ void ggml_cuda_op_flash_attn_ext(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
         a.n_split = (int) std::min<int64_t>(std::min<int64_t>(want, most), 32);
     }
     a.chunk = ((a.n_kv + a.n_split - 1) / a.n_split + WARP - 1) / WARP * WARP;
-    a.partial = a.n_split > 1 ? (float *) ctx.scratch((size_t) rows * a.n_split * (2 + a.Dv) * sizeof(float)) : nullptr;
+    const size_t partial_bytes = a.n_split > 1 ? (size_t) rows * a.n_split * (2 + a.Dv) * sizeof(float) : 0;
     const dim3 grid((unsigned int) (a.n_q * a.n_split), (unsigned int) a.H, (unsigned int) q->ne[3]);
     const size_t smem = (size_t) (a.D + kWarps * (2 + a.Dv)) * sizeof(float);
-    fa_dispatch_type(k->type, [&](auto kt) {
-        GGML_CUDA_LAUNCH(k_flash_attn<decltype(kt)::value>, grid, kWarps * WARP, smem, ctx.stream)(a);
-    });
-    CUDA_CHECK_LAUNCH();
-    if (a.n_split > 1) {
-        GGML_CUDA_LAUNCH(k_flash_attn_combine, (unsigned int) rows, 128, 0, ctx.stream)(a.dst, a.partial, a.n_split, a.Dv);
+    // the output projection's activations quantized by whichever kernel finishes the rows (heads
+    // of whole Q8_0 units; the ranges' partial results in scratch after the activations)
+    ggml_cuda_launch_quantizing(ctx, dst, a.Dv % 32 == 0 ? product : nullptr, [&](auto qb, const ActArgs & act) {
+        if constexpr (decltype(qb)::value > 0) {
+            a.act_qs = act.qs;
+            a.act_ds = act.ds;
+            a.act_K = act.K;
+        }
+        a.partial = (float *) act.extra;
+        fa_dispatch_type(k->type, [&](auto kt) {
+            GGML_CUDA_LAUNCH(k_flash_attn<decltype(kt)::value>, grid, kWarps * WARP, smem, ctx.stream)(a);
+        });
         CUDA_CHECK_LAUNCH();
-    }
+        if (a.n_split > 1) {
+            GGML_CUDA_LAUNCH(k_flash_attn_combine, (unsigned int) rows, 128, 0, ctx.stream)(a.dst, a.partial, a.n_split, a.Dv, a);
+            CUDA_CHECK_LAUNCH();
+        }
+    }, 32, partial_bytes);
 }
 
 // ---- backward ------------------------------------------------------------------------------

@@ -316,17 +316,19 @@ void mmvq_dispatch_type(ggml_type t, F f) {
 
 }  // namespace
 
-ActArgs ggml_cuda_act_args(ggml_cuda_ctx & ctx, const ggml_tensor * b) {
+ActArgs ggml_cuda_act_args(ggml_cuda_ctx & ctx, const ggml_tensor * b, size_t extra_bytes) {
     const int64_t K = b->ne[0], n_cols = b->ne[1] * b->ne[2] * b->ne[3];
     const int64_t n_units = n_cols * (K / 32);
     const size_t qs_bytes = ((size_t) (n_cols * K) + 255) & ~(size_t) 255;
-    char * scratch = (char *) ctx.scratch(qs_bytes + (size_t) n_units * sizeof(float4));
+    const size_t act_bytes = (qs_bytes + (size_t) n_units * sizeof(float4) + 255) & ~(size_t) 255;
+    char * scratch = (char *) ctx.scratch(act_bytes + extra_bytes);
     ActArgs q;
     q.b = (const char *) b->data;
     q.b_nb1 = b->nb[1]; q.b_nb2 = b->nb[2]; q.b_nb3 = b->nb[3];
     q.K = K; q.N = b->ne[1]; q.ne12 = b->ne[2]; q.n_units = n_units;
     q.qs = (int8_t *) scratch;
     q.ds = (float4 *) (scratch + qs_bytes);
+    q.extra = extra_bytes > 0 ? scratch + act_bytes : nullptr;
     return q;
 }
 

@@ -161,7 +161,7 @@ bool ggml_cuda_compute_node(ggml_cuda_ctx & ctx, ggml_tensor * node) {
         case GGML_OP_SOFT_MAX:                ggml_cuda_op_soft_max(ctx, node); return true;
         case GGML_OP_ROPE:                    ggml_cuda_op_rope(ctx, node); return true;
         case GGML_OP_ROPE_BACK:               ggml_cuda_op_rope_back(ctx, node); return true;
-        case GGML_OP_FLASH_ATTN_EXT:          ggml_cuda_op_flash_attn_ext(ctx, node); return true;
+        case GGML_OP_FLASH_ATTN_EXT:          ggml_cuda_op_flash_attn_ext(ctx, node, nullptr); return true;
         case GGML_OP_FLASH_ATTN_BACK:         ggml_cuda_op_flash_attn_back(ctx, node); return true;
         case GGML_OP_CROSS_ENTROPY_LOSS:      ggml_cuda_op_cross_entropy_loss(ctx, node); return true;
         case GGML_OP_CROSS_ENTROPY_LOSS_BACK: ggml_cuda_op_cross_entropy_loss_back(ctx, node); return true;
@@ -186,13 +186,16 @@ bool ggml_cuda_compute_node(ggml_cuda_ctx & ctx, ggml_tensor * node) {
 // generation on a GPU is bound by.
 namespace {
 
-// The node after node i when it is an integer product (ggml_cuda_mmvq) of node i's result: a
-// kernel producing that result can quantize it for the product in the same launch.
+// The node after node i (past views) when it is an integer product (ggml_cuda_mmvq) whose
+// activations are node i's result (or a view of it): a kernel producing that result can quantize
+// it for the product in the same launch (ggml_cuda_launch_quantizing checks the view).
 const ggml_tensor * mmvq_reader(const ggml_cgraph * g, int i) {
-    if (i + 1 >= g->n_nodes) return nullptr;
-    const ggml_tensor * next = g->nodes[i + 1];
-    return next->op == GGML_OP_MUL_MAT && next->src[1] == g->nodes[i] && ggml_cuda_mul_mat_supported(next) &&
-                   ggml_cuda_mul_mat_uses_mmvq(next) ? next : nullptr;
+    int j = i + 1;
+    while (j < g->n_nodes && ggml_op_is_view(g->nodes[j]->op)) j++;
+    if (j >= g->n_nodes) return nullptr;
+    const ggml_tensor * next = g->nodes[j], * b = next->src[1];
+    const bool reads = b == g->nodes[i] || (b && b->view_src == g->nodes[i]);
+    return next->op == GGML_OP_MUL_MAT && reads && ggml_cuda_mul_mat_supported(next) && ggml_cuda_mul_mat_uses_mmvq(next) ? next : nullptr;
 }
 
 int compute_fused(ggml_cuda_ctx & ctx, ggml_cgraph * g, int i) {
@@ -239,6 +242,13 @@ int compute_fused(ggml_cuda_ctx & ctx, ggml_cgraph * g, int i) {
                 ggml_cuda_op_unary_mul(ctx, node, next, mmvq_reader(g, i + 1));
                 return 2;
             }
+        }
+    }
+    if (!ctx.no_fusion && node->op == GGML_OP_FLASH_ATTN_EXT) {  // quantizing its rows for the output projection
+        const ggml_tensor * product = mmvq_reader(g, i);
+        if (product) {
+            ggml_cuda_op_flash_attn_ext(ctx, node, product);
+            return 1;
         }
     }
     return ggml_cuda_compute_node(ctx, node) ? 1 : 0;

@@ -97,7 +97,9 @@ void ggml_cuda_op_out_prod(ggml_cuda_ctx & ctx, ggml_tensor * dst);
 
 // fattn.cu
 bool ggml_cuda_flash_attn_supported(const ggml_tensor * dst);
-void ggml_cuda_op_flash_attn_ext(ggml_cuda_ctx & ctx, ggml_tensor * dst);
+// product: the mul_mat reading the result next through ggml_cuda_mmvq (or nullptr): generation's
+// kernels then quantize their rows for it (32-value activation blocks)
+void ggml_cuda_op_flash_attn_ext(ggml_cuda_ctx & ctx, ggml_tensor * dst, const ggml_tensor * product);
 bool ggml_cuda_flash_attn_back_supported(const ggml_tensor * dst);
 void ggml_cuda_op_flash_attn_back(ggml_cuda_ctx & ctx, ggml_tensor * dst);
 // fattn-mma.cu: prompts with F16 caches on tensor cores (flash_attn_ext takes it where usable)

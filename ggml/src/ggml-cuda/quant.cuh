@@ -554,6 +554,7 @@ struct ActArgs {
     int64_t K, N, ne12, n_units;  // n_units: columns x K / 32
     int8_t * qs;
     float4 * ds;
+    char * extra;  // ggml_cuda_act_args' extra bytes of scratch, after the activations
 };
 
 // Unit u (of its column) from its 32 values x: its bytes to q (16-byte aligned) and its scales to
@@ -616,8 +617,8 @@ __device__ __forceinline__ void quantize_column(const ActArgs & p, const float *
 }
 
 // b's 8-bit activations in the scratch buffer (qs, then ds), the layout ggml_cuda_mmvq reads, as
-// kernel arguments (mmv.cu).
-ActArgs ggml_cuda_act_args(ggml_cuda_ctx & ctx, const ggml_tensor * b);
+// kernel arguments (mmv.cu); extra_bytes more of scratch after them for the caller (q.extra).
+ActArgs ggml_cuda_act_args(ggml_cuda_ctx & ctx, const ggml_tensor * b, size_t extra_bytes = 0);
 // Records in act that b's activations for weights of `block`-value activation blocks are in the
 // scratch buffer, as handed out at scratch_use.
 void ggml_cuda_act_record(ggml_cuda_ctx::quantized_act & act, const ggml_tensor * b, int block, uint64_t scratch_use);
@@ -632,22 +633,31 @@ __device__ __forceinline__ void quantize_produced_row(const ActArgs & q, const f
     }
 }
 
-// Launches such a producer of b: launch(std::integral_constant<int, QB>, ActArgs) with QB the
-// activation block of `product` (the mul_mat reading b next through ggml_cuda_mmvq, or nullptr),
-// 0 where b cannot be quantized in place (not F32 and contiguous, not whole blocks). The
-// activations are recorded as pending for the product (ctx.act_pending).
+// Launches a kernel producing `produced`, which `product` (the mul_mat reading it next through
+// ggml_cuda_mmvq, or nullptr) takes as its activations b (produced itself, or a view of all of
+// it): launch(std::integral_constant<int, QB>, ActArgs) with QB the product's activation block,
+// 0 where b cannot be quantized in place (not F32 and contiguous, not whole blocks, a 256-value
+// block where the kernel only does 32: max_block). The activations are recorded as pending for
+// the product (ctx.act_pending).
+// extra_bytes: scratch the kernel needs besides (ActArgs::extra; the activations come first,
+// where the product looks for them).
 template <typename L>
-void ggml_cuda_launch_quantizing(ggml_cuda_ctx & ctx, const ggml_tensor * b, const ggml_tensor * product, L launch) {
+void ggml_cuda_launch_quantizing(ggml_cuda_ctx & ctx, const ggml_tensor * produced, const ggml_tensor * product, L launch,
+                                 int max_block = 256, size_t extra_bytes = 0) {
+    const ggml_tensor * b = product ? product->src[1] : nullptr;
     int qb = 0;
-    if (product && !ctx.no_fusion && b->type == GGML_TYPE_F32 && ggml_is_contiguous(b)) {
+    if (b && !ctx.no_fusion && b->type == GGML_TYPE_F32 && ggml_is_contiguous(b) && ggml_is_contiguous(produced) &&
+        b->data == produced->data && ggml_nelements(b) == ggml_nelements(produced)) {
         qb = act_block_size(product->src[0]->type);
-        if (b->ne[0] % qb != 0) qb = 0;
+        if (b->ne[0] % qb != 0 || qb > max_block) qb = 0;
     }
     if (qb == 0) {
-        launch(std::integral_constant<int, 0>{}, ActArgs{});
+        ActArgs none = {};
+        none.extra = extra_bytes > 0 ? (char *) ctx.scratch(extra_bytes) : nullptr;
+        launch(std::integral_constant<int, 0>{}, none);
         return;
     }
-    const ActArgs q = ggml_cuda_act_args(ctx, b);
+    const ActArgs q = ggml_cuda_act_args(ctx, b, extra_bytes);
     if (qb == 256) {
         launch(std::integral_constant<int, 256>{}, q);
     } else {
