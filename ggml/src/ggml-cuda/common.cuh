@@ -171,28 +171,6 @@ static inline tview unit_view(int type) {
     return v;
 }
 
-// Flat element index i (i0 fastest) to coordinates of v's shape.
-GGML_CUDA_HD void unravel(int64_t i, const tview & v, int64_t & i0, int64_t & i1, int64_t & i2, int64_t & i3) {
-    if (v.idx32) {
-        uint32_t n = (uint32_t) i, q = fast_div(n, v.dv[0]);
-        i0 = n - q * (uint32_t) v.ne[0];
-        n = q;
-        q = fast_div(n, v.dv[1]);
-        i1 = n - q * (uint32_t) v.ne[1];
-        n = q;
-        q = fast_div(n, v.dv[2]);
-        i2 = n - q * (uint32_t) v.ne[2];
-        i3 = q;
-        return;
-    }
-    i0 = i % v.ne[0];
-    i /= v.ne[0];
-    i1 = i % v.ne[1];
-    i /= v.ne[1];
-    i2 = i % v.ne[2];
-    i3 = i / v.ne[2];
-}
-
 // Row r of v (rows counted over dims 1..3) to its coordinates.
 GGML_CUDA_HD void row_coords(int64_t r, const tview & v, int64_t & i1, int64_t & i2, int64_t & i3) {
     if (v.idx32) {
@@ -208,6 +186,20 @@ GGML_CUDA_HD void row_coords(int64_t r, const tview & v, int64_t & i1, int64_t &
     r /= v.ne[1];
     i2 = r % v.ne[2];
     i3 = r / v.ne[2];
+}
+
+// Flat element index i (i0 fastest) to coordinates of v's shape.
+GGML_CUDA_HD void unravel(int64_t i, const tview & v, int64_t & i0, int64_t & i1, int64_t & i2, int64_t & i3) {
+    int64_t r;
+    if (v.idx32) {
+        const uint32_t n = (uint32_t) i, q = fast_div(n, v.dv[0]);
+        i0 = n - q * (uint32_t) v.ne[0];
+        r = q;
+    } else {
+        i0 = i % v.ne[0];
+        r = i / v.ne[0];
+    }
+    row_coords(r, v, i1, i2, i3);
 }
 
 // Coordinate i of a larger tensor along dim d, broadcast over v's size there (i mod ne[d]).
