@@ -90,15 +90,21 @@ void map(ggml_cuda_ctx & ctx, ggml_tensor * dst, float s = 0.0f) {
 // silu / gelu then a multiply by another tensor (the FFN's gate times up), one launch: both
 // results are written, the product from the F32 value just stored, as the two kernels would.
 template <Map M>
+__device__ __forceinline__ void map_mul_at(const tview & mdst, const tview & src, const tview & pdst, const tview & other, int map_is_a,
+                                           int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+    const float m = map_apply<M>(load_f(elem_ptr(src, i0, i1, i2, i3), src.type), 0.0f);
+    *(float *) elem_ptr(mdst, i0, i1, i2, i3) = m;
+    const float o = load_f(bcast_ptr(other, i0, i1, i2, i3), other.type);
+    store_f(elem_ptr(pdst, i0, i1, i2, i3), pdst.type, map_is_a ? m * o : o * m);
+}
+
+template <Map M>
 __global__ void k_map_mul(tview mdst, tview src, tview pdst, tview other, int64_t n, int map_is_a) {
     const int64_t i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     int64_t i0, i1, i2, i3;
     unravel(i, pdst, i0, i1, i2, i3);
-    const float m = map_apply<M>(load_f(elem_ptr(src, i0, i1, i2, i3), src.type), 0.0f);
-    *(float *) elem_ptr(mdst, i0, i1, i2, i3) = m;
-    const float o = load_f(bcast_ptr(other, i0, i1, i2, i3), other.type);
-    store_f(elem_ptr(pdst, i0, i1, i2, i3), pdst.type, map_is_a ? m * o : o * m);
+    map_mul_at<M>(mdst, src, pdst, other, map_is_a, i0, i1, i2, i3);
 }
 
 // The same a row per block, then the row quantized for the integer product that reads it next
@@ -107,12 +113,7 @@ template <Map M, int QB>
 __global__ void k_map_mul_rows(tview mdst, tview src, tview pdst, tview other, int map_is_a, ActArgs q) {
     int64_t i1, i2, i3;
     row_coords(blockIdx.x, pdst, i1, i2, i3);
-    for (int64_t i0 = threadIdx.x; i0 < pdst.ne[0]; i0 += blockDim.x) {
-        const float m = map_apply<M>(load_f(elem_ptr(src, i0, i1, i2, i3), src.type), 0.0f);
-        *(float *) elem_ptr(mdst, i0, i1, i2, i3) = m;
-        const float o = load_f(bcast_ptr(other, i0, i1, i2, i3), other.type);
-        store_f(elem_ptr(pdst, i0, i1, i2, i3), pdst.type, map_is_a ? m * o : o * m);
-    }
+    for (int64_t i0 = threadIdx.x; i0 < pdst.ne[0]; i0 += blockDim.x) map_mul_at<M>(mdst, src, pdst, other, map_is_a, i0, i1, i2, i3);
     quantize_produced_row<QB>(q, (const float *) row_ptr(pdst, i1, i2, i3));
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "common.cuh"
+#include "quant.cuh"
 
 // Rows of t (n elements each) allow 16-byte loads: plain float types, aligned data and strides.
 static inline bool rows_vec(const ggml_tensor * t, int64_t n) {
@@ -22,9 +23,7 @@ struct FaArgs {
     int n_split;      // key ranges per query row (split-KV: generation has few rows to spread)
     int64_t chunk;    // keys per range (a multiple of 32)
     float * partial;  // n_split > 1: per (row, range) max, sum and unnormalized output [Dv]
-    int8_t * act_qs;  // not nullptr: the output rows quantized for the output projection (Q8_0 units,
-    float4 * act_ds;  // quant.cuh's ActArgs layout over columns of act_K = H Dv values)
-    int64_t act_K;
+    ActArgs act;      // act.qs not nullptr: the output rows quantized for the output projection (Q8_0 units)
 };
 
 // The operands and parameters of a flash_attn_ext or flash_attn_back node (the same sources).

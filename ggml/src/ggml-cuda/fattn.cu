@@ -88,13 +88,7 @@ __device__ __forceinline__ void add_weighted_row(float * acc, float w, const cha
 // output projection that reads it next, a unit of 32 per thread, as k_quantize_act would.
 __device__ __forceinline__ void quantize_head_row(const FaArgs & a, const float * out, int64_t c, int64_t h) {
     __syncthreads();  // out was written by every thread of the block
-    const int64_t upc = a.act_K / 32, per_head = a.Dv / 32;
-    for (int64_t ul = threadIdx.x; ul < per_head; ul += blockDim.x) {
-        const int64_t u = h * per_head + ul;
-        float x[32];
-        load_unit(out + 32 * ul, true, x);
-        quantize_unit<32>(x, u, true, a.act_qs + c * a.act_K + 32 * u, a.act_ds + c * upc + u);
-    }
+    quantize_units<32>(a.act, out, c, h * (a.Dv / 32), a.Dv / 32);
 }
 
 template <int KT>
@@ -198,7 +192,7 @@ __global__ void __launch_bounds__(kWarps * WARP) k_flash_attn(FaArgs a) {
         }
         out[d] = o;
     }
-    if (a.act_qs) quantize_head_row(a, out, i3 * a.n_q + iq, h);
+    if (a.act.qs) quantize_head_row(a, out, i3 * a.n_q + iq, h);
 }
 
 // out = sum_s O_s e^(M_s - M) / sum_s L_s e^(M_s - M) over the key ranges s of a row.
@@ -223,7 +217,7 @@ __global__ void k_flash_attn_combine(float * dst, const float * partial, int n_s
         }
         dst[row * Dv + d] = o;
     }
-    if (a.act_qs) quantize_head_row(a, dst + row * Dv, row / a.H, row % a.H);
+    if (a.act.qs) quantize_head_row(a, dst + row * Dv, row / a.H, row % a.H);
 }
 
 // ---- prompts: query tiles ------------------------------------------------------------------
@@ -425,11 +419,7 @@ void ggml_cuda_op_flash_attn_ext(ggml_cuda_ctx & ctx, ggml_tensor * dst, const g
     // the output projection's activations quantized by whichever kernel finishes the rows (heads
     // of whole Q8_0 units; the ranges' partial results in scratch after the activations)
     ggml_cuda_launch_quantizing(ctx, dst, a.Dv % 32 == 0 ? product : nullptr, [&](auto qb, const ActArgs & act) {
-        if constexpr (decltype(qb)::value > 0) {
-            a.act_qs = act.qs;
-            a.act_ds = act.ds;
-            a.act_K = act.K;
-        }
+        a.act = act;  // qs nullptr where nothing is quantized
         a.partial = (float *) act.extra;
         fa_dispatch_type(k->type, [&](auto kt) {
             GGML_CUDA_LAUNCH(k_flash_attn<decltype(kt)::value>, grid, kWarps * WARP, smem, ctx.stream)(a);

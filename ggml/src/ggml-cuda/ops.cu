@@ -186,12 +186,17 @@ bool ggml_cuda_compute_node(ggml_cuda_ctx & ctx, ggml_tensor * node) {
 // generation on a GPU is bound by.
 namespace {
 
+// The first node from x on that computes (views only name memory); n_nodes if none.
+int next_computing(const ggml_cgraph * g, int x) {
+    while (x < g->n_nodes && ggml_op_is_view(g->nodes[x]->op)) x++;
+    return x;
+}
+
 // The node after node i (past views) when it is an integer product (ggml_cuda_mmvq) whose
 // activations are node i's result (or a view of it): a kernel producing that result can quantize
 // it for the product in the same launch (ggml_cuda_launch_quantizing checks the view).
 const ggml_tensor * mmvq_reader(const ggml_cgraph * g, int i) {
-    int j = i + 1;
-    while (j < g->n_nodes && ggml_op_is_view(g->nodes[j]->op)) j++;
+    const int j = next_computing(g, i + 1);
     if (j >= g->n_nodes) return nullptr;
     const ggml_tensor * next = g->nodes[j], * b = next->src[1];
     const bool reads = b == g->nodes[i] || (b && b->view_src == g->nodes[i]);
@@ -209,17 +214,12 @@ int compute_fused(ggml_cuda_ctx & ctx, ggml_cgraph * g, int i) {
         }
     }
     if (!ctx.no_fusion && node->op == GGML_OP_ROPE) {  // the keys into the cache as they are rotated
-        int j = i + 1;
-        while (j < g->n_nodes && ggml_op_is_view(g->nodes[j]->op)) j++;
+        const int j = next_computing(g, i + 1);
         if (j < g->n_nodes && ggml_cuda_rope_set_rows_fusable(node, g->nodes[j])) {
-            auto next = [&](int x) {
-                while (x < g->n_nodes && ggml_op_is_view(g->nodes[x]->op)) x++;
-                return x;
-            };
-            int last = j, k = next(j + 1);  // the values' store after the keys', then the queries' rope
+            int last = j, k = next_computing(g, j + 1);  // the values' store after the keys', then the queries' rope
             ggml_tensor * set_rows_v = k < g->n_nodes && ggml_cuda_set_rows_joins_rope(node, g->nodes[j], g->nodes[k]) ? g->nodes[k] : nullptr;
             if (set_rows_v) last = k;
-            const int r = next(last + 1);
+            const int r = next_computing(g, last + 1);
             ggml_tensor * rope2 = r < g->n_nodes && ggml_cuda_rope_joins_rope(node, g->nodes[j], set_rows_v, g->nodes[r]) ? g->nodes[r] : nullptr;
             if (rope2) last = r;
             ggml_cuda_op_rope_set_rows(ctx, node, g->nodes[j], set_rows_v, rope2);

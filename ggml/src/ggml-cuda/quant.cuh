@@ -604,16 +604,22 @@ __device__ __forceinline__ void load_unit(const float * src, bool active, float 
 // Column c of b (its K values: row, contiguous F32) quantized by the threads of one block
 // together, as k_quantize_act would (blockDim a multiple of 32; every thread of the block calls
 // it): a kernel that produces b quantizes it for the integer products that read it next.
+// Units u0 .. u0 + n - 1 of column c from their values src (the first unit's first value on).
 template <int BS>
-__device__ __forceinline__ void quantize_column(const ActArgs & p, const float * row, int64_t c) {
+__device__ __forceinline__ void quantize_units(const ActArgs & p, const float * src, int64_t c, int64_t u0, int64_t n) {
     const int64_t upc = p.K / 32;
-    for (int64_t base = 0; base < upc; base += blockDim.x) {
-        const int64_t u = base + threadIdx.x;
-        const bool active = u < upc;
+    for (int64_t base = 0; base < n; base += blockDim.x) {
+        const int64_t ul = base + threadIdx.x, u = u0 + ul;
+        const bool active = ul < n;
         float x[32];
-        load_unit(active ? row + 32 * u : nullptr, active, x);
+        load_unit(active ? src + 32 * ul : nullptr, active, x);
         quantize_unit<BS>(x, u, active, p.qs + c * p.K + 32 * u, p.ds + c * upc + u);
     }
+}
+
+template <int BS>
+__device__ __forceinline__ void quantize_column(const ActArgs & p, const float * row, int64_t c) {
+    quantize_units<BS>(p, row, c, 0, p.K / 32);
 }
 
 // b's 8-bit activations in the scratch buffer (qs, then ds), the layout ggml_cuda_mmvq reads, as

@@ -39,9 +39,8 @@ __global__ void k_rope(tview dst, tview src, const int32_t * pos, int64_t pos_nb
     if (t < ride.n_copy) {
         int64_t i0, i1, i2, i3;
         unravel(t, ride.copy_src, i0, i1, i2, i3);
-        const char * ip = st.idx + i1 * st.idx_nb0;
-        const int64_t r = st.idx64 ? *(const int64_t *) ip : (int64_t) *(const int32_t *) ip;
-        if (r < 0 || r >= st.n_cells) return;
+        const int64_t r = rope_cache_row(st, i1);
+        if (r < 0) return;
         store_f(ride.copy_cache + r * ride.copy_nb1 + i0 * ride.copy_nb0, ride.copy_type, *(const float *) elem_ptr(ride.copy_src, i0, i1, 0, 0));
         return;
     }

@@ -25,11 +25,17 @@ struct RopeCacheStore {
     int idx64;
 };
 
-// v, the rope's value of element j of row (i1, i2), into the cache as set_rows would put it.
-GGML_CUDA_HD void rope_store_cache(const RopeCacheStore & st, int64_t ne0, int64_t j, int64_t i1, int64_t i2, float v) {
+// The cache row of token i2 (idx[i2]); -1 out of range, where set_rows drops the row.
+GGML_CUDA_HD int64_t rope_cache_row(const RopeCacheStore & st, int64_t i2) {
     const char * ip = st.idx + i2 * st.idx_nb0;
     const int64_t r = st.idx64 ? *(const int64_t *) ip : (int64_t) *(const int32_t *) ip;
-    if (r < 0 || r >= st.n_cells) return;  // set_rows drops such rows
+    return r >= 0 && r < st.n_cells ? r : -1;
+}
+
+// v, the rope's value of element j of row (i1, i2), into the cache as set_rows would put it.
+GGML_CUDA_HD void rope_store_cache(const RopeCacheStore & st, int64_t ne0, int64_t j, int64_t i1, int64_t i2, float v) {
+    const int64_t r = rope_cache_row(st, i2);
+    if (r < 0) return;
     store_f(st.cache + r * st.cache_nb1 + (i1 * ne0 + j) * st.cache_nb0, st.cache_type, v);
 }
 
