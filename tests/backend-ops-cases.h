@@ -617,12 +617,29 @@ std::vector<Case> make_cases() {
         }, mm_tol(GGML_TYPE_Q4_0, n));
     }
 
+    // the same with prompt-sized b (the GPU's cuBLAS products round b to F16 once for the F16 and
+    // block-typed weights after one another; a BF16 product in between, or b overwritten, converts
+    // again)
+    add("mul_mat shared b n 20", [=](Maker & m) {
+        ggml_tensor * x = m.in(GGML_TYPE_F32, {256, 20});
+        ggml_tensor * p0 = ggml_mul_mat(m.ctx, m.in(GGML_TYPE_Q4_0, {256, 40}), x);
+        ggml_tensor * p1 = ggml_mul_mat(m.ctx, m.in(GGML_TYPE_F16, {256, 24}), x);
+        ggml_tensor * p2 = ggml_mul_mat(m.ctx, m.in(GGML_TYPE_BF16, {256, 16}), x);
+        ggml_tensor * p3 = ggml_mul_mat(m.ctx, m.in(GGML_TYPE_Q4_K, {256, 8}), x);
+        ggml_tensor * x2 = ggml_scale_inplace(m.ctx, x, -0.5f);  // after the products above
+        ggml_tensor * p4 = ggml_mul_mat(m.ctx, m.in(GGML_TYPE_F16, {256, 8}), x2);
+        ggml_tensor * out = ggml_concat(m.ctx, ggml_concat(m.ctx, ggml_concat(m.ctx, p0, p1, 0), ggml_concat(m.ctx, p2, p3, 0), 0), p4, 0);
+        return same(out);
+    }, mm_tol(GGML_TYPE_BF16, 20));
+
     // a norm's product read next by integer products (generation): a GPU may quantize the
     // activations in the norm's kernel; Q8_0 (32) and Q8_K (256) blocks, one and two columns, the
     // residual's add first, a second product of the same activations
     struct NormProduct { ggml_type t, t2; int64_t n; bool add; };
+    // (prompts: products in F16, for which the kernel may round the activations to F16)
     for (const NormProduct & c : { NormProduct{ GGML_TYPE_Q4_0, GGML_TYPE_COUNT, 1, false }, NormProduct{ GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, 1, true },
-                                   NormProduct{ GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, 2, true } }) {
+                                   NormProduct{ GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, 2, true }, NormProduct{ GGML_TYPE_Q4_K, GGML_TYPE_F16, 20, true },
+                                   NormProduct{ GGML_TYPE_F16, GGML_TYPE_COUNT, 12, false } }) {
         add(std::string("rms_norm mul then mul_mat ") + ggml_type_name(c.t) + (c.t2 != GGML_TYPE_COUNT ? std::string(" ") + ggml_type_name(c.t2) : "") +
                 " n " + std::to_string(c.n) + (c.add ? " add" : ""),
             [=](Maker & m) {
@@ -635,9 +652,26 @@ std::vector<Case> make_cases() {
             }, mm_tol(c.t, c.n));
     }
 
+    // the norm's rows regrouped (a reshape to longer rows) before the product: the columns of the
+    // product are not the kernel's rows
+    add("rms_norm mul reshaped then mul_mat q4_0", [=](Maker & m) {
+        ggml_tensor * y = ggml_mul(m.ctx, ggml_rms_norm(m.ctx, m.in(GGML_TYPE_F32, {128, 8}, uniform(-2.0f, 3.0f)), 1e-5f),
+                                   m.in(GGML_TYPE_F32, {128}));
+        ggml_tensor * out = ggml_mul_mat(m.ctx, m.in(GGML_TYPE_Q4_0, {512, 40}), ggml_reshape_2d(m.ctx, y, 512, 2));
+        return same(out);
+    }, mm_tol(GGML_TYPE_Q4_0, 2));
+    // generation's attention output as rows of one head (not a token's heads) for the product
+    add("flash_attn_ext reshaped then mul_mat q8_0", [=](Maker & m) {
+        ggml_tensor * q = ggml_permute(m.ctx, m.in(GGML_TYPE_F32, {64, 4, 2}), 0, 2, 1, 3);
+        ggml_tensor * o = ggml_flash_attn_ext(m.ctx, q, m.in(GGML_TYPE_F16, {64, 50, 1}), m.in(GGML_TYPE_F16, {64, 50, 1}), nullptr,
+                                              0.1f, 0.0f, 0.0f);
+        return same(ggml_mul_mat(m.ctx, m.in(GGML_TYPE_Q8_0, {64, 40}), ggml_reshape_2d(m.ctx, o, 64, 8)));
+    }, mm_tol(GGML_TYPE_Q8_0, 8));
+
     // silu / gelu times up read next by an integer product (generation's down projection)
     struct UnaryProduct { ggml_unary_op op; ggml_type t; int64_t n; };
-    for (const UnaryProduct & c : { UnaryProduct{ GGML_UNARY_OP_SILU, GGML_TYPE_Q4_K, 1 }, UnaryProduct{ GGML_UNARY_OP_GELU, GGML_TYPE_Q8_0, 3 } }) {
+    for (const UnaryProduct & c : { UnaryProduct{ GGML_UNARY_OP_SILU, GGML_TYPE_Q4_K, 1 }, UnaryProduct{ GGML_UNARY_OP_GELU, GGML_TYPE_Q8_0, 3 },
+                                    UnaryProduct{ GGML_UNARY_OP_SILU, GGML_TYPE_Q6_K, 20 }, UnaryProduct{ GGML_UNARY_OP_SILU, GGML_TYPE_F16, 9 } }) {
         add(std::string(ggml_unary_op_name(c.op)) + " mul then mul_mat " + ggml_type_name(c.t) + " n " + std::to_string(c.n), [=](Maker & m) {
             ggml_tensor * g = ggml_unary(m.ctx, m.in(GGML_TYPE_F32, {512, c.n}, uniform(-6.0f, 6.0f)), c.op);
             ggml_tensor * y = ggml_mul(m.ctx, g, m.in(GGML_TYPE_F32, {512, c.n}));
@@ -648,20 +682,49 @@ std::vector<Case> make_cases() {
 
     // generation's attention read next by the output projection's integer products: a GPU may
     // quantize the rows in the attention kernel (32-value blocks), with the keys in one range or
-    // split between blocks (long cache); 256-value blocks are left to the product
-    struct FaProduct { ggml_type t; int64_t D, H, n_q, n_kv; };
+    // split between blocks (long cache); 256-value blocks are left to the product. Prompts (the
+    // tensor-core kernel for D 64, query tiles for D 32) and an F16 weight of a million values
+    // (cuBLAS in generation) may write the rows as F16 for the product.
+    struct FaProduct { ggml_type t; int64_t D, H, n_q, n_kv, rows = 40; };
     for (const FaProduct & c : { FaProduct{ GGML_TYPE_Q4_0, 64, 4, 1, 77 }, FaProduct{ GGML_TYPE_Q8_0, 128, 2, 2, 1500 },
-                                 FaProduct{ GGML_TYPE_Q4_K, 64, 4, 1, 77 } }) {
-        add(std::string("flash_attn_ext then mul_mat ") + ggml_type_name(c.t) + " n_kv " + std::to_string(c.n_kv), [=](Maker & m) {
+                                 FaProduct{ GGML_TYPE_Q4_K, 64, 4, 1, 77 }, FaProduct{ GGML_TYPE_Q4_0, 64, 4, 20, 77 },
+                                 FaProduct{ GGML_TYPE_F16, 32, 4, 24, 90 }, FaProduct{ GGML_TYPE_F16, 64, 4, 1, 600, 4096 } }) {
+        add(std::string("flash_attn_ext then mul_mat ") + ggml_type_name(c.t) + " D " + std::to_string(c.D) + " n_q " + std::to_string(c.n_q) +
+                " n_kv " + std::to_string(c.n_kv), [=](Maker & m) {
             ggml_tensor * q = ggml_permute(m.ctx, m.in(GGML_TYPE_F32, {c.D, c.H, c.n_q}), 0, 2, 1, 3);
             ggml_tensor * mask = m.in(GGML_TYPE_F16, {c.n_kv, c.n_q}, causal(c.n_kv - c.n_q - 5));
             ggml_tensor * o = ggml_flash_attn_ext(m.ctx, q, m.in(GGML_TYPE_F16, {c.D, c.n_kv, 1}), m.in(GGML_TYPE_F16, {c.D, c.n_kv, 1}), mask,
                                                   0.1f, 0.0f, 0.0f);
             ggml_tensor * x = ggml_reshape_2d(m.ctx, o, c.D * c.H, c.n_q);
-            ggml_tensor * y = ggml_mul_mat(m.ctx, m.in(c.t, {c.D * c.H, 40}), x);
+            ggml_tensor * y = ggml_mul_mat(m.ctx, m.in(c.t, {c.D * c.H, c.rows}), x);
             auto flat = [&](ggml_tensor * t) { return ggml_reshape_1d(m.ctx, t, ggml_nelements(t)); };
             return same(ggml_concat(m.ctx, flat(y), flat(ggml_scale(m.ctx, x, 0.01f)), 0));
         }, mm_tol(c.t, c.n_q));
+    }
+
+    // attention without flash attention in a prompt: the probabilities' product with the values
+    // (F16 cache, grouped heads), which a GPU may hand F16 probabilities from the softmax's kernel
+    for (int64_t n_q : { 20, 9 }) {
+        add("soft_max then mul_mat values n_q " + std::to_string(n_q), [=](Maker & m) {
+            ggml_tensor * q = ggml_permute(m.ctx, m.in(GGML_TYPE_F32, {64, 4, n_q}), 0, 2, 1, 3);  // [64, n_q, 4 heads]
+            ggml_tensor * kq = ggml_mul_mat(m.ctx, m.in(GGML_TYPE_F16, {64, 96, 2}), q);            // [96 keys, n_q, 4]
+            kq = ggml_soft_max_ext(m.ctx, kq, m.in(GGML_TYPE_F16, {96, n_q}, causal(96 - n_q)), 0.125f, 0.0f);
+            ggml_tensor * kqv = ggml_mul_mat(m.ctx, m.in(GGML_TYPE_F16, {96, 64, 2}), kq);          // [64, n_q, 4]
+            return same(ggml_concat(m.ctx, kqv, ggml_scale(m.ctx, ggml_cont(m.ctx, ggml_view_3d(m.ctx, kq, 64, n_q, 4, kq->nb[1], kq->nb[2], 0)), 0.1f), 0));
+        }, 1e-6);
+    }
+
+    // attention without flash attention: the heads of a token made one row (cont) for the output
+    // projection, which a GPU may convert in the copy's kernel (8-bit blocks of 32 and 256, F16)
+    struct ContProduct { ggml_type t; int64_t n; };
+    for (const ContProduct & c : { ContProduct{ GGML_TYPE_Q4_0, 1 }, ContProduct{ GGML_TYPE_Q4_K, 2 }, ContProduct{ GGML_TYPE_Q8_0, 20 },
+                                   ContProduct{ GGML_TYPE_F16, 12 } }) {
+        add(std::string("cont then mul_mat ") + ggml_type_name(c.t) + " n " + std::to_string(c.n), [=](Maker & m) {
+            ggml_tensor * kqv = ggml_permute(m.ctx, m.in(GGML_TYPE_F32, {64, c.n, 4}), 0, 2, 1, 3);  // [64, 4 heads, n]
+            ggml_tensor * x = ggml_cont_2d(m.ctx, kqv, 256, c.n);
+            ggml_tensor * y = ggml_mul_mat(m.ctx, m.in(c.t, {256, 40}), x);
+            return same(ggml_concat(m.ctx, y, ggml_scale(m.ctx, x, 0.01f), 0));
+        }, mm_tol(c.t, c.n));
     }
 
     // generation's products of one activation with weights of one type, one after another in the

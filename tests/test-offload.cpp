@@ -319,16 +319,30 @@ TEST_F(Offload, GraphOrderFeedsTheGpuFusions) {
             if (r < ops.size() && ops[r] == GGML_OP_ROPE) rope_store_kv++;
         }
         EXPECT_EQ(rope_store_kv, n_layer);
-        // flash attention, then (past views) the output projection
-        int attn_product = 0, attn = 0;
+        // flash attention, or without it the copy that makes the heads of a token one row, then
+        // (past views) the output projection; without it the softmax, then the values' product
+        int attn_product = 0, attn = 0, cont_product = 0, cont = 0, softmax_product = 0, softmax = 0;
         for (size_t i = 0; i < ops.size(); i++) {
-            if (ops[i] != GGML_OP_FLASH_ATTN_EXT) continue;
-            attn++;
+            if (ops[i] != GGML_OP_FLASH_ATTN_EXT && ops[i] != GGML_OP_CONT && ops[i] != GGML_OP_SOFT_MAX) continue;
             const size_t j = next_computing(i + 1);
-            if (j < ops.size() && ops[j] == GGML_OP_MUL_MAT) attn_product++;
+            const bool product = j < ops.size() && ops[j] == GGML_OP_MUL_MAT;
+            if (ops[i] == GGML_OP_FLASH_ATTN_EXT) {
+                attn++;
+                attn_product += product;
+            } else if (ops[i] == GGML_OP_CONT) {
+                cont++;
+                cont_product += product;
+            } else {
+                softmax++;
+                softmax_product += product;
+            }
         }
         EXPECT_EQ(attn, fa ? n_layer : 0);
         EXPECT_EQ(attn_product, attn);
+        EXPECT_EQ(cont, fa ? 0 : n_layer);
+        EXPECT_EQ(cont_product, cont);
+        EXPECT_EQ(softmax, fa ? 0 : n_layer);
+        EXPECT_EQ(softmax_product, softmax);
     }
 }
 

@@ -79,12 +79,15 @@ TEST(CudaEmu, KernelsMatchCpu) {
         }
         n_ok++;
     }
-    printf("[ emu ] %d cases match the CPU, %d not supported, %d fused kernels, %d products on quantized activations (%d quantized by "
-           "their producer)\n", n_ok, n_unsupported, n_fused, (int) cctx.n_act_reused, (int) cctx.n_act_produced);
+    printf("[ emu ] %d cases match the CPU, %d not supported, %d fused kernels, %d products found their activations converted (%d "
+           "in F16), %d activations converted by their producer\n", n_ok, n_unsupported, n_fused, (int) cctx.n_act_reused,
+           (int) cctx.n_act_f16, (int) cctx.n_act_produced);
     if (!filter) {
         EXPECT_GE(n_fused, 6) << "the fused cases were not fused";
         EXPECT_GE(cctx.n_act_reused, 4u) << "the shared-b cases quantized b for every product";
         EXPECT_GE(cctx.n_act_produced, 7u) << "no norm (silu, attention) quantized the activations of the product after it";
+        EXPECT_GE(cctx.n_act_f16, 8u) << "the cuBLAS products did not find their F16 activations written by the producer or an "
+                                         "earlier product";
     }
     ggml_backend_free(cpu);
 }

@@ -76,22 +76,25 @@ struct ggml_cuda_ctx {
     void * scratch(size_t bytes);
     uint64_t scratch_uses = 0;
 
-    // The activations ggml_cuda_mmvq quantized last, still in the scratch buffer: the next product
-    // of the same b (k, v and q of a layer; gate and up) reads them again instead of quantizing
-    // anew. Dropped when the scratch buffer is handed out again, when a node writes over b
-    // (ggml_cuda_compute_nodes) and where a graph starts (its inputs may have been set meanwhile).
+    // The activations a product converted last (ggml_cuda_mmvq: quantized to 8 bits; the cuBLAS
+    // products: rounded to F16), still at the start of the scratch buffer: the next product of
+    // the same b in the same form (k, v and q of a layer; gate and up) reads them again instead
+    // of converting anew. Dropped when the scratch buffer is handed out again, when a node writes
+    // over b (ggml_cuda_compute_nodes) and where a graph starts (its inputs may have been set
+    // meanwhile).
     struct quantized_act {
         const char * lo = nullptr, * hi = nullptr;  // the bytes b's elements span (lo: b->data; nullptr: none)
         int64_t ne[4] = {};
         size_t nb[4] = {};
-        int block = 0;             // 32 or 256: the activation blocks of the weight type
+        int block = 0;             // the form (quant.cuh): 32 or 256 (8-bit blocks of the weight type), 16 (F16)
         uint64_t scratch_use = 0;  // scratch_uses right after it was written
     } act;
     // Activations a fused kernel quantized while producing them, for the product after it: they
     // become act once the launch's nodes are through ggml_cuda_compute_nodes' staleness check.
     quantized_act act_pending;
-    uint64_t n_act_reused = 0;     // products that found their activations quantized (tests)
+    uint64_t n_act_reused = 0;     // products that found their activations converted (tests)
     uint64_t n_act_produced = 0;   // activations quantized by the kernel producing them (tests)
+    uint64_t n_act_f16 = 0;        // of n_act_reused, those in F16 for cuBLAS (tests)
 };
 
 // The bytes from a tensor's first element to the end of its last (views: strides included).

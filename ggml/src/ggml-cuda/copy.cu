@@ -40,6 +40,20 @@ __global__ void k_cpy_to_float(tview dst, tview src, int64_t n) {
     store_f(elem_ptr(dst, d0, d1, d2, d3), dst.type, v);
 }
 
+// F32 to contiguous F32 a row of the product's activations per block (row length K), then the
+// row in the form that product reads (QB: quant.cuh's forms): the attention's heads made one row
+// per token (cont) for the output projection without flash attention.
+template <int QB>
+__global__ void k_cpy_f32_rows(float * dst, tview src, int64_t K, ActArgs q) {
+    const int64_t r = blockIdx.x;
+    for (int64_t i0 = threadIdx.x; i0 < K; i0 += blockDim.x) {
+        int64_t s0, s1, s2, s3;
+        unravel(r * K + i0, src, s0, s1, s2, s3);
+        dst[r * K + i0] = *(const float *) elem_ptr(src, s0, s1, s2, s3);
+    }
+    quantize_produced_row<QB>(q, dst + r * K);
+}
+
 // Rows of a block type copied whole (same type, rows of the same length).
 __global__ void k_cpy_rows(tview dst, tview src, int64_t row_bytes) {
     const int64_t r = blockIdx.x;
@@ -231,6 +245,24 @@ void ggml_cuda_cpy_tensor(ggml_cuda_ctx & ctx, const ggml_tensor * src, ggml_ten
 
 // DUP, CONT: src[0] into dst. CPY: src[0] into dst, a view of src[1] (or src[1] itself for a cast).
 void ggml_cuda_op_cpy(ggml_cuda_ctx & ctx, ggml_tensor * dst) { ggml_cuda_cpy_tensor(ctx, dst->src[0], dst); }
+
+void ggml_cuda_op_cpy_product(ggml_cuda_ctx & ctx, ggml_tensor * dst, const ggml_tensor * product) {
+    const ggml_tensor * src = dst->src[0];
+    if (src->type != GGML_TYPE_F32 || dst->type != GGML_TYPE_F32 || ggml_nelements(dst) == 0) {
+        ggml_cuda_cpy_tensor(ctx, src, dst);
+        return;
+    }
+    ggml_cuda_launch_quantizing(ctx, dst, product, [&](auto qb, const ActArgs & q) {
+        constexpr int QB = decltype(qb)::value;
+        if constexpr (QB == 0) {
+            ggml_cuda_cpy_tensor(ctx, src, dst);
+        } else {
+            const int64_t rows = ggml_nelements(dst) / q.K;  // the product's columns (dst is contiguous)
+            GGML_CUDA_LAUNCH(k_cpy_f32_rows<QB>, (unsigned int) rows, 256, 0, ctx.stream)((float *) dst->data, make_view(src), q.K, q);
+            CUDA_CHECK_LAUNCH();
+        }
+    }, kFormsAll | kFormAnyRows);
+}
 
 bool ggml_cuda_get_rows_supported(const ggml_tensor * dst) {
     const ggml_tensor * a = dst->src[0], * idx = dst->src[1];

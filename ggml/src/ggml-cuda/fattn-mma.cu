@@ -198,11 +198,15 @@ __global__ void __launch_bounds__(kMmaWarps * WARP) k_flash_attn_mma(FaArgs a) {
         if (row >= a.n_q) continue;
         const float m = half ? m1 : m0, l = half ? l1 : l0;
         const float inv = m != -INFINITY && l > 0.0f ? 1.0f / l : 0.0f;
-        float * out = a.dst + ((i3 * a.n_q + row) * a.H + h) * D + 2 * t;
+        const int64_t at = ((i3 * a.n_q + row) * a.H + h) * D + 2 * t;
+        float * out = a.dst + at;
+        uint32_t * out16 = a.act.qs ? (uint32_t *) ((uint16_t *) a.act.qs + at) : nullptr;  // halves for the output projection
 #pragma unroll
         for (int j = 0; j < NO; j++) {
-            out[8 * j] = o[j][2 * half] * inv;
-            out[8 * j + 1] = o[j][2 * half + 1] * inv;
+            const float v0 = o[j][2 * half] * inv, v1 = o[j][2 * half + 1] * inv;
+            out[8 * j] = v0;
+            out[8 * j + 1] = v1;
+            if (out16) out16[4 * j] = pack_h2(f2h(v0), f2h(v1));
         }
     }
 }
@@ -216,8 +220,9 @@ bool ggml_cuda_fattn_mma_usable(const ggml_cuda_ctx & ctx, const ggml_tensor * d
     return (D == 64 || D == 128) && v->ne[0] == D && q->ne[1] >= 16 && rows_vec(k, D) && rows_vec(v, D);
 }
 
-void ggml_cuda_fattn_mma(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
-    const FaArgs a = fa_args(dst);
+void ggml_cuda_fattn_mma(ggml_cuda_ctx & ctx, ggml_tensor * dst, const ActArgs & act) {
+    FaArgs a = fa_args(dst);
+    a.act = act;
     if (ggml_nelements(dst) == 0) return;
     const dim3 grid((unsigned int) ((a.n_q + kMmaQ - 1) / kMmaQ), (unsigned int) a.H, (unsigned int) dst->src[0]->ne[3]);
     if (a.D == 64) {

@@ -84,11 +84,16 @@ __device__ __forceinline__ void add_weighted_row(float * acc, float w, const cha
 }
 
 
-// Generation: the block's finished output row (Dv values of head h, query c) quantized for the
-// output projection that reads it next, a unit of 32 per thread, as k_quantize_act would.
+// Generation: the block's finished output row (Dv values of head h, query c) in the form the
+// output projection that reads it next takes (Q8_0 units, or halves for cuBLAS), a unit of 32
+// per thread, as its own conversion would.
 __device__ __forceinline__ void quantize_head_row(const FaArgs & a, const float * out, int64_t c, int64_t h) {
     __syncthreads();  // out was written by every thread of the block
-    quantize_units<32>(a.act, out, c, h * (a.Dv / 32), a.Dv / 32);
+    if (a.act.form == kActF16) {
+        quantize_units<kActF16>(a.act, out, c, h * (a.Dv / 32), a.Dv / 32);
+    } else {
+        quantize_units<32>(a.act, out, c, h * (a.Dv / 32), a.Dv / 32);
+    }
 }
 
 template <int KT>
@@ -328,12 +333,16 @@ __global__ void __launch_bounds__(kTileThreads) k_flash_attn_tiled(FaArgs a) {
         }
     }
     if (!valid) return;
-    float * out = a.dst + ((i3 * a.n_q + iq) * a.H + h) * Dv;  // [Dv, H, n_q, B]
+    const int64_t row = ((i3 * a.n_q + iq) * a.H + h) * Dv;  // [Dv, H, n_q, B]
     const bool sees = m != -INFINITY && l > 0.0f;
 #pragma unroll
     for (int i = 0; i < DV4; i++) {
         const int64_t d = r4 + 4 * i;
-        if (d < Dv) out[d] = sees ? o[i] / l : 0.0f;
+        if (d < Dv) {
+            const float v = sees ? o[i] / l : 0.0f;
+            a.dst[row + d] = v;
+            if (a.act.qs) ((uint16_t *) a.act.qs)[row + d] = f2h(v);  // halves for the output projection
+        }
     }
 }
 
@@ -387,21 +396,26 @@ void ggml_cuda_op_flash_attn_ext(ggml_cuda_ctx & ctx, ggml_tensor * dst, const g
     const ggml_tensor * q = dst->src[0], * k = dst->src[1];
     FaArgs a = fa_args(dst);
     if (ggml_nelements(dst) == 0) return;
-    if (ggml_cuda_fattn_mma_usable(ctx, dst)) {  // a prompt on tensor cores
-        ggml_cuda_fattn_mma(ctx, dst);
+    // Prompts: the output rows also as halves where the output projection multiplies in F16.
+    const ggml_tensor * f16_product = a.Dv % 32 == 0 ? product : nullptr;
+    if (ggml_cuda_fattn_mma_usable(ctx, dst)) {  // on tensor cores
+        ggml_cuda_launch_quantizing(ctx, dst, f16_product, [&](auto, const ActArgs & act) { ggml_cuda_fattn_mma(ctx, dst, act); }, kFormF16 | kFormAnyRows);
         return;
     }
-    if (a.n_q >= kTileQ / 2 && pow2_upto_128(a.D) && pow2_upto_128(a.Dv)) {  // a prompt: query tiles
+    if (a.n_q >= kTileQ / 2 && pow2_upto_128(a.D) && pow2_upto_128(a.Dv)) {  // query tiles
         const dim3 grid((unsigned int) ((a.n_q + kTileQ - 1) / kTileQ), (unsigned int) a.H, (unsigned int) q->ne[3]);
         const size_t smem = (size_t) (kTileQ * a.D + kTileK * (a.D + a.Dv)) * sizeof(float) + 16;
-        fa_dispatch_type(k->type, [&](auto kt) {
-            if (a.Dv <= 64) {
-                GGML_CUDA_LAUNCH(k_flash_attn_tiled<decltype(kt)::value GGML_COMMA 16>, grid, kTileThreads, smem, ctx.stream)(a);
-            } else {
-                GGML_CUDA_LAUNCH(k_flash_attn_tiled<decltype(kt)::value GGML_COMMA 32>, grid, kTileThreads, smem, ctx.stream)(a);
-            }
-        });
-        CUDA_CHECK_LAUNCH();
+        ggml_cuda_launch_quantizing(ctx, dst, f16_product, [&](auto, const ActArgs & act) {
+            a.act = act;
+            fa_dispatch_type(k->type, [&](auto kt) {
+                if (a.Dv <= 64) {
+                    GGML_CUDA_LAUNCH(k_flash_attn_tiled<decltype(kt)::value GGML_COMMA 16>, grid, kTileThreads, smem, ctx.stream)(a);
+                } else {
+                    GGML_CUDA_LAUNCH(k_flash_attn_tiled<decltype(kt)::value GGML_COMMA 32>, grid, kTileThreads, smem, ctx.stream)(a);
+                }
+            });
+            CUDA_CHECK_LAUNCH();
+        }, kFormF16 | kFormAnyRows);
         return;
     }
     // Split-KV: with fewer rows (queries x heads) than about two blocks per SM, as in generation,
@@ -418,7 +432,9 @@ void ggml_cuda_op_flash_attn_ext(ggml_cuda_ctx & ctx, ggml_tensor * dst, const g
     const size_t smem = (size_t) (a.D + kWarps * (2 + a.Dv)) * sizeof(float);
     // the output projection's activations quantized by whichever kernel finishes the rows (heads
     // of whole Q8_0 units; the ranges' partial results in scratch after the activations)
-    ggml_cuda_launch_quantizing(ctx, dst, a.Dv % 32 == 0 ? product : nullptr, [&](auto qb, const ActArgs & act) {
+    // (a token's heads one column of the product: query c's unit u at c * K + 32 u)
+    const bool token_columns = product && a.Dv % 32 == 0 && product->src[1]->ne[0] == a.Dv * a.H;
+    ggml_cuda_launch_quantizing(ctx, dst, token_columns ? product : nullptr, [&](auto qb, const ActArgs & act) {
         a.act = act;  // qs nullptr where nothing is quantized
         a.partial = (float *) act.extra;
         fa_dispatch_type(k->type, [&](auto kt) {
@@ -429,7 +445,7 @@ void ggml_cuda_op_flash_attn_ext(ggml_cuda_ctx & ctx, ggml_tensor * dst, const g
             GGML_CUDA_LAUNCH(k_flash_attn_combine, (unsigned int) rows, 128, 0, ctx.stream)(a.dst, a.partial, a.n_split, a.Dv, a);
             CUDA_CHECK_LAUNCH();
         }
-    }, 32, partial_bytes);
+    }, kFormQ32 | kFormF16 | kFormAnyRows, partial_bytes);
 }
 
 // ---- backward ------------------------------------------------------------------------------

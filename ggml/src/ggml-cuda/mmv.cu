@@ -257,10 +257,8 @@ namespace {
 // since). Returns the bytes and scales for MmvqArgs.
 void quantized_b(ggml_cuda_ctx & ctx, ggml_type a_type, const ggml_tensor * b, const int8_t ** qs, const float4 ** ds) {
     const int act_block = act_block_size(a_type);
-    ggml_cuda_ctx::quantized_act & act = ctx.act;
-    bool quantized = act.lo == (const char *) b->data && act.block == act_block && act.scratch_use == ctx.scratch_uses && !ctx.no_fusion;
-    for (int d = 0; d < 4 && quantized; d++) quantized = act.ne[d] == b->ne[d] && act.nb[d] == b->nb[d];
-    const ActArgs q = ggml_cuda_act_args(ctx, b);
+    const bool quantized = ggml_cuda_act_ready(ctx, b, act_block);
+    const ActArgs q = ggml_cuda_act_args(ctx, b, act_block);
     if (quantized) {
         ctx.n_act_reused++;
     } else {
@@ -271,7 +269,7 @@ void quantized_b(ggml_cuda_ctx & ctx, ggml_type a_type, const ggml_tensor * b, c
         }
         CUDA_CHECK_LAUNCH();
     }
-    ggml_cuda_act_record(act, b, act_block, ctx.scratch_uses);
+    ggml_cuda_act_record(ctx.act, b, act_block, ctx.scratch_uses);
     *qs = q.qs;
     *ds = q.ds;
 }
@@ -316,31 +314,40 @@ void mmvq_dispatch_type(ggml_type t, F f) {
 
 }  // namespace
 
-ActArgs ggml_cuda_act_args(ggml_cuda_ctx & ctx, const ggml_tensor * b, size_t extra_bytes) {
+ActArgs ggml_cuda_act_args(ggml_cuda_ctx & ctx, const ggml_tensor * b, int form, size_t extra_bytes) {
     const int64_t K = b->ne[0], n_cols = b->ne[1] * b->ne[2] * b->ne[3];
     const int64_t n_units = n_cols * (K / 32);
-    const size_t qs_bytes = ((size_t) (n_cols * K) + 255) & ~(size_t) 255;
-    const size_t act_bytes = (qs_bytes + (size_t) n_units * sizeof(float4) + 255) & ~(size_t) 255;
+    const size_t qs_bytes = ((size_t) (n_cols * K) * (form == kActF16 ? 2 : 1) + 255) & ~(size_t) 255;
+    const size_t ds_bytes = form == kActF16 ? 0 : (size_t) n_units * sizeof(float4);
+    const size_t act_bytes = (qs_bytes + ds_bytes + 255) & ~(size_t) 255;
     char * scratch = (char *) ctx.scratch(act_bytes + extra_bytes);
     ActArgs q;
     q.b = (const char *) b->data;
     q.b_nb1 = b->nb[1]; q.b_nb2 = b->nb[2]; q.b_nb3 = b->nb[3];
     q.K = K; q.N = b->ne[1]; q.ne12 = b->ne[2]; q.n_units = n_units;
     q.qs = (int8_t *) scratch;
-    q.ds = (float4 *) (scratch + qs_bytes);
+    q.ds = form == kActF16 ? nullptr : (float4 *) (scratch + qs_bytes);
     q.extra = extra_bytes > 0 ? scratch + act_bytes : nullptr;
+    q.form = form;
     return q;
 }
 
-void ggml_cuda_act_record(ggml_cuda_ctx::quantized_act & act, const ggml_tensor * b, int block, uint64_t scratch_use) {
+void ggml_cuda_act_record(ggml_cuda_ctx::quantized_act & act, const ggml_tensor * b, int form, uint64_t scratch_use) {
     act.lo = (const char *) b->data;
     act.hi = act.lo + ggml_cuda_span(b);
-    act.block = block;
+    act.block = form;
     act.scratch_use = scratch_use;
     for (int d = 0; d < 4; d++) {
         act.ne[d] = b->ne[d];
         act.nb[d] = b->nb[d];
     }
+}
+
+bool ggml_cuda_act_ready(const ggml_cuda_ctx & ctx, const ggml_tensor * b, int form) {
+    const ggml_cuda_ctx::quantized_act & act = ctx.act;
+    bool ready = act.lo == (const char *) b->data && act.block == form && act.scratch_use == ctx.scratch_uses && !ctx.no_fusion;
+    for (int d = 0; d < 4 && ready; d++) ready = act.ne[d] == b->ne[d] && act.nb[d] == b->nb[d];
+    return ready;
 }
 
 // dst = mul_mat(a, b) for quantized a (any number of columns; mul_mat.cu sends few): b quantized

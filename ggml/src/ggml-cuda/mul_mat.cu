@@ -11,6 +11,9 @@
 //    integer products (mmv.cu), so that both multiply the same values. More columns (prompts): a
 //    dequantized to F16 into scratch (a thread per 32 values), then as F16 (b rounded to F16 is closer to its values than
 //    the CPU's 8 bits; the integer kernel's batch variant is ~4x slower than the tensor cores).
+// b's F16 copy sits at the start of the scratch buffer, where the next product of the same b (k
+// and v after q; up after gate) finds it (ctx.act), or where the kernel that produced b wrote it
+// in the same launch (norms, silu times up, attention, the heads' copy: ggml_cuda_launch_quantizing).
 // Planes of a broadcast over b's (grouped-query attention without flash attention: the heads
 // of a kv head) go to cuBLAS as one batched call on pointers.
 // out_prod(a, b): dst[k, n] = sum_m a[k, m] b[n, m], i.e. dst = A B^T with A as above, in F32
@@ -190,16 +193,33 @@ bool ggml_cuda_mul_mat_uses_mmvq(const ggml_tensor * dst) {
     return b->ne[1] <= MMV_MAX_COLS && cuda_quant_supported(a->type) && b->nb[0] == sizeof(float);
 }
 
+namespace {
+
+// Plain float a, few columns: mmv.cu's kernel for attention's products (many planes, short
+// rows) and small matrices; cuBLAS for a weight matrix (one plane, a million values or more),
+// where its matrix-vector kernels stream F16 at several times mmv's rate.
+bool uses_mmv(const ggml_tensor * dst) {
+    const ggml_tensor * a = dst->src[0], * b = dst->src[1];
+    const bool big_weight = b->ne[2] * b->ne[3] == 1 && ggml_nelements(a) >= (1 << 20);
+    return b->ne[1] <= MMV_MAX_COLS && b->nb[0] == sizeof(float) && ggml_cuda_mmv_supported(a) && !big_weight;
+}
+
+// The type cuBLAS multiplies in: block types dequantized to F16, plain float types as they are.
+ggml_type gemm_type(const ggml_tensor * a) { return ggml_is_quantized(a->type) ? GGML_TYPE_F16 : a->type; }
+
+}  // namespace
+
+int ggml_cuda_mul_mat_act_form(const ggml_tensor * dst) {
+    if (dst->op != GGML_OP_MUL_MAT || !ggml_cuda_mul_mat_supported(dst) || uses_mmv(dst)) return 0;
+    if (ggml_cuda_mul_mat_uses_mmvq(dst)) return act_block_size(dst->src[0]->type);
+    return gemm_type(dst->src[0]) == GGML_TYPE_F16 ? kActF16 : 0;
+}
+
 void ggml_cuda_op_mul_mat(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
     const ggml_tensor * a = dst->src[0], * b = dst->src[1];
     const int64_t M = a->ne[1], K = a->ne[0], N = b->ne[1];
     if (M == 0 || N == 0 || ggml_nelements(dst) == 0) return;
-    const bool b_rows = b->nb[0] == sizeof(float);
-    // Plain float a, few columns: mmv.cu's kernel for attention's products (many planes, short
-    // rows) and small matrices; cuBLAS below for a weight matrix (one plane, a million values or
-    // more), where its matrix-vector kernels stream F16 at several times mmv's rate.
-    const bool big_weight = b->ne[2] * b->ne[3] == 1 && ggml_nelements(a) >= (1 << 20);
-    if (N <= MMV_MAX_COLS && b_rows && ggml_cuda_mmv_supported(a) && !big_weight) {
+    if (uses_mmv(dst)) {
         ggml_cuda_mmv(ctx, a, b, dst);
         return;
     }
@@ -212,33 +232,44 @@ void ggml_cuda_op_mul_mat(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
     float * C = (float *) dst->data;
     const int64_t ldc = dst->nb[1] / 4, cs2 = dst->nb[2] / 4, cs3 = dst->nb[3] / 4;
 
-    // What needs converting, into one scratch allocation: a (block types), b (to a's type, or
-    // to contiguous F32 rows).
+    // What needs converting, into one scratch allocation: b (to a's type, or to contiguous F32
+    // rows) first, where the next product of the same b finds its F16 copy (ctx.act, as the
+    // integer products' 8-bit activations; or the kernel that produced b wrote it there), then a
+    // (block types).
     const bool a_quant = ggml_is_quantized(a->type);
-    const ggml_type gemm_type = a_quant ? GGML_TYPE_F16 : a->type;
-    const bool b_convert = gemm_type != GGML_TYPE_F32 || !b_rows || b->nb[1] % sizeof(float) != 0;
+    const ggml_type gt = gemm_type(a);
+    const bool b_f16 = gt == GGML_TYPE_F16;
+    const bool b_convert = gt != GGML_TYPE_F32 || b->nb[0] != sizeof(float) || b->nb[1] % sizeof(float) != 0;
     const size_t a_bytes = a_quant ? align256((size_t) ggml_nelements(a) * 2) : 0;
-    const size_t b_bytes = b_convert ? align256((size_t) ggml_nelements(b) * (gemm_type == GGML_TYPE_F32 ? 4 : 2)) : 0;
+    const size_t b_bytes = b_convert ? align256((size_t) ggml_nelements(b) * (gt == GGML_TYPE_F32 ? 4 : 2)) : 0;
     const size_t p_bytes = r2 * r3 > 1 ? plane_ptrs_bytes(ne2, ne3) : 0;
+    const bool b_ready = b_f16 && ggml_cuda_act_ready(ctx, b, kActF16);
+    const uint64_t gen = ctx.scratch_gen;
     char * scratch = a_bytes + b_bytes + p_bytes > 0 ? (char *) ctx.scratch(a_bytes + b_bytes + p_bytes) : nullptr;
 
     Operand A, B;
-    if (a_quant) {
-        dequant_f16(ctx, scratch, a);
-        A = operand_contig(scratch, GGML_TYPE_F16, K, M, a->ne[2]);
-    } else {
-        A = operand(a->data, a->type, a->nb);
-    }
     if (b_convert) {
-        void * bp = scratch + a_bytes;
-        switch (gemm_type) {
-            case GGML_TYPE_F16: to_contig(ctx, (__half *) bp, b); break;
-            case GGML_TYPE_BF16: to_contig(ctx, (__nv_bfloat16 *) bp, b); break;
-            default: to_contig(ctx, (float *) bp, b); break;
+        void * bp = scratch;
+        if (b_ready && gen == ctx.scratch_gen) {  // the buffer did not move (grow) meanwhile
+            ctx.n_act_reused++;
+            ctx.n_act_f16++;
+        } else {
+            switch (gt) {
+                case GGML_TYPE_F16: to_contig(ctx, (__half *) bp, b); break;
+                case GGML_TYPE_BF16: to_contig(ctx, (__nv_bfloat16 *) bp, b); break;
+                default: to_contig(ctx, (float *) bp, b); break;
+            }
         }
-        B = operand_contig(bp, gemm_type, K, N, ne2);
+        if (b_f16) ggml_cuda_act_record(ctx.act, b, kActF16, ctx.scratch_uses);
+        B = operand_contig(bp, gt, K, N, ne2);
     } else {
         B = operand(b->data, GGML_TYPE_F32, b->nb);
+    }
+    if (a_quant) {
+        dequant_f16(ctx, scratch + b_bytes, a);
+        A = operand_contig(scratch + b_bytes, GGML_TYPE_F16, K, M, a->ne[2]);
+    } else {
+        A = operand(a->data, a->type, a->nb);
     }
     gemm_planes(ctx, CUBLAS_OP_T, CUBLAS_OP_N, M, N, K, A, B, C, ldc, cs2, cs3, ne2, ne3, r2, r3,
                 p_bytes ? scratch + a_bytes + b_bytes : nullptr);

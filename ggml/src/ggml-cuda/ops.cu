@@ -192,15 +192,16 @@ int next_computing(const ggml_cgraph * g, int x) {
     return x;
 }
 
-// The node after node i (past views) when it is an integer product (ggml_cuda_mmvq) whose
-// activations are node i's result (or a view of it): a kernel producing that result can quantize
-// it for the product in the same launch (ggml_cuda_launch_quantizing checks the view).
-const ggml_tensor * mmvq_reader(const ggml_cgraph * g, int i) {
+// The node after node i (past views) when it is a product whose activations are node i's result
+// (or a view of it) and which converts them first (8-bit blocks for ggml_cuda_mmvq, F16 for
+// cuBLAS): a kernel producing that result can write them in that form in the same launch
+// (ggml_cuda_launch_quantizing checks the view).
+const ggml_tensor * act_reader(const ggml_cgraph * g, int i) {
     const int j = next_computing(g, i + 1);
     if (j >= g->n_nodes) return nullptr;
     const ggml_tensor * next = g->nodes[j], * b = next->src[1];
     const bool reads = b == g->nodes[i] || (b && b->view_src == g->nodes[i]);
-    return next->op == GGML_OP_MUL_MAT && reads && ggml_cuda_mul_mat_supported(next) && ggml_cuda_mul_mat_uses_mmvq(next) ? next : nullptr;
+    return reads && ggml_cuda_mul_mat_act_form(next) != 0 ? next : nullptr;
 }
 
 int compute_fused(ggml_cuda_ctx & ctx, ggml_cgraph * g, int i) {
@@ -228,24 +229,38 @@ int compute_fused(ggml_cuda_ctx & ctx, ggml_cgraph * g, int i) {
     }
     if (i + 2 < g->n_nodes && !ctx.no_fusion && node->op == GGML_OP_ADD && g->nodes[i + 1]->op == GGML_OP_RMS_NORM &&
         g->nodes[i + 2]->op == GGML_OP_MUL && ggml_cuda_add_rms_norm_mul_fusable(node, g->nodes[i + 1], g->nodes[i + 2])) {
-        ggml_cuda_op_add_rms_norm_mul(ctx, node, g->nodes[i + 1], g->nodes[i + 2], mmvq_reader(g, i + 2));
+        ggml_cuda_op_add_rms_norm_mul(ctx, node, g->nodes[i + 1], g->nodes[i + 2], act_reader(g, i + 2));
         return 3;
     }
     if (i + 1 < g->n_nodes && !ctx.no_fusion) {
         ggml_tensor * next = g->nodes[i + 1];
         if (next->op == GGML_OP_MUL && (next->src[0] == node || next->src[1] == node)) {
             if (node->op == GGML_OP_RMS_NORM && ggml_cuda_rms_norm_mul_fusable(node, next)) {
-                ggml_cuda_op_rms_norm_mul(ctx, node, next, mmvq_reader(g, i + 1));
+                ggml_cuda_op_rms_norm_mul(ctx, node, next, act_reader(g, i + 1));
                 return 2;
             }
             if (node->op == GGML_OP_UNARY && ggml_cuda_unary_mul_fusable(node, next)) {
-                ggml_cuda_op_unary_mul(ctx, node, next, mmvq_reader(g, i + 1));
+                ggml_cuda_op_unary_mul(ctx, node, next, act_reader(g, i + 1));
                 return 2;
             }
         }
     }
-    if (!ctx.no_fusion && node->op == GGML_OP_FLASH_ATTN_EXT) {  // quantizing its rows for the output projection
-        const ggml_tensor * product = mmvq_reader(g, i);
+    if (!ctx.no_fusion && (node->op == GGML_OP_CONT || node->op == GGML_OP_CPY || node->op == GGML_OP_DUP)) {
+        const ggml_tensor * product = act_reader(g, i);  // the heads of a token as one row, for the output projection
+        if (product) {
+            ggml_cuda_op_cpy_product(ctx, node, product);
+            return 1;
+        }
+    }
+    if (!ctx.no_fusion && node->op == GGML_OP_SOFT_MAX) {  // the probabilities as F16 for the values' product (prompts)
+        const ggml_tensor * product = act_reader(g, i);
+        if (product) {
+            ggml_cuda_op_soft_max(ctx, node, product);
+            return 1;
+        }
+    }
+    if (!ctx.no_fusion && node->op == GGML_OP_FLASH_ATTN_EXT) {  // its rows in the form the output projection reads
+        const ggml_tensor * product = act_reader(g, i);
         if (product) {
             ggml_cuda_op_flash_attn_ext(ctx, node, product);
             return 1;

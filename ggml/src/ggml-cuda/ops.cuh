@@ -31,6 +31,9 @@ void ggml_cuda_op_diag_mask_zero(ggml_cuda_ctx & ctx, ggml_tensor * dst);
 bool ggml_cuda_cpy_supported(const ggml_tensor * src, const ggml_tensor * dst);
 void ggml_cuda_cpy_tensor(ggml_cuda_ctx & ctx, const ggml_tensor * src, ggml_tensor * dst);
 void ggml_cuda_op_cpy(ggml_cuda_ctx & ctx, ggml_tensor * dst);
+// product: the mul_mat that reads dst next converting it first (an F32 copy then also writes dst
+// in the product's form: ggml_cuda_launch_quantizing), or nullptr
+void ggml_cuda_op_cpy_product(ggml_cuda_ctx & ctx, ggml_tensor * dst, const ggml_tensor * product);
 bool ggml_cuda_get_rows_supported(const ggml_tensor * dst);
 void ggml_cuda_op_get_rows(ggml_cuda_ctx & ctx, ggml_tensor * dst);
 void ggml_cuda_op_get_rows_back(ggml_cuda_ctx & ctx, ggml_tensor * dst);
@@ -62,7 +65,8 @@ bool ggml_cuda_add_rms_norm_mul_fusable(const ggml_tensor * add, const ggml_tens
 void ggml_cuda_op_add_rms_norm_mul(ggml_cuda_ctx & ctx, ggml_tensor * add, ggml_tensor * norm, ggml_tensor * mul, const ggml_tensor * product);
 
 // softmax.cu
-void ggml_cuda_op_soft_max(ggml_cuda_ctx & ctx, ggml_tensor * dst);
+// product: as for ggml_cuda_op_cpy_product (the values' product after the probabilities)
+void ggml_cuda_op_soft_max(ggml_cuda_ctx & ctx, ggml_tensor * dst, const ggml_tensor * product = nullptr);
 void ggml_cuda_op_soft_max_back(ggml_cuda_ctx & ctx, ggml_tensor * dst);
 
 // rope.cu
@@ -102,9 +106,10 @@ bool ggml_cuda_flash_attn_supported(const ggml_tensor * dst);
 void ggml_cuda_op_flash_attn_ext(ggml_cuda_ctx & ctx, ggml_tensor * dst, const ggml_tensor * product);
 bool ggml_cuda_flash_attn_back_supported(const ggml_tensor * dst);
 void ggml_cuda_op_flash_attn_back(ggml_cuda_ctx & ctx, ggml_tensor * dst);
-// fattn-mma.cu: prompts with F16 caches on tensor cores (flash_attn_ext takes it where usable)
+// fattn-mma.cu: prompts with F16 caches on tensor cores (flash_attn_ext takes it where usable);
+// act.qs: the output also as halves there (the F16 form of the output projection's activations)
 bool ggml_cuda_fattn_mma_usable(const ggml_cuda_ctx & ctx, const ggml_tensor * dst);
-void ggml_cuda_fattn_mma(ggml_cuda_ctx & ctx, ggml_tensor * dst);
+void ggml_cuda_fattn_mma(ggml_cuda_ctx & ctx, ggml_tensor * dst, const struct ActArgs & act);
 
 // optim.cu
 bool ggml_cuda_opt_step_supported(const ggml_tensor * dst);

@@ -548,6 +548,10 @@ GGML_CUDA_HD float unit_dot(const int_unit_t & w, int lo, int hi, const float4 &
 // b's columns (n, i12, i13), flattened as c = n + N * (i12 + ne12 * i13), quantized as the CPU
 // quantizes them for a's type: qs[c][K] bytes, ds[c][K / 32]. One thread per unit of 32 values;
 // for Q8_K the 8 units of a 256-value block are 8 neighbouring lanes, which share its largest value.
+// The same columns as F16 values (kActF16: the form mul_mat.cu's cuBLAS products read, b
+// rounded as the conversion before them would) go to qs as halves, qs[c][K] x 2 bytes, no ds.
+constexpr int kActF16 = 16;
+
 struct ActArgs {
     const char * b;
     int64_t b_nb1, b_nb2, b_nb3;
@@ -555,6 +559,7 @@ struct ActArgs {
     int8_t * qs;
     float4 * ds;
     char * extra;  // ggml_cuda_act_args' extra bytes of scratch, after the activations
+    int form;      // 32, 256: 8-bit blocks of that many values; kActF16: halves
 };
 
 // Unit u (of its column) from its 32 values x: its bytes to q (16-byte aligned) and its scales to
@@ -605,32 +610,48 @@ __device__ __forceinline__ void load_unit(const float * src, bool active, float 
 // together, as k_quantize_act would (blockDim a multiple of 32; every thread of the block calls
 // it): a kernel that produces b quantizes it for the integer products that read it next.
 // Units u0 .. u0 + n - 1 of column c from their values src (the first unit's first value on).
-template <int BS>
+// F (the form: 32, 256 or kActF16) as the product reads it; with kActF16 a unit's 32 values go
+// as halves, four 16-byte stores.
+template <int F>
 __device__ __forceinline__ void quantize_units(const ActArgs & p, const float * src, int64_t c, int64_t u0, int64_t n) {
     const int64_t upc = p.K / 32;
     for (int64_t base = 0; base < n; base += blockDim.x) {
         const int64_t ul = base + threadIdx.x, u = u0 + ul;
         const bool active = ul < n;
-        float x[32];
-        load_unit(active ? src + 32 * ul : nullptr, active, x);
-        quantize_unit<BS>(x, u, active, p.qs + c * p.K + 32 * u, p.ds + c * upc + u);
+        if constexpr (F == kActF16) {
+            if (!active) continue;
+            const float * x = src + 32 * ul;
+            uint32_t h[16];
+#pragma unroll
+            for (int k = 0; k < 16; k++) h[k] = (uint32_t) f2h(x[2 * k]) | ((uint32_t) f2h(x[2 * k + 1]) << 16);
+            uint4 * out = (uint4 *) ((uint16_t *) p.qs + c * p.K + 32 * u);
+#pragma unroll
+            for (int k = 0; k < 4; k++) out[k] = make_uint4(h[4 * k], h[4 * k + 1], h[4 * k + 2], h[4 * k + 3]);
+        } else {
+            float x[32];
+            load_unit(active ? src + 32 * ul : nullptr, active, x);
+            quantize_unit<F>(x, u, active, p.qs + c * p.K + 32 * u, p.ds + c * upc + u);
+        }
     }
 }
 
-template <int BS>
+template <int F>
 __device__ __forceinline__ void quantize_column(const ActArgs & p, const float * row, int64_t c) {
-    quantize_units<BS>(p, row, c, 0, p.K / 32);
+    quantize_units<F>(p, row, c, 0, p.K / 32);
 }
 
-// b's 8-bit activations in the scratch buffer (qs, then ds), the layout ggml_cuda_mmvq reads, as
-// kernel arguments (mmv.cu); extra_bytes more of scratch after them for the caller (q.extra).
-ActArgs ggml_cuda_act_args(ggml_cuda_ctx & ctx, const ggml_tensor * b, size_t extra_bytes = 0);
-// Records in act that b's activations for weights of `block`-value activation blocks are in the
-// scratch buffer, as handed out at scratch_use.
-void ggml_cuda_act_record(ggml_cuda_ctx::quantized_act & act, const ggml_tensor * b, int block, uint64_t scratch_use);
+// b's activations in the form `form` in the scratch buffer (8-bit: qs, then ds, the layout
+// ggml_cuda_mmvq reads; kActF16: halves, what mul_mat.cu hands cuBLAS), as kernel arguments;
+// extra_bytes more of scratch after them for the caller (q.extra).
+ActArgs ggml_cuda_act_args(ggml_cuda_ctx & ctx, const ggml_tensor * b, int form, size_t extra_bytes = 0);
+// Records in act that b's activations in the form `form` are in the scratch buffer, as handed
+// out at scratch_use.
+void ggml_cuda_act_record(ggml_cuda_ctx::quantized_act & act, const ggml_tensor * b, int form, uint64_t scratch_use);
+// act holds b's activations in the form `form`, and the scratch buffer was not handed out since.
+bool ggml_cuda_act_ready(const ggml_cuda_ctx & ctx, const ggml_tensor * b, int form);
 
-// A kernel producing b a row per block (F32, contiguous) quantizes its row for the integer
-// products that read b next (QB: their activation block, 32 or 256; 0: no product).
+// A kernel producing b a row per block (F32, contiguous) writes its row in the form the product
+// that reads b next takes (QB: 32 or 256, its 8-bit activation block; kActF16; 0: no product).
 template <int QB>
 __device__ __forceinline__ void quantize_produced_row(const ActArgs & q, const float * row) {
     if constexpr (QB > 0) {
@@ -639,23 +660,35 @@ __device__ __forceinline__ void quantize_produced_row(const ActArgs & q, const f
     }
 }
 
-// Launches a kernel producing `produced`, which `product` (the mul_mat reading it next through
-// ggml_cuda_mmvq, or nullptr) takes as its activations b (produced itself, or a view of all of
-// it): launch(std::integral_constant<int, QB>, ActArgs) with QB the product's activation block,
-// 0 where b cannot be quantized in place (not F32 and contiguous, not whole blocks, a 256-value
-// block where the kernel only does 32: max_block). The activations are recorded as pending for
-// the product (ctx.act_pending).
+// The form in which the mul_mat dst reads its activations b: 32 or 256 (8-bit blocks,
+// ggml_cuda_mmvq), kActF16 (halves, cuBLAS), 0 (b as it is). mul_mat.cu.
+int ggml_cuda_mul_mat_act_form(const ggml_tensor * dst);
+
+// The forms a producing kernel can write (ggml_cuda_launch_quantizing's `forms`), and
+// kFormAnyRows: the kernel writes the product's columns itself (K = ActArgs::K values each);
+// without it its rows (produced's, one a block) must be those columns.
+constexpr unsigned kFormQ32 = 1, kFormQ256 = 2, kFormF16 = 4, kFormsAll = 7, kFormAnyRows = 8;
+
+// Launches a kernel producing `produced`, which `product` (the mul_mat reading it next, or
+// nullptr) takes as its activations b (produced itself, or a view of all of it):
+// launch(std::integral_constant<int, QB>, ActArgs) with QB the form the product reads them in
+// (ggml_cuda_mul_mat_act_form), 0 where the kernel should not write them (b not F32 and
+// contiguous, rows not whole units of 32, a form not in `forms`, the kernel's rows not the
+// product's columns). The activations are recorded
+// as pending for the product (ctx.act_pending).
 // extra_bytes: scratch the kernel needs besides (ActArgs::extra; the activations come first,
 // where the product looks for them).
 template <typename L>
 void ggml_cuda_launch_quantizing(ggml_cuda_ctx & ctx, const ggml_tensor * produced, const ggml_tensor * product, L launch,
-                                 int max_block = 256, size_t extra_bytes = 0) {
+                                 unsigned forms = kFormsAll, size_t extra_bytes = 0) {
     const ggml_tensor * b = product ? product->src[1] : nullptr;
     int qb = 0;
     if (b && !ctx.no_fusion && b->type == GGML_TYPE_F32 && ggml_is_contiguous(b) && ggml_is_contiguous(produced) &&
         b->data == produced->data && ggml_nelements(b) == ggml_nelements(produced)) {
-        qb = act_block_size(product->src[0]->type);
-        if (b->ne[0] % qb != 0 || qb > max_block) qb = 0;
+        qb = ggml_cuda_mul_mat_act_form(product);
+        const unsigned bit = qb == 32 ? kFormQ32 : qb == 256 ? kFormQ256 : qb == kActF16 ? kFormF16 : 0;
+        const bool rows = (forms & kFormAnyRows) || b->ne[0] == produced->ne[0];
+        if (b->ne[0] % (qb == 256 ? 256 : 32) != 0 || !(forms & bit) || !rows) qb = 0;
     }
     if (qb == 0) {
         ActArgs none = {};
@@ -663,9 +696,11 @@ void ggml_cuda_launch_quantizing(ggml_cuda_ctx & ctx, const ggml_tensor * produc
         launch(std::integral_constant<int, 0>{}, none);
         return;
     }
-    const ActArgs q = ggml_cuda_act_args(ctx, b, extra_bytes);
+    const ActArgs q = ggml_cuda_act_args(ctx, b, qb, extra_bytes);
     if (qb == 256) {
         launch(std::integral_constant<int, 256>{}, q);
+    } else if (qb == kActF16) {
+        launch(std::integral_constant<int, kActF16>{}, q);
     } else {
         launch(std::integral_constant<int, 32>{}, q);
     }

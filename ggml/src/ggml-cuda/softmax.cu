@@ -3,6 +3,7 @@
 // the row is read three times (max, sum, write) rather than held, so any length works. A row
 // that is -inf everywhere gives zeros, as the CPU defines it.
 #include "ops.cuh"
+#include "quant.cuh"
 
 namespace {
 
@@ -19,7 +20,10 @@ __device__ __forceinline__ float logit(const char * x, int64_t xs, const char * 
     return w;
 }
 
-__global__ void k_soft_max(tview dst, tview src, tview mask, SoftmaxArgs args) {
+// QB: the form (quant.cuh) in which the product that reads dst next takes it (the probabilities
+// as F16 for the values' product of a prompt without flash attention), or 0.
+template <int QB>
+__global__ void k_soft_max(tview dst, tview src, tview mask, SoftmaxArgs args, ActArgs q) {
     __shared__ float fbuf[32];
     __shared__ double dbuf[32];
     int64_t i1, i2, i3;
@@ -35,16 +39,17 @@ __global__ void k_soft_max(tview dst, tview src, tview mask, SoftmaxArgs args) {
     mx = block_max(mx, fbuf);
     if (mx == -INFINITY) {
         for (int64_t i = threadIdx.x; i < n; i += blockDim.x) *(float *) (y + i * dst.nb[0]) = 0.0f;
-        return;
+    } else {
+        double s = 0.0;
+        for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += (double) expf(logit(x, src.nb[0], m, mask.type, i, args.scale, slope) - mx);
+        s = block_sum(s, dbuf);
+        const float inv = (float) (1.0 / s);
+        // In place, each thread rewrites only elements it read itself, after the sums: safe.
+        for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+            *(float *) (y + i * dst.nb[0]) = expf(logit(x, src.nb[0], m, mask.type, i, args.scale, slope) - mx) * inv;
+        }
     }
-    double s = 0.0;
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += (double) expf(logit(x, src.nb[0], m, mask.type, i, args.scale, slope) - mx);
-    s = block_sum(s, dbuf);
-    const float inv = (float) (1.0 / s);
-    // In place, each thread rewrites only elements it read itself, after the sums: safe.
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-        *(float *) (y + i * dst.nb[0]) = expf(logit(x, src.nb[0], m, mask.type, i, args.scale, slope) - mx) * inv;
-    }
+    quantize_produced_row<QB>(q, (const float *) y);
 }
 
 // dx = scale * y * (g - sum(g * y)) per row.
@@ -69,7 +74,7 @@ __global__ void k_soft_max_back(tview dst, tview grad, tview yv, double scale) {
 
 }  // namespace
 
-void ggml_cuda_op_soft_max(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
+void ggml_cuda_op_soft_max(ggml_cuda_ctx & ctx, ggml_tensor * dst, const ggml_tensor * product) {
     const ggml_tensor * src = dst->src[0], * mask = dst->src[1];
     const int64_t nr = ggml_nrows(dst);
     if (nr == 0) return;
@@ -78,7 +83,9 @@ void ggml_cuda_op_soft_max(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
     args.max_bias = ggml_get_op_params_f32(dst, 1);
     args.has_mask = mask != nullptr;
     const tview mv = mask ? make_view(mask) : unit_view(GGML_TYPE_F32);
-    GGML_CUDA_LAUNCH(k_soft_max, (unsigned int) nr, kThreads, 0, ctx.stream)(make_view(dst), make_view(src), mv, args);
+    ggml_cuda_launch_quantizing(ctx, dst, product, [&](auto qb, const ActArgs & q) {
+        GGML_CUDA_LAUNCH(k_soft_max<decltype(qb)::value>, (unsigned int) nr, kThreads, 0, ctx.stream)(make_view(dst), make_view(src), mv, args, q);
+    });
     CUDA_CHECK_LAUNCH();
 }
 
