@@ -602,35 +602,25 @@ std::vector<Case> make_cases() {
 
     // products of one b after another (k, v, q; gate, up): the GPU quantizes b once for the
     // weight types with the same activation blocks; b overwritten in place in between, or
-    // another block size, quantizes again
-    for (int64_t n : { 1, 3 }) {
-        add("mul_mat shared b n " + std::to_string(n), [=](Maker & m) {
-            ggml_tensor * x = m.in(GGML_TYPE_F32, {256, n});
-            ggml_tensor * p0 = ggml_mul_mat(m.ctx, m.in(GGML_TYPE_Q4_0, {256, 40}), x);
-            ggml_tensor * p1 = ggml_mul_mat(m.ctx, m.in(GGML_TYPE_Q8_0, {256, 24}), x);
-            ggml_tensor * p2 = ggml_mul_mat(m.ctx, m.in(GGML_TYPE_Q4_K, {256, 16}), x);
-            ggml_tensor * p3 = ggml_mul_mat(m.ctx, m.in(GGML_TYPE_Q6_K, {256, 8}), x);
+    // another block size, quantizes again. Prompt-sized b: the cuBLAS products round b to F16 once
+    // for the F16 and block-typed weights after one another (a BF16 product in between converts
+    // again).
+    struct SharedB { int64_t n; ggml_type t[5]; };
+    for (const SharedB & c : { SharedB{ 1, { GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, GGML_TYPE_Q6_K } },
+                               SharedB{ 3, { GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, GGML_TYPE_Q6_K } },
+                               SharedB{ 20, { GGML_TYPE_Q4_0, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q4_K, GGML_TYPE_F16 } } }) {
+        add("mul_mat shared b n " + std::to_string(c.n), [=](Maker & m) {
+            ggml_tensor * x = m.in(GGML_TYPE_F32, {256, c.n});
+            ggml_tensor * p0 = ggml_mul_mat(m.ctx, m.in(c.t[0], {256, 40}), x);
+            ggml_tensor * p1 = ggml_mul_mat(m.ctx, m.in(c.t[1], {256, 24}), x);
+            ggml_tensor * p2 = ggml_mul_mat(m.ctx, m.in(c.t[2], {256, 16}), x);
+            ggml_tensor * p3 = ggml_mul_mat(m.ctx, m.in(c.t[3], {256, 8}), x);
             ggml_tensor * x2 = ggml_scale_inplace(m.ctx, x, -0.5f);  // after the products above
-            ggml_tensor * p4 = ggml_mul_mat(m.ctx, m.in(GGML_TYPE_Q6_K, {256, 8}), x2);
+            ggml_tensor * p4 = ggml_mul_mat(m.ctx, m.in(c.t[4], {256, 8}), x2);
             ggml_tensor * out = ggml_concat(m.ctx, ggml_concat(m.ctx, ggml_concat(m.ctx, p0, p1, 0), ggml_concat(m.ctx, p2, p3, 0), 0), p4, 0);
             return same(out);
-        }, mm_tol(GGML_TYPE_Q4_0, n));
+        }, c.n > 8 ? mm_tol(GGML_TYPE_BF16, c.n) : mm_tol(GGML_TYPE_Q4_0, c.n));
     }
-
-    // the same with prompt-sized b (the GPU's cuBLAS products round b to F16 once for the F16 and
-    // block-typed weights after one another; a BF16 product in between, or b overwritten, converts
-    // again)
-    add("mul_mat shared b n 20", [=](Maker & m) {
-        ggml_tensor * x = m.in(GGML_TYPE_F32, {256, 20});
-        ggml_tensor * p0 = ggml_mul_mat(m.ctx, m.in(GGML_TYPE_Q4_0, {256, 40}), x);
-        ggml_tensor * p1 = ggml_mul_mat(m.ctx, m.in(GGML_TYPE_F16, {256, 24}), x);
-        ggml_tensor * p2 = ggml_mul_mat(m.ctx, m.in(GGML_TYPE_BF16, {256, 16}), x);
-        ggml_tensor * p3 = ggml_mul_mat(m.ctx, m.in(GGML_TYPE_Q4_K, {256, 8}), x);
-        ggml_tensor * x2 = ggml_scale_inplace(m.ctx, x, -0.5f);  // after the products above
-        ggml_tensor * p4 = ggml_mul_mat(m.ctx, m.in(GGML_TYPE_F16, {256, 8}), x2);
-        ggml_tensor * out = ggml_concat(m.ctx, ggml_concat(m.ctx, ggml_concat(m.ctx, p0, p1, 0), ggml_concat(m.ctx, p2, p3, 0), 0), p4, 0);
-        return same(out);
-    }, mm_tol(GGML_TYPE_BF16, 20));
 
     // a norm's product read next by integer products (generation): a GPU may quantize the
     // activations in the norm's kernel; Q8_0 (32) and Q8_K (256) blocks, one and two columns, the
