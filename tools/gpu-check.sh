@@ -22,6 +22,8 @@ OUT=${OUT:-/tmp/gpu-check}
 R=${R:-3}
 mkdir -p "$OUT"
 log() { echo "== $*" | tee -a "$OUT/summary.txt"; }
+# the result rows of a llama-bench table (not its header or the build line after it)
+results() { grep -E '\| +(pp|tg)[0-9]+ +\|' || true; }
 
 nvidia-smi --query-gpu=name,memory.total,clocks.max.memory --format=csv | tee "$OUT/gpu.txt"
 
@@ -45,9 +47,9 @@ for t in Q4_0 Q4_K_M Q8_0 F16; do
     f="$M/tl-$t.gguf"
     [ -f "$f" ] || continue
     "$BIN/llama-bench" -m "$f" -ngl 99 -fa 0,1 -p 512 -n 128 -r "$R" 2>/dev/null | tee -a "$OUT/summary.txt"
-    GGML_CUDA_DISABLE_GRAPHS=1 "$BIN/llama-bench" -m "$f" -ngl 99 -fa 1 -p 0 -n 128 -r "$R" 2>/dev/null | tail -1 | sed 's/^/no graphs: /' | tee -a "$OUT/summary.txt"
-    GGML_CUDA_DISABLE_FUSION=1 "$BIN/llama-bench" -m "$f" -ngl 99 -fa 1 -p 0 -n 128 -r "$R" 2>/dev/null | tail -1 | sed 's/^/no fusion: /' | tee -a "$OUT/summary.txt"
-    GGML_CUDA_DISABLE_MMA_FA=1 "$BIN/llama-bench" -m "$f" -ngl 99 -fa 1 -p 512 -n 0 -r "$R" 2>/dev/null | tail -1 | sed 's/^/no tensor-core attention: /' | tee -a "$OUT/summary.txt"
+    GGML_CUDA_DISABLE_GRAPHS=1 "$BIN/llama-bench" -m "$f" -ngl 99 -fa 1 -p 0 -n 128 -r "$R" 2>/dev/null | results | sed 's/^/no graphs: /' | tee -a "$OUT/summary.txt"
+    GGML_CUDA_DISABLE_FUSION=1 "$BIN/llama-bench" -m "$f" -ngl 99 -fa 1 -p 512 -n 128 -r "$R" 2>/dev/null | results | sed 's/^/no fusion: /' | tee -a "$OUT/summary.txt"
+    GGML_CUDA_DISABLE_MMA_FA=1 "$BIN/llama-bench" -m "$f" -ngl 99 -fa 1 -p 512 -n 0 -r "$R" 2>/dev/null | results | sed 's/^/no tensor-core attention: /' | tee -a "$OUT/summary.txt"
     if [ -n "${LCPP_BENCH:-}" ] && [ -x "$LCPP_BENCH" ]; then
         "$LCPP_BENCH" -m "$f" -ngl 99 -fa 0,1 -p 512 -n 128 -r "$R" 2>/dev/null | sed 's/^/llama.cpp: /' | tee -a "$OUT/summary.txt"
     fi
