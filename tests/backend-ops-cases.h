@@ -306,9 +306,12 @@ std::vector<Case> make_cases() {
     // the keys rotated then written into the cache, the values written by the same index, the
     // queries rotated (a GPU may do all of it in one kernel, as generation's graph orders it): F16
     // and F32 caches (F32: the values' a view of every other row), partial rotation (dims past
-    // n_dims copied), I32 / I64 indices; the ropes' results are read again
-    for (ggml_type ct : { GGML_TYPE_F16, GGML_TYPE_F32 }) {
-        add(std::string("rope then set_rows k v, rope q ") + ggml_type_name(ct) + " cache", [=](Maker & m) {
+    // n_dims copied), I32 / I64 indices, a transposed values' cache (without flash attention: a
+    // cell of each dimension is a row of one value); the ropes' results are read again
+    for (int variant = 0; variant < 3; variant++) {
+        const ggml_type ct = variant == 1 ? GGML_TYPE_F32 : GGML_TYPE_F16;
+        const bool vt = variant == 2;
+        add(std::string("rope then set_rows k v, rope q ") + ggml_type_name(ct) + " cache" + (vt ? " v transposed" : ""), [=](Maker & m) {
             const bool f16 = ct == GGML_TYPE_F16;
             ggml_tensor * pos = m.in(GGML_TYPE_I32, {3}, values({ 5, 9, 1000 }));
             auto rope = [&](ggml_tensor * x) {
@@ -319,11 +322,16 @@ std::vector<Case> make_cases() {
             ggml_tensor * cache = m.in(ct, {256, 10}, uniform(-1.0f, 1.0f));
             ggml_tensor * idx = f16 ? m.in(GGML_TYPE_I32, {3}, values({ 7, 2, 9 })) : m.in(GGML_TYPE_I64, {3}, values({ 0, 9, 4 }));
             ggml_tensor * sr = ggml_set_rows(m.ctx, cache, rows, idx);
-            ggml_tensor * vcache = m.in(ct, {96, f16 ? 10 : 20}, uniform(-1.0f, 1.0f));
-            ggml_tensor * vdst = f16 ? vcache : ggml_view_2d(m.ctx, vcache, 96, 10, 2 * vcache->nb[1], 0);
-            ggml_tensor * vr = ggml_set_rows(m.ctx, vdst, m.in(GGML_TYPE_F32, {96, 3}), idx);
+            ggml_tensor * vcache = vt ? m.in(ct, {10, 96}, uniform(-1.0f, 1.0f)) : m.in(ct, {96, f16 ? 10 : 20}, uniform(-1.0f, 1.0f));
+            ggml_tensor * vdst = vt ? ggml_view_3d(m.ctx, vcache, 1, 10, 96, ggml_element_size(vcache), vcache->nb[1], 0)
+                               : f16 ? vcache : ggml_view_2d(m.ctx, vcache, 96, 10, 2 * vcache->nb[1], 0);
+            ggml_tensor * v = m.in(GGML_TYPE_F32, {96, 3});
+            ggml_tensor * vrows = vt ? ggml_view_3d(m.ctx, v, 1, 3, 96, v->nb[1], sizeof(float), 0) : v;
+            ggml_tensor * vr = ggml_set_rows(m.ctx, vdst, vrows, idx);
             ggml_tensor * rq = rope(m.in(GGML_TYPE_F32, {64, 8, 3}, uniform(-2.0f, 2.0f)));
-            ggml_tensor * kv = ggml_concat(m.ctx, sr, vr, 0);
+            ggml_tensor * kv = vt ? ggml_concat(m.ctx, ggml_reshape_1d(m.ctx, sr, ggml_nelements(sr)),
+                                                ggml_reshape_1d(m.ctx, ggml_cont(m.ctx, vr), ggml_nelements(vr)), 0)
+                                  : ggml_concat(m.ctx, sr, vr, 0);
             if (f16) kv = ggml_cast(m.ctx, kv, GGML_TYPE_F32);
             auto flat = [&](ggml_tensor * t) { return ggml_reshape_1d(m.ctx, t, ggml_nelements(t)); };
             Built b = same(ggml_concat(m.ctx, ggml_concat(m.ctx, flat(kv), flat(rows), 0), flat(rq), 0));
@@ -694,14 +702,18 @@ std::vector<Case> make_cases() {
 
     // attention without flash attention in a prompt: the probabilities' product with the values
     // (F16 cache, grouped heads), which a GPU may hand F16 probabilities from the softmax's kernel
+    // (keys of any number: 44 is not a multiple of 32)
     for (int64_t n_q : { 20, 9 }) {
-        add("soft_max then mul_mat values n_q " + std::to_string(n_q), [=](Maker & m) {
-            ggml_tensor * q = ggml_permute(m.ctx, m.in(GGML_TYPE_F32, {64, 4, n_q}), 0, 2, 1, 3);  // [64, n_q, 4 heads]
-            ggml_tensor * kq = ggml_mul_mat(m.ctx, m.in(GGML_TYPE_F16, {64, 96, 2}), q);            // [96 keys, n_q, 4]
-            kq = ggml_soft_max_ext(m.ctx, kq, m.in(GGML_TYPE_F16, {96, n_q}, causal(96 - n_q)), 0.125f, 0.0f);
-            ggml_tensor * kqv = ggml_mul_mat(m.ctx, m.in(GGML_TYPE_F16, {96, 64, 2}), kq);          // [64, n_q, 4]
-            return same(ggml_concat(m.ctx, kqv, ggml_scale(m.ctx, ggml_cont(m.ctx, ggml_view_3d(m.ctx, kq, 64, n_q, 4, kq->nb[1], kq->nb[2], 0)), 0.1f), 0));
-        }, 1e-6);
+        for (int64_t n_kv : { 96, 44 }) {
+            add("soft_max then mul_mat values n_q " + std::to_string(n_q) + " n_kv " + std::to_string(n_kv), [=](Maker & m) {
+                ggml_tensor * q = ggml_permute(m.ctx, m.in(GGML_TYPE_F32, {64, 4, n_q}), 0, 2, 1, 3);  // [64, n_q, 4 heads]
+                ggml_tensor * kq = ggml_mul_mat(m.ctx, m.in(GGML_TYPE_F16, {64, n_kv, 2}), q);          // [n_kv keys, n_q, 4]
+                kq = ggml_soft_max_ext(m.ctx, kq, m.in(GGML_TYPE_F16, {n_kv, n_q}, causal(n_kv - n_q)), 0.125f, 0.0f);
+                ggml_tensor * kqv = ggml_mul_mat(m.ctx, m.in(GGML_TYPE_F16, {n_kv, 64, 2}), kq);        // [64, n_q, 4]
+                ggml_tensor * p = ggml_cont(m.ctx, ggml_view_3d(m.ctx, kq, 32, n_q, 4, kq->nb[1], kq->nb[2], 0));
+                return same(ggml_concat(m.ctx, ggml_reshape_1d(m.ctx, kqv, ggml_nelements(kqv)), ggml_reshape_1d(m.ctx, ggml_scale(m.ctx, p, 0.1f), ggml_nelements(p)), 0));
+            }, 1e-6);
+        }
     }
 
     // attention without flash attention: the heads of a token made one row (cont) for the output
@@ -733,6 +745,15 @@ std::vector<Case> make_cases() {
                 return same(ggml_concat(m.ctx, p[0], tail, 0));
             }, mm_tol(c.t, 1));
     }
+
+    // the same with K-quants of different types (Q4_K_M: Q6_K values beside Q4_K queries and keys)
+    add("mul_mat one b 3 weights q4_K q6_K q5_K", [=](Maker & m) {
+        ggml_tensor * x = m.in(GGML_TYPE_F32, {512, 1});
+        ggml_tensor * p0 = ggml_mul_mat(m.ctx, m.in(GGML_TYPE_Q4_K, {512, 40}), x);
+        ggml_tensor * p1 = ggml_mul_mat(m.ctx, m.in(GGML_TYPE_Q6_K, {512, 17}), x);
+        ggml_tensor * p2 = ggml_mul_mat(m.ctx, m.in(GGML_TYPE_Q5_K, {512, 24}), x);
+        return same(ggml_concat(m.ctx, p0, ggml_concat(m.ctx, p1, p2, 0), 0));
+    }, mm_tol(GGML_TYPE_Q4_K, 1));
 
     // a small chain of the llama block's ops in one graph; with quantized weights the CPU's 8-bit
     // activations make the error of each product add up

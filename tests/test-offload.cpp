@@ -346,6 +346,37 @@ TEST_F(Offload, GraphOrderFeedsTheGpuFusions) {
     }
 }
 
+#ifdef OFFLOAD_CUDA_EMU
+// What a GPU launches (kernels, cuBLAS calls, device copies) for a batch, every layer on the
+// device (ktest: 4 layers; the embeddings' get_rows runs on the CPU). With flash attention, a
+// generated token takes 9 a layer (10 with K-quants: their output projection quantizes its own
+// input), a prompt one a product for F16 weights (two for block types: the dequantization) and 5
+// more; without it 12 a generated token and 16 a prompt of F16 weights. Besides the layers: the
+// output norm and the output product (and a block-typed output weight's dequantization in a prompt).
+TEST_F(Offload, LaunchesPerLayer) {
+    struct Run { const char * type; bool fa; int n_tokens; int per_layer, rest; };
+    for (const Run & r : { Run{ "Q8_0", true, 1, 9, 2 }, Run{ "Q4_K_M", true, 1, 10, 2 }, Run{ "F16", true, 20, 12, 2 },
+                           Run{ "Q8_0", true, 20, 19, 3 }, Run{ "Q8_0", false, 1, 12, 2 }, Run{ "F16", false, 20, 16, 2 } }) {
+        const std::string path = tu::models_dir() + "/ktest/ktest-" + r.type + ".gguf";
+        TU_REQUIRE_FILE(path);
+        SCOPED_TRACE(std::string(r.type) + (r.fa ? ", flash attention, " : ", no flash attention, ") + std::to_string(r.n_tokens) + " tokens");
+        Model m = load(path, 999);
+        ASSERT_TRUE(m);
+        Ctx c = context(m.get(), true, r.fa);
+        ASSERT_TRUE(c);
+        std::vector<llama_token> prompt;
+        for (int i = 0; i < 24; i++) prompt.push_back((llama_token) (1 + 37 * i % 200));
+        tu::eval_all(c.get(), prompt);  // a cache to attend to
+        std::vector<llama_token> batch(prompt.begin(), prompt.begin() + r.n_tokens);
+        const uint64_t before = emu::launches();
+        tu::eval_all(c.get(), batch, (llama_pos) prompt.size());
+        const int launches = (int) (emu::launches() - before), n_layer = llama_model_n_layer(m.get());
+        printf("[ launches ] %-6s fa %d, %2d tokens: %d for %d layers\n", r.type, (int) r.fa, r.n_tokens, launches, n_layer);
+        EXPECT_EQ(launches, r.per_layer * n_layer + r.rest);
+    }
+}
+#endif
+
 // LoRA fine-tuning with the base model's layers on the device (llama-finetune -ngl): the
 // adapter in host memory, the training graph (forward, backward, AdamW) split by ggml-opt's
 // scheduler. The losses of every micro-batch and the trained adapter are the CPU's alone.

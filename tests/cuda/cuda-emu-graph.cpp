@@ -26,6 +26,9 @@ ggml_cuda_ctx & cuda_ctx() {
         ggml_cuda_ctx c;
         c.n_sm = 132;  // an H100's: the split-KV attention path is taken for generation-sized graphs
         c.cc = 90;     // and its tensor-core kernels (their mma through the shuffle fallback of mma.cuh)
+        // The scratch buffer at the size a GPU's reaches after a graph's first run: a product then
+        // finds the activations its producer converted, in every case whatever ran before.
+        c.scratch(64u << 20);
         return c;
     }();
     return ctx;
@@ -35,10 +38,17 @@ bool supports_op(const ggml_tensor * op) { return ggml_cuda_supports_op(op); }
 
 ggml_status compute_graph(ggml_cuda_ctx & ctx, ggml_cgraph * g, int * fused) {
     ctx.act = ggml_cuda_ctx::quantized_act();  // as the backend does where a graph starts
+    static const bool trace = getenv("CUDA_EMU_LAUNCHES") != nullptr;  // each kernel run: its nodes, its launches
     for (int i = 0; i < ggml_graph_n_nodes(g); i++) {
         ggml_tensor * n = ggml_graph_node(g, i);
         if (ggml_op_is_view(n->op) || n->op == GGML_OP_NONE || ggml_is_empty(n)) continue;
+        const uint64_t before = g_launches;
         const int done = ggml_cuda_compute_nodes(ctx, g, i);
+        if (trace) {
+            fprintf(stderr, "cuda-emu: %d launches:", (int) (g_launches - before));
+            for (int k = i; k < i + done; k++) fprintf(stderr, " %s(%s)", ggml_op_desc(ggml_graph_node(g, k)), ggml_graph_node(g, k)->name);
+            fprintf(stderr, "\n");
+        }
         if (done < 1) {
             fprintf(stderr, "cuda-emu: no CUDA kernel for %s (%s)\n", ggml_op_desc(n), n->name);
             return GGML_STATUS_FAILED;
@@ -48,5 +58,7 @@ ggml_status compute_graph(ggml_cuda_ctx & ctx, ggml_cgraph * g, int * fused) {
     }
     return GGML_STATUS_SUCCESS;
 }
+
+uint64_t launches() { return g_launches; }
 
 }  // namespace emu

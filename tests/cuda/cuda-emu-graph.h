@@ -19,4 +19,7 @@ bool supports_op(const ggml_tensor * op);
 // computed two or three nodes.
 ggml_status compute_graph(ggml_cuda_ctx & ctx, ggml_cgraph * g, int * fused = nullptr);
 
+// Launches so far (kernels, cuBLAS calls, device copies and sets): what a GPU would have run.
+uint64_t launches();
+
 }  // namespace emu

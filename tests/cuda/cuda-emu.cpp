@@ -112,7 +112,10 @@ void * dyn_smem() { return smem_buf.data(); }
 int lane() { return cur % 32; }
 uint64_t & slot(int l) { return slots[(cur / 32) * 32 + l]; }
 
+uint64_t g_launches = 0;
+
 void run(dim3 grid, dim3 block, size_t smem, const std::function<void()> & fn) {
+    g_launches++;
     const int n = (int) (block.x * block.y * block.z);
     if (block.y != 1 || block.z != 1 || n % 32 != 0) {
         fprintf(stderr, "cuda-emu: blocks are 1-D multiples of 32 threads here (%u x %u x %u)\n", block.x, block.y, block.z);
@@ -186,11 +189,13 @@ const char * cudaGetErrorName(cudaError_t) { return "cudaEmu"; }
 const char * cudaGetErrorString(cudaError_t) { return "(host emulation)"; }
 
 cudaError_t cudaMemcpyAsync(void * dst, const void * src, size_t count, cudaMemcpyKind, cudaStream_t) {
+    emu::g_launches++;
     memmove(dst, src, count);
     return cudaSuccess;
 }
 
 cudaError_t cudaMemsetAsync(void * p, int value, size_t count, cudaStream_t) {
+    emu::g_launches++;
     memset(p, value, count);
     return cudaSuccess;
 }
@@ -243,6 +248,7 @@ cublasStatus_t cublasGemmEx(cublasHandle_t, cublasOperation_t transa, cublasOper
                             const void * alpha, const void * A, cudaDataType Atype, int lda, const void * B, cudaDataType Btype,
                             int ldb, const void * beta, void * C, cudaDataType Ctype, int ldc, cublasComputeType_t compute,
                             cublasGemmAlgo_t) {
+    emu::g_launches++;
     if (!valid(transa, transb, m, n, k, lda, ldb, ldc, Atype, Btype, Ctype, compute)) return CUBLAS_STATUS_INVALID_VALUE;
     gemm(transa, transb, m, n, k, *(const float *) alpha, A, Atype, lda, B, Btype, ldb, *(const float *) beta, (float *) C, ldc);
     return CUBLAS_STATUS_SUCCESS;
@@ -253,6 +259,7 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t, cublasOperation_t tran
                                           const void * B, cudaDataType Btype, int ldb, long long int strideB, const void * beta,
                                           void * C, cudaDataType Ctype, int ldc, long long int strideC, int batchCount,
                                           cublasComputeType_t compute, cublasGemmAlgo_t) {
+    emu::g_launches++;
     if (!valid(transa, transb, m, n, k, lda, ldb, ldc, Atype, Btype, Ctype, compute) || batchCount < 0) return CUBLAS_STATUS_INVALID_VALUE;
     for (int b = 0; b < batchCount; b++) {
         gemm(transa, transb, m, n, k, *(const float *) alpha, (const char *) A + b * strideA * type_size(Atype), Atype, lda,
@@ -265,6 +272,7 @@ cublasStatus_t cublasGemmBatchedEx(cublasHandle_t, cublasOperation_t transa, cub
                                    const void * alpha, const void * const Aarray[], cudaDataType Atype, int lda,
                                    const void * const Barray[], cudaDataType Btype, int ldb, const void * beta, void * const Carray[],
                                    cudaDataType Ctype, int ldc, int batchCount, cublasComputeType_t compute, cublasGemmAlgo_t) {
+    emu::g_launches++;
     if (!valid(transa, transb, m, n, k, lda, ldb, ldc, Atype, Btype, Ctype, compute) || batchCount < 0) return CUBLAS_STATUS_INVALID_VALUE;
     for (int b = 0; b < batchCount; b++) {
         gemm(transa, transb, m, n, k, *(const float *) alpha, Aarray[b], Atype, lda, Barray[b], Btype, ldb, *(const float *) beta,

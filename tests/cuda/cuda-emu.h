@@ -27,6 +27,8 @@ extern dim3 g_bdim, g_gdim;
 
 // Runs body as every thread of every block of the grid (smem: bytes of dynamic shared memory).
 void run(dim3 grid, dim3 block, size_t smem, const std::function<void()> & body);
+// What a GPU would have run, as launches: kernels, the GEMM stand-ins, device copies and sets.
+extern uint64_t g_launches;
 void sync_block();
 void sync_warp();
 void * dyn_smem();

@@ -397,7 +397,7 @@ void ggml_cuda_op_flash_attn_ext(ggml_cuda_ctx & ctx, ggml_tensor * dst, const g
     FaArgs a = fa_args(dst);
     if (ggml_nelements(dst) == 0) return;
     // Prompts: the output rows also as halves where the output projection multiplies in F16.
-    const ggml_tensor * f16_product = a.Dv % 32 == 0 ? product : nullptr;
+    const ggml_tensor * f16_product = product;  // written element by element: heads of any size
     if (ggml_cuda_fattn_mma_usable(ctx, dst)) {  // on tensor cores
         ggml_cuda_launch_quantizing(ctx, dst, f16_product, [&](auto, const ActArgs & act) { ggml_cuda_fattn_mma(ctx, dst, act); }, kFormF16 | kFormAnyRows);
         return;

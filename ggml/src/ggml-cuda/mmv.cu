@@ -192,6 +192,7 @@ __global__ void __launch_bounds__(WARP * kWarpsPerBlock) k_mmvq(MmvqArgs p) {
 struct MmvqMultiArgs {
     MmvqArgs p[3];
     int64_t first_block[3];
+    int type[3];  // each weight's type (k_mmvq_multi_mixed)
     int n;
 };
 
@@ -200,6 +201,25 @@ __global__ void __launch_bounds__(WARP * kWarpsPerBlock) k_mmvq_multi(MmvqMultiA
     int w = 0;
     while (w + 1 < m.n && (int64_t) blockIdx.x >= m.first_block[w + 1]) w++;
     mmvq_block<T, 1, 1>(m.p[w], (int64_t) blockIdx.x - m.first_block[w]);
+}
+
+// The same for weights of different K-quant types (Q4_K_M's and Q5_K_M's Q6_K values beside
+// Q4_K / Q5_K queries and keys): one 8-bit activation of 256-value blocks serves them all, and a
+// block branches on its weight's type.
+constexpr bool k_quant(int t) {
+    return t == GGML_TYPE_Q2_K || t == GGML_TYPE_Q3_K || t == GGML_TYPE_Q4_K || t == GGML_TYPE_Q5_K || t == GGML_TYPE_Q6_K;
+}
+
+template <int... Ts>
+__device__ __forceinline__ void mmvq_block_of_type(int t, const MmvqArgs & p, int64_t blk) {
+    (void) ((t == Ts ? (mmvq_block<Ts, 1, 1>(p, blk), true) : false) || ...);
+}
+
+__global__ void __launch_bounds__(WARP * kWarpsPerBlock) k_mmvq_multi_mixed(MmvqMultiArgs m) {
+    int w = 0;
+    while (w + 1 < m.n && (int64_t) blockIdx.x >= m.first_block[w + 1]) w++;
+    mmvq_block_of_type<GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K>(
+        m.type[w], m.p[w], (int64_t) blockIdx.x - m.first_block[w]);
 }
 
 }  // namespace
@@ -383,7 +403,8 @@ bool ggml_cuda_mmvq_multi_fusable(const ggml_tensor * first, const ggml_tensor *
     const ggml_tensor * a = first->src[0], * b = first->src[1], * a2 = other->src[0];
     if (first->op != GGML_OP_MUL_MAT || other->op != GGML_OP_MUL_MAT || other->src[1] != b || !a || !b || !a2) return false;
     if (!ggml_cuda_mul_mat_supported(first) || !ggml_cuda_mul_mat_supported(other)) return false;
-    if (!cuda_quant_supported(a->type) || a2->type != a->type || b->nb[0] != sizeof(float)) return false;
+    if (!cuda_quant_supported(a->type) || b->nb[0] != sizeof(float)) return false;
+    if (a2->type != a->type && !(k_quant(a->type) && k_quant(a2->type))) return false;  // one type, or K-quants
     // one column of one plane: generation's products (mul_mat's mmvq path)
     if (b->ne[1] != 1 || b->ne[2] != 1 || b->ne[3] != 1 || a->ne[2] != 1 || a->ne[3] != 1 || a2->ne[2] != 1 || a2->ne[3] != 1) return false;
     return first->ne[1] == 1 && other->ne[1] == 1;
@@ -398,15 +419,22 @@ void ggml_cuda_mmvq_multi(ggml_cuda_ctx & ctx, ggml_tensor * const * nodes, int 
     MmvqMultiArgs m = {};
     m.n = n;
     int64_t blocks = 0;
+    bool mixed = false;
     for (int w = 0; w < n; w++) {
         m.p[w] = mmvq_args(nodes[w]->src[0], b, nodes[w], qs, ds);
+        m.type[w] = (int) nodes[w]->src[0]->type;
+        mixed |= m.type[w] != m.type[0];
         m.first_block[w] = blocks;
         const int64_t rows_per_block = (int64_t) kWarpsPerBlock * (WARP / m.p[w].L);
         blocks += (m.p[w].M + rows_per_block - 1) / rows_per_block;
     }
     if (blocks == 0) return;
-    mmvq_dispatch_type(nodes[0]->src[0]->type, [&](auto t) {
-        GGML_CUDA_LAUNCH(k_mmvq_multi<decltype(t)::value>, (unsigned int) blocks, WARP * kWarpsPerBlock, 0, ctx.stream)(m);
-    });
+    if (mixed) {
+        GGML_CUDA_LAUNCH(k_mmvq_multi_mixed, (unsigned int) blocks, WARP * kWarpsPerBlock, 0, ctx.stream)(m);
+    } else {
+        mmvq_dispatch_type(nodes[0]->src[0]->type, [&](auto t) {
+            GGML_CUDA_LAUNCH(k_mmvq_multi<decltype(t)::value>, (unsigned int) blocks, WARP * kWarpsPerBlock, 0, ctx.stream)(m);
+        });
+    }
     CUDA_CHECK_LAUNCH();
 }

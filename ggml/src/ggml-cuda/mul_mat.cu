@@ -138,13 +138,25 @@ __global__ void k_plane_ptrs(const void ** pa, const void ** pb, void ** pc, Ope
 size_t plane_ptrs_bytes(int64_t ne2, int64_t ne3) { return align256((size_t) (3 * ne2 * ne3) * sizeof(void *)); }
 
 // C[plane(i2, i3)] = op(A[plane(i2 / r2, i3 / r3)]) op(B[plane(i2, i3)]) for every plane of C:
-// strided batched when A's planes are not broadcast; broadcast (grouped-query attention's
-// heads) through one batched call on pointers (ptrs: plane_ptrs_bytes of device memory), not
-// one call per plane.
+// strided batched when A's planes are not broadcast, or broadcast over dim 2 with B's and C's
+// planes packed; other broadcasts through one batched call on pointers (ptrs: plane_ptrs_bytes of
+// device memory), not one call per plane.
 void gemm_planes(ggml_cuda_ctx & ctx, cublasOperation_t opa, cublasOperation_t opb, int64_t m, int64_t n, int64_t k,
                  const Operand & A, const Operand & B, float * C, int64_t ldc, int64_t cs2, int64_t cs3, int64_t ne2, int64_t ne3,
                  int64_t r2, int64_t r3, void * ptrs) {
     const float alpha = 1.0f, beta = 0.0f;
+    // Broadcast over dim 2 (grouped-query attention: the r2 query heads of a kv head) with B's and
+    // C's planes one after another: the r2 planes that share an A plane are one product of r2 n
+    // columns, and the kv heads a strided batch (no pointer arrays).
+    if (r2 > 1 && r3 == 1 && opb == CUBLAS_OP_N && B.s2 == B.ld * n && cs2 == ldc * n && n * r2 <= INT32_MAX) {
+        for (int64_t i3 = 0; i3 < ne3; i3++) {
+            CUBLAS_CHECK(cublasGemmStridedBatchedEx(ctx.cublas, opa, opb, (int) m, (int) (n * r2), (int) k, &alpha, plane(A, 0, i3), A.type,
+                                                    (int) A.ld, A.s2, plane(B, 0, i3), B.type, (int) B.ld, B.s2 * r2, &beta,
+                                                    C + i3 * cs3, CUDA_R_32F, (int) ldc, cs2 * r2, (int) (ne2 / r2), CUBLAS_COMPUTE_32F,
+                                                    CUBLAS_GEMM_DEFAULT));
+        }
+        return;
+    }
     if (r2 == 1 && r3 == 1 && ne2 > 1) {
         for (int64_t i3 = 0; i3 < ne3; i3++) {
             CUBLAS_CHECK(cublasGemmStridedBatchedEx(ctx.cublas, opa, opb, (int) m, (int) n, (int) k, &alpha, plane(A, 0, i3), A.type,

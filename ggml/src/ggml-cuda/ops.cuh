@@ -87,8 +87,8 @@ void ggml_cuda_op_rope_set_rows(ggml_cuda_ctx & ctx, ggml_tensor * rope, ggml_te
 bool ggml_cuda_mmv_supported(const ggml_tensor * a);
 void ggml_cuda_mmv(ggml_cuda_ctx & ctx, const ggml_tensor * a, const ggml_tensor * b, ggml_tensor * dst);
 void ggml_cuda_mmvq(ggml_cuda_ctx & ctx, const ggml_tensor * a, const ggml_tensor * b, ggml_tensor * dst);
-// Products of one b (generation: one column) with weights of one type, consecutive nodes (q, k,
-// v; gate, up): one launch for all (fusable: other can join first's launch).
+// Products of one b (generation: one column) with weights of one type (or of K-quant types),
+// consecutive nodes (q, k, v; gate, up): one launch for all (fusable: other can join first's launch).
 bool ggml_cuda_mmvq_multi_fusable(const ggml_tensor * first, const ggml_tensor * other);
 void ggml_cuda_mmvq_multi(ggml_cuda_ctx & ctx, ggml_tensor * const * nodes, int n);
 bool ggml_cuda_mul_mat_supported(const ggml_tensor * dst);

@@ -635,9 +635,15 @@ __device__ __forceinline__ void quantize_units(const ActArgs & p, const float * 
     }
 }
 
+// (kActF16: element by element, any K)
 template <int F>
 __device__ __forceinline__ void quantize_column(const ActArgs & p, const float * row, int64_t c) {
-    quantize_units<F>(p, row, c, 0, p.K / 32);
+    if constexpr (F == kActF16) {
+        uint16_t * out = (uint16_t *) p.qs + c * p.K;
+        for (int64_t i = threadIdx.x; i < p.K; i += blockDim.x) out[i] = f2h(row[i]);
+    } else {
+        quantize_units<F>(p, row, c, 0, p.K / 32);
+    }
 }
 
 // b's activations in the form `form` in the scratch buffer (8-bit: qs, then ds, the layout
@@ -673,7 +679,7 @@ constexpr unsigned kFormQ32 = 1, kFormQ256 = 2, kFormF16 = 4, kFormsAll = 7, kFo
 // nullptr) takes as its activations b (produced itself, or a view of all of it):
 // launch(std::integral_constant<int, QB>, ActArgs) with QB the form the product reads them in
 // (ggml_cuda_mul_mat_act_form), 0 where the kernel should not write them (b not F32 and
-// contiguous, rows not whole units of 32, a form not in `forms`, the kernel's rows not the
+// contiguous, 8-bit rows not whole blocks, a form not in `forms`, the kernel's rows not the
 // product's columns). The activations are recorded
 // as pending for the product (ctx.act_pending).
 // extra_bytes: scratch the kernel needs besides (ActArgs::extra; the activations come first,
@@ -688,7 +694,10 @@ void ggml_cuda_launch_quantizing(ggml_cuda_ctx & ctx, const ggml_tensor * produc
         qb = ggml_cuda_mul_mat_act_form(product);
         const unsigned bit = qb == 32 ? kFormQ32 : qb == 256 ? kFormQ256 : qb == kActF16 ? kFormF16 : 0;
         const bool rows = (forms & kFormAnyRows) || b->ne[0] == produced->ne[0];
-        if (b->ne[0] % (qb == 256 ? 256 : 32) != 0 || !(forms & bit) || !rows) qb = 0;
+        // F16 rows of any length (row kernels write them element by element; the attention's
+        // kernels, by units of 32, take them only for heads of whole units)
+        const int64_t unit = qb == 256 ? 256 : qb == kActF16 ? 1 : 32;
+        if (b->ne[0] % unit != 0 || !(forms & bit) || !rows) qb = 0;
     }
     if (qb == 0) {
         ActArgs none = {};

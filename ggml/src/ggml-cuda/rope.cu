@@ -15,14 +15,15 @@ double yarn_corr_dim(int n_dims, int n_ctx_orig, double n_rot, double base) {
 }
 
 // Work riding along a rope whose result is stored into the keys' cache (generation's keys):
-// the values' set_rows by the same index (rows of copy_src, F32 contiguous, into a plain float
-// cache), and the queries' rope (same positions and parameters). Items in order: the keys' rope
-// [0, n_rope), the values' elements [.., + n_copy), the queries' rope [.., + n_rope2).
+// the values' set_rows by the same index (copy_src's rows of F32 into a plain float cache: plane
+// i2's row i1 to row idx[i1] of the cache's plane i2; a transposed cache is one value per row, a
+// plane per dimension), and the queries' rope (same positions and parameters). Items in order: the
+// keys' rope [0, n_rope), the values' elements [.., + n_copy), the queries' rope [.., + n_rope2).
 struct RopeRide {
     int64_t n_rope, n_copy, n_rope2;
     tview copy_src;
     char * copy_cache;
-    int64_t copy_nb0, copy_nb1;
+    int64_t copy_nb0, copy_nb1, copy_nb2;
     int copy_type;
     tview dst2, src2;
     int64_t n_rows2;
@@ -41,7 +42,8 @@ __global__ void k_rope(tview dst, tview src, const int32_t * pos, int64_t pos_nb
         unravel(t, ride.copy_src, i0, i1, i2, i3);
         const int64_t r = rope_cache_row(st, i1);
         if (r < 0) return;
-        store_f(ride.copy_cache + r * ride.copy_nb1 + i0 * ride.copy_nb0, ride.copy_type, *(const float *) elem_ptr(ride.copy_src, i0, i1, 0, 0));
+        store_f(ride.copy_cache + r * ride.copy_nb1 + i2 * ride.copy_nb2 + i0 * ride.copy_nb0, ride.copy_type,
+                *(const float *) elem_ptr(ride.copy_src, i0, i1, i2, 0));
         return;
     }
     t -= ride.n_copy;
@@ -117,8 +119,8 @@ bool ggml_cuda_rope_set_rows_fusable(const ggml_tensor * rope, const ggml_tensor
            idx->ne[0] == rows->ne[1] && idx->ne[1] == 1 && idx->ne[2] == 1;
 }
 
-// A set_rows of F32 rows [ne0, n] by the same index into a plain float cache (the values after
-// the keys): it joins the rope's launch.
+// A set_rows of F32 rows [ne0, n, ne2] by the same index into a plain float cache (the values
+// after the keys; ne2 > 1: a transposed cache, [1, n_tokens, n_embd_v]): it joins the rope's launch.
 // The bytes of x and y overlap.
 static bool overlaps(const ggml_tensor * x, const ggml_tensor * y) {
     const char * xl = (const char *) x->data, * yl = (const char *) y->data;
@@ -128,21 +130,31 @@ static bool overlaps(const ggml_tensor * x, const ggml_tensor * y) {
 bool ggml_cuda_set_rows_joins_rope(const ggml_tensor * rope, const ggml_tensor * set_rows_k, const ggml_tensor * set_rows_v) {
     const ggml_tensor * rows = set_rows_v->src[0];
     if (set_rows_v->op != GGML_OP_SET_ROWS || set_rows_v->src[1] != set_rows_k->src[1] || !rows || rows->type != GGML_TYPE_F32) return false;
-    if (rows->nb[0] != sizeof(float) || rows->ne[1] != set_rows_k->src[0]->ne[1] || rows->ne[2] != 1 || rows->ne[3] != 1 || ggml_is_empty(rows)) return false;
-    if (!is_float_type(set_rows_v->type) || set_rows_v->ne[0] != rows->ne[0] || set_rows_v->ne[1] != set_rows_k->ne[1]) return false;
+    if (rows->nb[0] != sizeof(float) || rows->ne[1] != set_rows_k->src[0]->ne[1] || rows->ne[3] != 1 || ggml_is_empty(rows)) return false;
+    if (!is_float_type(set_rows_v->type) || set_rows_v->ne[0] != rows->ne[0] || set_rows_v->ne[1] != set_rows_k->ne[1] ||
+        set_rows_v->ne[2] != rows->ne[2] || set_rows_v->ne[3] != 1) return false;
     // run side by side: nothing one of them writes may be read or written by the other
     return !overlaps(rows, set_rows_k) && !overlaps(rows, rope) && !overlaps(set_rows_v, set_rows_k) && !overlaps(set_rows_v, rope) &&
            !overlaps(set_rows_v, rope->src[0]);
 }
 
+// The bytes of y lie within x's.
+static bool contains(const ggml_tensor * x, const ggml_tensor * y) {
+    const char * xl = (const char *) x->data, * yl = (const char *) y->data;
+    return xl <= yl && yl + ggml_cuda_span(y) <= xl + ggml_cuda_span(x);
+}
+
 // Another rope (the queries') with the same positions, factors and parameters, touching nothing
-// the fused nodes write: it joins the launch.
+// the fused nodes write: it joins the launch. Its result may take the keys' rope's memory (the
+// graph allocator reuses it once the keys are stored): covering all of it, the launch then leaves
+// the keys' rope result unwritten, as the queries' rope would overwrite it.
 bool ggml_cuda_rope_joins_rope(const ggml_tensor * rope, const ggml_tensor * set_rows_k, const ggml_tensor * set_rows_v,
                                const ggml_tensor * rope2) {
     if (rope2->op != GGML_OP_ROPE || rope2 == rope || rope2->src[1] != rope->src[1] || rope2->src[2] != rope->src[2]) return false;
     if (memcmp(rope2->op_params, rope->op_params, sizeof(rope->op_params)) != 0 || !ggml_cuda_rope_supported(rope2)) return false;
+    if (overlaps(rope2, rope) && !(ggml_is_contiguous(rope2) && contains(rope2, rope))) return false;
     for (const ggml_tensor * w : { rope, set_rows_k, set_rows_v }) {  // what the fused kernel writes
-        if (w && (overlaps(rope2, w) || overlaps(rope2->src[0], w))) return false;
+        if (w && ((w != rope && overlaps(rope2, w)) || overlaps(rope2->src[0], w))) return false;
     }
     return !overlaps(rope2, rope->src[0]) && !(set_rows_v && overlaps(rope2, set_rows_v->src[0]));
 }
@@ -150,7 +162,7 @@ bool ggml_cuda_rope_joins_rope(const ggml_tensor * rope, const ggml_tensor * set
 void ggml_cuda_op_rope_set_rows(ggml_cuda_ctx & ctx, ggml_tensor * rope_node, ggml_tensor * set_rows, ggml_tensor * set_rows_v,
                                 ggml_tensor * rope2) {
     const ggml_tensor * idx = set_rows->src[1];
-    RopeCacheStore st;
+    RopeCacheStore st = {};
     st.cache = (char *) set_rows->data;
     st.cache_nb0 = (int64_t) set_rows->nb[0];
     st.cache_nb1 = (int64_t) set_rows->nb[1];
@@ -162,13 +174,15 @@ void ggml_cuda_op_rope_set_rows(ggml_cuda_ctx & ctx, ggml_tensor * rope_node, gg
     RopeRide ride = {};
     if (set_rows_v) {
         const ggml_tensor * rows = set_rows_v->src[0];
-        ride.n_copy = rows->ne[0] * rows->ne[1];
+        ride.n_copy = ggml_nelements(rows);
         ride.copy_src = make_view(rows);
         ride.copy_cache = (char *) set_rows_v->data;
         ride.copy_nb0 = (int64_t) set_rows_v->nb[0];
         ride.copy_nb1 = (int64_t) set_rows_v->nb[1];
+        ride.copy_nb2 = (int64_t) set_rows_v->nb[2];
         ride.copy_type = (int) set_rows_v->type;
     }
+    st.skip_dst = rope2 && overlaps(rope2, rope_node);  // then rope2 covers it (ggml_cuda_rope_joins_rope)
     if (rope2) {
         ride.n_rope2 = rope_items(rope2);
         ride.dst2 = make_view(rope2);

@@ -23,6 +23,7 @@ struct RopeCacheStore {
     const char * idx;
     int64_t idx_nb0;
     int idx64;
+    int skip_dst;  // the rope's own result is not stored: the queries' rope, fused after it, writes over all of it
 };
 
 // The cache row of token i2 (idx[i2]); -1 out of range, where set_rows drops the row.
@@ -54,7 +55,7 @@ GGML_CUDA_HD void rope_element(const tview & dst, const tview & src, const int32
     if (k >= n_pairs) {
         const int64_t j = a.n_dims + (k - n_pairs);
         const float v = load_f(x + j * src.nb[0], src.type);
-        if (x != y || src.nb[0] != dst.nb[0]) store_f(y + j * dst.nb[0], dst.type, v);
+        if ((x != y || src.nb[0] != dst.nb[0]) && !st.skip_dst) store_f(y + j * dst.nb[0], dst.type, v);
         if (st.cache) rope_store_cache(st, dst.ne[0], j, i1, i2, v);
         return;
     }
@@ -73,8 +74,10 @@ GGML_CUDA_HD void rope_element(const tview & dst, const tview & src, const int32
     const int64_t j0 = a.neox ? i : 2 * i, j1 = a.neox ? i + n_pairs : 2 * i + 1;
     const float x0 = load_f(x + j0 * src.nb[0], src.type), x1 = load_f(x + j1 * src.nb[0], src.type);
     const float y0 = x0 * c - x1 * s, y1 = x0 * s + x1 * c;
-    store_f(y + j0 * dst.nb[0], dst.type, y0);
-    store_f(y + j1 * dst.nb[0], dst.type, y1);
+    if (!st.skip_dst) {
+        store_f(y + j0 * dst.nb[0], dst.type, y0);
+        store_f(y + j1 * dst.nb[0], dst.type, y1);
+    }
     if (st.cache) {  // the F32 values just stored, converted as set_rows converts them
         rope_store_cache(st, dst.ne[0], j0, i1, i2, y0);
         rope_store_cache(st, dst.ne[0], j1, i1, i2, y1);
