@@ -746,6 +746,20 @@ std::vector<Case> make_cases() {
             }, mm_tol(c.t, 1));
     }
 
+    // prompts' products of one activation with weights of one type: a GPU may dequantize the
+    // weights in one launch
+    struct OneBPrompt { ggml_type t; int64_t K; std::vector<int64_t> rows; };
+    for (const OneBPrompt & c : { OneBPrompt{ GGML_TYPE_Q8_0, 96, { 40, 24, 24 } }, OneBPrompt{ GGML_TYPE_Q4_K, 256, { 16, 33 } } }) {
+        add(std::string("mul_mat one b prompt ") + std::to_string(c.rows.size()) + " weights " + ggml_type_name(c.t), [=](Maker & m) {
+            ggml_tensor * x = m.in(GGML_TYPE_F32, {c.K, 20});
+            std::vector<ggml_tensor *> p;
+            for (int64_t r : c.rows) p.push_back(ggml_mul_mat(m.ctx, m.in(c.t, {c.K, r}), x));
+            ggml_tensor * tail = p.back();
+            for (size_t i = p.size() - 1; i-- > 1;) tail = ggml_concat(m.ctx, p[i], tail, 0);
+            return same(ggml_concat(m.ctx, p[0], tail, 0));
+        }, mm_tol(c.t, 20));
+    }
+
     // the same with K-quants of different types (Q4_K_M: Q6_K values beside Q4_K queries and keys)
     add("mul_mat one b 3 weights q4_K q6_K q5_K", [=](Maker & m) {
         ggml_tensor * x = m.in(GGML_TYPE_F32, {512, 1});

@@ -48,30 +48,51 @@ void to_contig(ggml_cuda_ctx & ctx, OUT * out, const ggml_tensor * t) {
     CUDA_CHECK_LAUNCH();
 }
 
-// A block-typed a as contiguous F16 rows for the tensor cores: a thread per 32 values (one
-// unit: a block, or a K-quant sub-block), decoded by quant.cuh's dequant_unit and written as
-// four 16-byte stores; rows counted over dims 1..3 of a (any row and plane strides).
+// Block-typed weights (up to 3 of one type: the products of one activation) as contiguous F16
+// rows for the tensor cores, in one launch: a thread per 32 values (one unit: a block, or a
+// K-quant sub-block), decoded by quant.cuh's dequant_unit and written as four 16-byte stores;
+// rows counted over dims 1..3 of each weight (any row and plane strides).
+struct DequantArgs {
+    tview a[3];
+    uint4 * out[3];
+    int64_t units_per_row[3], first[3];  // first: the weight's first unit in the launch
+    int64_t n_units;                     // all weights'
+    int n;
+};
+
 template <int T>
-__global__ void k_dequant_f16(uint4 * out, tview a, int64_t units_per_row, int64_t n_units) {
-    const int64_t g = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
-    if (g >= n_units) return;
-    const int64_t r = g / units_per_row, u = g % units_per_row;
+__global__ void k_dequant_f16(DequantArgs d) {
+    const int64_t t = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= d.n_units) return;
+    int w = 0;
+    while (w + 1 < d.n && t >= d.first[w + 1]) w++;
+    const int64_t g = t - d.first[w], r = g / d.units_per_row[w], u = g % d.units_per_row[w];
     int64_t i1, i2, i3;
-    row_coords(r, a, i1, i2, i3);
+    row_coords(r, d.a[w], i1, i2, i3);
     float v[32];
-    dequant_unit<T>(row_ptr(a, i1, i2, i3), u, v);
+    dequant_unit<T>(row_ptr(d.a[w], i1, i2, i3), u, v);
     uint32_t h[16];
 #pragma unroll
     for (int k = 0; k < 16; k++) h[k] = (uint32_t) f2h(v[2 * k]) | ((uint32_t) f2h(v[2 * k + 1]) << 16);
 #pragma unroll
-    for (int k = 0; k < 4; k++) out[4 * g + k] = make_uint4(h[4 * k], h[4 * k + 1], h[4 * k + 2], h[4 * k + 3]);
+    for (int k = 0; k < 4; k++) d.out[w][4 * g + k] = make_uint4(h[4 * k], h[4 * k + 1], h[4 * k + 2], h[4 * k + 3]);
 }
 
-void dequant_f16(ggml_cuda_ctx & ctx, void * out, const ggml_tensor * a) {
-    const int64_t upr = a->ne[0] / 32, n = upr * a->ne[1] * a->ne[2] * a->ne[3];
-    if (n == 0) return;
-    switch (a->type) {
-#define DQ_CASE(T) case T: GGML_CUDA_LAUNCH(k_dequant_f16<T>, n_blocks(n), 256, 0, ctx.stream)((uint4 *) out, make_view(a), upr, n); break;
+// a[0..n) (one type) into out[0..n).
+void dequant_f16(ggml_cuda_ctx & ctx, void * const * out, const ggml_tensor * const * a, int n) {
+    DequantArgs d = {};
+    d.n = n;
+    for (int w = 0; w < n; w++) {
+        d.a[w] = make_view(a[w]);
+        d.out[w] = (uint4 *) out[w];
+        d.units_per_row[w] = a[w]->ne[0] / 32;
+        d.first[w] = d.n_units;
+        d.n_units += d.units_per_row[w] * a[w]->ne[1] * a[w]->ne[2] * a[w]->ne[3];
+    }
+    if (d.n_units == 0) return;
+    const int64_t n_units = d.n_units;
+    switch (a[0]->type) {
+#define DQ_CASE(T) case T: GGML_CUDA_LAUNCH(k_dequant_f16<T>, n_blocks(n_units), 256, 0, ctx.stream)(d); break;
         DQ_CASE(GGML_TYPE_Q4_0)
         DQ_CASE(GGML_TYPE_Q4_1)
         DQ_CASE(GGML_TYPE_Q5_0)
@@ -84,7 +105,9 @@ void dequant_f16(ggml_cuda_ctx & ctx, void * out, const ggml_tensor * a) {
         DQ_CASE(GGML_TYPE_Q5_K)
         DQ_CASE(GGML_TYPE_Q6_K)
 #undef DQ_CASE
-        default: to_contig(ctx, (__half *) out, a); return;  // value by value
+        default:  // value by value
+            for (int w = 0; w < n; w++) to_contig(ctx, (__half *) out[w], a[w]);
+            return;
     }
     CUDA_CHECK_LAUNCH();
 }
@@ -227,39 +250,34 @@ int ggml_cuda_mul_mat_act_form(const ggml_tensor * dst) {
     return gemm_type(dst->src[0]) == GGML_TYPE_F16 ? kActF16 : 0;
 }
 
-void ggml_cuda_op_mul_mat(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
-    const ggml_tensor * a = dst->src[0], * b = dst->src[1];
-    const int64_t M = a->ne[1], K = a->ne[0], N = b->ne[1];
-    if (M == 0 || N == 0 || ggml_nelements(dst) == 0) return;
-    if (uses_mmv(dst)) {
-        ggml_cuda_mmv(ctx, a, b, dst);
-        return;
-    }
-    // quantized weights, few columns: b quantized as the CPU quantizes it, integer products (mmv.cu)
-    if (ggml_cuda_mul_mat_uses_mmvq(dst)) {
-        ggml_cuda_mmvq(ctx, a, b, dst);
-        return;
-    }
-    const int64_t ne2 = b->ne[2], ne3 = b->ne[3], r2 = ne2 / a->ne[2], r3 = ne3 / a->ne[3];
-    float * C = (float *) dst->data;
-    const int64_t ldc = dst->nb[1] / 4, cs2 = dst->nb[2] / 4, cs3 = dst->nb[3] / 4;
+namespace {
 
-    // What needs converting, into one scratch allocation: b (to a's type, or to contiguous F32
-    // rows) first, where the next product of the same b finds its F16 copy (ctx.act, as the
-    // integer products' 8-bit activations; or the kernel that produced b wrote it there), then a
-    // (block types).
+// nodes[0..n) through cuBLAS, products of one b (n > 1: 2-D block-typed weights of one type,
+// ggml_cuda_gemm_multi_fusable). What needs converting goes into one scratch allocation: b (to
+// a's type, or to contiguous F32 rows) first, where the next product of the same b finds its F16
+// copy (ctx.act, as the integer products' 8-bit activations; or the kernel that produced b wrote
+// it there), then the weights (block types: all in one launch), then the planes' pointers.
+void gemm_products(ggml_cuda_ctx & ctx, ggml_tensor * const * nodes, int n) {
+    const ggml_tensor * a = nodes[0]->src[0], * b = nodes[0]->src[1];
+    const int64_t K = a->ne[0], N = b->ne[1];
+    const int64_t ne2 = b->ne[2], ne3 = b->ne[3], r2 = ne2 / a->ne[2], r3 = ne3 / a->ne[3];
+
     const bool a_quant = ggml_is_quantized(a->type);
     const ggml_type gt = gemm_type(a);
     const bool b_f16 = gt == GGML_TYPE_F16;
     const bool b_convert = gt != GGML_TYPE_F32 || b->nb[0] != sizeof(float) || b->nb[1] % sizeof(float) != 0;
-    const size_t a_bytes = a_quant ? align256((size_t) ggml_nelements(a) * 2) : 0;
+    size_t a_bytes[3] = {}, a_total = 0;
+    for (int w = 0; w < n; w++) {
+        a_bytes[w] = a_quant ? align256((size_t) ggml_nelements(nodes[w]->src[0]) * 2) : 0;
+        a_total += a_bytes[w];
+    }
     const size_t b_bytes = b_convert ? align256((size_t) ggml_nelements(b) * (gt == GGML_TYPE_F32 ? 4 : 2)) : 0;
     const size_t p_bytes = r2 * r3 > 1 ? plane_ptrs_bytes(ne2, ne3) : 0;
     const bool b_ready = b_f16 && ggml_cuda_act_ready(ctx, b, kActF16);
     const uint64_t gen = ctx.scratch_gen;
-    char * scratch = a_bytes + b_bytes + p_bytes > 0 ? (char *) ctx.scratch(a_bytes + b_bytes + p_bytes) : nullptr;
+    char * scratch = a_total + b_bytes + p_bytes > 0 ? (char *) ctx.scratch(a_total + b_bytes + p_bytes) : nullptr;
 
-    Operand A, B;
+    Operand B;
     if (b_convert) {
         void * bp = scratch;
         if (b_ready && gen == ctx.scratch_gen) {  // the buffer did not move (grow) meanwhile
@@ -277,14 +295,51 @@ void ggml_cuda_op_mul_mat(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
     } else {
         B = operand(b->data, GGML_TYPE_F32, b->nb);
     }
-    if (a_quant) {
-        dequant_f16(ctx, scratch + b_bytes, a);
-        A = operand_contig(scratch + b_bytes, GGML_TYPE_F16, K, M, a->ne[2]);
-    } else {
-        A = operand(a->data, a->type, a->nb);
+    void * a_f16[3] = {};
+    const ggml_tensor * as[3] = {};
+    for (size_t w = 0, at = 0; w < (size_t) n; at += a_bytes[w], w++) {
+        a_f16[w] = scratch + b_bytes + at;
+        as[w] = nodes[w]->src[0];
     }
-    gemm_planes(ctx, CUBLAS_OP_T, CUBLAS_OP_N, M, N, K, A, B, C, ldc, cs2, cs3, ne2, ne3, r2, r3,
-                p_bytes ? scratch + a_bytes + b_bytes : nullptr);
+    if (a_quant) dequant_f16(ctx, a_f16, as, n);
+    for (int w = 0; w < n; w++) {
+        const ggml_tensor * aw = nodes[w]->src[0], * dst = nodes[w];
+        const Operand A = a_quant ? operand_contig(a_f16[w], GGML_TYPE_F16, K, aw->ne[1], aw->ne[2]) : operand(aw->data, aw->type, aw->nb);
+        gemm_planes(ctx, CUBLAS_OP_T, CUBLAS_OP_N, aw->ne[1], N, K, A, B, (float *) dst->data, dst->nb[1] / 4, dst->nb[2] / 4,
+                    dst->nb[3] / 4, ne2, ne3, r2, r3, p_bytes ? scratch + b_bytes + a_total : nullptr);
+    }
+}
+
+}  // namespace
+
+void ggml_cuda_op_mul_mat(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
+    const ggml_tensor * a = dst->src[0], * b = dst->src[1];
+    if (a->ne[1] == 0 || b->ne[1] == 0 || ggml_nelements(dst) == 0) return;
+    if (uses_mmv(dst)) {
+        ggml_cuda_mmv(ctx, a, b, dst);
+        return;
+    }
+    // quantized weights, few columns: b quantized as the CPU quantizes it, integer products (mmv.cu)
+    if (ggml_cuda_mul_mat_uses_mmvq(dst)) {
+        ggml_cuda_mmvq(ctx, a, b, dst);
+        return;
+    }
+    gemm_products(ctx, &dst, 1);
+}
+
+bool ggml_cuda_gemm_multi_fusable(const ggml_tensor * first, const ggml_tensor * other) {
+    const ggml_tensor * a = first->src[0], * b = first->src[1], * a2 = other->src[0];
+    if (other->op != GGML_OP_MUL_MAT || other->src[1] != b || !a2 || a2->type != a->type || !ggml_is_quantized(a->type)) return false;
+    if (ggml_cuda_mul_mat_act_form(first) != kActF16 || ggml_cuda_mul_mat_act_form(other) != kActF16) return false;  // cuBLAS, F16
+    for (const ggml_tensor * t : { a, a2, b }) {
+        if (t->ne[2] != 1 || t->ne[3] != 1) return false;  // one plane each
+    }
+    return !ggml_is_empty(first) && !ggml_is_empty(other) && a2->ne[0] == a->ne[0];
+}
+
+void ggml_cuda_gemm_multi(ggml_cuda_ctx & ctx, ggml_tensor * const * nodes, int n) {
+    GGML_ASSERT(n >= 1 && n <= 3);
+    gemm_products(ctx, nodes, n);
 }
 
 bool ggml_cuda_out_prod_supported(const ggml_tensor * dst) {

@@ -206,11 +206,17 @@ const ggml_tensor * act_reader(const ggml_cgraph * g, int i) {
 
 int compute_fused(ggml_cuda_ctx & ctx, ggml_cgraph * g, int i) {
     ggml_tensor * node = g->nodes[i];
-    if (!ctx.no_fusion && node->op == GGML_OP_MUL_MAT) {  // q, k, v (gate, up) of one activation in generation
+    if (!ctx.no_fusion && node->op == GGML_OP_MUL_MAT) {  // q, k, v (gate, up) of one activation
         int n = 1;
         while (n < 3 && i + n < g->n_nodes && ggml_cuda_mmvq_multi_fusable(node, g->nodes[i + n])) n++;
         if (n > 1) {
             ggml_cuda_mmvq_multi(ctx, g->nodes + i, n);
+            return n;
+        }
+        // prompts: their weights dequantized in one launch
+        while (n < 3 && i + n < g->n_nodes && ggml_cuda_gemm_multi_fusable(node, g->nodes[i + n])) n++;
+        if (n > 1) {
+            ggml_cuda_gemm_multi(ctx, g->nodes + i, n);
             return n;
         }
     }

@@ -91,6 +91,10 @@ void ggml_cuda_mmvq(ggml_cuda_ctx & ctx, const ggml_tensor * a, const ggml_tenso
 // consecutive nodes (q, k, v; gate, up): one launch for all (fusable: other can join first's launch).
 bool ggml_cuda_mmvq_multi_fusable(const ggml_tensor * first, const ggml_tensor * other);
 void ggml_cuda_mmvq_multi(ggml_cuda_ctx & ctx, ggml_tensor * const * nodes, int n);
+// Prompts' products of one b with block-typed weights of one type (q, k, v; gate, up), consecutive
+// nodes: b rounded to F16 once, the weights dequantized in one launch, then a GEMM each.
+bool ggml_cuda_gemm_multi_fusable(const ggml_tensor * first, const ggml_tensor * other);
+void ggml_cuda_gemm_multi(ggml_cuda_ctx & ctx, ggml_tensor * const * nodes, int n);
 bool ggml_cuda_mul_mat_supported(const ggml_tensor * dst);
 // mul_mat takes ggml_cuda_mmvq: quantized weights, few columns (b's 8-bit activations in ctx.act
 // are read, or written first)
