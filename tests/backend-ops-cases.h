@@ -730,34 +730,23 @@ std::vector<Case> make_cases() {
     }
 
     // generation's products of one activation with weights of one type, one after another in the
-    // graph (q, k, v; gate, up): a GPU may run them as one launch; short rows, odd row counts
-    struct OneB { ggml_type t; int64_t K; std::vector<int64_t> rows; };
+    // graph (q, k, v; gate, up): a GPU may run them as one launch; short rows, odd row counts.
+    // Prompts (n 20): it may dequantize the weights in one launch.
+    struct OneB { ggml_type t; int64_t K; std::vector<int64_t> rows; int64_t n = 1; };
     for (const OneB & c : { OneB{ GGML_TYPE_Q4_K, 256, { 40, 24, 72 } }, OneB{ GGML_TYPE_Q4_0, 64, { 30, 9 } },
-                            OneB{ GGML_TYPE_Q6_K, 512, { 17, 33, 5 } }, OneB{ GGML_TYPE_Q8_0, 96, { 11, 64 } } }) {
-        add(std::string("mul_mat one b ") + std::to_string(c.rows.size()) + " weights " + ggml_type_name(c.t) + " K " + std::to_string(c.K),
+                            OneB{ GGML_TYPE_Q6_K, 512, { 17, 33, 5 } }, OneB{ GGML_TYPE_Q8_0, 96, { 11, 64 } },
+                            OneB{ GGML_TYPE_Q8_0, 96, { 40, 24, 24 }, 20 }, OneB{ GGML_TYPE_Q4_K, 256, { 16, 33 }, 20 } }) {
+        add(std::string("mul_mat one b ") + std::to_string(c.rows.size()) + " weights " + ggml_type_name(c.t) + " K " + std::to_string(c.K) +
+                (c.n > 1 ? " n " + std::to_string(c.n) : ""),
             [=](Maker & m) {
-                ggml_tensor * x = m.in(GGML_TYPE_F32, {c.K, 1});
+                ggml_tensor * x = m.in(GGML_TYPE_F32, {c.K, c.n});
                 std::vector<ggml_tensor *> p;
                 for (int64_t r : c.rows) p.push_back(ggml_mul_mat(m.ctx, m.in(c.t, {c.K, r}), x));
                 // concat(p0, concat(p1, p2)): the products are consecutive nodes
                 ggml_tensor * tail = p.back();
                 for (size_t i = p.size() - 1; i-- > 1;) tail = ggml_concat(m.ctx, p[i], tail, 0);
                 return same(ggml_concat(m.ctx, p[0], tail, 0));
-            }, mm_tol(c.t, 1));
-    }
-
-    // prompts' products of one activation with weights of one type: a GPU may dequantize the
-    // weights in one launch
-    struct OneBPrompt { ggml_type t; int64_t K; std::vector<int64_t> rows; };
-    for (const OneBPrompt & c : { OneBPrompt{ GGML_TYPE_Q8_0, 96, { 40, 24, 24 } }, OneBPrompt{ GGML_TYPE_Q4_K, 256, { 16, 33 } } }) {
-        add(std::string("mul_mat one b prompt ") + std::to_string(c.rows.size()) + " weights " + ggml_type_name(c.t), [=](Maker & m) {
-            ggml_tensor * x = m.in(GGML_TYPE_F32, {c.K, 20});
-            std::vector<ggml_tensor *> p;
-            for (int64_t r : c.rows) p.push_back(ggml_mul_mat(m.ctx, m.in(c.t, {c.K, r}), x));
-            ggml_tensor * tail = p.back();
-            for (size_t i = p.size() - 1; i-- > 1;) tail = ggml_concat(m.ctx, p[i], tail, 0);
-            return same(ggml_concat(m.ctx, p[0], tail, 0));
-        }, mm_tol(c.t, 20));
+            }, mm_tol(c.t, c.n));
     }
 
     // the same with K-quants of different types (Q4_K_M: Q6_K values beside Q4_K queries and keys)
