@@ -15,7 +15,8 @@
 // and v after q; up after gate) finds it (ctx.act), or where the kernel that produced b wrote it
 // in the same launch (norms, silu times up, attention, the heads' copy: ggml_cuda_launch_quantizing).
 // Planes of a broadcast over b's (grouped-query attention without flash attention: the heads
-// of a kv head) go to cuBLAS as one batched call on pointers.
+// of a kv head) go to cuBLAS as one strided batch where b's and the result's planes are packed
+// (the heads of a kv head one matrix), else as one batched call on pointers.
 // out_prod(a, b): dst[k, n] = sum_m a[k, m] b[n, m], i.e. dst = A B^T with A as above, in F32
 // (a of another type dequantized to F32 first).
 #include "ops.cuh"
