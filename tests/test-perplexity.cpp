@@ -170,6 +170,13 @@ TEST(Perplexity, MatchesTheCApi) {
     ASSERT_EQ(r1.status, 0) << r1.err;
     EXPECT_NEAR(final_ppl(r1.out), want1, 1e-4 * want1) << r1.out;
     EXPECT_EQ(r1.out.rfind("[1]", 0), 0u) << r1.out;
+    // llama.cpp's GPU flags: every layer and the cache on a GPU where the build has one (noted
+    // and ignored where it has none), the same number.
+    const result g = perplexity("-m " + model_path() + " -f " + path + " -c 64 --chunks 1 -t 2 -ngl 99 -sm layer -mg 0 -nkvo");
+    ASSERT_EQ(g.status, 0) << g.err;
+    EXPECT_TRUE(g.err.find("no GPU support: -ngl, -sm, -mg, -nkvo ignored") != std::string::npos ||
+                g.err.find("layers to") != std::string::npos) << g.err;
+    EXPECT_NEAR(final_ppl(g.out), want1, 1e-4 * want1) << g.out;
     // Two chunks, the second one starting with BOS in place of its first token; in batches of
     // 16 tokens (other products, so a looser bound).
     const double want2 = reference_ppl(text, 64, 2);
@@ -251,6 +258,9 @@ TEST(Perplexity, BadInputFailsWithAMessage) {
     expect_fail(perplexity(m + " -f " + story + " -c 2"), "-c");
     expect_fail(perplexity(m + " -f " + story + " -c abc"), "-c");
     expect_fail(perplexity(m + " -f " + story + " -b"), "missing value for -b");
+    expect_fail(perplexity(m + " -f " + story + " -ngl many"), "invalid value for -ngl: 'many'");
+    expect_fail(perplexity(m + " -f " + story + " -sm rows"), "invalid value for -sm: 'rows' (none, layer or row)");
+    expect_fail(perplexity(m + " -f " + story + " -mg"), "missing value for -mg");
     expect_fail(perplexity(" -m " + dir.path + "/missing.gguf -f " + story), "cannot load model");
     // Too short for two chunks: no base file is left behind either.
     const std::string never = dir.path + "/never.kld";

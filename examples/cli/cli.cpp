@@ -6,6 +6,7 @@
 // context fills up, the oldest half of the tokens after the first --keep (and BOS) is dropped and
 // generation goes on; a prompt longer than the context is evaluated through the same shift.
 #include "llama.h"
+#include "../gpu-options.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -80,11 +81,7 @@ struct cli_params {
     bool use_mmap = true;
     bool use_repack = true;
     std::vector<std::pair<std::string, float>> loras;  // LoRA adapter path, scale
-    int32_t n_gpu_layers = 0;            // -ngl (llama.cpp's default: none)
-    llama_split_mode split_mode = LLAMA_SPLIT_MODE_LAYER;
-    int32_t main_gpu = 0;
-    bool kv_offload = true;
-    std::vector<std::string> gpu_flags;  // GPU options given (without effect in a build without GPUs)
+    gpu_options gpu;  // -ngl, -sm, -mg, -nkvo
 };
 
 // Logs: 0 errors only (--log-disable), 1 errors, warnings and information (default), 2 also the
@@ -209,13 +206,9 @@ void usage(FILE * out) {
             "                            scale 1; repeatable\n"
             "      --lora-scaled FILE SCALE\n"
             "                            apply a LoRA adapter at the given scale; repeatable\n"
-            "  -ngl, --n-gpu-layers N    layers on the GPU, the last ones (default: 0; all: every one)\n"
-            "  -sm, --split-mode none|layer|row\n"
-            "                            how layers spread over several GPUs (default: layer)\n"
-            "  -mg, --main-gpu N         the GPU of split mode none (default: 0)\n"
-            "  -nkvo, --no-kv-offload    keep the KV cache in host memory\n"
-            "                            (without a GPU in the build these are noted and ignored)\n"
-            "  -h, --help                this help\n");
+            "%s"
+            "  -h, --help                this help\n",
+            gpu_options::help());
 }
 
 void print_version() {
@@ -418,21 +411,8 @@ cli_params parse_args(int argc, char ** argv) {
             g_verbosity = 0;
         } else if (a == "-v" || a == "--verbose" || a == "--log-verbose") {
             g_verbosity = 2;
-        } else if (a == "-ngl" || a == "--n-gpu-layers" || a == "--gpu-layers") {
-            const std::string v = value();
-            p.n_gpu_layers = v == "auto" || v == "all" ? 999 : (int32_t) parse_int(a, v.c_str(), -1, INT32_MAX);
-            p.gpu_flags.push_back(a);
-        } else if (a == "-sm" || a == "--split-mode") {
-            const std::string v = value();
-            if (v != "none" && v != "layer" && v != "row") fail_arg("invalid value for " + a + ": '" + v + "' (none, layer or row)");
-            p.split_mode = v == "none" ? LLAMA_SPLIT_MODE_NONE : v == "row" ? LLAMA_SPLIT_MODE_ROW : LLAMA_SPLIT_MODE_LAYER;
-            p.gpu_flags.push_back(a);
-        } else if (a == "-mg" || a == "--main-gpu") {
-            p.main_gpu = (int32_t) parse_int(a, value(), 0, INT32_MAX);
-            p.gpu_flags.push_back(a);
-        } else if (a == "-nkvo" || a == "--no-kv-offload") {
-            p.kv_offload = false;
-            p.gpu_flags.push_back(a);
+        } else if (std::string err; p.gpu.parse(argc, argv, i, &err) != 0) {
+            if (!err.empty()) fail_arg(err);
         } else {
             fail_arg("unknown option '" + a + "'");
         }
@@ -604,19 +584,13 @@ int main(int argc, char ** argv) {
     llama_log_set(log_callback, nullptr);
     std::signal(SIGINT, on_sigint);
 
-    if (!params.gpu_flags.empty() && !llama_supports_gpu_offload()) {
-        std::string flags;
-        for (const auto & f : params.gpu_flags) flags += (flags.empty() ? "" : ", ") + f;
-        cli_log(LOG_WARN, "llama-cli: this build has no GPU support: %s ignored, everything runs on the CPU\n", flags.c_str());
-    }
+    if (const std::string w = params.gpu.ignored_warning("llama-cli"); !w.empty()) cli_log(LOG_WARN, "%s", w.c_str());
 
     llama_backend_init();
     llama_model_params mp = llama_model_default_params();
     mp.use_mmap = params.use_mmap;
     mp.use_repack = params.use_repack;
-    mp.n_gpu_layers = params.n_gpu_layers;
-    mp.split_mode = params.split_mode;
-    mp.main_gpu = params.main_gpu;
+    params.gpu.apply(mp);
     llama_model * model = llama_model_load_from_file(params.model.c_str(), mp);
     if (!model) {
         fprintf(stderr, "llama-cli: cannot load model '%s'\n", params.model.c_str());
@@ -646,7 +620,7 @@ int main(int argc, char ** argv) {
     }
 
     llama_context_params cparams = llama_context_default_params();
-    cparams.offload_kqv = params.kv_offload;
+    params.gpu.apply(cparams);
     const int32_t n_ctx_train = llama_model_n_ctx_train(model);
     cparams.n_ctx = (uint32_t) (params.n_ctx > 0 ? params.n_ctx : std::min(n_ctx_train > 0 ? n_ctx_train : 4096, 4096));
     cparams.n_batch = (uint32_t) std::min<int32_t>(params.n_batch, (int32_t) cparams.n_ctx);

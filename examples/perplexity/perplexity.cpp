@@ -2,7 +2,7 @@
 // llama-perplexity computes it, and the KL divergence of a model from a reference model.
 //
 //   llama-perplexity -m MODEL -f TEXT [-c N] [-b N] [-t N] [--chunks N] [-fa] [-ctk T] [-ctv T]
-//                    [--kl-divergence-base FILE]
+//                    [-ngl N] [-sm MODE] [-mg N] [-nkvo] [--kl-divergence-base FILE]
 //   llama-perplexity -m MODEL --kl-divergence-base FILE --kl-divergence [...]
 //
 // Perplexity: the whole text is tokenized (BOS first when the model adds it) and cut into
@@ -41,6 +41,7 @@
 // log-probabilities) the logits are kept exactly: a model compared with its own base file gives
 // a KL divergence of exactly 0.
 #include "llama.h"
+#include "../gpu-options.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -79,6 +80,7 @@ struct ppl_params {
     bool flash_attn = false;
     bool use_mmap = true;
     bool use_repack = true;
+    gpu_options gpu;          // -ngl, -sm, -mg, -nkvo
 };
 
 volatile sig_atomic_t g_interrupted = 0;
@@ -115,8 +117,9 @@ void usage(FILE * out) {
             "      --kl-divergence       compare the model with --kl-divergence-base FILE (the tokens\n"
             "                            come from FILE: no -f): KL divergence, top-token agreement,\n"
             "                            probability differences, both perplexities\n"
+            "%s"
             "  -h, --help                this help\n",
-            kMinCtx);
+            kMinCtx, gpu_options::help());
 }
 
 [[noreturn]] void fail_arg(const std::string & msg) {
@@ -180,6 +183,8 @@ ppl_params parse_args(int argc, char ** argv) {
             p.kl_base = value();
         } else if (a == "--kl-divergence") {
             p.kl_divergence = true;
+        } else if (std::string err; p.gpu.parse(argc, argv, i, &err) != 0) {
+            if (!err.empty()) fail_arg(err);
         } else {
             fail_arg("unknown option '" + a + "'");
         }
@@ -678,10 +683,12 @@ int main(int argc, char ** argv) {
         }
     }
 
+    if (const std::string w = params.gpu.ignored_warning("llama-perplexity"); !w.empty()) fputs(w.c_str(), stderr);
     llama_backend_init();
     llama_model_params mp = llama_model_default_params();
     mp.use_mmap = params.use_mmap;
     mp.use_repack = params.use_repack;
+    params.gpu.apply(mp);
     llama_model * model = llama_model_load_from_file(params.model.c_str(), mp);
     if (!model) {
         fprintf(stderr, "llama-perplexity: cannot load model '%s'\n", params.model.c_str());
@@ -752,6 +759,7 @@ int main(int argc, char ** argv) {
     cparams.type_k = params.type_k;
     cparams.type_v = params.type_v;
     cparams.flash_attn = params.flash_attn;
+    params.gpu.apply(cparams);
     llama_context * ctx = llama_init_from_model(model, cparams);
     if (!ctx) {
         fprintf(stderr, "llama-perplexity: cannot create a context of %d tokens\n", n_ctx);
