@@ -1,7 +1,7 @@
 /* simple: the shortest complete use of the C API: load a model, tokenize a prompt, evaluate it,
  * then generate greedily token by token. Arguments as llama.cpp's simple example:
  *
- *   llama-simple -m MODEL [-n N_PREDICT] [-ngl N (ignored: CPU only)] [PROMPT...]
+ *   llama-simple -m MODEL [-n N_PREDICT] [-ngl N_GPU_LAYERS (default 99: all, where the build has a GPU)] [PROMPT...]
  */
 #include "llama.h"
 
@@ -13,12 +13,13 @@ int main(int argc, char ** argv) {
     const char * model_path = NULL;
     const char * prompt = "Hello my name is";
     int n_predict = 32;
+    int ngl = 99; /* llama.cpp's simple example offloads every layer by default */
     char * joined = NULL;
     int a = 1;
     for (; a < argc; a++) {
         if (!strcmp(argv[a], "-m") && a + 1 < argc) model_path = argv[++a];
         else if (!strcmp(argv[a], "-n") && a + 1 < argc) n_predict = atoi(argv[++a]);
-        else if (!strcmp(argv[a], "-ngl") && a + 1 < argc) ++a;
+        else if (!strcmp(argv[a], "-ngl") && a + 1 < argc) ngl = atoi(argv[++a]);
         else break;  /* the rest is the prompt */
     }
     if (!model_path || n_predict < 0 || (a < argc && argv[a][0] == '-' && argv[a][1] != '\0')) {
@@ -33,7 +34,9 @@ int main(int argc, char ** argv) {
         prompt = joined;
     }
 
-    struct llama_model * model = llama_model_load_from_file(model_path, llama_model_default_params());
+    struct llama_model_params mparams = llama_model_default_params();
+    mparams.n_gpu_layers = ngl;
+    struct llama_model * model = llama_model_load_from_file(model_path, mparams);
     if (!model) return 1;
     const struct llama_vocab * vocab = llama_model_get_vocab(model);
 
