@@ -85,12 +85,12 @@ __device__ __forceinline__ void add_weighted_row(float * acc, float w, const cha
 
 
 // Generation: the block's finished output row (Dv values of head h, query c) in the form the
-// output projection that reads it next takes (Q8_0 units, or halves for cuBLAS), a unit of 32
-// per thread, as its own conversion would.
+// output projection that reads it next takes (Q8_0 units, a unit of 32 per thread, or halves for
+// cuBLAS), as its own conversion would.
 __device__ __forceinline__ void quantize_head_row(const FaArgs & a, const float * out, int64_t c, int64_t h) {
     __syncthreads();  // out was written by every thread of the block
     if (a.act.form == kActF16) {
-        quantize_units<kActF16>(a.act, out, c, h * (a.Dv / 32), a.Dv / 32);
+        write_halves(a.act, out, c, h * a.Dv, a.Dv);
     } else {
         quantize_units<32>(a.act, out, c, h * (a.Dv / 32), a.Dv / 32);
     }

@@ -609,38 +609,33 @@ __device__ __forceinline__ void load_unit(const float * src, bool active, float 
 // Column c of b (its K values: row, contiguous F32) quantized by the threads of one block
 // together, as k_quantize_act would (blockDim a multiple of 32; every thread of the block calls
 // it): a kernel that produces b quantizes it for the integer products that read it next.
-// Units u0 .. u0 + n - 1 of column c from their values src (the first unit's first value on).
-// F (the form: 32, 256 or kActF16) as the product reads it; with kActF16 a unit's 32 values go
-// as halves, four 16-byte stores.
+// Units u0 .. u0 + n - 1 of column c from their values src (the first unit's first value on),
+// as 8-bit blocks of F (32 or 256 values) as the product reads them.
 template <int F>
 __device__ __forceinline__ void quantize_units(const ActArgs & p, const float * src, int64_t c, int64_t u0, int64_t n) {
+    static_assert(F == 32 || F == 256, "8-bit forms only (halves: write_halves)");
     const int64_t upc = p.K / 32;
     for (int64_t base = 0; base < n; base += blockDim.x) {
         const int64_t ul = base + threadIdx.x, u = u0 + ul;
         const bool active = ul < n;
-        if constexpr (F == kActF16) {
-            if (!active) continue;
-            const float * x = src + 32 * ul;
-            uint32_t h[16];
-#pragma unroll
-            for (int k = 0; k < 16; k++) h[k] = (uint32_t) f2h(x[2 * k]) | ((uint32_t) f2h(x[2 * k + 1]) << 16);
-            uint4 * out = (uint4 *) ((uint16_t *) p.qs + c * p.K + 32 * u);
-#pragma unroll
-            for (int k = 0; k < 4; k++) out[k] = make_uint4(h[4 * k], h[4 * k + 1], h[4 * k + 2], h[4 * k + 3]);
-        } else {
-            float x[32];
-            load_unit(active ? src + 32 * ul : nullptr, active, x);
-            quantize_unit<F>(x, u, active, p.qs + c * p.K + 32 * u, p.ds + c * upc + u);
-        }
+        float x[32];
+        load_unit(active ? src + 32 * ul : nullptr, active, x);
+        quantize_unit<F>(x, u, active, p.qs + c * p.K + 32 * u, p.ds + c * upc + u);
     }
 }
 
-// (kActF16: element by element, any K)
+// Values i0 .. i0 + n - 1 of column c from src as halves (kActF16), by the threads of one block,
+// element by element (any K, any offset): the one F16 writer of the producing kernels.
+__device__ __forceinline__ void write_halves(const ActArgs & p, const float * src, int64_t c, int64_t i0, int64_t n) {
+    uint16_t * out = (uint16_t *) p.qs + c * p.K + i0;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) out[i] = f2h(src[i]);
+}
+
+// The whole column c from its K values, in the form F (32, 256 or kActF16).
 template <int F>
 __device__ __forceinline__ void quantize_column(const ActArgs & p, const float * row, int64_t c) {
     if constexpr (F == kActF16) {
-        uint16_t * out = (uint16_t *) p.qs + c * p.K;
-        for (int64_t i = threadIdx.x; i < p.K; i += blockDim.x) out[i] = f2h(row[i]);
+        write_halves(p, row, c, 0, p.K);
     } else {
         quantize_units<F>(p, row, c, 0, p.K / 32);
     }
@@ -694,8 +689,7 @@ void ggml_cuda_launch_quantizing(ggml_cuda_ctx & ctx, const ggml_tensor * produc
         qb = ggml_cuda_mul_mat_act_form(product);
         const unsigned bit = qb == 32 ? kFormQ32 : qb == 256 ? kFormQ256 : qb == kActF16 ? kFormF16 : 0;
         const bool rows = (forms & kFormAnyRows) || b->ne[0] == produced->ne[0];
-        // F16 rows of any length (row kernels write them element by element; the attention's
-        // kernels, by units of 32, take them only for heads of whole units)
+        // F16 columns of any length (write_halves goes element by element); 8-bit ones of whole blocks
         const int64_t unit = qb == 256 ? 256 : qb == kActF16 ? 1 : 32;
         if (b->ne[0] % unit != 0 || !(forms & bit) || !rows) qb = 0;
     }
