@@ -25,7 +25,7 @@ struct gpu_options {
                "                            how layers spread over several GPUs (default: layer)\n"
                "  -mg, --main-gpu N         the GPU of split mode none (default: 0)\n"
                "  -nkvo, --no-kv-offload    keep the KV cache in host memory\n"
-               "                            (without a GPU in the build these are noted and ignored)\n";
+               "                            (without a usable GPU these are noted and ignored)\n";
     }
 
     // Takes argv[i] when it is one of these flags (advancing i past its value): 1 when taken,
@@ -70,12 +70,12 @@ struct gpu_options {
         return 1;
     }
 
-    // The warning for flags given to a build without GPU support; empty when there is none.
+    // The warning for flags given where no GPU can take them; empty otherwise.
     std::string ignored_warning(const char * program) const {
         if (given.empty() || llama_supports_gpu_offload()) return "";
         std::string flags;
         for (const auto & f : given) flags += (flags.empty() ? "" : ", ") + f;
-        return std::string(program) + ": this build has no GPU support: " + flags +
+        return std::string(program) + ": no usable GPU (none in this build or on this machine): " + flags +
                " ignored, everything runs on the CPU\n";
     }
 

@@ -340,6 +340,33 @@ std::vector<Case> make_cases() {
         }, 1e-10);
     }
 
+    // the same in a prompt without flash attention, the scores product after the queries' rope
+    // (reading them permuted, 8 query heads on 4 kv heads): a GPU's rope may write the queries'
+    // F16 copy for cuBLAS in the product's order; the rope's own result is read again
+    for (int n_q : { 12, 20 }) {
+        add("rope then set_rows k v, rope q, then mul_mat scores f16 cache n " + std::to_string(n_q), [=](Maker & m) {
+            ggml_tensor * pos = m.in(GGML_TYPE_I32, {n_q}, indices(3000));
+            auto rope = [&](ggml_tensor * x) {
+                return ggml_rope_ext(m.ctx, x, pos, nullptr, 64, GGML_ROPE_TYPE_NEOX, 4096, 10000.0f, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f);
+            };
+            const int64_t n_kv = 32;
+            ggml_tensor * rows = ggml_reshape_2d(m.ctx, rope(m.in(GGML_TYPE_F32, {64, 4, n_q}, uniform(-2.0f, 2.0f))), 256, n_q);
+            ggml_tensor * cache = m.in(GGML_TYPE_F16, {256, n_kv}, uniform(-1.0f, 1.0f));
+            std::vector<float> cells;
+            for (int i = 0; i < n_q; i++) cells.push_back((float) ((7 * i + 3) % n_kv));
+            ggml_tensor * idx = m.in(GGML_TYPE_I32, {n_q}, values(cells));
+            ggml_tensor * sr = ggml_set_rows(m.ctx, cache, rows, idx);
+            ggml_tensor * vr = ggml_set_rows(m.ctx, m.in(GGML_TYPE_F16, {256, n_kv}, uniform(-1.0f, 1.0f)), m.in(GGML_TYPE_F32, {256, n_q}), idx);
+            ggml_tensor * rq = rope(m.in(GGML_TYPE_F32, {64, 8, n_q}, uniform(-2.0f, 2.0f)));
+            ggml_tensor * k = ggml_view_3d(m.ctx, sr, 64, n_kv, 4, sr->nb[1], ggml_row_size(GGML_TYPE_F16, 64), 0);
+            ggml_tensor * kq = ggml_mul_mat(m.ctx, k, ggml_permute(m.ctx, rq, 0, 2, 1, 3));
+            auto flat = [&](ggml_tensor * t) { return ggml_reshape_1d(m.ctx, t, ggml_nelements(t)); };
+            Built b = same(ggml_concat(m.ctx, ggml_concat(m.ctx, flat(kq), flat(rq), 0), ggml_cast(m.ctx, flat(vr), GGML_TYPE_F32), 0));
+            b.first = { sr, vr, rq };
+            return b;
+        }, 1e-6);  // the GPU's product rounds the queries to F16
+    }
+
     // matrix products: every weight type, generation (few columns) and batches, broadcast planes
     for (ggml_type t : kWeightTypes) {
         for (int64_t n : { 1, 3, 8, 9, 32 }) {

@@ -430,7 +430,7 @@ TEST(CliFlags, CacheBatchPenaltyAndGpuFlagsAccepted) {
     const run_result gpu = run("llama-cli", base + " -ngl 99 -sm layer -mg 0 -nkvo");
     ASSERT_EQ(gpu.status, 0) << gpu.err;
     // Noted and ignored without a GPU; with one, the layers go there and the text stays.
-    const bool noted = gpu.err.find("no GPU") != std::string::npos;
+    const bool noted = gpu.err.find("no usable GPU") != std::string::npos;
     EXPECT_TRUE(noted || gpu.err.find("layers to") != std::string::npos) << gpu.err;
     EXPECT_EQ(gpu.out, ref.out);
     const std::string k = tu::models_dir() + "/ktest/ktest-Q4_0.gguf";  // head size 32: a q8_0 cache

@@ -174,7 +174,7 @@ TEST(Perplexity, MatchesTheCApi) {
     // and ignored where it has none), the same number.
     const result g = perplexity("-m " + model_path() + " -f " + path + " -c 64 --chunks 1 -t 2 -ngl 99 -sm layer -mg 0 -nkvo");
     ASSERT_EQ(g.status, 0) << g.err;
-    EXPECT_TRUE(g.err.find("no GPU support: -ngl, -sm, -mg, -nkvo ignored") != std::string::npos ||
+    EXPECT_TRUE(g.err.find("no usable GPU (none in this build or on this machine): -ngl, -sm, -mg, -nkvo ignored") != std::string::npos ||
                 g.err.find("layers to") != std::string::npos) << g.err;
     EXPECT_NEAR(final_ppl(g.out), want1, 1e-4 * want1) << g.out;
     // Two chunks, the second one starting with BOS in place of its first token; in batches of

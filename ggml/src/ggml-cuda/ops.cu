@@ -229,7 +229,7 @@ int compute_fused(ggml_cuda_ctx & ctx, ggml_cgraph * g, int i) {
             const int r = next_computing(g, last + 1);
             ggml_tensor * rope2 = r < g->n_nodes && ggml_cuda_rope_joins_rope(node, g->nodes[j], set_rows_v, g->nodes[r]) ? g->nodes[r] : nullptr;
             if (rope2) last = r;
-            ggml_cuda_op_rope_set_rows(ctx, node, g->nodes[j], set_rows_v, rope2);
+            ggml_cuda_op_rope_set_rows(ctx, node, g->nodes[j], set_rows_v, rope2, rope2 ? act_reader(g, r) : nullptr);
             return last - i + 1;
         }
     }

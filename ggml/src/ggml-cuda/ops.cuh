@@ -75,13 +75,14 @@ void ggml_cuda_op_rope(ggml_cuda_ctx & ctx, ggml_tensor * dst);
 void ggml_cuda_op_rope_back(ggml_cuda_ctx & ctx, ggml_tensor * dst);
 // a rope and the set_rows that writes its result into a KV cache (views between), the values'
 // set_rows by the same index after it and then the queries' rope (set_rows_v, rope2: or nullptr):
-// one kernel
+// one kernel; product2 (the mul_mat reading rope2 next, or nullptr): where it reads a permutation of
+// rope2 as F16 (cuBLAS: the scores without flash attention), the kernel writes that copy too
 bool ggml_cuda_rope_set_rows_fusable(const ggml_tensor * rope, const ggml_tensor * set_rows);
 bool ggml_cuda_set_rows_joins_rope(const ggml_tensor * rope, const ggml_tensor * set_rows_k, const ggml_tensor * set_rows_v);
 bool ggml_cuda_rope_joins_rope(const ggml_tensor * rope, const ggml_tensor * set_rows_k, const ggml_tensor * set_rows_v,
                                const ggml_tensor * rope2);
 void ggml_cuda_op_rope_set_rows(ggml_cuda_ctx & ctx, ggml_tensor * rope, ggml_tensor * set_rows, ggml_tensor * set_rows_v,
-                                ggml_tensor * rope2);
+                                ggml_tensor * rope2, const ggml_tensor * product2);
 
 // mmv.cu, mul_mat.cu
 bool ggml_cuda_mmv_supported(const ggml_tensor * a);

@@ -5,6 +5,7 @@
 // Angles in double, as the CPU's (no float loss at large positions). F32, F16, BF16, any strides,
 // in place or not; one thread per pair.
 #include "ops.cuh"
+#include "quant.cuh"
 #include "rope.cuh"
 
 namespace {
@@ -27,6 +28,7 @@ struct RopeRide {
     int copy_type;
     tview dst2, src2;
     int64_t n_rows2;
+    RopeHalves halves2;  // the queries' rope also as F16 activations of the product after it
 };
 
 __global__ void k_rope(tview dst, tview src, const int32_t * pos, int64_t pos_nb0, const float * ff, int64_t ff_nb0,
@@ -47,7 +49,7 @@ __global__ void k_rope(tview dst, tview src, const int32_t * pos, int64_t pos_nb
         return;
     }
     t -= ride.n_copy;
-    if (t < ride.n_rope2) rope_element(ride.dst2, ride.src2, pos, pos_nb0, ff, ff_nb0, a, ride.n_rows2, t);
+    if (t < ride.n_rope2) rope_element(ride.dst2, ride.src2, pos, pos_nb0, ff, ff_nb0, a, ride.n_rows2, t, RopeCacheStore{}, ride.halves2);
 }
 
 // Work items of a rope node's rotation (pairs, and the dims past n_dims).
@@ -159,8 +161,33 @@ bool ggml_cuda_rope_joins_rope(const ggml_tensor * rope, const ggml_tensor * set
     return !overlaps(rope2, rope->src[0]) && !(set_rows_v && overlaps(rope2, set_rows_v->src[0]));
 }
 
+// The multipliers that put element (i0, i1, i2, i3) of rope (F32, contiguous) where the F16 copy
+// of b, a permutation of all of it (ggml_permute), has it: b's element order, b's dims in rope's
+// order. False when b is not such a view.
+static bool permuted_halves(const ggml_tensor * rope, const ggml_tensor * b, int64_t mul[4]) {
+    if (b->data != rope->data || b->type != GGML_TYPE_F32 || ggml_nelements(b) != ggml_nelements(rope) || !ggml_is_contiguous(rope)) return false;
+    bool used[4] = {};
+    for (int d = 0; d < 4; d++) {
+        mul[d] = 0;
+        if (rope->ne[d] == 1) continue;  // its index is always 0
+        int64_t m = 1;
+        bool found = false;
+        for (int k = 0; k < 4 && !found; m *= b->ne[k], k++) {
+            if (!used[k] && b->ne[k] == rope->ne[d] && b->nb[k] == rope->nb[d]) {
+                used[k] = found = true;
+                mul[d] = m;
+            }
+        }
+        if (!found) return false;
+    }
+    for (int k = 0; k < 4; k++) {  // every dimension of b that counts is one of rope's
+        if (b->ne[k] > 1 && !used[k]) return false;
+    }
+    return true;
+}
+
 void ggml_cuda_op_rope_set_rows(ggml_cuda_ctx & ctx, ggml_tensor * rope_node, ggml_tensor * set_rows, ggml_tensor * set_rows_v,
-                                ggml_tensor * rope2) {
+                                ggml_tensor * rope2, const ggml_tensor * product2) {
     const ggml_tensor * idx = set_rows->src[1];
     RopeCacheStore st = {};
     st.cache = (char *) set_rows->data;
@@ -189,5 +216,13 @@ void ggml_cuda_op_rope_set_rows(ggml_cuda_ctx & ctx, ggml_tensor * rope_node, gg
         ride.src2 = make_view(rope2->src[0]);
         ride.n_rows2 = ggml_nrows(rope2);
     }
+    // the queries' F16 copy for the scores product (cuBLAS) that reads them permuted
+    const ggml_tensor * b2 = product2 ? product2->src[1] : nullptr;
+    const bool halves = rope2 && b2 && ggml_cuda_mul_mat_act_form(product2) == kActF16 && permuted_halves(rope2, b2, ride.halves2.mul);
+    if (halves) ride.halves2.out = (uint16_t *) ggml_cuda_act_args(ctx, b2, kActF16).qs;
     rope(ctx, rope_node, false, st, ride);
+    if (halves) {
+        ggml_cuda_act_record(ctx.act_pending, b2, kActF16, ctx.scratch_uses);
+        ctx.n_act_produced++;
+    }
 }

@@ -26,6 +26,18 @@ struct RopeCacheStore {
     int skip_dst;  // the rope's own result is not stored: the queries' rope, fused after it, writes over all of it
 };
 
+// The rope's result also as halves for the product that reads it next through a permutation
+// (the queries' rope for the scores product without flash attention: its F16 activations, as
+// mul_mat.cu's conversion would write them): element (i0, i1, i2, i3) to out[sum i_d * mul[d]].
+struct RopeHalves {
+    uint16_t * out;  // nullptr: none
+    int64_t mul[4];
+};
+
+GGML_CUDA_HD void rope_store_half(const RopeHalves & hv, int64_t i0, int64_t i1, int64_t i2, int64_t i3, float v) {
+    if (hv.out) hv.out[i0 * hv.mul[0] + i1 * hv.mul[1] + i2 * hv.mul[2] + i3 * hv.mul[3]] = f2h(v);
+}
+
 // The cache row of token i2 (idx[i2]); -1 out of range, where set_rows drops the row.
 GGML_CUDA_HD int64_t rope_cache_row(const RopeCacheStore & st, int64_t i2) {
     const char * ip = st.idx + i2 * st.idx_nb0;
@@ -43,7 +55,8 @@ GGML_CUDA_HD void rope_store_cache(const RopeCacheStore & st, int64_t ne0, int64
 // Work item t of a rope over n_rows rows: items [0, n_dims/2) of a row rotate a pair, the rest
 // copy one of the dims >= n_dims (unless in place).
 GGML_CUDA_HD void rope_element(const tview & dst, const tview & src, const int32_t * pos, int64_t pos_nb0, const float * ff,
-                               int64_t ff_nb0, const RopeArgs & a, int64_t n_rows, int64_t t, const RopeCacheStore & st = RopeCacheStore{}) {
+                               int64_t ff_nb0, const RopeArgs & a, int64_t n_rows, int64_t t, const RopeCacheStore & st = RopeCacheStore{},
+                               const RopeHalves & hv = RopeHalves{}) {
     const int n_pairs = a.n_dims / 2;
     const int64_t per_row = n_pairs + (dst.ne[0] - a.n_dims);
     if (t >= per_row * n_rows) return;
@@ -57,6 +70,7 @@ GGML_CUDA_HD void rope_element(const tview & dst, const tview & src, const int32
         const float v = load_f(x + j * src.nb[0], src.type);
         if ((x != y || src.nb[0] != dst.nb[0]) && !st.skip_dst) store_f(y + j * dst.nb[0], dst.type, v);
         if (st.cache) rope_store_cache(st, dst.ne[0], j, i1, i2, v);
+        rope_store_half(hv, j, i1, i2, i3, v);
         return;
     }
     const int i = (int) k;
@@ -82,4 +96,6 @@ GGML_CUDA_HD void rope_element(const tview & dst, const tview & src, const int32
         rope_store_cache(st, dst.ne[0], j0, i1, i2, y0);
         rope_store_cache(st, dst.ne[0], j1, i1, i2, y1);
     }
+    rope_store_half(hv, j0, i1, i2, i3, y0);
+    rope_store_half(hv, j1, i1, i2, i3, y1);
 }
