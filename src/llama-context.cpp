@@ -196,6 +196,21 @@ bool batch_in_seq0(const llama_batch & batch) {
 
 }  // namespace
 
+void llama_host_floats::resize(size_t n) {
+    if (!buft) {
+        plain.resize(n);
+        return;
+    }
+    if (buf && ggml_backend_buffer_get_size(buf) >= n * sizeof(float)) return;
+    ggml_backend_buffer_free(buf);
+    buf = ggml_backend_buft_alloc_buffer(buft, std::max<size_t>(n, 1) * sizeof(float));
+    if (!buf) {  // no page-locked memory to be had: plain memory does as well, only slower
+        LLAMA_LOG_WARN("llama_context: %zu floats of %s memory not allocated, using plain memory\n", n, ggml_backend_buft_name(buft));
+        buft = nullptr;
+        plain.resize(n);
+    }
+}
+
 llama_context::~llama_context() {
     ggml_backend_sched_free(sched);
     for (ggml_backend_t b : backends) ggml_backend_free(b);
@@ -336,7 +351,15 @@ llama_context * llama_init_from_model(llama_model * model, llama_context_params 
     lctx->reuse_disabled = getenv("LLAMA_GRAPH_REUSE_DISABLE") != nullptr;
     const size_t max_nodes = llm_graph_max_nodes(*model);
     lctx->graph_meta.resize(ggml_tensor_overhead() * max_nodes * 2 + ggml_graph_overhead_custom(max_nodes, false));
-    lctx->sched = ggml_backend_sched_new(lctx->backends.data(), nullptr, (int) lctx->backends.size(), max_nodes, false, false);
+    // With layers on a GPU, the CPU's compute buffer and the logits in that GPU's page-locked host
+    // memory (as llama.cpp): the embeddings go to the GPU and the logits come back by DMA.
+    std::vector<ggml_backend_buffer_type_t> bufts;
+    for (ggml_backend_t b : lctx->backends) bufts.push_back(ggml_backend_get_default_buffer_type(b));
+    if (ggml_backend_buffer_type_t host = model->devices.empty() ? nullptr : ggml_backend_dev_host_buffer_type(model->devices[0])) {
+        bufts.back() = host;
+        lctx->logits.buft = host;
+    }
+    lctx->sched = ggml_backend_sched_new(lctx->backends.data(), bufts.data(), (int) lctx->backends.size(), max_nodes, false, false);
     ggml_context * ctx = graph_context(*lctx);
     bool ok = lctx->sched && ctx;
     if (ok) {

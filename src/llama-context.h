@@ -15,6 +15,23 @@
 
 struct llama_model;
 
+// Floats in host memory of a buffer type (a GPU's page-locked memory, which copies from the device
+// reach by DMA), grown as needed; plain memory where no type is set. Contents are not kept across
+// a resize that grows.
+class llama_host_floats {
+public:
+    ggml_backend_buffer_type_t buft = nullptr;
+    llama_host_floats() = default;
+    llama_host_floats(const llama_host_floats &) = delete;
+    llama_host_floats & operator=(const llama_host_floats &) = delete;
+    ~llama_host_floats() { ggml_backend_buffer_free(buf); }
+    void resize(size_t n);
+    float * data() { return buf ? (float *) ggml_backend_buffer_get_base(buf) : plain.data(); }
+private:
+    std::vector<float> plain;
+    ggml_backend_buffer_t buf = nullptr;
+};
+
 struct llama_context {
     const llama_model & model;
 
@@ -40,7 +57,7 @@ struct llama_context {
 
     // Outputs of the last llama_decode: logits rows in batch order, and for each batch token the
     // row holding its logits (-1: not kept).
-    std::vector<float> logits;
+    llama_host_floats logits;  // in the first GPU's page-locked memory when the model uses one
     std::vector<int32_t> output_rows;
     int32_t n_outputs = 0;
 

@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <set>
@@ -130,6 +132,24 @@ ggml_status compute(ggml_backend_t, ggml_cgraph * g) {
     return st;
 }
 
+// Its "page-locked" host memory (ggml_backend_dev_host_buffer_type): plain memory of a type of its
+// own, so that a test sees which buffers went there.
+void host_free(ggml_backend_buffer_t b) { free(b->context); }
+void * host_base(ggml_backend_buffer_t b) { return b->context; }
+void host_memset(ggml_backend_buffer_t, ggml_tensor * t, uint8_t v, size_t off, size_t n) { memset((char *) t->data + off, v, n); }
+void host_set(ggml_backend_buffer_t, ggml_tensor * t, const void * d, size_t off, size_t n) { memcpy((char *) t->data + off, d, n); }
+void host_get(ggml_backend_buffer_t, const ggml_tensor * t, void * d, size_t off, size_t n) { memcpy(d, (const char *) t->data + off, n); }
+void host_clear(ggml_backend_buffer_t b, uint8_t v) { memset(b->context, v, b->size); }
+const ggml_backend_buffer_i host_iface = { host_free, host_base, nullptr, host_memset, host_set, host_get, nullptr, host_clear, nullptr };
+const char * host_buft_name(ggml_backend_buffer_type_t) { return "FAKE_Host"; }
+ggml_backend_buffer_t host_buft_alloc(ggml_backend_buffer_type_t b, size_t size) {
+    void * p = aligned_alloc(64, (std::max<size_t>(size, 1) + 63) / 64 * 64);
+    return p ? ggml_backend_buffer_init(b, host_iface, p, size) : nullptr;
+}
+bool host_buft_is_host(ggml_backend_buffer_type_t) { return true; }
+ggml_backend_buffer_type host_buft = { { host_buft_name, host_buft_alloc, buft_align, nullptr, nullptr, host_buft_is_host }, nullptr, nullptr };
+ggml_backend_buffer_type_t dev_host_buft(ggml_backend_dev_t) { return &host_buft; }
+
 const char * dev_name(ggml_backend_dev_t) { return "FAKE"; }
 const char * dev_desc(ggml_backend_dev_t) { return "simulated GPU (tests)"; }
 void dev_mem(ggml_backend_dev_t, size_t * f, size_t * t) { *f = *t = (size_t) 1 << 32; }
@@ -142,13 +162,14 @@ void backend_free(ggml_backend_t b) { delete b; }
 ggml_backend_t dev_init(ggml_backend_dev_t, const char *) { return init(); }
 
 ggml_backend_device dev = {
-    { dev_name, dev_desc, dev_mem, dev_type, dev_init, dev_buft, dev_supports, dev_supports_buft, nullptr }, nullptr,
+    { dev_name, dev_desc, dev_mem, dev_type, dev_init, dev_buft, dev_supports, dev_supports_buft, nullptr, dev_host_buft }, nullptr,
 };
 
 }  // namespace
 
 ggml_backend_dev_t device() {
     buft.device = &dev;
+    host_buft.device = ggml_backend_cpu_device();
     return &dev;
 }
 

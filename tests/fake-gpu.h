@@ -19,6 +19,7 @@ namespace fake_gpu {
 
 ggml_backend_dev_t         device();       // type GPU, named "FAKE"
 ggml_backend_buffer_type_t buffer_type();  // not host memory
+// (ggml_backend_dev_host_buffer_type: host memory of a type named "FAKE_Host")
 ggml_backend_t             init();         // a backend of the device
 
 // The ops the device claims (default: all of them; with set_kernels, those of kernels_supports).

@@ -16,6 +16,7 @@
 #include "ggml-opt.h"
 #include "llama.h"
 #include "llama-adapter.h"
+#include "llama-context.h"
 #include "llama-graph.h"
 #include "llama-model.h"
 
@@ -172,6 +173,31 @@ TEST_F(Offload, DeviceIsListedBeforeTheCpu) {
 
 // Each model at 0 offloaded layers (the reference: nothing may run on the device), some layers,
 // and every layer plus the output layer, with the cache on the device or in host memory.
+// With layers on the GPU, the CPU's compute buffer and the logits lie in the GPU's host memory
+// (page-locked on a real one: copies by DMA), as llama.cpp places them; on the CPU alone, plain.
+TEST_F(Offload, CpuBuffersInTheGpusHostMemory) {
+    TU_REQUIRE_FILE(model_path("stories260K.gguf"));
+    std::vector<float> ref;
+    for (int ngl : { 0, 999 }) {
+        SCOPED_TRACE("n_gpu_layers " + std::to_string(ngl));
+        Model m = load(model_path("stories260K.gguf"), ngl);
+        ASSERT_TRUE(m);
+        Ctx c = context(m.get());
+        ASSERT_TRUE(c);
+        const char * want = ngl ? "FAKE_Host" : ggml_backend_buft_name(ggml_backend_cpu_buffer_type());
+        EXPECT_STREQ(ggml_backend_buft_name(ggml_backend_sched_get_buffer_type(c->sched, c->backend_cpu)), want);
+        EXPECT_STREQ(c->logits.buft ? ggml_backend_buft_name(c->logits.buft) : "plain", ngl ? "FAKE_Host" : "plain");
+        const std::vector<float> logits = tu::eval_all(c.get(), { 1, 403, 407, 261, 378 });
+        ASSERT_FALSE(logits.empty());
+        if (ref.empty()) {
+            ref = logits;
+        } else {
+            ASSERT_EQ(logits.size(), ref.size());
+            for (size_t i = 0; i < ref.size(); i++) ASSERT_NEAR(logits[i], ref[i], 1e-3f) << i;
+        }
+    }
+}
+
 TEST_F(Offload, LogitsEqualTheCpuAlone) {
     for (const char * name : { "stories260K.gguf", "TinyStories-656K-Q8_0.gguf" }) {
         SCOPED_TRACE(name);

@@ -95,6 +95,9 @@ void                       ggml_backend_dev_memory(ggml_backend_dev_t device, si
 enum ggml_backend_dev_type ggml_backend_dev_type(ggml_backend_dev_t device);
 ggml_backend_t             ggml_backend_dev_init(ggml_backend_dev_t device, const char * params);
 ggml_backend_buffer_type_t ggml_backend_dev_buffer_type(ggml_backend_dev_t device);
+// Host memory the device copies to and from fastest (a GPU's page-locked memory), for the CPU's
+// buffers that feed it; NULL where the device has none.
+ggml_backend_buffer_type_t ggml_backend_dev_host_buffer_type(ggml_backend_dev_t device);
 bool                       ggml_backend_dev_supports_op(ggml_backend_dev_t device, const struct ggml_tensor * op);
 bool                       ggml_backend_dev_supports_buft(ggml_backend_dev_t device, ggml_backend_buffer_type_t buft);
 // Adds a device (a backend linked into the program, or a test's simulated one) before the CPU.

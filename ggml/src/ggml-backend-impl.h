@@ -73,6 +73,8 @@ struct ggml_backend_device_i {
     bool (*supports_op)(ggml_backend_dev_t dev, const struct ggml_tensor * op);
     bool (*supports_buft)(ggml_backend_dev_t dev, ggml_backend_buffer_type_t buft);
     bool (*offload_op)(ggml_backend_dev_t dev, const struct ggml_tensor * op);  // optional
+    // optional: host memory the device copies to and from fastest (a GPU's page-locked memory)
+    ggml_backend_buffer_type_t (*get_host_buffer_type)(ggml_backend_dev_t dev);
 };
 
 struct ggml_backend_device {

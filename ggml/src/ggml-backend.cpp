@@ -225,6 +225,9 @@ void ggml_backend_dev_memory(ggml_backend_dev_t device, size_t * free, size_t * 
 enum ggml_backend_dev_type ggml_backend_dev_type(ggml_backend_dev_t device) { return device->iface.get_type(device); }
 ggml_backend_t ggml_backend_dev_init(ggml_backend_dev_t device, const char * params) { return device->iface.init_backend(device, params); }
 ggml_backend_buffer_type_t ggml_backend_dev_buffer_type(ggml_backend_dev_t device) { return device->iface.get_buffer_type(device); }
+ggml_backend_buffer_type_t ggml_backend_dev_host_buffer_type(ggml_backend_dev_t device) {
+    return device && device->iface.get_host_buffer_type ? device->iface.get_host_buffer_type(device) : nullptr;
+}
 bool ggml_backend_dev_supports_op(ggml_backend_dev_t device, const struct ggml_tensor * op) { return device->iface.supports_op(device, op); }
 bool ggml_backend_dev_supports_buft(ggml_backend_dev_t device, ggml_backend_buffer_type_t buft) {
     return device->iface.supports_buft(device, buft);

@@ -369,6 +369,7 @@ ggml_backend_buffer_type_t dev_buft(ggml_backend_dev_t d) { return &dev_of(d)->b
 bool dev_supports_op(ggml_backend_dev_t, const ggml_tensor * op) { return ggml_cuda_supports_op(op); }
 // Only its own memory: host tensors reach the GPU through the scheduler's copies.
 bool dev_supports_buft(ggml_backend_dev_t d, ggml_backend_buffer_type_t buft) { return buft == &dev_of(d)->buft; }
+ggml_backend_buffer_type_t dev_host_buft(ggml_backend_dev_t) { return ggml_backend_cuda_host_buffer_type(); }
 
 std::vector<std::unique_ptr<cuda_device>> & cuda_devices() {
     static std::vector<std::unique_ptr<cuda_device>> list = [] {
@@ -385,7 +386,7 @@ std::vector<std::unique_ptr<cuda_device>> & cuda_devices() {
             cudaDeviceProp prop;
             d->description = cudaGetDeviceProperties(&prop, i) == cudaSuccess ? std::string(prop.name) : d->name;
             d->buft = { { cuda_buft_name, cuda_buft_alloc, cuda_buft_alignment, nullptr, nullptr, nullptr }, &d->dev, d.get() };
-            d->dev = { { dev_name, dev_description, dev_memory, dev_type, dev_init, dev_buft, dev_supports_op, dev_supports_buft, nullptr },
+            d->dev = { { dev_name, dev_description, dev_memory, dev_type, dev_init, dev_buft, dev_supports_op, dev_supports_buft, nullptr, dev_host_buft },
                        d.get() };
             v.push_back(std::move(d));
         }
