@@ -187,7 +187,7 @@ bool cpu_dev_supports_buft(ggml_backend_dev_t, ggml_backend_buffer_type_t buft) 
 
 ggml_backend_device cpu_device = {
     { cpu_dev_name, cpu_dev_description, cpu_dev_memory, cpu_dev_type, cpu_dev_init, cpu_dev_buft, cpu_dev_supports_op,
-      cpu_dev_supports_buft, nullptr },
+      cpu_dev_supports_buft, nullptr, nullptr },
     nullptr,
 };
 
