@@ -433,6 +433,14 @@ TEST(CliFlags, CacheBatchPenaltyAndGpuFlagsAccepted) {
     const bool noted = gpu.err.find("no usable GPU") != std::string::npos;
     EXPECT_TRUE(noted || gpu.err.find("layers to") != std::string::npos) << gpu.err;
     EXPECT_EQ(gpu.out, ref.out);
+    // -fa bare (llama.cpp's old form) or with a value (its later on|off|auto, 1|0|-1)
+    for (const auto & fa : std::vector<std::pair<std::string, int>>{ { " -fa", 1 }, { " -fa on", 1 }, { " -fa 1", 1 },
+                                                                     { " --flash-attn off", 0 }, { " -fa auto", 0 }, { " -fa -1", 0 } }) {
+        const run_result f = run("llama-cli", "-m " + model("stories260K.gguf") + fa.first + " -n 12 --temp 0 -p 'Once upon a time'");
+        ASSERT_EQ(f.status, 0) << fa.first << "\n" << f.err;
+        EXPECT_NE(f.err.find("flash_attn " + std::to_string(fa.second) + ","), std::string::npos) << fa.first << "\n" << f.err;
+        EXPECT_EQ(f.out, ref.out) << fa.first;
+    }
     const std::string k = tu::models_dir() + "/ktest/ktest-Q4_0.gguf";  // head size 32: a q8_0 cache
     if (tu::file_exists(k)) {
         const run_result q = run("llama-cli", "-m " + k + " -n 4 --temp 0 -p 'Once' -ctk q8_0 -ctv q8_0");

@@ -177,6 +177,10 @@ TEST(Perplexity, MatchesTheCApi) {
     EXPECT_TRUE(g.err.find("no usable GPU (none in this build or on this machine): -ngl, -sm, -mg, -nkvo ignored") != std::string::npos ||
                 g.err.find("layers to") != std::string::npos) << g.err;
     EXPECT_NEAR(final_ppl(g.out), want1, 1e-4 * want1) << g.out;
+    // -fa with llama.cpp's later values (bare -fa is its old form): fused attention, about the same number
+    const result fa = perplexity("-m " + model_path() + " -f " + path + " -c 64 --chunks 1 -t 2 -fa on");
+    ASSERT_EQ(fa.status, 0) << fa.err;
+    EXPECT_NEAR(final_ppl(fa.out), want1, 1e-3 * want1) << fa.out;
     // Two chunks, the second one starting with BOS in place of its first token; in batches of
     // 16 tokens (other products, so a looser bound).
     const double want2 = reference_ppl(text, 64, 2);

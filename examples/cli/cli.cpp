@@ -6,7 +6,7 @@
 // context fills up, the oldest half of the tokens after the first --keep (and BOS) is dropped and
 // generation goes on; a prompt longer than the context is evaluated through the same shift.
 #include "llama.h"
-#include "../gpu-options.h"
+#include "../shared-flags.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -198,7 +198,9 @@ void usage(FILE * out) {
             "      --cache-type T        KV cache type of K and V: f16 (default), f32, q8_0\n"
             "  -ctk, --cache-type-k T    KV cache type of K only\n"
             "  -ctv, --cache-type-v T    KV cache type of V only\n"
-            "  -fa, --flash-attn         fused attention reading the cache as stored (less memory)\n"
+            "  -fa, --flash-attn [on|off|auto]\n"
+            "                            fused attention reading the cache as stored, less memory\n"
+            "                            (bare: on; auto: off)\n"
             "      --no-mmap             read the model into memory instead of mapping it\n"
             "      --no-repack           keep the file's weight layout (default: rearrange\n"
             "                            the matrices this CPU multiplies faster repacked)\n"
@@ -368,7 +370,7 @@ cli_params parse_args(int argc, char ** argv) {
         } else if (a == "-ctv" || a == "--cache-type-v") {
             p.cache_type_v = parse_cache_type(a, value());
         } else if (a == "-fa" || a == "--flash-attn") {
-            p.flash_attn = true;
+            p.flash_attn = parse_flash_attn(argc, argv, i);
         } else if (a == "--no-mmap") {
             p.use_mmap = false;
         } else if (a == "--no-repack") {

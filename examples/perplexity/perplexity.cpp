@@ -41,7 +41,7 @@
 // log-probabilities) the logits are kept exactly: a model compared with its own base file gives
 // a KL divergence of exactly 0.
 #include "llama.h"
-#include "../gpu-options.h"
+#include "../shared-flags.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -105,7 +105,9 @@ void usage(FILE * out) {
             "  -b, --batch-size N        tokens per decode (default 2048, at most -c)\n"
             "  -t, --threads N           threads (default: all cores)\n"
             "      --chunks N            evaluate at most N chunks (default: all)\n"
-            "  -fa, --flash-attn         fused attention reading the cache as stored\n"
+            "  -fa, --flash-attn [on|off|auto]\n"
+            "                            fused attention reading the cache as stored (bare: on;\n"
+            "                            auto: off)\n"
             "  -ctk, --cache-type-k T    KV cache type of K: f16 (default), f32, q8_0\n"
             "  -ctv, --cache-type-v T    KV cache type of V: f16 (default), f32, q8_0\n"
             "      --no-mmap             read the model into memory instead of mapping it\n"
@@ -170,7 +172,7 @@ ppl_params parse_args(int argc, char ** argv) {
             p.n_chunks = parse_int(a, value(), -1, INT32_MAX);
             if (p.n_chunks == 0) fail_arg("--chunks must be at least 1 (or -1: all)");
         } else if (a == "-fa" || a == "--flash-attn") {
-            p.flash_attn = true;
+            p.flash_attn = parse_flash_attn(argc, argv, i);
         } else if (a == "-ctk" || a == "--cache-type-k") {
             p.type_k = parse_cache_type(a, value());
         } else if (a == "-ctv" || a == "--cache-type-v") {

@@ -1,5 +1,6 @@
-// gpu-options.h: the GPU placement flags llama.cpp's programs share (-ngl, -sm, -mg, -nkvo),
-// parsed and applied one way for every program that offers them (llama-cli, llama-perplexity).
+// shared-flags.h: flags llama.cpp's programs share, parsed one way for every program here that
+// offers them (llama-cli, llama-perplexity): the GPU placement (-ngl, -sm, -mg, -nkvo) and
+// flash attention (-fa, bare as llama.cpp had it, or with llama.cpp's later on|off|auto value).
 #pragma once
 
 #include "llama.h"
@@ -87,3 +88,16 @@ struct gpu_options {
 
     void apply(llama_context_params & cp) const { cp.offload_kqv = kv_offload; }
 };
+
+// -fa / --flash-attn at argv[i]: bare it turns flash attention on (llama.cpp until its values
+// came); followed by on|off|auto (or enabled|disabled, 1|0|-1, as llama.cpp's later versions)
+// it takes that value (i advanced past it). auto: this engine's default, off.
+inline bool parse_flash_attn(int argc, char ** argv, int & i) {
+    if (i + 1 >= argc) return true;
+    const std::string v = argv[i + 1];
+    const bool on = v == "on" || v == "enabled" || v == "1";
+    const bool off = v == "off" || v == "disabled" || v == "0" || v == "auto" || v == "-1";
+    if (!on && !off) return true;  // another flag follows: the bare form
+    i++;
+    return on;
+}
