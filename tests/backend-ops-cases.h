@@ -706,14 +706,16 @@ std::vector<Case> make_cases() {
     }
 
     // generation's attention read next by the output projection's integer products: a GPU may
-    // quantize the rows in the attention kernel (32-value blocks), with the keys in one range or
-    // split between blocks (long cache); 256-value blocks are left to the product. Prompts (the
+    // quantize the rows in the attention kernel (32-value blocks; 256-value blocks of several heads
+    // by the block finishing the group's last head), with the keys in one range or split between
+    // blocks (long cache, the combining kernel quantizing then). Prompts (the
     // tensor-core kernel for D 64, query tiles for D 32) and an F16 weight of a million values
     // (cuBLAS in generation) may write the rows as F16 for the product.
     struct FaProduct { ggml_type t; int64_t D, H, n_q, n_kv, rows = 40; };
     for (const FaProduct & c : { FaProduct{ GGML_TYPE_Q4_0, 64, 4, 1, 77 }, FaProduct{ GGML_TYPE_Q8_0, 128, 2, 2, 1500 },
                                  FaProduct{ GGML_TYPE_Q4_K, 64, 4, 1, 77 }, FaProduct{ GGML_TYPE_Q4_0, 64, 4, 20, 77 },
-                                 FaProduct{ GGML_TYPE_F16, 32, 4, 24, 90 }, FaProduct{ GGML_TYPE_F16, 64, 4, 1, 600, 4096 } }) {
+                                 FaProduct{ GGML_TYPE_F16, 32, 4, 24, 90 }, FaProduct{ GGML_TYPE_F16, 64, 4, 1, 600, 4096 },
+                                 FaProduct{ GGML_TYPE_Q6_K, 64, 8, 2, 1500 }, FaProduct{ GGML_TYPE_Q5_K, 128, 4, 1, 77 } }) {
         add(std::string("flash_attn_ext then mul_mat ") + ggml_type_name(c.t) + " D " + std::to_string(c.D) + " n_q " + std::to_string(c.n_q) +
                 " n_kv " + std::to_string(c.n_kv), [=](Maker & m) {
             ggml_tensor * q = ggml_permute(m.ctx, m.in(GGML_TYPE_F32, {c.D, c.H, c.n_q}), 0, 2, 1, 3);

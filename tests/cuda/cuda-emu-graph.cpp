@@ -29,6 +29,8 @@ ggml_cuda_ctx & cuda_ctx() {
         // The scratch buffer at the size a GPU's reaches after a graph's first run: a product then
         // finds the activations its producer converted, in every case whatever ran before.
         c.scratch(64u << 20);
+        static std::vector<int> counters((size_t) ggml_cuda_ctx::kGroupCounters, 0);
+        c.group_done = counters.data();
         return c;
     }();
     return ctx;

@@ -102,6 +102,19 @@ inline float atomicAdd(float * p, float v) {
     return old;
 }
 
+inline int atomicAdd(int * p, int v) {
+    const int old = *p;
+    *p = old + v;
+    return old;
+}
+
+inline void __threadfence() {}  // one block at a time: every write is seen
+
+template <typename T>
+T __ldcg(const T * p) {
+    return *p;
+}
+
 #define GGML_CUDA_LAUNCH(kernel, grid, block, smem, stream) \
     ::emu::launcher(grid, block, smem, [&](auto... args_) { kernel(args_...); })
 #define GGML_CUDA_DYN_SMEM(type, name) type * name = (type *) ::emu::dyn_smem()

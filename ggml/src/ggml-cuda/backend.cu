@@ -217,6 +217,7 @@ void cuda_backend_free(ggml_backend_t b) {
     for (graph_entry & e : cb->graphs) e.drop();
     CUBLAS_CHECK(cublasDestroy(cb->cublas));
     if (cb->cublas_ws) CUDA_CHECK(cudaFree(cb->cublas_ws));
+    if (cb->group_done) CUDA_CHECK(cudaFree(cb->group_done));
     if (cb->scratch_ptr) CUDA_CHECK(cudaFree(cb->scratch_ptr));
     CUDA_CHECK(cudaStreamDestroy(cb->stream));
     delete cb;
@@ -443,6 +444,8 @@ ggml_backend_t ggml_backend_cuda_init(int device) {
     CUBLAS_CHECK(cublasCreate(&cb->cublas));
     CUBLAS_CHECK(cublasSetStream(cb->cublas, cb->stream));  // before the workspace: setting the stream resets it
     CUDA_CHECK(cudaMalloc(&cb->cublas_ws, kCublasWorkspace));
+    CUDA_CHECK(cudaMalloc(&cb->group_done, ggml_cuda_ctx::kGroupCounters * sizeof(int)));
+    CUDA_CHECK(cudaMemset(cb->group_done, 0, ggml_cuda_ctx::kGroupCounters * sizeof(int)));
     cb->cublas_ws_size = kCublasWorkspace;
     CUBLAS_CHECK(cublasSetWorkspace(cb->cublas, cb->cublas_ws, cb->cublas_ws_size));
     return new ggml_backend{ cuda_backend_iface, &d->dev, cb };

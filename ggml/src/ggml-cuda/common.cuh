@@ -70,6 +70,11 @@ struct ggml_cuda_ctx {
     bool capture_broken = false; // the capture needed more scratch: it is thrown away
     bool no_fusion = false;      // GGML_CUDA_DISABLE_FUSION=1: each node its own kernel (A/B, debugging)
     bool no_mma_fa = false;      // GGML_CUDA_DISABLE_MMA_FA=1: prompts' attention without tensor cores (A/B)
+    // Zeroed counters a kernel's blocks count themselves done on, for the last one of a group to
+    // finish the group's work; that one sets its counter back to zero (so they are zero between
+    // launches, and in a CUDA graph's replays). Allocated with the backend.
+    int * group_done = nullptr;
+    static constexpr int64_t kGroupCounters = 1 << 14;
 
     // Scratch of at least `bytes` for the current node (valid until the next call). Each call
     // counts in scratch_uses.

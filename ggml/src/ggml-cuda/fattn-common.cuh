@@ -23,7 +23,9 @@ struct FaArgs {
     int n_split;      // key ranges per query row (split-KV: generation has few rows to spread)
     int64_t chunk;    // keys per range (a multiple of 32)
     float * partial;  // n_split > 1: per (row, range) max, sum and unnormalized output [Dv]
-    ActArgs act;      // act.qs not nullptr: the output rows quantized for the output projection (Q8_0 units)
+    ActArgs act;      // act.qs not nullptr: the output rows quantized for the output projection (Q8_0 units;
+                      // Q8_K blocks of several heads: finish_head_row)
+    int * group_done; // Q8_K: zeroed counters, one per block of 256 output values (ggml_cuda_ctx::group_done)
 };
 
 // The operands and parameters of a flash_attn_ext or flash_attn_back node (the same sources).

@@ -96,6 +96,33 @@ __device__ __forceinline__ void quantize_head_row(const FaArgs & a, const float 
     }
 }
 
+// A finished output row (head h of column c) for a product that reads Q8_K blocks of 256 values,
+// 256 / Dv heads each, written by as many blocks: each block, its row written and fenced, counts
+// itself done on the group's counter; the last to come quantizes the group (reading the others'
+// rows past L1) and sets the counter back to zero. Other forms: quantize_head_row.
+__device__ __forceinline__ void finish_head_row(const FaArgs & a, const float * out, int64_t c, int64_t h) {
+    if (a.act.form != 256) {
+        quantize_head_row(a, out, c, h);
+        return;
+    }
+    __shared__ int last;
+    __shared__ float group[256];
+    const int64_t per = 256 / a.Dv, g = (c * a.H + h) / per, h0 = h - h % per;
+    __syncthreads();  // out was written by every thread of the block
+    if (threadIdx.x == 0) {
+        __threadfence();  // this row before the count
+        last = atomicAdd(a.group_done + g, 1) == (int) per - 1;
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    const float * base = a.dst + (c * a.H + h0) * a.Dv;
+    for (int i = threadIdx.x; i < 256; i += blockDim.x) group[i] = __ldcg(base + i);
+    __syncthreads();
+    quantize_units<256>(a.act, group, c, h0 * a.Dv / 32, 8);
+    if (threadIdx.x == 0) a.group_done[g] = 0;
+}
+
 template <int KT>
 __global__ void __launch_bounds__(kWarps * WARP) k_flash_attn(FaArgs a) {
     GGML_CUDA_DYN_SMEM(float, smem);  // q [D], then per warp: max, sum, acc [Dv]
@@ -197,7 +224,7 @@ __global__ void __launch_bounds__(kWarps * WARP) k_flash_attn(FaArgs a) {
         }
         out[d] = o;
     }
-    if (a.act.qs) quantize_head_row(a, out, i3 * a.n_q + iq, h);
+    if (a.act.qs) finish_head_row(a, out, i3 * a.n_q + iq, h);
 }
 
 // out = sum_s O_s e^(M_s - M) / sum_s L_s e^(M_s - M) over the key ranges s of a row.
@@ -222,7 +249,7 @@ __global__ void k_flash_attn_combine(float * dst, const float * partial, int n_s
         }
         dst[row * Dv + d] = o;
     }
-    if (a.act.qs) quantize_head_row(a, dst + row * Dv, row / a.H, row % a.H);
+    if (a.act.qs) finish_head_row(a, dst + row * Dv, row / a.H, row % a.H);
 }
 
 // ---- prompts: query tiles ------------------------------------------------------------------
@@ -431,9 +458,12 @@ void ggml_cuda_op_flash_attn_ext(ggml_cuda_ctx & ctx, ggml_tensor * dst, const g
     const dim3 grid((unsigned int) (a.n_q * a.n_split), (unsigned int) a.H, (unsigned int) q->ne[3]);
     const size_t smem = (size_t) (a.D + kWarps * (2 + a.Dv)) * sizeof(float);
     // the output projection's activations quantized by whichever kernel finishes the rows (heads
-    // of whole Q8_0 units; the ranges' partial results in scratch after the activations)
+    // of whole Q8_0 units, or groups of heads making Q8_K blocks: finish_head_row; the ranges'
+    // partial results in scratch after the activations)
     // (a token's heads one column of the product: query c's unit u at c * K + 32 u)
     const bool token_columns = product && a.Dv % 32 == 0 && product->src[1]->ne[0] == a.Dv * a.H;
+    const bool q8_k_groups = 256 % a.Dv == 0 && ctx.group_done && rows * a.Dv / 256 <= ggml_cuda_ctx::kGroupCounters;
+    a.group_done = ctx.group_done;
     ggml_cuda_launch_quantizing(ctx, dst, token_columns ? product : nullptr, [&](auto qb, const ActArgs & act) {
         a.act = act;  // qs nullptr where nothing is quantized
         a.partial = (float *) act.extra;
@@ -445,7 +475,7 @@ void ggml_cuda_op_flash_attn_ext(ggml_cuda_ctx & ctx, ggml_tensor * dst, const g
             GGML_CUDA_LAUNCH(k_flash_attn_combine, (unsigned int) rows, 128, 0, ctx.stream)(a.dst, a.partial, a.n_split, a.Dv, a);
             CUDA_CHECK_LAUNCH();
         }
-    }, kFormQ32 | kFormF16 | kFormAnyRows, partial_bytes);
+    }, kFormQ32 | kFormF16 | kFormAnyRows | (q8_k_groups ? kFormQ256 : 0u), partial_bytes);
 }
 
 // ---- backward ------------------------------------------------------------------------------
