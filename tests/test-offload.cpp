@@ -278,6 +278,26 @@ TEST_F(Offload, NoMmapAndFlashAttention) {
     EXPECT_GT(count(GGML_OP_FLASH_ATTN_EXT), 0);
 }
 
+// K-quants (Q4_K_M: Q4_K and Q6_K weights) with flash attention, every layer on the device: with
+// the CUDA kernels, generation's attention quantizes the output projection's 256-value blocks.
+TEST_F(Offload, KQuantsWithFlashAttention) {
+    const std::string path = tu::models_dir() + "/ktest/ktest-Q4_K_M.gguf";
+    TU_REQUIRE_FILE(path);
+    Model cpu_model = load(path, 0);
+    ASSERT_TRUE(cpu_model);
+    Ctx cpu_ctx = context(cpu_model.get(), true, true);
+    ASSERT_TRUE(cpu_ctx);
+    const std::vector<float> ref = run(cpu_ctx.get());
+    const std::vector<float> exact = kCudaEmu ? exact_logits(path, true) : std::vector<float>();
+    Model m = load(path, 999);
+    ASSERT_TRUE(m);
+    Ctx c = context(m.get(), true, true);
+    ASSERT_TRUE(c);
+    const std::vector<float> got = run(c.get());
+    expect_device_logits(got, ref, exact, tu::n_vocab_of(m.get()));
+    EXPECT_GT(count(GGML_OP_FLASH_ATTN_EXT), 0);
+}
+
 // Greedy text through the public sampler API is the CPU's.
 // Generated tokens give the device the very same graph (only the inputs' contents change: the
 // token, its position, the mask and the cell its key and value go to), which is what lets a GPU
