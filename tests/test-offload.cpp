@@ -163,6 +163,24 @@ protected:
 
 int count(ggml_op op) { return (int) std::count(fake_gpu::ran().begin(), fake_gpu::ran().end(), op); }
 
+// A model run with flash attention and n_gpu_layers on the device gives the CPU's logits (or,
+// with the emulated CUDA kernels, logits as close to the exact ones), and the attention ran there.
+void expect_flash_attn_on_device(const std::string & path, int32_t n_gpu_layers, bool use_mmap) {
+    Model cpu_model = load(path, 0, use_mmap);
+    ASSERT_TRUE(cpu_model);
+    Ctx cpu_ctx = context(cpu_model.get(), true, true);
+    ASSERT_TRUE(cpu_ctx);
+    const std::vector<float> ref = run(cpu_ctx.get());
+    const std::vector<float> exact = kCudaEmu ? exact_logits(path, true) : std::vector<float>();
+    Model m = load(path, n_gpu_layers, use_mmap);
+    ASSERT_TRUE(m);
+    Ctx c = context(m.get(), true, true);
+    ASSERT_TRUE(c);
+    const std::vector<float> got = run(c.get());
+    expect_device_logits(got, ref, exact, tu::n_vocab_of(m.get()));
+    EXPECT_GT(count(GGML_OP_FLASH_ATTN_EXT), 0);
+}
+
 TEST_F(Offload, DeviceIsListedBeforeTheCpu) {
     const size_t n = ggml_backend_dev_count();
     ASSERT_GE(n, 2u);
@@ -261,21 +279,7 @@ TEST_F(Offload, SplitsWithinEachLayer) {
 // Weights read into memory (--no-mmap) and the fused attention path offload the same way.
 TEST_F(Offload, NoMmapAndFlashAttention) {
     TU_REQUIRE_FILE(model_path("TinyStories-656K-Q8_0.gguf"));
-    const std::string path = model_path("TinyStories-656K-Q8_0.gguf");
-    Model cpu_model = load(path, 0, false);
-    ASSERT_TRUE(cpu_model);
-    Ctx cpu_ctx = context(cpu_model.get(), true, true);
-    ASSERT_TRUE(cpu_ctx);
-    const std::vector<float> ref = run(cpu_ctx.get());
-
-    const std::vector<float> exact = kCudaEmu ? exact_logits(path, true) : std::vector<float>();
-    Model m = load(path, 1, false);
-    ASSERT_TRUE(m);
-    Ctx c = context(m.get(), true, true);
-    ASSERT_TRUE(c);
-    const std::vector<float> got = run(c.get());
-    expect_device_logits(got, ref, exact, tu::n_vocab_of(m.get()));
-    EXPECT_GT(count(GGML_OP_FLASH_ATTN_EXT), 0);
+    expect_flash_attn_on_device(model_path("TinyStories-656K-Q8_0.gguf"), 1, false);
 }
 
 // K-quants (Q4_K_M: Q4_K and Q6_K weights) with flash attention, every layer on the device: with
@@ -283,19 +287,7 @@ TEST_F(Offload, NoMmapAndFlashAttention) {
 TEST_F(Offload, KQuantsWithFlashAttention) {
     const std::string path = tu::models_dir() + "/ktest/ktest-Q4_K_M.gguf";
     TU_REQUIRE_FILE(path);
-    Model cpu_model = load(path, 0);
-    ASSERT_TRUE(cpu_model);
-    Ctx cpu_ctx = context(cpu_model.get(), true, true);
-    ASSERT_TRUE(cpu_ctx);
-    const std::vector<float> ref = run(cpu_ctx.get());
-    const std::vector<float> exact = kCudaEmu ? exact_logits(path, true) : std::vector<float>();
-    Model m = load(path, 999);
-    ASSERT_TRUE(m);
-    Ctx c = context(m.get(), true, true);
-    ASSERT_TRUE(c);
-    const std::vector<float> got = run(c.get());
-    expect_device_logits(got, ref, exact, tu::n_vocab_of(m.get()));
-    EXPECT_GT(count(GGML_OP_FLASH_ATTN_EXT), 0);
+    expect_flash_attn_on_device(path, 999, true);
 }
 
 // Greedy text through the public sampler API is the CPU's.

@@ -33,6 +33,11 @@ struct ggml_threadpool {
     // What runs at each node of the graph computing on this pool (compute.cpp), kept with the
     // pool so its capacity persists and computing allocates nothing; guarded by compute_mutex.
     std::vector<uint8_t> node_plan;
+    // The last node reading each tensor of that graph (compute.cpp's last_read_build), likewise:
+    // open addressing; an entry counts only when its stamp is the current graph's (no clearing).
+    struct last_read_entry { const void * key; int node; uint32_t stamp; };
+    std::vector<last_read_entry> last_read;
+    uint32_t last_read_stamp = 0;
 
 private:
     void worker_loop(int ith);

@@ -648,6 +648,12 @@ ActArgs ggml_cuda_act_args(ggml_cuda_ctx & ctx, const ggml_tensor * b, int form,
 // Records in act that b's activations in the form `form` are in the scratch buffer, as handed
 // out at scratch_use.
 void ggml_cuda_act_record(ggml_cuda_ctx::quantized_act & act, const ggml_tensor * b, int form, uint64_t scratch_use);
+// The launch just made wrote b's activations in the form `form` (at the scratch handed out by
+// ggml_cuda_act_args before it): pending for the product that reads b next.
+inline void ggml_cuda_act_produced(ggml_cuda_ctx & ctx, const ggml_tensor * b, int form) {
+    ggml_cuda_act_record(ctx.act_pending, b, form, ctx.scratch_uses);
+    ctx.n_act_produced++;
+}
 // act holds b's activations in the form `form`, and the scratch buffer was not handed out since.
 bool ggml_cuda_act_ready(const ggml_cuda_ctx & ctx, const ggml_tensor * b, int form);
 
@@ -707,6 +713,5 @@ void ggml_cuda_launch_quantizing(ggml_cuda_ctx & ctx, const ggml_tensor * produc
     } else {
         launch(std::integral_constant<int, 32>{}, q);
     }
-    ggml_cuda_act_record(ctx.act_pending, b, qb, ctx.scratch_uses);
-    ctx.n_act_produced++;
+    ggml_cuda_act_produced(ctx, b, qb);
 }

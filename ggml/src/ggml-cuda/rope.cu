@@ -221,8 +221,5 @@ void ggml_cuda_op_rope_set_rows(ggml_cuda_ctx & ctx, ggml_tensor * rope_node, gg
     const bool halves = rope2 && b2 && ggml_cuda_mul_mat_act_form(product2) == kActF16 && permuted_halves(rope2, b2, ride.halves2.mul);
     if (halves) ride.halves2.out = (uint16_t *) ggml_cuda_act_args(ctx, b2, kActF16).qs;
     rope(ctx, rope_node, false, st, ride);
-    if (halves) {
-        ggml_cuda_act_record(ctx.act_pending, b2, kActF16, ctx.scratch_uses);
-        ctx.n_act_produced++;
-    }
+    if (halves) ggml_cuda_act_produced(ctx, b2, kActF16);
 }
