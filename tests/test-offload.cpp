@@ -424,9 +424,55 @@ struct LoraRun {
     std::vector<float> adapter;  // every A and B, in name order
 };
 
+// A gradient reducer as a data-parallel run's (llama-finetune under MPI): it adds to each
+// accumulator a fixed pattern (a stand-in for the other processes' gradients, which AdamW's step,
+// unlike a scaling, does not hide), read and written through the backend wherever it lives.
+// ok: every gradient announced once a step, final when announced.
+struct AddingReducer {
+    ggml_opt_context_t oc = nullptr;
+    std::vector<std::vector<float>> at_ready;
+    std::vector<int> announced;
+    int steps = 0;
+    bool ok = true;
+
+    static std::vector<float> values(const ggml_tensor * t) {
+        std::vector<float> v((size_t) ggml_nelements(t));
+        ggml_backend_tensor_get(t, v.data(), 0, ggml_nbytes(t));
+        return v;
+    }
+    void install(ggml_opt_context_t o) {
+        oc = o;
+        at_ready.assign((size_t) ggml_opt_n_params(o), {});
+        announced.assign(at_ready.size(), 0);
+        const ggml_opt_grad_reducer r = {
+            [](void * ud, int64_t i, ggml_tensor * acc) {
+                AddingReducer & a = *(AddingReducer *) ud;
+                a.ok &= acc == ggml_opt_grad_acc(a.oc, ggml_opt_param(a.oc, i));
+                a.announced[(size_t) i]++;
+                a.at_ready[(size_t) i] = values(acc);
+            },
+            nullptr,
+            [](void * ud) { ((AddingReducer *) ud)->reduce(); },
+            this,
+        };
+        ggml_opt_set_grad_reducer(o, &r);
+    }
+    void reduce() {
+        steps++;
+        for (size_t i = 0; i < at_ready.size(); i++) {
+            ggml_tensor * acc = ggml_opt_grad_acc(oc, ggml_opt_param(oc, (int64_t) i));
+            std::vector<float> v = values(acc);
+            ok &= announced[i] == 1 && v == at_ready[i];
+            announced[i] = 0;
+            for (size_t e = 0; e < v.size(); e++) v[e] += 1e-3f * std::sin(0.7f * (float) (e + 13 * i));
+            ggml_backend_tensor_set(acc, v.data(), 0, ggml_nbytes(acc));
+        }
+    }
+};
+
 // adapter_on_device: A and B copied into the device's memory (their accumulators, moments and
-// AdamW steps then live and run there too).
-LoraRun train_lora(int n_gpu_layers, bool adapter_on_device = false, int steps = 6) {
+// AdamW steps then live and run there too). reducer: installed on the run's optimization context.
+LoraRun train_lora(int n_gpu_layers, bool adapter_on_device = false, int steps = 6, AddingReducer * reducer = nullptr) {
     LoraRun r;
     Model m = load(model_path("stories260K.gguf"), n_gpu_layers);
     EXPECT_TRUE(m);
@@ -485,6 +531,7 @@ LoraRun train_lora(int n_gpu_layers, bool adapter_on_device = false, int steps =
     }
     ggml_opt_context_t oc = ggml_opt_init(op);
     EXPECT_TRUE(oc);
+    if (oc && reducer) reducer->install(oc);
     const int32_t n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(m.get()));
     std::vector<int32_t> pos(n), tok(n + 1);
     std::vector<float> mask((size_t) n * n), labels((size_t) n * n_vocab);
@@ -541,6 +588,34 @@ TEST_F(Offload, LoraTrainingWithLayersOnTheDevice) {
         double max_diff = 0.0;
         for (size_t i = 0; i < cpu.adapter.size(); i++) max_diff = std::max(max_diff, (double) std::fabs(dev.adapter[i] - cpu.adapter[i]));
         EXPECT_LT(max_diff, 1e-5) << "adapter on the device " << adapter_on_device;
+    }
+}
+
+// A data-parallel run's gradient reducer with the layers and the adapter on the device (MPI with
+// -ngl): it hears of every gradient after the backward pass, reads and writes the device's
+// accumulators, and the run is the CPU's with the same reducer.
+TEST_F(Offload, GradientReducerWithLayersOnTheDevice) {
+    TU_REQUIRE_FILE(model_path("stories260K.gguf"));
+    const int steps = 4;  // optimizer steps of 2 micro-batches
+    AddingReducer on_cpu, on_dev;
+    const LoraRun plain = train_lora(0, false, steps);
+    const LoraRun cpu = train_lora(0, false, steps, &on_cpu);
+    const LoraRun dev = train_lora(999, true, steps, &on_dev);
+    for (const AddingReducer * r : { &on_cpu, &on_dev }) {
+        EXPECT_TRUE(r->ok) << "a gradient announced twice, not at all, or changed after it was announced";
+        EXPECT_EQ(r->steps, steps / 2);
+    }
+    ASSERT_EQ(dev.adapter.size(), cpu.adapter.size());
+    ASSERT_EQ(plain.adapter.size(), cpu.adapter.size());
+    double max_diff = 0.0, reducer_effect = 0.0;
+    for (size_t i = 0; i < cpu.adapter.size(); i++) {
+        max_diff = std::max(max_diff, (double) std::fabs(dev.adapter[i] - cpu.adapter[i]));
+        reducer_effect = std::max(reducer_effect, (double) std::fabs(plain.adapter[i] - cpu.adapter[i]));
+    }
+    EXPECT_GT(reducer_effect, 1e-3) << "the reducer's sums changed nothing: the test compares little";
+    EXPECT_LT(max_diff, 1e-5);
+    for (size_t i = 0; i < cpu.losses.size() && i < dev.losses.size(); i++) {
+        EXPECT_NEAR(dev.losses[i], cpu.losses[i], 1e-5 * std::fabs(cpu.losses[i])) << "micro-batch " << i;
     }
 }
 

@@ -20,6 +20,7 @@
 #include <mpi.h>
 
 #include "finetune-dist.h"
+#include "ggml-backend.h"
 
 #include <algorithm>
 #include <cmath>
@@ -200,7 +201,7 @@ struct mpi_dist final : ft_dist {
             layout_done = n_laid_out == n_params;
         }
         const int b = bucket_of[(size_t) i];
-        memcpy(pack.data() + off_of[(size_t) i], acc->data, n * sizeof(float));
+        ggml_backend_tensor_get(acc, pack.data() + off_of[(size_t) i], 0, n * sizeof(float));  // a GPU's, with -ngl
         bucket & k = buckets[(size_t) b];
         if (++k.arrived == k.members && k.closed) start(b);
         t_cb += MPI_Wtime() - t0;
@@ -232,7 +233,7 @@ struct mpi_dist final : ft_dist {
             ok(MPI_Allreduce(MPI_IN_PLACE, pack.data(), (int) pack.size(), MPI_FLOAT, MPI_SUM, comm), "MPI_Allreduce");
         }
         for (int64_t i = 0; i < n_params; i++) {
-            memcpy(accs[(size_t) i]->data, pack.data() + off_of[(size_t) i], ggml_nbytes(accs[(size_t) i]));
+            ggml_backend_tensor_set(accs[(size_t) i], pack.data() + off_of[(size_t) i], 0, ggml_nbytes(accs[(size_t) i]));
         }
         for (bucket & k : buckets) k.arrived = 0;
         const double t1 = MPI_Wtime();

@@ -581,12 +581,22 @@ void bench_data(trainer & tr) {
 // FNV-1a of the parameters' bytes (the replicas of a data-parallel run must stay equal).
 uint64_t params_hash(ggml_opt_context_t oc) {
     uint64_t h = 1469598103934665603ull;
+    std::vector<uint8_t> d;
     for (int64_t i = 0; i < ggml_opt_n_params(oc); i++) {
         const ggml_tensor * t = ggml_opt_param(oc, i);
-        const uint8_t * d = (const uint8_t *) t->data;
-        for (size_t k = 0; k < ggml_nbytes(t); k++) h = (h ^ d[k]) * 1099511628211ull;
+        d.resize(ggml_nbytes(t));
+        ggml_backend_tensor_get(t, d.data(), 0, d.size());  // host memory, or a GPU's with -ngl
+        for (uint8_t c : d) h = (h ^ c) * 1099511628211ull;
     }
     return h;
+}
+
+// Rank 0's values of t to every process, wherever t lives (host memory, or a GPU's with -ngl).
+void broadcast_tensor(ft_dist & dist, ggml_tensor * t) {
+    std::vector<uint8_t> d(ggml_nbytes(t));
+    ggml_backend_tensor_get(t, d.data(), 0, d.size());
+    dist.broadcast(d.data(), d.size());
+    ggml_backend_tensor_set(t, d.data(), 0, d.size());
 }
 
 uint64_t string_hash(const std::string & s) {
@@ -638,7 +648,6 @@ int run(int argc, char ** argv, ft_dist & dist) {
     bool on_gpu = false;
     for (const llama_layer & L : m.layers) on_gpu |= L.wq && L.wq->buffer && !ggml_backend_buffer_is_host(L.wq->buffer);
     if (on_gpu) {
-        if (dist.size > 1) die("-ngl with several MPI processes is not supported yet");
         for (size_t i = 0; i < ggml_backend_dev_count(); i++) {
             ggml_backend_dev_t d = ggml_backend_dev_get(i);
             if (ggml_backend_dev_type(d) != GGML_BACKEND_DEVICE_TYPE_GPU) continue;
@@ -649,7 +658,14 @@ int run(int argc, char ** argv, ft_dist & dist) {
         ggml_backend_t cpu = ggml_backend_cpu_init();
         ggml_backend_cpu_set_n_threads(cpu, o.n_threads);
         tr.backends.push_back(cpu);
-        tr.sched = ggml_backend_sched_new(tr.backends.data(), nullptr, (int) tr.backends.size(),
+        // the CPU's compute buffer in the first GPU's page-locked memory, as inference contexts
+        // have it: the embeddings go up and the logits' gradient comes down by DMA
+        std::vector<ggml_backend_buffer_type_t> bufts;
+        for (ggml_backend_t b : tr.backends) bufts.push_back(ggml_backend_get_default_buffer_type(b));
+        if (ggml_backend_buffer_type_t host = ggml_backend_dev_host_buffer_type(ggml_backend_get_device(tr.backends[0]))) {
+            bufts.back() = host;
+        }
+        tr.sched = ggml_backend_sched_new(tr.backends.data(), bufts.data(), (int) tr.backends.size(),
                                           llm_graph_max_nodes_train(m, 1), false, false);
         if (!tr.sched) die("cannot set up the backend scheduler");
         tr.move_adapter_to_devices();
@@ -735,7 +751,7 @@ int run(int argc, char ** argv, ft_dist & dist) {
     }
     tr.oc.reset(ggml_opt_init(op));
     if (!tr.oc) die("cannot set up the training graphs");
-    if (!tr.sched) dist.attach(tr.oc.get());  // a reducer needs the CPU path (one process with -ngl)
+    dist.attach(tr.oc.get());  // with -ngl the gradients are summed after the backward pass (no overlap)
     if (o.bench && lead) {
         fprintf(stderr, "llama-finetune: compute buffer %.1f MiB, static buffer %.1f MiB\n",
                 ggml_opt_compute_buffer_size(tr.oc.get()) / 1048576.0, ggml_opt_static_buffer_size(tr.oc.get()) / 1048576.0);
@@ -782,10 +798,10 @@ int run(int argc, char ** argv, ft_dist & dist) {
         ggml_opt_set_n_steps(oc, pos[2]);
         for (int64_t i = 0; i < ggml_opt_n_params(oc); i++) {
             ggml_tensor * p = ggml_opt_param(oc, i);
-            dist.broadcast(p->data, ggml_nbytes(p));
+            broadcast_tensor(dist, p);
             for (int k = 0; k < 2 && !o.resume.empty(); k++) {
                 ggml_tensor * mk = ggml_opt_optimizer_state(oc, p, k);
-                if (mk) dist.broadcast(mk->data, ggml_nbytes(mk));
+                if (mk) broadcast_tensor(dist, mk);
             }
         }
     }

@@ -166,7 +166,9 @@ struct ggml_opt_params {
     // NULL: everything on the CPU, placed once. Else the scheduler places each graph at
     // ggml_opt_alloc (set the inputs after it) across its backends: the parameters may live in
     // a device's buffers (their accumulators and AdamW moments go to the same buffer type), and
-    // the nodes run where the scheduler puts them. No gradient reducer then.
+    // the nodes run where the scheduler puts them. A gradient reducer then hears of every
+    // gradient after the backward pass (no overlap) and reads its accumulators with
+    // ggml_backend_tensor_get, writes them with ggml_backend_tensor_set.
     ggml_backend_sched_t backend_sched;
     uint32_t seed;      // of the dataset shuffling
 
@@ -245,8 +247,10 @@ struct ggml_cgraph * ggml_opt_graph_opt(ggml_opt_context_t opt_ctx);
 //  - grad_ready (optional): as soon as the backward pass has finished parameter i's gradient
 //    (ggml_opt_param(opt_ctx, i)), between two graph nodes, so that sending it overlaps the rest
 //    of the backward pass. Every parameter is announced once per step, in an order that is the
-//    same at every step (that of the backward graph).
-//  - poll (optional): after every graph node of that backward pass (progress for transfers).
+//    same at every step (that of the backward graph; with a backend scheduler, whose backends
+//    run their splits whole, after the backward pass in parameter order).
+//  - poll (optional): after every graph node of that backward pass (progress for transfers; not
+//    with a backend scheduler).
 //  - reduce (required): after the backward pass, before clipping and the optimizer step: must
 //    leave in every accumulator the sum of that accumulator over the processes.
 // The losses and gradients of a process then add up to the whole batch's only if each process

@@ -464,13 +464,16 @@ struct ggml_cgraph * ggml_opt_graph_grad(ggml_opt_context_t oc) { return oc->gb_
 struct ggml_cgraph * ggml_opt_graph_opt(ggml_opt_context_t oc) { return oc->gb_opt; }
 
 void ggml_opt_set_grad_reducer(ggml_opt_context_t oc, const struct ggml_opt_grad_reducer * reducer) {
-    if (reducer && reducer->reduce && oc->sched) GGML_ABORT("ggml_opt_set_grad_reducer: not with a backend scheduler");
     oc->reducer = reducer ? *reducer : ggml_opt_grad_reducer{};
     oc->node_param.clear();
     oc->ready_early.clear();
     oc->ready_late.clear();
     if (!reducer || !reducer->grad_ready || !oc->gb_grad) return;
     GGML_ASSERT(reducer->reduce && "ggml_opt_set_grad_reducer: reduce is required");
+    if (oc->sched) {  // the backends run their splits whole: every gradient is announced after them
+        for (size_t i = 0; i < oc->param_tensors.size(); i++) oc->ready_late.push_back((int64_t) i);
+        return;
+    }
     // Where each gradient is complete: its last node in gb_grad (an addition into the
     // accumulator), before any node if nothing adds to it, after the graph if it is not found.
     ggml_cgraph * g = oc->gb_grad;
@@ -652,8 +655,10 @@ void ggml_opt_eval(ggml_opt_context_t oc, ggml_opt_result_t result) {
         if (r.grad_ready) {
             for (int64_t p : oc->ready_early) r.grad_ready(r.userdata, p, oc->grad_accs[(size_t) p]);
         }
-        oc->cplan.node_callback = reducer_node_callback;
-        oc->cplan.node_callback_data = oc;
+        if (!oc->sched) {
+            oc->cplan.node_callback = reducer_node_callback;
+            oc->cplan.node_callback_data = oc;
+        }
     }
     compute(oc, backward ? oc->gb_grad : oc->gf);
     if (announce) {
