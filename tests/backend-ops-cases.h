@@ -577,6 +577,30 @@ std::vector<Case> make_cases() {
                                              0.125f, c.variant == 2 ? 8.0f : 0.0f, c.variant == 1 ? 5.0f : 0.0f));
         }, 1e-8);
     }
+    // many query rows (the CUDA backend's tiled kernels): heads of 128 and of 96 / 80 (not powers
+    // of two), F32 / F16 / BF16 caches, grouped heads, two batches, softcap, ALiBi, rows that see
+    // no key, more keys than rows, tiles that one row sees through one key (n_q 33, n_kv 37)
+    struct FaBackTiled { ggml_type kt; int64_t D, Dv, n_q, n_kv, H, Hkv, B; int variant; };  // variants as above
+    for (const FaBackTiled & c : { FaBackTiled{ GGML_TYPE_F16, 128, 128, 40, 50, 4, 2, 2, 0 },
+                                   FaBackTiled{ GGML_TYPE_F32, 64, 64, 33, 70, 2, 1, 1, 1 },
+                                   FaBackTiled{ GGML_TYPE_BF16, 96, 80, 20, 45, 3, 1, 1, 2 },
+                                   FaBackTiled{ GGML_TYPE_F16, 64, 32, 17, 17, 2, 2, 1, 3 },
+                                   FaBackTiled{ GGML_TYPE_F16, 64, 64, 24, 21, 2, 1, 1, 0 },
+                                   FaBackTiled{ GGML_TYPE_F32, 64, 64, 33, 37, 2, 2, 1, 0 } }) {  // tiles seen through one element
+        const std::string name = std::string("flash_attn_back tiles ") + ggml_type_name(c.kt) + " D " + std::to_string(c.D) + " Dv " +
+                                 std::to_string(c.Dv) + " n_q " + std::to_string(c.n_q) + " n_kv " + std::to_string(c.n_kv) +
+                                 (c.variant == 1 ? " f16 mask softcap" : c.variant == 2 ? " alibi" : c.variant == 3 ? " no mask" : "");
+        add(name, [=](Maker & m) {
+            ggml_tensor * q = ggml_permute(m.ctx, m.in(GGML_TYPE_F32, {c.D, c.H, c.n_q, c.B}), 0, 2, 1, 3);  // [D, n_q, H, B]
+            // causal, with the first rows seeing nothing where n_kv - n_q < 3
+            ggml_tensor * mask = c.variant == 3 ? nullptr
+                                                : m.in(c.variant == 1 ? GGML_TYPE_F16 : GGML_TYPE_F32, {c.n_kv, c.n_q}, causal(c.n_kv - c.n_q - 3));
+            ggml_tensor * dO = m.in(GGML_TYPE_F32, {c.Dv, c.H, c.n_q, c.B});
+            return same(ggml_flash_attn_back(m.ctx, q, m.in(c.kt, {c.D, c.n_kv, c.Hkv, c.B}), m.in(c.kt, {c.Dv, c.n_kv, c.Hkv, c.B}), mask,
+                                             dO, c.variant == 1 ? 0.088f : 0.125f, c.variant == 2 ? 8.0f : 0.0f,
+                                             c.variant == 1 ? 5.0f : 0.0f));
+        }, 1e-8);
+    }
     add("flash_attn_back fully masked queries", [=](Maker & m) {
         ggml_tensor * q = ggml_permute(m.ctx, m.in(GGML_TYPE_F32, {64, 2, 6}), 0, 2, 1, 3);
         return same(ggml_flash_attn_back(m.ctx, q, m.in(GGML_TYPE_F16, {64, 40, 1}), m.in(GGML_TYPE_F16, {64, 40, 1}),

@@ -3,7 +3,7 @@
 //  - generation: mul_mat of each weight type with one column (GB/s of weights read: compare
 //    with the GPU's memory bandwidth, about 3350 GB/s on an H100 SXM, 4800 on an H200),
 //  - prompts: the same with 512 columns (TFLOP/s),
-//  - flash attention of one query over a long F16 cache, and of 512 queries.
+//  - flash attention of one query over a long F16 cache, and of 512 queries; its gradient (training).
 // Each graph is computed repeatedly on one backend (CUDA graphs re-launch it after the first
 // computes); the time per compute is the mean after warm-up.
 //   bench-cuda [-d device] [-n_embd N] [-n_ff N] [-n_kv N] [-r repeats]
@@ -137,6 +137,28 @@ int main(int argc, char ** argv) {
             const double s = time_graph(be, b, ggml_flash_attn_ext(b.ctx, q, k, v, nullptr, 0.125f, 0.0f, 0.0f), n_q == 1 ? repeats : 10);
             printf("%8lld %8lld %12.1f\n", (long long) n_q, (long long) kv, s * 1e6);
         }
+    }
+
+    // training: the gradient of 512 queries over 512 keys (F32 activations, as the training graph
+    // has them) beside the forward on the same operands (FlashAttention-2's backward takes about
+    // 2.5 times its forward)
+    printf("\nflash attention gradient, F32, 512 x 512, %lld heads of %lld (%lld KV heads)\n", (long long) n_head, (long long) head,
+           (long long) n_head_kv);
+    printf("%12s %12s %8s\n", "forward us", "backward us", "ratio");
+    {
+        double fwd = 0.0, bwd = 0.0;
+        for (int pass = 0; pass < 2; pass++) {
+            Bench b;
+            b.ctx = new_ctx();
+            ggml_tensor * q = ggml_new_tensor_3d(b.ctx, GGML_TYPE_F32, head, 512, n_head);
+            ggml_tensor * k = ggml_new_tensor_3d(b.ctx, GGML_TYPE_F32, head, 512, n_head_kv);
+            ggml_tensor * v = ggml_new_tensor_3d(b.ctx, GGML_TYPE_F32, head, 512, n_head_kv);
+            ggml_tensor * dO = ggml_new_tensor_3d(b.ctx, GGML_TYPE_F32, head, n_head, 512);
+            ggml_tensor * out = pass == 0 ? ggml_flash_attn_ext(b.ctx, q, k, v, nullptr, 0.125f, 0.0f, 0.0f)
+                                          : ggml_flash_attn_back(b.ctx, q, k, v, nullptr, dO, 0.125f, 0.0f, 0.0f);
+            (pass == 0 ? fwd : bwd) = time_graph(be, b, out, 10);
+        }
+        printf("%12.1f %12.1f %8.2f\n", fwd * 1e6, bwd * 1e6, bwd / fwd);
     }
     ggml_backend_free(be);
     return 0;

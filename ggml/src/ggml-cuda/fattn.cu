@@ -697,6 +697,227 @@ __global__ void __launch_bounds__(kWarps * WARP) k_flash_attn_back_keys(FaBackAr
     }
 }
 
+// ---- the gradient in tiles (training: many query rows) --------------------------------------
+// The kernels above read every key and value row once per query row, and every query and dO row
+// once per key. Here a block of kBackTile query rows (one head) walks the keys in tiles that sit
+// in shared memory, and a block of kBackTile keys (one kv head) walks the query rows of its G
+// heads in tiles likewise. TPR threads share a row (or key), 4 for heads up to 64, 8 up to 128:
+// each holds kBackPart of its elements in registers (r, r + TPR, ...) and accumulates those of
+// the gradient row; they add their partial dot products by shuffles (a butterfly), which leaves
+// the same sum, bit for bit, in all of them, so each keeps the row's softmax statistics itself.
+// Tiles that every row of the block has masked are skipped (a causal mask: half). Still no
+// atomics: one block writes each result.
+constexpr int kBackTile = 32, kBackPart = 16;
+
+// The sum of v over the TPR threads of a row (every lane of the warp calls it).
+template <int TPR>
+__device__ __forceinline__ float group_sum(float v) {
+#pragma unroll
+    for (int o = 1; o < TPR; o *= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+// x . row over n elements, x the thread's part (elements r + TPR i) of the other row.
+template <int TPR>
+__device__ __forceinline__ float part_dot(const float (&x)[kBackPart], const float * row, int r, int64_t n) {
+    float dot = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kBackPart; i++) {
+        const int64_t d = r + TPR * i;
+        if (d < n) dot += x[i] * row[d];
+    }
+    return group_sum<TPR>(dot);
+}
+
+// Whether any thread of the block passes vis (every thread calls it). The caller reaches a
+// __syncthreads between a true answer and its next call (else a thread could clear the flag
+// while another still reads it).
+__device__ __forceinline__ bool block_any(int * flag, bool vis) {
+    if (threadIdx.x == 0) *flag = 0;
+    __syncthreads();
+    if (vis) *flag = 1;
+    __syncthreads();
+    return *flag != 0;
+}
+
+// dQ and the rows' statistics: pass 0 the max, the sum of e^(s - max) and of e^(s - max) dP
+// (online), pass 1 dQ.
+template <int KT, int TPR>  // TPR: threads a row, max(D, Dv) <= TPR * kBackPart
+__global__ void __launch_bounds__(kBackTile * TPR) k_flash_attn_back_rows_tiled(FaBackArgs b) {
+    const FaArgs & a = b.f;
+    GGML_CUDA_DYN_SMEM(float, smem);
+    float * ks = smem;                  // [kBackTile][D]
+    float * vs = ks + kBackTile * a.D;  // [kBackTile][Dv]
+    int * flag = (int *) (vs + kBackTile * a.Dv);
+    constexpr int NT = kBackTile * TPR;
+    const int t = threadIdx.x, part = t % TPR;
+    const int64_t iq = (int64_t) blockIdx.x * kBackTile + t / TPR, h = blockIdx.y, i3 = blockIdx.z, hk = h / a.G;
+    const bool valid = iq < a.n_q;
+    const float * dorow = b.dO + ((i3 * a.n_q + iq) * a.H + h) * a.Dv;
+    float qr[kBackPart], dor[kBackPart], dq[kBackPart];
+#pragma unroll
+    for (int i = 0; i < kBackPart; i++) {
+        const int64_t d = part + TPR * i;
+        qr[i] = valid && d < a.D ? *(const float *) elem_ptr(a.q, d, iq, h, i3) : 0.0f;
+        dor[i] = valid && d < a.Dv ? dorow[d] : 0.0f;
+        dq[i] = 0.0f;
+    }
+    const char * kbase = a.k.data + hk * a.k.nb[2] + i3 * a.k.nb[3];
+    const char * vbase = a.v.data + hk * a.v.nb[2] + i3 * a.v.nb[3];
+    const char * mrow = a.has_mask && valid ? row_ptr(a.mask, iq, h % a.mask.ne[2], i3 % a.mask.ne[3]) : nullptr;
+    const int mes = a.mask.type == GGML_TYPE_F16 ? 2 : 4;
+    const float slope = alibi_slope((uint32_t) h, (uint32_t) a.H, a.max_bias);
+    auto mask_of = [&](int64_t j) { return !valid || j >= a.n_kv ? -INFINITY : mrow ? slope * load_f(mrow + j * mes, a.mask.type) : 0.0f; };
+
+    float m = -INFINITY, l = 0.0f, u = 0.0f, inv_l = 0.0f, Di = 0.0f;
+    bool sees = false;
+    for (int pass = 0; pass < 2; pass++) {
+        for (int64_t k0 = 0; k0 < a.n_kv; k0 += kBackTile) {
+            bool vis = false;
+            for (int kk = part; kk < kBackTile; kk += TPR) vis = vis || mask_of(k0 + kk) != -INFINITY;
+            if (!block_any(flag, vis)) continue;  // uniform across the block
+            for (int64_t e = t; e < kBackTile * a.D; e += NT) {
+                const int64_t r = e / a.D, d = e % a.D;
+                ks[e] = k0 + r < a.n_kv ? kv_load<KT>(kbase + (k0 + r) * a.k.nb[1], d) : 0.0f;
+            }
+            for (int64_t e = t; e < kBackTile * a.Dv; e += NT) {
+                const int64_t r = e / a.Dv, d = e % a.Dv;
+                vs[e] = k0 + r < a.n_kv ? kv_load<KT>(vbase + (k0 + r) * a.v.nb[1], d) : 0.0f;
+            }
+            __syncthreads();
+            for (int kk = 0; kk < kBackTile; kk++) {
+                const float dot = part_dot<TPR>(qr, ks + kk * a.D, part, a.D);  // every lane: shuffles
+                const float dp = part_dot<TPR>(dor, vs + kk * a.Dv, part, a.Dv);
+                const float mv = mask_of(k0 + kk);
+                if (mv == -INFINITY) continue;
+                const Logit lg = fa_logit(a, dot, mv);
+                if (pass == 0) {
+                    if (lg.s > m) {
+                        const float c = expf(m - lg.s);  // 0 while m is -inf
+                        l *= c;
+                        u *= c;
+                        m = lg.s;
+                    }
+                    const float p = expf(lg.s - m);
+                    l += p;
+                    u += p * dp;
+                } else if (sees) {
+                    const float ds = expf(lg.s - m) * inv_l * (dp - Di) * lg.ds;
+                    const float * krow = ks + kk * a.D;
+#pragma unroll
+                    for (int i = 0; i < kBackPart; i++) {
+                        const int64_t d = part + TPR * i;
+                        if (d < a.D) dq[i] += ds * krow[d];
+                    }
+                }
+            }
+            __syncthreads();  // the tile is read before the next one overwrites it
+        }
+        if (pass == 0) {
+            sees = m != -INFINITY && l > 0.0f;  // a row that sees no key has zero gradients
+            inv_l = sees ? 1.0f / l : 0.0f;
+            Di = sees ? u / l : 0.0f;
+            if (valid && part == 0) {
+                float * st = b.stats + ((i3 * a.H + h) * a.n_q + iq) * 3;
+                st[0] = sees ? m : -INFINITY;
+                st[1] = inv_l;
+                st[2] = Di;
+            }
+        }
+    }
+    if (!valid) return;
+    float * dqrow = b.dq + ((i3 * a.H + h) * a.n_q + iq) * a.D;  // dQ has q's shape, contiguous
+#pragma unroll
+    for (int i = 0; i < kBackPart; i++) {
+        const int64_t d = part + TPR * i;
+        if (d < a.D) dqrow[d] = dq[i];
+    }
+}
+
+// dK and dV of kBackTile keys of one kv head over the query rows r = g * n_q + iq of its G heads
+// (the rows' statistics from k_flash_attn_back_rows_tiled).
+template <int KT, int TPR>
+__global__ void __launch_bounds__(kBackTile * TPR) k_flash_attn_back_keys_tiled(FaBackArgs b) {
+    const FaArgs & a = b.f;
+    GGML_CUDA_DYN_SMEM(float, smem);
+    float * qs = smem;                    // [kBackTile][D]
+    float * dos = qs + kBackTile * a.D;   // [kBackTile][Dv]
+    float * sts = dos + kBackTile * a.Dv; // [kBackTile][3]: max, 1 / sum, D
+    int * flag = (int *) (sts + 3 * kBackTile);
+    constexpr int NT = kBackTile * TPR;
+    const int t = threadIdx.x, part = t % TPR;
+    const int64_t j = (int64_t) blockIdx.x * kBackTile + t / TPR, hk = blockIdx.y, i3 = blockIdx.z;
+    const bool valid = j < a.n_kv;
+    const char * kr = a.k.data + j * a.k.nb[1] + hk * a.k.nb[2] + i3 * a.k.nb[3];
+    const char * vr = a.v.data + j * a.v.nb[1] + hk * a.v.nb[2] + i3 * a.v.nb[3];
+    float kq[kBackPart], vq[kBackPart], dk[kBackPart], dv[kBackPart];
+#pragma unroll
+    for (int i = 0; i < kBackPart; i++) {
+        const int64_t d = part + TPR * i;
+        kq[i] = valid && d < a.D ? kv_load<KT>(kr, d) : 0.0f;
+        vq[i] = valid && d < a.Dv ? kv_load<KT>(vr, d) : 0.0f;
+        dk[i] = dv[i] = 0.0f;
+    }
+    const int mes = a.mask.type == GGML_TYPE_F16 ? 2 : 4;
+    const int64_t n_rows = a.G * a.n_q;
+    // key j's mask value in row r (-inf where the row does not see it or sees nothing at all)
+    auto mask_of = [&](int64_t r) {
+        if (!valid || r >= n_rows) return -INFINITY;
+        const int64_t iq = r % a.n_q, h = hk * a.G + r / a.n_q;
+        if (fa_stats(b, iq, h, i3)[0] == -INFINITY) return -INFINITY;
+        if (!a.has_mask) return 0.0f;
+        const float slope = alibi_slope((uint32_t) h, (uint32_t) a.H, a.max_bias);
+        return slope * load_f(row_ptr(a.mask, iq, h % a.mask.ne[2], i3 % a.mask.ne[3]) + j * mes, a.mask.type);
+    };
+
+    for (int64_t r0 = 0; r0 < n_rows; r0 += kBackTile) {
+        bool vis = false;
+        for (int rr = part; rr < kBackTile; rr += TPR) vis = vis || mask_of(r0 + rr) != -INFINITY;
+        if (!block_any(flag, vis)) continue;  // uniform across the block
+        for (int64_t e = t; e < kBackTile * a.D; e += NT) {
+            const int64_t r = r0 + e / a.D, d = e % a.D;
+            qs[e] = r < n_rows ? *(const float *) elem_ptr(a.q, d, r % a.n_q, hk * a.G + r / a.n_q, i3) : 0.0f;
+        }
+        for (int64_t e = t; e < kBackTile * a.Dv; e += NT) {
+            const int64_t r = r0 + e / a.Dv, d = e % a.Dv;
+            dos[e] = r < n_rows ? b.dO[((i3 * a.n_q + r % a.n_q) * a.H + hk * a.G + r / a.n_q) * a.Dv + d] : 0.0f;
+        }
+        if (t < kBackTile) {
+            const int64_t r = r0 + t;
+            const float * st = r < n_rows ? fa_stats(b, r % a.n_q, hk * a.G + r / a.n_q, i3) : nullptr;
+            sts[3 * t] = st ? st[0] : -INFINITY;
+            sts[3 * t + 1] = st ? st[1] : 0.0f;
+            sts[3 * t + 2] = st ? st[2] : 0.0f;
+        }
+        __syncthreads();
+        for (int rr = 0; rr < kBackTile; rr++) {
+            const float * qrow = qs + rr * a.D, * dorow = dos + rr * a.Dv;
+            const float dot = part_dot<TPR>(kq, qrow, part, a.D);  // every lane: shuffles
+            const float dp = part_dot<TPR>(vq, dorow, part, a.Dv);
+            const float mv = mask_of(r0 + rr);
+            if (mv == -INFINITY) continue;
+            const Logit lg = fa_logit(a, dot, mv);
+            const float p = expf(lg.s - sts[3 * rr]) * sts[3 * rr + 1];
+            const float ds = p * (dp - sts[3 * rr + 2]) * lg.ds;
+#pragma unroll
+            for (int i = 0; i < kBackPart; i++) {
+                const int64_t d = part + TPR * i;
+                if (d < a.D) dk[i] += ds * qrow[d];
+                if (d < a.Dv) dv[i] += p * dorow[d];
+            }
+        }
+        __syncthreads();  // the tile is read before the next one overwrites it
+    }
+    if (!valid) return;
+    const int64_t row = (i3 * a.k.ne[2] + hk) * a.n_kv + j;  // dK, dV have k's and v's shapes, contiguous
+#pragma unroll
+    for (int i = 0; i < kBackPart; i++) {
+        const int64_t d = part + TPR * i;
+        if (d < a.D) b.dk[row * a.D + d] = dk[i];
+        if (d < a.Dv) b.dv[row * a.Dv + d] = dv[i];
+    }
+}
+
 }  // namespace
 
 bool ggml_cuda_flash_attn_back_supported(const ggml_tensor * dst) {
@@ -725,6 +946,32 @@ void ggml_cuda_op_flash_attn_back(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
     const dim3 grid_keys((unsigned int) a.n_kv, (unsigned int) k->ne[2], (unsigned int) q->ne[3]);
     const size_t smem_rows = (size_t) (a.D + a.Dv + 3 * kWarps + kWarps * a.D) * sizeof(float);
     const size_t smem_keys = (size_t) (a.D + a.Dv + kWarps * (a.D + a.Dv)) * sizeof(float);
+    // Many query rows of a float cache, heads up to 128: the tiled kernels.
+    if (a.n_q >= kBackTile / 2 && std::max(a.D, a.Dv) <= 8 * kBackPart && is_float_type(k->type)) {
+        const dim3 grid_q((unsigned int) ((a.n_q + kBackTile - 1) / kBackTile), (unsigned int) a.H, (unsigned int) q->ne[3]);
+        const dim3 grid_k((unsigned int) ((a.n_kv + kBackTile - 1) / kBackTile), (unsigned int) k->ne[2], (unsigned int) q->ne[3]);
+        const size_t smem_q = (size_t) kBackTile * (a.D + a.Dv) * sizeof(float) + 16;
+        const size_t smem_k = (size_t) kBackTile * (a.D + a.Dv + 3) * sizeof(float) + 16;
+        auto launch = [&](auto kt, auto tpr) {
+            constexpr int KT = decltype(kt)::value, TPR = decltype(tpr)::value;
+            GGML_CUDA_LAUNCH(k_flash_attn_back_rows_tiled<KT GGML_COMMA TPR>, grid_q, kBackTile * TPR, smem_q, ctx.stream)(b);
+            CUDA_CHECK_LAUNCH();
+            if (a.n_kv > 0) {
+                GGML_CUDA_LAUNCH(k_flash_attn_back_keys_tiled<KT GGML_COMMA TPR>, grid_k, kBackTile * TPR, smem_k, ctx.stream)(b);
+                CUDA_CHECK_LAUNCH();
+            }
+        };
+        auto by_width = [&](auto kt) {
+            if (std::max(a.D, a.Dv) <= 4 * kBackPart) launch(kt, std::integral_constant<int, 4>{});
+            else launch(kt, std::integral_constant<int, 8>{});
+        };
+        switch (k->type) {
+            case GGML_TYPE_F32: by_width(std::integral_constant<int, GGML_TYPE_F32>{}); break;
+            case GGML_TYPE_F16: by_width(std::integral_constant<int, GGML_TYPE_F16>{}); break;
+            default: by_width(std::integral_constant<int, GGML_TYPE_BF16>{}); break;
+        }
+        return;
+    }
     fa_dispatch_type(k->type, [&](auto kt) {
         if (rows > 0) {
             GGML_CUDA_LAUNCH(k_flash_attn_back_rows<decltype(kt)::value>, grid_rows, kWarps * WARP, smem_rows, ctx.stream)(b);
