@@ -14,6 +14,7 @@
 # Q4_K_M, Q8_0); llama-bench pp512 / tg128 with every layer on the GPU, fa 0 and 1, ours with
 # CUDA graphs and fusions on, each off (GGML_CUDA_DISABLE_GRAPHS / _FUSION), prompts without the
 # tensor-core attention (GGML_CUDA_DISABLE_MMA_FA), and llama.cpp's;
+# bench-cuda's kernels; LoRA training (llama-finetune --bench -ngl 99);
 # then where the time goes (GGML_CUDA_PROFILE=1: time per kernel class) for Q4_0 pp512 and tg128.
 set -u
 BIN=${BIN:-build-cuda/bin}
@@ -53,6 +54,15 @@ for t in Q4_0 Q4_K_M Q8_0 F16; do
     if [ -n "${LCPP_BENCH:-}" ] && [ -x "$LCPP_BENCH" ]; then
         "$LCPP_BENCH" -m "$f" -ngl 99 -fa 0,1 -p 512 -n 128 -r "$R" 2>/dev/null | sed 's/^/llama.cpp: /' | tee -a "$OUT/summary.txt"
     fi
+done
+
+log "kernels: bench-cuda (mul_mat GB/s and TFLOP/s, flash attention, its gradient beside the forward)"
+"$BIN/bench-cuda" 2>&1 | tee -a "$OUT/summary.txt"
+
+log "training: llama-finetune --bench, LoRA on the F16 and Q4_0 files, 512-token sequences, every layer on the GPU"
+for t in F16 Q4_0; do
+    f="$M/tl-$t.gguf"
+    [ -f "$f" ] && "$BIN/llama-finetune" -m "$f" --bench -c 512 -b 1 --steps 4 -ngl 99 2>&1 | tail -3 | sed "s/^/$t: /" | tee -a "$OUT/summary.txt"
 done
 
 log "where the time goes: GGML_CUDA_PROFILE=1, Q4_0, the 12 largest classes (whole tables in $OUT/profile-*.txt)"

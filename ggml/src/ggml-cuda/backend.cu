@@ -204,6 +204,7 @@ struct cuda_backend : ggml_cuda_ctx {
     static constexpr size_t kMaxGraphs = 4;
     std::vector<graph_entry> graphs;
     uint64_t n_computes = 0;
+    std::vector<uint64_t> key;  // the graph being computed's key, its capacity kept from graph to graph
 };
 
 const char * cuda_backend_name(ggml_backend_t b) { return ((cuda_backend *) b->context)->name.c_str(); }
@@ -285,7 +286,7 @@ ggml_status cuda_graph_compute(ggml_backend_t b, ggml_cgraph * g) {
     set_device(cb->device);
     if (!cb->graphs_enabled) return run_nodes(cb, g);
 
-    std::vector<uint64_t> key;
+    std::vector<uint64_t> & key = cb->key;  // about 50 words a node: no reallocation a token
     ggml_graph_key(g, key);
     cb->n_computes++;
     // A launch of the graph may still be running: let it end before its exec goes.
