@@ -705,9 +705,11 @@ __global__ void __launch_bounds__(kWarps * WARP) k_flash_attn_back_keys(FaBackAr
 // each holds kBackPart of its elements in registers (r, r + TPR, ...) and accumulates those of
 // the gradient row; they add their partial dot products by shuffles (a butterfly), which leaves
 // the same sum, bit for bit, in all of them, so each keeps the row's softmax statistics itself.
-// Tiles that every row of the block has masked are skipped (a causal mask: half). Still no
-// atomics: one block writes each result.
+// A tile's mask values (with the rows that see nothing as masked) are read once into shared
+// memory, where the block's vote on the tile reads them; tiles that every row of the block has
+// masked are skipped (a causal mask: half). Still no atomics: one block writes each result.
 constexpr int kBackTile = 32, kBackPart = 16;
+constexpr int kMaskStride = kBackTile + 1;  // the tiles' mask values a row apart: other banks
 
 // The sum of v over the TPR threads of a row (every lane of the warp calls it).
 template <int TPR>
@@ -743,12 +745,13 @@ __device__ __forceinline__ bool block_any(int * flag, bool vis) {
 // dQ and the rows' statistics: pass 0 the max, the sum of e^(s - max) and of e^(s - max) dP
 // (online), pass 1 dQ.
 template <int KT, int TPR>  // TPR: threads a row, max(D, Dv) <= TPR * kBackPart
-__global__ void __launch_bounds__(kBackTile * TPR) k_flash_attn_back_rows_tiled(FaBackArgs b) {
+__global__ void __launch_bounds__(kBackTile * TPR, 16 / TPR) k_flash_attn_back_rows_tiled(FaBackArgs b) {
     const FaArgs & a = b.f;
     GGML_CUDA_DYN_SMEM(float, smem);
     float * ks = smem;                  // [kBackTile][D]
     float * vs = ks + kBackTile * a.D;  // [kBackTile][Dv]
-    int * flag = (int *) (vs + kBackTile * a.Dv);
+    float * ms = vs + kBackTile * a.Dv; // [kBackTile rows][kMaskStride]: the tile's mask values
+    int * flag = (int *) (ms + kBackTile * kMaskStride);
     constexpr int NT = kBackTile * TPR;
     const int t = threadIdx.x, part = t % TPR;
     const int64_t iq = (int64_t) blockIdx.x * kBackTile + t / TPR, h = blockIdx.y, i3 = blockIdx.z, hk = h / a.G;
@@ -774,8 +777,12 @@ __global__ void __launch_bounds__(kBackTile * TPR) k_flash_attn_back_rows_tiled(
     for (int pass = 0; pass < 2; pass++) {
         for (int64_t k0 = 0; k0 < a.n_kv; k0 += kBackTile) {
             bool vis = false;
-            for (int kk = part; kk < kBackTile; kk += TPR) vis = vis || mask_of(k0 + kk) != -INFINITY;
-            if (!block_any(flag, vis)) continue;  // uniform across the block
+            float * mrow_s = ms + (t / TPR) * kMaskStride;  // the row's, read by its TPR threads
+            for (int kk = part; kk < kBackTile; kk += TPR) {
+                mrow_s[kk] = mask_of(k0 + kk);
+                vis = vis || mrow_s[kk] != -INFINITY;
+            }
+            if (!block_any(flag, vis)) continue;  // uniform across the block (and ms written)
             for (int64_t e = t; e < kBackTile * a.D; e += NT) {
                 const int64_t r = e / a.D, d = e % a.D;
                 ks[e] = k0 + r < a.n_kv ? kv_load<KT>(kbase + (k0 + r) * a.k.nb[1], d) : 0.0f;
@@ -788,7 +795,7 @@ __global__ void __launch_bounds__(kBackTile * TPR) k_flash_attn_back_rows_tiled(
             for (int kk = 0; kk < kBackTile; kk++) {
                 const float dot = part_dot<TPR>(qr, ks + kk * a.D, part, a.D);  // every lane: shuffles
                 const float dp = part_dot<TPR>(dor, vs + kk * a.Dv, part, a.Dv);
-                const float mv = mask_of(k0 + kk);
+                const float mv = ms[(t / TPR) * kMaskStride + kk];
                 if (mv == -INFINITY) continue;
                 const Logit lg = fa_logit(a, dot, mv);
                 if (pass == 0) {
@@ -837,13 +844,14 @@ __global__ void __launch_bounds__(kBackTile * TPR) k_flash_attn_back_rows_tiled(
 // dK and dV of kBackTile keys of one kv head over the query rows r = g * n_q + iq of its G heads
 // (the rows' statistics from k_flash_attn_back_rows_tiled).
 template <int KT, int TPR>
-__global__ void __launch_bounds__(kBackTile * TPR) k_flash_attn_back_keys_tiled(FaBackArgs b) {
+__global__ void __launch_bounds__(kBackTile * TPR, 16 / TPR) k_flash_attn_back_keys_tiled(FaBackArgs b) {
     const FaArgs & a = b.f;
     GGML_CUDA_DYN_SMEM(float, smem);
     float * qs = smem;                    // [kBackTile][D]
     float * dos = qs + kBackTile * a.D;   // [kBackTile][Dv]
     float * sts = dos + kBackTile * a.Dv; // [kBackTile][3]: max, 1 / sum, D
-    int * flag = (int *) (sts + 3 * kBackTile);
+    float * ms = sts + 3 * kBackTile;     // [kBackTile keys][kMaskStride]: the tile's mask values
+    int * flag = (int *) (ms + kBackTile * kMaskStride);
     constexpr int NT = kBackTile * TPR;
     const int t = threadIdx.x, part = t % TPR;
     const int64_t j = (int64_t) blockIdx.x * kBackTile + t / TPR, hk = blockIdx.y, i3 = blockIdx.z;
@@ -872,8 +880,12 @@ __global__ void __launch_bounds__(kBackTile * TPR) k_flash_attn_back_keys_tiled(
 
     for (int64_t r0 = 0; r0 < n_rows; r0 += kBackTile) {
         bool vis = false;
-        for (int rr = part; rr < kBackTile; rr += TPR) vis = vis || mask_of(r0 + rr) != -INFINITY;
-        if (!block_any(flag, vis)) continue;  // uniform across the block
+        float * mkey_s = ms + (t / TPR) * kMaskStride;  // the key's, read by its TPR threads
+        for (int rr = part; rr < kBackTile; rr += TPR) {
+            mkey_s[rr] = mask_of(r0 + rr);
+            vis = vis || mkey_s[rr] != -INFINITY;
+        }
+        if (!block_any(flag, vis)) continue;  // uniform across the block (and ms written)
         for (int64_t e = t; e < kBackTile * a.D; e += NT) {
             const int64_t r = r0 + e / a.D, d = e % a.D;
             qs[e] = r < n_rows ? *(const float *) elem_ptr(a.q, d, r % a.n_q, hk * a.G + r / a.n_q, i3) : 0.0f;
@@ -894,7 +906,7 @@ __global__ void __launch_bounds__(kBackTile * TPR) k_flash_attn_back_keys_tiled(
             const float * qrow = qs + rr * a.D, * dorow = dos + rr * a.Dv;
             const float dot = part_dot<TPR>(kq, qrow, part, a.D);  // every lane: shuffles
             const float dp = part_dot<TPR>(vq, dorow, part, a.Dv);
-            const float mv = mask_of(r0 + rr);
+            const float mv = ms[(t / TPR) * kMaskStride + rr];
             if (mv == -INFINITY) continue;
             const Logit lg = fa_logit(a, dot, mv);
             const float p = expf(lg.s - sts[3 * rr]) * sts[3 * rr + 1];
@@ -950,8 +962,8 @@ void ggml_cuda_op_flash_attn_back(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
     if (a.n_q >= kBackTile / 2 && std::max(a.D, a.Dv) <= 8 * kBackPart && is_float_type(k->type)) {
         const dim3 grid_q((unsigned int) ((a.n_q + kBackTile - 1) / kBackTile), (unsigned int) a.H, (unsigned int) q->ne[3]);
         const dim3 grid_k((unsigned int) ((a.n_kv + kBackTile - 1) / kBackTile), (unsigned int) k->ne[2], (unsigned int) q->ne[3]);
-        const size_t smem_q = (size_t) kBackTile * (a.D + a.Dv) * sizeof(float) + 16;
-        const size_t smem_k = (size_t) kBackTile * (a.D + a.Dv + 3) * sizeof(float) + 16;
+        const size_t smem_q = (size_t) kBackTile * (a.D + a.Dv + kMaskStride) * sizeof(float) + 16;
+        const size_t smem_k = (size_t) kBackTile * (a.D + a.Dv + 3 + kMaskStride) * sizeof(float) + 16;
         auto launch = [&](auto kt, auto tpr) {
             constexpr int KT = decltype(kt)::value, TPR = decltype(tpr)::value;
             GGML_CUDA_LAUNCH(k_flash_attn_back_rows_tiled<KT GGML_COMMA TPR>, grid_q, kBackTile * TPR, smem_q, ctx.stream)(b);
