@@ -31,7 +31,93 @@ std::string shape_str(const ggml_tensor * t) {
 
 }  // namespace
 
-llama_adapter_lora::~llama_adapter_lora() { ggml_free(ctx); }
+llama_adapter_lora::llama_adapter_lora() = default;
+llama_adapter_lora::~llama_adapter_lora() {
+    on_device.reset();
+    ggml_free(ctx);
+}
+
+llama_adapter_device_copy::~llama_adapter_device_copy() {
+    for (ggml_backend_buffer_t b : bufs) ggml_backend_buffer_free(b);
+    for (ggml_context * c : ctxs) ggml_free(c);
+}
+
+bool llama_adapter_lora_to_devices(llama_adapter_lora & ad, llama_adapter_device_copy & dc, bool keep_host, std::string & err) {
+    std::map<ggml_backend_buffer_type_t, ggml_context *> ctx_of;
+    std::map<ggml_tensor *, ggml_tensor *> dev_of;  // host tensor -> its copy
+    llama_adapter_device_copy fresh;                // dc's additions, until all succeeded
+    for (auto & kv : ad.weights) {
+        const ggml_tensor * base = kv.first->view_src ? kv.first->view_src : kv.first;
+        if (!base->buffer || ggml_backend_buffer_is_host(base->buffer)) continue;
+        ggml_context *& c = ctx_of[ggml_backend_buffer_get_type(base->buffer)];
+        if (!c) {
+            c = ggml_init({2 * ad.weights.size() * ggml_tensor_overhead(), nullptr, true});
+            if (!c) {
+                err = "cannot allocate the adapter's tensor headers";
+                return false;
+            }
+            fresh.ctxs.push_back(c);
+        }
+        for (ggml_tensor * h : {kv.second.a, kv.second.b}) {
+            dev_of[h] = ggml_dup_tensor(c, h);
+            ggml_set_name(dev_of[h], h->name);
+        }
+    }
+    if (dev_of.empty()) return true;
+    for (auto & [buft, c] : ctx_of) {
+        ggml_backend_buffer_t b = ggml_backend_alloc_ctx_tensors_from_buft(c, buft);
+        if (!b) {
+            err = std::string("cannot allocate the adapter in ") + ggml_backend_buft_name(buft);
+            return false;
+        }
+        ggml_backend_buffer_set_usage(b, GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
+        fresh.bufs.push_back(b);
+    }
+    for (auto & [h, d] : dev_of) ggml_backend_tensor_set(d, h->data, 0, ggml_nbytes(h));
+
+    // The pairs left in host memory, into a context of their own size (the moved ones' host
+    // values go with the old one).
+    ggml_context * host_ctx = nullptr;
+    std::map<ggml_tensor *, ggml_tensor *> host_copy;
+    if (!keep_host) {
+        std::vector<std::pair<const ggml_tensor *, int32_t>> ws;
+        for (auto & kv : ad.weights) {
+            if (!dev_of.count(kv.second.a)) ws.push_back({kv.first, (int32_t) kv.second.a->ne[1]});
+        }
+        host_ctx = ggml_init({pairs_mem(ws), nullptr, false});
+        if (!host_ctx) {
+            err = "cannot allocate the adapter's host memory";
+            return false;
+        }
+        for (auto & kv : ad.weights) {
+            if (dev_of.count(kv.second.a)) continue;
+            for (ggml_tensor * h : {kv.second.a, kv.second.b}) {
+                ggml_tensor * t = ggml_dup_tensor(host_ctx, h);
+                ggml_set_name(t, h->name);
+                memcpy(t->data, h->data, ggml_nbytes(h));
+                host_copy[h] = t;
+            }
+        }
+    } else {
+        for (auto & [h, d] : dev_of) fresh.host_of[d] = h;
+    }
+    for (auto & kv : ad.weights) {
+        for (ggml_tensor ** t : {&kv.second.a, &kv.second.b}) {
+            if (dev_of.count(*t)) *t = dev_of[*t];
+            else if (host_copy.count(*t)) *t = host_copy[*t];
+        }
+    }
+    if (host_ctx) {
+        ggml_free(ad.ctx);
+        ad.ctx = host_ctx;
+    }
+    dc.ctxs.insert(dc.ctxs.end(), fresh.ctxs.begin(), fresh.ctxs.end());
+    dc.bufs.insert(dc.bufs.end(), fresh.bufs.begin(), fresh.bufs.end());
+    dc.host_of.insert(fresh.host_of.begin(), fresh.host_of.end());
+    fresh.ctxs.clear();
+    fresh.bufs.clear();
+    return true;
+}
 
 int32_t llama_adapter_lora::rank() const { return weights.empty() ? 0 : (int32_t) weights.begin()->second.a->ne[1]; }
 
@@ -315,8 +401,16 @@ llama_adapter_lora * llama_adapter_lora_init(llama_model * model, const char * p
         delete ad;
         return nullptr;
     }
-    LLAMA_LOG_INFO("llama_adapter_lora_init: loaded %zu LoRA pairs (rank %d, alpha %g) from %s\n", ad->weights.size(),
-                   ad->rank(), ad->alpha, path_lora);
+    ad->on_device = std::make_unique<llama_adapter_device_copy>();
+    if (!llama_adapter_lora_to_devices(*ad, *ad->on_device, false, err)) {
+        LLAMA_LOG_ERROR("llama_adapter_lora_init: %s\n", err.c_str());
+        delete ad;
+        return nullptr;
+    }
+    size_t n_moved = 0;
+    for (const auto & kv : ad->weights) n_moved += kv.second.a->buffer && !ggml_backend_buffer_is_host(kv.second.a->buffer);
+    LLAMA_LOG_INFO("llama_adapter_lora_init: loaded %zu LoRA pairs (rank %d, alpha %g) from %s, %zu of them in a device's memory\n",
+                   ad->weights.size(), ad->rank(), ad->alpha, path_lora, n_moved);
     return ad;
 }
 

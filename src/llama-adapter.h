@@ -8,13 +8,16 @@
 #pragma once
 
 #include "ggml.h"
+#include "ggml-backend.h"
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 struct llama_model;
+struct llama_adapter_device_copy;
 
 struct llama_adapter_lora_weight {
     ggml_tensor * a = nullptr;  // F32 [n_in, r]
@@ -30,9 +33,11 @@ struct llama_adapter_lora {
     std::map<const ggml_tensor *, llama_adapter_lora_weight> weights;
     std::vector<std::string> targets;  // short target names present (q, k, v, o, gate, up, down, output)
 
-    ggml_context * ctx = nullptr;  // owns the A and B tensors and their data
+    ggml_context * ctx = nullptr;  // owns the A and B tensors and their data (host memory)
+    // The pairs moved next to base weights in a device's memory (llama_adapter_lora_init).
+    std::unique_ptr<llama_adapter_device_copy> on_device;
 
-    llama_adapter_lora() = default;
+    llama_adapter_lora();
     ~llama_adapter_lora();
     llama_adapter_lora(const llama_adapter_lora &) = delete;
     llama_adapter_lora & operator=(const llama_adapter_lora &) = delete;
@@ -51,6 +56,26 @@ struct llama_adapter_lora {
 // model lacks it, or r is out of range.
 bool llama_adapter_lora_create(llama_adapter_lora & ad, const llama_model & model, const std::vector<std::string> & targets,
                                int32_t r, float alpha, std::string & err);
+
+// A and B of the weights whose base lives in a device's memory (layers offloaded with -ngl),
+// copied into buffers of that memory's type (usage: weights): the graph then reads them where
+// the product runs, with no copy at a split's seam every token.
+struct llama_adapter_device_copy {
+    std::vector<ggml_context *> ctxs;
+    std::vector<ggml_backend_buffer_t> bufs;
+    std::map<ggml_tensor *, ggml_tensor *> host_of;  // device tensor -> the host tensor it came from
+
+    llama_adapter_device_copy() = default;
+    ~llama_adapter_device_copy();
+    llama_adapter_device_copy(const llama_adapter_device_copy &) = delete;
+    llama_adapter_device_copy & operator=(const llama_adapter_device_copy &) = delete;
+};
+
+// Copies the pairs whose base weight is in a device's memory there and points ad.weights at the
+// copies (dc.host_of leads back). keep_host false: ad.ctx then keeps only the pairs left in host
+// memory (inference; nothing reads the moved pairs' host values again). False with a message
+// when a device's memory is short (ad unchanged).
+bool llama_adapter_lora_to_devices(llama_adapter_lora & ad, llama_adapter_device_copy & dc, bool keep_host, std::string & err);
 
 // Loads a GGUF LoRA adapter (general.type adapter, adapter.type lora) or a PEFT directory
 // (adapter_config.json + adapter_model.safetensors, Q/K rows of lora_B from Hugging Face order

@@ -488,22 +488,15 @@ LoraRun train_lora(int n_gpu_layers, bool adapter_on_device = false, int steps =
         std::uniform_real_distribution<float> u(-0.05f, 0.05f);
         for (int64_t i = 0; i < ggml_nelements(t); i++) ((float *) t->data)[i] = u(rng);
     }
-    ggml_context * dev_ctx = nullptr;
-    ggml_backend_buffer_t dev_buf = nullptr;
+    llama_adapter_device_copy dev;  // as llama-finetune -ngl places the adapter
     if (adapter_on_device) {
-        dev_ctx = ggml_init({ 2 * ad.weights.size() * ggml_tensor_overhead(), nullptr, true });
-        std::map<const ggml_tensor *, ggml_tensor *> copy;
-        for (ggml_tensor * t : ts) {
-            copy[t] = ggml_dup_tensor(dev_ctx, t);
-            ggml_set_name(copy[t], t->name);
+        EXPECT_TRUE(llama_adapter_lora_to_devices(ad, dev, true, err)) << err;
+        EXPECT_EQ(dev.host_of.size(), ts.size()) << "a pair left in host memory";
+        for (ggml_tensor *& t : ts) {
+            for (auto & [d, h] : dev.host_of) {
+                if (h == t) t = d;
+            }
         }
-        dev_buf = ggml_backend_alloc_ctx_tensors_from_buft(dev_ctx, fake_gpu::buffer_type());
-        for (ggml_tensor * t : ts) ggml_backend_tensor_set(copy[t], t->data, 0, ggml_nbytes(t));
-        for (auto & kv : ad.weights) {
-            kv.second.a = copy[kv.second.a];
-            kv.second.b = copy[kv.second.b];
-        }
-        for (ggml_tensor *& t : ts) t = copy[t];
     }
     for (ggml_tensor * t : ts) ggml_set_param(t);
     llm_lora_set lora;
@@ -562,8 +555,6 @@ LoraRun train_lora(int n_gpu_layers, bool adapter_on_device = false, int steps =
     ggml_backend_sched_free(sched);
     for (ggml_backend_t b : backends) ggml_backend_free(b);
     ggml_free(ctx);
-    if (dev_buf) ggml_backend_buffer_free(dev_buf);
-    if (dev_ctx) ggml_free(dev_ctx);
     return r;
 }
 
@@ -639,6 +630,73 @@ TEST_F(Offload, GreedyTextIsTheCpus) {
     const std::vector<llama_token> cpu = generate(0);
     EXPECT_EQ(cpu.size(), 41u);
     EXPECT_EQ(generate(999), cpu);
+}
+
+}  // namespace
+
+namespace {
+
+// A LoRA adapter applied at inference (llama-cli --lora with -ngl): the CPU's logits, and the
+// adapter's A and B in the memory of the device that holds their base weight, so that a token's
+// graph stays one split on the device with no copy of the adapter (as without one).
+TEST_F(Offload, LoraAdapterLivesWithItsBaseWeights) {
+    TU_REQUIRE_FILE(model_path("stories260K.gguf"));
+    const std::string path = testing::TempDir() + "test-offload-" + std::to_string((long) getpid()) + "-lora.gguf";
+    {
+        Model m = load(model_path("stories260K.gguf"), 0);
+        ASSERT_TRUE(m);
+        llama_adapter_lora ad;
+        std::string err;
+        ASSERT_TRUE(llama_adapter_lora_create(ad, *m, { "q", "v", "down", "output" }, 4, 8.0f, err)) << err;
+        std::mt19937 rng(5);
+        std::uniform_real_distribution<float> u(-0.1f, 0.1f);
+        for (auto & kv : ad.weights) {
+            for (ggml_tensor * t : { kv.second.a, kv.second.b }) {
+                for (int64_t i = 0; i < ggml_nelements(t); i++) ((float *) t->data)[i] = u(rng);
+            }
+        }
+        ASSERT_TRUE(llama_adapter_lora_save_gguf(ad, *m, path, GGML_TYPE_F32, err)) << err;
+    }
+    struct Result {
+        std::vector<float> logits;
+        int splits = 0, copies = 0;
+    };
+    auto generate = [&](int ngl, bool with_adapter) {
+        Result r;
+        Model m = load(model_path("stories260K.gguf"), ngl);
+        EXPECT_TRUE(m);
+        if (!m) return r;
+        llama_adapter_lora * ad = with_adapter ? llama_adapter_lora_init(m.get(), path.c_str()) : nullptr;
+        EXPECT_TRUE(ad || !with_adapter) << tu::take_errors();
+        Ctx c = context(m.get());
+        EXPECT_TRUE(c);
+        if (!c) return r;
+        if (ad) {
+            EXPECT_EQ(llama_set_adapter_lora(c.get(), ad, 0.75f), 0);
+        }
+        r.logits = run(c.get());
+        tu::eval_all(c.get(), { 42 }, 40);  // a generated token's graph
+        r.splits = ggml_backend_sched_get_n_splits(c->sched);
+        r.copies = ggml_backend_sched_get_n_copies(c->sched);
+        c.reset();
+        if (ad) llama_adapter_lora_free(ad);
+        return r;
+    };
+    const Result cpu = generate(0, true);
+    const Result plain = generate(999, false);
+    const Result dev = generate(999, true);
+    const Result one_layer = generate(1, true);  // a pair on the device, the others in host memory
+    unlink(path.c_str());
+    expect_same_logits(dev.logits, cpu.logits, 1e-4);
+    expect_same_logits(one_layer.logits, cpu.logits, 1e-4);
+    const Result no_lora_cpu = generate(0, false);
+    double moved = 0.0;
+    for (size_t i = 0; i < cpu.logits.size() && i < no_lora_cpu.logits.size(); i++) {
+        moved = std::max(moved, (double) std::fabs(cpu.logits[i] - no_lora_cpu.logits[i]));
+    }
+    EXPECT_GT(moved, 1e-2) << "the adapter changes nothing: the test compares little";
+    EXPECT_EQ(dev.splits, plain.splits);
+    EXPECT_EQ(dev.copies, plain.copies) << "the adapter is copied to the device every token";
 }
 
 }  // namespace

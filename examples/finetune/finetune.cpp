@@ -362,50 +362,19 @@ struct trainer {
     std::vector<int32_t> staged_tokens;
     std::vector<float> staged_mask, staged_dropout;
     // The adapter's weights next to their base weights on the GPU (their gradients, moments and
-    // steps stay there too): device tensor -> the host tensor that held it (files are written
-    // from host memory).
-    std::map<ggml_tensor *, ggml_tensor *> host_of;
-    std::vector<ggml_context *> dev_ctxs;
-    std::vector<ggml_backend_buffer_t> dev_bufs;
+    // steps stay there too); dev.host_of leads to the host tensors files are written from.
+    llama_adapter_device_copy dev;
+    std::map<ggml_tensor *, ggml_tensor *> & host_of = dev.host_of;
 
     ~trainer() {
         oc.reset();
         ggml_backend_sched_free(sched);
         for (ggml_backend_t b : backends) ggml_backend_free(b);
-        for (ggml_backend_buffer_t b : dev_bufs) ggml_backend_buffer_free(b);
-        for (ggml_context * c : dev_ctxs) ggml_free(c);
     }
 
-    // Copies A and B of every weight whose base lives in a GPU's memory into that memory.
     void move_adapter_to_devices() {
-        std::map<ggml_backend_buffer_type_t, ggml_context *> ctx_of;
-        std::map<ggml_tensor *, ggml_tensor *> dev_of;
-        for (auto & kv : ad.weights) {
-            const ggml_tensor * base = kv.first->view_src ? kv.first->view_src : kv.first;
-            if (!base->buffer || ggml_backend_buffer_is_host(base->buffer)) continue;
-            ggml_context *& c = ctx_of[ggml_backend_buffer_get_type(base->buffer)];
-            if (!c) {
-                c = ggml_init({2 * ad.weights.size() * ggml_tensor_overhead(), nullptr, true});
-                dev_ctxs.push_back(c);
-            }
-            for (ggml_tensor * h : {kv.second.a, kv.second.b}) {
-                dev_of[h] = ggml_dup_tensor(c, h);
-                ggml_set_name(dev_of[h], h->name);
-            }
-        }
-        for (auto & [buft, c] : ctx_of) {
-            ggml_backend_buffer_t b = ggml_backend_alloc_ctx_tensors_from_buft(c, buft);
-            if (!b) die(std::string("cannot allocate the adapter in ") + ggml_backend_buft_name(buft));
-            dev_bufs.push_back(b);
-        }
-        for (auto & [h, d] : dev_of) {
-            ggml_backend_tensor_set(d, h->data, 0, ggml_nbytes(h));
-            host_of[d] = h;
-        }
-        for (auto & kv : ad.weights) {
-            if (dev_of.count(kv.second.a)) kv.second.a = dev_of[kv.second.a];
-            if (dev_of.count(kv.second.b)) kv.second.b = dev_of[kv.second.b];
-        }
+        std::string err;
+        if (!llama_adapter_lora_to_devices(ad, dev, true, err)) die(err);
     }
 
     // Runs f with the adapter in host memory, holding the trained values.

@@ -12,6 +12,8 @@
 #include "ggml-impl.h"
 #include "ptr-map.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <algorithm>
@@ -372,8 +374,43 @@ bool ggml_backend_sched_reserve(ggml_backend_sched_t sched, struct ggml_cgraph *
     return ok;
 }
 
+// GGML_SCHED_DEBUG=1 prints each split (its backend, node count and copies in), =2 its nodes too:
+// where a graph leaves a device for the CPU, and what it copies at each seam.
+static int sched_debug_level() {
+    static const int level = [] {
+        const char * v = getenv("GGML_SCHED_DEBUG");
+        return v ? atoi(v) : 0;
+    }();
+    return level;
+}
+
+static void print_splits(ggml_backend_sched_t s) {
+    const int level = sched_debug_level();
+    size_t copied = 0;
+    for (const sched_split & sp : s->splits) {
+        for (const ggml_tensor * c : sp.copies) copied += ggml_nbytes(c);
+    }
+    fprintf(stderr, "ggml_backend_sched: %d splits, %d copies (%.1f KiB)\n", (int) s->splits.size(), s->n_copies, copied / 1024.0);
+    for (size_t k = 0; k < s->splits.size(); k++) {
+        const sched_split & sp = s->splits[k];
+        fprintf(stderr, "## split %d: %s, %d nodes", (int) k, ggml_backend_name(s->backends[sp.backend]), sp.last - sp.first);
+        const char * sep = ", copies in: ";
+        for (const ggml_tensor * c : sp.copies) {
+            fprintf(stderr, "%s%s (%.1f KiB)", sep, c->src[0]->name, ggml_nbytes(c) / 1024.0);
+            sep = ", ";
+        }
+        fprintf(stderr, "\n");
+        for (int i = sp.first; level >= 2 && i < sp.last; i++) {
+            const ggml_tensor * n = s->graph->nodes[i];
+            fprintf(stderr, "   %-10s %-24s [%lld %lld %lld %lld]\n", ggml_op_desc(n), n->name, (long long) n->ne[0],
+                    (long long) n->ne[1], (long long) n->ne[2], (long long) n->ne[3]);
+        }
+    }
+}
+
 bool ggml_backend_sched_alloc_graph(ggml_backend_sched_t sched, struct ggml_cgraph * graph) {
     if (!split_graph(sched, graph)) return false;
+    if (sched_debug_level() > 0) print_splits(sched);
     std::vector<int> node_ids, leaf_ids;
     buffer_ids(sched, node_ids, leaf_ids);
     return ggml_gallocr_alloc_graph_n(sched->galloc, sched->graph, node_ids.data(), leaf_ids.data());
