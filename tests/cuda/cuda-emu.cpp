@@ -107,6 +107,25 @@ void yield(State s) {
 }  // namespace
 
 void sync_block() { yield(AT_BLOCK_BARRIER); }
+// Each thread's vote carries its count of calls: a thread that exited (or is at another call)
+// does not count.
+struct Vote {
+    uint64_t call = 0;
+    int pred = 0;
+};
+std::vector<Vote> votes;
+
+int sync_block_or(int pred) {
+    Vote & v = votes[cur];
+    v.call++;
+    v.pred = pred != 0;
+    sync_block();
+    int any = 0;
+    for (const Vote & o : votes) any |= o.call == v.call && o.pred;
+    sync_block();  // every vote read before a thread's next call overwrites its own
+    return any;
+}
+
 void sync_warp() { yield(AT_WARP_BARRIER); }
 void * dyn_smem() { return smem_buf.data(); }
 int lane() { return cur % 32; }
@@ -132,6 +151,7 @@ void run(dim3 grid, dim3 block, size_t smem, const std::function<void()> & fn) {
         for (unsigned by = 0; by < grid.y; by++) {
             for (unsigned bx = 0; bx < grid.x; bx++) {
                 g_bid = make_uint3(bx, by, bz);
+                votes.assign(n, Vote());
                 for (int t = 0; t < n; t++) {
                     Thread & th = threads[t];
                     context_init(th.ctx, stacks[t], kStack, trampoline);

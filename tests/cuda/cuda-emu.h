@@ -30,6 +30,7 @@ void run(dim3 grid, dim3 block, size_t smem, const std::function<void()> & body)
 // What a GPU would have run, as launches: kernels, the GEMM stand-ins, device copies and sets.
 extern uint64_t g_launches;
 void sync_block();
+int sync_block_or(int pred);  // __syncthreads_or: the threads that have not exited vote
 void sync_warp();
 void * dyn_smem();
 int lane();
@@ -85,6 +86,7 @@ launcher_t<F> launcher(dim3 g, dim3 b, size_t s, F f) {
 #define gridDim (::emu::g_gdim)
 
 inline void __syncthreads() { ::emu::sync_block(); }
+inline int __syncthreads_or(int pred) { return ::emu::sync_block_or(pred); }
 
 template <typename T>
 T __shfl_xor_sync(unsigned, T v, int o) {

@@ -19,7 +19,7 @@ namespace {
 constexpr int kMmaWarps = 4, kMmaQ = 16 * kMmaWarps, kMmaK = 32;
 
 // Shared memory: the K and V tiles, rows of D halves padded by 8 (D / 2 + 4 words), so that the
-// fragment loads of a warp hit 32 different banks; then a flag.
+// fragment loads of a warp hit 32 different banks.
 template <int D>
 constexpr int mma_row_words() { return D / 2 + 4; }
 
@@ -35,7 +35,6 @@ __global__ void __launch_bounds__(kMmaWarps * WARP) k_flash_attn_mma(FaArgs a) {
     GGML_CUDA_DYN_SMEM(uint32_t, smem);
     uint32_t * ks = smem;               // [kMmaK][RW]: two halves a word
     uint32_t * vs = ks + kMmaK * RW;
-    int * any_visible = (int *) (vs + kMmaK * RW);
 
     const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP, g = lane >> 2, t = lane & 3;
     const int64_t h = blockIdx.y, i3 = blockIdx.z, hk = h / a.G;
@@ -87,11 +86,7 @@ __global__ void __launch_bounds__(kMmaWarps * WARP) k_flash_attn_mma(FaArgs a) {
                 vis = vis || v != -INFINITY;
             }
         }
-        if (threadIdx.x == 0) *any_visible = 0;
-        __syncthreads();  // the last tile's readers are done; the flag is cleared
-        if (vis) *any_visible = 1;
-        __syncthreads();
-        if (*any_visible == 0) continue;  // uniform across the block
+        if (!__syncthreads_or(vis)) continue;  // uniform; and the last tile's readers are done
         // the tile's keys and values, 16 bytes a load (keys past n_kv: zeros)
         constexpr int CH = D / 8;
         for (int e = threadIdx.x; e < kMmaK * CH; e += kMmaWarps * WARP) {

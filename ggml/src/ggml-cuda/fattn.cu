@@ -270,7 +270,6 @@ __global__ void __launch_bounds__(kTileThreads) k_flash_attn_tiled(FaArgs a) {
     float * qs = smem;                  // [kTileQ][D]
     float * ks = qs + kTileQ * a.D;     // [kTileK][D]
     float * vs = ks + kTileK * a.D;     // [kTileK][Dv]
-    int * any_visible = (int *) (vs + kTileK * a.Dv);
     const int t = threadIdx.x, lane = t % WARP, g = t / 4, r4 = t % 4;
     const int64_t q0 = (int64_t) blockIdx.x * kTileQ, h = blockIdx.y, i3 = blockIdx.z, hk = h / a.G;
     const int64_t iq = q0 + g;
@@ -303,11 +302,7 @@ __global__ void __launch_bounds__(kTileThreads) k_flash_attn_tiled(FaArgs a) {
             mv[i] = valid && j < a.n_kv ? (mrow ? slope * load_f(mrow + j * mes, a.mask.type) : 0.0f) : -INFINITY;
             vis = vis || mv[i] != -INFINITY;
         }
-        if (t == 0) *any_visible = 0;
-        __syncthreads();  // the last tile's readers are done; the flag is cleared
-        if (vis) *any_visible = 1;
-        __syncthreads();
-        if (*any_visible == 0) continue;  // uniform across the block
+        if (!__syncthreads_or(vis)) continue;  // uniform; and the last tile's readers are done
         for (int64_t e = t; e < kTileK * D; e += kTileThreads) {
             const int64_t r = e / D, d = e % D;
             ks[r * D + ((d + r) & Dm)] = k0 + r < a.n_kv ? kv_load<KT>(kbase + (k0 + r) * a.k.nb[1], d) : 0.0f;
@@ -731,15 +726,18 @@ __device__ __forceinline__ float part_dot(const float (&x)[kBackPart], const flo
     return group_sum<TPR>(dot);
 }
 
-// Whether any thread of the block passes vis (every thread calls it). The caller reaches a
-// __syncthreads between a true answer and its next call (else a thread could clear the flag
-// while another still reads it).
-__device__ __forceinline__ bool block_any(int * flag, bool vis) {
-    if (threadIdx.x == 0) *flag = 0;
-    __syncthreads();
-    if (vis) *flag = 1;
-    __syncthreads();
-    return *flag != 0;
+// The calling row's (or key's) slice of a tile of mask values into its row of ms_row (its TPR
+// threads, TPR apart; mask_of(base + i) gives value i), then whether any thread of the block saw
+// a value above -inf: the same answer in every thread, with the tile written. Every thread
+// calls it, after the previous tile's last reads of ms.
+template <int TPR, typename F>
+__device__ __forceinline__ bool mask_tile_visible(float * ms_row, int part, int64_t base, F mask_of) {
+    bool vis = false;
+    for (int i = part; i < kBackTile; i += TPR) {
+        ms_row[i] = mask_of(base + i);
+        vis = vis || ms_row[i] != -INFINITY;
+    }
+    return __syncthreads_or(vis) != 0;
 }
 
 // dQ and the rows' statistics: pass 0 the max, the sum of e^(s - max) and of e^(s - max) dP
@@ -751,7 +749,6 @@ __global__ void __launch_bounds__(kBackTile * TPR, 16 / TPR) k_flash_attn_back_r
     float * ks = smem;                  // [kBackTile][D]
     float * vs = ks + kBackTile * a.D;  // [kBackTile][Dv]
     float * ms = vs + kBackTile * a.Dv; // [kBackTile rows][kMaskStride]: the tile's mask values
-    int * flag = (int *) (ms + kBackTile * kMaskStride);
     constexpr int NT = kBackTile * TPR;
     const int t = threadIdx.x, part = t % TPR;
     const int64_t iq = (int64_t) blockIdx.x * kBackTile + t / TPR, h = blockIdx.y, i3 = blockIdx.z, hk = h / a.G;
@@ -776,13 +773,8 @@ __global__ void __launch_bounds__(kBackTile * TPR, 16 / TPR) k_flash_attn_back_r
     bool sees = false;
     for (int pass = 0; pass < 2; pass++) {
         for (int64_t k0 = 0; k0 < a.n_kv; k0 += kBackTile) {
-            bool vis = false;
-            float * mrow_s = ms + (t / TPR) * kMaskStride;  // the row's, read by its TPR threads
-            for (int kk = part; kk < kBackTile; kk += TPR) {
-                mrow_s[kk] = mask_of(k0 + kk);
-                vis = vis || mrow_s[kk] != -INFINITY;
-            }
-            if (!block_any(flag, vis)) continue;  // uniform across the block (and ms written)
+            // the row's mask values, read by its TPR threads
+            if (!mask_tile_visible<TPR>(ms + (t / TPR) * kMaskStride, part, k0, mask_of)) continue;
             for (int64_t e = t; e < kBackTile * a.D; e += NT) {
                 const int64_t r = e / a.D, d = e % a.D;
                 ks[e] = k0 + r < a.n_kv ? kv_load<KT>(kbase + (k0 + r) * a.k.nb[1], d) : 0.0f;
@@ -851,7 +843,6 @@ __global__ void __launch_bounds__(kBackTile * TPR, 16 / TPR) k_flash_attn_back_k
     float * dos = qs + kBackTile * a.D;   // [kBackTile][Dv]
     float * sts = dos + kBackTile * a.Dv; // [kBackTile][3]: max, 1 / sum, D
     float * ms = sts + 3 * kBackTile;     // [kBackTile keys][kMaskStride]: the tile's mask values
-    int * flag = (int *) (ms + kBackTile * kMaskStride);
     constexpr int NT = kBackTile * TPR;
     const int t = threadIdx.x, part = t % TPR;
     const int64_t j = (int64_t) blockIdx.x * kBackTile + t / TPR, hk = blockIdx.y, i3 = blockIdx.z;
@@ -879,13 +870,8 @@ __global__ void __launch_bounds__(kBackTile * TPR, 16 / TPR) k_flash_attn_back_k
     };
 
     for (int64_t r0 = 0; r0 < n_rows; r0 += kBackTile) {
-        bool vis = false;
-        float * mkey_s = ms + (t / TPR) * kMaskStride;  // the key's, read by its TPR threads
-        for (int rr = part; rr < kBackTile; rr += TPR) {
-            mkey_s[rr] = mask_of(r0 + rr);
-            vis = vis || mkey_s[rr] != -INFINITY;
-        }
-        if (!block_any(flag, vis)) continue;  // uniform across the block (and ms written)
+        // the key's mask values in the tile's rows, read by its TPR threads
+        if (!mask_tile_visible<TPR>(ms + (t / TPR) * kMaskStride, part, r0, mask_of)) continue;
         for (int64_t e = t; e < kBackTile * a.D; e += NT) {
             const int64_t r = r0 + e / a.D, d = e % a.D;
             qs[e] = r < n_rows ? *(const float *) elem_ptr(a.q, d, r % a.n_q, hk * a.G + r / a.n_q, i3) : 0.0f;
