@@ -519,11 +519,18 @@ LoraRun train_lora(int n_gpu_layers, bool adapter_on_device = false, int steps =
     if (n_gpu_layers > 0) {
         backends = { fake_gpu::init(), ggml_backend_cpu_init() };
         ggml_backend_cpu_set_n_threads(backends[1], 2);
-        sched = ggml_backend_sched_new(backends.data(), nullptr, 2, max_nodes, false, false);
+        // the CPU's buffers in the device's host memory, as llama-finetune -ngl has them
+        ggml_backend_buffer_type_t bufts[2] = { ggml_backend_get_default_buffer_type(backends[0]),
+                                                ggml_backend_dev_host_buffer_type(fake_gpu::device()) };
+        sched = ggml_backend_sched_new(backends.data(), bufts, 2, max_nodes, false, false);
         op.backend_sched = sched;
     }
     ggml_opt_context_t oc = ggml_opt_init(op);
     EXPECT_TRUE(oc);
+    if (oc && sched) {  // the labels, copied to the device every micro-batch: from page-locked memory
+        const ggml_backend_buffer_t lb = ggml_opt_labels(oc)->buffer;
+        EXPECT_STREQ(lb ? ggml_backend_buft_name(ggml_backend_buffer_get_type(lb)) : "plain host memory", "FAKE_Host");
+    }
     if (oc && reducer) reducer->install(oc);
     const int32_t n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(m.get()));
     std::vector<int32_t> pos(n), tok(n + 1);

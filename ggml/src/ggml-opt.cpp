@@ -20,7 +20,8 @@ struct ggml_opt_context {
     ggml_opt_params params;
 
     // Host memory that lives as long as the context: gradient accumulators, AdamW moments,
-    // labels, the optimizer's parameter vector, ncorrect. Allocated once at init.
+    // labels, the optimizer's parameter vector, ncorrect. Allocated once at init (with a
+    // scheduler: in its CPU buffer type, in bufs_static).
     ggml_context * ctx_static = nullptr;
     void * buf_static = nullptr;
     size_t buf_static_size = 0;
@@ -293,10 +294,29 @@ ggml_opt_context_t ggml_opt_init(struct ggml_opt_params params) {
             }
         }
     }
-    oc->buf_static = ggml_alloc_ctx_tensors(cs, &oc->buf_static_size);
-    if (ggml_get_first_tensor(cs) && !oc->buf_static) {
-        ggml_opt_free(oc);
-        return nullptr;
+    // With a scheduler, host memory of the CPU's buffer type there: a GPU's pinned memory when
+    // the caller chose it (llama-finetune -ngl), so that the labels (n_vocab floats a token)
+    // reach the GPU by DMA every micro-batch.
+    ggml_backend_buffer_type_t host_buft = nullptr;
+    if (oc->sched) {
+        host_buft = ggml_backend_sched_get_buffer_type(oc->sched, ggml_backend_sched_get_backend(oc->sched, ggml_backend_sched_get_n_backends(oc->sched) - 1));
+        if (host_buft && !ggml_backend_buft_is_host(host_buft)) host_buft = nullptr;
+    }
+    if (host_buft && ggml_get_first_tensor(cs)) {
+        ggml_backend_buffer_t b = ggml_backend_alloc_ctx_tensors_from_buft(cs, host_buft);
+        if (!b) {
+            ggml_log_error("ggml_opt_init: cannot allocate the labels and optimizer inputs in %s\n", ggml_backend_buft_name(host_buft));
+            ggml_opt_free(oc);
+            return nullptr;
+        }
+        oc->bufs_static.push_back(b);
+        oc->buf_static_size += ggml_backend_buffer_get_size(b);
+    } else {
+        oc->buf_static = ggml_alloc_ctx_tensors(cs, &oc->buf_static_size);
+        if (ggml_get_first_tensor(cs) && !oc->buf_static) {
+            ggml_opt_free(oc);
+            return nullptr;
+        }
     }
     for (ggml_tensor * t = ggml_get_first_tensor(cs); t; t = ggml_get_next_tensor(cs, t)) ggml_set_zero(t);
     for (ggml_tensor * t = ggml_get_first_tensor(cs); t; t = ggml_get_next_tensor(cs, t)) oc->statics.insert(t);
