@@ -438,6 +438,21 @@ std::vector<Case> make_cases() {
     add("out_prod planes", [=](Maker & m) {
         return same(ggml_out_prod(m.ctx, m.in(GGML_TYPE_F32, {16, 12, 2}), m.in(GGML_TYPE_F32, {7, 12, 4})));
     });
+    // GGML_PREC_BF16 (llama-finetune's backward products through quantized weights): operands
+    // rounded to BF16 where a backend has fast BF16 products (a GPU's tensor cores), F32 elsewhere
+    // (the CPU without AVX512-BF16): ~2e-3 relative apart, a normalized squared error near 1e-5.
+    auto out_prod_bf16 = [](ggml_tensor * t) {
+        ggml_out_prod_set_prec(t, GGML_PREC_BF16);
+        return Built{ t, t };
+    };
+    for (ggml_type t : { GGML_TYPE_Q4_0, GGML_TYPE_Q6_K, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_F32 }) {
+        add(std::string("out_prod prec bf16 ") + ggml_type_name(t) + " transposed b", [=](Maker & m) {
+            return out_prod_bf16(ggml_out_prod(m.ctx, m.in(t, {256, 64}), ggml_transpose(m.ctx, m.in(GGML_TYPE_F32, {64, 20}))));
+        }, 1e-4);
+    }
+    add("out_prod prec bf16 planes", [=](Maker & m) {
+        return out_prod_bf16(ggml_out_prod(m.ctx, m.in(GGML_TYPE_F32, {16, 48, 2}), m.in(GGML_TYPE_F32, {7, 48, 4})));
+    }, 1e-4);
     add("get_rows i32", [=](Maker & m) { return same(ggml_get_rows(m.ctx, m.in(GGML_TYPE_I32, {5, 20}, indices(1000)), m.in(GGML_TYPE_I32, {9}, indices(20)))); }, 0.0);
     add("get_rows 3d", [=](Maker & m) {
         return same(ggml_get_rows(m.ctx, m.in(GGML_TYPE_F32, {16, 10, 3}), m.in(GGML_TYPE_I32, {4, 3}, indices(10))));

@@ -3,7 +3,8 @@
 //  - generation: mul_mat of each weight type with one column (GB/s of weights read: compare
 //    with the GPU's memory bandwidth, about 3350 GB/s on an H100 SXM, 4800 on an H200),
 //  - prompts: the same with 512 columns (TFLOP/s),
-//  - flash attention of one query over a long F16 cache, and of 512 queries; its gradient (training).
+//  - flash attention of one query over a long F16 cache, and of 512 queries; its gradient (training),
+//  - training's backward product through a frozen weight (out_prod), F32 and BF16.
 // Each graph is computed repeatedly on one backend (CUDA graphs re-launch it after the first
 // computes); the time per compute is the mean after warm-up.
 //   bench-cuda [-d device] [-n_embd N] [-n_ff N] [-n_kv N] [-r repeats]
@@ -159,6 +160,33 @@ int main(int argc, char ** argv) {
             (pass == 0 ? fwd : bwd) = time_graph(be, b, out, 10);
         }
         printf("%12.1f %12.1f %8.2f\n", fwd * 1e6, bwd * 1e6, bwd / fwd);
+    }
+
+    // training: the gradient through a frozen weight (dX = W dY, out_prod) of 512 tokens, in F32
+    // and with GGML_PREC_BF16 (llama-finetune's default for quantized weights), beside the
+    // forward product of the same weight (TFLOP/s: 2 K M 512 flops)
+    printf("\nbackward product through a frozen weight, 512 tokens (TFLOP/s)\n");
+    printf("%-6s %14s %10s %10s %10s\n", "type", "matrix", "forward", "bwd f32", "bwd bf16");
+    for (ggml_type t : { GGML_TYPE_Q4_0, GGML_TYPE_F16 }) {
+        const int64_t K = n_embd, M = n_ff;  // the weight: K inputs, M outputs
+        double sec[3];
+        for (int pass = 0; pass < 3; pass++) {
+            Bench b;
+            b.ctx = new_ctx();
+            ggml_tensor * w = ggml_new_tensor_2d(b.ctx, t, K, M);
+            ggml_tensor * out;
+            if (pass == 0) {
+                out = ggml_mul_mat(b.ctx, w, ggml_new_tensor_2d(b.ctx, GGML_TYPE_F32, K, 512));
+            } else {  // as autodiff builds it: dY [M, 512] transposed
+                ggml_tensor * dy = ggml_new_tensor_2d(b.ctx, GGML_TYPE_F32, M, 512);
+                out = ggml_out_prod(b.ctx, w, ggml_transpose(b.ctx, dy));
+                if (pass == 2) ggml_out_prod_set_prec(out, GGML_PREC_BF16);
+            }
+            sec[pass] = time_graph(be, b, out, repeats / 10 + 1);
+        }
+        const double flops = 2.0 * K * M * 512;
+        printf("%-6s %6lld x %-6lld %10.1f %10.1f %10.1f\n", ggml_type_name(t), (long long) K, (long long) M, flops / sec[0] / 1e12,
+               flops / sec[1] / 1e12, flops / sec[2] / 1e12);
     }
     ggml_backend_free(be);
     return 0;

@@ -85,6 +85,12 @@ launcher_t<F> launcher(dim3 g, dim3 b, size_t s, F f) {
 #define blockDim (::emu::g_bdim)
 #define gridDim (::emu::g_gdim)
 
+inline unsigned int __float_as_uint(float f) {
+    unsigned int u;
+    memcpy(&u, &f, sizeof(u));
+    return u;
+}
+
 inline void __syncthreads() { ::emu::sync_block(); }
 inline int __syncthreads_or(int pred) { return ::emu::sync_block_or(pred); }
 

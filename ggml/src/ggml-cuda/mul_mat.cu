@@ -18,7 +18,8 @@
 // of a kv head) go to cuBLAS as one strided batch where b's and the result's planes are packed
 // (the heads of a kv head one matrix), else as one batched call on pointers.
 // out_prod(a, b): dst[k, n] = sum_m a[k, m] b[n, m], i.e. dst = A B^T with A as above, in F32
-// (a of another type dequantized to F32 first).
+// (a of another type dequantized to F32 first); with GGML_PREC_BF16 both operands in BF16 on
+// the tensor cores (F32 sums).
 #include "ops.cuh"
 #include "quant.cuh"
 
@@ -49,10 +50,11 @@ void to_contig(ggml_cuda_ctx & ctx, OUT * out, const ggml_tensor * t) {
     CUDA_CHECK_LAUNCH();
 }
 
-// Block-typed weights (up to 3 of one type: the products of one activation) as contiguous F16
-// rows for the tensor cores, in one launch: a thread per 32 values (one unit: a block, or a
-// K-quant sub-block), decoded by quant.cuh's dequant_unit and written as four 16-byte stores;
-// rows counted over dims 1..3 of each weight (any row and plane strides).
+// Block-typed weights (up to 3 of one type: the products of one activation) as contiguous rows
+// of OUT (F16 for the forward's tensor cores; BF16 or F32 for out_prod), in one launch: a thread
+// per 32 values (one unit: a block, or a K-quant sub-block), decoded by quant.cuh's dequant_unit
+// and written as 16-byte stores; rows counted over dims 1..3 of each weight (any row and plane
+// strides).
 struct DequantArgs {
     tview a[3];
     uint4 * out[3];
@@ -61,8 +63,8 @@ struct DequantArgs {
     int n;
 };
 
-template <int T>
-__global__ void k_dequant_f16(DequantArgs d) {
+template <int T, typename OUT>
+__global__ void k_dequant(DequantArgs d) {
     const int64_t t = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= d.n_units) return;
     int w = 0;
@@ -72,15 +74,25 @@ __global__ void k_dequant_f16(DequantArgs d) {
     row_coords(r, d.a[w], i1, i2, i3);
     float v[32];
     dequant_unit<T>(row_ptr(d.a[w], i1, i2, i3), u, v);
-    uint32_t h[16];
+    constexpr int W = 32 * (int) sizeof(OUT) / 4;  // 32-bit words of the unit's values
+    uint32_t h[W];
 #pragma unroll
-    for (int k = 0; k < 16; k++) h[k] = (uint32_t) f2h(v[2 * k]) | ((uint32_t) f2h(v[2 * k + 1]) << 16);
+    for (int k = 0; k < W; k++) {
+        if constexpr (std::is_same<OUT, float>::value) {
+            h[k] = __float_as_uint(v[k]);
+        } else if constexpr (std::is_same<OUT, __half>::value) {
+            h[k] = (uint32_t) f2h(v[2 * k]) | ((uint32_t) f2h(v[2 * k + 1]) << 16);
+        } else {
+            h[k] = (uint32_t) f2bf(v[2 * k]) | ((uint32_t) f2bf(v[2 * k + 1]) << 16);
+        }
+    }
 #pragma unroll
-    for (int k = 0; k < 4; k++) d.out[w][4 * g + k] = make_uint4(h[4 * k], h[4 * k + 1], h[4 * k + 2], h[4 * k + 3]);
+    for (int k = 0; k < W / 4; k++) d.out[w][(W / 4) * g + k] = make_uint4(h[4 * k], h[4 * k + 1], h[4 * k + 2], h[4 * k + 3]);
 }
 
 // a[0..n) (one type) into out[0..n).
-void dequant_f16(ggml_cuda_ctx & ctx, void * const * out, const ggml_tensor * const * a, int n) {
+template <typename OUT>
+void dequant_to(ggml_cuda_ctx & ctx, void * const * out, const ggml_tensor * const * a, int n) {
     DequantArgs d = {};
     d.n = n;
     for (int w = 0; w < n; w++) {
@@ -93,7 +105,7 @@ void dequant_f16(ggml_cuda_ctx & ctx, void * const * out, const ggml_tensor * co
     if (d.n_units == 0) return;
     const int64_t n_units = d.n_units;
     switch (a[0]->type) {
-#define DQ_CASE(T) case T: GGML_CUDA_LAUNCH(k_dequant_f16<T>, n_blocks(n_units), 256, 0, ctx.stream)(d); break;
+#define DQ_CASE(T) case T: GGML_CUDA_LAUNCH(k_dequant<T GGML_COMMA OUT>, n_blocks(n_units), 256, 0, ctx.stream)(d); break;
         DQ_CASE(GGML_TYPE_Q4_0)
         DQ_CASE(GGML_TYPE_Q4_1)
         DQ_CASE(GGML_TYPE_Q5_0)
@@ -107,7 +119,7 @@ void dequant_f16(ggml_cuda_ctx & ctx, void * const * out, const ggml_tensor * co
         DQ_CASE(GGML_TYPE_Q6_K)
 #undef DQ_CASE
         default:  // value by value
-            for (int w = 0; w < n; w++) to_contig(ctx, (__half *) out[w], a[w]);
+            for (int w = 0; w < n; w++) to_contig(ctx, (OUT *) out[w], a[w]);
             return;
     }
     CUDA_CHECK_LAUNCH();
@@ -302,7 +314,7 @@ void gemm_products(ggml_cuda_ctx & ctx, ggml_tensor * const * nodes, int n) {
         a_f16[w] = scratch + b_bytes + at;
         as[w] = nodes[w]->src[0];
     }
-    if (a_quant) dequant_f16(ctx, a_f16, as, n);
+    if (a_quant) dequant_to<__half>(ctx, a_f16, as, n);
     for (int w = 0; w < n; w++) {
         const ggml_tensor * aw = nodes[w]->src[0], * dst = nodes[w];
         const Operand A = a_quant ? operand_contig(a_f16[w], GGML_TYPE_F16, K, aw->ne[1], aw->ne[2]) : operand(aw->data, aw->type, aw->nb);
@@ -361,28 +373,36 @@ void ggml_cuda_op_out_prod(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
     }
     const int64_t ne2 = b->ne[2], ne3 = b->ne[3], r2 = ne2 / a->ne[2], r3 = ne3 / a->ne[3];
 
-    const bool a_convert = a->type != GGML_TYPE_F32 || a->nb[1] % sizeof(float) != 0;
+    // GGML_PREC_BF16 (llama-finetune's products through quantized frozen weights): both operands
+    // rounded to BF16, tensor cores with F32 sums, as the CPU's BF16 kernels; else F32 products.
+    const bool bf16 = ggml_get_op_params_i32(dst, 0) == GGML_PREC_BF16;
+    const ggml_type ct = bf16 ? GGML_TYPE_BF16 : GGML_TYPE_F32;  // the products' operand type
+    const size_t es = ggml_type_size(ct);
+    const bool a_convert = a->type != ct || a->nb[1] % es != 0;
     // b [N, M]: rows contiguous (B^T through OP_T), or a transposed contiguous tensor (OP_N);
-    // anything else is made contiguous first.
-    const bool b_rows = b->nb[0] == sizeof(float) && b->nb[1] % sizeof(float) == 0;
-    const bool b_cols = !b_rows && b->nb[1] == sizeof(float) && b->nb[0] % sizeof(float) == 0;
+    // anything else, and any b for BF16, is made contiguous first.
+    const bool b_rows = !bf16 && b->nb[0] == sizeof(float) && b->nb[1] % sizeof(float) == 0;
+    const bool b_cols = !bf16 && !b_rows && b->nb[1] == sizeof(float) && b->nb[0] % sizeof(float) == 0;
     const bool b_convert = !b_rows && !b_cols;
-    const size_t a_bytes = a_convert ? align256((size_t) ggml_nelements(a) * 4) : 0;
-    const size_t b_bytes = b_convert ? align256((size_t) ggml_nelements(b) * 4) : 0;
+    const size_t a_bytes = a_convert ? align256((size_t) ggml_nelements(a) * es) : 0;
+    const size_t b_bytes = b_convert ? align256((size_t) ggml_nelements(b) * es) : 0;
     const size_t p_bytes = r2 * r3 > 1 ? plane_ptrs_bytes(ne2, ne3) : 0;
     char * scratch = a_bytes + b_bytes + p_bytes > 0 ? (char *) ctx.scratch(a_bytes + b_bytes + p_bytes) : nullptr;
 
     Operand A, B;
     if (a_convert) {
-        to_contig(ctx, (float *) scratch, a);
-        A = operand_contig(scratch, GGML_TYPE_F32, K, M, a->ne[2]);
+        void * out[1] = { scratch };
+        if (bf16) dequant_to<__nv_bfloat16>(ctx, out, &a, 1);  // block types a unit a thread, others value by value
+        else dequant_to<float>(ctx, out, &a, 1);
+        A = operand_contig(scratch, ct, K, M, a->ne[2]);
     } else {
-        A = operand(a->data, GGML_TYPE_F32, a->nb);
+        A = operand(a->data, ct, a->nb);
     }
     cublasOperation_t opb = CUBLAS_OP_T;
     if (b_convert) {
-        to_contig(ctx, (float *) (scratch + a_bytes), b);
-        B = operand_contig(scratch + a_bytes, GGML_TYPE_F32, N, M, ne2);
+        if (bf16) to_contig(ctx, (__nv_bfloat16 *) (scratch + a_bytes), b);
+        else to_contig(ctx, (float *) (scratch + a_bytes), b);
+        B = operand_contig(scratch + a_bytes, ct, N, M, ne2);
     } else if (b_rows) {
         B = operand(b->data, GGML_TYPE_F32, b->nb);
     } else {
