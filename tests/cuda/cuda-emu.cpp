@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <ucontext.h>
 
+#include <algorithm>
+#include <random>
 #include <vector>
 
 namespace emu {
@@ -133,6 +135,29 @@ uint64_t & slot(int l) { return slots[(cur / 32) * 32 + l]; }
 
 uint64_t g_launches = 0;
 
+namespace {
+
+// CUDA_EMU_SCHEDULE: the order in which the threads of a block run between barriers. "forward"
+// (default) runs them by index; "reverse" and "shuffle" (a fresh permutation each round) make a
+// missing barrier visible: a thread then reads shared memory before another wrote it (or after
+// it overwrote it), where in index order the writes happened to come first. Both also fill each
+// block's shared memory with 0xff bytes (NaN floats) first, as a GPU leaves it undefined.
+enum class Schedule { FORWARD, REVERSE, SHUFFLE };
+
+Schedule schedule() {
+    static const Schedule s = [] {
+        const char * v = getenv("CUDA_EMU_SCHEDULE");
+        if (!v || !*v || strcmp(v, "forward") == 0) return Schedule::FORWARD;
+        if (strcmp(v, "reverse") == 0) return Schedule::REVERSE;
+        if (strcmp(v, "shuffle") == 0) return Schedule::SHUFFLE;
+        fprintf(stderr, "cuda-emu: CUDA_EMU_SCHEDULE=%s: expected forward, reverse or shuffle\n", v);
+        abort();
+    }();
+    return s;
+}
+
+}  // namespace
+
 void run(dim3 grid, dim3 block, size_t smem, const std::function<void()> & fn) {
     g_launches++;
     const int n = (int) (block.x * block.y * block.z);
@@ -147,18 +172,25 @@ void run(dim3 grid, dim3 block, size_t smem, const std::function<void()> & fn) {
     g_gdim = grid;
     g_bdim = block;
     body = &fn;
+    const Schedule order_kind = schedule();
+    std::vector<int> order(n);
+    for (int t = 0; t < n; t++) order[t] = order_kind == Schedule::REVERSE ? n - 1 - t : t;
+    std::mt19937 rng((uint32_t) g_launches);
     for (unsigned bz = 0; bz < grid.z; bz++) {
         for (unsigned by = 0; by < grid.y; by++) {
             for (unsigned bx = 0; bx < grid.x; bx++) {
                 g_bid = make_uint3(bx, by, bz);
                 votes.assign(n, Vote());
+                if (order_kind != Schedule::FORWARD) std::fill(smem_buf.begin(), smem_buf.end(), (char) 0xff);
                 for (int t = 0; t < n; t++) {
                     Thread & th = threads[t];
                     context_init(th.ctx, stacks[t], kStack, trampoline);
                     th.state = RUN;
                 }
                 for (;;) {
-                    for (int t = 0; t < n; t++) {
+                    if (order_kind == Schedule::SHUFFLE) std::shuffle(order.begin(), order.end(), rng);
+                    for (int k = 0; k < n; k++) {
+                        const int t = order[k];
                         if (threads[t].state != RUN) continue;
                         cur = t;
                         g_tid = make_uint3((unsigned) t, 0, 0);
