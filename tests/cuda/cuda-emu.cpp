@@ -137,7 +137,8 @@ uint64_t g_launches = 0;
 
 namespace {
 
-// CUDA_EMU_SCHEDULE: the order in which the threads of a block run between barriers. "forward"
+// CUDA_EMU_SCHEDULE: the order in which the blocks run, and the threads of a block between
+// barriers. "forward"
 // (default) runs them by index; "reverse" and "shuffle" (a fresh permutation each round) make a
 // missing barrier visible: a thread then reads shared memory before another wrote it (or after
 // it overwrote it), where in index order the writes happened to come first. Both also fill each
@@ -176,58 +177,65 @@ void run(dim3 grid, dim3 block, size_t smem, const std::function<void()> & fn) {
     std::vector<int> order(n);
     for (int t = 0; t < n; t++) order[t] = order_kind == Schedule::REVERSE ? n - 1 - t : t;
     std::mt19937 rng((uint32_t) g_launches);
-    for (unsigned bz = 0; bz < grid.z; bz++) {
-        for (unsigned by = 0; by < grid.y; by++) {
-            for (unsigned bx = 0; bx < grid.x; bx++) {
-                g_bid = make_uint3(bx, by, bz);
-                votes.assign(n, Vote());
-                if (order_kind != Schedule::FORWARD) std::fill(smem_buf.begin(), smem_buf.end(), (char) 0xff);
-                for (int t = 0; t < n; t++) {
-                    Thread & th = threads[t];
-                    context_init(th.ctx, stacks[t], kStack, trampoline);
-                    th.state = RUN;
+    // the blocks: in index order, reversed, or shuffled (blocks run one after another: a kernel's
+    // blocks may not wait for each other, and their results may not depend on their order)
+    const uint64_t n_blocks = (uint64_t) grid.x * grid.y * grid.z;
+    std::vector<uint64_t> block_order;
+    if (order_kind == Schedule::SHUFFLE) {
+        block_order.resize(n_blocks);
+        for (uint64_t i = 0; i < n_blocks; i++) block_order[i] = i;
+        std::shuffle(block_order.begin(), block_order.end(), rng);
+    }
+    for (uint64_t ib = 0; ib < n_blocks; ib++) {
+        const uint64_t i = order_kind == Schedule::SHUFFLE ? block_order[ib] : order_kind == Schedule::REVERSE ? n_blocks - 1 - ib : ib;
+        const unsigned bx = (unsigned) (i % grid.x), by = (unsigned) (i / grid.x % grid.y), bz = (unsigned) (i / ((uint64_t) grid.x * grid.y));
+        g_bid = make_uint3(bx, by, bz);
+        votes.assign(n, Vote());
+        if (order_kind != Schedule::FORWARD) std::fill(smem_buf.begin(), smem_buf.end(), (char) 0xff);
+        for (int t = 0; t < n; t++) {
+            Thread & th = threads[t];
+            context_init(th.ctx, stacks[t], kStack, trampoline);
+            th.state = RUN;
+        }
+        for (;;) {
+            if (order_kind == Schedule::SHUFFLE) std::shuffle(order.begin(), order.end(), rng);
+            for (int k = 0; k < n; k++) {
+                const int t = order[k];
+                if (threads[t].state != RUN) continue;
+                cur = t;
+                g_tid = make_uint3((unsigned) t, 0, 0);
+                context_swap(main_ctx, threads[t].ctx);
+            }
+            // everyone is at a barrier or done: release a warp whose live lanes all reached
+            // its barrier, else the block if every live thread reached __syncthreads
+            bool released = false, any_live = false, all_block = true;
+            for (int w = 0; w < n / 32; w++) {
+                bool live = false, all_warp = true;
+                for (int l = 0; l < 32; l++) {
+                    const State s = threads[w * 32 + l].state;
+                    if (s == DONE) continue;
+                    live = true;
+                    if (s != AT_WARP_BARRIER) all_warp = false;
+                    if (s != AT_BLOCK_BARRIER) all_block = false;
                 }
-                for (;;) {
-                    if (order_kind == Schedule::SHUFFLE) std::shuffle(order.begin(), order.end(), rng);
-                    for (int k = 0; k < n; k++) {
-                        const int t = order[k];
-                        if (threads[t].state != RUN) continue;
-                        cur = t;
-                        g_tid = make_uint3((unsigned) t, 0, 0);
-                        context_swap(main_ctx, threads[t].ctx);
+                any_live = any_live || live;
+                if (live && all_warp) {
+                    for (int l = 0; l < 32; l++) {
+                        if (threads[w * 32 + l].state == AT_WARP_BARRIER) threads[w * 32 + l].state = RUN;
                     }
-                    // everyone is at a barrier or done: release a warp whose live lanes all reached
-                    // its barrier, else the block if every live thread reached __syncthreads
-                    bool released = false, any_live = false, all_block = true;
-                    for (int w = 0; w < n / 32; w++) {
-                        bool live = false, all_warp = true;
-                        for (int l = 0; l < 32; l++) {
-                            const State s = threads[w * 32 + l].state;
-                            if (s == DONE) continue;
-                            live = true;
-                            if (s != AT_WARP_BARRIER) all_warp = false;
-                            if (s != AT_BLOCK_BARRIER) all_block = false;
-                        }
-                        any_live = any_live || live;
-                        if (live && all_warp) {
-                            for (int l = 0; l < 32; l++) {
-                                if (threads[w * 32 + l].state == AT_WARP_BARRIER) threads[w * 32 + l].state = RUN;
-                            }
-                            released = true;
-                        }
-                    }
-                    if (!any_live) break;
-                    if (released) continue;
-                    if (all_block) {
-                        for (Thread & th : threads) {
-                            if (th.state == AT_BLOCK_BARRIER) th.state = RUN;
-                        }
-                        continue;
-                    }
-                    fprintf(stderr, "cuda-emu: deadlock in block (%u, %u, %u): threads wait at different barriers\n", bx, by, bz);
-                    abort();
+                    released = true;
                 }
             }
+            if (!any_live) break;
+            if (released) continue;
+            if (all_block) {
+                for (Thread & th : threads) {
+                    if (th.state == AT_BLOCK_BARRIER) th.state = RUN;
+                }
+                continue;
+            }
+            fprintf(stderr, "cuda-emu: deadlock in block (%u, %u, %u): threads wait at different barriers\n", bx, by, bz);
+            abort();
         }
     }
     body = nullptr;

@@ -204,6 +204,36 @@ const ggml_tensor * act_reader(const ggml_cgraph * g, int i) {
     return reads && ggml_cuda_mul_mat_act_form(next) != 0 ? next : nullptr;
 }
 
+// Whether one kernel may compute the nodes together: no result of theirs overlaps an input from
+// outside the group unless it is that input exactly (the same bytes in the same layout, read by
+// the thread that then overwrites it). The graph allocator may give a later node the memory of
+// an input that its predecessor was the last to read (a residual after the add); run as one
+// kernel, a block could then overwrite rows another block has yet to read.
+bool fused_writes_safe(std::initializer_list<const ggml_tensor *> nodes) {
+    auto in_group = [&](const ggml_tensor * t) {
+        for (const ggml_tensor * n : nodes) {
+            if (t == n) return true;
+        }
+        return false;
+    };
+    auto overlap = [](const ggml_tensor * x, const ggml_tensor * y) {
+        const char * xl = (const char *) x->data, * yl = (const char *) y->data;
+        return xl < yl + ggml_cuda_span(y) && yl < xl + ggml_cuda_span(x);
+    };
+    auto same = [](const ggml_tensor * x, const ggml_tensor * y) {
+        return x->data == y->data && x->type == y->type && ggml_are_same_shape(x, y) && memcmp(x->nb, y->nb, sizeof(x->nb)) == 0;
+    };
+    for (const ggml_tensor * m : nodes) {
+        for (const ggml_tensor * src : m->src) {
+            if (!src || in_group(src) || ggml_is_empty(src)) continue;
+            for (const ggml_tensor * w : nodes) {
+                if (overlap(w, src) && !same(w, src)) return false;
+            }
+        }
+    }
+    return true;
+}
+
 int compute_fused(ggml_cuda_ctx & ctx, ggml_cgraph * g, int i) {
     ggml_tensor * node = g->nodes[i];
     if (!ctx.no_fusion && node->op == GGML_OP_MUL_MAT) {  // q, k, v (gate, up) of one activation
@@ -234,13 +264,14 @@ int compute_fused(ggml_cuda_ctx & ctx, ggml_cgraph * g, int i) {
         }
     }
     if (i + 2 < g->n_nodes && !ctx.no_fusion && node->op == GGML_OP_ADD && g->nodes[i + 1]->op == GGML_OP_RMS_NORM &&
-        g->nodes[i + 2]->op == GGML_OP_MUL && ggml_cuda_add_rms_norm_mul_fusable(node, g->nodes[i + 1], g->nodes[i + 2])) {
+        g->nodes[i + 2]->op == GGML_OP_MUL && ggml_cuda_add_rms_norm_mul_fusable(node, g->nodes[i + 1], g->nodes[i + 2]) &&
+        fused_writes_safe({ node, g->nodes[i + 1], g->nodes[i + 2] })) {
         ggml_cuda_op_add_rms_norm_mul(ctx, node, g->nodes[i + 1], g->nodes[i + 2], act_reader(g, i + 2));
         return 3;
     }
     if (i + 1 < g->n_nodes && !ctx.no_fusion) {
         ggml_tensor * next = g->nodes[i + 1];
-        if (next->op == GGML_OP_MUL && (next->src[0] == node || next->src[1] == node)) {
+        if (next->op == GGML_OP_MUL && (next->src[0] == node || next->src[1] == node) && fused_writes_safe({ node, next })) {
             if (node->op == GGML_OP_RMS_NORM && ggml_cuda_rms_norm_mul_fusable(node, next)) {
                 ggml_cuda_op_rms_norm_mul(ctx, node, next, act_reader(g, i + 1));
                 return 2;
