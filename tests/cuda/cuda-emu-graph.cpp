@@ -40,6 +40,7 @@ bool supports_op(const ggml_tensor * op) { return ggml_cuda_supports_op(op); }
 
 ggml_status compute_graph(ggml_cuda_ctx & ctx, ggml_cgraph * g, int * fused) {
     ctx.act = ggml_cuda_ctx::quantized_act();  // as the backend does where a graph starts
+    if (scrambled() && ctx.scratch_ptr) memset(ctx.scratch_ptr, 0xff, ctx.scratch_size);  // nothing carries over
     static const bool trace = getenv("CUDA_EMU_LAUNCHES") != nullptr;  // each kernel run: its nodes, its launches
     for (int i = 0; i < ggml_graph_n_nodes(g); i++) {
         ggml_tensor * n = ggml_graph_node(g, i);

@@ -159,6 +159,8 @@ Schedule schedule() {
 
 }  // namespace
 
+bool scrambled() { return schedule() != Schedule::FORWARD; }
+
 void run(dim3 grid, dim3 block, size_t smem, const std::function<void()> & fn) {
     g_launches++;
     const int n = (int) (block.x * block.y * block.z);

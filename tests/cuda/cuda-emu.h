@@ -31,6 +31,8 @@ void run(dim3 grid, dim3 block, size_t smem, const std::function<void()> & body)
 extern uint64_t g_launches;
 void sync_block();
 int sync_block_or(int pred);  // __syncthreads_or: the threads that have not exited vote
+// CUDA_EMU_SCHEDULE is reverse or shuffle: memory a GPU leaves undefined is filled with 0xff.
+bool scrambled();
 void sync_warp();
 void * dyn_smem();
 int lane();

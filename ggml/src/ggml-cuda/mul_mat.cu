@@ -93,6 +93,10 @@ __global__ void k_dequant(DequantArgs d) {
 // a[0..n) (one type) into out[0..n).
 template <typename OUT>
 void dequant_to(ggml_cuda_ctx & ctx, void * const * out, const ggml_tensor * const * a, int n) {
+    if (!ggml_is_quantized(a[0]->type)) {  // float types: value by value (rows of any length)
+        for (int w = 0; w < n; w++) to_contig(ctx, (OUT *) out[w], a[w]);
+        return;
+    }
     DequantArgs d = {};
     d.n = n;
     for (int w = 0; w < n; w++) {
@@ -118,7 +122,7 @@ void dequant_to(ggml_cuda_ctx & ctx, void * const * out, const ggml_tensor * con
         DQ_CASE(GGML_TYPE_Q5_K)
         DQ_CASE(GGML_TYPE_Q6_K)
 #undef DQ_CASE
-        default:  // value by value
+        default:  // block types without a unit decoder: value by value
             for (int w = 0; w < n; w++) to_contig(ctx, (OUT *) out[w], a[w]);
             return;
     }
