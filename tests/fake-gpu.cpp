@@ -81,7 +81,14 @@ const ggml_backend_buffer_i buffer_iface = { buf_free, buf_base, nullptr, buf_me
 const char * buft_name(ggml_backend_buffer_type_t) { return "FAKE"; }
 ggml_backend_buffer_t buft_alloc(ggml_backend_buffer_type_t buft, size_t size) {
     buffer * fb = new buffer();
-    fb->mem.resize(size);
+    // A GPU's fresh memory holds whatever was there: with the CUDA emulator's scrambled schedules
+    // (CUDA_EMU_SCHEDULE=reverse|shuffle) 0xff bytes (NaN floats), so that reading memory
+    // nothing wrote shows.
+    static const bool poison = [] {
+        const char * v = getenv("CUDA_EMU_SCHEDULE");
+        return v && (strcmp(v, "reverse") == 0 || strcmp(v, "shuffle") == 0);
+    }();
+    fb->mem.assign(size, poison ? 0xff : 0);
     {
         std::lock_guard<std::mutex> lock(mu);
         fb->base = next_base;
