@@ -115,7 +115,7 @@ void usage(FILE * f) {
             "  --no-recompute          keep every activation for the backward pass (most memory); by default\n"
             "                          attention and elementwise results are recomputed, weight products kept\n"
             "  --backward-prec auto|f32|bf16|int8  products through the frozen weights in the backward pass\n"
-            "                          (auto: bf16 for quantized weights, f32 otherwise)\n"
+            "                          (auto: bf16 for quantized weights or with -ngl, f32 otherwise)\n"
             "\n"
             "output and long runs:\n"
             "  --loss-log FILE         TSV: step, loss, lr, tokens_per_s (row 0: before any update)\n"
@@ -523,15 +523,16 @@ std::string config_string(const options & o, const trainer & tr) {
     return s;
 }
 
-ggml_prec backward_prec(const options & o, const llama_model & m) {
+ggml_prec backward_prec(const options & o, const llama_model & m, bool on_gpu) {
     if (o.backward_prec == "f32") return GGML_PREC_DEFAULT;
     if (o.backward_prec == "bf16") return GGML_PREC_BF16;
     if (o.backward_prec == "int8") return GGML_PREC_INT8;
     // auto: BF16 products for quantized weights, whose own precision is below BF16's (measured on
-    // TinyLlama Q4_0 the fastest of the three, and on stories260K Q8_0 as close to F32's curve);
-    // F32 for float weights.
+    // TinyLlama Q4_0 the fastest of the three, and on stories260K Q8_0 as close to F32's curve),
+    // and for any weights with layers on a GPU (its tensor cores multiply BF16, its F32 products
+    // run at a tenth of their rate: half precision is what GPU fine-tuning uses); F32 otherwise.
     const ggml_tensor * w = m.layers.empty() ? nullptr : m.layers[0].wq;
-    return w && ggml_is_quantized(w->type) ? GGML_PREC_BF16 : GGML_PREC_DEFAULT;
+    return on_gpu || (w && ggml_is_quantized(w->type)) ? GGML_PREC_BF16 : GGML_PREC_DEFAULT;
 }
 
 // Random token sequences for --bench: processes * b * grad-acc sequences of n_ctx inputs.
@@ -685,7 +686,7 @@ int run(int argc, char ** argv, ft_dist & dist) {
     }
     tr.lora.entries.push_back({&tr.ad, 1.0f});
     tr.lora.dropout = o.dropout > 0.0f;
-    tr.lora.base_prec = backward_prec(o, m);
+    tr.lora.base_prec = backward_prec(o, m, tr.sched != nullptr);
     const size_t max_nodes = llm_graph_max_nodes_train(m, 1);
     tr.ctx.reset(ggml_init({ggml_graph_overhead_custom(max_nodes, true) + 2 * max_nodes * ggml_tensor_overhead(), nullptr, true}));
     llm_build_forward_train(tr.ctx.get(), m, (uint32_t) tr.n_graph, tr.io, &tr.lora);
