@@ -164,7 +164,8 @@ struct ggml_opt_params {
     int      n_threads; // CPU threads of every compute (default: all cores; without backend_sched)
 
     // NULL: everything on the CPU, placed once. Else the scheduler places each graph at
-    // ggml_opt_alloc (set the inputs after it) across its backends: the parameters may live in
+    // ggml_opt_alloc (set the inputs after it; a call for the graph placed last keeps its
+    // places, and the inputs keep their memory) across its backends: the parameters may live in
     // a device's buffers (their accumulators and AdamW moments go to the same buffer type), and
     // the nodes run where the scheduler puts them. A gradient reducer then hears of every
     // gradient after the backward pass (no overlap) and reads its accumulators with
