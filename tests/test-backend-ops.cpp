@@ -16,6 +16,7 @@
 #include "ggml-cpu.h"
 
 #include "backend-ops-cases.h"
+#include "backend-ops-random.h"
 
 #include <cmath>
 #include <cstring>
@@ -95,7 +96,10 @@ TEST(BackendOps, CpuMatchesItsScalarReference) {
         ASSERT_TRUE(ggml_backend_cpu_set_kernels(cpu, isa));
         ggml_backend_cpu_set_n_threads(cpu, 2);
         int n_ok = 0;
-        for (const Case & c : make_cases()) {
+        std::vector<Case> cases = make_cases();
+        const std::vector<Case> random = make_random_cases();
+        cases.insert(cases.end(), random.begin(), random.end());
+        for (const Case & c : cases) {
             std::vector<float> ref, got;
             std::string why;
             ASSERT_EQ(run_case(c, scalar, ref, why), Outcome::ok) << "scalar " << c.name << ": " << why;
@@ -117,7 +121,9 @@ TEST(BackendOps, EveryBackendMatchesCpu) {
     if (devs.empty()) GTEST_SKIP() << "no GPU backend: this build has no device besides the CPU, or the machine shows none";
     ggml_backend_t cpu = ggml_backend_cpu_init();
     ggml_backend_cpu_set_n_threads(cpu, 2);
-    const std::vector<Case> cases = make_cases();
+    std::vector<Case> cases = make_cases();
+    const std::vector<Case> random = make_random_cases();  // as test-cuda-emu runs them
+    cases.insert(cases.end(), random.begin(), random.end());
     for (ggml_backend_dev_t dev : devs) {
         ggml_backend_t be = ggml_backend_dev_init(dev, nullptr);
         ASSERT_NE(be, nullptr) << ggml_backend_dev_name(dev);

@@ -181,10 +181,18 @@ size_t plane_ptrs_bytes(int64_t ne2, int64_t ne3) { return align256((size_t) (3 
 // strided batched when A's planes are not broadcast, or broadcast over dim 2 with B's and C's
 // planes packed; other broadcasts through one batched call on pointers (ptrs: plane_ptrs_bytes of
 // device memory), not one call per plane.
+// The leading dimension of a matrix of one column means nothing, but cuBLAS still wants it at
+// least the column's length (a view's stride of a dimension of size 1 may be anything).
+int64_t ld_of(int64_t ld, int64_t rows, int64_t cols) { return cols <= 1 && ld < rows ? std::max<int64_t>(rows, 1) : ld; }
+
 void gemm_planes(ggml_cuda_ctx & ctx, cublasOperation_t opa, cublasOperation_t opb, int64_t m, int64_t n, int64_t k,
-                 const Operand & A, const Operand & B, float * C, int64_t ldc, int64_t cs2, int64_t cs3, int64_t ne2, int64_t ne3,
+                 const Operand & A_in, const Operand & B_in, float * C, int64_t ldc, int64_t cs2, int64_t cs3, int64_t ne2, int64_t ne3,
                  int64_t r2, int64_t r3, void * ptrs) {
     const float alpha = 1.0f, beta = 0.0f;
+    Operand A = A_in, B = B_in;
+    A.ld = ld_of(A.ld, opa == CUBLAS_OP_N ? m : k, opa == CUBLAS_OP_N ? k : m);
+    B.ld = ld_of(B.ld, opb == CUBLAS_OP_N ? k : n, opb == CUBLAS_OP_N ? n : k);
+    ldc = ld_of(ldc, m, n);
     // Broadcast over dim 2 (grouped-query attention: the r2 query heads of a kv head) with B's and
     // C's planes one after another: the r2 planes that share an A plane are one product of r2 n
     // columns, and the kv heads a strided batch (no pointer arrays).
