@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 namespace bocases {
@@ -32,7 +33,10 @@ std::vector<Case> make_random_cases(uint32_t seed, int n_cases) {
         return s;
     };
     const ggml_type float_types[] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16 };
-    enum Kind { BINARY, UNARY, NORM, SOFTMAX, ROPE, GET_ROWS, CONT, MUL_MAT, OUT_PROD, REDUCE, CONCAT, SET_ROWS, FLASH_ATTN, N_KINDS };
+    enum Kind { BINARY, UNARY, NORM, SOFTMAX, ROPE, GET_ROWS, CONT, MUL_MAT, OUT_PROD, REDUCE, CONCAT, SET_ROWS, FLASH_ATTN,
+                // training's: backward ops, loss, optimizer step; the quantized KV cache's writes
+                BACKWARD, FLASH_ATTN_BACK, LOSS, ADAMW, QUANT_ROWS, N_KINDS };
+    const ggml_type cache_types[] = { GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1 };
 
     for (int i = 0; i < n_cases; i++) {
         const Kind kind = (Kind) pick(0, N_KINDS - 1);
@@ -219,6 +223,96 @@ std::vector<Case> make_random_cases(uint32_t seed, int n_cases) {
                                    return same(ggml_flash_attn_ext(m.ctx, q, m.in(kt, { D, n_kv, Hkv }), m.in(kt, { D, n_kv, Hkv }), mk, 0.125f, 0.0f, 0.0f));
                                },
                                kt == GGML_TYPE_F32 ? 1e-10 : 1e-7 });
+                break;
+            }
+            case BACKWARD: {  // unary_back, rms_norm_back / norm_back, soft_max_back, get_rows_back, repeat_back
+                const int op = (int) pick(0, 4);
+                const std::vector<int64_t> ne = { pick(1, 700), pick(1, 6), pick(1, 3), 1 };
+                const ggml_unary_op uop = (ggml_unary_op) pick(0, GGML_UNARY_OP_COUNT - 1);
+                const int64_t rows = pick(1, 12), n_idx = pick(1, 16);
+                const char * names[] = { "unary_back", "norm_back", "soft_max_back", "get_rows_back", "repeat_back" };
+                cs.push_back({ id + names[op] + (op == 0 ? std::string(" ") + ggml_unary_op_name(uop) : std::string()) + " " + dims(ne),
+                               [=](Maker & m) {
+                                   switch (op) {
+                                       case 0: return same(ggml_unary_back(m.ctx, m.in(GGML_TYPE_F32, ne), m.in(GGML_TYPE_F32, ne, uniform(-6.0f, 6.0f)), uop));
+                                       case 1: {
+                                           ggml_tensor * g = m.in(GGML_TYPE_F32, ne), * x = m.in(GGML_TYPE_F32, ne, uniform(-2.0f, 3.0f));
+                                           return same(ne[0] % 2 ? ggml_rms_norm_back(m.ctx, g, x, 1e-5f) : ggml_norm_back(m.ctx, g, x, 1e-5f));
+                                       }
+                                       case 2: return same(ggml_soft_max_ext_back(m.ctx, m.in(GGML_TYPE_F32, ne), m.in(GGML_TYPE_F32, ne, uniform(0.0f, 0.1f)), 0.5f, 0.0f));
+                                       case 3: return same(ggml_get_rows_back(m.ctx, m.in(GGML_TYPE_F32, { ne[0], n_idx }), m.in(GGML_TYPE_I32, { n_idx }, indices((int32_t) rows)),
+                                                                              m.in(GGML_TYPE_F32, { ne[0], rows })));
+                                       default: return same(ggml_repeat_back(m.ctx, m.in(GGML_TYPE_F32, { ne[0] * 2, ne[1], ne[2] * 2, 2 }), m.in(GGML_TYPE_F32, ne)));
+                                   }
+                               },
+                               1e-10 });
+                break;
+            }
+            case FLASH_ATTN_BACK: {  // few and many query rows (the tiled kernels), heads of any size to 128
+                const int64_t D = 16 * pick(2, 8), Dv = coin(0.7) ? D : 16 * pick(2, 8), n_q = coin(0.4) ? pick(1, 15) : pick(16, 70);
+                const int64_t n_kv = pick(1, 120), Hkv = pick(1, 2), H = Hkv * pick(1, 2);
+                const ggml_type kt = float_types[pick(0, 2)];
+                const int mask = (int) pick(0, 2);
+                const int32_t n_past = (int32_t) pick(-3, (int) n_kv);
+                cs.push_back({ id + "flash_attn_back " + ggml_type_name(kt) + " D " + std::to_string(D) + " Dv " + std::to_string(Dv) + " n_q " +
+                                   std::to_string(n_q) + " n_kv " + std::to_string(n_kv) + " heads " + std::to_string(H) + "/" + std::to_string(Hkv) +
+                                   (mask ? (mask == 1 ? " f32 mask" : " f16 mask") : ""),
+                               [=](Maker & m) {
+                                   ggml_tensor * q = ggml_permute(m.ctx, m.in(GGML_TYPE_F32, { D, H, n_q }), 0, 2, 1, 3);
+                                   ggml_tensor * mk = mask ? m.in(mask == 1 ? GGML_TYPE_F32 : GGML_TYPE_F16, { n_kv, n_q }, causal(n_past)) : nullptr;
+                                   return same(ggml_flash_attn_back(m.ctx, q, m.in(kt, { D, n_kv, Hkv }), m.in(kt, { Dv, n_kv, Hkv }), mk,
+                                                                    m.in(GGML_TYPE_F32, { Dv, H, n_q }), 0.125f, 0.0f, 0.0f));
+                               },
+                               1e-8 });
+                break;
+            }
+            case LOSS: {
+                const int64_t n_class = pick(1, 1200), n = pick(1, 9);
+                const bool back = coin(0.5);
+                cs.push_back({ id + (back ? "cross_entropy_loss_back " : "cross_entropy_loss ") + dims({ n_class, n }),
+                               [=](Maker & m) {
+                                   ggml_tensor * logits = m.in(GGML_TYPE_F32, { n_class, n }, uniform(-5.0f, 5.0f));
+                                   ggml_tensor * labels = m.in(GGML_TYPE_F32, { n_class, n }, uniform(0.0f, 2.0f / (float) n_class));
+                                   return same(back ? ggml_cross_entropy_loss_back(m.ctx, m.in(GGML_TYPE_F32, { 1 }, values({ 0.7f })), logits, labels)
+                                                    : ggml_cross_entropy_loss(m.ctx, logits, labels));
+                               },
+                               1e-10 });
+                break;
+            }
+            case ADAMW: {
+                const std::vector<int64_t> ne = { pick(1, 300), pick(1, 7), 1, 1 };
+                const float lr = (float) pick(1, 100) * 1e-4f, wd = coin(0.5) ? 0.0f : 0.1f;
+                const float it = (float) pick(1, 1000);
+                cs.push_back({ id + "opt_step_adamw " + dims(ne),
+                               [=](Maker & m) {
+                                   ggml_tensor * w = m.in(GGML_TYPE_F32, ne);
+                                   const float b1 = 0.9f, b2 = 0.999f;
+                                   ggml_tensor * node = ggml_opt_step_adamw(m.ctx, w, m.in(GGML_TYPE_F32, ne), m.in(GGML_TYPE_F32, ne),
+                                                                            m.in(GGML_TYPE_F32, ne, uniform(0.0f, 1.0f)),
+                                                                            m.in(GGML_TYPE_F32, { 7 }, values({ lr, b1, b2, 1e-8f, wd,
+                                                                                 1.0f / (1.0f - std::pow(b1, it)), 1.0f / (1.0f - std::pow(b2, it)) })));
+                                   return Built{ node, w };
+                               },
+                               1e-12 });
+                break;
+            }
+            case QUANT_ROWS: {  // F32 rows into a quantized cache: a copy into a view, or set_rows
+                const ggml_type t = cache_types[pick(0, 4)];
+                const int64_t ne0 = 32 * pick(1, 8), cells = pick(2, 30), n = pick(1, (int) cells - 1), at = pick(0, (int) (cells - n));
+                const bool set = coin(0.5);
+                std::vector<float> cell((size_t) cells);
+                std::iota(cell.begin(), cell.end(), 0.0f);
+                std::shuffle(cell.begin(), cell.end(), rng);
+                cell.resize((size_t) n);
+                cs.push_back({ id + (set ? "set_rows f32 -> " : "cpy f32 -> ") + ggml_type_name(t) + " cache " + dims({ ne0, cells }) + " n " + std::to_string(n),
+                               [=](Maker & m) {
+                                   ggml_tensor * cache = m.in(t, { ne0, cells }, uniform(0.0f, 0.0f));
+                                   ggml_tensor * rows = m.in(GGML_TYPE_F32, { ne0, n });
+                                   if (set) return Built{ ggml_set_rows(m.ctx, cache, rows, m.in(GGML_TYPE_I32, { n }, values(cell))), cache };
+                                   ggml_tensor * dst = ggml_view_2d(m.ctx, cache, ne0, n, cache->nb[1], (size_t) at * cache->nb[1]);
+                                   return Built{ ggml_cpy(m.ctx, rows, dst), cache };
+                               },
+                               1e-4 });
                 break;
             }
             default: break;
