@@ -30,6 +30,8 @@ nvidia-smi --query-gpu=name,memory.total,clocks.max.memory --format=csv | tee "$
 
 log "correctness"
 "$BIN/test-backend-ops" > "$OUT/test-backend-ops.txt" 2>&1; log "test-backend-ops rc $?"
+RANDOM_CASES_SEED=7 RANDOM_CASES_N=3000 "$BIN/test-backend-ops" --gtest_filter='*EveryBackend*' > "$OUT/test-backend-ops-random.txt" 2>&1
+log "test-backend-ops, 3000 more random cases: rc $?"
 LLAMA_TEST_MODELS="$SHARED/models" "$BIN/test-gpu-model" > "$OUT/test-gpu-model.txt" 2>&1; log "test-gpu-model rc $?"
 
 log "TinyLlama-shaped files"
