@@ -163,7 +163,7 @@ int main(int argc, char ** argv) {
     }
 
     // training: the gradient through a frozen weight (dX = W dY, out_prod) of 512 tokens, in F32
-    // and with GGML_PREC_BF16 (llama-finetune's default for quantized weights), beside the
+    // and with GGML_PREC_BF16 (llama-finetune's default on a GPU), beside the
     // forward product of the same weight (TFLOP/s: 2 K M 512 flops)
     printf("\nbackward product through a frozen weight, 512 tokens (TFLOP/s)\n");
     printf("%-6s %14s %10s %10s %10s\n", "type", "matrix", "forward", "bwd f32", "bwd bf16");

@@ -364,7 +364,6 @@ struct trainer {
     // The adapter's weights next to their base weights on the GPU (their gradients, moments and
     // steps stay there too); dev.host_of leads to the host tensors files are written from.
     llama_adapter_device_copy dev;
-    std::map<ggml_tensor *, ggml_tensor *> & host_of = dev.host_of;
 
     ~trainer() {
         oc.reset();
@@ -383,12 +382,12 @@ struct trainer {
         auto swap = [&](bool to_host) {
             for (auto & kv : ad.weights) {
                 for (ggml_tensor ** t : {&kv.second.a, &kv.second.b}) {
-                    if (to_host && host_of.count(*t)) {
-                        ggml_tensor * h = host_of[*t];
+                    if (to_host && dev.host_of.count(*t)) {
+                        ggml_tensor * h = dev.host_of[*t];
                         ggml_backend_tensor_get(*t, h->data, 0, ggml_nbytes(h));
                         *t = h;
                     } else if (!to_host) {
-                        for (auto & [d, h] : host_of) {
+                        for (auto & [d, h] : dev.host_of) {
                             if (h == *t) *t = d;
                         }
                     }

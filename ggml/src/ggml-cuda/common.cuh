@@ -111,6 +111,12 @@ static inline size_t ggml_cuda_span(const ggml_tensor * t) {
     return span;
 }
 
+// The bytes of x and y overlap.
+static inline bool ggml_cuda_overlaps(const ggml_tensor * x, const ggml_tensor * y) {
+    const char * xl = (const char *) x->data, * yl = (const char *) y->data;
+    return xl < yl + ggml_cuda_span(y) && yl < xl + ggml_cuda_span(x);
+}
+
 // ---- division by a tensor's sizes --------------------------------------------------------------
 // Flat indices become coordinates by dividing by the sizes, per element in the elementwise and
 // copy kernels; 64-bit division is a long software routine on the GPU, which made those kernels

@@ -177,14 +177,14 @@ __global__ void k_plane_ptrs(const void ** pa, const void ** pb, void ** pc, Ope
 // Device memory for gemm_planes' pointers (3 per plane of C), part of the caller's scratch.
 size_t plane_ptrs_bytes(int64_t ne2, int64_t ne3) { return align256((size_t) (3 * ne2 * ne3) * sizeof(void *)); }
 
-// C[plane(i2, i3)] = op(A[plane(i2 / r2, i3 / r3)]) op(B[plane(i2, i3)]) for every plane of C:
-// strided batched when A's planes are not broadcast, or broadcast over dim 2 with B's and C's
-// planes packed; other broadcasts through one batched call on pointers (ptrs: plane_ptrs_bytes of
-// device memory), not one call per plane.
 // The leading dimension of a matrix of one column means nothing, but cuBLAS still wants it at
 // least the column's length (a view's stride of a dimension of size 1 may be anything).
 int64_t ld_of(int64_t ld, int64_t rows, int64_t cols) { return cols <= 1 && ld < rows ? std::max<int64_t>(rows, 1) : ld; }
 
+// C[plane(i2, i3)] = op(A[plane(i2 / r2, i3 / r3)]) op(B[plane(i2, i3)]) for every plane of C:
+// strided batched when A's planes are not broadcast, or broadcast over dim 2 with B's and C's
+// planes packed; other broadcasts through one batched call on pointers (ptrs: plane_ptrs_bytes of
+// device memory), not one call per plane.
 void gemm_planes(ggml_cuda_ctx & ctx, cublasOperation_t opa, cublasOperation_t opb, int64_t m, int64_t n, int64_t k,
                  const Operand & A_in, const Operand & B_in, float * C, int64_t ldc, int64_t cs2, int64_t cs3, int64_t ne2, int64_t ne3,
                  int64_t r2, int64_t r3, void * ptrs) {
@@ -385,7 +385,7 @@ void ggml_cuda_op_out_prod(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
     }
     const int64_t ne2 = b->ne[2], ne3 = b->ne[3], r2 = ne2 / a->ne[2], r3 = ne3 / a->ne[3];
 
-    // GGML_PREC_BF16 (llama-finetune's products through quantized frozen weights): both operands
+    // GGML_PREC_BF16 (llama-finetune's products through frozen weights on a GPU): both operands
     // rounded to BF16, tensor cores with F32 sums, as the CPU's BF16 kernels; else F32 products.
     const bool bf16 = ggml_get_op_params_i32(dst, 0) == GGML_PREC_BF16;
     const ggml_type ct = bf16 ? GGML_TYPE_BF16 : GGML_TYPE_F32;  // the products' operand type

@@ -216,10 +216,6 @@ bool fused_writes_safe(std::initializer_list<const ggml_tensor *> nodes) {
         }
         return false;
     };
-    auto overlap = [](const ggml_tensor * x, const ggml_tensor * y) {
-        const char * xl = (const char *) x->data, * yl = (const char *) y->data;
-        return xl < yl + ggml_cuda_span(y) && yl < xl + ggml_cuda_span(x);
-    };
     auto same = [](const ggml_tensor * x, const ggml_tensor * y) {
         return x->data == y->data && x->type == y->type && ggml_are_same_shape(x, y) && memcmp(x->nb, y->nb, sizeof(x->nb)) == 0;
     };
@@ -227,7 +223,7 @@ bool fused_writes_safe(std::initializer_list<const ggml_tensor *> nodes) {
         for (const ggml_tensor * src : m->src) {
             if (!src || in_group(src) || ggml_is_empty(src)) continue;
             for (const ggml_tensor * w : nodes) {
-                if (overlap(w, src) && !same(w, src)) return false;
+                if (ggml_cuda_overlaps(w, src) && !same(w, src)) return false;
             }
         }
     }

@@ -123,12 +123,6 @@ bool ggml_cuda_rope_set_rows_fusable(const ggml_tensor * rope, const ggml_tensor
 
 // A set_rows of F32 rows [ne0, n, ne2] by the same index into a plain float cache (the values
 // after the keys; ne2 > 1: a transposed cache, [1, n_tokens, n_embd_v]): it joins the rope's launch.
-// The bytes of x and y overlap.
-static bool overlaps(const ggml_tensor * x, const ggml_tensor * y) {
-    const char * xl = (const char *) x->data, * yl = (const char *) y->data;
-    return xl < yl + ggml_cuda_span(y) && yl < xl + ggml_cuda_span(x);
-}
-
 bool ggml_cuda_set_rows_joins_rope(const ggml_tensor * rope, const ggml_tensor * set_rows_k, const ggml_tensor * set_rows_v) {
     const ggml_tensor * rows = set_rows_v->src[0];
     if (set_rows_v->op != GGML_OP_SET_ROWS || set_rows_v->src[1] != set_rows_k->src[1] || !rows || rows->type != GGML_TYPE_F32) return false;
@@ -136,8 +130,8 @@ bool ggml_cuda_set_rows_joins_rope(const ggml_tensor * rope, const ggml_tensor *
     if (!is_float_type(set_rows_v->type) || set_rows_v->ne[0] != rows->ne[0] || set_rows_v->ne[1] != set_rows_k->ne[1] ||
         set_rows_v->ne[2] != rows->ne[2] || set_rows_v->ne[3] != 1) return false;
     // run side by side: nothing one of them writes may be read or written by the other
-    return !overlaps(rows, set_rows_k) && !overlaps(rows, rope) && !overlaps(set_rows_v, set_rows_k) && !overlaps(set_rows_v, rope) &&
-           !overlaps(set_rows_v, rope->src[0]);
+    return !ggml_cuda_overlaps(rows, set_rows_k) && !ggml_cuda_overlaps(rows, rope) && !ggml_cuda_overlaps(set_rows_v, set_rows_k) &&
+           !ggml_cuda_overlaps(set_rows_v, rope) && !ggml_cuda_overlaps(set_rows_v, rope->src[0]);
 }
 
 // The bytes of y lie within x's.
@@ -154,11 +148,11 @@ bool ggml_cuda_rope_joins_rope(const ggml_tensor * rope, const ggml_tensor * set
                                const ggml_tensor * rope2) {
     if (rope2->op != GGML_OP_ROPE || rope2 == rope || rope2->src[1] != rope->src[1] || rope2->src[2] != rope->src[2]) return false;
     if (memcmp(rope2->op_params, rope->op_params, sizeof(rope->op_params)) != 0 || !ggml_cuda_rope_supported(rope2)) return false;
-    if (overlaps(rope2, rope) && !(ggml_is_contiguous(rope2) && contains(rope2, rope))) return false;
+    if (ggml_cuda_overlaps(rope2, rope) && !(ggml_is_contiguous(rope2) && contains(rope2, rope))) return false;
     for (const ggml_tensor * w : { rope, set_rows_k, set_rows_v }) {  // what the fused kernel writes
-        if (w && ((w != rope && overlaps(rope2, w)) || overlaps(rope2->src[0], w))) return false;
+        if (w && ((w != rope && ggml_cuda_overlaps(rope2, w)) || ggml_cuda_overlaps(rope2->src[0], w))) return false;
     }
-    return !overlaps(rope2, rope->src[0]) && !(set_rows_v && overlaps(rope2, set_rows_v->src[0]));
+    return !ggml_cuda_overlaps(rope2, rope->src[0]) && !(set_rows_v && ggml_cuda_overlaps(rope2, set_rows_v->src[0]));
 }
 
 // The multipliers that put element (i0, i1, i2, i3) of rope (F32, contiguous) where the F16 copy
@@ -209,7 +203,7 @@ void ggml_cuda_op_rope_set_rows(ggml_cuda_ctx & ctx, ggml_tensor * rope_node, gg
         ride.copy_nb2 = (int64_t) set_rows_v->nb[2];
         ride.copy_type = (int) set_rows_v->type;
     }
-    st.skip_dst = rope2 && overlaps(rope2, rope_node);  // then rope2 covers it (ggml_cuda_rope_joins_rope)
+    st.skip_dst = rope2 && ggml_cuda_overlaps(rope2, rope_node);  // then rope2 covers it (ggml_cuda_rope_joins_rope)
     if (rope2) {
         ride.n_rope2 = rope_items(rope2);
         ride.dst2 = make_view(rope2);
