@@ -248,8 +248,8 @@ std::vector<Case> make_random_cases(uint32_t seed, int n_cases) {
                                1e-10 });
                 break;
             }
-            case FLASH_ATTN_BACK: {  // few and many query rows (the tiled kernels), heads of any size to 128
-                const int64_t D = 16 * pick(2, 8), Dv = coin(0.7) ? D : 16 * pick(2, 8), n_q = coin(0.4) ? pick(1, 15) : pick(16, 70);
+            case FLASH_ATTN_BACK: {  // few and many query rows (the tiled kernels), heads of any size to 128, often 64 or 128 (tensor cores)
+                const int64_t D = coin(0.4) ? 64 * pick(1, 2) : 16 * pick(2, 8), Dv = coin(0.7) ? D : 16 * pick(2, 8), n_q = coin(0.4) ? pick(1, 15) : pick(16, 70);
                 const int64_t n_kv = pick(1, 120), Hkv = pick(1, 2), H = Hkv * pick(1, 2);
                 const ggml_type kt = float_types[pick(0, 2)];
                 const int mask = (int) pick(0, 2);

@@ -3,7 +3,8 @@
 //  - generation: mul_mat of each weight type with one column (GB/s of weights read: compare
 //    with the GPU's memory bandwidth, about 3350 GB/s on an H100 SXM, 4800 on an H200),
 //  - prompts: the same with 512 columns (TFLOP/s),
-//  - flash attention of one query over a long F16 cache, and of 512 queries; its gradient (training),
+//  - flash attention of one query over a long F16 cache, and of 512 queries; its gradient (training)
+//    on tensor cores and on CUDA cores,
 //  - training's backward product through a frozen weight (out_prod), F32 and BF16.
 // Each graph is computed repeatedly on one backend (CUDA graphs re-launch it after the first
 // computes); the time per compute is the mean after warm-up.
@@ -142,25 +143,38 @@ int main(int argc, char ** argv) {
 
     // training: the gradient of 512 queries over 512 keys (F32 activations, as the training graph
     // has them) beside the forward on the same operands (FlashAttention-2's backward takes about
-    // 2.5 times its forward)
-    printf("\nflash attention gradient, F32, 512 x 512, %lld heads of %lld (%lld KV heads)\n", (long long) n_head, (long long) head,
-           (long long) n_head_kv);
-    printf("%12s %12s %8s\n", "forward us", "backward us", "ratio");
-    {
-        double fwd = 0.0, bwd = 0.0;
-        for (int pass = 0; pass < 2; pass++) {
-            Bench b;
-            b.ctx = new_ctx();
-            ggml_tensor * q = ggml_new_tensor_3d(b.ctx, GGML_TYPE_F32, head, 512, n_head);
-            ggml_tensor * k = ggml_new_tensor_3d(b.ctx, GGML_TYPE_F32, head, 512, n_head_kv);
-            ggml_tensor * v = ggml_new_tensor_3d(b.ctx, GGML_TYPE_F32, head, 512, n_head_kv);
-            ggml_tensor * dO = ggml_new_tensor_3d(b.ctx, GGML_TYPE_F32, head, n_head, 512);
-            ggml_tensor * out = pass == 0 ? ggml_flash_attn_ext(b.ctx, q, k, v, nullptr, 0.125f, 0.0f, 0.0f)
-                                          : ggml_flash_attn_back(b.ctx, q, k, v, nullptr, dO, 0.125f, 0.0f, 0.0f);
-            (pass == 0 ? fwd : bwd) = time_graph(be, b, out, 10);
+    // 2.5 times its forward), heads of 64 (TinyLlama) and 128 (7B-class: 32 heads, 8 KV heads),
+    // on tensor cores and (a second backend, GGML_CUDA_DISABLE_MMA_FA=1) on CUDA cores; TFLOP/s
+    // of the backward's five products (S, dP, dQ, dK, dV: 2.5 times the forward's two)
+    setenv("GGML_CUDA_DISABLE_MMA_FA", "1", 1);
+    ggml_backend_t be_cores = ggml_backend_cuda_init(device);
+    unsetenv("GGML_CUDA_DISABLE_MMA_FA");
+    printf("\nflash attention gradient, F32, 512 x 512\n");
+    printf("%-22s %-8s %12s %12s %8s %10s\n", "heads", "kernel", "forward us", "backward us", "ratio", "TFLOP/s");
+    for (int64_t hd : { head, (int64_t) 128 }) {
+        const int64_t nh = hd == head ? n_head : 32, nkv = hd == head ? n_head_kv : 8;
+        for (int cores = 0; cores < 2; cores++) {
+            ggml_backend_t bk = cores ? be_cores : be;
+            double fwd = 0.0, bwd = 0.0;
+            for (int pass = 0; pass < 2; pass++) {
+                Bench b;
+                b.ctx = new_ctx();
+                ggml_tensor * q = ggml_new_tensor_3d(b.ctx, GGML_TYPE_F32, hd, 512, nh);
+                ggml_tensor * k = ggml_new_tensor_3d(b.ctx, GGML_TYPE_F32, hd, 512, nkv);
+                ggml_tensor * v = ggml_new_tensor_3d(b.ctx, GGML_TYPE_F32, hd, 512, nkv);
+                ggml_tensor * dO = ggml_new_tensor_3d(b.ctx, GGML_TYPE_F32, hd, nh, 512);
+                ggml_tensor * out = pass == 0 ? ggml_flash_attn_ext(b.ctx, q, k, v, nullptr, 0.125f, 0.0f, 0.0f)
+                                              : ggml_flash_attn_back(b.ctx, q, k, v, nullptr, dO, 0.125f, 0.0f, 0.0f);
+                (pass == 0 ? fwd : bwd) = time_graph(bk, b, out, 10);
+            }
+            char what[64];
+            snprintf(what, sizeof(what), "%lld of %lld (%lld KV)", (long long) nh, (long long) hd, (long long) nkv);
+            const double flops = 5.0 * 2.0 * 512 * 512 * hd * nh;
+            printf("%-22s %-8s %12.1f %12.1f %8.2f %10.1f\n", what, cores ? "cores" : "tensor", fwd * 1e6, bwd * 1e6, bwd / fwd,
+                   flops / bwd / 1e12);
         }
-        printf("%12.1f %12.1f %8.2f\n", fwd * 1e6, bwd * 1e6, bwd / fwd);
     }
+    ggml_backend_free(be_cores);
 
     // training: the gradient through a frozen weight (dX = W dY, out_prod) of 512 tokens, in F32
     // and with GGML_PREC_BF16 (llama-finetune's default on a GPU), beside the

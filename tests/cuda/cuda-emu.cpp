@@ -9,6 +9,7 @@
 #include <ucontext.h>
 
 #include <algorithm>
+#include <map>
 #include <random>
 #include <vector>
 
@@ -22,6 +23,8 @@ namespace {
 enum State { RUN, AT_BLOCK_BARRIER, AT_WARP_BARRIER, DONE };
 
 constexpr size_t kStack = 128 * 1024;
+// Dynamic shared memory of a block: 48 KiB unless the kernel opted in; sm_90's most with the opt-in.
+constexpr size_t kSmemDefaultMax = 48 * 1024, kSmemOptInMax = 227 * 1024;
 
 // A coroutine's saved context. On x86-64 a switch saves the callee-saved registers on the stack
 // and swaps stack pointers (swapcontext also saves the signal mask: a system call per switch,
@@ -129,6 +132,46 @@ int sync_block_or(int pred) {
 }
 
 void sync_warp() { yield(AT_WARP_BARRIER); }
+
+namespace {
+std::vector<uint32_t> mma_frags;  // per thread: A's four registers, then B's two
+
+float half_bits_to_f32(uint32_t reg, int k, bool bf16) {
+    const uint16_t h = (uint16_t) (reg >> (16 * (k & 1)));
+    if (bf16) {
+        const uint32_t u = (uint32_t) h << 16;
+        float f;
+        memcpy(&f, &u, sizeof(f));
+        return f;
+    }
+    return ggml_fp16_to_fp32(h);
+}
+}  // namespace
+
+void mma_16x8x16(float d[4], const uint32_t a[4], const uint32_t b[2], bool bf16) {
+    if (mma_frags.size() < threads.size() * 6) mma_frags.resize(threads.size() * 6);
+    uint32_t * mine = mma_frags.data() + (size_t) cur * 6;
+    for (int r = 0; r < 4; r++) mine[r] = a[r];
+    mine[4] = b[0];
+    mine[5] = b[1];
+    sync_warp();
+    // PTX's m16n8k16 layout: A[m][k] in lane 4 (m % 8) + (k % 8) / 2, register (m >= 8) + 2 (k >= 8);
+    // B[k][n] in lane 4 n + (k % 8) / 2, register k >= 8; the lower half holds the even k
+    const uint32_t * warp = mma_frags.data() + (size_t) (cur / 32 * 32) * 6;
+    const int lane = cur % 32, g = lane >> 2, t = lane & 3;
+    for (int k = 0; k < 16; k++) {
+        const int src = (k & 7) >> 1, hi = k >> 3;
+        const float a0 = half_bits_to_f32(warp[(4 * g + src) * 6 + 2 * hi], k, bf16);
+        const float a1 = half_bits_to_f32(warp[(4 * g + src) * 6 + 2 * hi + 1], k, bf16);
+        const float b0 = half_bits_to_f32(warp[(4 * (2 * t) + src) * 6 + 4 + hi], k, bf16);
+        const float b1 = half_bits_to_f32(warp[(4 * (2 * t + 1) + src) * 6 + 4 + hi], k, bf16);
+        d[0] += a0 * b0;
+        d[1] += a0 * b1;
+        d[2] += a1 * b0;
+        d[3] += a1 * b1;
+    }
+    sync_warp();  // every lane has read before one leaves new fragments
+}
 void * dyn_smem() { return smem_buf.data(); }
 int lane() { return cur % 32; }
 uint64_t & slot(int l) { return slots[(cur / 32) * 32 + l]; }
@@ -161,8 +204,27 @@ Schedule schedule() {
 
 bool scrambled() { return schedule() != Schedule::FORWARD; }
 
-void run(dim3 grid, dim3 block, size_t smem, const std::function<void()> & fn) {
+namespace {
+std::map<const void *, size_t> smem_opted;  // kernel -> the dynamic shared memory it asked for
+}  // namespace
+
+void smem_opt_in(const void * kernel, size_t bytes) {
+    if (bytes > kSmemOptInMax) {
+        fprintf(stderr, "cuda-emu: a kernel asks for %zu bytes of dynamic shared memory (a GPU has at most %zu)\n", bytes, kSmemOptInMax);
+        abort();
+    }
+    smem_opted[kernel] = bytes;
+}
+
+void run(dim3 grid, dim3 block, size_t smem, const std::function<void()> & fn, const void * kernel) {
     g_launches++;
+    const auto opted = smem_opted.find(kernel);
+    const size_t smem_max = opted == smem_opted.end() ? kSmemDefaultMax : std::max(kSmemDefaultMax, opted->second);
+    if (smem > smem_max) {
+        fprintf(stderr, "cuda-emu: a launch with %zu bytes of dynamic shared memory, past the %zu its kernel may use%s\n", smem, smem_max,
+                opted == smem_opted.end() ? " (no GGML_CUDA_SMEM_OPT_IN)" : "");
+        abort();
+    }
     const int n = (int) (block.x * block.y * block.z);
     if (block.y != 1 || block.z != 1 || n % 32 != 0) {
         fprintf(stderr, "cuda-emu: blocks are 1-D multiples of 32 threads here (%u x %u x %u)\n", block.x, block.y, block.z);

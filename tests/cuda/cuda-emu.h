@@ -26,7 +26,14 @@ extern uint3 g_tid, g_bid;
 extern dim3 g_bdim, g_gdim;
 
 // Runs body as every thread of every block of the grid (smem: bytes of dynamic shared memory).
-void run(dim3 grid, dim3 block, size_t smem, const std::function<void()> & body);
+// kernel names the kernel: more than 48 KiB of dynamic shared memory needs its opt-in first, as
+// on a GPU (smem_opt_in, GGML_CUDA_SMEM_OPT_IN), and no launch may ask for more than a GPU has.
+void run(dim3 grid, dim3 block, size_t smem, const std::function<void()> & body, const void * kernel = nullptr);
+void smem_opt_in(const void * kernel, size_t bytes);
+// mma.sync m16n8k16 (F16 or BF16 operands, F32 accumulators) for the calling warp: each lane
+// leaves its fragments, then computes its four results from all of them (the same sums, in the
+// same order, as mma.cuh's shuffle fallback, at two warp barriers instead of 128 shuffles).
+void mma_16x8x16(float d[4], const uint32_t a[4], const uint32_t b[2], bool bf16);
 // What a GPU would have run, as launches: kernels, the GEMM stand-ins, device copies and sets.
 extern uint64_t g_launches;
 void sync_block();
@@ -56,16 +63,17 @@ template <typename F>
 struct launcher_t {
     dim3 g, b;
     size_t s;
+    const void * kernel;
     F f;
     template <typename... A>
     void operator()(A... args) const {
-        run(g, b, s, [&]() { f(args...); });
+        run(g, b, s, [&]() { f(args...); }, kernel);
     }
 };
 
 template <typename F>
-launcher_t<F> launcher(dim3 g, dim3 b, size_t s, F f) {
-    return { g, b, s, f };
+launcher_t<F> launcher(dim3 g, dim3 b, size_t s, const void * kernel, F f) {
+    return { g, b, s, kernel, f };
 }
 
 }  // namespace emu
@@ -126,5 +134,7 @@ T __ldcg(const T * p) {
 }
 
 #define GGML_CUDA_LAUNCH(kernel, grid, block, smem, stream) \
-    ::emu::launcher(grid, block, smem, [&](auto... args_) { kernel(args_...); })
+    ::emu::launcher(grid, block, smem, reinterpret_cast<const void *>(&kernel), [&](auto... args_) { kernel(args_...); })
+#define GGML_CUDA_EMU_MMA(d, a, b, bf16) ::emu::mma_16x8x16(d, a, b, bf16)
+#define GGML_CUDA_SMEM_OPT_IN(kernel, bytes) ::emu::smem_opt_in(reinterpret_cast<const void *>(kernel), bytes)
 #define GGML_CUDA_DYN_SMEM(type, name) type * name = (type *) ::emu::dyn_smem()

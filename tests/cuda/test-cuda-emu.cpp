@@ -147,12 +147,14 @@ TEST(CudaEmu, FastDivisionMatchesDivision) {
     }
 }
 
-// mma.cuh's m16n8k16 product (here its shuffle fallback) on fragments laid out as the PTX ISA
-// states it, written out independently of mma.cuh: groupID = lane / 4, threadID_in_group = lane
-// % 4; A element i (0..7) at row groupID (+8 for i in 2, 3, 6, 7), column 2 threadID_in_group +
-// (i & 1) (+8 for i >= 4); B element i (0..3) at row 2 threadID_in_group + (i & 1) (+8 for i >= 2),
-// column groupID; C element i at row groupID (+8 for i >= 2), column 2 threadID_in_group + (i & 1).
-__global__ void k_mma_check(const uint16_t * A, const uint16_t * B, float * D) {
+// mma.cuh's m16n8k16 products (F16 and BF16; the emulator's own and mma.cuh's shuffle fallback)
+// on fragments laid out as the PTX ISA states it, written out independently of both: groupID =
+// lane / 4, threadID_in_group = lane % 4; A element i (0..7) at row groupID (+8 for i in 2, 3, 6,
+// 7), column 2 threadID_in_group + (i & 1) (+8 for i >= 4); B element i (0..3) at row
+// 2 threadID_in_group + (i & 1) (+8 for i >= 2), column groupID; C element i at row groupID (+8
+// for i >= 2), column 2 threadID_in_group + (i & 1). mode: 0 mma_16x8x16, 1 mma_16x8x16_bf16,
+// 2 and 3 the shuffle fallback of each.
+__global__ void k_mma_check(const uint16_t * A, const uint16_t * B, float * D, int mode) {
     const int lane = threadIdx.x, gid = lane / 4, tig = lane % 4;
     uint16_t ae[8], be[4];
     for (int i = 0; i < 8; i++) ae[i] = A[(gid + ((i % 4) >= 2 ? 8 : 0)) * 16 + 2 * tig + (i & 1) + (i >= 4 ? 8 : 0)];
@@ -161,23 +163,51 @@ __global__ void k_mma_check(const uint16_t * A, const uint16_t * B, float * D) {
     for (int r = 0; r < 4; r++) a[r] = (uint32_t) ae[2 * r] | ((uint32_t) ae[2 * r + 1] << 16);
     for (int r = 0; r < 2; r++) b[r] = (uint32_t) be[2 * r] | ((uint32_t) be[2 * r + 1] << 16);
     float d[4] = { 0.5f, 0.5f, 0.5f, 0.5f };  // accumulates onto C = 0.5
-    mma_16x8x16(d, a, b);
+    switch (mode) {
+        case 0: mma_16x8x16(d, a, b); break;
+        case 1: mma_16x8x16_bf16(d, a, b); break;
+        case 2: mma_16x8x16_shuffled<false>(d, a, b); break;
+        default: mma_16x8x16_shuffled<true>(d, a, b); break;
+    }
     for (int i = 0; i < 4; i++) D[(gid + (i >= 2 ? 8 : 0)) * 8 + 2 * tig + (i & 1)] = d[i];
 }
 
 TEST(CudaEmu, MmaFragmentsFollowThePtxLayout) {
-    std::vector<uint16_t> A(16 * 16), B(16 * 8);
-    for (size_t i = 0; i < A.size(); i++) A[i] = f2h((float) ((i * 7919) % 61) / 16.0f - 1.8f);
-    for (size_t i = 0; i < B.size(); i++) B[i] = f2h((float) ((i * 104729) % 53) / 32.0f - 0.7f);
-    std::vector<float> D(16 * 8, -1.0f);
-    GGML_CUDA_LAUNCH(k_mma_check, 1, 32, 0, 0)(A.data(), B.data(), D.data());
-    for (int m = 0; m < 16; m++) {
-        for (int n = 0; n < 8; n++) {
-            double ref = 0.5;
-            for (int k = 0; k < 16; k++) ref += (double) h2f(A[m * 16 + k]) * h2f(B[k * 8 + n]);
-            EXPECT_NEAR(D[m * 8 + n], ref, 1e-5 * (1.0 + fabs(ref))) << "D[" << m << "][" << n << "]";
+    for (int mode = 0; mode < 4; mode++) {
+        const bool bf16 = mode % 2 == 1;
+        auto enc = [&](float x) { return bf16 ? f2bf(x) : f2h(x); };
+        auto dec = [&](uint16_t h) { return bf16 ? bf2f(h) : h2f(h); };
+        std::vector<uint16_t> A(16 * 16), B(16 * 8);
+        for (size_t i = 0; i < A.size(); i++) A[i] = enc((float) ((i * 7919) % 61) / 16.0f - 1.8f);
+        for (size_t i = 0; i < B.size(); i++) B[i] = enc((float) ((i * 104729) % 53) / 32.0f - 0.7f);
+        std::vector<float> D(16 * 8, -1.0f);
+        GGML_CUDA_LAUNCH(k_mma_check, 1, 32, 0, 0)(A.data(), B.data(), D.data(), mode);
+        for (int m = 0; m < 16; m++) {
+            for (int n = 0; n < 8; n++) {
+                double ref = 0.5;
+                for (int k = 0; k < 16; k++) ref += (double) dec(A[m * 16 + k]) * dec(B[k * 8 + n]);
+                EXPECT_NEAR(D[m * 8 + n], ref, 1e-5 * (1.0 + fabs(ref))) << "mode " << mode << " D[" << m << "][" << n << "]";
+            }
         }
     }
+}
+
+// A launch past 48 KiB of dynamic shared memory without its kernel's opt-in is refused, as on a
+// GPU; with it, it runs.
+__global__ void k_smem_fill(float * out, int n) {
+    GGML_CUDA_DYN_SMEM(float, sm);
+    for (int i = threadIdx.x; i < n; i += blockDim.x) sm[i] = (float) i;
+    __syncthreads();
+    if (threadIdx.x == 0) *out = sm[n - 1];
+}
+
+TEST(CudaEmu, SharedMemoryPast48KiBNeedsTheOptIn) {
+    const int n = 20000;  // 80000 bytes
+    float out = 0.0f;
+    EXPECT_DEATH(GGML_CUDA_LAUNCH(k_smem_fill, 1, 32, n * sizeof(float), 0)(&out, n), "no GGML_CUDA_SMEM_OPT_IN");
+    GGML_CUDA_SMEM_OPT_IN(&k_smem_fill, n * sizeof(float));
+    GGML_CUDA_LAUNCH(k_smem_fill, 1, 32, n * sizeof(float), 0)(&out, n);
+    EXPECT_EQ(out, (float) (n - 1));
 }
 
 }  // namespace

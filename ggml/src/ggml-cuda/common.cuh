@@ -48,6 +48,20 @@
 #ifndef GGML_CUDA_DYN_SMEM
 #define GGML_CUDA_DYN_SMEM(type, name) extern __shared__ type name[]
 #endif
+// Past 48 KiB of dynamic shared memory a kernel must be allowed it, on each device, before its
+// launch: ctx's device lets kernel (a pointer to it) take bytes (asked once per device and expansion).
+#ifndef GGML_CUDA_SMEM_OPT_IN
+#define GGML_CUDA_SMEM_OPT_IN(kernel, bytes) \
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int) (bytes)))
+#endif
+#define GGML_CUDA_SMEM_OPT_IN_ONCE(ctx, kernel, bytes)                 \
+    do {                                                              \
+        static bool opted_[64] = {};                                  \
+        if (!opted_[(ctx).device & 63]) {                             \
+            GGML_CUDA_SMEM_OPT_IN(kernel, bytes);                     \
+            opted_[(ctx).device & 63] = true;                         \
+        }                                                             \
+    } while (0)
 
 constexpr int WARP = 32;
 

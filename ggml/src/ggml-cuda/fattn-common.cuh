@@ -51,3 +51,30 @@ static inline FaArgs fa_args(const ggml_tensor * dst) {
     a.n_split = 1;
     return a;
 }
+
+// flash_attn_back (fattn.cu's equations): the forward's operands, dO, the three gradients and the
+// rows' softmax statistics.
+struct FaBackArgs {
+    FaArgs f;
+    const float * dO;                   // [Dv, H, n_q, B], contiguous
+    float * dq, * dk, * dv;             // the three gradients, packed in dst
+    float * stats;                      // per query row (i3, h, iq): max logit, 1 / sum, D
+    int q_vec, v_vec, do_vec;           // 16-byte loads of q rows, v rows, dO rows
+};
+
+struct Logit {
+    float s;   // the logit (q.k scaled or soft-capped, plus the slope times the mask)
+    float ds;  // its derivative in q.k
+};
+
+static __device__ __forceinline__ Logit fa_logit(const FaArgs & a, float dot, float mv) {
+    if (a.softcap > 0.0f) {
+        const float t = tanhf(dot * a.scale / a.softcap);
+        return { a.softcap * t + mv, a.scale * (1.0f - t * t) };
+    }
+    return { dot * a.scale + mv, a.scale };
+}
+
+static __device__ __forceinline__ const float * fa_stats(const FaBackArgs & b, int64_t iq, int64_t h, int64_t i3) {
+    return b.stats + ((i3 * b.f.H + h) * b.f.n_q + iq) * 3;
+}

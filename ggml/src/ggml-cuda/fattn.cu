@@ -481,33 +481,9 @@ void ggml_cuda_op_flash_attn_ext(ggml_cuda_ctx & ctx, ggml_tensor * dst, const g
 // one block per query row (its softmax statistics and D_i in one online pass, a key per lane, then
 // dQ_i in a second), one block per key of a kv head (dK_j and dV_j over the G heads x n_q query
 // rows that read it, a row per lane). Every result is written by one block, the warps' partial sums
-// merged in warp order: no atomics, the same bits on every run.
+// merged in warp order: no atomics, the same bits on every run. Many query rows take the tiled
+// kernels below, or with heads of 64 or 128 on sm_80 and later fattn-mma.cu's tensor-core ones.
 namespace {
-
-struct FaBackArgs {
-    FaArgs f;
-    const float * dO;                   // [Dv, H, n_q, B], contiguous
-    float * dq, * dk, * dv;             // the three gradients, packed in dst
-    float * stats;                      // per query row (i3, h, iq): max logit, 1 / sum, D
-    int q_vec, v_vec, do_vec;           // 16-byte loads of q rows, v rows, dO rows
-};
-
-struct Logit {
-    float s;   // the logit (q.k scaled or soft-capped, plus the slope times the mask)
-    float ds;  // its derivative in q.k
-};
-
-__device__ __forceinline__ Logit fa_logit(const FaArgs & a, float dot, float mv) {
-    if (a.softcap > 0.0f) {
-        const float t = tanhf(dot * a.scale / a.softcap);
-        return { a.softcap * t + mv, a.scale * (1.0f - t * t) };
-    }
-    return { dot * a.scale + mv, a.scale };
-}
-
-__device__ __forceinline__ const float * fa_stats(const FaBackArgs & b, int64_t iq, int64_t h, int64_t i3) {
-    return b.stats + ((i3 * b.f.H + h) * b.f.n_q + iq) * 3;
-}
 
 template <int KT>
 __global__ void __launch_bounds__(kWarps * WARP) k_flash_attn_back_rows(FaBackArgs b) {
@@ -938,6 +914,7 @@ void ggml_cuda_op_flash_attn_back(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
     b.v_vec = rows_vec(v, a.Dv);
     b.do_vec = rows_vec(grad, a.Dv);
     if (ggml_nelements(dst) == 0) return;
+    if (ggml_cuda_fattn_back_mma(ctx, dst, b)) return;  // on tensor cores (fattn-mma.cu)
     const int64_t rows = a.n_q * a.H * q->ne[3];
     b.stats = (float *) ctx.scratch((size_t) std::max<int64_t>(rows, 1) * 3 * sizeof(float));
     const dim3 grid_rows((unsigned int) a.n_q, (unsigned int) a.H, (unsigned int) q->ne[3]);

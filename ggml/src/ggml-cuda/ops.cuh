@@ -115,6 +115,9 @@ void ggml_cuda_op_flash_attn_back(ggml_cuda_ctx & ctx, ggml_tensor * dst);
 // act.qs: the output also as halves there (the F16 form of the output projection's activations)
 bool ggml_cuda_fattn_mma_usable(const ggml_cuda_ctx & ctx, const ggml_tensor * dst);
 void ggml_cuda_fattn_mma(ggml_cuda_ctx & ctx, ggml_tensor * dst, const struct ActArgs & act);
+// and flash_attn_back's gradient there (training: heads of 64 or 128, float caches), b's operands
+// set but for its scratch (b.stats): false where it does not apply, nothing launched
+bool ggml_cuda_fattn_back_mma(ggml_cuda_ctx & ctx, ggml_tensor * dst, struct FaBackArgs b);
 
 // optim.cu
 bool ggml_cuda_opt_step_supported(const ggml_tensor * dst);
