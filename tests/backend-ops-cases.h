@@ -537,13 +537,16 @@ std::vector<Case> make_cases() {
     }
     // prompts (many queries): a backend may tile queries and keys; partial tiles of both, two
     // batches, grouped heads, D 64 and 128, Dv != D, masks F32 / F16, softcap, ALiBi, no mask,
-    // queries that see no key; F16 caches with D = Dv (tensor-core kernels) in each of these
+    // queries that see no key; F16 caches with D = Dv (tensor-core kernels) in each of these, F32 and BF16 ones too
     struct FaPrompt { ggml_type kt; int64_t D, Dv, n_q, n_kv, H, Hkv, B; int variant; };  // 1 f16 mask + softcap, 2 alibi, 3 no mask, 4 rows that see nothing
     for (const FaPrompt & c : { FaPrompt{ GGML_TYPE_F16, 64, 64, 40, 77, 4, 2, 2, 0 }, FaPrompt{ GGML_TYPE_F32, 64, 64, 40, 77, 4, 2, 1, 0 },
                                 FaPrompt{ GGML_TYPE_Q8_0, 64, 64, 33, 50, 2, 1, 1, 0 }, FaPrompt{ GGML_TYPE_F16, 128, 128, 33, 50, 4, 2, 1, 1 },
                                 FaPrompt{ GGML_TYPE_F16, 64, 64, 20, 45, 8, 2, 1, 2 }, FaPrompt{ GGML_TYPE_F16, 64, 32, 17, 30, 2, 2, 1, 3 },
                                 FaPrompt{ GGML_TYPE_BF16, 32, 32, 20, 20, 2, 2, 1, 4 }, FaPrompt{ GGML_TYPE_F16, 64, 64, 20, 20, 2, 2, 1, 4 },
-                                FaPrompt{ GGML_TYPE_F16, 128, 128, 70, 150, 4, 1, 1, 0 }, FaPrompt{ GGML_TYPE_F16, 64, 64, 40, 77, 2, 2, 1, 3 } }) {
+                                FaPrompt{ GGML_TYPE_F16, 128, 128, 70, 150, 4, 1, 1, 0 }, FaPrompt{ GGML_TYPE_F16, 64, 64, 40, 77, 2, 2, 1, 3 },
+                                // F32 and BF16 caches (training's) on tensor cores
+                                FaPrompt{ GGML_TYPE_BF16, 64, 64, 70, 90, 4, 2, 2, 2 }, FaPrompt{ GGML_TYPE_F32, 128, 128, 33, 60, 4, 2, 1, 1 },
+                                FaPrompt{ GGML_TYPE_F32, 64, 64, 20, 20, 2, 2, 1, 4 } }) {
         const std::string name = std::string("flash_attn_ext prompt ") + ggml_type_name(c.kt) + " D " + std::to_string(c.D) + " Dv " +
                                  std::to_string(c.Dv) + " n_q " + std::to_string(c.n_q) +
                                  (c.variant == 1 ? " f16 mask softcap" : c.variant == 2 ? " alibi" : c.variant == 3 ? " no mask" : c.variant == 4 ? " unseeing rows" : "");
@@ -554,7 +557,8 @@ std::vector<Case> make_cases() {
                                                        causal(c.variant == 4 ? -3 : (int32_t) (c.n_kv - c.n_q - 3)));
             return same(ggml_flash_attn_ext(m.ctx, q, m.in(c.kt, {c.D, c.n_kv, c.Hkv, c.B}), m.in(c.kt, {c.Dv, c.n_kv, c.Hkv, c.B}), mask,
                                             0.125f, c.variant == 2 ? 8.0f : 0.0f, c.variant == 1 ? 5.0f : 0.0f));
-        }, c.kt == GGML_TYPE_F32 ? 1e-10 : c.kt == GGML_TYPE_F16 ? 1e-9 : 1e-7);  // F16 keys and values are exact: F32 accuracy (not F16's 4e-8)
+        }, c.kt == GGML_TYPE_F32 || c.kt == GGML_TYPE_F16 ? 1e-9 : 1e-7);  // F16 keys and values are exact: F32 accuracy (not
+                                                                         // F16's 4e-8); F32 on tensor cores in BF16 hi + lo pairs: ~2e-11
     }
     // quantized caches (-ctk / -ctv q8_0 ...), read as stored
     for (ggml_type kt : { GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q5_1 }) {

@@ -1,16 +1,17 @@
 // fattn-mma.cu - flash_attn_ext for prompts on tensor cores (mma.cuh): F16 keys and values (the
-// default KV cache), head sizes 64 and 128 (Dv = D), sm_80 and later; and at the end its
-// gradient, flash_attn_back, for training's many query rows on tensor cores. fattn.cu takes
-// every other case and describes the op.
+// default KV cache), or F32 and BF16 ones (training's), head sizes 64 and 128 (Dv = D), sm_80 and
+// later; and at the end its gradient, flash_attn_back, for training's many query rows. fattn.cu
+// takes every other case and describes the op.
 //
 // A block takes kMmaQ queries of one head, a warp 16 of them, and walks the keys in tiles of
-// kMmaK held in shared memory as F16. Per tile a warp computes its 16 x kMmaK logits S = Q K^T
-// with m16n8k16 products, the online softmax on them in registers (a thread holds two query
-// rows; the four threads of a row exchange maxima by shuffles), then O += P V, P taken from S's
-// registers as the A operand (mma.cuh's layout note). Q and P go in as F16 hi + lo pairs (two
-// products each), so the logits and the weighted sums keep about F32 accuracy: the keys and
-// values are exact in F16, and the CPU computes in F32. Tiles every query of the block has
-// masked are skipped (a causal mask: half of them).
+// kMmaK held in shared memory. Per tile a warp computes its 16 x kMmaK logits S = Q K^T with
+// m16n8k16 products, the online softmax on them in registers (a thread holds two query rows; the
+// four threads of a row exchange maxima by shuffles), then O += P V, P taken from S's registers
+// as the A operand (mma.cuh's layout note). With F16 keys and values, exact in F16, Q and P go in
+// as F16 hi + lo pairs (two products each), so the logits and the weighted sums keep about F32
+// accuracy, as the CPU computes them; F32 and BF16 tiles are held as BF16 hi + lo planes and
+// every product is mma_bf16x3 (about 2^-17 of each product lost). Tiles every query of the block
+// has masked are skipped (a causal mask: half of them).
 #include "fattn-common.cuh"
 #include "mma.cuh"
 #include "ops.cuh"
@@ -20,15 +21,103 @@ namespace {
 constexpr int kMmaWarps = 4, kMmaQ = 16 * kMmaWarps, kMmaK = 32;
 
 // Shared memory: the K and V tiles, rows of D halves padded by 8 (D / 2 + 4 words), so that the
-// fragment loads of a warp hit 32 different banks.
+// fragment loads of a warp hit 32 different banks (F32 and BF16 caches: hi and lo planes of each).
 template <int D>
 constexpr int mma_row_words() { return D / 2 + 4; }
 
-template <int D>
-size_t mma_smem_bytes() { return (size_t) 2 * kMmaK * mma_row_words<D>() * sizeof(uint32_t) + 16; }
+template <int D, int KT>
+size_t mma_smem_bytes() { return (size_t) (KT == GGML_TYPE_F16 ? 2 : 4) * kMmaK * mma_row_words<D>() * sizeof(uint32_t); }
 
+// The tiles of F32 and BF16 keys and values (and the gradient's operands) as BF16 hi + lo
+// planes, for mma_bf16x3 products.
+
+// 16 bytes of a float row of type KT from element e0 on (F32: 4 values; F16, BF16: 8) as BF16
+// hi + lo pairs, into word e0 / 2 of a tile row's hi and lo planes.
+template <int KT>
+__device__ __forceinline__ void split_chunk(const char * row, int64_t e0, uint32_t * hi, uint32_t * lo) {
+    if constexpr (KT == GGML_TYPE_F32) {
+        const float4 x = *(const float4 *) ((const float *) row + e0);
+        uint32_t h0, l0, h1, l1;
+        split_bf2(x.x, x.y, h0, l0);
+        split_bf2(x.z, x.w, h1, l1);
+        *(uint2 *) hi = make_uint2(h0, h1);
+        *(uint2 *) lo = make_uint2(l0, l1);
+    } else {
+        const uint4 raw = *(const uint4 *) ((const uint16_t *) row + e0);
+        uint16_t e[8];
+        memcpy(e, &raw, sizeof(e));
+        uint32_t h[4], l[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const float x0 = KT == GGML_TYPE_F16 ? h2f(e[2 * i]) : bf2f(e[2 * i]);
+            const float x1 = KT == GGML_TYPE_F16 ? h2f(e[2 * i + 1]) : bf2f(e[2 * i + 1]);
+            split_bf2(x0, x1, h[i], l[i]);
+        }
+        *(uint4 *) hi = make_uint4(h[0], h[1], h[2], h[3]);
+        *(uint4 *) lo = make_uint4(l[0], l[1], l[2], l[3]);
+    }
+}
+
+// Row r of a tile (row_of(r): its data, nullptr past the end: zeros) into the hi and lo planes;
+// the block's threads share the tile's 16-byte chunks.
+template <int D, int KT, typename F>
+__device__ __forceinline__ void load_split_tile(uint32_t * hi, uint32_t * lo, F row_of) {
+    constexpr int VPL = KT == GGML_TYPE_F32 ? 4 : 8, CH = D / VPL, RW = mma_row_words<D>();
+    for (int e = threadIdx.x; e < kMmaK * CH; e += blockDim.x) {
+        const int r = e / CH, c = e % CH;
+        const char * row = row_of(r);
+        uint32_t * h = hi + r * RW + c * (VPL / 2), * l = lo + r * RW + c * (VPL / 2);
+        if (row) {
+            split_chunk<KT>(row, (int64_t) c * VPL, h, l);
+        } else {
+#pragma unroll
+            for (int i = 0; i < VPL / 2; i++) h[i] = l[i] = 0;
+        }
+    }
+}
+
+// acc[j] += W X over the tile's rows, W the warp's 16 x kMmaK weights as A fragments (hi, lo:
+// k-step s is the tile's rows 16 s .. 16 s + 15), X the tile (planes xh, xl): column tile j of
+// the result is columns 8j .. 8j + 7 of X.
 template <int D>
+__device__ __forceinline__ void weights_times_tile(float (&acc)[D / 8][4], const uint32_t (&wh)[kMmaK / 16][4],
+                                                      const uint32_t (&wl)[kMmaK / 16][4], const uint32_t * xh, const uint32_t * xl) {
+    constexpr int RW = mma_row_words<D>();
+    const int lane = threadIdx.x % WARP, g = lane >> 2, t = lane & 3, sh = 16 * (g & 1);
+#pragma unroll
+    for (int j = 0; j < D / 8; j++) {
+        const int cw = 4 * j + (g >> 1);  // B[k][n] = X[row k][column n]: two rows a register
+#pragma unroll
+        for (int s = 0; s < kMmaK / 16; s++) {
+            const int kr = 16 * s + 2 * t;
+            const uint32_t bh[2] = { pack_h2((uint16_t) (xh[kr * RW + cw] >> sh), (uint16_t) (xh[(kr + 1) * RW + cw] >> sh)),
+                                     pack_h2((uint16_t) (xh[(kr + 8) * RW + cw] >> sh), (uint16_t) (xh[(kr + 9) * RW + cw] >> sh)) };
+            const uint32_t bl[2] = { pack_h2((uint16_t) (xl[kr * RW + cw] >> sh), (uint16_t) (xl[(kr + 1) * RW + cw] >> sh)),
+                                     pack_h2((uint16_t) (xl[(kr + 8) * RW + cw] >> sh), (uint16_t) (xl[(kr + 9) * RW + cw] >> sh)) };
+            mma_bf16x3(acc[j], wh[s], wl[s], bh, bl);
+        }
+    }
+}
+
+// The weights of a 16 x kMmaK product's result (registers as mma.cuh's D layout) as A
+// fragments for the next product, hi and lo.
+__device__ __forceinline__ void weights_as_frags(const float (&w)[kMmaK / 8][4], uint32_t (&wh)[kMmaK / 16][4],
+                                                    uint32_t (&wl)[kMmaK / 16][4]) {
+#pragma unroll
+    for (int s = 0; s < kMmaK / 16; s++) {
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+            const int j = 2 * s + (r >> 1), c = 2 * (r & 1);
+            split_bf2(w[j][c], w[j][c + 1], wh[s][r], wl[s][r]);
+        }
+    }
+}
+
+// KT: F16 (the keys and values exact in F16: q and P as F16 hi + lo, two products each), F32 or
+// BF16 (every operand as BF16 hi + lo, mma_bf16x3).
+template <int D, int KT>
 __global__ void __launch_bounds__(kMmaWarps * WARP) k_flash_attn_mma(FaArgs a) {
+    constexpr bool X3 = KT != GGML_TYPE_F16;
     constexpr int RW = mma_row_words<D>();
     constexpr int NK = D / 16;  // k-steps of a logit
     constexpr int NO = D / 8;   // column tiles of the output
@@ -36,6 +125,8 @@ __global__ void __launch_bounds__(kMmaWarps * WARP) k_flash_attn_mma(FaArgs a) {
     GGML_CUDA_DYN_SMEM(uint32_t, smem);
     uint32_t * ks = smem;               // [kMmaK][RW]: two halves a word
     uint32_t * vs = ks + kMmaK * RW;
+    uint32_t * ksl = vs + kMmaK * RW;   // X3: the lo planes
+    uint32_t * vsl = ksl + kMmaK * RW;
 
     const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP, g = lane >> 2, t = lane & 3;
     const int64_t h = blockIdx.y, i3 = blockIdx.z, hk = h / a.G;
@@ -55,7 +146,11 @@ __global__ void __launch_bounds__(kMmaWarps * WARP) k_flash_attn_mma(FaArgs a) {
                 x0 = *(const float *) p * a.scale;
                 x1 = *(const float *) (p + a.q.nb[0]) * a.scale;
             }
-            split_h2(x0, x1, qh[s][r], ql[s][r]);
+            if constexpr (X3) {
+                split_bf2(x0, x1, qh[s][r], ql[s][r]);
+            } else {
+                split_h2(x0, x1, qh[s][r], ql[s][r]);
+            }
         }
     }
     const char * kbase = a.k.data + hk * a.k.nb[2] + i3 * a.k.nb[3];
@@ -89,16 +184,21 @@ __global__ void __launch_bounds__(kMmaWarps * WARP) k_flash_attn_mma(FaArgs a) {
         }
         if (!__syncthreads_or(vis)) continue;  // uniform; and the last tile's readers are done
         // the tile's keys and values, 16 bytes a load (keys past n_kv: zeros)
-        constexpr int CH = D / 8;
-        for (int e = threadIdx.x; e < kMmaK * CH; e += kMmaWarps * WARP) {
-            const int r = e / CH, c = e % CH;
-            uint4 kv = make_uint4(0, 0, 0, 0), vv = make_uint4(0, 0, 0, 0);
-            if (k0 + r < a.n_kv) {
-                kv = *(const uint4 *) (kbase + (k0 + r) * a.k.nb[1] + 16 * c);
-                vv = *(const uint4 *) (vbase + (k0 + r) * a.v.nb[1] + 16 * c);
+        if constexpr (X3) {
+            load_split_tile<D, KT>(ks, ksl, [&](int r) { return k0 + r < a.n_kv ? kbase + (k0 + r) * a.k.nb[1] : nullptr; });
+            load_split_tile<D, KT>(vs, vsl, [&](int r) { return k0 + r < a.n_kv ? vbase + (k0 + r) * a.v.nb[1] : nullptr; });
+        } else {
+            constexpr int CH = D / 8;
+            for (int e = threadIdx.x; e < kMmaK * CH; e += kMmaWarps * WARP) {
+                const int r = e / CH, c = e % CH;
+                uint4 kv = make_uint4(0, 0, 0, 0), vv = make_uint4(0, 0, 0, 0);
+                if (k0 + r < a.n_kv) {
+                    kv = *(const uint4 *) (kbase + (k0 + r) * a.k.nb[1] + 16 * c);
+                    vv = *(const uint4 *) (vbase + (k0 + r) * a.v.nb[1] + 16 * c);
+                }
+                *(uint4 *) (ks + r * RW + 4 * c) = kv;
+                *(uint4 *) (vs + r * RW + 4 * c) = vv;
             }
-            *(uint4 *) (ks + r * RW + 4 * c) = kv;
-            *(uint4 *) (vs + r * RW + 4 * c) = vv;
         }
         __syncthreads();
 
@@ -111,8 +211,14 @@ __global__ void __launch_bounds__(kMmaWarps * WARP) k_flash_attn_mma(FaArgs a) {
 #pragma unroll
             for (int s = 0; s < NK; s++) {
                 const uint32_t b[2] = { krow[8 * s], krow[8 * s + 4] };
-                mma_16x8x16(sc[j], qh[s], b);
-                mma_16x8x16(sc[j], ql[s], b);
+                if constexpr (X3) {
+                    const uint32_t * klrow = ksl + (8 * j + g) * RW + t;
+                    const uint32_t bl[2] = { klrow[8 * s], klrow[8 * s + 4] };
+                    mma_bf16x3(sc[j], qh[s], ql[s], b, bl);
+                } else {
+                    mma_16x8x16(sc[j], qh[s], b);
+                    mma_16x8x16(sc[j], ql[s], b);
+                }
             }
         }
         // online softmax over the tile, rows r0 (c 0, 1) and r1 (c 2, 3)
@@ -164,22 +270,30 @@ __global__ void __launch_bounds__(kMmaWarps * WARP) k_flash_attn_mma(FaArgs a) {
                 } else {
                     l0 += p0 + p1;
                 }
-                split_h2(p0, p1, ph[s][r], pl[s][r]);
+                if constexpr (X3) {
+                    split_bf2(p0, p1, ph[s][r], pl[s][r]);
+                } else {
+                    split_h2(p0, p1, ph[s][r], pl[s][r]);
+                }
             }
         }
         // O += P V: B[k][n] = V[key k][dim n], the two keys of a register from two rows
-        const int sh = 16 * (g & 1);
+        if constexpr (X3) {
+            weights_times_tile<D>(o, ph, pl, vs, vsl);
+        } else {
+            const int sh = 16 * (g & 1);
 #pragma unroll
-        for (int j = 0; j < NO; j++) {
-            const uint32_t * vcol = vs + 4 * j + (g >> 1);
+            for (int j = 0; j < NO; j++) {
+                const uint32_t * vcol = vs + 4 * j + (g >> 1);
 #pragma unroll
-            for (int s = 0; s < NP; s++) {
-                const int kr = 16 * s + 2 * t;
-                uint32_t b[2];
-                b[0] = pack_h2((uint16_t) (vcol[kr * RW] >> sh), (uint16_t) (vcol[(kr + 1) * RW] >> sh));
-                b[1] = pack_h2((uint16_t) (vcol[(kr + 8) * RW] >> sh), (uint16_t) (vcol[(kr + 9) * RW] >> sh));
-                mma_16x8x16(o[j], ph[s], b);
-                mma_16x8x16(o[j], pl[s], b);
+                for (int s = 0; s < NP; s++) {
+                    const int kr = 16 * s + 2 * t;
+                    uint32_t b[2];
+                    b[0] = pack_h2((uint16_t) (vcol[kr * RW] >> sh), (uint16_t) (vcol[(kr + 1) * RW] >> sh));
+                    b[1] = pack_h2((uint16_t) (vcol[(kr + 8) * RW] >> sh), (uint16_t) (vcol[(kr + 9) * RW] >> sh));
+                    mma_16x8x16(o[j], ph[s], b);
+                    mma_16x8x16(o[j], pl[s], b);
+                }
             }
         }
     }
@@ -211,7 +325,7 @@ __global__ void __launch_bounds__(kMmaWarps * WARP) k_flash_attn_mma(FaArgs a) {
 
 bool ggml_cuda_fattn_mma_usable(const ggml_cuda_ctx & ctx, const ggml_tensor * dst) {
     const ggml_tensor * q = dst->src[0], * k = dst->src[1], * v = dst->src[2];
-    if (ctx.cc < 80 || ctx.no_mma_fa || k->type != GGML_TYPE_F16 || v->type != GGML_TYPE_F16) return false;
+    if (ctx.cc < 80 || ctx.no_mma_fa || !is_float_type(k->type) || v->type != k->type) return false;
     const int64_t D = q->ne[0];
     return (D == 64 || D == 128) && v->ne[0] == D && q->ne[1] >= 16 && rows_vec(k, D) && rows_vec(v, D);
 }
@@ -221,10 +335,21 @@ void ggml_cuda_fattn_mma(ggml_cuda_ctx & ctx, ggml_tensor * dst, const ActArgs &
     a.act = act;
     if (ggml_nelements(dst) == 0) return;
     const dim3 grid((unsigned int) ((a.n_q + kMmaQ - 1) / kMmaQ), (unsigned int) a.H, (unsigned int) dst->src[0]->ne[3]);
+    auto launch = [&](auto d, auto kt) {
+        constexpr int D = decltype(d)::value, KT = decltype(kt)::value;
+        GGML_CUDA_LAUNCH(k_flash_attn_mma<D GGML_COMMA KT>, grid, kMmaWarps * WARP, mma_smem_bytes<D GGML_COMMA KT>(), ctx.stream)(a);
+    };
+    auto by_type = [&](auto d) {
+        switch (dst->src[1]->type) {
+            case GGML_TYPE_F16: launch(d, std::integral_constant<int, GGML_TYPE_F16>{}); break;
+            case GGML_TYPE_F32: launch(d, std::integral_constant<int, GGML_TYPE_F32>{}); break;
+            default: launch(d, std::integral_constant<int, GGML_TYPE_BF16>{}); break;
+        }
+    };
     if (a.D == 64) {
-        GGML_CUDA_LAUNCH(k_flash_attn_mma<64>, grid, kMmaWarps * WARP, mma_smem_bytes<64>(), ctx.stream)(a);
+        by_type(std::integral_constant<int, 64>{});
     } else {
-        GGML_CUDA_LAUNCH(k_flash_attn_mma<128>, grid, kMmaWarps * WARP, mma_smem_bytes<128>(), ctx.stream)(a);
+        by_type(std::integral_constant<int, 128>{});
     }
     CUDA_CHECK_LAUNCH();
 }
@@ -249,62 +374,15 @@ void ggml_cuda_fattn_mma(ggml_cuda_ctx & ctx, ggml_tensor * dst, const ActArgs &
 // row of the block has masked are skipped. One block writes each result: no atomics.
 namespace {
 
-constexpr int kBwWarps = 4, kBwRows = 16 * kBwWarps, kBwTile = 32;
+constexpr int kBwWarps = kMmaWarps, kBwRows = 16 * kBwWarps, kBwTile = kMmaK;
 
-template <int D>
-constexpr int bw_row_words() { return D / 2 + 4; }  // a tile row's element pairs, padded
 template <int D>
 constexpr int bw_frag_words() { return D / 16 * WARP * 4; }  // one plane of a warp's A fragments
 
 // K and V tiles (or Q and dO), hi and lo planes, then per warp its A fragments' four planes.
 template <int D>
 constexpr size_t bw_smem_bytes() {
-    return ((size_t) 4 * kBwTile * bw_row_words<D>() + (size_t) kBwWarps * 4 * bw_frag_words<D>() + 3 * kBwTile) * sizeof(uint32_t);
-}
-
-// 16 bytes of a float row of type KT from element e0 on (F32: 4 values; F16, BF16: 8) as BF16
-// hi + lo pairs, into word e0 / 2 of a tile row's hi and lo planes.
-template <int KT>
-__device__ __forceinline__ void bw_split_chunk(const char * row, int64_t e0, uint32_t * hi, uint32_t * lo) {
-    if constexpr (KT == GGML_TYPE_F32) {
-        const float4 x = *(const float4 *) ((const float *) row + e0);
-        uint32_t h0, l0, h1, l1;
-        split_bf2(x.x, x.y, h0, l0);
-        split_bf2(x.z, x.w, h1, l1);
-        *(uint2 *) hi = make_uint2(h0, h1);
-        *(uint2 *) lo = make_uint2(l0, l1);
-    } else {
-        const uint4 raw = *(const uint4 *) ((const uint16_t *) row + e0);
-        uint16_t e[8];
-        memcpy(e, &raw, sizeof(e));
-        uint32_t h[4], l[4];
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            const float x0 = KT == GGML_TYPE_F16 ? h2f(e[2 * i]) : bf2f(e[2 * i]);
-            const float x1 = KT == GGML_TYPE_F16 ? h2f(e[2 * i + 1]) : bf2f(e[2 * i + 1]);
-            split_bf2(x0, x1, h[i], l[i]);
-        }
-        *(uint4 *) hi = make_uint4(h[0], h[1], h[2], h[3]);
-        *(uint4 *) lo = make_uint4(l[0], l[1], l[2], l[3]);
-    }
-}
-
-// Row r of a tile (row_of(r): its data, nullptr past the end: zeros) into the hi and lo planes;
-// the block's threads share the tile's 16-byte chunks.
-template <int D, int KT, typename F>
-__device__ __forceinline__ void bw_load_tile(uint32_t * hi, uint32_t * lo, F row_of) {
-    constexpr int VPL = KT == GGML_TYPE_F32 ? 4 : 8, CH = D / VPL, RW = bw_row_words<D>();
-    for (int e = threadIdx.x; e < kBwTile * CH; e += kBwWarps * WARP) {
-        const int r = e / CH, c = e % CH;
-        const char * row = row_of(r);
-        uint32_t * h = hi + r * RW + c * (VPL / 2), * l = lo + r * RW + c * (VPL / 2);
-        if (row) {
-            bw_split_chunk<KT>(row, (int64_t) c * VPL, h, l);
-        } else {
-#pragma unroll
-            for (int i = 0; i < VPL / 2; i++) h[i] = l[i] = 0;
-        }
-    }
+    return ((size_t) 4 * kBwTile * mma_row_words<D>() + (size_t) kBwWarps * 4 * bw_frag_words<D>() + 3 * kBwTile) * sizeof(uint32_t);
 }
 
 // This lane's A fragments of 16 rows (elem(row 0 or 1, column): row g or g + 8 of the warp's)
@@ -335,7 +413,7 @@ __device__ __forceinline__ void bw_load_frag(const uint32_t * plane, int s, uint
 template <int D>
 __device__ __forceinline__ void bw_rows_times_tile(float (&acc)[kBwTile / 8][4], const uint32_t * ah, const uint32_t * al,
                                                    const uint32_t * xh, const uint32_t * xl) {
-    constexpr int RW = bw_row_words<D>();
+    constexpr int RW = mma_row_words<D>();
     const int lane = threadIdx.x % WARP, g = lane >> 2, t = lane & 3;
 #pragma unroll
     for (int s = 0; s < D / 16; s++) {
@@ -351,47 +429,10 @@ __device__ __forceinline__ void bw_rows_times_tile(float (&acc)[kBwTile / 8][4],
     }
 }
 
-// acc[j] += W X over the tile's rows, W the warp's 16 x kBwTile weights as A fragments (hi, lo:
-// k-step s is the tile's rows 16 s .. 16 s + 15), X the tile (planes xh, xl): column tile j of
-// the result is columns 8j .. 8j + 7 of X.
-template <int D>
-__device__ __forceinline__ void bw_weights_times_tile(float (&acc)[D / 8][4], const uint32_t (&wh)[kBwTile / 16][4],
-                                                      const uint32_t (&wl)[kBwTile / 16][4], const uint32_t * xh, const uint32_t * xl) {
-    constexpr int RW = bw_row_words<D>();
-    const int lane = threadIdx.x % WARP, g = lane >> 2, t = lane & 3, sh = 16 * (g & 1);
-#pragma unroll
-    for (int j = 0; j < D / 8; j++) {
-        const int cw = 4 * j + (g >> 1);  // B[k][n] = X[row k][column n]: two rows a register
-#pragma unroll
-        for (int s = 0; s < kBwTile / 16; s++) {
-            const int kr = 16 * s + 2 * t;
-            const uint32_t bh[2] = { pack_h2((uint16_t) (xh[kr * RW + cw] >> sh), (uint16_t) (xh[(kr + 1) * RW + cw] >> sh)),
-                                     pack_h2((uint16_t) (xh[(kr + 8) * RW + cw] >> sh), (uint16_t) (xh[(kr + 9) * RW + cw] >> sh)) };
-            const uint32_t bl[2] = { pack_h2((uint16_t) (xl[kr * RW + cw] >> sh), (uint16_t) (xl[(kr + 1) * RW + cw] >> sh)),
-                                     pack_h2((uint16_t) (xl[(kr + 8) * RW + cw] >> sh), (uint16_t) (xl[(kr + 9) * RW + cw] >> sh)) };
-            mma_bf16x3(acc[j], wh[s], wl[s], bh, bl);
-        }
-    }
-}
-
-// The weights of a 16 x kBwTile product's result (registers as mma.cuh's D layout) as A
-// fragments for the next product, hi and lo.
-__device__ __forceinline__ void bw_weights_as_frags(const float (&w)[kBwTile / 8][4], uint32_t (&wh)[kBwTile / 16][4],
-                                                    uint32_t (&wl)[kBwTile / 16][4]) {
-#pragma unroll
-    for (int s = 0; s < kBwTile / 16; s++) {
-#pragma unroll
-        for (int r = 0; r < 4; r++) {
-            const int j = 2 * s + (r >> 1), c = 2 * (r & 1);
-            split_bf2(w[j][c], w[j][c + 1], wh[s][r], wl[s][r]);
-        }
-    }
-}
-
 template <int D, int KT>
 __global__ void __launch_bounds__(kBwWarps * WARP) k_flash_attn_back_mma_rows(FaBackArgs b) {
     const FaArgs & a = b.f;
-    constexpr int RW = bw_row_words<D>(), FW = bw_frag_words<D>(), NS = kBwTile / 8, NO = D / 8;
+    constexpr int RW = mma_row_words<D>(), FW = bw_frag_words<D>(), NS = kBwTile / 8, NO = D / 8;
     GGML_CUDA_DYN_SMEM(uint32_t, smem);
     uint32_t * kh = smem, * kl = kh + kBwTile * RW, * vh = kl + kBwTile * RW, * vl = vh + kBwTile * RW;
     const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP, g = lane >> 2, t = lane & 3;
@@ -439,8 +480,8 @@ __global__ void __launch_bounds__(kBwWarps * WARP) k_flash_attn_back_mma_rows(Fa
                 }
             }
             if (!__syncthreads_or(vis)) continue;  // uniform; and the last tile's readers are done
-            bw_load_tile<D, KT>(kh, kl, [&](int r) { return k0 + r < a.n_kv ? kbase + (k0 + r) * a.k.nb[1] : nullptr; });
-            bw_load_tile<D, KT>(vh, vl, [&](int r) { return k0 + r < a.n_kv ? vbase + (k0 + r) * a.v.nb[1] : nullptr; });
+            load_split_tile<D, KT>(kh, kl, [&](int r) { return k0 + r < a.n_kv ? kbase + (k0 + r) * a.k.nb[1] : nullptr; });
+            load_split_tile<D, KT>(vh, vl, [&](int r) { return k0 + r < a.n_kv ? vbase + (k0 + r) * a.v.nb[1] : nullptr; });
             __syncthreads();
 
             float sc[NS][4] = {}, dp[NS][4] = {};
@@ -490,8 +531,8 @@ __global__ void __launch_bounds__(kBwWarps * WARP) k_flash_attn_back_mma_rows(Fa
                     }
                 }
                 uint32_t wh[kBwTile / 16][4], wl[kBwTile / 16][4];
-                bw_weights_as_frags(sc, wh, wl);
-                bw_weights_times_tile<D>(dq, wh, wl, kh, kl);
+                weights_as_frags(sc, wh, wl);
+                weights_times_tile<D>(dq, wh, wl, kh, kl);
             }
         }
         if (pass == 0) {
@@ -530,7 +571,7 @@ __global__ void __launch_bounds__(kBwWarps * WARP) k_flash_attn_back_mma_rows(Fa
 template <int D, int KT>
 __global__ void __launch_bounds__(kBwWarps * WARP) k_flash_attn_back_mma_keys(FaBackArgs b, float * part) {
     const FaArgs & a = b.f;
-    constexpr int RW = bw_row_words<D>(), FW = bw_frag_words<D>(), NS = kBwTile / 8, NO = D / 8;
+    constexpr int RW = mma_row_words<D>(), FW = bw_frag_words<D>(), NS = kBwTile / 8, NO = D / 8;
     GGML_CUDA_DYN_SMEM(uint32_t, smem);
     uint32_t * qh = smem, * ql = qh + kBwTile * RW, * doh = ql + kBwTile * RW, * dol = doh + kBwTile * RW;
     const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP, g = lane >> 2, t = lane & 3;
@@ -578,11 +619,11 @@ __global__ void __launch_bounds__(kBwWarps * WARP) k_flash_attn_back_mma_keys(Fa
             }
         }
         if (!__syncthreads_or(vis)) continue;  // uniform; and the last tile's readers are done
-        bw_load_tile<D, GGML_TYPE_F32>(qh, ql, [&](int r) {
+        load_split_tile<D, GGML_TYPE_F32>(qh, ql, [&](int r) {
             const int64_t row = q0 + r;
             return row < n_rows ? (const char *) elem_ptr(a.q, 0, row % a.n_q, h0 + row / a.n_q, i3) : nullptr;
         });
-        bw_load_tile<D, GGML_TYPE_F32>(doh, dol, [&](int r) {
+        load_split_tile<D, GGML_TYPE_F32>(doh, dol, [&](int r) {
             const int64_t row = q0 + r;
             return row < n_rows ? (const char *) (b.dO + ((i3 * a.n_q + row % a.n_q) * a.H + h0 + row / a.n_q) * D) : nullptr;
         });
@@ -615,10 +656,10 @@ __global__ void __launch_bounds__(kBwWarps * WARP) k_flash_attn_back_mma_keys(Fa
             }
         }
         uint32_t wh[kBwTile / 16][4], wl[kBwTile / 16][4];
-        bw_weights_as_frags(sc, wh, wl);
-        bw_weights_times_tile<D>(dv, wh, wl, doh, dol);  // dV += P^T dO
-        bw_weights_as_frags(dp, wh, wl);
-        bw_weights_times_tile<D>(dk, wh, wl, qh, ql);    // dK += dS^T Q
+        weights_as_frags(sc, wh, wl);
+        weights_times_tile<D>(dv, wh, wl, doh, dol);  // dV += P^T dO
+        weights_as_frags(dp, wh, wl);
+        weights_times_tile<D>(dk, wh, wl, qh, ql);    // dK += dS^T Q
     }
     const int64_t H_out = part ? a.H : a.k.ne[2], head = part ? h0 : hk;
     float * out_k = part ? part : b.dk, * out_v = part ? part + a.k.ne[3] * a.H * a.n_kv * D : b.dv;
