@@ -431,9 +431,11 @@ struct LoraRun {
 struct AddingReducer {
     ggml_opt_context_t oc = nullptr;
     std::vector<std::vector<float>> at_ready;
+    std::vector<std::vector<float>> first;  // the first step's gradients, as announced
     std::vector<int> announced;
     int steps = 0;
     bool ok = true;
+    bool add = true;  // false: the gradients are only looked at
 
     static std::vector<float> values(const ggml_tensor * t) {
         std::vector<float> v((size_t) ggml_nelements(t));
@@ -459,11 +461,13 @@ struct AddingReducer {
     }
     void reduce() {
         steps++;
+        if (steps == 1) first = at_ready;
         for (size_t i = 0; i < at_ready.size(); i++) {
             ggml_tensor * acc = ggml_opt_grad_acc(oc, ggml_opt_param(oc, (int64_t) i));
             std::vector<float> v = values(acc);
             ok &= announced[i] == 1 && v == at_ready[i];
             announced[i] = 0;
+            if (!add) continue;
             for (size_t e = 0; e < v.size(); e++) v[e] += 1e-3f * std::sin(0.7f * (float) (e + 13 * i));
             ggml_backend_tensor_set(acc, v.data(), 0, ggml_nbytes(acc));
         }
@@ -472,9 +476,10 @@ struct AddingReducer {
 
 // adapter_on_device: A and B copied into the device's memory (their accumulators, moments and
 // AdamW steps then live and run there too). reducer: installed on the run's optimization context.
-LoraRun train_lora(int n_gpu_layers, bool adapter_on_device = false, int steps = 6, AddingReducer * reducer = nullptr) {
+LoraRun train_lora(int n_gpu_layers, bool adapter_on_device = false, int steps = 6, AddingReducer * reducer = nullptr,
+                   const std::string & path = model_path("stories260K.gguf")) {
     LoraRun r;
-    Model m = load(model_path("stories260K.gguf"), n_gpu_layers);
+    Model m = load(path, n_gpu_layers);
     EXPECT_TRUE(m);
     if (!m) return r;
     llama_adapter_lora ad;
@@ -588,6 +593,40 @@ TEST_F(Offload, LoraTrainingWithLayersOnTheDevice) {
         EXPECT_LT(max_diff, 1e-5) << "adapter on the device " << adapter_on_device;
     }
 }
+
+#ifdef OFFLOAD_CUDA_EMU
+// The same where attention, forward and gradient, runs on the tensor-core kernels (heads of 64:
+// ktest-F32; 24 query rows): with their BF16 hi + lo products the losses and the gradients stay
+// the CPU's. (The adapters after AdamW are not compared here: its first steps move a weight by
+// about the learning rate whatever its gradient's size, so a near-zero gradient's noise moves
+// it by as much.)
+TEST_F(Offload, LoraTrainingOnTensorCoreAttention) {
+    const std::string path = tu::models_dir() + "/ktest/ktest-F32.gguf";
+    TU_REQUIRE_FILE(path);
+    const int steps = 2;  // one optimizer step
+    AddingReducer on_cpu, on_dev;
+    on_cpu.add = on_dev.add = false;
+    const LoraRun cpu = train_lora(0, false, steps, &on_cpu, path);
+    const uint64_t before = emu::mma_attention_nodes();
+    const LoraRun dev = train_lora(999, true, steps, &on_dev, path);
+    // each micro-batch: every layer's forward and gradient
+    EXPECT_GE(emu::mma_attention_nodes() - before, (uint64_t) (2 * 4 * steps)) << "attention did not run on the tensor-core kernels";
+    ASSERT_EQ(dev.losses.size(), cpu.losses.size());
+    for (size_t i = 0; i < cpu.losses.size(); i++) EXPECT_NEAR(dev.losses[i], cpu.losses[i], 1e-5 * std::fabs(cpu.losses[i])) << "micro-batch " << i;
+    ASSERT_EQ(on_dev.first.size(), on_cpu.first.size());
+    ASSERT_FALSE(on_cpu.first.empty());
+    for (size_t i = 0; i < on_cpu.first.size(); i++) {
+        double err = 0.0, ref = 0.0;
+        ASSERT_EQ(on_dev.first[i].size(), on_cpu.first[i].size());
+        for (size_t e = 0; e < on_cpu.first[i].size(); e++) {
+            err += std::pow((double) on_dev.first[i][e] - on_cpu.first[i][e], 2);
+            ref += std::pow((double) on_cpu.first[i][e], 2);
+        }
+        EXPECT_GT(ref, 0.0) << "parameter " << i << " got no gradient";
+        EXPECT_LT(err, 1e-8 * ref) << "parameter " << i << "'s gradient";
+    }
+}
+#endif
 
 // A data-parallel run's gradient reducer with the layers and the adapter on the device (MPI with
 // -ngl): it hears of every gradient after the backward pass, reads and writes the device's

@@ -25,7 +25,9 @@ ggml_cuda_ctx & cuda_ctx() {
     static ggml_cuda_ctx ctx = [] {
         ggml_cuda_ctx c;
         c.n_sm = 132;  // an H100's: the split-KV attention path is taken for generation-sized graphs
-        c.cc = 90;     // and its tensor-core kernels (their mma through the shuffle fallback of mma.cuh)
+        c.cc = 90;     // and its tensor-core kernels (their mma.sync emulated: cuda-emu.h)
+        const char * no_mma = getenv("GGML_CUDA_DISABLE_MMA_FA");  // as the backend reads it
+        c.no_mma_fa = no_mma && atoi(no_mma) != 0;
         // The scratch buffer at the size a GPU's reaches after a graph's first run: a product then
         // finds the activations its producer converted, in every case whatever ran before.
         c.scratch(64u << 20);
@@ -37,6 +39,8 @@ ggml_cuda_ctx & cuda_ctx() {
 }
 
 bool supports_op(const ggml_tensor * op) { return ggml_cuda_supports_op(op); }
+
+uint64_t mma_attention_nodes() { return cuda_ctx().n_mma_attn; }
 
 ggml_status compute_graph(ggml_cuda_ctx & ctx, ggml_cgraph * g, int * fused) {
     ctx.act = ggml_cuda_ctx::quantized_act();  // as the backend does where a graph starts

@@ -22,4 +22,7 @@ ggml_status compute_graph(ggml_cuda_ctx & ctx, ggml_cgraph * g, int * fused = nu
 // Launches so far (kernels, cuBLAS calls, device copies and sets): what a GPU would have run.
 uint64_t launches();
 
+// Flash attention nodes cuda_ctx() has run on its tensor-core kernels (forward or gradient).
+uint64_t mma_attention_nodes();
+
 }  // namespace emu

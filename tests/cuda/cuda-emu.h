@@ -2,11 +2,11 @@
 // with the host C++ compiler, force-included before them (test-cuda-emu). Every CUDA thread of a
 // block runs as a coroutine on the calling thread, blocks one after another; __syncthreads and
 // the warp shuffles are barriers where the coroutines meet (a shuffle: every live lane of the warp
-// writes its value, then reads its partner's). Shared memory is static storage, atomics plain
-// read-modify-writes (one OS thread). The runtime calls the kernel files make (memcpy, memset on
-// host memory) and cuBLAS's two GEMMs are stand-ins in cuda-emu.cpp. So the kernels' indexing,
-// reductions and numerics are checked on machines without a GPU; timing, races between blocks
-// and the real cuBLAS are not.
+// writes its value, then reads its partner's; mma.sync likewise, its fragments). Shared memory is
+// static storage, atomics plain read-modify-writes (one OS thread). The runtime calls the kernel
+// files make (memcpy, memset on host memory) and cuBLAS's two GEMMs are stand-ins in
+// cuda-emu.cpp. So the kernels' indexing, reductions and numerics are checked on machines without
+// a GPU; timing, races between blocks and the real cuBLAS are not.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -114,6 +114,7 @@ struct ggml_cuda_ctx {
     uint64_t n_act_reused = 0;     // products that found their activations converted (tests)
     uint64_t n_act_produced = 0;   // activations quantized by the kernel producing them (tests)
     uint64_t n_act_f16 = 0;        // of n_act_reused, those in F16 for cuBLAS (tests)
+    uint64_t n_mma_attn = 0;       // flash attention nodes run on tensor cores, forward or gradient (tests)
 };
 
 // The bytes from a tensor's first element to the end of its last (views: strides included).

@@ -113,6 +113,28 @@ __device__ __forceinline__ void weights_as_frags(const float (&w)[kMmaK / 8][4],
     }
 }
 
+// The mask (times the ALiBi slope) at this thread's elements of a 16 x kMmaK tile of logits
+// from key k0 on: elements c 0, 1 of a column tile j in row r0 (mask row mrow0), c 2, 3 in r1;
+// keys k0 + 8 j + 2 t + (c & 1); -inf past the rows and keys. Whether any is above -inf.
+__device__ __forceinline__ bool mma_tile_mask(const FaArgs & a, const char * mrow0, const char * mrow1, bool valid0, bool valid1, int64_t k0,
+                                              float slope, float (&mv)[kMmaK / 8][4]) {
+    const int t = threadIdx.x % 4, mes = a.mask.type == GGML_TYPE_F16 ? 2 : 4;
+    bool vis = false;
+#pragma unroll
+    for (int j = 0; j < kMmaK / 8; j++) {
+#pragma unroll
+        for (int c = 0; c < 4; c++) {
+            const int64_t key = k0 + 8 * j + 2 * t + (c & 1);
+            const char * mrow = c < 2 ? mrow0 : mrow1;
+            float v = -INFINITY;
+            if ((c < 2 ? valid0 : valid1) && key < a.n_kv) v = mrow ? slope * load_f(mrow + key * mes, a.mask.type) : 0.0f;
+            mv[j][c] = v;
+            vis = vis || v != -INFINITY;
+        }
+    }
+    return vis;
+}
+
 // KT: F16 (the keys and values exact in F16: q and P as F16 hi + lo, two products each), F32 or
 // BF16 (every operand as BF16 hi + lo, mma_bf16x3).
 template <int D, int KT>
@@ -157,7 +179,6 @@ __global__ void __launch_bounds__(kMmaWarps * WARP) k_flash_attn_mma(FaArgs a) {
     const char * vbase = a.v.data + hk * a.v.nb[2] + i3 * a.v.nb[3];
     const char * mrow0 = a.has_mask && valid0 ? row_ptr(a.mask, r0, h % a.mask.ne[2], i3 % a.mask.ne[3]) : nullptr;
     const char * mrow1 = a.has_mask && valid1 ? row_ptr(a.mask, r1, h % a.mask.ne[2], i3 % a.mask.ne[3]) : nullptr;
-    const int mes = a.mask.type == GGML_TYPE_F16 ? 2 : 4;
     const float slope = alibi_slope((uint32_t) h, (uint32_t) a.H, a.max_bias);
 
     float o[NO][4];
@@ -166,23 +187,8 @@ __global__ void __launch_bounds__(kMmaWarps * WARP) k_flash_attn_mma(FaArgs a) {
     float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;  // l: this thread's part of the row sums
 
     for (int64_t k0 = 0; k0 < a.n_kv; k0 += kMmaK) {
-        // the mask (times the ALiBi slope) at this thread's elements of S: c 0, 1 row r0; 2, 3 row r1
         float mv[NS][4];
-        bool vis = false;
-#pragma unroll
-        for (int j = 0; j < NS; j++) {
-#pragma unroll
-            for (int c = 0; c < 4; c++) {
-                const int64_t key = k0 + 8 * j + 2 * t + (c & 1);
-                const bool valid = c < 2 ? valid0 : valid1;
-                const char * mrow = c < 2 ? mrow0 : mrow1;
-                float v = -INFINITY;
-                if (valid && key < a.n_kv) v = mrow ? slope * load_f(mrow + key * mes, a.mask.type) : 0.0f;
-                mv[j][c] = v;
-                vis = vis || v != -INFINITY;
-            }
-        }
-        if (!__syncthreads_or(vis)) continue;  // uniform; and the last tile's readers are done
+        if (!__syncthreads_or(mma_tile_mask(a, mrow0, mrow1, valid0, valid1, k0, slope, mv))) continue;  // uniform; and the last tile's readers are done
         // the tile's keys and values, 16 bytes a load (keys past n_kv: zeros)
         if constexpr (X3) {
             load_split_tile<D, KT>(ks, ksl, [&](int r) { return k0 + r < a.n_kv ? kbase + (k0 + r) * a.k.nb[1] : nullptr; });
@@ -334,6 +340,7 @@ void ggml_cuda_fattn_mma(ggml_cuda_ctx & ctx, ggml_tensor * dst, const ActArgs &
     FaArgs a = fa_args(dst);
     a.act = act;
     if (ggml_nelements(dst) == 0) return;
+    ctx.n_mma_attn++;
     const dim3 grid((unsigned int) ((a.n_q + kMmaQ - 1) / kMmaQ), (unsigned int) a.H, (unsigned int) dst->src[0]->ne[3]);
     auto launch = [&](auto d, auto kt) {
         constexpr int D = decltype(d)::value, KT = decltype(kt)::value;
@@ -453,7 +460,6 @@ __global__ void __launch_bounds__(kBwWarps * WARP) k_flash_attn_back_mma_rows(Fa
     const char * vbase = a.v.data + hk * a.v.nb[2] + i3 * a.v.nb[3];
     const char * mrow0 = a.has_mask && valid0 ? row_ptr(a.mask, r0, h % a.mask.ne[2], i3 % a.mask.ne[3]) : nullptr;
     const char * mrow1 = a.has_mask && valid1 ? row_ptr(a.mask, r1, h % a.mask.ne[2], i3 % a.mask.ne[3]) : nullptr;
-    const int mes = a.mask.type == GGML_TYPE_F16 ? 2 : 4;
     const float slope = alibi_slope((uint32_t) h, (uint32_t) a.H, a.max_bias);
 
     float dq[NO][4];
@@ -465,21 +471,7 @@ __global__ void __launch_bounds__(kBwWarps * WARP) k_flash_attn_back_mma_rows(Fa
     for (int pass = 0; pass < 2; pass++) {
         for (int64_t k0 = 0; k0 < a.n_kv; k0 += kBwTile) {
             float mv[NS][4];
-            bool vis = false;
-#pragma unroll
-            for (int j = 0; j < NS; j++) {
-#pragma unroll
-                for (int c = 0; c < 4; c++) {
-                    const int64_t key = k0 + 8 * j + 2 * t + (c & 1);
-                    const bool valid = c < 2 ? valid0 : valid1;
-                    const char * mrow = c < 2 ? mrow0 : mrow1;
-                    float v = -INFINITY;
-                    if (valid && key < a.n_kv) v = mrow ? slope * load_f(mrow + key * mes, a.mask.type) : 0.0f;
-                    mv[j][c] = v;
-                    vis = vis || v != -INFINITY;
-                }
-            }
-            if (!__syncthreads_or(vis)) continue;  // uniform; and the last tile's readers are done
+            if (!__syncthreads_or(mma_tile_mask(a, mrow0, mrow1, valid0, valid1, k0, slope, mv))) continue;  // uniform; the last tile read
             load_split_tile<D, KT>(kh, kl, [&](int r) { return k0 + r < a.n_kv ? kbase + (k0 + r) * a.k.nb[1] : nullptr; });
             load_split_tile<D, KT>(vh, vl, [&](int r) { return k0 + r < a.n_kv ? vbase + (k0 + r) * a.v.nb[1] : nullptr; });
             __syncthreads();
@@ -701,6 +693,7 @@ bool ggml_cuda_fattn_back_mma(ggml_cuda_ctx & ctx, ggml_tensor * dst, FaBackArgs
     const int64_t n_per_tensor = ggml_nelements(k);  // = ggml_nelements(v): Dv = D
     const size_t stats_bytes = ((size_t) rows * 3 * sizeof(float) + 255) / 256 * 256;
     const size_t part_bytes = split ? (size_t) 2 * n_per_tensor * a.G * sizeof(float) : 0;
+    ctx.n_mma_attn++;
     char * scratch = (char *) ctx.scratch(stats_bytes + part_bytes);
     b.stats = (float *) scratch;
     float * part = split ? (float *) (scratch + stats_bytes) : nullptr;
