@@ -14,6 +14,8 @@
 #include "ggml-cuda.h"
 
 #include <chrono>
+#include <math.h>
+#include <functional>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,13 +60,14 @@ void fill(ggml_context * ctx) {
     }
 }
 
-// Mean seconds per compute of the graph whose output is out.
-double time_graph(ggml_backend_t be, Bench & b, ggml_tensor * out, int repeats) {
+// Mean seconds per compute of the graph whose output is out (set_inputs: after the random fill).
+double time_graph(ggml_backend_t be, Bench & b, ggml_tensor * out, int repeats, const std::function<void()> & set_inputs = nullptr) {
     b.gf = ggml_new_graph(b.ctx);
     ggml_build_forward_expand(b.gf, out);
     b.buf = ggml_backend_alloc_ctx_tensors(b.ctx, be);
     if (!b.buf) return -1.0;
     fill(b.ctx);
+    if (set_inputs) set_inputs();
     for (int i = 0; i < 3; i++) ggml_backend_graph_compute(be, b.gf);  // warm-up, graph capture
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < repeats; i++) ggml_backend_graph_compute_async(be, b.gf);
@@ -145,33 +148,43 @@ int main(int argc, char ** argv) {
     // has them) beside the forward on the same operands (FlashAttention-2's backward takes about
     // 2.5 times its forward), heads of 64 (TinyLlama) and 128 (7B-class: 32 heads, 8 KV heads),
     // on tensor cores and (a second backend, GGML_CUDA_DISABLE_MMA_FA=1) on CUDA cores; TFLOP/s
-    // of the backward's five products (S, dP, dQ, dK, dV: 2.5 times the forward's two)
+    // of the backward's five products (S, dP, dQ, dK, dV: 2.5 times the forward's two), without a
+    // mask and with training's causal one (whose hidden tiles are skipped)
     setenv("GGML_CUDA_DISABLE_MMA_FA", "1", 1);
     ggml_backend_t be_cores = ggml_backend_cuda_init(device);
     unsetenv("GGML_CUDA_DISABLE_MMA_FA");
     printf("\nflash attention gradient, F32, 512 x 512\n");
-    printf("%-22s %-8s %12s %12s %8s %10s\n", "heads", "kernel", "forward us", "backward us", "ratio", "TFLOP/s");
+    printf("%-22s %-7s %-8s %12s %12s %8s %10s\n", "heads", "mask", "kernel", "forward us", "backward us", "ratio", "TFLOP/s");
+    std::vector<float> causal(512 * 512);
+    for (int i = 0; i < 512; i++) {
+        for (int j = 0; j < 512; j++) causal[(size_t) i * 512 + j] = j <= i ? 0.0f : -INFINITY;
+    }
     for (int64_t hd : { head, (int64_t) 128 }) {
         const int64_t nh = hd == head ? n_head : 32, nkv = hd == head ? n_head_kv : 8;
-        for (int cores = 0; cores < 2; cores++) {
-            ggml_backend_t bk = cores ? be_cores : be;
-            double fwd = 0.0, bwd = 0.0;
-            for (int pass = 0; pass < 2; pass++) {
-                Bench b;
-                b.ctx = new_ctx();
-                ggml_tensor * q = ggml_new_tensor_3d(b.ctx, GGML_TYPE_F32, hd, 512, nh);
-                ggml_tensor * k = ggml_new_tensor_3d(b.ctx, GGML_TYPE_F32, hd, 512, nkv);
-                ggml_tensor * v = ggml_new_tensor_3d(b.ctx, GGML_TYPE_F32, hd, 512, nkv);
-                ggml_tensor * dO = ggml_new_tensor_3d(b.ctx, GGML_TYPE_F32, hd, nh, 512);
-                ggml_tensor * out = pass == 0 ? ggml_flash_attn_ext(b.ctx, q, k, v, nullptr, 0.125f, 0.0f, 0.0f)
-                                              : ggml_flash_attn_back(b.ctx, q, k, v, nullptr, dO, 0.125f, 0.0f, 0.0f);
-                (pass == 0 ? fwd : bwd) = time_graph(bk, b, out, 10);
+        for (int masked = 0; masked < 2; masked++) {
+            for (int cores = 0; cores < 2; cores++) {
+                ggml_backend_t bk = cores ? be_cores : be;
+                double fwd = 0.0, bwd = 0.0;
+                for (int pass = 0; pass < 2; pass++) {
+                    Bench b;
+                    b.ctx = new_ctx();
+                    ggml_tensor * q = ggml_new_tensor_3d(b.ctx, GGML_TYPE_F32, hd, 512, nh);
+                    ggml_tensor * k = ggml_new_tensor_3d(b.ctx, GGML_TYPE_F32, hd, 512, nkv);
+                    ggml_tensor * v = ggml_new_tensor_3d(b.ctx, GGML_TYPE_F32, hd, 512, nkv);
+                    ggml_tensor * dO = ggml_new_tensor_3d(b.ctx, GGML_TYPE_F32, hd, nh, 512);
+                    ggml_tensor * mask = masked ? ggml_new_tensor_2d(b.ctx, GGML_TYPE_F32, 512, 512) : nullptr;
+                    ggml_tensor * out = pass == 0 ? ggml_flash_attn_ext(b.ctx, q, k, v, mask, 0.125f, 0.0f, 0.0f)
+                                                  : ggml_flash_attn_back(b.ctx, q, k, v, mask, dO, 0.125f, 0.0f, 0.0f);
+                    (pass == 0 ? fwd : bwd) = time_graph(bk, b, out, 10, [&] {
+                        if (mask) ggml_backend_tensor_set(mask, causal.data(), 0, ggml_nbytes(mask));
+                    });
+                }
+                char what[64];
+                snprintf(what, sizeof(what), "%lld of %lld (%lld KV)", (long long) nh, (long long) hd, (long long) nkv);
+                const double flops = 5.0 * 2.0 * 512 * (masked ? 256.5 : 512.0) * hd * nh;  // causal: the seen half
+                printf("%-22s %-7s %-8s %12.1f %12.1f %8.2f %10.1f\n", what, masked ? "causal" : "none", cores ? "cores" : "tensor", fwd * 1e6,
+                       bwd * 1e6, bwd / fwd, flops / bwd / 1e12);
             }
-            char what[64];
-            snprintf(what, sizeof(what), "%lld of %lld (%lld KV)", (long long) nh, (long long) hd, (long long) nkv);
-            const double flops = 5.0 * 2.0 * 512 * 512 * hd * nh;
-            printf("%-22s %-8s %12.1f %12.1f %8.2f %10.1f\n", what, cores ? "cores" : "tensor", fwd * 1e6, bwd * 1e6, bwd / fwd,
-                   flops / bwd / 1e12);
         }
     }
     ggml_backend_free(be_cores);
