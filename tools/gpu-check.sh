@@ -14,7 +14,8 @@
 # Q4_K_M, Q8_0); llama-bench pp512 / tg128 with every layer on the GPU, fa 0 and 1, ours with
 # CUDA graphs and fusions on, each off (GGML_CUDA_DISABLE_GRAPHS / _FUSION), prompts without the
 # tensor-core attention (GGML_CUDA_DISABLE_MMA_FA), and llama.cpp's;
-# bench-cuda's kernels; LoRA training (llama-finetune --bench -ngl 99);
+# bench-cuda's kernels; LoRA training (llama-finetune --bench -ngl 99), and a short run on the GPU
+# beside the same run on the CPU (their losses);
 # then where the time goes (GGML_CUDA_PROFILE=1: time per kernel class) for Q4_0 pp512 and tg128.
 set -u
 BIN=${BIN:-build-cuda/bin}
@@ -66,6 +67,19 @@ for t in F16 Q4_0; do
     f="$M/tl-$t.gguf"
     [ -f "$f" ] && "$BIN/llama-finetune" -m "$f" --bench -c 512 -b 1 --steps 4 -ngl 99 2>&1 | tail -3 | sed "s/^/$t: /" | tee -a "$OUT/summary.txt"
 done
+
+log "training on the GPU beside the CPU: LoRA on ktest-F32 (heads of 64: attention on tensor cores), 20 steps, f32 backward products on both"
+f="$SHARED/models/ktest/ktest-F32.gguf"
+if [ -f "$f" ]; then
+    for ngl in 0 99; do
+        "$BIN/llama-finetune" -m "$f" -f "$SHARED/reference/lora-sentences.txt" -o "$OUT/ft-ngl$ngl.gguf" -c 64 --steps 20 --no-shuffle \
+            --backward-prec f32 -ngl $ngl --loss-log "$OUT/ft-ngl$ngl.tsv" > "$OUT/ft-ngl$ngl.txt" 2>&1
+        log "llama-finetune -ngl $ngl rc $?"
+    done
+    # the largest relative difference of a step's loss (row 0: the base model's)
+    paste "$OUT/ft-ngl0.tsv" "$OUT/ft-ngl99.tsv" | awk -F'\t' 'NR > 1 { d = ($2 - $6) / $2; if (d < 0) d = -d; if (d > m) m = d; n++ }
+        END { printf "%d steps, largest relative loss difference GPU vs CPU: %.3g\n", n, m }' | tee -a "$OUT/summary.txt"
+fi
 
 log "where the time goes: GGML_CUDA_PROFILE=1, Q4_0, the 12 largest classes (whole tables in $OUT/profile-*.txt)"
 f="$M/tl-Q4_0.gguf"
