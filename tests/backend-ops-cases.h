@@ -606,12 +606,13 @@ std::vector<Case> make_cases() {
                                    FaBackTiled{ GGML_TYPE_F16, 64, 32, 17, 17, 2, 2, 1, 3 },
                                    FaBackTiled{ GGML_TYPE_F16, 64, 64, 24, 21, 2, 1, 1, 0 },
                                    FaBackTiled{ GGML_TYPE_F32, 64, 64, 33, 37, 2, 2, 1, 0 },  // tiles seen through one element
-                                   // heads of 64 and 128 (the tensor-core kernels): several blocks of rows and of keys, tiles
-                                   // skipped, grouped heads summed, BF16, ALiBi, no mask, rows that see nothing
+                                   // heads of 64 and 128 over F32 (the tensor-core kernels): several blocks of rows and of
+                                   // keys, tiles skipped, grouped heads summed, ALiBi, no mask, two batches, softcap, rows that
+                                   // see nothing
                                    FaBackTiled{ GGML_TYPE_F32, 64, 64, 130, 131, 4, 1, 1, 0 },
-                                   FaBackTiled{ GGML_TYPE_BF16, 64, 64, 70, 100, 2, 2, 1, 2 },
+                                   FaBackTiled{ GGML_TYPE_F32, 64, 64, 70, 100, 2, 2, 1, 2 },
                                    FaBackTiled{ GGML_TYPE_F32, 128, 128, 40, 75, 8, 2, 1, 3 },
-                                   FaBackTiled{ GGML_TYPE_F16, 128, 128, 66, 66, 2, 1, 2, 1 } }) {
+                                   FaBackTiled{ GGML_TYPE_F32, 128, 128, 66, 66, 2, 1, 2, 1 } }) {
         const std::string name = std::string("flash_attn_back tiles ") + ggml_type_name(c.kt) + " D " + std::to_string(c.D) + " Dv " +
                                  std::to_string(c.Dv) + " n_q " + std::to_string(c.n_q) + " n_kv " + std::to_string(c.n_kv) +
                                  (c.variant == 1 ? " f16 mask softcap" : c.variant == 2 ? " alibi" : c.variant == 3 ? " no mask" : "");

@@ -365,8 +365,8 @@ void ggml_cuda_fattn_mma(ggml_cuda_ctx & ctx, ggml_tensor * dst, const ActArgs &
 // flash_attn_back with fattn.cu's equations and its two kernels (the rows' statistics and dQ;
 // dK and dV), every product on tensor cores. Training's queries, keys, values and dO are F32 and
 // its gradients lie far below F16's smallest normal, so the operands go in as BF16 hi + lo pairs
-// (mma_bf16x3: about 2^-17 of each product lost). Heads of 64 and 128 (Dv = D), float caches
-// with 16-byte rows, sm_80 and later.
+// (mma_bf16x3: about 2^-17 of each product lost). Heads of 64 and 128 (Dv = D), F32 keys and
+// values with 16-byte rows, sm_80 and later.
 //
 // Rows: a block takes kBwRows query rows of one head, a warp 16, and walks the keys in tiles of
 // kBwTile twice: first the max, the sum of e^(s - max) and of e^(s - max) dP (S = Q K^T and
@@ -436,8 +436,9 @@ __device__ __forceinline__ void bw_rows_times_tile(float (&acc)[kBwTile / 8][4],
     }
 }
 
+// Heads of 64: at most 128 registers, so that the four blocks its shared memory allows fit too.
 template <int D, int KT>
-__global__ void __launch_bounds__(kBwWarps * WARP) k_flash_attn_back_mma_rows(FaBackArgs b) {
+__global__ void __launch_bounds__(kBwWarps * WARP, D == 64 ? 4 : 1) k_flash_attn_back_mma_rows(FaBackArgs b) {
     const FaArgs & a = b.f;
     constexpr int RW = mma_row_words<D>(), FW = bw_frag_words<D>(), NS = kBwTile / 8, NO = D / 8;
     GGML_CUDA_DYN_SMEM(uint32_t, smem);
@@ -686,7 +687,9 @@ __global__ void k_flash_attn_back_sum_heads(FaBackArgs b, const float * part, in
 bool ggml_cuda_fattn_back_mma(ggml_cuda_ctx & ctx, ggml_tensor * dst, FaBackArgs b) {
     const ggml_tensor * q = dst->src[0], * k = dst->src[1], * v = dst->src[2], * grad = dst->src[4];
     const FaArgs & a = b.f;
-    if (ctx.cc < 80 || ctx.no_mma_fa || !is_float_type(k->type) || (a.D != 64 && a.D != 128) || a.Dv != a.D) return false;
+    // F32 keys and values: training's (F16 and BF16 ones take the tiled CUDA-core kernels, as
+    // nothing trains through them: each type would add four heavy kernels to the build)
+    if (ctx.cc < 80 || ctx.no_mma_fa || k->type != GGML_TYPE_F32 || (a.D != 64 && a.D != 128) || a.Dv != a.D) return false;
     if (a.n_q < kBwTile / 2 || !rows_vec(k, a.D) || !rows_vec(v, a.D) || !rows_vec(q, a.D) || !rows_vec(grad, a.D)) return false;
     const int64_t B = q->ne[3], rows = a.n_q * a.H * B;
     const bool split = a.G > 1;  // each query head's share of dK and dV in scratch, summed after
@@ -716,17 +719,11 @@ bool ggml_cuda_fattn_back_mma(ggml_cuda_ctx & ctx, ggml_tensor * dst, FaBackArgs
             CUDA_CHECK_LAUNCH();
         }
     };
-    auto by_type = [&](auto d) {
-        switch (k->type) {
-            case GGML_TYPE_F32: launch(d, std::integral_constant<int, GGML_TYPE_F32>{}); break;
-            case GGML_TYPE_F16: launch(d, std::integral_constant<int, GGML_TYPE_F16>{}); break;
-            default: launch(d, std::integral_constant<int, GGML_TYPE_BF16>{}); break;
-        }
-    };
+    const std::integral_constant<int, GGML_TYPE_F32> f32;
     if (a.D == 64) {
-        by_type(std::integral_constant<int, 64>{});
+        launch(std::integral_constant<int, 64>{}, f32);
     } else {
-        by_type(std::integral_constant<int, 128>{});
+        launch(std::integral_constant<int, 128>{}, f32);
     }
     return true;
 }
