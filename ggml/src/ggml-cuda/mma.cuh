@@ -32,10 +32,10 @@ __device__ __forceinline__ void split_bf2(float x0, float x1, uint32_t & hi, uin
     lo = pack_h2(f2bf(x0 - bf2f(h0)), f2bf(x1 - bf2f(h1)));
 }
 
-// The product through shuffles (the host emulator, GPUs without the instruction), elements
-// F16 or BF16: for column k of A, row g's and g+8's elements sit in lane 4g + (k % 8) / 2 of
-// A's register 2 (k / 8) and 2 (k / 8) + 1; B's row k of column n in lane 4n + (k % 8) / 2,
-// register k / 8.
+// The product through shuffles (GPUs without the instruction; the host emulator has its own,
+// checked against this one), elements F16 or BF16: for column k of A, row g's and g+8's elements
+// sit in lane 4g + (k % 8) / 2 of A's register 2 (k / 8) and 2 (k / 8) + 1; B's row k of column n
+// in lane 4n + (k % 8) / 2, register k / 8.
 template <bool BF16>
 __device__ __forceinline__ void mma_16x8x16_shuffled(float d[4], const uint32_t a[4], const uint32_t b[2]) {
     const int lane = threadIdx.x % WARP, g = lane >> 2, t = lane & 3;
@@ -56,31 +56,30 @@ __device__ __forceinline__ void mma_16x8x16_shuffled(float d[4], const uint32_t 
     }
 }
 
-// d += A B for one 16 x 8 x 16 tile (fragments as above); every lane of the warp calls it.
-__device__ __forceinline__ void mma_16x8x16(float d[4], const uint32_t a[4], const uint32_t b[2]) {
+// d += A B for one 16 x 8 x 16 tile (fragments as above), F16 or BF16 elements; every lane of the
+// warp calls it.
+template <bool BF16>
+__device__ __forceinline__ void mma_16x8x16_of(float d[4], const uint32_t a[4], const uint32_t b[2]) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#define GGML_MMA_ASM(T)                                                                                                     \
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." T "." T ".f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};" \
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                                                           \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]))
+    if constexpr (BF16) {
+        GGML_MMA_ASM("bf16");
+    } else {
+        GGML_MMA_ASM("f16");
+    }
+#undef GGML_MMA_ASM
 #elif defined(GGML_CUDA_EMU_MMA)
-    GGML_CUDA_EMU_MMA(d, a, b, false);  // the host emulator's own (tests/cuda/cuda-emu.h)
+    GGML_CUDA_EMU_MMA(d, a, b, BF16);  // the host emulator's own (tests/cuda/cuda-emu.h)
 #else
-    mma_16x8x16_shuffled<false>(d, a, b);
+    mma_16x8x16_shuffled<BF16>(d, a, b);
 #endif
 }
 
-// The same with BF16 elements (the fragments' layout is the same).
-__device__ __forceinline__ void mma_16x8x16_bf16(float d[4], const uint32_t a[4], const uint32_t b[2]) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-#elif defined(GGML_CUDA_EMU_MMA)
-    GGML_CUDA_EMU_MMA(d, a, b, true);
-#else
-    mma_16x8x16_shuffled<true>(d, a, b);
-#endif
-}
+__device__ __forceinline__ void mma_16x8x16(float d[4], const uint32_t a[4], const uint32_t b[2]) { mma_16x8x16_of<false>(d, a, b); }
+__device__ __forceinline__ void mma_16x8x16_bf16(float d[4], const uint32_t a[4], const uint32_t b[2]) { mma_16x8x16_of<true>(d, a, b); }
 
 // d += A B with both operands as BF16 hi + lo pairs: A_lo B_hi + A_hi B_lo + A_hi B_hi. What is
 // lost (A_lo B_lo, the lo parts' own rounding) is about 2^-17 of each product (F32 rounds to
