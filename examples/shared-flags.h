@@ -1,6 +1,7 @@
 // shared-flags.h: flags llama.cpp's programs share, parsed one way for every program here that
-// offers them (llama-cli, llama-perplexity): the GPU placement (-ngl, -sm, -mg, -nkvo) and
-// flash attention (-fa, bare as llama.cpp had it, or with llama.cpp's later on|off|auto value).
+// offers them (llama-cli, llama-perplexity, llama-bench): the GPU placement (-ngl, -sm, -mg,
+// -nkvo), flash attention (-fa, bare as llama.cpp had it, or with llama.cpp's later
+// on|off|auto value) and the KV cache's types (-ctk, -ctv).
 #pragma once
 
 #include "llama.h"
@@ -100,4 +101,18 @@ inline bool parse_flash_attn(int argc, char ** argv, int & i) {
     if (!on && !off) return true;  // another flag follows: the bare form
     i++;
     return on;
+}
+
+// The KV cache types of -ctk / -ctv: llama.cpp's list, by their ggml names.
+#define LLAMA_CACHE_TYPE_NAMES "f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1"
+inline bool parse_cache_type(const std::string & v, ggml_type * t) {
+    static const ggml_type types[] = { GGML_TYPE_F32,  GGML_TYPE_F16,  GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0,
+                                       GGML_TYPE_Q4_1, GGML_TYPE_IQ4_NL, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1 };
+    for (ggml_type c : types) {
+        if (v == ggml_type_name(c)) {
+            *t = c;
+            return true;
+        }
+    }
+    return false;
 }

@@ -17,10 +17,12 @@ llama_kv_cache::~llama_kv_cache() {
 bool llama_kv_cache::init(const llama_hparams & hp, uint32_t n_ctx, ggml_type tk, ggml_type tv, bool fa,
                           const std::vector<ggml_backend_buffer_type_t> & layer_buft, std::string & err) {
     const uint32_t head_dim = hp.n_embd_head();
+    // llama.cpp's cache types: F32, F16, BF16, and 32-value block types, whose rows are cut per
+    // head (K multiplied per head), so each head must hold whole blocks.
     auto check_type = [&](ggml_type t, const char * which) {
-        if (t == GGML_TYPE_F32 || t == GGML_TYPE_F16) return true;
-        if (t == GGML_TYPE_Q8_0) {
-            // K is multiplied per head, so each head's row must hold whole blocks.
+        if (t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || t == GGML_TYPE_BF16) return true;
+        if (t == GGML_TYPE_Q8_0 || t == GGML_TYPE_Q4_0 || t == GGML_TYPE_Q4_1 || t == GGML_TYPE_Q5_0 ||
+            t == GGML_TYPE_Q5_1 || t == GGML_TYPE_IQ4_NL) {
             if (head_dim % ggml_blck_size(t) != 0) {
                 err = std::string("a ") + ggml_type_name(t) + " " + which + " cache needs a head size that is a multiple of " +
                       std::to_string(ggml_blck_size(t)) + " (this model's is " + std::to_string(head_dim) + ")";
@@ -30,7 +32,7 @@ bool llama_kv_cache::init(const llama_hparams & hp, uint32_t n_ctx, ggml_type tk
         }
         const char * name = ggml_type_name(t);
         err = std::string("unsupported ") + which + " cache type " + (name ? name : std::to_string((int) t)) +
-              " (supported: f32, f16, q8_0)";
+              " (supported: f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1)";
         return false;
     };
     if (!check_type(tk, "K") || !check_type(tv, "V")) return false;

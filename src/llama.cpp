@@ -29,6 +29,7 @@ void * g_log_user_data = nullptr;
 }  // namespace
 
 void llama_log_set(ggml_log_callback log_callback, void * user_data) {
+    ggml_log_set(log_callback, user_data);  // ggml's messages too, as llama.cpp routes them
     std::lock_guard<std::mutex> lock(g_log_mutex);
     g_log_callback = log_callback ? log_callback : log_to_stderr;
     g_log_user_data = log_callback ? user_data : nullptr;

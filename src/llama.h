@@ -264,7 +264,7 @@ struct llama_context_params {
     ggml_backend_sched_eval_callback cb_eval;  // not called (a warning when set)
     void * cb_eval_user_data;
 
-    enum ggml_type type_k;  // KV cache types: F16 (default), F32 or Q8_0
+    enum ggml_type type_k;  // KV cache types: F16 (default), F32, BF16, Q8_0, Q4_0, Q4_1, IQ4_NL, Q5_0, Q5_1
     enum ggml_type type_v;
 
     bool logits_all;   // keep the logits of every token when batch.logits is NULL
@@ -608,7 +608,8 @@ LLAMA_API int llama_split_prefix(char * split_prefix, size_t maxlen, const char 
 // ---- system and logging --------------------------------------------------------------------
 LLAMA_API const char * llama_print_system_info(void);  // the CPU kernels this build uses
 
-// Errors and progress go through this callback (default: stderr). Pass NULL to restore the default.
+// Errors and progress, llama's and ggml's, go through this callback (default: stderr; it sets
+// ggml_log_set too). Pass NULL to restore the default.
 LLAMA_API void llama_log_set(ggml_log_callback log_callback, void * user_data);
 
 // ---- timings -------------------------------------------------------------------------------

@@ -463,7 +463,7 @@ std::vector<Case> make_cases() {
 
     // copies: KV cache writes (F16, quantized, transposed V), casts, cont of permuted views
     const ggml_type kCopyTypes[] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_1,
-                                     GGML_TYPE_Q5_0, GGML_TYPE_Q5_1 };
+                                     GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_IQ4_NL };
     for (ggml_type t : kCopyTypes) {
         const std::string ts = ggml_type_name(t);
         add("cpy f32 -> " + ts + " cache rows", [=](Maker & m) {
@@ -541,6 +541,7 @@ std::vector<Case> make_cases() {
     struct FaPrompt { ggml_type kt; int64_t D, Dv, n_q, n_kv, H, Hkv, B; int variant; };  // 1 f16 mask + softcap, 2 alibi, 3 no mask, 4 rows that see nothing
     for (const FaPrompt & c : { FaPrompt{ GGML_TYPE_F16, 64, 64, 40, 77, 4, 2, 2, 0 }, FaPrompt{ GGML_TYPE_F32, 64, 64, 40, 77, 4, 2, 1, 0 },
                                 FaPrompt{ GGML_TYPE_Q8_0, 64, 64, 33, 50, 2, 1, 1, 0 }, FaPrompt{ GGML_TYPE_F16, 128, 128, 33, 50, 4, 2, 1, 1 },
+                                FaPrompt{ GGML_TYPE_IQ4_NL, 64, 64, 33, 50, 2, 1, 1, 0 }, FaPrompt{ GGML_TYPE_Q4_1, 128, 128, 24, 40, 2, 2, 1, 2 },
                                 FaPrompt{ GGML_TYPE_F16, 64, 64, 20, 45, 8, 2, 1, 2 }, FaPrompt{ GGML_TYPE_F16, 64, 32, 17, 30, 2, 2, 1, 3 },
                                 FaPrompt{ GGML_TYPE_BF16, 32, 32, 20, 20, 2, 2, 1, 4 }, FaPrompt{ GGML_TYPE_F16, 64, 64, 20, 20, 2, 2, 1, 4 },
                                 FaPrompt{ GGML_TYPE_F16, 128, 128, 70, 150, 4, 1, 1, 0 }, FaPrompt{ GGML_TYPE_F16, 64, 64, 40, 77, 2, 2, 1, 3 },
@@ -561,7 +562,7 @@ std::vector<Case> make_cases() {
                                                                          // F16's 4e-8); F32 on tensor cores in BF16 hi + lo pairs: ~2e-11
     }
     // quantized caches (-ctk / -ctv q8_0 ...), read as stored
-    for (ggml_type kt : { GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q5_1 }) {
+    for (ggml_type kt : { GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_IQ4_NL }) {
         for (int64_t n_q : { 1, 5 }) {
             add(std::string("flash_attn_ext ") + ggml_type_name(kt) + " n_q " + std::to_string(n_q), [=](Maker & m) {
                 ggml_tensor * q = ggml_permute(m.ctx, m.in(GGML_TYPE_F32, {64, 4, n_q}), 0, 2, 1, 3);

@@ -36,7 +36,7 @@ std::vector<Case> make_random_cases(uint32_t seed, int n_cases) {
     enum Kind { BINARY, UNARY, NORM, SOFTMAX, ROPE, GET_ROWS, CONT, MUL_MAT, OUT_PROD, REDUCE, CONCAT, SET_ROWS, FLASH_ATTN,
                 // training's: backward ops, loss, optimizer step; the quantized KV cache's writes
                 BACKWARD, FLASH_ATTN_BACK, LOSS, ADAMW, QUANT_ROWS, N_KINDS };
-    const ggml_type cache_types[] = { GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1 };
+    const ggml_type cache_types[] = { GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_IQ4_NL };
 
     for (int i = 0; i < n_cases; i++) {
         const Kind kind = (Kind) pick(0, N_KINDS - 1);
@@ -297,7 +297,7 @@ std::vector<Case> make_random_cases(uint32_t seed, int n_cases) {
                 break;
             }
             case QUANT_ROWS: {  // F32 rows into a quantized cache: a copy into a view, or set_rows
-                const ggml_type t = cache_types[pick(0, 4)];
+                const ggml_type t = cache_types[pick(0, 5)];
                 const int64_t ne0 = 32 * pick(1, 8), cells = pick(2, 30), n = pick(1, (int) cells - 1), at = pick(0, (int) (cells - n));
                 const bool set = coin(0.5);
                 std::vector<float> cell((size_t) cells);

@@ -178,7 +178,7 @@ TEST(Bench, BadCommandLinesAreRefusedCleanly) {
         { base_args() + " --no-such-flag", "unknown argument" },
         { "-m /nonexistent/model.gguf -p 16 -n 4 -r 2 -t 1", "failed to load model" },
         { base_args() + " -ctk q9", "q9" },
-        { base_args() + " -ctv q4_0", "not supported" },
+        { base_args() + " -ctv q4_K", "invalid cache type for -ctv: 'q4_K'" },
         { base_args() + " -p abc", "-p" },
         { base_args() + " -pg 8", "-pg" },
         { base_args() + " -o xml", "xml" },

@@ -183,7 +183,7 @@ TEST(Cli, BadInputGetsAMessageAndNonZeroExit) {
         {"-m " + m + " --mirostat 3", "--mirostat"},
         {"-m " + m + " --mirostat-lr abc", "--mirostat-lr"},
         {"-m " + m + " -ctk q9", "-ctk"},
-        {"-m " + m + " --cache-type-v q4_0", "--cache-type-v"},
+        {"-m " + m + " --cache-type-v q4_K", "--cache-type-v"},
         {"-m " + m + " -ctv", "missing value"},
         {"-m " + m + " -ub 0", "-ub"},
         {"-m " + m + " -s -2", "-s"},

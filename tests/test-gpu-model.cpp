@@ -117,7 +117,7 @@ TEST(GpuModel, LogitsMatchTheCpu) {
     }
 }
 
-// Flash attention over a Q8_0 cache, read as stored by the device's kernel.
+// Flash attention over quantized (and BF16) caches, read as stored by the device's kernel.
 TEST(GpuModel, QuantizedCacheMatchesTheCpu) {
     REQUIRE_GPU();
     const char * file = "ktest/ktest-F16.gguf";
@@ -125,10 +125,16 @@ TEST(GpuModel, QuantizedCacheMatchesTheCpu) {
     Model cpu = load(model_path(file), 0);
     Model gpu = load(model_path(file), 999);
     ASSERT_TRUE(cpu && gpu);
-    Ctx cc = context(cpu.get(), true, GGML_TYPE_Q8_0);
-    Ctx gc = context(gpu.get(), true, GGML_TYPE_Q8_0);
-    ASSERT_TRUE(cc && gc) << tu::take_errors();
-    expect_close(run(gc.get()), run(cc.get()), tu::n_vocab_of(cpu.get()), 1e-4);
+    // Q8_0 and llama.cpp's other cache types: the GPU writes the rows with the reference
+    // quantizers and its flash attention reads them as the CPU's does.
+    for (ggml_type t : { GGML_TYPE_Q8_0, GGML_TYPE_BF16, GGML_TYPE_Q5_1, GGML_TYPE_Q4_0, GGML_TYPE_IQ4_NL }) {
+        SCOPED_TRACE(ggml_type_name(t));
+        printf("  %s cache, flash attention\n", ggml_type_name(t));
+        Ctx cc = context(cpu.get(), true, t);
+        Ctx gc = context(gpu.get(), true, t);
+        ASSERT_TRUE(cc && gc) << tu::take_errors();
+        expect_close(run(gc.get()), run(cc.get()), tu::n_vocab_of(cpu.get()), 1e-4, t == GGML_TYPE_Q8_0 ? 0.0 : 0.05);
+    }
 }
 
 // llama.cpp's logits of "Once upon a time" (../shared/reference/logits).

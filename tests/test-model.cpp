@@ -360,6 +360,46 @@ TEST(Model, KvCacheTypes) {
     }
 }
 
+// llama.cpp's other cache types (-ctk / -ctv): BF16 and the 32-value block types, K and V alike,
+// with and without flash attention, a prompt in two batches then tokens one at a time, against
+// the F32 cache. The logits must move away from the F32 cache's by the type's precision: BF16
+// (8 bits of mantissa) and Q8_0 least, the 5-bit types more, the 4-bit ones most, so a type
+// silently stored as another shows.
+TEST(Model, KvCacheBlockTypes) {
+    REQUIRE_MODEL("ktest-F32");
+    const int32_t n_vocab = n_vocab_of(model);
+    const std::vector<llama_token> toks = some_tokens(48, n_vocab, 11);
+    const std::vector<llama_token> prompt(toks.begin(), toks.begin() + 40), gen(toks.begin() + 40, toks.end());
+    auto run = [&](ggml_type t, bool fa) {
+        CtxPtr ctx(model, 64, 32, 2, t, t, fa);
+        EXPECT_NE(ctx.c, nullptr) << ggml_type_name(t) << ": " << take_errors();
+        if (!ctx.c) return std::vector<float>();
+        std::vector<float> r = eval_all(ctx, prompt);
+        const std::vector<float> g = eval_one_by_one(ctx, gen);
+        r.insert(r.end(), g.begin(), g.end());
+        return r;
+    };
+    const int n = (int) toks.size();
+    const ggml_type types[] = { GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q5_1, GGML_TYPE_Q5_0,
+                                GGML_TYPE_Q4_1, GGML_TYPE_Q4_0, GGML_TYPE_IQ4_NL };
+    const double bound[] = { 2e-5, 2e-4, 1e-2, 1e-2, 4e-2, 4e-2, 4e-2 };
+    for (int fa = 0; fa < 2; fa++) {
+        const std::vector<float> exact = run(GGML_TYPE_F32, fa == 1);
+        ASSERT_EQ(exact.size(), (size_t) n * n_vocab);
+        double kl[7];
+        for (int i = 0; i < 7; i++) {
+            const std::vector<float> r = run(types[i], fa == 1);
+            ASSERT_EQ(r.size(), exact.size()) << ggml_type_name(types[i]);
+            kl[i] = mean_kl(exact.data(), r.data(), n, n_vocab);
+            printf("[ %s cache, flash attention %d ] mean KL to the F32 cache %.3g\n", ggml_type_name(types[i]), fa, kl[i]);
+            EXPECT_GT(kl[i], 0.0) << ggml_type_name(types[i]);
+            EXPECT_LT(kl[i], bound[i]) << ggml_type_name(types[i]) << " fa " << fa;
+        }
+        EXPECT_LT(std::max(kl[0], kl[1]), std::min(kl[2], kl[3])) << "8-bit caches beyond a 5-bit one, fa " << fa;
+        EXPECT_LT(std::max(kl[2], kl[3]), std::min(std::min(kl[4], kl[5]), kl[6])) << "5-bit caches beyond a 4-bit one, fa " << fa;
+    }
+}
+
 // Flash attention (the fused op reading K and V rows as stored) against the soft_max path: a
 // prompt in batches of 16 (queries after cached keys), then tokens one at a time, on F32, F16
 // and quantized models. With an F32 cache both compute the same thing. With an F16 or Q8_0
@@ -416,12 +456,15 @@ TEST(Model, FlashAttentionMatchesSoftMaxPath) {
     }
 }
 
-TEST(Model, KvCacheQ8NeedsWholeBlocksPerHead) {
+TEST(Model, KvCacheBlockTypesNeedWholeBlocksPerHead) {
     REQUIRE_MODEL("stories260K");  // head size 8
     take_errors();
     CtxPtr ctx(model, 64, 64, 2, GGML_TYPE_Q8_0, GGML_TYPE_F16);
     EXPECT_EQ(ctx.c, nullptr);
     EXPECT_NE(take_errors().find("head size"), std::string::npos);
+    CtxPtr q4(model, 64, 64, 2, GGML_TYPE_F16, GGML_TYPE_Q4_0);
+    EXPECT_EQ(q4.c, nullptr);
+    EXPECT_NE(take_errors().find("a q4_0 V cache needs a head size that is a multiple of 32"), std::string::npos);
     CtxPtr bad(model, 64, 64, 2, GGML_TYPE_Q4_K, GGML_TYPE_F16);
     EXPECT_EQ(bad.c, nullptr);
     EXPECT_NE(take_errors().find("unsupported K cache type"), std::string::npos);

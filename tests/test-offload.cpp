@@ -58,8 +58,9 @@ Model load(const std::string & path, int n_gpu_layers, bool use_mmap = true) {
     return Model(llama_model_load_from_file(path.c_str(), p));
 }
 
-Ctx context(llama_model * m, bool offload_kqv = true, bool flash_attn = false) {
+Ctx context(llama_model * m, bool offload_kqv = true, bool flash_attn = false, ggml_type cache_type = GGML_TYPE_F16) {
     llama_context_params p = llama_context_default_params();
+    p.type_k = p.type_v = cache_type;
     p.n_ctx = 128;
     p.n_batch = 128;
     p.n_ubatch = 32;
@@ -276,6 +277,26 @@ TEST_F(Offload, SplitsWithinEachLayer) {
     EXPECT_GT(count(GGML_OP_MUL_MAT), 0);
 }
 
+// A device that cannot compute a node writing into its own memory (here the cache's rows, of a
+// type it cannot quantize to) is an error that names the node, not a write by the CPU to
+// addresses it cannot reach (a crash).
+TEST_F(Offload, NodeIntoDeviceMemoryNoBackendCanWriteIsAnError) {
+    const std::string path = tu::models_dir() + "/ktest/ktest-F32.gguf";
+    TU_REQUIRE_FILE(path);
+    fake_gpu::set_supports([](const ggml_tensor * op) { return op->op != GGML_OP_SET_ROWS; });
+    Model m = load(path, 999);
+    ASSERT_TRUE(m);
+    tu::take_errors();
+    Ctx c = context(m.get(), true, false, GGML_TYPE_Q4_0);
+    if (c) {  // refused at the first decode if not when the context reserved its graph
+        llama_batch b = llama_batch_get_one(std::vector<llama_token>{ 1, 40, 99 }.data(), 3);
+        EXPECT_NE(llama_decode(c.get(), b), 0);
+    }
+    const std::string err = tu::take_errors();
+    EXPECT_NE(err.find("cannot compute node"), std::string::npos) << err;
+    EXPECT_NE(err.find("SET_ROWS"), std::string::npos) << err;
+}
+
 // Weights read into memory (--no-mmap) and the fused attention path offload the same way.
 TEST_F(Offload, NoMmapAndFlashAttention) {
     TU_REQUIRE_FILE(model_path("TinyStories-656K-Q8_0.gguf"));
@@ -288,6 +309,56 @@ TEST_F(Offload, KQuantsWithFlashAttention) {
     const std::string path = tu::models_dir() + "/ktest/ktest-Q4_K_M.gguf";
     TU_REQUIRE_FILE(path);
     expect_flash_attn_on_device(path, 999, true);
+}
+
+// llama.cpp's cache types (-ctk / -ctv) with every layer and the cache on the device, with and
+// without flash attention: the rows are written into the cache (quantized) there and attended to
+// there, and the logits are the CPU's with the same cache type. F32 weights, so that only the
+// attention's path differs. On the simulated GPU: the CPU's kernels, the same logits. With the
+// CUDA kernels: flash attention reads the same cache bits in F32 as the CPU (the CPU's logits);
+// without it, the CPU multiplies block-typed keys by 8-bit queries (Q8_0, as llama.cpp) where the
+// GPU's products keep more of them, so the device must be no further than the CPU from the
+// unrounded queries' result (the CPU's flash attention), and within the 1e-3 of the CPU.
+TEST_F(Offload, CacheTypesOnTheDevice) {
+    const std::string path = tu::models_dir() + "/ktest/ktest-F32.gguf";
+    TU_REQUIRE_FILE(path);
+    Model cpu = load(path, 0), dev = load(path, 999);
+    ASSERT_TRUE(cpu && dev);
+    const int32_t n_vocab = tu::n_vocab_of(cpu.get());
+    for (ggml_type t : { GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q5_1, GGML_TYPE_Q5_0, GGML_TYPE_Q4_1, GGML_TYPE_Q4_0,
+                         GGML_TYPE_IQ4_NL }) {
+        std::vector<float> cpu_fa;
+        for (bool fa : { true, false }) {
+            SCOPED_TRACE(std::string(ggml_type_name(t)) + (fa ? " cache, flash attention" : " cache"));
+            Ctx cc = context(cpu.get(), true, fa, t);
+            ASSERT_TRUE(cc) << tu::take_errors();
+            const std::vector<float> ref = run(cc.get());
+            Ctx dc = context(dev.get(), true, fa, t);
+            ASSERT_TRUE(dc) << tu::take_errors();
+            fake_gpu::ran().clear();
+            const std::vector<float> got = run(dc.get());
+            EXPECT_GT(count(GGML_OP_SET_ROWS), 0);
+            EXPECT_EQ(count(GGML_OP_FLASH_ATTN_EXT) > 0, fa);
+            if (!kCudaEmu) {
+                expect_same_logits(got, ref, 1e-4);
+                continue;
+            }
+            const int64_t n_rows = (int64_t) (ref.size() / (size_t) n_vocab);
+            const double kl = tu::mean_kl(ref.data(), got.data(), n_rows, n_vocab);
+            printf("[ %s cache, flash attention %d ] mean KL device vs CPU %.3g", ggml_type_name(t), (int) fa, kl);
+            if (fa) {
+                cpu_fa = ref;
+                EXPECT_LT(kl, 1e-8);
+            } else {
+                const double kl_dev = tu::mean_kl(cpu_fa.data(), got.data(), n_rows, n_vocab);
+                const double kl_cpu = tu::mean_kl(cpu_fa.data(), ref.data(), n_rows, n_vocab);
+                printf(", to the unrounded queries' result: device %.3g, CPU %.3g", kl_dev, kl_cpu);
+                EXPECT_LE(kl_dev, 1.1 * kl_cpu + 1e-6);
+                EXPECT_LT(kl, 1e-3);
+            }
+            printf("\n");
+        }
+    }
 }
 
 // Greedy text through the public sampler API is the CPU's.

@@ -13,7 +13,7 @@
 # TinyLlama-1.1B-shaped random weights (randckpt -> llama-convert f16 -> llama-quantize Q4_0,
 # Q4_K_M, Q8_0); llama-bench pp512 / tg128 with every layer on the GPU, fa 0 and 1, ours with
 # CUDA graphs and fusions on, each off (GGML_CUDA_DISABLE_GRAPHS / _FUSION), prompts without the
-# tensor-core attention (GGML_CUDA_DISABLE_MMA_FA), and llama.cpp's;
+# tensor-core attention (GGML_CUDA_DISABLE_MMA_FA), and llama.cpp's; Q8_0 and Q4_0 caches after 2048 tokens;
 # bench-cuda's kernels; LoRA training (llama-finetune --bench -ngl 99), and a short run on the GPU
 # beside the same run on the CPU (their losses);
 # then where the time goes (GGML_CUDA_PROFILE=1: time per kernel class) for Q4_0 pp512 and tg128.
@@ -25,7 +25,7 @@ R=${R:-3}
 mkdir -p "$OUT"
 log() { echo "== $*" | tee -a "$OUT/summary.txt"; }
 # the result rows of a llama-bench table (not its header or the build line after it)
-results() { grep -E '\| +(pp|tg)[0-9]+ +\|' || true; }
+results() { grep -E '\| +(pp|tg)[0-9]+( @ d[0-9]+)? +\|' || true; }
 
 nvidia-smi --query-gpu=name,memory.total,clocks.max.memory --format=csv | tee "$OUT/gpu.txt"
 
@@ -58,6 +58,17 @@ for t in Q4_0 Q4_K_M Q8_0 F16; do
         "$LCPP_BENCH" -m "$f" -ngl 99 -fa 0,1 -p 512 -n 128 -r "$R" 2>/dev/null | sed 's/^/llama.cpp: /' | tee -a "$OUT/summary.txt"
     fi
 done
+
+log "quantized caches: llama-bench -ngl 99 -fa 1 -ctk/-ctv q8_0, q4_0 after 2048 tokens (Q4_0 weights)"
+f="$M/tl-Q4_0.gguf"
+if [ -f "$f" ]; then
+    for c in q8_0 q4_0; do
+        "$BIN/llama-bench" -m "$f" -ngl 99 -fa 1 -ctk $c -ctv $c -d 2048 -p 512 -n 128 -r "$R" 2>/dev/null | results | sed "s/^/cache $c: /" | tee -a "$OUT/summary.txt"
+        if [ -n "${LCPP_BENCH:-}" ] && [ -x "$LCPP_BENCH" ]; then
+            "$LCPP_BENCH" -m "$f" -ngl 99 -fa 1 -ctk $c -ctv $c -d 2048 -p 512 -n 128 -r "$R" 2>/dev/null | results | sed "s/^/llama.cpp cache $c: /" | tee -a "$OUT/summary.txt"
+        fi
+    done
+fi
 
 log "kernels: bench-cuda (mul_mat GB/s and TFLOP/s, flash attention, its gradient beside the forward)"
 "$BIN/bench-cuda" 2>&1 | tee -a "$OUT/summary.txt"

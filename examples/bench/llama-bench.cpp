@@ -8,6 +8,7 @@
 // deviation of tokens/s over the repetitions.
 #include "bench.h"
 #include "llama.h"
+#include "../shared-flags.h"
 
 #include <algorithm>
 #include <cctype>
@@ -51,8 +52,8 @@ void usage(FILE * out) {
             "  -d, --n-depth <n>                         (default: 0)\n"
             "  -b, --batch-size <n>                      (default: %d)\n"
             "  -ub, --ubatch-size <n>                    (default: %d)\n"
-            "  -ctk, --cache-type-k <f16|f32|q8_0>       (default: f16)\n"
-            "  -ctv, --cache-type-v <f16|f32|q8_0>       (default: f16)\n"
+            "  -ctk, --cache-type-k <t>                  (default: f16; " LLAMA_CACHE_TYPE_NAMES ")\n"
+            "  -ctv, --cache-type-v <t>                  (default: f16)\n"
             "  -t, --threads <n>                         (default: %d)\n"
             "  -ngl, --n-gpu-layers <n>                  (default: %d; layers on the GPU, if the build has one)\n"
             "  -fa, --flash-attn <0|1>                   (default: 0)\n"
@@ -140,21 +141,13 @@ std::vector<bool> parse_bool_list(const std::string & flag, const std::string & 
     return out;
 }
 
-// Only the types this engine's KV cache stores; llama.cpp's others are refused by name.
+// -ctk / -ctv: comma-separated cache types, each a run of its own.
 std::vector<ggml_type> parse_cache_types(const std::string & flag, const std::string & v) {
     std::vector<ggml_type> out;
     for (const std::string & s : split(v, ',')) {
-        if (s == "f16") {
-            out.push_back(GGML_TYPE_F16);
-        } else if (s == "f32") {
-            out.push_back(GGML_TYPE_F32);
-        } else if (s == "q8_0") {
-            out.push_back(GGML_TYPE_Q8_0);
-        } else if (s == "bf16" || s == "q4_0" || s == "q4_1" || s == "iq4_nl" || s == "q5_0" || s == "q5_1") {
-            fail_arg("cache type '" + s + "' of " + flag + " is not supported by this engine's KV cache (f16, f32, q8_0)");
-        } else {
-            fail_arg("unknown cache type for " + flag + ": '" + s + "' (f16, f32 or q8_0)");
-        }
+        ggml_type t;
+        if (!parse_cache_type(s, &t)) fail_arg("invalid cache type for " + flag + ": '" + s + "' (" LLAMA_CACHE_TYPE_NAMES ")");
+        out.push_back(t);
     }
     return out;
 }

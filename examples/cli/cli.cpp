@@ -195,7 +195,8 @@ void usage(FILE * out) {
             "      --version             print the version and build information, and exit\n"
             "\n"
             "model and memory:\n"
-            "      --cache-type T        KV cache type of K and V: f16 (default), f32, q8_0\n"
+            "      --cache-type T        KV cache type of K and V: f16 (default), f32, bf16, q8_0,\n"
+            "                            q4_0, q4_1, iq4_nl, q5_0, q5_1 (block types: head size a multiple of 32)\n"
             "  -ctk, --cache-type-k T    KV cache type of K only\n"
             "  -ctv, --cache-type-v T    KV cache type of V only\n"
             "  -fa, --flash-attn [on|off|auto]\n"
@@ -249,11 +250,10 @@ float parse_float(const std::string & flag, const char * v, float lo, float hi) 
     return x;
 }
 
-ggml_type parse_cache_type(const std::string & flag, const std::string & t) {
-    if (t == "f16") return GGML_TYPE_F16;
-    if (t == "f32") return GGML_TYPE_F32;
-    if (t == "q8_0") return GGML_TYPE_Q8_0;
-    fail_arg("invalid value for " + flag + ": '" + t + "' (f16, f32 or q8_0)");
+ggml_type parse_cache_type(const std::string & flag, const std::string & v) {
+    ggml_type t;
+    if (!parse_cache_type(v, &t)) fail_arg("invalid value for " + flag + ": '" + v + "' (" LLAMA_CACHE_TYPE_NAMES ")");
+    return t;
 }
 
 // llama.cpp's escapes: \n \r \t \' \" \\ and \xNN; any other backslash stays as it is.

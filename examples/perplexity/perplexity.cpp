@@ -108,8 +108,9 @@ void usage(FILE * out) {
             "  -fa, --flash-attn [on|off|auto]\n"
             "                            fused attention reading the cache as stored (bare: on;\n"
             "                            auto: off)\n"
-            "  -ctk, --cache-type-k T    KV cache type of K: f16 (default), f32, q8_0\n"
-            "  -ctv, --cache-type-v T    KV cache type of V: f16 (default), f32, q8_0\n"
+            "  -ctk, --cache-type-k T    KV cache type of K: f16 (default), f32, bf16, q8_0, q4_0, q4_1,\n"
+            "                            iq4_nl, q5_0, q5_1\n"
+            "  -ctv, --cache-type-v T    KV cache type of V, the same types\n"
             "      --no-mmap             read the model into memory instead of mapping it\n"
             "      --no-repack           keep the file's weight layout\n"
             "      --kl-divergence-base FILE\n"
@@ -141,10 +142,9 @@ int32_t parse_int(const std::string & flag, const char * v, int32_t lo, int32_t 
 }
 
 ggml_type parse_cache_type(const std::string & flag, const std::string & v) {
-    if (v == "f16") return GGML_TYPE_F16;
-    if (v == "f32") return GGML_TYPE_F32;
-    if (v == "q8_0") return GGML_TYPE_Q8_0;
-    fail_arg("invalid value for " + flag + ": '" + v + "' (f16, f32 or q8_0)");
+    ggml_type t;
+    if (!parse_cache_type(v, &t)) fail_arg("invalid value for " + flag + ": '" + v + "' (" LLAMA_CACHE_TYPE_NAMES ")");
+    return t;
 }
 
 ppl_params parse_args(int argc, char ** argv) {

@@ -43,6 +43,9 @@ enum ggml_log_level {
     GGML_LOG_LEVEL_CONT  = 5,  // continues the previous message
 };
 typedef void (*ggml_log_callback)(enum ggml_log_level level, const char * text, void * user_data);
+// Where ggml's own messages go (the scheduler's errors, say): standard error by default, or
+// log_callback (NULL: back to standard error). llama_log_set sets it too, as in llama.cpp.
+void ggml_log_set(ggml_log_callback log_callback, void * user_data);
 
 // Polled between graph nodes; returning true stops the computation (GGML_STATUS_ABORTED).
 typedef bool (*ggml_abort_callback)(void * data);

@@ -218,16 +218,26 @@ static bool assign_backends(ggml_backend_sched_t s, ggml_cgraph * g) {
             return false;
         }
     }
-    // A node whose backend cannot run it (pinned or spread wrongly) moves to one that can.
+    // A node whose backend cannot run it (pinned or spread wrongly) moves to one that can. One
+    // that writes into existing memory (a cache, a weight) moves only to a backend that can
+    // use that memory: another would write to addresses it cannot reach.
     for (int i = 0; i < g->n_nodes; i++) {
         ggml_tensor * n = g->nodes[i];
         if (is_view_op(n) || supports(a[n], n)) continue;
+        const ggml_tensor * o = n->view_src ? n->view_src : n;
+        const bool in_place = o->buffer != nullptr;
         bool moved = false;
         for (int b = 0; b < n_backends && !moved; b++) {
-            if (supports(b, n)) {
+            if (supports(b, n) && (!in_place || ggml_backend_supports_buft(s->backends[b], ggml_backend_buffer_get_type(o->buffer)))) {
                 a[n] = b;
                 moved = true;
             }
+        }
+        if (!moved && in_place) {
+            ggml_log_error("ggml_backend_sched: %s cannot compute node '%s' (%s) into its memory (%s), and no backend that "
+                           "can reach that memory supports it\n", ggml_backend_name(s->backends[a[n]]), n->name, ggml_op_desc(n),
+                           ggml_backend_buffer_name(o->buffer));
+            return false;
         }
         if (!moved) {
             ggml_log_error("ggml_backend_sched: no backend supports node '%s' (%s)\n", n->name, ggml_op_desc(n));

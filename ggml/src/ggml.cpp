@@ -6,6 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include <mutex>
+#include <string>
+
 // ---- errors --------------------------------------------------------------------------------
 void ggml_abort(const char * file, int line, const char * fmt, ...) {
     fflush(stdout);
@@ -18,11 +21,33 @@ void ggml_abort(const char * file, int line, const char * fmt, ...) {
     abort();
 }
 
+// ggml_log_set's callback and its data, set together under one mutex (logging is rare).
+static std::mutex g_log_mutex;
+static ggml_log_callback g_log_callback = nullptr;  // nullptr: standard error
+static void * g_log_user_data = nullptr;
+
+void ggml_log_set(ggml_log_callback log_callback, void * user_data) {
+    std::lock_guard<std::mutex> lock(g_log_mutex);
+    g_log_callback = log_callback;
+    g_log_user_data = log_callback ? user_data : nullptr;
+}
+
 void ggml_log_error(const char * fmt, ...) {
     va_list args;
     va_start(args, fmt);
-    vfprintf(stderr, fmt, args);
+    va_list copy;
+    va_copy(copy, args);
+    const int n = vsnprintf(nullptr, 0, fmt, copy);
+    va_end(copy);
+    std::string text(n > 0 ? (size_t) n : 0, '\0');
+    if (n > 0) vsnprintf(&text[0], text.size() + 1, fmt, args);
     va_end(args);
+    std::lock_guard<std::mutex> lock(g_log_mutex);
+    if (g_log_callback) {
+        g_log_callback(GGML_LOG_LEVEL_ERROR, text.c_str(), g_log_user_data);
+    } else {
+        fputs(text.c_str(), stderr);
+    }
 }
 
 // ---- F16 / BF16 ----------------------------------------------------------------------------

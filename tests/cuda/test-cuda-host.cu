@@ -223,11 +223,12 @@ TEST(CudaHost, PlainUnitDecoders) {
 
 // The encoder of block-typed copies (a quantized KV cache) against the reference quantizers: the
 // values it stores decode to the reference's (a level may differ where x * id lands on a rounding
-// tie computed with or without a fused multiply-add).
+// tie computed with or without a fused multiply-add; IQ4_NL: where two candidate scales fit
+// equally well to the last bit).
 TEST(CudaHost, BlockEncoderMatchesReference) {
     const int64_t n = 4096;
     const std::vector<float> x = random_row(n, 9);
-    const ggml_type types[] = { GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1 };
+    const ggml_type types[] = { GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_IQ4_NL };
     for (ggml_type t : types) {
         ASSERT_TRUE(cuda_quantizable_type(t));
         const size_t bs = ggml_type_size(t);
@@ -238,6 +239,7 @@ TEST(CudaHost, BlockEncoderMatchesReference) {
             case GGML_TYPE_Q4_0: quantize_row_q4_0_ref(x.data(), (block_q4_0 *) ref.data(), n); break;
             case GGML_TYPE_Q4_1: quantize_row_q4_1_ref(x.data(), (block_q4_1 *) ref.data(), n); break;
             case GGML_TYPE_Q5_0: quantize_row_q5_0_ref(x.data(), (block_q5_0 *) ref.data(), n); break;
+            case GGML_TYPE_IQ4_NL: ggml_quantize_chunk(t, x.data(), ref.data(), 0, 1, n, nullptr); break;  // the searched scale
             default: quantize_row_q5_1_ref(x.data(), (block_q5_1 *) ref.data(), n); break;
         }
         std::vector<float> a((size_t) n), r((size_t) n);

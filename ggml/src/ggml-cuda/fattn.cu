@@ -377,7 +377,7 @@ bool ggml_cuda_flash_attn_supported(const ggml_tensor * dst) {
     if (!q || !k || !v || q->type != GGML_TYPE_F32 || dst->type != GGML_TYPE_F32 || !ggml_is_contiguous(dst)) return false;
     // keys and values of one type: a plain float type, or a 32-value block type of a quantized cache
     const bool blocks = k->type == GGML_TYPE_Q8_0 || k->type == GGML_TYPE_Q4_0 || k->type == GGML_TYPE_Q4_1 ||
-                        k->type == GGML_TYPE_Q5_0 || k->type == GGML_TYPE_Q5_1;
+                        k->type == GGML_TYPE_Q5_0 || k->type == GGML_TYPE_Q5_1 || k->type == GGML_TYPE_IQ4_NL;
     if (k->type != v->type || !(is_float_type(k->type) || blocks)) return false;
     if (blocks && (q->ne[0] % 32 != 0 || v->ne[0] % 32 != 0)) return false;
     if (k->nb[0] != ggml_type_size(k->type) || v->nb[0] != ggml_type_size(v->type)) return false;
@@ -407,6 +407,7 @@ void fa_dispatch_type(ggml_type t, F f) {
         FA_CASE(GGML_TYPE_Q4_1)
         FA_CASE(GGML_TYPE_Q5_0)
         FA_CASE(GGML_TYPE_Q5_1)
+        FA_CASE(GGML_TYPE_IQ4_NL)
 #undef FA_CASE
         default: GGML_ABORT("flash attention on CUDA: unsupported K/V type %s", ggml_type_name(t));
     }

@@ -149,7 +149,8 @@ GGML_CUDA_HD float load_any(const char * row, int64_t j, int type, int64_t es) {
 // ---- writing blocks: a KV cache of a block type -------------------------------------------
 // The 32-value types a copy can write (quants-ref.cpp's reference quantizers, same rounding).
 static inline bool cuda_quantizable_type(ggml_type t) {
-    return t == GGML_TYPE_Q8_0 || t == GGML_TYPE_Q4_0 || t == GGML_TYPE_Q4_1 || t == GGML_TYPE_Q5_0 || t == GGML_TYPE_Q5_1;
+    return t == GGML_TYPE_Q8_0 || t == GGML_TYPE_Q4_0 || t == GGML_TYPE_Q4_1 || t == GGML_TYPE_Q5_0 || t == GGML_TYPE_Q5_1 ||
+           t == GGML_TYPE_IQ4_NL;
 }
 
 // The value of largest magnitude with its sign (the first one on ties), as the reference.
@@ -169,6 +170,65 @@ GGML_CUDA_HD float q8_clamp(float v) {
 }
 
 // One 32-value block of dst (quantized as quants-ref.cpp does) from 32 floats.
+// IQ4_NL's level nearest to v: the count of midpoints between neighbouring levels below v.
+GGML_CUDA_HD int iq4nl_nearest(float v) {
+    int k = 0;
+    for (int j = 0; j < 15; j++) k += v > 0.5f * (float) (iq4nl_value(j) + iq4nl_value(j + 1));
+    return k;
+}
+
+// The reference quantizer's IQ4_NL block (quants-k.cpp, quant_fit_levels without importance
+// weights): of 15 scales around the one that maps the value of largest magnitude onto the
+// level of its sign's end, the one whose levels fit best by least squares; then each value
+// rounded again, to the nearest level under the scale as stored (F16).
+GGML_CUDA_HD void iq4nl_quantize_block(block_iq4_nl * y, const float * x) {
+    float amax = 0.0f, max = 0.0f;
+    for (int i = 0; i < 32; i++) {
+        if (fabsf(x[i]) > amax) {
+            amax = fabsf(x[i]);
+            max = x[i];
+        }
+    }
+    uint8_t L[32];
+    float s = 0.0f;
+    if (amax < 1e-30f) {
+        for (int i = 0; i < 32; i++) L[i] = (uint8_t) iq4nl_nearest(0.0f);
+    } else {
+        const float lev = (float) (max < 0 ? iq4nl_value(0) : iq4nl_value(15));
+        double best_gain = -1.0;
+        for (int step = -7; step <= 7; step++) {
+            const float iscale = lev * (1.0f + 0.025f * step) / max;
+            float sxl = 0.0f, sll = 0.0f;
+            for (int i = 0; i < 32; i++) {
+                const float l = (float) iq4nl_value(iq4nl_nearest(iscale * x[i]));
+                sxl += x[i] * l;
+                sll += l * l;
+            }
+            if (sll <= 0.0f) continue;
+            const double gain = (double) sxl * sxl / sll;
+            if (gain > best_gain) {
+                best_gain = gain;
+                s = sxl / sll;
+                for (int i = 0; i < 32; i++) L[i] = (uint8_t) iq4nl_nearest(iscale * x[i]);
+            }
+        }
+    }
+    const uint16_t h = f2h(s);
+    *(uint16_t *) &y->d = h;
+    const float d = h2f(h);
+    if (d != 0.0f) {
+        for (int i = 0; i < 32; i++) {
+            const float v = x[i] / d;
+            int best = 0;
+            for (int k = 1; k < 16; k++) {
+                if (fabsf(v - (float) iq4nl_value(k)) < fabsf(v - (float) iq4nl_value(best))) best = k;
+            }
+            L[i] = (uint8_t) best;
+        }
+    }
+    for (int j = 0; j < 16; j++) y->qs[j] = (uint8_t) (L[j] | (L[j + 16] << 4));
+}
+
 GGML_CUDA_HD void quantize_block(char * out, const float * x, int type) {
     switch (type) {
         case GGML_TYPE_Q8_0: {
@@ -230,6 +290,9 @@ GGML_CUDA_HD void quantize_block(char * out, const float * x, int type) {
             for (int k = 0; k < 4; k++) y->qh[k] = (uint8_t) (qh >> (8 * k));
             break;
         }
+        case GGML_TYPE_IQ4_NL:
+            iq4nl_quantize_block((block_iq4_nl *) out, x);
+            break;
         default:
             break;
     }
