@@ -189,6 +189,8 @@ TEST(Cli, BadInputGetsAMessageAndNonZeroExit) {
         {"-m " + m + " -s -2", "-s"},
         {"-m " + m + " -s 12x", "-s"},
         {"-m " + m + " -ngl many", "-ngl"},
+        {"-m " + m + " -tb 0", "-tb"},
+        {"-m " + m + " --numa everywhere", "--numa"},
         {"-m " + m + " -sm diagonal", "-sm"},
         {"-m " + m + " -r", "missing value"},
         {"-m " + m + " --presence-penalty", "missing value"},
@@ -408,6 +410,28 @@ TEST(CliFlags, MirostatIsSeededAndNotGreedy) {
 }
 
 // Penalties, cache types, micro-batches and GPU flags are accepted.
+// Flags of llama.cpp's that scripts pass: -tb (threads of prompts), --mlock, --numa (noted),
+// --no-warmup and --simple-io (nothing to turn off here), --verbose-prompt, --no-perf.
+TEST(CliFlags, LlamaCppThreadMemoryAndLogFlagsAccepted) {
+    REQUIRE_PROG("llama-cli");
+    TU_REQUIRE_FILE(model("stories260K.gguf"));
+    const std::string base = "-m " + model("stories260K.gguf") + " -n 12 --temp 0 -p 'Once upon a time'";
+    const run_result ref = run("llama-cli", base);
+    ASSERT_EQ(ref.status, 0) << ref.err;
+    EXPECT_NE(ref.err.find("llama_perf_context_print"), std::string::npos) << ref.err;
+    const run_result r = run("llama-cli", base + " -t 2 -tb 1 --mlock --numa distribute --no-warmup --simple-io --verbose-prompt --no-perf");
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(r.out, ref.out);  // the same greedy text
+    EXPECT_NE(r.err.find("n_threads 2/1,"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("--numa distribute noted"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("main: number of tokens in prompt = 5"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("     1 -> '<s>'"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("llama_perf_context_print"), std::string::npos) << r.err;
+    const run_result same = run("llama-cli", base + " -t 2 -tb -1");
+    ASSERT_EQ(same.status, 0) << same.err;
+    EXPECT_NE(same.err.find("n_threads 2/2,"), std::string::npos) << same.err;
+}
+
 TEST(CliFlags, CacheBatchPenaltyAndGpuFlagsAccepted) {
     REQUIRE_PROG("llama-cli");
     TU_REQUIRE_FILE(model("stories260K.gguf"));

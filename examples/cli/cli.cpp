@@ -52,6 +52,11 @@ struct cli_params {
     int32_t n_batch = 512;    // prompt tokens per llama_decode call
     int32_t n_ubatch = 512;   // tokens per graph (the context's n_ubatch)
     int32_t n_threads = 0;    // 0: all cores
+    int32_t n_threads_batch = 0;  // -tb; 0: as n_threads
+    bool use_mlock = false;
+    std::string numa;  // --numa: accepted, noted (threads are not placed by NUMA node)
+    bool verbose_prompt = false;  // the prompt's tokens on standard error
+    bool perf = true;             // the timings at the end (--no-perf: none)
     int32_t n_keep = 0;       // -1: the whole prompt
     int64_t seed = -1;        // -1: random
     float temp = 0.8f;
@@ -147,6 +152,9 @@ void usage(FILE * out) {
             "  -b, --batch-size N        prompt tokens per llama_decode call (default 512)\n"
             "  -ub, --ubatch-size N      most tokens per graph (default 512)\n"
             "  -t, --threads N           threads (default: all cores)\n"
+            "  -tb, --threads-batch N    threads for prompts and batches (default, or -1: as -t)\n"
+            "      --numa distribute|isolate|numactl\n"
+            "                            accepted and noted (threads are not placed by NUMA node)\n"
             "  -s, --seed N              random seed (default -1: random)\n"
             "      --keep N              prompt tokens kept when the context shifts (default 0; -1: all)\n"
             "\n"
@@ -191,10 +199,15 @@ void usage(FILE * out) {
             "      --color               color the prompt (yellow) and the user's input (green)\n"
             "      --no-display-prompt   do not print the prompt, only what is generated\n"
             "      --log-disable         no log on standard error but errors (no timings either)\n"
+            "      --no-perf             no timings at the end\n"
+            "      --verbose-prompt      print the prompt's tokens (id -> piece) before generating\n"
+            "      --no-warmup, --simple-io\n"
+            "                            accepted (no warm-up run is made; input and output are plain)\n"
             "  -v, --verbose             all logs, the CLI's debug lines included\n"
             "      --version             print the version and build information, and exit\n"
             "\n"
             "model and memory:\n"
+            "      --mlock               keep the model's memory resident (a failure is a warning)\n"
             "      --cache-type T        KV cache type of K and V: f16 (default), f32, bf16, q8_0,\n"
             "                            q4_0, q4_1, iq4_nl, q5_0, q5_1 (block types: head size a multiple of 32)\n"
             "  -ctk, --cache-type-k T    KV cache type of K only\n"
@@ -335,6 +348,22 @@ cli_params parse_args(int argc, char ** argv) {
             p.n_ubatch = parse_int(a, value(), 1, 1 << 20);
         } else if (a == "-t" || a == "--threads") {
             p.n_threads = parse_int(a, value(), 1, 1024);
+        } else if (a == "-tb" || a == "--threads-batch") {
+            p.n_threads_batch = parse_int(a, value(), -1, 1024);  // -1 (llama.cpp's default): as -t
+            if (p.n_threads_batch == 0) fail_arg("value of " + a + " out of range: 0 (allowed -1, 1 .. 1024)");
+            if (p.n_threads_batch < 0) p.n_threads_batch = 0;
+        } else if (a == "--mlock") {
+            p.use_mlock = true;
+        } else if (a == "--numa") {
+            const std::string v = value();
+            if (v != "distribute" && v != "isolate" && v != "numactl") fail_arg("invalid value for " + a + ": '" + v + "' (distribute, isolate or numactl)");
+            p.numa = v;
+        } else if (a == "--no-warmup" || a == "--simple-io") {
+            // accepted: this CLI makes no warm-up run, and its input and output are plain already
+        } else if (a == "--no-perf") {
+            p.perf = false;
+        } else if (a == "--verbose-prompt") {
+            p.verbose_prompt = true;
         } else if (a == "-s" || a == "--seed") {
             p.seed = parse_int64(a, value(), -1, UINT32_MAX);
         } else if (a == "--temp") {
@@ -487,12 +516,12 @@ struct session {
         return true;
     }
 
-    std::string piece(llama_token t) const {
+    std::string piece(llama_token t, bool special = false) const {
         char buf[256];
-        int32_t n = llama_token_to_piece(vocab, t, buf, sizeof(buf), 0, false);
+        int32_t n = llama_token_to_piece(vocab, t, buf, sizeof(buf), 0, special);
         if (n < 0) {
             std::string s((size_t) -n, '\0');
-            n = llama_token_to_piece(vocab, t, &s[0], (int32_t) s.size(), 0, false);
+            n = llama_token_to_piece(vocab, t, &s[0], (int32_t) s.size(), 0, special);
             s.resize(n > 0 ? (size_t) n : 0);
             return s;
         }
@@ -591,7 +620,9 @@ int main(int argc, char ** argv) {
     llama_backend_init();
     llama_model_params mp = llama_model_default_params();
     mp.use_mmap = params.use_mmap;
+    mp.use_mlock = params.use_mlock;
     mp.use_repack = params.use_repack;
+    if (!params.numa.empty()) cli_log(LOG_INFO, "llama-cli: --numa %s noted: threads are not placed by NUMA node here\n", params.numa.c_str());
     params.gpu.apply(mp);
     llama_model * model = llama_model_load_from_file(params.model.c_str(), mp);
     if (!model) {
@@ -628,8 +659,8 @@ int main(int argc, char ** argv) {
     cparams.n_batch = (uint32_t) std::min<int32_t>(params.n_batch, (int32_t) cparams.n_ctx);
     cparams.n_ubatch = (uint32_t) params.n_ubatch;
     cparams.n_threads = params.n_threads > 0 ? params.n_threads : (int32_t) std::max(1u, std::thread::hardware_concurrency());
-    cparams.n_threads_batch = cparams.n_threads;
-    cparams.no_perf = false;  // llama_perf_context_print at the end
+    cparams.n_threads_batch = params.n_threads_batch > 0 ? params.n_threads_batch : cparams.n_threads;
+    cparams.no_perf = !params.perf;  // llama_perf_context_print at the end
     cparams.type_k = params.cache_type_k;
     cparams.type_v = params.cache_type_v;
     cparams.flash_attn = params.flash_attn;
@@ -730,6 +761,11 @@ int main(int argc, char ** argv) {
             } else {
                 prompt.push_back(bos);
             }
+        }
+        if (rc == 0 && params.verbose_prompt) {  // as llama.cpp prints it
+            cli_log(LOG_INFO, "main: prompt: '%s'\n", params.prompt.c_str());
+            cli_log(LOG_INFO, "main: number of tokens in prompt = %zu\n", prompt.size());
+            for (llama_token t : prompt) cli_log(LOG_INFO, "%6d -> '%s'\n", t, s.piece(t, true).c_str());
         }
         if (rc == 0) {
             if (params.n_keep < 0) s.n_keep = std::min<int32_t>((int32_t) prompt.size(), n_ctx - 1);
@@ -870,7 +906,7 @@ int main(int argc, char ** argv) {
     }
 
     fflush(stdout);
-    llama_perf_context_print(ctx);
+    if (params.perf) llama_perf_context_print(ctx);
     llama_sampler_free(smpl);
     llama_free(ctx);
     free_adapters();
