@@ -52,7 +52,7 @@ struct cli_params {
     int32_t n_batch = 512;    // prompt tokens per llama_decode call
     int32_t n_ubatch = 512;   // tokens per graph (the context's n_ubatch)
     int32_t n_threads = 0;    // 0: all cores
-    int32_t n_threads_batch = 0;  // -tb; 0: as n_threads
+    int32_t n_threads_batch = -1;  // -tb; -1: as n_threads
     bool use_mlock = false;
     std::string numa;  // --numa: accepted, noted (threads are not placed by NUMA node)
     bool verbose_prompt = false;  // the prompt's tokens on standard error
@@ -351,7 +351,6 @@ cli_params parse_args(int argc, char ** argv) {
         } else if (a == "-tb" || a == "--threads-batch") {
             p.n_threads_batch = parse_int(a, value(), -1, 1024);  // -1 (llama.cpp's default): as -t
             if (p.n_threads_batch == 0) fail_arg("value of " + a + " out of range: 0 (allowed -1, 1 .. 1024)");
-            if (p.n_threads_batch < 0) p.n_threads_batch = 0;
         } else if (a == "--mlock") {
             p.use_mlock = true;
         } else if (a == "--numa") {

@@ -169,19 +169,19 @@ GGML_CUDA_HD float q8_clamp(float v) {
     return v >= -127.0f && v <= 127.0f ? v : v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : 0.0f;
 }
 
-// One 32-value block of dst (quantized as quants-ref.cpp does) from 32 floats.
-// IQ4_NL's level nearest to v: the count of midpoints between neighbouring levels below v.
-GGML_CUDA_HD int iq4nl_nearest(float v) {
-    int k = 0;
-    for (int j = 0; j < 15; j++) k += v > 0.5f * (float) (iq4nl_value(j) + iq4nl_value(j + 1));
-    return k;
-}
-
 // The reference quantizer's IQ4_NL block (quants-k.cpp, quant_fit_levels without importance
 // weights): of 15 scales around the one that maps the value of largest magnitude onto the
 // level of its sign's end, the one whose levels fit best by least squares; then each value
-// rounded again, to the nearest level under the scale as stored (F16).
+// rounded again, to the nearest level under the scale as stored (F16). A value's nearest level
+// is the count of midpoints between neighbouring levels below it.
 GGML_CUDA_HD void iq4nl_quantize_block(block_iq4_nl * y, const float * x) {
+    float mid[15];
+    for (int j = 0; j < 15; j++) mid[j] = 0.5f * (float) (iq4nl_value(j) + iq4nl_value(j + 1));
+    auto nearest = [&](float v) {
+        int k = 0;
+        for (int j = 0; j < 15; j++) k += v > mid[j];
+        return k;
+    };
     float amax = 0.0f, max = 0.0f;
     for (int i = 0; i < 32; i++) {
         if (fabsf(x[i]) > amax) {
@@ -192,15 +192,17 @@ GGML_CUDA_HD void iq4nl_quantize_block(block_iq4_nl * y, const float * x) {
     uint8_t L[32];
     float s = 0.0f;
     if (amax < 1e-30f) {
-        for (int i = 0; i < 32; i++) L[i] = (uint8_t) iq4nl_nearest(0.0f);
+        for (int i = 0; i < 32; i++) L[i] = (uint8_t) nearest(0.0f);
     } else {
         const float lev = (float) (max < 0 ? iq4nl_value(0) : iq4nl_value(15));
         double best_gain = -1.0;
+        uint8_t cand[32];
         for (int step = -7; step <= 7; step++) {
             const float iscale = lev * (1.0f + 0.025f * step) / max;
             float sxl = 0.0f, sll = 0.0f;
             for (int i = 0; i < 32; i++) {
-                const float l = (float) iq4nl_value(iq4nl_nearest(iscale * x[i]));
+                cand[i] = (uint8_t) nearest(iscale * x[i]);
+                const float l = (float) iq4nl_value(cand[i]);
                 sxl += x[i] * l;
                 sll += l * l;
             }
@@ -209,7 +211,7 @@ GGML_CUDA_HD void iq4nl_quantize_block(block_iq4_nl * y, const float * x) {
             if (gain > best_gain) {
                 best_gain = gain;
                 s = sxl / sll;
-                for (int i = 0; i < 32; i++) L[i] = (uint8_t) iq4nl_nearest(iscale * x[i]);
+                for (int i = 0; i < 32; i++) L[i] = cand[i];
             }
         }
     }
@@ -229,6 +231,7 @@ GGML_CUDA_HD void iq4nl_quantize_block(block_iq4_nl * y, const float * x) {
     for (int j = 0; j < 16; j++) y->qs[j] = (uint8_t) (L[j] | (L[j + 16] << 4));
 }
 
+// One 32-value block of dst (quantized as quants-ref.cpp does) from 32 floats.
 GGML_CUDA_HD void quantize_block(char * out, const float * x, int type) {
     switch (type) {
         case GGML_TYPE_Q8_0: {
