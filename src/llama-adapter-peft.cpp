@@ -101,6 +101,10 @@ bool llama_adapter_lora_load_peft(llama_adapter_lora & ad, const llama_model & m
     // rsLoRA scales by alpha / sqrt(r): the same as alpha * sqrt(r) / r.
     ad.alpha = (float) (rslora ? alpha_cfg * std::sqrt(r_cfg) : alpha_cfg);
     ad.dropout = (float) num(cfg, "lora_dropout", 0.0);
+    if (!(ad.dropout >= 0.0f && ad.dropout < 1.0f)) {
+        err = dir + "/adapter_config.json: lora_dropout is not a probability below 1";
+        return false;
+    }
     if (const json_value * b = cfg.get("base_model_name_or_path")) {
         if (b->is_string()) ad.base_name = b->str;
     }
@@ -166,8 +170,9 @@ bool llama_adapter_lora_load_peft(llama_adapter_lora & ad, const llama_model & m
                   ") does not fit its lora_A / lora_B shapes: an adapter for another model?";
             return false;
         }
-        if (a->shape[0] < 1 || a->shape[0] > 65536) {
-            err = st_path + ": module '" + kv.first + "' has rank " + std::to_string(a->shape[0]) + " (1..65536 supported)";
+        const std::string rank_err = llama_adapter_rank_error(w, a->shape[0]);
+        if (!rank_err.empty()) {
+            err = st_path + ": module '" + kv.first + "': " + rank_err;
             return false;
         }
         if (!rank_pattern && (double) a->shape[0] != r_cfg) {
@@ -190,6 +195,13 @@ bool llama_adapter_lora_load_peft(llama_adapter_lora & ad, const llama_model & m
         const st_tensor * a = kv.second.a, * b = kv.second.b;
         if (!llama_adapter_lora_add(ad, w, (int32_t) a->shape[0], err)) return false;
         if (!to_f32(*a, va, err) || !to_f32(*b, vb, err)) return false;
+        for (const auto & [t, v] : {std::pair{a, &va}, std::pair{b, &vb}}) {
+            err = llama_adapter_non_finite_error(v->data(), v->size(), t->name);
+            if (!err.empty()) {
+                err = st_path + ": " + err;
+                return false;
+            }
+        }
         const int64_t heads = qk_heads(model, *proj);
         if (heads > 0) {
             std::vector<uint8_t> bytes((const uint8_t *) vb.data(), (const uint8_t *) (vb.data() + vb.size()));

@@ -8,6 +8,7 @@
 
 #include "gguf.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -136,6 +137,23 @@ const ggml_tensor * llama_adapter_base_tensor(const llama_model & model, const s
     return nullptr;
 }
 
+std::string llama_adapter_rank_error(const ggml_tensor * w, int64_t r) {
+    if (r >= 1 && r <= 65536 && r <= w->ne[0] && r <= w->ne[1]) return "";
+    return "LoRA rank " + std::to_string(r) + " does not fit " + w->name + " " + shape_str(w) + " (1 to min(65536, " +
+           std::to_string(std::min(w->ne[0], w->ne[1])) + "))";
+}
+
+std::string llama_adapter_non_finite_error(const float * v, size_t n, const std::string & what) {
+    for (size_t i = 0; i < n; i++) {
+        if (!std::isfinite(v[i])) {
+            char b[64];
+            snprintf(b, sizeof(b), "%g", (double) v[i]);
+            return "tensor " + what + " holds a non-finite value (" + b + " at element " + std::to_string(i) + ")";
+        }
+    }
+    return "";
+}
+
 bool llama_adapter_lora_add(llama_adapter_lora & ad, const ggml_tensor * w, int32_t r, std::string & err) {
     if (ad.weights.count(w)) {
         err = std::string("two adapter entries for ") + w->name;
@@ -193,10 +211,8 @@ bool llama_adapter_lora_create(llama_adapter_lora & ad, const llama_model & mode
                 err = "the model has no tensor " + name + " for LoRA target '" + t + "'";
                 return false;
             }
-            if (r > w->ne[0] || r > w->ne[1]) {
-                err = "LoRA rank " + std::to_string(r) + " exceeds the size of " + name + " " + shape_str(w);
-                return false;
-            }
+            err = llama_adapter_rank_error(w, r);
+            if (!err.empty()) return false;
             ws.push_back({w, r});
         }
         ad.targets.push_back(p->target);
@@ -269,6 +285,10 @@ bool load_gguf(llama_adapter_lora & ad, const llama_model & model, const std::st
             err = "'" + path + "': adapter.lora.alpha is not a float";
             return false;
         }
+        if (!std::isfinite(ad.alpha)) {
+            err = "'" + path + "': adapter.lora.alpha is not a finite number (" + std::to_string(ad.alpha) + ")";
+            return false;
+        }
     }
     // Pair up <base>.lora_a / <base>.lora_b.
     std::map<std::string, std::pair<ggml_tensor *, ggml_tensor *>> pairs;
@@ -304,8 +324,9 @@ bool load_gguf(llama_adapter_lora & ad, const llama_model & model, const std::st
                   shape_str(b) + " (expected [n_in, r] and [r, n_out])";
             return false;
         }
-        if (a->ne[1] < 1 || a->ne[1] > 65536) {
-            err = "'" + path + "': " + kv.first + " has rank " + std::to_string(a->ne[1]) + " (1..65536 supported)";
+        const std::string rank_err = llama_adapter_rank_error(w, a->ne[1]);
+        if (!rank_err.empty()) {
+            err = "'" + path + "': " + rank_err;
             return false;
         }
         ws.push_back({w, (int32_t) a->ne[1]});
@@ -318,7 +339,14 @@ bool load_gguf(llama_adapter_lora & ad, const llama_model & model, const std::st
         const ggml_tensor * w = ws[i++].first;
         if (!llama_adapter_lora_add(ad, w, (int32_t) kv.second.first->ne[1], err)) return false;
         const llama_adapter_lora_weight & lw = ad.weights[w];
-        if (!to_f32(kv.second.first, (float *) lw.a->data, err) || !to_f32(kv.second.second, (float *) lw.b->data, err)) return false;
+        for (const auto & [src, dst] : {std::pair{kv.second.first, lw.a}, std::pair{kv.second.second, lw.b}}) {
+            if (!to_f32(src, (float *) dst->data, err)) return false;
+            err = llama_adapter_non_finite_error((const float *) dst->data, (size_t) ggml_nelements(dst), src->name);
+            if (!err.empty()) {
+                err = "'" + path + "': " + err;
+                return false;
+            }
+        }
     }
     llama_adapter_lora_list_targets(ad, model);
     return true;
@@ -418,6 +446,10 @@ void llama_adapter_lora_free(llama_adapter_lora * adapter) { delete adapter; }
 
 int32_t llama_set_adapter_lora(llama_context * ctx, llama_adapter_lora * adapter, float scale) {
     if (!ctx || !adapter) return -1;
+    if (!std::isfinite(scale)) {  // every logit would be NaN
+        LLAMA_LOG_ERROR("llama_set_adapter_lora: the scale %g is not a finite number\n", (double) scale);
+        return -1;
+    }
     for (auto & e : ctx->loras.entries) {
         if (e.adapter == adapter) {
             e.scale = scale;

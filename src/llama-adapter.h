@@ -95,6 +95,13 @@ bool llama_adapter_lora_save_peft(const llama_adapter_lora & ad, const llama_mod
 bool llama_adapter_lora_load_peft(llama_adapter_lora & ad, const llama_model & model, const std::string & dir,
                                   std::string & err);
 
+// Empty when rank r fits base weight w, else why not: 1 <= r <= min(65536, n_in, n_out), the same
+// bound for a rank asked for (--lora-r) and one read from a file (a larger r adds nothing B A
+// could not already express); internal.
+std::string llama_adapter_rank_error(const ggml_tensor * w, int64_t r);
+// Empty when every value of v[0..n) is finite, else a message naming tensor `what` and the first
+// bad value (an adapter holding NaN or Inf makes garbage of every token); internal.
+std::string llama_adapter_non_finite_error(const float * v, size_t n, const std::string & what);
 // Adds an A/B pair for base weight w (F32, zero) to ad.ctx (which must have room); internal.
 bool llama_adapter_lora_add(llama_adapter_lora & ad, const ggml_tensor * w, int32_t r, std::string & err);
 // Sets ad.targets to the short names of the projections the adapter covers; internal.

@@ -4,7 +4,9 @@
 
 #include "llama-json.h"
 
+#include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <fcntl.h>
 #include <stdexcept>
@@ -70,6 +72,8 @@ void safetensors_load_file(const std::string & path, std::map<std::string, st_te
         throw std::runtime_error("'" + path + "': malformed header: " + (err.empty() ? "not an object" : err));
     }
     const size_t base = 8 + (size_t) hlen, data_size = f->size - base;
+    std::vector<std::pair<uint64_t, uint64_t>> spans;  // each tensor's [begin, end) in the data
+    std::map<std::string, st_tensor> mine;
     for (const auto & kv : h.obj) {
         if (kv.first == "__metadata__") continue;
         const json_value & t = kv.second;
@@ -109,8 +113,27 @@ void safetensors_load_file(const std::string & path, std::map<std::string, st_te
         st.data = f->data + base + (size_t) b;
         st.nbytes = (size_t) (e - b);
         if (out.count(st.name)) throw std::runtime_error("tensor '" + st.name + "' appears in more than one file");
-        out[st.name] = st;
+        spans.push_back({(uint64_t) b, (uint64_t) e});
+        mine[st.name] = st;
     }
+    // The format requires the tensors to tile the data section: no gap, no overlap, nothing after
+    // the last one. A header length one byte short still parses (the JSON is padded with spaces)
+    // but shifts every tensor by a byte: this is what catches it.
+    std::sort(spans.begin(), spans.end());
+    uint64_t end = 0;
+    for (const auto & sp : spans) {
+        if (sp.first != end) {
+            throw std::runtime_error("'" + path + "': the tensors' data does not tile the data section (" +
+                                     (sp.first > end ? "a gap" : "an overlap") + " at byte " + std::to_string(std::min(sp.first, end)) +
+                                     "): bad header length or offsets");
+        }
+        end = sp.second;
+    }
+    if (end != data_size) {
+        throw std::runtime_error("'" + path + "': the data section is " + std::to_string(data_size) + " bytes, the tensors end at " +
+                                 std::to_string(end) + ": bad header length or offsets (truncated or padded file?)");
+    }
+    out.insert(mine.begin(), mine.end());
 }
 
 std::map<std::string, st_tensor> safetensors_load_dir(const std::string & dir) {
@@ -225,14 +248,17 @@ void safetensors_write(const std::string & path, const std::vector<st_out_tensor
 }
 
 void write_file_atomic(const std::string & path, const std::string & text) {
-    std::string tmpl = path + ".tmp.XXXXXX";
-    std::vector<char> buf(tmpl.begin(), tmpl.end());
-    buf.push_back('\0');
-    const int fd = mkstemp(buf.data());
-    if (fd < 0) fail("cannot create '" + tmpl + "': " + strerror(errno));
-    const mode_t mask = umask(0);  // mkstemp creates 0600; give the file the usual 0666 & ~umask
-    umask(mask);
-    fchmod(fd, 0666 & ~mask);
+    // PATH.tmp.PID.N, as gguf_write_to_file names its temporaries, so that
+    // remove_stale_temporaries can tell a dead writer's leftover from a live one's file.
+    static std::atomic<unsigned> counter{0};
+    std::string tmp;
+    int fd = -1;
+    for (int attempt = 0; attempt < 100 && fd < 0; attempt++) {
+        tmp = path + ".tmp." + std::to_string((long) getpid()) + "." + std::to_string(counter++);
+        fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);  // 0666 & ~umask
+        if (fd < 0 && errno != EEXIST) break;
+    }
+    if (fd < 0) fail("cannot create '" + tmp + "': " + strerror(errno));
     const char * p = text.data();
     size_t n = text.size();
     bool ok = true;
@@ -248,9 +274,39 @@ void write_file_atomic(const std::string & path, const std::string & text) {
     const std::string why = ok ? "" : strerror(errno);
     ok = ok && fsync(fd) == 0;
     ok = close(fd) == 0 && ok;
-    if (!ok || rename(buf.data(), path.c_str()) != 0) {
+    if (!ok || rename(tmp.c_str(), path.c_str()) != 0) {
         const std::string e = why.empty() ? strerror(errno) : why;
-        unlink(buf.data());
+        unlink(tmp.c_str());
         fail("cannot write '" + path + "': " + e);
     }
+}
+
+std::vector<std::string> remove_stale_temporaries(const std::string & path) {
+    const size_t slash = path.rfind('/');
+    const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+    const std::string prefix = (slash == std::string::npos ? path : path.substr(slash + 1)) + ".tmp.";
+    std::vector<std::string> removed;
+    DIR * d = opendir(dir.c_str());
+    if (!d) return removed;
+    while (dirent * e = readdir(d)) {
+        const std::string n = e->d_name;
+        if (n.size() <= prefix.size() || n.compare(0, prefix.size(), prefix) != 0) continue;
+        const std::string tail = n.substr(prefix.size());
+        bool stale = false;
+        const size_t dot = tail.find('.');
+        auto digits = [](const std::string & x) { return !x.empty() && x.size() < 12 && x.find_first_not_of("0123456789") == std::string::npos; };
+        if (dot != std::string::npos && digits(tail.substr(0, dot)) && digits(tail.substr(dot + 1))) {
+            // PID.N: stale when process PID is gone (a live one may be writing it now)
+            const long pid = std::stol(tail.substr(0, dot));
+            stale = pid > 0 && pid != (long) getpid() && kill((pid_t) pid, 0) != 0 && errno == ESRCH;
+        } else if (tail.size() == 6 && tail.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789") ==
+                                           std::string::npos) {
+            stale = true;  // mkstemp's XXXXXX: what earlier versions of write_file_atomic left
+        }
+        struct stat st;
+        const std::string full = dir + "/" + n;
+        if (stale && lstat(full.c_str(), &st) == 0 && S_ISREG(st.st_mode) && unlink(full.c_str()) == 0) removed.push_back(full);
+    }
+    closedir(d);
+    return removed;
 }

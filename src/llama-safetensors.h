@@ -56,6 +56,11 @@ void safetensors_write(const std::string & path, const std::vector<st_out_tensor
 // s as a JSON string literal: quoted, with quotes, backslashes and control characters escaped.
 std::string json_string(const std::string & s);
 
-// Writes text to path whole or not at all (a temporary file renamed into place). Throws
-// std::runtime_error on failure.
+// Writes text to path whole or not at all (a temporary file PATH.tmp.PID.N renamed into place).
+// Throws std::runtime_error on failure.
 void write_file_atomic(const std::string & path, const std::string & text);
+
+// Removes the temporaries that a killed writer of path left (PATH.tmp.PID.N of a process that no
+// longer exists, as write_file_atomic and gguf_write_to_file name them, and the PATH.tmp.XXXXXX
+// of earlier versions); returns the paths removed.
+std::vector<std::string> remove_stale_temporaries(const std::string & path);

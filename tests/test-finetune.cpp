@@ -14,13 +14,17 @@
 #include "llama.h"
 #include "llama-adapter.h"
 #include "llama-model.h"
+#include "gguf.h"
 
+#include <algorithm>
 #include <cmath>
 #include <csignal>
 #include <fcntl.h>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -509,3 +513,243 @@ TEST(Finetune, BadInputIsRefusedWithoutOutput) {
 }
 
 }  // namespace
+
+// ---- issue 38: lost work and silently wrong answers ---------------------------------------------
+namespace {
+
+// A short run that writes a checkpoint at step 2 of 4 (stories260K, q and k, two sequences a step).
+std::string short_args(const std::string & dir) {
+    return "-m " + model_path() + " -f " + text_path() + " -c 24 -b 2 --steps 4 --lora-targets q,k -t 2 -o " + dir + "/out.gguf";
+}
+
+// A copy of GGUF file src at dst, its keys edited by edit_kv and its tensors by edit_tensors
+// (which may rename them, or replace them with tensors it makes in scratch).
+void rewrite_gguf(const std::string & src, const std::string & dst, const std::function<void(gguf_context *)> & edit_kv,
+                  const std::function<void(ggml_context * scratch, std::vector<ggml_tensor *> &)> & edit_tensors = nullptr) {
+    ggml_context * ctx = nullptr;
+    gguf_context * in = gguf_init_from_file(src.c_str(), {false, &ctx, false});
+    ASSERT_TRUE(in) << src;
+    gguf_context * g = gguf_init_empty();
+    gguf_set_kv(g, in);
+    if (edit_kv) edit_kv(g);
+    std::vector<ggml_tensor *> ts;
+    for (ggml_tensor * t = ggml_get_first_tensor(ctx); t; t = ggml_get_next_tensor(ctx, t)) ts.push_back(t);
+    ggml_context * scratch = ggml_init({16 << 20, nullptr, false});
+    if (edit_tensors) edit_tensors(scratch, ts);
+    for (ggml_tensor * t : ts) gguf_add_tensor(g, t);
+    EXPECT_TRUE(gguf_write_to_file(g, dst.c_str(), false));
+    gguf_free(g);
+    gguf_free(in);
+    ggml_free(ctx);
+    ggml_free(scratch);
+}
+
+ggml_tensor * find_tensor(std::vector<ggml_tensor *> & ts, const std::string & name) {
+    for (ggml_tensor * t : ts) {
+        if (name == t->name) return t;
+    }
+    return nullptr;
+}
+
+}  // namespace
+
+// Every field of a checkpoint is held to the run's options and base model, with a message naming
+// it; none of these resumed before (a seq_pos of 2^63-1 overflowed a signed integer).
+TEST(Finetune, CheckpointsAreHeldToTheRun) {
+    TU_REQUIRE_FILE(model_path());
+    TU_REQUIRE_FILE(text_path());
+    tu::TempDir dir;
+    const std::string args = short_args(dir.path), ck = dir.path + "/out.ckpt.gguf";
+    const tu::run_result r = finetune(args + " --save-every 2");
+    ASSERT_EQ(r.status, 0) << r.output;
+    ASSERT_TRUE(tu::file_exists(ck)) << r.output;
+    unlink((dir.path + "/out.gguf").c_str());
+    const std::string qa = "blk.0.attn_q.weight.lora_a", qb = "blk.0.attn_q.weight.lora_b";
+    struct bad_case {
+        std::string name, message;
+        std::function<void(gguf_context *)> kv;
+        std::function<void(ggml_context *, std::vector<ggml_tensor *> &)> tensors = nullptr;
+    };
+    const std::vector<bad_case> cases = {
+        {"seq-pos-max", "finetune.seq_pos is 9223372036854775807", [](gguf_context * g) { gguf_set_val_i64(g, "finetune.seq_pos", INT64_MAX); }},
+        {"seq-pos-2e62", "finetune.seq_pos is 4611686018427387904", [](gguf_context * g) { gguf_set_val_i64(g, "finetune.seq_pos", (int64_t) 1 << 62); }},
+        {"seq-pos-5", "finetune.seq_pos is 5, but 2 steps of 2 sequences consume 4", [](gguf_context * g) { gguf_set_val_i64(g, "finetune.seq_pos", 5); }},
+        {"step-3", "finetune.history has 2 loss", [](gguf_context * g) { gguf_set_val_i64(g, "finetune.step", 3); }},
+        {"arch", "general.architecture is 'qwen2'", [](gguf_context * g) { gguf_set_val_str(g, "general.architecture", "qwen2"); }},
+        {"alpha", "adapter.lora.alpha is 3.000000", [](gguf_context * g) { gguf_set_val_f32(g, "adapter.lora.alpha", 3.0f); }},
+        {"lr", "finetune.history.lr of step 2", [](gguf_context * g) {
+             const float lr[2] = {1e-3f, 2e-3f};
+             gguf_set_arr_data(g, "finetune.history.lr", GGUF_TYPE_FLOAT32, lr, 2);
+         }},
+        {"loss-nan", "finetune.history.loss is not finite at step 1", [](gguf_context * g) {
+             const float loss[2] = {NAN, 1.0f};
+             gguf_set_arr_data(g, "finetune.history.loss", GGUF_TYPE_FLOAT32, loss, 2);
+         }},
+        {"val-history", "validation history", [](gguf_context * g) {
+             const int64_t s[1] = {0};
+             const float l[1] = {2.0f};
+             gguf_set_arr_data(g, "finetune.history.val_step", GGUF_TYPE_INT64, s, 1);
+             gguf_set_arr_data(g, "finetune.history.val_loss", GGUF_TYPE_FLOAT32, l, 1);
+         }},
+        {"swapped", "tensor " + qa + " has the wrong type or shape", nullptr, [&](ggml_context *, std::vector<ggml_tensor *> & ts) {
+             ggml_tensor * a = find_tensor(ts, qa), * b = find_tensor(ts, qb);
+             ggml_set_name(a, qb.c_str());
+             ggml_set_name(b, qa.c_str());
+         }},
+        {"transposed", "tensor " + qa + " has the wrong type or shape", nullptr, [&](ggml_context * c, std::vector<ggml_tensor *> & ts) {
+             ggml_tensor * a = find_tensor(ts, qa);
+             ggml_tensor * t = ggml_new_tensor_2d(c, GGML_TYPE_F32, a->ne[1], a->ne[0]);
+             memcpy(t->data, a->data, ggml_nbytes(a));
+             ggml_set_name(t, qa.c_str());
+             std::replace(ts.begin(), ts.end(), a, t);
+         }},
+        {"moment-nan", "tensor opt.v." + qb + " holds a negative or non-finite value", nullptr, [&](ggml_context *, std::vector<ggml_tensor *> & ts) {
+             ((float *) find_tensor(ts, "opt.v." + qb)->data)[1] = NAN;
+         }},
+        {"extra-pair", "tensors, this run's adapter and optimizer 60", nullptr, [&](ggml_context * c, std::vector<ggml_tensor *> & ts) {
+             for (const char * n : {"blk.0.attn_v.weight.lora_a", "blk.0.attn_v.weight.lora_b"}) {
+                 ggml_tensor * t = ggml_dup_tensor(c, find_tensor(ts, qa));
+                 ggml_set_name(t, n);
+                 ts.push_back(t);
+             }
+         }},
+    };
+    for (const auto & c : cases) {
+        const std::string bad = dir.path + "/" + c.name + ".gguf";
+        rewrite_gguf(ck, bad, c.kv, c.tensors);
+        const tu::run_result res = finetune(args + " --resume " + bad);
+        EXPECT_NE(res.status, 0) << c.name << "\n" << res.output;
+        EXPECT_LT(res.status, 128) << "crashed: " << c.name << "\n" << res.output;
+        EXPECT_NE(res.output.find(c.message), std::string::npos) << c.name << "\n" << res.output;
+        EXPECT_EQ(res.output.find("step 3/"), std::string::npos) << c.name << ": trained";
+        EXPECT_FALSE(tu::file_exists(dir.path + "/out.gguf")) << c.name;
+    }
+    // The untouched checkpoint, rewritten the same way, resumes.
+    rewrite_gguf(ck, dir.path + "/same.gguf", nullptr);
+    const tu::run_result ok = finetune(args + " --resume " + dir.path + "/same.gguf");
+    EXPECT_EQ(ok.status, 0) << ok.output;
+    EXPECT_NE(ok.output.find("resuming at step 2 of 4"), std::string::npos) << ok.output;
+}
+
+// The loss log, the plot and the PEFT copy on a full disk: warnings, and the adapter is written
+// (the run was lost before). A 64 KiB tmpfs in a private mount namespace stands for the disk.
+TEST(Finetune, AFullDiskForTheLogKeepsTheAdapter) {
+    TU_REQUIRE_FILE(model_path());
+    TU_REQUIRE_FILE(text_path());
+    if (tu::run_command("unshare -rm sh -c 'mount -t tmpfs -o size=64k tmpfs /tmp && true'").status != 0) {
+        GTEST_SKIP() << "no private mount namespace here (unshare -rm)";
+    }
+    tu::TempDir dir;
+    const std::string full = dir.path + "/full";
+    mkdir(full.c_str(), 0777);
+    const std::string cmd = "unshare -rm sh -c 'mount -t tmpfs -o size=64k tmpfs " + full + " && { dd if=/dev/zero of=" + full +
+                            "/fill bs=1k 2>/dev/null; true; } && exec " + bin("llama-finetune") + " " + short_args(dir.path) +
+                            " --loss-log " + full + "/loss.tsv --plot " + full + "/loss.svg --peft-out " + full + "/peft'";
+    const tu::run_result r = tu::run_command(cmd);
+    EXPECT_EQ(r.status, 0) << r.output;
+    EXPECT_NE(r.output.find("warning: the loss log not written"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("No space left on device"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("warning: the plot not written"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("warning: the PEFT adapter not written"), std::string::npos) << r.output;
+    ASSERT_TRUE(tu::file_exists(dir.path + "/out.gguf")) << r.output;
+    llama_model_params mp = llama_model_default_params();
+    std::unique_ptr<llama_model, ModelDeleter> m(llama_model_load_from_file(model_path().c_str(), mp));
+    ASSERT_TRUE(m);
+    llama_adapter_lora * ad = llama_adapter_lora_init(m.get(), (dir.path + "/out.gguf").c_str());
+    EXPECT_NE(ad, nullptr) << "the adapter is whole";
+    llama_adapter_lora_free(ad);
+}
+
+// Every output path is checked before the first step (a missing folder failed after training).
+TEST(Finetune, OutputPathsAreCheckedBeforeTraining) {
+    TU_REQUIRE_FILE(model_path());
+    TU_REQUIRE_FILE(text_path());
+    tu::TempDir dir;
+    const std::string base = "-m " + model_path() + " -f " + text_path() + " -c 24 --steps 50 -t 2 ";
+    const std::string missing = dir.path + "/missing";
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {"-o " + missing + "/a.gguf", "the folder '" + missing + "' does not exist"},
+        {"-o " + dir.path, "is a folder, not a file"},
+        {"-o " + dir.path + "/a.gguf --loss-log " + missing + "/l.tsv", "--loss-log"},
+        {"-o " + dir.path + "/a.gguf --plot " + missing + "/p.svg", "--plot"},
+        {"-o " + dir.path + "/a.gguf --checkpoint-out " + missing + "/c.gguf", "--checkpoint-out"},
+        {"-o " + dir.path + "/a.gguf --peft-out " + missing + "/sub/peft", "--peft-out"},
+        {"-o " + dir.path + "/a.gguf --peft-out " + text_path(), "is not a folder"},
+    };
+    for (const auto & c : cases) {
+        const tu::run_result r = finetune(base + c.first);
+        EXPECT_NE(r.status, 0) << c.first;
+        EXPECT_LT(r.status, 128) << c.first << "\n" << r.output;
+        EXPECT_NE(r.output.find(c.second), std::string::npos) << c.first << "\n" << r.output;
+        EXPECT_EQ(r.output.find("step 1/"), std::string::npos) << c.first << ": trained first\n" << r.output;
+    }
+    EXPECT_TRUE(dir.files().empty());
+}
+
+// What a killed writer left next to this run's outputs is removed at start (a dead process's
+// PATH.tmp.PID.N, and the PATH.tmp.XXXXXX of earlier versions); a live process's is not.
+TEST(Finetune, StaleTemporariesAreRemovedAtStart) {
+    TU_REQUIRE_FILE(model_path());
+    TU_REQUIRE_FILE(text_path());
+    tu::TempDir dir;
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) _exit(0);
+    waitpid(child, nullptr, 0);  // a process that no longer exists
+    const std::string dead = std::to_string((long) child), live = std::to_string((long) getpid());
+    const std::vector<std::string> stale = {"out.ckpt.gguf.tmp." + dead + ".0", "out.gguf.tmp." + dead + ".3", "loss.tsv.tmp.Ab12Cd"};
+    const std::vector<std::string> kept = {"out.ckpt.gguf.tmp." + live + ".1", "loss.tsv.tmp.notes.txt", "other.tmp." + dead + ".0"};
+    for (const auto & f : stale) std::ofstream(dir.path + "/" + f) << "partial";
+    for (const auto & f : kept) std::ofstream(dir.path + "/" + f) << "keep";
+    const tu::run_result r = finetune(short_args(dir.path) + " --steps 1 --loss-log " + dir.path + "/loss.tsv");
+    ASSERT_EQ(r.status, 0) << r.output;
+    for (const auto & f : stale) {
+        EXPECT_FALSE(tu::file_exists(dir.path + "/" + f)) << f;
+        EXPECT_NE(r.output.find(f + ", left by an interrupted write"), std::string::npos) << r.output;
+    }
+    for (const auto & f : kept) EXPECT_TRUE(tu::file_exists(dir.path + "/" + f)) << f;
+}
+
+// Small refusals and notes: an adapter with a non-finite alpha names it (it said "lr too high?"),
+// --lora-r and a loaded adapter meet the same rank bound, chat data on a model without a chat
+// template says ChatML is used, a folder as data says so.
+TEST(Finetune, BadAdaptersAndDataAreNamed) {
+    TU_REQUIRE_FILE(model_path());
+    TU_REQUIRE_FILE(text_path());
+    tu::TempDir dir;
+    llama_model_params mp = llama_model_default_params();
+    std::unique_ptr<llama_model, ModelDeleter> m(llama_model_load_from_file(model_path().c_str(), mp));
+    ASSERT_TRUE(m);
+    {
+        llama_adapter_lora ad;
+        std::string err;
+        ASSERT_TRUE(llama_adapter_lora_create(ad, *m, {"q"}, 4, 8.0f, err)) << err;
+        ad.alpha = NAN;
+        ASSERT_TRUE(llama_adapter_lora_save_gguf(ad, *m, dir.path + "/nan.gguf", GGML_TYPE_F32, err)) << err;
+    }
+    const std::string base = "-m " + model_path() + " -f " + text_path() + " -c 24 --steps 2 -t 2 -o " + dir.path + "/a.gguf";
+    tu::run_result r = finetune(base + " --lora-in " + dir.path + "/nan.gguf");
+    EXPECT_NE(r.status, 0);
+    EXPECT_NE(r.output.find("adapter.lora.alpha is not a finite number"), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("lr too high"), std::string::npos) << r.output;
+
+    r = finetune(base + " --lora-r 33 --lora-targets k");
+    EXPECT_NE(r.status, 0);
+    EXPECT_NE(r.output.find("LoRA rank 33 does not fit blk.0.attn_k.weight [64, 32]"), std::string::npos) << r.output;
+
+    mkdir((dir.path + "/data").c_str(), 0777);
+    r = finetune("-m " + model_path() + " -f " + dir.path + "/data -o " + dir.path + "/a.gguf");
+    EXPECT_NE(r.status, 0);
+    EXPECT_NE(r.output.find("is a directory"), std::string::npos) << r.output;
+    EXPECT_FALSE(tu::file_exists(dir.path + "/a.gguf"));
+
+    ASSERT_EQ(llama_model_chat_template(m.get(), nullptr), nullptr) << "stories260K has no chat template";
+    std::ofstream(dir.path + "/chat.jsonl") << "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}, "
+                                               "{\"role\": \"assistant\", \"content\": \"Once upon a time\"}]}\n";
+    r = finetune("-m " + model_path() + " -f " + dir.path + "/chat.jsonl --data-format jsonl --steps 1 -t 2 -o " + dir.path + "/c.gguf");
+    EXPECT_EQ(r.status, 0) << r.output;
+    EXPECT_NE(r.output.find("no chat template (tokenizer.chat_template); the chat examples are formatted as ChatML"), std::string::npos)
+        << r.output;
+    r = finetune("-m " + model_path() + " -f " + text_path() + " --steps 1 -t 2 -o " + dir.path + "/t.gguf");
+    EXPECT_EQ(r.output.find("ChatML"), std::string::npos) << "plain text uses no template";
+}

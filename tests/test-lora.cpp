@@ -979,3 +979,164 @@ TEST(Lora, CliProgram) {
     EXPECT_NE(err.find("cannot load LoRA adapter"), std::string::npos) << err;
     EXPECT_NE(run_prog("llama-cli", "--help").output.find("--lora-scaled FILE SCALE"), std::string::npos);
 }
+
+// Adapters that make garbage (issue 38): non-finite alpha or values, a misread safetensors file,
+// a rank the weight cannot hold. Each was accepted before (llama-cli printed "said said said" and
+// exited 0); each is refused with a message that names the cause, by the loader every program
+// shares, and by llama-cli and llama-convert --lora, which write nothing.
+TEST(Lora, AdaptersThatMakeGarbageAreRefused) {
+    TU_REQUIRE_FILE(stories());
+    ModelPtr base(stories());
+    ASSERT_NE(base.m, nullptr) << take_errors();
+    tu::TempDir d;
+    const std::string good = d.path + "/good.gguf", peft_good = d.path + "/peft-good";
+    {
+        llama_adapter_lora ad;
+        std::string err;
+        ASSERT_TRUE(llama_adapter_lora_create(ad, *base.m, {"q", "v"}, 2, 4.0f, err)) << err;
+        fill_random(ad, 9, kAmp);
+        ASSERT_TRUE(llama_adapter_lora_save_gguf(ad, *base.m, good, GGML_TYPE_F32, err)) << err;
+        ASSERT_TRUE(llama_adapter_lora_save_peft(ad, *base.m, peft_good, err)) << err;
+    }
+    take_errors();
+    // A copy of the good GGUF adapter with its alpha set, or one value of a tensor replaced.
+    auto gguf_variant = [&](const std::string & name, float alpha, const char * poisoned, float value) {
+        ggml_context * ctx = nullptr;
+        gguf_context * src = gguf_init_from_file(good.c_str(), {false, &ctx, false});
+        EXPECT_TRUE(src);
+        gguf_context * g = gguf_init_empty();
+        gguf_set_kv(g, src);
+        gguf_set_val_f32(g, "adapter.lora.alpha", alpha);
+        for (ggml_tensor * t = ggml_get_first_tensor(ctx); t; t = ggml_get_next_tensor(ctx, t)) {
+            if (poisoned && strcmp(t->name, poisoned) == 0) ((float *) t->data)[5] = value;
+            gguf_add_tensor(g, t);
+        }
+        const std::string p = d.path + "/" + name;
+        EXPECT_TRUE(gguf_write_to_file(g, p.c_str(), false));
+        gguf_free(g);
+        gguf_free(src);
+        ggml_free(ctx);
+        return p;
+    };
+    auto peft_copy = [&](const std::string & name, const std::string & config, const std::string & weights) {
+        const std::string p = d.path + "/" + name;
+        mkdir(p.c_str(), 0777);
+        write_text(p + "/adapter_config.json", config);
+        write_text(p + "/adapter_model.safetensors", weights);
+        return p;
+    };
+    const std::string cfg = read_text(peft_good + "/adapter_config.json");
+    const std::string st = read_text(peft_good + "/adapter_model.safetensors");
+    std::vector<std::pair<std::string, std::string>> cases;  // path, what the message must say
+    cases.push_back({gguf_variant("alpha-nan.gguf", NAN, nullptr, 0), "adapter.lora.alpha is not a finite number"});
+    cases.push_back({gguf_variant("alpha-inf.gguf", INFINITY, nullptr, 0), "adapter.lora.alpha is not a finite number"});
+    cases.push_back({gguf_variant("b-nan.gguf", 4.0f, "blk.1.attn_v.weight.lora_b", NAN), "blk.1.attn_v.weight.lora_b holds a non-finite"});
+    cases.push_back({gguf_variant("a-inf.gguf", 4.0f, "blk.0.attn_q.weight.lora_a", -INFINITY), "blk.0.attn_q.weight.lora_a holds a non-finite"});
+    {
+        // PEFT: a NaN in one lora_A (F32, so the value is at a known place of the data section).
+        std::map<std::string, st_tensor> ts;
+        ASSERT_NO_THROW(safetensors_load_file(peft_good + "/adapter_model.safetensors", ts));
+        std::vector<st_out_tensor> out;
+        const std::string poisoned = "base_model.model.model.layers.2.self_attn.q_proj.lora_A.weight";
+        for (const auto & kv : ts) {
+            out.push_back({kv.first, kv.second.type, kv.second.shape, copy_bytes(kv.second.data, kv.second.nbytes)});
+            if (kv.first == poisoned) ((float *) out.back().data.data())[3] = NAN;
+        }
+        const std::string p = peft_copy("peft-a-nan", cfg, "");
+        ASSERT_NO_THROW(safetensors_write(p + "/adapter_model.safetensors", out, {}));
+        cases.push_back({p, poisoned + " holds a non-finite"});
+    }
+    {
+        // The 8-byte header length one short: the JSON still parses (the writer pads it with
+        // spaces) and every tensor would be read one byte early.
+        std::string shifted = st;
+        uint64_t hlen;
+        memcpy(&hlen, shifted.data(), 8);
+        ASSERT_EQ(shifted[8 + hlen - 1], ' ') << "the writer pads the header";
+        hlen--;
+        memcpy(&shifted[0], &hlen, 8);
+        cases.push_back({peft_copy("peft-header-one-short", cfg, shifted), "bad header length or offsets"});
+        cases.push_back({peft_copy("peft-trailing-byte", cfg, st + "x"), "bad header length or offsets"});
+        std::string fan = cfg;
+        fan.replace(fan.find("\"fan_in_fan_out\": false"), 23, "\"fan_in_fan_out\": true");
+        cases.push_back({peft_copy("peft-fan-in-fan-out", fan, st), "fan_in_fan_out"});
+        std::string drop = cfg;
+        drop.replace(drop.find("\"lora_dropout\": "), 16, "\"lora_dropout\": 7, \"x\": ");
+        cases.push_back({peft_copy("peft-dropout-7", drop, st), "lora_dropout"});
+    }
+    {
+        // Rank 33 on blk.0.attn_k.weight [64, 32]: the bound --lora-r 33 meets too.
+        tu::Ctx c(1 << 20);
+        ggml_tensor * a = ggml_new_tensor_2d(c, GGML_TYPE_F32, 64, 33);
+        ggml_tensor * b = ggml_new_tensor_2d(c, GGML_TYPE_F32, 33, 32);
+        ggml_set_name(a, "blk.0.attn_k.weight.lora_a");
+        ggml_set_name(b, "blk.0.attn_k.weight.lora_b");
+        memset(a->data, 0, ggml_nbytes(a));
+        memset(b->data, 0, ggml_nbytes(b));
+        gguf_context * g = gguf_init_empty();
+        gguf_set_val_str(g, "general.architecture", "llama");
+        gguf_set_val_str(g, "general.type", "adapter");
+        gguf_set_val_str(g, "adapter.type", "lora");
+        gguf_add_tensor(g, a);
+        gguf_add_tensor(g, b);
+        ASSERT_TRUE(gguf_write_to_file(g, (d.path + "/rank33.gguf").c_str(), false));
+        gguf_free(g);
+        cases.push_back({d.path + "/rank33.gguf", "LoRA rank 33 does not fit blk.0.attn_k.weight [64, 32]"});
+        llama_adapter_lora ad;
+        std::string err;
+        EXPECT_FALSE(llama_adapter_lora_create(ad, *base.m, {"k"}, 33, 8.0f, err));
+        EXPECT_NE(err.find("LoRA rank 33 does not fit blk.0.attn_k.weight [64, 32]"), std::string::npos) << err;
+    }
+    for (const auto & c : cases) {
+        SCOPED_TRACE(c.first);
+        llama_adapter_lora * a = llama_adapter_lora_init(base, c.first.c_str());
+        EXPECT_EQ(a, nullptr);
+        llama_adapter_lora_free(a);
+        const std::string msg = take_errors();
+        EXPECT_NE(msg.find(c.second), std::string::npos) << msg;
+    }
+
+    // rsLoRA is applied as PEFT applies it: B A scaled by lora_alpha / sqrt(r).
+    {
+        std::string rs = cfg;
+        rs.replace(rs.find("\"use_rslora\": false"), 19, "\"use_rslora\": true");
+        AdapterPtr a(llama_adapter_lora_init(base, peft_copy("peft-rslora", rs, st).c_str()));
+        ASSERT_NE(a.a, nullptr) << take_errors();
+        const auto & w = a.a->weights.begin()->second;
+        EXPECT_FLOAT_EQ(a.a->effective_scale(w, 1.0f), 4.0f / std::sqrt(2.0f));
+        AdapterPtr plain(llama_adapter_lora_init(base, peft_good.c_str()));
+        ASSERT_NE(plain.a, nullptr);
+        EXPECT_FLOAT_EQ(plain.a->effective_scale(plain.a->weights.begin()->second, 1.0f), 4.0f / 2.0f);
+    }
+
+    // A non-finite scale is refused by the C API.
+    {
+        AdapterPtr a(llama_adapter_lora_init(base, good.c_str()));
+        ASSERT_NE(a.a, nullptr);
+        CtxPtr ctx(base.m, 64, 64, 2);
+        ASSERT_NE(ctx.c, nullptr);
+        EXPECT_EQ(llama_set_adapter_lora(ctx, a, NAN), -1);
+        EXPECT_NE(take_errors().find("not a finite number"), std::string::npos);
+        EXPECT_EQ(llama_set_adapter_lora(ctx, a, 0.5f), 0);
+    }
+
+    // The programs: llama-cli exits non-zero instead of printing garbage; llama-convert --lora
+    // writes nothing.
+    if (have_prog("llama-cli")) {
+        std::string err;
+        const auto r = run_prog("llama-cli", "-m " + stories() + " -n 8 --temp 0 -p 'Once upon a time' --lora " + d.path + "/alpha-nan.gguf", &err);
+        EXPECT_NE(r.status, 0);
+        EXPECT_LT(r.status, 128) << err;
+        EXPECT_NE(err.find("adapter.lora.alpha is not a finite number"), std::string::npos) << err;
+    }
+    if (have_prog("llama-convert")) {
+        for (const char * dir : {"peft-header-one-short", "peft-a-nan"}) {
+            std::string err;
+            const std::string out = d.path + "/" + dir + ".gguf";
+            const auto r = run_prog("llama-convert", std::string("--lora ") + d.path + "/" + dir + " --base " + stories() + " -o " + out, &err);
+            EXPECT_NE(r.status, 0) << dir;
+            EXPECT_LT(r.status, 128) << err;
+            EXPECT_FALSE(tu::file_exists(out)) << dir;
+        }
+    }
+}

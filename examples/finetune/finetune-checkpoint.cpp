@@ -8,6 +8,7 @@
 #include "ggml-backend.h"
 #include "gguf.h"
 
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -121,6 +122,14 @@ bool ft_checkpoint_read_state(const std::string & path, ft_checkpoint_state & st
         return false;
     }
     st.config = gguf_get_val_str(g.get(), cid);
+    const int64_t aid = gguf_find_key(g.get(), "general.architecture");
+    const int64_t lid = gguf_find_key(g.get(), "adapter.lora.alpha");
+    if (aid < 0 || gguf_get_kv_type(g.get(), aid) != GGUF_TYPE_STRING || lid < 0 || gguf_get_kv_type(g.get(), lid) != GGUF_TYPE_FLOAT32) {
+        err = "checkpoint '" + path + "' lacks general.architecture or adapter.lora.alpha (corrupt?)";
+        return false;
+    }
+    st.arch = gguf_get_val_str(g.get(), aid);
+    st.alpha = gguf_get_val_f32(g.get(), lid);
     const int64_t vs = gguf_find_key(g.get(), "finetune.history.val_step");
     st.history.val_step.clear();
     if (vs >= 0 && gguf_get_kv_type(g.get(), vs) == GGUF_TYPE_ARRAY && gguf_get_arr_type(g.get(), vs) == GGUF_TYPE_INT64) {
@@ -129,10 +138,76 @@ bool ft_checkpoint_read_state(const std::string & path, ft_checkpoint_state & st
         if (n) memcpy(st.history.val_step.data(), gguf_get_arr_data(g.get(), vs), n * sizeof(int64_t));
     }
     const size_t rows = st.history.loss.size();
-    if (st.step < 0 || st.seq_pos < 0 || rows != (size_t) st.step || st.history.lr.size() != rows ||
-        st.history.tokens_per_s.size() != rows || st.history.val_step.size() != st.history.val_loss.size()) {
-        err = "checkpoint '" + path + "' has an inconsistent state (corrupt?)";
+    std::string bad;
+    if (st.step < 0) bad = "finetune.step is negative";
+    else if (st.seq_pos < 0) bad = "finetune.seq_pos is negative";
+    else if (rows != (size_t) st.step || st.history.lr.size() != rows || st.history.tokens_per_s.size() != rows) {
+        bad = "finetune.history has " + std::to_string(rows) + " loss, " + std::to_string(st.history.lr.size()) + " lr and " +
+              std::to_string(st.history.tokens_per_s.size()) + " tokens_per_s rows for finetune.step " + std::to_string(st.step);
+    } else if (st.history.val_step.size() != st.history.val_loss.size()) {
+        bad = "finetune.history.val_step and val_loss differ in length";
+    }
+    if (!bad.empty()) {
+        err = "checkpoint '" + path + "' has an inconsistent state: " + bad + " (corrupt?)";
         return false;
+    }
+    return true;
+}
+
+bool ft_checkpoint_check_state(const ft_checkpoint_state & st, const ft_run_expect & run, std::string & err) {
+    auto bad = [&](const std::string & what) {
+        err = "the checkpoint's " + what;
+        return false;
+    };
+    if (st.arch != run.arch) return bad("general.architecture is '" + st.arch + "', the base model's '" + run.arch + "'");
+    if (st.config != run.config) {
+        return bad("finetune.config differs: it was made with other options or data:\n--- checkpoint\n" + st.config + "--- this run\n" +
+                   run.config);
+    }
+    // bitwise: both are the float the run computes (a NaN never equals)
+    if (memcmp(&st.alpha, &run.alpha, sizeof(float)) != 0) {
+        return bad("adapter.lora.alpha is " + std::to_string(st.alpha) + ", this run's " + std::to_string(run.alpha));
+    }
+    if (st.step < 0 || st.step > run.total_steps) {
+        return bad("finetune.step is " + std::to_string(st.step) + ", outside this run's 0 to " + std::to_string(run.total_steps));
+    }
+    int64_t pos = 0;
+    if (__builtin_mul_overflow(st.step, run.seqs_per_step, &pos) || st.seq_pos != pos) {
+        return bad("finetune.seq_pos is " + std::to_string(st.seq_pos) + ", but " + std::to_string(st.step) + " steps of " +
+                   std::to_string(run.seqs_per_step) + " sequences consume " +
+                   (pos == 0 && st.step > 0 ? std::string("more than 2^63") : std::to_string(pos)));
+    }
+    const ft_history & h = st.history;
+    if (h.loss.size() != (size_t) st.step || h.lr.size() != (size_t) st.step || h.tokens_per_s.size() != (size_t) st.step) {
+        return bad("finetune.history has " + std::to_string(h.loss.size()) + " rows for " + std::to_string(st.step) + " steps");
+    }
+    for (int64_t s = 0; s < st.step; s++) {
+        if (!std::isfinite(h.loss[(size_t) s])) return bad("finetune.history.loss is not finite at step " + std::to_string(s + 1));
+        if (!(std::isfinite(h.tokens_per_s[(size_t) s]) && h.tokens_per_s[(size_t) s] >= 0)) {
+            return bad("finetune.history.tokens_per_s is not a rate at step " + std::to_string(s + 1));
+        }
+        const float lr = run.lr_at ? run.lr_at(s) : h.lr[(size_t) s];
+        if (memcmp(&lr, &h.lr[(size_t) s], sizeof(float)) != 0) {
+            return bad("finetune.history.lr of step " + std::to_string(s + 1) + " is " + std::to_string(h.lr[(size_t) s]) +
+                       ", this run's schedule gives " + std::to_string(lr));
+        }
+    }
+    // The validation rows this run would have written by then: step 0, then the steps it validates after.
+    std::vector<int64_t> val_steps;
+    if (run.validates_after) {
+        val_steps.push_back(0);
+        for (int64_t s = 1; s <= st.step; s++) {
+            if (run.validates_after(s)) val_steps.push_back(s);
+        }
+    }
+    if (h.val_step != val_steps || h.val_loss.size() != val_steps.size()) {
+        return bad("validation history (finetune.history.val_step: " + std::to_string(h.val_step.size()) + " rows) is not " +
+                   (run.validates_after ? "the " + std::to_string(val_steps.size()) + " rows this run would have by step " +
+                                              std::to_string(st.step)
+                                        : std::string("empty, as this run validates nothing (no --val-split)")));
+    }
+    for (size_t i = 0; i < h.val_loss.size(); i++) {
+        if (!std::isfinite(h.val_loss[i])) return bad("finetune.history.val_loss is not finite at step " + std::to_string(h.val_step[i]));
     }
     return true;
 }
@@ -147,21 +222,44 @@ bool ft_checkpoint_restore(const std::string & path, const llama_adapter_lora & 
     ggml_ptr owner(ctx, ggml_free);
     int64_t step = 0;
     get_i64(g.get(), "finetune.step", step);
-    auto copy = [&](const std::string & name, ggml_tensor * dst) {
+    size_t expected = 0;
+    auto copy = [&](const std::string & name, ggml_tensor * dst, bool moment2) {
         const ggml_tensor * src = ggml_get_tensor(ctx, name.c_str());
-        if (!src || src->type != GGML_TYPE_F32 || ggml_nelements(src) != ggml_nelements(dst)) {
-            err = "checkpoint '" + path + "': tensor " + name + " is missing or has the wrong shape";
+        expected++;
+        // The exact shape: A [n_in, r] and B [r, n_out] swapped or transposed have as many elements.
+        if (!src || src->type != GGML_TYPE_F32 || !ggml_are_same_shape(src, dst)) {
+            err = "checkpoint '" + path + "': tensor " + name + (src ? " has the wrong type or shape" : " is missing");
+            if (src) {
+                err += " [" + std::to_string(src->ne[0]) + ", " + std::to_string(src->ne[1]) + "] " + ggml_type_name(src->type) +
+                       ", this run's is [" + std::to_string(dst->ne[0]) + ", " + std::to_string(dst->ne[1]) + "] f32";
+            }
             return false;
+        }
+        const float * v = (const float *) src->data;
+        for (int64_t i = 0; i < ggml_nelements(src); i++) {
+            if (!std::isfinite(v[i]) || (moment2 && v[i] < 0)) {
+                err = "checkpoint '" + path + "': tensor " + name + " holds " + (moment2 ? "a negative or " : "a ") +
+                      "non-finite value at element " + std::to_string(i) + " (corrupt?)";
+                return false;
+            }
         }
         ggml_backend_tensor_set(dst, src->data, 0, ggml_nbytes(dst));  // host or a GPU's memory
         return true;
     };
     for (ggml_tensor * t : adapter_tensors(ad)) {
-        if (!copy(t->name, t)) return false;
+        if (!copy(t->name, t, false)) return false;
         for (int i = 0; i < 2 && opt; i++) {
             ggml_tensor * m = ggml_opt_optimizer_state(opt, t, i);
-            if (m && !copy(std::string("opt.") + (i == 0 ? "m." : "v.") + t->name, m)) return false;
+            if (m && !copy(std::string("opt.") + (i == 0 ? "m." : "v.") + t->name, m, i == 1)) return false;
         }
+    }
+    // opt NULL (no optimizer to fill): the moments the file holds are not this caller's to check
+    size_t moments = 0;
+    for (int64_t i = 0; !opt && i < gguf_get_n_tensors(g.get()); i++) moments += strncmp(gguf_get_tensor_name(g.get(), i), "opt.", 4) == 0;
+    if ((size_t) gguf_get_n_tensors(g.get()) != expected + moments) {
+        err = "checkpoint '" + path + "' holds " + std::to_string(gguf_get_n_tensors(g.get())) + " tensors, this run's adapter and optimizer " +
+              std::to_string(expected) + " (other targets or optimizer?)";
+        return false;
     }
     if (opt) ggml_opt_set_n_steps(opt, step);
     return true;

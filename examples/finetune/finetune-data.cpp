@@ -6,6 +6,7 @@
 #include "llama-json.h"
 
 #include <fstream>
+#include <sys/stat.h>
 #include <sstream>
 
 int64_t ft_sequence::n_targets() const {
@@ -91,7 +92,7 @@ std::string apply_template(const char * tmpl, const std::vector<llama_chat_messa
 }
 
 // One JSONL example: {"messages": [...]} or {"prompt": ..., "completion": ...}.
-bool jsonl_document(const llama_model * model, const json_value & j, document & d, std::string & err) {
+bool jsonl_document(const llama_model * model, const json_value & j, document & d, std::string & err, bool & chatml) {
     const llama_vocab * vocab = llama_model_get_vocab(model);
     if (!j.is_object()) {
         err = "not a JSON object";
@@ -116,6 +117,10 @@ bool jsonl_document(const llama_model * model, const json_value & j, document & 
         std::vector<llama_chat_message> msgs;
         for (size_t i = 0; i < roles.size(); i++) msgs.push_back({roles[i].c_str(), contents[i].c_str()});
         const char * tmpl = llama_model_chat_template(model, nullptr);
+        if (!tmpl) {  // llama_chat_apply_template's default
+            tmpl = "chatml";
+            chatml = true;
+        }
         // The formatted text grows turn by turn; each piece is tokenized on its own, so the
         // counted tokens are exactly those of the assistant pieces.
         std::string done;
@@ -167,7 +172,12 @@ bool jsonl_document(const llama_model * model, const json_value & j, document & 
 }  // namespace
 
 bool ft_load_data(const llama_model * model, const std::string & path, ft_data_format format, int32_t n_ctx,
-                  std::vector<ft_sequence> & out, std::string & err) {
+                  std::vector<ft_sequence> & out, std::string & err, bool * chatml_fallback) {
+    struct stat st;
+    if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+        err = "data file '" + path + "' is a directory (give a text or JSONL file)";
+        return false;
+    }
     std::ifstream f(path, std::ios::binary);
     if (!f) {
         err = "cannot open data file '" + path + "'";
@@ -179,7 +189,13 @@ bool ft_load_data(const llama_model * model, const std::string & path, ft_data_f
         err = "cannot read data file '" + path + "'";
         return false;
     }
-    const std::string text = ss.str();
+    return ft_parse_data(model, ss.str(), path, format, n_ctx, out, err, chatml_fallback);
+}
+
+bool ft_parse_data(const llama_model * model, const std::string & text, const std::string & path, ft_data_format format,
+                   int32_t n_ctx, std::vector<ft_sequence> & out, std::string & err, bool * chatml_fallback) {
+    bool chatml = false;
+    if (chatml_fallback) *chatml_fallback = false;
     if (text.find_first_not_of(" \t\r\n") == std::string::npos) {
         err = "data file '" + path + "' is empty";
         return false;
@@ -198,7 +214,7 @@ bool ft_load_data(const llama_model * model, const std::string & path, ft_data_f
             if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
             json_value j;
             document d;
-            if (!json_parse(line, j, err) || !jsonl_document(model, j, d, err)) {
+            if (!json_parse(line, j, err) || !jsonl_document(model, j, d, err, chatml)) {
                 err = path + ":" + std::to_string(lineno) + ": " + err;
                 return false;
             }
@@ -209,5 +225,6 @@ bool ft_load_data(const llama_model * model, const std::string & path, ft_data_f
         err = "data file '" + path + "' gives no training sequence (too short: at least two tokens are needed)";
         return false;
     }
+    if (chatml_fallback) *chatml_fallback = chatml;
     return true;
 }

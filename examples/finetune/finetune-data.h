@@ -23,8 +23,13 @@ enum ft_data_format { FT_DATA_TEXT, FT_DATA_JSONL };
 // sequences of a document share one token (the last input of one is the first of the next), so
 // every target is predicted exactly once. Sequences without counted targets are dropped. False
 // with a message on a missing, unreadable, empty or malformed file.
+// chatml_fallback (optional): set when chat examples were formatted with ChatML because the model
+// has no chat template of its own.
 bool ft_load_data(const llama_model * model, const std::string & path, ft_data_format format, int32_t n_ctx,
-                  std::vector<ft_sequence> & out, std::string & err);
+                  std::vector<ft_sequence> & out, std::string & err, bool * chatml_fallback = nullptr);
+// The same on text already read; name is what messages call it (the file's path).
+bool ft_parse_data(const llama_model * model, const std::string & text, const std::string & name, ft_data_format format,
+                   int32_t n_ctx, std::vector<ft_sequence> & out, std::string & err, bool * chatml_fallback = nullptr);
 
 // A Fisher-Yates shuffle of [0, n) with a 64-bit generator seeded by seed (the same order on
 // every platform, unlike std::shuffle).

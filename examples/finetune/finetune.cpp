@@ -26,8 +26,10 @@
 #include "llama-graph.h"
 #include "llama-hf.h"
 #include "llama-model.h"
+#include "llama-safetensors.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -41,6 +43,8 @@
 #include <random>
 #include <string>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <thread>
 #include <vector>
 
@@ -285,6 +289,53 @@ options parse_args(int argc, char ** argv) {
     const int local = g_dist ? std::max(1, g_dist->local_size) : 1;
     if (o.n_threads == 0) o.n_threads = (int32_t) std::max(1u, std::thread::hardware_concurrency() / (unsigned) local);
     return o;
+}
+
+// Every file the run writes, checked before anything heavy: a folder that does not exist or
+// cannot be written is reported now, not after the training.
+void check_output_paths(const options & o) {
+    auto dir_of = [](const std::string & p) {
+        const size_t slash = p.rfind('/');
+        return slash == std::string::npos ? std::string(".") : slash == 0 ? std::string("/") : p.substr(0, slash);
+    };
+    auto writable_dir = [](const std::string & d, const std::string & flag, const std::string & p) {
+        struct stat st;
+        if (stat(d.c_str(), &st) != 0) die(flag + " '" + p + "': the folder '" + d + "' does not exist");
+        if (!S_ISDIR(st.st_mode)) die(flag + " '" + p + "': '" + d + "' is not a folder");
+        if (access(d.c_str(), W_OK | X_OK) != 0) die(flag + " '" + p + "': cannot write into '" + d + "': " + strerror(errno));
+    };
+    const std::pair<const char *, const std::string *> files[] = {
+        {"-o", &o.out}, {"--checkpoint-out", &o.checkpoint_out}, {"--loss-log", &o.loss_log}, {"--plot", &o.plot}};
+    for (const auto & [flag, p] : files) {
+        if (p->empty()) continue;
+        struct stat st;
+        if (stat(p->c_str(), &st) == 0 && S_ISDIR(st.st_mode)) die(std::string(flag) + " '" + *p + "' is a folder, not a file");
+        writable_dir(dir_of(*p), flag, *p);
+    }
+    if (!o.peft_out.empty()) {  // a folder, created if absent
+        struct stat st;
+        if (stat(o.peft_out.c_str(), &st) == 0) {
+            if (!S_ISDIR(st.st_mode)) die("--peft-out '" + o.peft_out + "' exists and is not a folder");
+            writable_dir(o.peft_out, "--peft-out", o.peft_out);
+        } else {
+            writable_dir(dir_of(o.peft_out), "--peft-out", o.peft_out);
+        }
+    }
+}
+
+// What a killed earlier run left next to the files this one writes (a SIGKILL during a write).
+void remove_stale_temporaries_of(const options & o) {
+    std::vector<std::string> paths = {o.out, o.checkpoint_out, o.loss_log, o.plot};
+    if (!o.peft_out.empty()) {
+        paths.push_back(o.peft_out + "/adapter_model.safetensors");
+        paths.push_back(o.peft_out + "/adapter_config.json");
+    }
+    for (const std::string & p : paths) {
+        if (p.empty()) continue;
+        for (const std::string & r : remove_stale_temporaries(p)) {
+            fprintf(stderr, "llama-finetune: removed %s, left by an interrupted write\n", r.c_str());
+        }
+    }
 }
 
 std::atomic<bool> g_interrupted(false);
@@ -582,6 +633,10 @@ int run(int argc, char ** argv, ft_dist & dist) {
     tr.o = parse_args(argc, argv);
     options & o = tr.o;
     llama_log_set(lead ? quiet_log : errors_only_log, nullptr);
+    if (lead) {
+        check_output_paths(o);
+        remove_stale_temporaries_of(o);
+    }
 
     // The checkpoint's state first: a mismatch is reported before anything heavy. Rank 0 reads
     // the checkpoint and sends its contents to the others.
@@ -649,7 +704,12 @@ int run(int argc, char ** argv, ft_dist & dist) {
         bench_data(tr);
     } else {
         std::vector<ft_sequence> all;
-        if (!ft_load_data(&m, o.data, o.format, o.n_ctx, all, err)) die(err);
+        bool chatml = false;
+        if (!ft_load_data(&m, o.data, o.format, o.n_ctx, all, err, &chatml)) die(err);
+        if (chatml && lead) {
+            fprintf(stderr, "llama-finetune: note: the model has no chat template (tokenizer.chat_template); the chat examples "
+                            "are formatted as ChatML\n");
+        }
         const int64_t n_val = o.val_split > 0 ? (int64_t) std::ceil(o.val_split * (double) all.size()) : 0;
         if (n_val >= (int64_t) all.size()) {
             die("--val-split " + std::to_string(o.val_split) + " leaves no training sequence (" + std::to_string(all.size()) +
@@ -744,11 +804,19 @@ int run(int argc, char ** argv, ft_dist & dist) {
         dist.broadcast(&h, sizeof(h));
         if (h != mine) die("this process's options, data or adapter differ from rank 0's (same files and options on every machine?)");
     }
+    const int64_t steps_per_epoch = std::max<int64_t>(1, n_train / tr.seqs_per_step);
+    auto lr_at = [&](int64_t step) { return o.lr * ggml_opt_lr_factor(&op.lr_schedule, step); };  // of step (0-based)
     if (!o.resume.empty() && lead) {
-        if (resume_state.config != st.config) {
-            die("checkpoint '" + o.resume + "' was made with other options or data:\n--- checkpoint\n" + resume_state.config +
-                "--- this run\n" + st.config +
-                (dist.size > 1 ? "(under MPI the batch is processes x -b)\n" : ""));
+        ft_run_expect ex;
+        ex.arch = m.arch_name;
+        ex.config = st.config;
+        ex.alpha = tr.ad.alpha;
+        ex.total_steps = tr.total_steps;
+        ex.seqs_per_step = tr.seqs_per_step;
+        ex.lr_at = lr_at;
+        if (!tr.val.empty()) ex.validates_after = [&](int64_t s) { return s % steps_per_epoch == 0 || s == tr.total_steps; };
+        if (!ft_checkpoint_check_state(resume_state, ex, err)) {
+            die("cannot resume from '" + o.resume + "': " + err + (dist.size > 1 ? " (under MPI the batch is processes x -b)" : ""));
         }
         if (!ft_checkpoint_restore(o.resume, tr.ad, tr.oc.get(), err)) die(err);
         st.step = resume_state.step;
@@ -796,17 +864,25 @@ int run(int argc, char ** argv, ft_dist & dist) {
             n, (long long) tr.total_steps, ggml_opt_optimizer_name(o.opt), o.lr, o.n_threads,
             tr.lora.base_prec == GGML_PREC_INT8 ? "int8" : tr.lora.base_prec == GGML_PREC_BF16 ? "bf16" : "f32");
 
+    // The adapter (or the checkpoint, written before this) is the run's work: failing to write
+    // it is an error. The PEFT copy, the loss log and the plot can be made again from it and the
+    // checkpoint: failing those is a warning, after the adapter is safe.
+    int n_secondary_failed = 0;
     auto save_outputs = [&](bool final_adapter) {
         if (!lead) return;
         std::string e;
-        if (!o.loss_log.empty() && !ft_write_loss_log(st.history, o.loss_log, e)) die(e);
-        if (!o.plot.empty() && !ft_write_plot(st.history, o.plot, "llama-finetune: " + o.model, e)) die(e);
+        auto warn = [&](const std::string & what) {
+            fprintf(stderr, "llama-finetune: warning: %s not written: %s\n", what.c_str(), e.c_str());
+            n_secondary_failed++;
+        };
         if (final_adapter && !o.out.empty()) {
             tr.with_host_adapter([&]() {
                 if (!llama_adapter_lora_save_gguf(tr.ad, m, o.out, o.outtype, e)) die(e);
-                if (!o.peft_out.empty() && !llama_adapter_lora_save_peft(tr.ad, m, o.peft_out, e)) die(e);
+                if (!o.peft_out.empty() && !llama_adapter_lora_save_peft(tr.ad, m, o.peft_out, e)) warn("the PEFT adapter");
             });
         }
+        if (!o.loss_log.empty() && !ft_write_loss_log(st.history, o.loss_log, e)) warn("the loss log");
+        if (!o.plot.empty() && !ft_write_plot(st.history, o.plot, "llama-finetune: " + o.model, e)) warn("the plot");
     };
     auto save_checkpoint = [&]() {
         std::string e;
@@ -854,11 +930,10 @@ int run(int argc, char ** argv, ft_dist & dist) {
         st.history.val_step.push_back(0);
         st.history.val_loss.push_back(tr.validate(dist));
     }
-    const int64_t steps_per_epoch = std::max<int64_t>(1, n_train / tr.seqs_per_step);
     dist.take_stats();
     while (st.step < tr.total_steps) {
         dist.step_begin(st.step + 1);
-        const float lr = o.lr * ggml_opt_lr_factor(&op.lr_schedule, st.step);
+        const float lr = lr_at(st.step);
         double tps = 0;
         const double t_step = now_s();
         const float loss = run_group(true, tps);
@@ -871,7 +946,14 @@ int run(int argc, char ** argv, ft_dist & dist) {
             bench_wait.push_back(cs.wait_s);
             bench_other.push_back(cs.other_s);
         }
-        if (!std::isfinite(loss)) die("the loss is not finite at step " + std::to_string(st.step + 1) + " (lr too high?)");
+        if (!std::isfinite(loss)) {
+            // A step's loss is computed before its update: at the run's first step no learning
+            // rate has acted yet.
+            die("the loss is not finite at step " + std::to_string(st.step + 1) +
+                (st.step == 0 && o.resume.empty() ? " (before any update: the base model's weights or the starting adapter give "
+                                                    "non-finite logits)"
+                                                  : " (lr too high?)"));
+        }
         st.history.loss.push_back(loss);
         st.history.lr.push_back(lr);
         st.history.tokens_per_s.push_back((float) tps);
@@ -956,6 +1038,7 @@ int run(int argc, char ** argv, ft_dist & dist) {
             (long long) tr.total_steps);
     if (!st.history.val_loss.empty()) fprintf(stderr, ", validation %.4f -> %.4f", st.history.val_loss.front(), st.history.val_loss.back());
     fprintf(stderr, "; %.1f s, peak RSS %.2f GB; adapter written to %s\n", now_s() - t_start, peak_rss_gb(), o.out.c_str());
+    if (n_secondary_failed > 0) fprintf(stderr, "llama-finetune: warning: %d secondary output(s) not written (see above)\n", n_secondary_failed);
     return 0;
 }
 
