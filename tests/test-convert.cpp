@@ -279,6 +279,33 @@ TEST(Convert, BadInputsFailWithoutOutput) {
                                                << R"(, "intermediate_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2})";
             expect_fail("--hf " + hf, (std::string("hidden_size ") + v).c_str());
         }
+        // The real model's safetensors with its header length one short: the padded JSON still
+        // parses, and every tensor would be read one byte early (issue 38); one trailing byte more.
+        if (have(src + "/model.safetensors")) {
+            std::ifstream in(src + "/model.safetensors", std::ios::binary);
+            std::stringstream ss;
+            ss << in.rdbuf();
+            std::string bytes = ss.str();
+            uint64_t hl2;
+            memcpy(&hl2, bytes.data(), 8);
+            const std::string hf2 = d.path + "/hf2";
+            std::system(("mkdir -p " + hf2 + " && cp " + src + "/config.json " + src + "/tokenizer.json " + hf2).c_str());
+            for (int variant = 0; variant < 2; variant++) {
+                std::string v = bytes;
+                if (variant == 0) {
+                    ASSERT_EQ(v[8 + hl2 - 1], ' ') << "the header is padded";
+                    const uint64_t shorter = hl2 - 1;
+                    memcpy(&v[0], &shorter, 8);
+                } else {
+                    v += '\0';
+                }
+                std::ofstream(hf2 + "/model.safetensors", std::ios::binary) << v;
+                const auto r3 = run_prog("llama-convert", "--hf " + hf2 + " -o " + out);
+                EXPECT_NE(r3.status, 0);
+                EXPECT_NE(r3.output.find("bad header length or offsets"), std::string::npos) << r3.output;
+                expect_fail("--hf " + hf2, variant == 0 ? "header length one short" : "a byte after the data");
+            }
+        }
         std::ofstream(hf + "/config.json") << R"({"architectures": ["MambaForCausalLM"], "model_type": "mamba"})";
         const auto r2 = run_prog("llama-convert", "--hf " + hf + " -o " + out);
         EXPECT_NE(r2.status, 0);
