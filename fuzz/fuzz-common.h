@@ -1,14 +1,17 @@
 // fuzz-common.h - helpers shared by the libFuzzer harnesses in fuzz/ (and by
 // tests/test-fuzz-regressions.cpp, which feeds the same harness code the saved crash inputs):
-// inputs as files the library opens by name, a silent log, and invariant checks that crash.
+// inputs as files the library opens by name, a silent log, and invariant checks that crash;
+// a temporary directory for inputs that are directories, and the tiny base model of the seed corpus.
 #pragma once
 
 #include "llama.h"
+#include "llama-model.h"
 
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <dirent.h>
 #include <string>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -80,6 +83,12 @@ inline void quiet() {
     (void) once;
 }
 
+// An input the library refused: it must say why (LLAMA_FUZZ_VERBOSE=1 prints the message).
+inline void refused(const std::string & err) {
+    FUZZ_CHECK(!err.empty());
+    if (getenv("LLAMA_FUZZ_VERBOSE")) fprintf(stderr, "fuzz: refused: %s\n", err.c_str());
+}
+
 // Reads every byte of [p, p + n) so that ASan sees any out-of-bounds pointer the library hands out;
 // the result is used so that the reads are not optimized away.
 inline uint8_t touch(const void * p, size_t n) {
@@ -108,5 +117,101 @@ struct reader {
     }
     std::string rest() { return take(n); }
 };
+
+// A directory in $TMPDIR (default /tmp), created once per process by a static instance; at exit it
+// is removed with the files written into it.
+struct temp_dir {
+    std::string path;
+    explicit temp_dir(const char * tag) {
+        const char * tmp = getenv("TMPDIR");
+        std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/llama-fuzz-" + tag + "-XXXXXX";
+        if (!mkdtemp(&tmpl[0])) {
+            perror("fuzz: mkdtemp");
+            abort();
+        }
+        path = tmpl;
+    }
+    ~temp_dir() {
+        if (DIR * d = opendir(path.c_str())) {
+            while (dirent * e = readdir(d)) {
+                if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) unlink((path + "/" + e->d_name).c_str());
+            }
+            closedir(d);
+        }
+        rmdir(path.c_str());
+    }
+    // Writes (replaces) the file name with bytes; returns its path.
+    std::string write(const std::string & name, const std::string & bytes) const {
+        const std::string p = path + "/" + name;
+        FILE * f = fopen(p.c_str(), "wb");
+        FUZZ_CHECK(f != nullptr);
+        FUZZ_CHECK(fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size());
+        FUZZ_CHECK(fclose(f) == 0);
+        return p;
+    }
+    temp_dir(const temp_dir &) = delete;
+    temp_dir & operator=(const temp_dir &) = delete;
+};
+
+// The tiny llama of the seed corpus (fuzz/corpus/fuzz-model/tiny-llama-spm.gguf: 1 layer, n_embd
+// 8, 2 heads, 1 KV head, n_ff 16, 20 tokens, F16 matrices, tied output), loaded once per process as
+// the converter and llama-finetune load a base: mapped, not repacked, in host memory.
+inline const llama_model & tiny_llama() {
+    static llama_model model;
+    static const bool loaded = [] {
+        llama_model_params mp = llama_model_default_params();
+        mp.use_mmap = true;
+        mp.use_repack = false;
+        mp.n_gpu_layers = 0;
+        std::string err;
+        const std::string path = std::string(FUZZ_SOURCE_DIR) + "/corpus/fuzz-model/tiny-llama-spm.gguf";
+        if (!llama_model_load(model, path.c_str(), mp, err)) {
+            fprintf(stderr, "fuzz: cannot load %s: %s\n", path.c_str(), err.c_str());
+            abort();
+        }
+        return true;
+    }();
+    (void) loaded;
+    return model;
+}
+
+// fuzz-checkpoint's run: the configuration string its checkpoints must carry (the seeds of
+// fuzz/corpus/fuzz-checkpoint were written with it by fuzz-make-app-seeds).
+constexpr const char * CHECKPOINT_CONFIG = "data=00000000fuzz0000\nn_ctx=16\nbatch=2\nlr=0.001\nsteps=12\nr=4\nalpha=16\ntargets=q,v,\n";
+
+// llama2.c files (fuzz-llama2c and its seeds): a tokenizer of n_vocab >= 3 tokens (unk, BOS and
+// EOS as llama2.c writes them, then byte and word pieces), and a version-0 checkpoint (dim 8,
+// hidden 16, 1 layer, 2 heads, 1 KV head, seq_len 4) with a shared or, when !shared, its own
+// classifier (vocab_size written negative).
+inline std::string llama2c_tokenizer(int32_t n_vocab) {
+    static const char * const pieces[] = { "<unk>", "\n<s>\n", "\n</s>\n", "<0x0A>", "<0x41>", " ", "a", "b", " a", "ab", " the", "\xc3\xa9" };
+    std::string out(4, '\0');
+    int32_t max_len = 0;
+    for (int32_t i = 0; i < n_vocab; i++) {
+        const std::string t = i < 12 ? pieces[i] : "t" + std::to_string(i);
+        const float score = -(float) i;
+        const int32_t len = (int32_t) t.size();
+        out.append((const char *) &score, 4);
+        out.append((const char *) &len, 4);
+        out += t;
+        if (len > max_len) max_len = len;
+    }
+    memcpy(&out[0], &max_len, 4);
+    return out;
+}
+
+inline std::string llama2c_checkpoint(int32_t n_vocab, bool shared) {
+    const int32_t dim = 8, hidden = 16, layers = 1, heads = 2, kv_heads = 1, seq_len = 4;
+    const int32_t h[7] = { dim, hidden, layers, heads, kv_heads, shared ? n_vocab : -n_vocab, seq_len };
+    const int64_t kv_dim = dim * kv_heads / heads, head_size = dim / heads;
+    const int64_t n = n_vocab * dim + layers * (2 * dim + 2 * dim * dim + 2 * kv_dim * dim + 3 * hidden * dim) + dim +
+                      seq_len * head_size + (shared ? 0 : n_vocab * dim);
+    std::string out((const char *) h, sizeof(h));
+    for (int64_t i = 0; i < n; i++) {
+        const float v = (float) ((i * 37) % 101) / 101.0f - 0.5f;
+        out.append((const char *) &v, 4);
+    }
+    return out;
+}
 
 }  // namespace fuzz

@@ -25,6 +25,10 @@ int fuzz_entry_tokenizer(const uint8_t * data, size_t size);
 int fuzz_entry_chat_template(const uint8_t * data, size_t size);
 int fuzz_entry_json(const uint8_t * data, size_t size);
 int fuzz_entry_safetensors(const uint8_t * data, size_t size);
+int fuzz_entry_adapter(const uint8_t * data, size_t size);
+int fuzz_entry_checkpoint(const uint8_t * data, size_t size);
+int fuzz_entry_finetune_data(const uint8_t * data, size_t size);
+int fuzz_entry_llama2c(const uint8_t * data, size_t size);
 }
 
 namespace {
@@ -43,6 +47,10 @@ const target TARGETS[] = {
     { "fuzz-chat-template", fuzz_entry_chat_template },
     { "fuzz-json", fuzz_entry_json },
     { "fuzz-safetensors", fuzz_entry_safetensors },
+    { "fuzz-adapter", fuzz_entry_adapter },
+    { "fuzz-checkpoint", fuzz_entry_checkpoint },
+    { "fuzz-finetune-data", fuzz_entry_finetune_data },
+    { "fuzz-llama2c", fuzz_entry_llama2c },
 };
 
 struct input_case {
