@@ -1,5 +1,5 @@
 // fuzz-common.h - helpers shared by the libFuzzer harnesses in fuzz/ (and by
-// tests/test-fuzz-regressions.cpp, which feeds the same harness code the saved crash inputs):
+// tests/llama/test-fuzz-regressions.cpp, which feeds the same harness code the saved crash inputs):
 // inputs as files the library opens by name, a silent log, and invariant checks that crash;
 // a temporary directory for inputs that are directories, and the tiny base model of the seed corpus.
 #pragma once

@@ -2,7 +2,7 @@
 """PyTorch reference loss curve: full fine-tuning of stories260K with AdamW on one fixed sequence.
 
 An offline tool (tests and CI never run it): it wrote tests/data/stories260k-full-ft-adamw.txt,
-which tests/test-train-llama.cpp holds the library's training loop to.
+which tests/llama/test-train-llama.cpp holds the library's training loop to.
 
   - The weights come from the GGUF file (parsed in llama_ref.py, shared with stories260k_lora.py:
     header, key-value pairs, tensor infos, aligned F32 data), the same file the test loads.

@@ -38,9 +38,23 @@ namespace {
 
 std::string bin(const std::string & prog) { return std::string(LLAMA_EMULATOR) + " " + LLAMA_BIN_DIR + "/" + prog; }
 
-// Under a cross build's emulator (qemu, ~100x slower) the curves are run over their first 20
-// steps (row k depends on the first k steps only); natively over all 200.
-int curve_steps() { return std::string(LLAMA_EMULATOR).find_first_not_of(' ') == std::string::npos ? 200 : 20; }
+#if defined(__SANITIZE_ADDRESS__)
+#define FINETUNE_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define FINETUNE_SANITIZED 1
+#endif
+#endif
+
+// Under a cross build's emulator (qemu, ~100x slower) and the sanitizers (which look for memory
+// errors, not for the numbers of 200 steps) the curves are run over their first 20 steps (row k
+// depends on the first k steps only); natively over all 200.
+int curve_steps() {
+#ifdef FINETUNE_SANITIZED
+    return 20;
+#endif
+    return std::string(LLAMA_EMULATOR).find_first_not_of(' ') == std::string::npos ? 200 : 20;
+}
 tu::run_result finetune(const std::string & args) { return tu::run_command(bin("llama-finetune") + " " + args); }
 
 std::string model_path() { return tu::models_dir() + "/stories260K.gguf"; }
@@ -136,13 +150,6 @@ TEST(Finetune, LoraCurveFollowsPyTorch) {
 // or 15% (Q4_0) of torch's loss plus 1e-3 nats (0.05% of the starting loss), which near the end is
 // the size of such bumps and early on, where a wrong scale, decay or init shows, is nothing.
 constexpr double CURVE_FLOOR = 1e-3;
-#if defined(__SANITIZE_ADDRESS__)
-#define FINETUNE_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define FINETUNE_SANITIZED 1
-#endif
-#endif
 TEST(Finetune, QLoraCurvesOnQuantizedBasesStayClose) {
 #ifdef FINETUNE_SANITIZED
     GTEST_SKIP() << "sanitizer build: the QLoRA curve tolerances hold for optimized builds only (see above)";

@@ -106,7 +106,7 @@ std::vector<float> exact_logits(const std::string & path, bool flash_attn) {
 
 // F32 weights: the same kernels, rounding only (max_rel, relative to the largest logit).
 // Quantized weights: the device's are not repacked, and the CPU's plain and repacked products
-// of Q8_0 differ a little (as tests/test-model.cpp's "mapped, not repacked" variant shows):
+// of Q8_0 differ a little (as tests/llama/test-model.cpp's "mapped, not repacked" variant shows):
 // mean KL below max_kl and the same top token everywhere.
 void expect_same_logits(const std::vector<float> & got, const std::vector<float> & ref, double tol, int32_t n_vocab = 0,
                         double max_kl = 0.0) {
