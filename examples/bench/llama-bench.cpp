@@ -8,7 +8,7 @@
 // deviation of tokens/s over the repetitions.
 #include "bench.h"
 #include "llama.h"
-#include "../shared-flags.h"
+#include "common.h"
 
 #include <algorithm>
 #include <cctype>
@@ -52,7 +52,7 @@ void usage(FILE * out) {
             "  -d, --n-depth <n>                         (default: 0)\n"
             "  -b, --batch-size <n>                      (default: %d)\n"
             "  -ub, --ubatch-size <n>                    (default: %d)\n"
-            "  -ctk, --cache-type-k <t>                  (default: f16; " LLAMA_CACHE_TYPE_NAMES ")\n"
+            "  -ctk, --cache-type-k <t>                  (default: f16; " COMMON_CACHE_TYPE_NAMES ")\n"
             "  -ctv, --cache-type-v <t>                  (default: f16)\n"
             "  -t, --threads <n>                         (default: %d)\n"
             "  -ngl, --n-gpu-layers <n>                  (default: %d; layers on the GPU, if the build has one)\n"
@@ -146,7 +146,7 @@ std::vector<ggml_type> parse_cache_types(const std::string & flag, const std::st
     std::vector<ggml_type> out;
     for (const std::string & s : split(v, ',')) {
         ggml_type t;
-        if (!parse_cache_type(s, &t)) fail_arg("invalid cache type for " + flag + ": '" + s + "' (" LLAMA_CACHE_TYPE_NAMES ")");
+        if (!common_parse_cache_type(s, &t)) fail_arg("invalid cache type for " + flag + ": '" + s + "' (" COMMON_CACHE_TYPE_NAMES ")");
         out.push_back(t);
     }
     return out;

@@ -6,7 +6,8 @@
 // OUT (little-endian): int32 n_tokens, int32 n_vocab, int32 tokens[n_tokens],
 // float32 logits[n_tokens][n_vocab]. It is written to a temporary file that is renamed into
 // place once complete, so OUT is written whole or not at all.
-#include "llama.h"
+#include "arg.h"
+#include "common.h"
 
 #include <cerrno>
 #include <cmath>
@@ -18,59 +19,6 @@
 #include <vector>
 
 namespace {
-
-void usage(FILE * out) {
-    fprintf(out,
-            "usage: llama-logits -m MODEL -p PROMPT -o OUT [-t N] [-ngl N] [--no-bos] [--lora FILE]\n"
-            "  -m, --model FILE    GGUF model\n"
-            "  -p, --prompt TEXT   text to evaluate (tokenized with BOS when the model asks for it)\n"
-            "  -o, --output FILE   logits file to write\n"
-            "  -t, --threads N     threads (default: the library's)\n"
-            "  -ngl, --n-gpu-layers N\n"
-            "                      layers on the GPU, the last ones (default: 0; all: every one and the\n"
-            "                      output layer)\n"
-            "      --no-bos        do not add BOS/EOS even if the model asks for them\n"
-            "      --tokens LIST   evaluate these comma-separated token ids instead of a prompt\n"
-            "      --lora FILE     apply a LoRA adapter (GGUF file or PEFT directory) at scale 1;\n"
-            "                      repeatable\n"
-            "      --lora-scaled FILE SCALE\n"
-            "                      apply a LoRA adapter at the given scale; repeatable\n"
-            "Writes int32 n_tokens, int32 n_vocab, int32 tokens[n_tokens], float32 logits[n_tokens][n_vocab]\n"
-            "(little-endian), all tokens evaluated in one batch.\n");
-}
-
-bool parse_int(const char * s, long lo, long hi, long & out) {
-    char * end = nullptr;
-    errno = 0;
-    const long v = strtol(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi) return false;
-    out = v;
-    return true;
-}
-
-// A finite number (LoRA scales may be negative or zero).
-bool parse_float(const char * s, float & out) {
-    char * end = nullptr;
-    errno = 0;
-    const float v = strtof(s, &end);
-    if (errno != 0 || end == s || *end != '\0' || !std::isfinite(v)) return false;
-    out = v;
-    return true;
-}
-
-bool parse_tokens(const std::string & list, std::vector<llama_token> & out) {
-    size_t start = 0;
-    while (start <= list.size()) {
-        const size_t comma = list.find(',', start);
-        const std::string item = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-        long v;
-        if (!parse_int(item.c_str(), 0, INT32_MAX, v)) return false;
-        out.push_back((llama_token) v);
-        if (comma == std::string::npos) break;
-        start = comma + 1;
-    }
-    return !out.empty();
-}
 
 // Writes the file under a temporary name next to it, then renames it into place.
 bool write_logits(const std::string & path, const std::vector<llama_token> & tokens, int32_t n_vocab,
@@ -99,85 +47,25 @@ bool write_logits(const std::string & path, const std::vector<llama_token> & tok
 }  // namespace
 
 int main(int argc, char ** argv) {
-    std::string model_path, prompt, out_path, token_list;
-    bool has_prompt = false, has_tokens = false, add_bos = true;
-    long n_threads = 0;
-    long n_gpu_layers = 0;
-    std::vector<std::pair<std::string, float>> loras;  // adapter path, scale
-    for (int i = 1; i < argc; i++) {
-        const std::string a = argv[i];
-        const bool takes_value = a == "-m" || a == "--model" || a == "-p" || a == "--prompt" || a == "-o" ||
-                                 a == "--output" || a == "-t" || a == "--threads" || a == "--tokens" || a == "--lora" ||
-                                 a == "-ngl" || a == "--n-gpu-layers";
-        if ((takes_value && i + 1 >= argc) || (a == "--lora-scaled" && i + 2 >= argc)) {
-            fprintf(stderr, "llama-logits: missing value for %s\n", a.c_str());
-            usage(stderr);
-            return 1;
-        }
-        if (a == "-h" || a == "--help") {
-            usage(stdout);
-            return 0;
-        } else if (a == "-m" || a == "--model") {
-            model_path = argv[++i];
-        } else if (a == "-p" || a == "--prompt") {
-            prompt = argv[++i];
-            has_prompt = true;
-        } else if (a == "-o" || a == "--output") {
-            out_path = argv[++i];
-        } else if (a == "-t" || a == "--threads") {
-            if (!parse_int(argv[++i], 1, 512, n_threads)) {
-                fprintf(stderr, "llama-logits: invalid thread count '%s' (1 to 512)\n", argv[i]);
-                return 1;
-            }
-        } else if (a == "-ngl" || a == "--n-gpu-layers") {
-            const std::string v = argv[++i];
-            if (v == "all") {
-                n_gpu_layers = 999;
-            } else if (!parse_int(v.c_str(), 0, 1L << 30, n_gpu_layers)) {
-                fprintf(stderr, "llama-logits: invalid layer count '%s' (0 or more, or all)\n", v.c_str());
-                return 1;
-            }
-        } else if (a == "--tokens") {
-            token_list = argv[++i];
-            has_tokens = true;
-        } else if (a == "--lora") {
-            loras.push_back({argv[++i], 1.0f});
-        } else if (a == "--lora-scaled") {
-            const char * path = argv[++i];
-            float scale;
-            if (!parse_float(argv[++i], scale)) {
-                fprintf(stderr, "llama-logits: invalid LoRA scale '%s' for '%s' (a number)\n", argv[i], path);
-                return 1;
-            }
-            loras.push_back({path, scale});
-        } else if (a == "--no-bos") {
-            add_bos = false;
-        } else {
-            fprintf(stderr, "llama-logits: unknown option '%s'\n", a.c_str());
-            usage(stderr);
-            return 1;
-        }
-    }
-    if (model_path.empty() || out_path.empty() || has_prompt == has_tokens) {
-        fprintf(stderr, "llama-logits: %s\n", model_path.empty() ? "no model given (-m)"
-                                              : out_path.empty() ? "no output file given (-o)"
-                                              : has_prompt ? "give either -p or --tokens, not both"
-                                                           : "no prompt given (-p)");
-        usage(stderr);
+    common_params params;
+    if (!common_params_parse(argc, argv, params, LLAMA_EXAMPLE_LOGITS)) return 1;
+    const bool has_prompt = params.prompt_given, has_tokens = !params.tokens.empty();
+    if (params.model.empty() || params.out_file.empty() || has_prompt == has_tokens) {
+        fprintf(stderr, "llama-logits: %s\n(see llama-logits --help)\n", params.model.empty() ? "no model given (-m)"
+                                                                 : params.out_file.empty() ? "no output file given (-o)"
+                                                                 : has_prompt ? "give either -p or --tokens, not both"
+                                                                              : "no prompt given (-p)");
         return 1;
     }
-    std::vector<llama_token> tokens;
-    if (has_tokens && !parse_tokens(token_list, tokens)) {
-        fprintf(stderr, "llama-logits: invalid token list '%s' (comma-separated non-negative integers)\n", token_list.c_str());
-        return 1;
-    }
+    const std::string & prompt = params.prompt, & out_path = params.out_file;
+    const bool add_bos = params.add_bos;
+    std::vector<llama_token> tokens = params.tokens;
 
     llama_backend_init();
-    llama_model_params mparams = llama_model_default_params();
-    mparams.n_gpu_layers = (int32_t) n_gpu_layers;
-    llama_model * model = llama_model_load_from_file(model_path.c_str(), mparams);
+    const llama_model_params mparams = common_model_params_to_llama(params);
+    llama_model * model = llama_model_load_from_file(params.model.c_str(), mparams);
     if (!model) {
-        fprintf(stderr, "llama-logits: cannot load model '%s'\n", model_path.c_str());
+        fprintf(stderr, "llama-logits: cannot load model '%s'\n", params.model.c_str());
         return 1;
     }
     const llama_vocab * vocab = llama_model_get_vocab(model);
@@ -194,14 +82,10 @@ int main(int argc, char ** argv) {
         for (llama_adapter_lora * ad : adapters) llama_adapter_lora_free(ad);
         llama_model_free(model);
     };
-    for (const auto & l : loras) {
-        llama_adapter_lora * ad = llama_adapter_lora_init(model, l.first.c_str());
-        if (!ad) {
-            fprintf(stderr, "llama-logits: cannot load LoRA adapter '%s'\n", l.first.c_str());
-            free_all(nullptr);
-            return 1;
-        }
-        adapters.push_back(ad);
+    if (std::string err; !common_adapters_load(model, params, adapters, err)) {
+        fprintf(stderr, "llama-logits: %s\n", err.c_str());
+        free_all(nullptr);
+        return 1;
     }
 
     if (has_prompt) {
@@ -222,18 +106,17 @@ int main(int argc, char ** argv) {
         return 1;
     }
 
-    llama_context_params cp = llama_context_default_params();
+    llama_context_params cp = common_context_params_to_llama(params);
     cp.n_ctx = (uint32_t) tokens.size();
     cp.n_batch = (uint32_t) tokens.size();
     cp.n_ubatch = cp.n_batch;  // one graph
-    if (n_threads > 0) cp.n_threads = cp.n_threads_batch = (int32_t) n_threads;
     llama_context * ctx = llama_init_from_model(model, cp);
     if (!ctx) {
         fprintf(stderr, "llama-logits: cannot create a context\n");
         free_all(nullptr);
         return 1;
     }
-    for (size_t i = 0; i < adapters.size(); i++) llama_set_adapter_lora(ctx, adapters[i], loras[i].second);
+    common_adapters_apply(ctx, params, adapters);
 
     // All tokens in one batch, logits for every one of them.
     const int32_t n_tokens = (int32_t) tokens.size();

@@ -16,8 +16,9 @@
 //   Final estimate: PPL = exp(m) +/- exp(m) * s
 // with m the mean negative log-likelihood and s its standard error,
 // sqrt((mean(nll^2) - m^2) / (count - 1)), carried through exp to first order.
-// Log-softmax is computed in double. Results go to standard output, the log (load, timings)
-// to standard error.
+// Log-softmax is computed in double. The per-chunk estimates and the KL divergence statistics go
+// to standard output; the final estimate, the log (load, timings) to standard error, as
+// llama.cpp's llama-perplexity prints them.
 //
 // KL divergence: --kl-divergence-base FILE without --kl-divergence also saves the tokens and the
 // logits of every scored position to FILE. With --kl-divergence the tokens come from FILE (no
@@ -26,22 +27,21 @@
 // likely tokens agree, and delta-p = p_model(next token) - p_base(next token); printed in the
 // shape of llama.cpp's output.
 //
-// Base file (host byte order: little-endian on the CPUs this engine supports):
-//   char     magic[8]   "PPLLOGIT"
-//   uint32   version    1
-//   uint32   n_ctx      tokens per chunk (at least 4)
-//   uint32   n_vocab    width of a logits row
-//   uint32   n_chunk    chunks saved (at least 1)
+// Base file: llama.cpp's (its --kl-divergence-base files are read here and ours there),
+// little-endian:
+//   char     magic[8]   "_logits_"
+//   uint32   n_ctx      tokens per chunk
+//   int32    n_vocab
+//   int32    n_chunk
 //   int32    tokens[n_chunk * n_ctx]                    the text's tokens (before BOS replacement)
-//   float32  logits[n_chunk][n_ctx - 1 - n_ctx/2][n_vocab]
-//            row r of chunk c: the logits of position n_ctx/2 + r of chunk c, which predict
-//            tokens[c * n_ctx + n_ctx/2 + r + 1]
+//   then per chunk, for positions n_ctx/2 .. n_ctx - 2 (which predict the next token), a row of
+//   nv = 2 * ((n_vocab + 1) / 2) + 4 uint16: float32 scale, float32 min_log_prob, then n_vocab
+//   16-bit log-probabilities q (log p = scale * q + min_log_prob; q = 0 for every logit at or
+//   below max - 16), then padding to nv.
 // and nothing after. It is written under a temporary name beside FILE and renamed into place
-// once complete, so FILE is written whole or not at all. Unlike llama.cpp's base files (16-bit
-// log-probabilities) the logits are kept exactly: a model compared with its own base file gives
-// a KL divergence of exactly 0.
-#include "llama.h"
-#include "../shared-flags.h"
+// once complete, so FILE is written whole or not at all.
+#include "arg.h"
+#include "common.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -62,26 +62,41 @@ namespace {
 
 constexpr int32_t kDefaultCtx = 512;  // llama.cpp's perplexity default
 constexpr int32_t kMinCtx = 4;        // the smallest context that scores a token per chunk
-constexpr char kMagic[8] = {'P', 'P', 'L', 'L', 'O', 'G', 'I', 'T'};
-constexpr uint32_t kVersion = 1;
-constexpr size_t kHeaderBytes = 8 + 4 * sizeof(uint32_t);
+constexpr char kMagic[8] = {'_', 'l', 'o', 'g', 'i', 't', 's', '_'};  // llama.cpp's
+constexpr size_t kHeaderBytes = 8 + 3 * sizeof(uint32_t);
 
-struct ppl_params {
-    std::string model;
-    std::string text_file;
-    std::string kl_base;      // --kl-divergence-base FILE
-    bool kl_divergence = false;
-    int32_t n_ctx = 0;        // 0: 512, lowered to what the text has
-    int32_t n_batch = 2048;   // capped to n_ctx
-    int32_t n_threads = 0;    // 0: the library's default
-    int32_t n_chunks = -1;    // -1: all
-    ggml_type type_k = GGML_TYPE_F16;
-    ggml_type type_v = GGML_TYPE_F16;
-    bool flash_attn = false;
-    bool use_mmap = true;
-    bool use_repack = true;
-    gpu_options gpu;          // -ngl, -sm, -mg, -nkvo
-};
+// A base-file row's width in uint16: the two floats, the log-probabilities, even padding.
+size_t row_u16(int32_t n_vocab) { return 2 * (((size_t) n_vocab + 1) / 2) + 4; }
+
+// The row of logits as llama.cpp stores it: 16-bit log-probabilities over the 16 nats below the
+// largest logit (the rest at the floor), rounded to nearest as llama.cpp's nearest_int.
+void encode_row(const float * logits, int32_t n_vocab, uint16_t * out) {
+    float max_logit = logits[0], min_logit = logits[0];
+    for (int32_t i = 1; i < n_vocab; i++) {
+        max_logit = std::max(max_logit, logits[i]);
+        min_logit = std::min(min_logit, logits[i]);
+    }
+    min_logit = std::max(min_logit, max_logit - 16);
+    double sum_exp = 0.0;
+    for (int32_t i = 0; i < n_vocab; i++) sum_exp += expf(logits[i] - max_logit);
+    const float log_sum_exp = (float) std::log(sum_exp);
+    const float d[2] = {(max_logit - min_logit) / 65535.f, min_logit - max_logit - log_sum_exp};
+    memcpy(out, d, sizeof(d));
+    uint16_t * q = out + 4;
+    memset(q, 0, (row_u16(n_vocab) - 4) * sizeof(uint16_t));
+    if (d[0] == 0) return;
+    const float inv_scale = 1 / d[0];
+    for (int32_t i = 0; i < n_vocab; i++) {
+        if (logits[i] > min_logit) q[i] = (uint16_t) std::lrintf(inv_scale * (logits[i] - min_logit));
+    }
+}
+
+// The log-probabilities of a stored row (its logits, up to a constant).
+void decode_row(const uint16_t * row, int32_t n_vocab, float * out) {
+    float d[2];
+    memcpy(d, row, sizeof(d));
+    for (int32_t i = 0; i < n_vocab; i++) out[i] = d[0] * row[4 + i] + d[1];
+}
 
 volatile sig_atomic_t g_interrupted = 0;
 
@@ -93,110 +108,26 @@ void on_sigint(int) {
     g_interrupted = 1;
 }
 
-void usage(FILE * out) {
-    fprintf(out,
-            "usage: llama-perplexity -m MODEL -f TEXT [options]\n"
-            "       llama-perplexity -m MODEL --kl-divergence-base FILE --kl-divergence [options]\n\n"
-            "  -m, --model FILE          GGUF model\n"
-            "  -f, --file FILE           text whose perplexity is computed\n"
-            "  -c, --ctx-size N          tokens per chunk (default 512, lowered to half the text's\n"
-            "                            tokens when it is shorter; at least %d); the second half of\n"
-            "                            each chunk is scored\n"
-            "  -b, --batch-size N        tokens per decode (default 2048, at most -c)\n"
-            "  -t, --threads N           threads (default: all cores)\n"
-            "      --chunks N            evaluate at most N chunks (default: all)\n"
-            "  -fa, --flash-attn [on|off|auto]\n"
-            "                            fused attention reading the cache as stored (bare: on;\n"
-            "                            auto: off)\n"
-            "  -ctk, --cache-type-k T    KV cache type of K: f16 (default), f32, bf16, q8_0, q4_0, q4_1,\n"
-            "                            iq4_nl, q5_0, q5_1\n"
-            "  -ctv, --cache-type-v T    KV cache type of V, the same types\n"
-            "      --no-mmap             read the model into memory instead of mapping it\n"
-            "      --no-repack           keep the file's weight layout\n"
-            "      --kl-divergence-base FILE\n"
-            "                            without --kl-divergence: also save the tokens and the logits\n"
-            "                            of the scored positions to FILE (written whole or not at all);\n"
-            "                            with it: the base model's file to compare with\n"
-            "      --kl-divergence       compare the model with --kl-divergence-base FILE (the tokens\n"
-            "                            come from FILE: no -f): KL divergence, top-token agreement,\n"
-            "                            probability differences, both perplexities\n"
-            "%s"
-            "  -h, --help                this help\n",
-            kMinCtx, gpu_options::help());
-}
-
-[[noreturn]] void fail_arg(const std::string & msg) {
-    fprintf(stderr, "llama-perplexity: %s\n(see llama-perplexity --help)\n", msg.c_str());
-    exit(1);
-}
-
-int32_t parse_int(const std::string & flag, const char * v, int32_t lo, int32_t hi) {
-    char * end = nullptr;
-    errno = 0;
-    const long x = strtol(v, &end, 10);
-    if (!*v || !end || *end != '\0' || errno == ERANGE) fail_arg("invalid value for " + flag + ": '" + v + "' (expected an integer)");
-    if (x < lo || x > hi) {
-        fail_arg("value of " + flag + " out of range: " + v + " (allowed " + std::to_string(lo) + " .. " + std::to_string(hi) + ")");
-    }
-    return (int32_t) x;
-}
-
-ggml_type parse_cache_type(const std::string & flag, const std::string & v) {
-    ggml_type t;
-    if (!parse_cache_type(v, &t)) fail_arg("invalid value for " + flag + ": '" + v + "' (" LLAMA_CACHE_TYPE_NAMES ")");
-    return t;
-}
-
-ppl_params parse_args(int argc, char ** argv) {
-    ppl_params p;
-    for (int i = 1; i < argc; i++) {
-        const std::string a = argv[i];
-        auto value = [&]() -> const char * {
-            if (i + 1 >= argc) fail_arg("missing value for " + a);
-            return argv[++i];
-        };
-        if (a == "-h" || a == "--help") {
-            usage(stdout);
-            exit(0);
-        } else if (a == "-m" || a == "--model") {
-            p.model = value();
-        } else if (a == "-f" || a == "--file") {
-            p.text_file = value();
-        } else if (a == "-c" || a == "--ctx-size") {
-            p.n_ctx = parse_int(a, value(), kMinCtx, 1 << 24);
-        } else if (a == "-b" || a == "--batch-size") {
-            p.n_batch = parse_int(a, value(), 1, 1 << 24);
-        } else if (a == "-t" || a == "--threads") {
-            p.n_threads = parse_int(a, value(), 1, 1024);
-        } else if (a == "--chunks") {
-            p.n_chunks = parse_int(a, value(), -1, INT32_MAX);
-            if (p.n_chunks == 0) fail_arg("--chunks must be at least 1 (or -1: all)");
-        } else if (a == "-fa" || a == "--flash-attn") {
-            p.flash_attn = parse_flash_attn(argc, argv, i);
-        } else if (a == "-ctk" || a == "--cache-type-k") {
-            p.type_k = parse_cache_type(a, value());
-        } else if (a == "-ctv" || a == "--cache-type-v") {
-            p.type_v = parse_cache_type(a, value());
-        } else if (a == "--no-mmap") {
-            p.use_mmap = false;
-        } else if (a == "--no-repack") {
-            p.use_repack = false;
-        } else if (a == "--kl-divergence-base") {
-            p.kl_base = value();
-        } else if (a == "--kl-divergence") {
-            p.kl_divergence = true;
-        } else if (std::string err; p.gpu.parse(argc, argv, i, &err) != 0) {
-            if (!err.empty()) fail_arg(err);
-        } else {
-            fail_arg("unknown option '" + a + "'");
-        }
-    }
-    if (p.model.empty()) fail_arg("no model given (-m MODEL)");
+// The options (common/arg.cpp's table) with llama-perplexity's defaults: -c 0 (512, lowered to
+// what the text has), -b 2048, -ub as -b (one graph per decode call).
+common_params parse_args(int argc, char ** argv) {
+    common_params p;
+    p.n_batch = 2048;
+    p.n_ubatch = -1;
+    if (!common_params_parse(argc, argv, p, LLAMA_EXAMPLE_PERPLEXITY)) exit(1);
+    auto fail = [](const std::string & msg) {
+        fprintf(stderr, "llama-perplexity: %s\n(see llama-perplexity --help)\n", msg.c_str());
+        exit(1);
+    };
+    if (p.model.empty()) fail("no model given (-m MODEL)");
+    if (p.n_ctx != 0 && p.n_ctx < kMinCtx) fail("value of -c out of range: " + std::to_string(p.n_ctx) + " (at least " + std::to_string(kMinCtx) + ")");
     if (p.kl_divergence) {
-        if (p.kl_base.empty()) fail_arg("--kl-divergence needs the base model's file (--kl-divergence-base FILE)");
-        if (!p.text_file.empty()) fprintf(stderr, "llama-perplexity: -f is ignored with --kl-divergence (the tokens come from the base file)\n");
-    } else if (p.text_file.empty()) {
-        fail_arg("no text given (-f FILE)");
+        if (p.logits_file.empty()) fail("--kl-divergence needs the base model's file (--kl-divergence-base FILE)");
+        if (!p.prompt_file.empty()) fprintf(stderr, "llama-perplexity: -f is ignored with --kl-divergence (the tokens come from the base file)\n");
+    } else if (p.prompt_sources == 0) {
+        fail("no text given (-f FILE, or -p TEXT)");
+    } else if (p.prompt_sources > 1) {
+        fail("give the text once (-f FILE or -p TEXT)");
     }
     return p;
 }
@@ -328,7 +259,7 @@ struct atomic_writer {
 };
 
 bool write_base_header(atomic_writer & w, uint32_t n_ctx, uint32_t n_vocab, uint32_t n_chunk, const llama_token * tokens) {
-    const uint32_t h[4] = {kVersion, n_ctx, n_vocab, n_chunk};
+    const uint32_t h[3] = {n_ctx, n_vocab, n_chunk};
     return w.write(kMagic, sizeof(kMagic)) && w.write(h, sizeof(h)) &&
            w.write(tokens, (size_t) n_chunk * n_ctx * sizeof(llama_token));
 }
@@ -354,23 +285,24 @@ bool open_base(const std::string & path, base_file & b) {
     struct stat st;
     if (fstat(fileno(b.f), &st) != 0 || !S_ISREG(st.st_mode)) return fail("is not a regular file");
     char magic[8];
-    uint32_t h[4];
+    uint32_t h[3];
     if (fread(magic, 1, sizeof(magic), b.f) != sizeof(magic) || memcmp(magic, kMagic, sizeof(magic)) != 0) {
-        return fail("is not a base file of llama-perplexity (no PPLLOGIT magic; write one with --kl-divergence-base "
-                    "FILE without --kl-divergence)");
+        return fail(memcmp(magic, "PPLLOGIT", 8) == 0
+                        ? "is a base file of an earlier version of this program: write it again (llama.cpp's format now)"
+                        : "is not a base file of llama-perplexity (no _logits_ magic; write one with --kl-divergence-base "
+                          "FILE without --kl-divergence)");
     }
     if (fread(h, 1, sizeof(h), b.f) != sizeof(h)) return fail("is truncated (incomplete header)");
-    if (h[0] != kVersion) return fail("has version " + std::to_string(h[0]) + ", this program reads version " + std::to_string(kVersion));
-    b.n_ctx = h[1];
-    b.n_vocab = h[2];
-    b.n_chunk = h[3];
+    b.n_ctx = h[0];
+    b.n_vocab = h[1];
+    b.n_chunk = h[2];
     if (b.n_ctx < (uint32_t) kMinCtx || b.n_ctx > (1u << 24)) return fail("has an invalid context size " + std::to_string(b.n_ctx));
     if (b.n_vocab == 0 || b.n_vocab > (1u << 24)) return fail("has an invalid vocabulary size " + std::to_string(b.n_vocab));
     if (b.n_chunk == 0 || b.n_chunk > (1u << 24)) return fail("has an invalid chunk count " + std::to_string(b.n_chunk));
     // With these bounds the sizes fit in 64 bits.
     const uint64_t n_tok = (uint64_t) b.n_chunk * b.n_ctx;
     const uint64_t n_rows = (uint64_t) b.n_chunk * (b.n_ctx - 1 - b.n_ctx / 2);
-    const uint64_t want = kHeaderBytes + n_tok * sizeof(llama_token) + n_rows * b.n_vocab * sizeof(float);
+    const uint64_t want = kHeaderBytes + n_tok * sizeof(llama_token) + n_rows * row_u16((int32_t) b.n_vocab) * sizeof(uint16_t);
     if ((uint64_t) st.st_size < want) {
         return fail("is truncated: " + std::to_string((uint64_t) st.st_size) + " bytes, its header announces " + std::to_string(want));
     }
@@ -433,20 +365,23 @@ struct kl_stats {
     size_t count = 0;
     std::vector<float> kld_values, p_diff_values;
 
-    // One scored position: the model's and the base's logits, and the text's next token.
-    void add(const float * logits, const float * base, int32_t n_vocab, llama_token tok) {
+    // One scored position: the model's logits, the base's stored log-probabilities, and the
+    // text's next token. As llama.cpp: base log-probabilities at or below -16 (the stored floor)
+    // add nothing to the divergence.
+    void add(const float * logits, const float * base_lp, int32_t n_vocab, llama_token tok) {
         int32_t imax = 0, imax_base = 0;
         const double lse = log_sum_exp(logits, n_vocab, &imax);
-        const double lse_base = log_sum_exp(base, n_vocab, &imax_base);
+        for (int32_t i = 1; i < n_vocab; i++) {
+            if (base_lp[i] > base_lp[imax_base]) imax_base = i;
+        }
         double kld = 0.0;
         for (int32_t i = 0; i < n_vocab; i++) {
-            const double lp_base = (double) base[i] - lse_base;
+            const double lp_base = (double) base_lp[i];
             const double lp = (double) logits[i] - lse;
-            const double p_base = std::exp(lp_base);
-            if (p_base > 0) kld += p_base * (lp_base - lp);
+            if (lp_base > -16.0) kld += std::exp(lp_base) * (lp_base - lp);
         }
         const double nll = lse - logits[tok];
-        const double nll_base = lse_base - base[tok];
+        const double nll_base = -(double) base_lp[tok];  // stored normalized
         const double p_diff = std::exp(-nll) - std::exp(-nll_base);
         sum_nll += nll;
         sum_nll2 += nll * nll;
@@ -578,14 +513,14 @@ bool interrupted() {
 }
 
 // Perplexity of the text's tokens, saving the base file when one is named.
-int run_perplexity(const ppl_params & params, evaluator & ev, const std::vector<llama_token> & tokens, int32_t n_chunk) {
+int run_perplexity(const common_params & params, evaluator & ev, const std::vector<llama_token> & tokens, int32_t n_chunk) {
     atomic_writer w;
-    if (!params.kl_base.empty()) {
-        if (!w.open(params.kl_base) ||
+    if (!params.logits_file.empty()) {
+        if (!w.open(params.logits_file) ||
             !write_base_header(w, (uint32_t) ev.n_ctx, (uint32_t) ev.n_vocab, (uint32_t) n_chunk, tokens.data())) {
             return 1;
         }
-        fprintf(stderr, "llama-perplexity: saving the logits of the scored positions to %s\n", params.kl_base.c_str());
+        fprintf(stderr, "llama-perplexity: saving the logits of the scored positions to %s\n", params.logits_file.c_str());
     }
     fprintf(stderr, "llama-perplexity: calculating perplexity over %d chunks, n_ctx=%d, batch_size=%d\n", n_chunk,
             ev.n_ctx, ev.n_batch);
@@ -593,6 +528,8 @@ int run_perplexity(const ppl_params & params, evaluator & ev, const std::vector<
     double nll = 0.0, nll2 = 0.0;
     size_t count = 0;
     std::vector<float> rows;
+    const size_t nv = row_u16(ev.n_vocab);
+    std::vector<uint16_t> stored(w.f ? (size_t) ev.n_scored() * nv : 0);
     const int32_t first = ev.first();
     for (int32_t c = 0; c < n_chunk; c++) {
         if (interrupted()) return 1;
@@ -607,7 +544,10 @@ int run_perplexity(const ppl_params & params, evaluator & ev, const std::vector<
             nll2 += v * v;
             count++;
         }
-        if (w.f && !w.write(rows.data(), rows.size() * sizeof(float))) return 1;
+        if (w.f) {
+            for (int32_t r = 0; r < ev.n_scored(); r++) encode_row(rows.data() + (size_t) r * ev.n_vocab, ev.n_vocab, stored.data() + r * nv);
+            if (!w.write(stored.data(), stored.size() * sizeof(uint16_t))) return 1;
+        }
         printf("[%d]%.4lf,", c + 1, std::exp(nll / (double) count));
         fflush(stdout);
     }
@@ -617,11 +557,11 @@ int run_perplexity(const ppl_params & params, evaluator & ev, const std::vector<
     const double ppl = std::exp(mean);
     const double var = nll2 / (double) count - mean * mean;
     const double se = var > 0 && count > 1 ? std::sqrt(var / (double) (count - 1)) : 0.0;
-    printf("Final estimate: PPL = %.4lf +/- %.5lf\n", ppl, se * ppl);
-    fflush(stdout);
+    // on standard error, as llama.cpp's (its LOG_INF); the per-chunk line above on standard output
+    fprintf(stderr, "Final estimate: PPL = %.4lf +/- %.5lf\n", ppl, se * ppl);
     if (w.f) {
         if (!w.commit()) return 1;
-        fprintf(stderr, "llama-perplexity: wrote %s\n", params.kl_base.c_str());
+        fprintf(stderr, "llama-perplexity: wrote %s\n", params.logits_file.c_str());
     }
     return 0;
 }
@@ -631,14 +571,17 @@ int run_kl_divergence(evaluator & ev, base_file & base, int32_t n_chunk) {
             ev.n_ctx, ev.n_batch);
     kl_stats s;
     std::vector<float> rows, base_rows((size_t) ev.n_scored() * ev.n_vocab);
+    const size_t nv = row_u16(ev.n_vocab);
+    std::vector<uint16_t> stored((size_t) ev.n_scored() * nv);
     const int32_t first = ev.first();
     printf("chunk             PPL               ln(PPL(Q)/PPL(base))          KL Divergence              Δp RMS            Same top p\n");
     for (int32_t c = 0; c < n_chunk; c++) {
         if (interrupted()) return 1;
-        if (fread(base_rows.data(), sizeof(float), base_rows.size(), base.f) != base_rows.size()) {
+        if (fread(stored.data(), sizeof(uint16_t), stored.size(), base.f) != stored.size()) {
             fprintf(stderr, "llama-perplexity: cannot read the logits of chunk %d from the base file\n", c + 1);
             return 1;
         }
+        for (int32_t r = 0; r < ev.n_scored(); r++) decode_row(stored.data() + r * nv, ev.n_vocab, base_rows.data() + (size_t) r * ev.n_vocab);
         const auto t0 = std::chrono::steady_clock::now();
         const llama_token * chunk = base.tokens.data() + (size_t) c * ev.n_ctx;
         if (!ev.eval_chunk(chunk, rows)) return 1;
@@ -665,32 +608,34 @@ std::vector<llama_token> tokenize(const llama_vocab * vocab, const std::string &
 }  // namespace
 
 int main(int argc, char ** argv) {
-    const ppl_params params = parse_args(argc, argv);
+    const common_params params = parse_args(argc, argv);
 
     // The inputs are read and checked before the model is loaded.
     std::string text;
     base_file base;
     if (params.kl_divergence) {
-        if (!open_base(params.kl_base, base)) return 1;
+        if (!open_base(params.logits_file, base)) return 1;
         if (params.n_ctx > 0 && (uint32_t) params.n_ctx != base.n_ctx) {
             fprintf(stderr, "llama-perplexity: the base file was computed with a context of %u, not %d (-c): leave -c out "
                             "or make a new base file\n", base.n_ctx, params.n_ctx);
             return 1;
         }
     } else {
-        if (!read_file(params.text_file, text)) return 1;
+        if (params.prompt_file.empty()) {
+            text = params.prompt;  // -p: the text itself, as llama.cpp's -p fills what -f would
+        } else if (!read_file(params.prompt_file, text)) {
+            return 1;
+        }
         if (text.size() > (size_t) INT32_MAX) {
-            fprintf(stderr, "llama-perplexity: '%s' is too large (at most 2 GiB of text)\n", params.text_file.c_str());
+            fprintf(stderr, "llama-perplexity: '%s' is too large (at most 2 GiB of text)\n", params.prompt_file.c_str());
             return 1;
         }
     }
 
-    if (const std::string w = params.gpu.ignored_warning("llama-perplexity"); !w.empty()) fputs(w.c_str(), stderr);
+    if (const std::string w = common_gpu_flags_warning(params, "llama-perplexity"); !w.empty()) fputs(w.c_str(), stderr);
+    if (!params.numa.empty()) fprintf(stderr, "llama-perplexity: --numa %s noted: threads are not placed by NUMA node here\n", params.numa.c_str());
     llama_backend_init();
-    llama_model_params mp = llama_model_default_params();
-    mp.use_mmap = params.use_mmap;
-    mp.use_repack = params.use_repack;
-    params.gpu.apply(mp);
+    const llama_model_params mp = common_model_params_to_llama(params);
     llama_model * model = llama_model_load_from_file(params.model.c_str(), mp);
     if (!model) {
         fprintf(stderr, "llama-perplexity: cannot load model '%s'\n", params.model.c_str());
@@ -698,14 +643,20 @@ int main(int argc, char ** argv) {
     }
     const llama_vocab * vocab = llama_model_get_vocab(model);
     const int32_t n_vocab = llama_model_n_vocab(model);
+    std::vector<llama_adapter_lora *> adapters;
     auto fail = [&](llama_context * ctx) {
         llama_free(ctx);
+        for (llama_adapter_lora * ad : adapters) llama_adapter_lora_free(ad);
         llama_model_free(model);
         llama_backend_free();
         return 1;
     };
     if (n_vocab <= 0 || llama_vocab_n_tokens(vocab) <= 0) {
         fprintf(stderr, "llama-perplexity: the model has no vocabulary\n");
+        return fail(nullptr);
+    }
+    if (std::string err; !common_adapters_load(model, params, adapters, err)) {
+        fprintf(stderr, "llama-perplexity: %s\n", err.c_str());
         return fail(nullptr);
     }
 
@@ -740,7 +691,7 @@ int main(int argc, char ** argv) {
         if ((int64_t) tokens.size() < 2 * (int64_t) n_ctx) {
             fprintf(stderr, "llama-perplexity: you need at least %d tokens to evaluate perplexity with a context of %d\n"
                             "llama-perplexity: the text '%s' tokenizes to only %zu tokens\n",
-                    2 * n_ctx, n_ctx, params.text_file.c_str(), tokens.size());
+                    2 * n_ctx, n_ctx, params.prompt_file.c_str(), tokens.size());
             return fail(nullptr);
         }
         n_chunk = (int32_t) (tokens.size() / (size_t) n_ctx);
@@ -752,21 +703,16 @@ int main(int argc, char ** argv) {
                 n_ctx_train, n_ctx);
     }
 
-    llama_context_params cparams = llama_context_default_params();
+    llama_context_params cparams = common_context_params_to_llama(params);
     cparams.n_ctx = (uint32_t) n_ctx;
     cparams.n_batch = (uint32_t) std::min(params.n_batch, n_ctx);
-    cparams.n_ubatch = cparams.n_batch;  // one graph per decode call
-    if (params.n_threads > 0) cparams.n_threads = cparams.n_threads_batch = params.n_threads;
-    cparams.no_perf = false;  // llama_perf_context_print at the end
-    cparams.type_k = params.type_k;
-    cparams.type_v = params.type_v;
-    cparams.flash_attn = params.flash_attn;
-    params.gpu.apply(cparams);
+    cparams.n_ubatch = params.n_ubatch > 0 ? std::min<uint32_t>((uint32_t) params.n_ubatch, cparams.n_batch) : cparams.n_batch;
     llama_context * ctx = llama_init_from_model(model, cparams);
     if (!ctx) {
         fprintf(stderr, "llama-perplexity: cannot create a context of %d tokens\n", n_ctx);
         return fail(nullptr);
     }
+    common_adapters_apply(ctx, params, adapters);
 
     const llama_token bos = llama_vocab_get_add_bos(vocab) ? llama_vocab_bos(vocab) : LLAMA_TOKEN_NULL;
     evaluator ev{ctx, n_ctx, (int32_t) llama_n_batch(ctx), n_vocab, bos, llama_batch_init((int32_t) llama_n_batch(ctx), 0, 1)};
@@ -775,8 +721,9 @@ int main(int argc, char ** argv) {
     llama_batch_free(ev.batch);
 
     fprintf(stderr, "\n");
-    llama_perf_context_print(ctx);
+    if (!params.no_perf) llama_perf_context_print(ctx);
     llama_free(ctx);
+    for (llama_adapter_lora * ad : adapters) llama_adapter_lora_free(ad);
     llama_model_free(model);
     llama_backend_free();
     return rc;

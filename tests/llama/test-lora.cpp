@@ -977,7 +977,7 @@ TEST(Lora, CliProgram) {
     const auto r = run_prog("llama-cli", args + "--lora " + d.path + "/missing.gguf", &err);
     EXPECT_NE(r.status, 0);
     EXPECT_NE(err.find("cannot load LoRA adapter"), std::string::npos) << err;
-    EXPECT_NE(run_prog("llama-cli", "--help").output.find("--lora-scaled FILE SCALE"), std::string::npos);
+    EXPECT_NE(run_prog("llama-cli", "--help").output.find("--lora-scaled FNAME SCALE"), std::string::npos);  // llama.cpp's hint
 }
 
 // Adapters that make garbage (issue 38): non-finite alpha or values, a misread safetensors file,

@@ -1,0 +1,670 @@
+// arg.cpp - the table of the programs' options (see arg.h) and the parser, --help and usage
+// built from it.
+#include "arg.h"
+
+#include "ggml-cpu.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+#include <unistd.h>
+
+#ifndef LLAMA_ENGINE_VERSION
+#define LLAMA_ENGINE_VERSION "0.1.0"
+#endif
+#ifndef LLAMA_BUILD_COMPILER
+#define LLAMA_BUILD_COMPILER "unknown compiler"
+#endif
+#ifndef LLAMA_BUILD_TARGET
+#define LLAMA_BUILD_TARGET "unknown target"
+#endif
+#ifndef LLAMA_BUILD_TYPE
+#define LLAMA_BUILD_TYPE ""
+#endif
+
+namespace {
+
+using E = llama_example;
+
+// The programs that take the model, context and placement options, and those that generate.
+const std::initializer_list<E> INFER = {LLAMA_EXAMPLE_MAIN, LLAMA_EXAMPLE_PERPLEXITY};
+const std::initializer_list<E> INFER_LOGITS = {LLAMA_EXAMPLE_MAIN, LLAMA_EXAMPLE_PERPLEXITY, LLAMA_EXAMPLE_LOGITS};
+
+// Why an option of llama.cpp is refused, by feature.
+const char * const NO_PINNING = "threads are not pinned to CPUs, nor given priorities or polling";
+const char * const NO_SAMPLER = "the sampler chain here is penalties, top-k, top-p, min-p, temperature (or Mirostat); this sampler is not implemented";
+const char * const NO_GRAMMAR = "grammars and JSON schemas are not implemented";
+const char * const NO_ROPE = "RoPE runs with the model's own parameters; scaling them is not implemented";
+const char * const NO_STATE = "saving and loading a context's state is not implemented";
+const char * const NO_DOWNLOAD = "models are not downloaded: give a local GGUF file with -m";
+const char * const NO_LOG_OPTS = "the log goes to standard error without prefixes, colors or timestamps";
+const char * const NO_TASKS = "multiple-choice task scoring (HellaSwag, WinoGrande, MMLU-style) is not implemented yet";
+const char * const ONE_SEQUENCE = "a context holds one sequence";
+
+common_arg make(std::vector<std::string> names, const char * hint, common_arg::value_kind kind, std::string help) {
+    common_arg a;
+    a.args = std::move(names);
+    a.value_hint = hint;
+    a.kind = kind;
+    a.help = std::move(help);
+    return a;
+}
+
+common_arg flag(std::vector<std::string> names, std::string help, std::function<void(common_params &)> f) {
+    common_arg a = make(std::move(names), nullptr, common_arg::NONE, std::move(help));
+    a.on_flag = std::move(f);
+    return a;
+}
+
+common_arg integer(std::vector<std::string> names, const char * hint, double lo, double hi, std::string help,
+                   std::function<void(common_params &, int64_t)> f) {
+    common_arg a = make(std::move(names), hint, common_arg::INT, std::move(help));
+    a.lo = lo;
+    a.hi = hi;
+    a.on_int = std::move(f);
+    return a;
+}
+
+common_arg number(std::vector<std::string> names, const char * hint, double lo, double hi, std::string help,
+                  std::function<void(common_params &, double)> f) {
+    common_arg a = make(std::move(names), hint, common_arg::FLOAT, std::move(help));
+    a.lo = lo;
+    a.hi = hi;
+    a.on_float = std::move(f);
+    return a;
+}
+
+common_arg text(std::vector<std::string> names, const char * hint, std::string help,
+                std::function<void(common_params &, const std::string &)> f) {
+    common_arg a = make(std::move(names), hint, common_arg::STRING, std::move(help));
+    a.on_string = std::move(f);
+    return a;
+}
+
+// An option of llama.cpp this engine refuses, with the reason (value_hint: whether it takes a value).
+common_arg unsupported(std::vector<std::string> names, const char * hint, const char * why) {
+    common_arg a = make(std::move(names), hint, hint ? common_arg::STRING : common_arg::NONE, std::string("not supported: ") + why);
+    a.unsupported = why;
+    return a;
+}
+
+[[noreturn]] void throw_arg(const std::string & msg) { throw std::invalid_argument(msg); }
+
+// A value its option does not take: "invalid value for <the flag as given>: <what>".
+struct bad_value : std::invalid_argument {
+    using std::invalid_argument::invalid_argument;
+};
+[[noreturn]] void throw_value(const std::string & what) { throw bad_value(what); }
+
+ggml_type cache_type(const std::string & v) {
+    ggml_type t;
+    if (!common_parse_cache_type(v, &t)) throw_value("'" + v + "' (" COMMON_CACHE_TYPE_NAMES ")");
+    return t;
+}
+
+std::string read_text_file(const std::string & path, const std::string & what) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw_arg("cannot read the " + what + " '" + path + "'");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+std::vector<common_arg> make_table() {
+    std::vector<common_arg> t;
+    auto add = [&](common_arg a) -> common_arg & {
+        t.push_back(std::move(a));
+        return t.back();
+    };
+    // A sampling option: llama-cli's; llama-perplexity takes it as llama.cpp's does, to no effect.
+    auto add_sampling = [&](common_arg a) -> common_arg & {
+        common_arg & r = add(std::move(a));
+        return r.set_examples({LLAMA_EXAMPLE_MAIN}).set_no_effect({LLAMA_EXAMPLE_PERPLEXITY}).set_sparam();
+    };
+    const std::initializer_list<E> ALL = {LLAMA_EXAMPLE_MAIN, LLAMA_EXAMPLE_PERPLEXITY, LLAMA_EXAMPLE_TOKENIZE, LLAMA_EXAMPLE_LOGITS};
+
+    // ---- common params ----
+    add(flag({"-h", "--help", "--usage"}, "print usage and exit", nullptr)).set_examples(ALL);
+    add(flag({"--version"}, "show version and build info", [](common_params & p) { p.print_version = true; })).set_examples(INFER);
+    add(unsupported({"--completion-bash"}, nullptr, "no shell completion script is generated")).set_examples(INFER);
+    add(flag({"--verbose-prompt"}, "print the prompt's tokens (id -> piece) before generating",
+             [](common_params & p) { p.verbose_prompt = true; })).set_examples(INFER);
+    add(flag({"--no-display-prompt"}, "do not print the prompt, only what is generated",
+             [](common_params & p) { p.display_prompt = false; })).set_examples({LLAMA_EXAMPLE_MAIN});
+    add(flag({"--display-prompt"}, "print the prompt (default)", [](common_params & p) { p.display_prompt = true; }))
+        .set_examples({LLAMA_EXAMPLE_MAIN});
+    {
+        common_arg a = flag({"-co", "--color"}, "color the prompt (yellow) and the user's input (green); [on|off|auto] as "
+                                                "llama.cpp's later versions (bare: on)", nullptr);
+        a.kind = common_arg::OPTIONAL_CHOICE;
+        a.choices = {"on", "off", "auto"};
+        a.on_string = [](common_params & p, const std::string & v) {
+            p.use_color = v.empty() || v == "on" || (v == "auto" && isatty(fileno(stdout)));
+        };
+        add(a).set_examples({LLAMA_EXAMPLE_MAIN});
+    }
+    add(integer({"-t", "--threads"}, "N", 1, 1024, "threads (default: all cores)", [](common_params & p, int64_t v) { p.n_threads = (int32_t) v; }))
+        .set_examples(INFER_LOGITS).set_env("LLAMA_ARG_THREADS");
+    add(integer({"-tb", "--threads-batch"}, "N", -1, 1024, "threads for prompts and batches (default, or -1: as -t)",
+                [](common_params & p, int64_t v) {
+                    if (v == 0) throw_value("0 (-1: as -t, or 1 .. 1024)");
+                    p.n_threads_batch = (int32_t) v;
+                })).set_examples(INFER);
+    for (const auto & names : std::vector<std::vector<std::string>>{{"-C", "--cpu-mask"}, {"-Cr", "--cpu-range"}, {"--prio"}, {"--poll"},
+                                                                    {"-Cb", "--cpu-mask-batch"}, {"-Crb", "--cpu-range-batch"},
+                                                                    {"--prio-batch"}, {"--poll-batch"}}) {
+        add(unsupported(names, "V", NO_PINNING)).set_examples(INFER);
+    }
+    add(unsupported({"--cpu-strict"}, "0|1", NO_PINNING)).set_examples(INFER);
+    add(unsupported({"--cpu-strict-batch"}, "0|1", NO_PINNING)).set_examples(INFER);
+    add(integer({"-c", "--ctx-size"}, "N", 0, 1 << 24, "size of the prompt context (default: the program's; 0: the model's)",
+                [](common_params & p, int64_t v) { p.n_ctx = (int32_t) v; })).set_examples(INFER).set_env("LLAMA_ARG_CTX_SIZE");
+    add(integer({"-n", "--predict", "--n-predict"}, "N", -1, INT32_MAX, "tokens to generate (-1: until the model ends; default -1); per "
+                "turn in interactive and chat mode", [](common_params & p, int64_t v) { p.n_predict = (int32_t) v; }))
+        .set_examples({LLAMA_EXAMPLE_MAIN}).set_no_effect({LLAMA_EXAMPLE_PERPLEXITY}).set_env("LLAMA_ARG_N_PREDICT");
+    add(integer({"-b", "--batch-size"}, "N", 1, 1 << 24, "tokens per llama_decode call (default: the program's)",
+                [](common_params & p, int64_t v) { p.n_batch = (int32_t) v; })).set_examples(INFER).set_env("LLAMA_ARG_BATCH");
+    add(integer({"-ub", "--ubatch-size"}, "N", 1, 1 << 20, "most tokens per graph (default 512)",
+                [](common_params & p, int64_t v) { p.n_ubatch = (int32_t) v; })).set_examples(INFER).set_env("LLAMA_ARG_UBATCH");
+    add(integer({"--keep"}, "N", -1, INT32_MAX, "prompt tokens kept when the context shifts (default 0; -1: all)",
+                [](common_params & p, int64_t v) { p.n_keep = (int32_t) v; })).set_examples({LLAMA_EXAMPLE_MAIN})
+        .set_no_effect({LLAMA_EXAMPLE_PERPLEXITY});
+    add(flag({"--no-context-shift"}, "stop generating when the context is full instead of shifting it (perplexity: chunks "
+             "never shift)", [](common_params & p) { p.ctx_shift = false; })).set_examples(INFER).set_env("LLAMA_ARG_NO_CONTEXT_SHIFT");
+    add(integer({"--chunks"}, "N", -1, INT32_MAX, "evaluate at most N chunks (default -1: all)",
+                [](common_params & p, int64_t v) {
+                    if (v == 0) throw_arg("--chunks must be at least 1 (or -1: all)");
+                    p.n_chunks = (int32_t) v;
+                })).set_examples({LLAMA_EXAMPLE_PERPLEXITY});
+    {
+        common_arg a = flag({"-fa", "--flash-attn"}, "fused attention reading the cache as stored, less memory; [on|off|auto] "
+                                                     "(bare: on, as llama.cpp had it; auto: off)", nullptr);
+        a.kind = common_arg::OPTIONAL_CHOICE;
+        a.choices = {"on", "off", "auto", "enabled", "disabled", "1", "0", "-1"};
+        a.on_string = [](common_params & p, const std::string & v) { p.flash_attn = v.empty() || v == "on" || v == "enabled" || v == "1"; };
+        add(a).set_examples(INFER).set_env("LLAMA_ARG_FLASH_ATTN");
+    }
+    add(text({"-p", "--prompt"}, "PROMPT", "prompt to start generation with (llama-cli: default empty, generation starts "
+             "from BOS; with -cnv, the first user message)", [](common_params & p, const std::string & v) {
+                 p.prompt = v;
+                 p.prompt_given = true;
+                 p.prompt_sources++;
+             })).set_examples({LLAMA_EXAMPLE_MAIN, LLAMA_EXAMPLE_PERPLEXITY, LLAMA_EXAMPLE_TOKENIZE, LLAMA_EXAMPLE_LOGITS});
+    add(flag({"--no-perf"}, "no timings at the end", [](common_params & p) { p.no_perf = true; }))
+        .set_examples(INFER).set_env("LLAMA_ARG_NO_PERF");
+    add(text({"-f", "--file"}, "FNAME", "a file containing the prompt (llama-cli: one trailing newline dropped; "
+             "llama-perplexity: the text to score)", [](common_params & p, const std::string & v) {
+                 p.prompt_file = v;
+                 p.prompt_given = true;
+                 p.prompt_sources++;
+             })).set_examples({LLAMA_EXAMPLE_MAIN, LLAMA_EXAMPLE_PERPLEXITY, LLAMA_EXAMPLE_TOKENIZE});
+    add(unsupported({"-bf", "--binary-file"}, "FNAME", "binary prompt files are not read (give the text with -f)")).set_examples(INFER);
+    add(flag({"-e", "--escape"}, "process escapes (\\n, \\r, \\t, \\', \\\", \\\\, \\xNN) in the prompt, reverse prompts, "
+             "--in-prefix/--in-suffix and input lines (default: on, as llama.cpp)", [](common_params & p) { p.escape = true; }))
+        .set_examples({LLAMA_EXAMPLE_MAIN, LLAMA_EXAMPLE_PERPLEXITY, LLAMA_EXAMPLE_TOKENIZE});
+    add(flag({"--no-escape"}, "take them literally", [](common_params & p) { p.escape = false; }))
+        .set_examples({LLAMA_EXAMPLE_MAIN, LLAMA_EXAMPLE_PERPLEXITY, LLAMA_EXAMPLE_TOKENIZE});
+    add(unsupported({"-ptc", "--print-token-count"}, "N", "progress token counts are not printed")).set_examples({LLAMA_EXAMPLE_MAIN});
+    add(unsupported({"--prompt-cache"}, "FNAME", NO_STATE)).set_examples({LLAMA_EXAMPLE_MAIN});
+    add(unsupported({"--prompt-cache-all"}, nullptr, NO_STATE)).set_examples({LLAMA_EXAMPLE_MAIN});
+    add(unsupported({"--prompt-cache-ro"}, nullptr, NO_STATE)).set_examples({LLAMA_EXAMPLE_MAIN});
+    add(text({"-r", "--reverse-prompt"}, "PROMPT", "stop generating when the output ends with PROMPT (in interactive mode: read "
+             "a line); repeatable", [](common_params & p, const std::string & v) {
+                 if (v.empty()) throw_value("an empty reverse prompt");
+                 p.antiprompt.push_back(v);
+             })).set_examples({LLAMA_EXAMPLE_MAIN});
+    add(unsupported({"-sp", "--special"}, nullptr, "special tokens are always printed as their text")).set_examples({LLAMA_EXAMPLE_MAIN});
+    add(flag({"-cnv", "--conversation"}, "chat using the model's chat template (a model without one: ChatML)",
+             [](common_params & p) { p.conversation = true; })).set_examples({LLAMA_EXAMPLE_MAIN});
+    add(flag({"-no-cnv", "--no-conversation"}, "no chat (the default here: unlike llama.cpp, chat mode is never turned on by "
+             "itself for a model with a chat template)", [](common_params & p) { p.conversation = false; }))
+        .set_examples({LLAMA_EXAMPLE_MAIN});
+    add(text({"-sys", "--system-prompt"}, "PROMPT", "system message of chat mode",
+             [](common_params & p, const std::string & v) { p.system_prompt = v; })).set_examples({LLAMA_EXAMPLE_MAIN});
+    add(flag({"-i", "--interactive"}, "after the prompt, generate until a reverse prompt, -n tokens or the end of generation, "
+             "then read a line from standard input, append it and go on; end of input ends the program (exit 0). As "
+             "llama.cpp: the line's newline is not appended (end a line with '\\' to go on to the next one with a newline, "
+             "with '/' to send it without); an empty line lets the model go on",
+             [](common_params & p) { p.interactive = true; })).set_examples({LLAMA_EXAMPLE_MAIN});
+    add(flag({"-if", "--interactive-first"}, "interactive, reading a line before generating",
+             [](common_params & p) { p.interactive = p.interactive_first = true; })).set_examples({LLAMA_EXAMPLE_MAIN});
+    add(unsupported({"-mli", "--multiline-input"}, nullptr, "lines are joined with a trailing '\\' instead"))
+        .set_examples({LLAMA_EXAMPLE_MAIN});
+    add(unsupported({"--in-prefix-bos"}, nullptr, "a BOS token is not put before the input prefix")).set_examples({LLAMA_EXAMPLE_MAIN});
+    add(text({"--in-prefix"}, "STRING", "text put before each input line (interactive mode)",
+             [](common_params & p, const std::string & v) { p.input_prefix = v; })).set_examples({LLAMA_EXAMPLE_MAIN});
+    add(text({"--in-suffix"}, "STRING", "text put after each input line (interactive mode)",
+             [](common_params & p, const std::string & v) { p.input_suffix = v; })).set_examples({LLAMA_EXAMPLE_MAIN});
+    add(flag({"--no-warmup"}, "accepted (no warm-up run is made)", [](common_params &) {})).set_examples(INFER);
+
+    // ---- sampling params ----
+    add(unsupported({"--samplers"}, "SAMPLERS", NO_SAMPLER)).set_examples(INFER).set_sparam();
+    add_sampling(integer({"-s", "--seed"}, "SEED", -1, UINT32_MAX, "random seed (default -1: random)",
+                [](common_params & p, int64_t v) { p.sampling.seed = v; }));
+    add(unsupported({"--sampling-seq", "--sampler-seq"}, "SEQUENCE", NO_SAMPLER)).set_examples(INFER).set_sparam();
+    add_sampling(flag({"--ignore-eos"}, "never stop at end-of-generation tokens (they get a logit bias of -inf: never sampled)",
+             [](common_params & p) { p.sampling.ignore_eos = true; }));
+    add_sampling(number({"--temp"}, "N", 0, 1e6, "temperature (default 0.8; 0: greedy)", [](common_params & p, double v) { p.sampling.temp = (float) v; }));
+    add_sampling(integer({"--top-k"}, "N", 0, INT32_MAX, "top-k (default 40; 0: off)", [](common_params & p, int64_t v) { p.sampling.top_k = (int32_t) v; }));
+    add_sampling(number({"--top-p"}, "N", 0, 1, "top-p (default 0.95; 1: off)", [](common_params & p, double v) { p.sampling.top_p = (float) v; }));
+    add_sampling(number({"--min-p"}, "N", 0, 1, "min-p (default 0.05; 0: off)", [](common_params & p, double v) { p.sampling.min_p = (float) v; }));
+    for (const auto & names : std::vector<std::vector<std::string>>{{"--top-nsigma"}, {"--xtc-probability"}, {"--xtc-threshold"}, {"--typical"},
+                                                                    {"--dry-multiplier"}, {"--dry-base"}, {"--dry-allowed-length"},
+                                                                    {"--dry-penalty-last-n"}, {"--dry-sequence-breaker"},
+                                                                    {"--dynatemp-range"}, {"--dynatemp-exp"}, {"-l", "--logit-bias"}}) {
+        add(unsupported(names, "N", NO_SAMPLER)).set_examples(INFER).set_sparam();
+    }
+    add_sampling(integer({"--repeat-last-n"}, "N", -1, INT32_MAX, "tokens the penalties look back (default 64; 0: off; -1: context)",
+                [](common_params & p, int64_t v) { p.sampling.penalty_last_n = (int32_t) v; }));
+    add_sampling(number({"--repeat-penalty"}, "N", 0, 1e6, "repetition penalty (default 1.0: off)",
+               [](common_params & p, double v) { p.sampling.penalty_repeat = (float) v; }));
+    add_sampling(number({"--presence-penalty"}, "N", -1e6, 1e6, "presence penalty (default 0.0: off)",
+               [](common_params & p, double v) { p.sampling.penalty_present = (float) v; }));
+    add_sampling(number({"--frequency-penalty"}, "N", -1e6, 1e6, "frequency penalty (default 0.0: off)",
+               [](common_params & p, double v) { p.sampling.penalty_freq = (float) v; }));
+    add_sampling(integer({"--mirostat"}, "N", 0, 2, "Mirostat sampling: 0 off (default), 1 Mirostat, 2 Mirostat 2.0; top-k, top-p, min-p "
+                "and the penalties are not used with it", [](common_params & p, int64_t v) { p.sampling.mirostat = (int32_t) v; }));
+    add_sampling(number({"--mirostat-lr"}, "N", 0, 1e6, "Mirostat learning rate eta (default 0.1)",
+               [](common_params & p, double v) { p.sampling.mirostat_eta = (float) v; }));
+    add_sampling(number({"--mirostat-ent"}, "N", 0, 1e6, "Mirostat target entropy tau (default 5.0)",
+               [](common_params & p, double v) { p.sampling.mirostat_tau = (float) v; }));
+    add(unsupported({"--grammar"}, "GRAMMAR", NO_GRAMMAR)).set_examples(INFER).set_sparam();
+    add(unsupported({"--grammar-file"}, "FNAME", NO_GRAMMAR)).set_examples(INFER).set_sparam();
+    add(unsupported({"-j", "--json-schema"}, "SCHEMA", NO_GRAMMAR)).set_examples(INFER).set_sparam();
+
+    // ---- model, context and placement ----
+    for (const auto & names : std::vector<std::vector<std::string>>{{"--rope-scaling"}, {"--rope-scale"}, {"--rope-freq-base"}, {"--rope-freq-scale"},
+                                                                    {"--yarn-orig-ctx"}, {"--yarn-ext-factor"}, {"--yarn-attn-factor"},
+                                                                    {"--yarn-beta-slow"}, {"--yarn-beta-fast"}}) {
+        add(unsupported(names, "N", NO_ROPE)).set_examples(INFER);
+    }
+    add(unsupported({"-gan", "--grp-attn-n"}, "N", "self-extend (grouped attention) is not implemented")).set_examples({LLAMA_EXAMPLE_MAIN});
+    add(unsupported({"-gaw", "--grp-attn-w"}, "N", "self-extend (grouped attention) is not implemented")).set_examples({LLAMA_EXAMPLE_MAIN});
+    add(unsupported({"-dkvc", "--dump-kv-cache"}, nullptr, "the KV cache is not dumped")).set_examples(INFER);
+    add(flag({"-nkvo", "--no-kv-offload"}, "keep the KV cache in host memory", [](common_params & p) {
+            p.no_kv_offload = true;
+            p.gpu_flags_given.push_back("-nkvo");
+        })).set_examples(INFER).set_env("LLAMA_ARG_NO_KV_OFFLOAD");
+    add(text({"-ctk", "--cache-type-k"}, "TYPE", "KV cache type of K: f16 (default), f32, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1 "
+             "(block types: head size a multiple of 32)", [](common_params & p, const std::string & v) { p.cache_type_k = cache_type(v); }))
+        .set_examples(INFER).set_env("LLAMA_ARG_CACHE_TYPE_K");
+    add(text({"-ctv", "--cache-type-v"}, "TYPE", "KV cache type of V, the same types",
+             [](common_params & p, const std::string & v) { p.cache_type_v = cache_type(v); }))
+        .set_examples(INFER).set_env("LLAMA_ARG_CACHE_TYPE_V");
+    add(text({"--cache-type"}, "TYPE", "KV cache type of K and V",
+             [](common_params & p, const std::string & v) { p.cache_type_k = p.cache_type_v = cache_type(v); }))
+        .set_examples(INFER);
+    add(unsupported({"--perplexity", "--all-logits"}, nullptr, "llama-logits writes every position's logits"))
+        .set_examples({LLAMA_EXAMPLE_PERPLEXITY});
+    for (const char * task : {"--hellaswag", "--winogrande", "--multiple-choice"}) {
+        add(unsupported({task}, nullptr, NO_TASKS)).set_examples({LLAMA_EXAMPLE_PERPLEXITY});
+        add(unsupported({std::string(task) + "-tasks"}, "N", NO_TASKS)).set_examples({LLAMA_EXAMPLE_PERPLEXITY});
+    }
+    add(flag({"--kl-divergence"}, "compare the model with --kl-divergence-base FILE (the tokens come from FILE: no -f): KL "
+             "divergence, top-token agreement, probability differences, both perplexities",
+             [](common_params & p) { p.kl_divergence = true; })).set_examples({LLAMA_EXAMPLE_PERPLEXITY});
+    add(text({"--save-all-logits", "--kl-divergence-base"}, "FNAME", "without --kl-divergence: also save the tokens and the logits of "
+             "the scored positions to FNAME (written whole or not at all); with it: the base model's file to compare with",
+             [](common_params & p, const std::string & v) { p.logits_file = v; })).set_examples({LLAMA_EXAMPLE_PERPLEXITY});
+    add(unsupported({"--ppl-stride"}, "N", "strided perplexity is not implemented")).set_examples({LLAMA_EXAMPLE_PERPLEXITY});
+    add(unsupported({"--ppl-output-type"}, "0|1", "the per-chunk output is llama.cpp's default one")).set_examples({LLAMA_EXAMPLE_PERPLEXITY});
+    add(unsupported({"-dt", "--defrag-thold"}, "N", "the KV cache is never defragmented: a context holds one sequence")).set_examples(INFER);
+    add(unsupported({"-np", "--parallel"}, "N", ONE_SEQUENCE)).set_examples(INFER);
+    add(unsupported({"--rpc"}, "SERVERS", "there is no RPC backend")).set_examples(INFER);
+    add(flag({"--mlock"}, "keep the model's memory resident (a failure is a warning)", [](common_params & p) { p.use_mlock = true; }))
+        .set_examples(INFER).set_env("LLAMA_ARG_MLOCK");
+    add(flag({"--no-mmap"}, "read the model into memory instead of mapping it", [](common_params & p) { p.use_mmap = false; }))
+        .set_examples(INFER).set_env("LLAMA_ARG_NO_MMAP");
+    add(flag({"--no-repack"}, "keep the file's weight layout (default: rearrange the matrices this CPU multiplies faster repacked)",
+             [](common_params & p) { p.use_repack = false; })).set_examples(INFER);
+    add(text({"--numa"}, "TYPE", "distribute|isolate|numactl: accepted and noted (threads are not placed by NUMA node)",
+             [](common_params & p, const std::string & v) {
+                 if (v != "distribute" && v != "isolate" && v != "numactl") {
+                     throw_value("'" + v + "' (distribute, isolate or numactl)");
+                 }
+                 p.numa = v;
+             })).set_examples(INFER).set_env("LLAMA_ARG_NUMA");
+    add(unsupported({"-dev", "--device"}, "LIST", "devices are not chosen by name: -ngl places layers on the first GPU"))
+        .set_examples(INFER);
+    add(unsupported({"--list-devices"}, nullptr, "devices are not listed")).set_examples(INFER);
+    add(text({"-ngl", "--gpu-layers", "--n-gpu-layers"}, "N", "layers on the GPU, the last ones (default: 0; all: every one)",
+             [](common_params & p, const std::string & v) {
+                 if (v == "auto" || v == "all") {
+                     p.n_gpu_layers = 999;
+                 } else {
+                     char * end = nullptr;
+                     errno = 0;
+                     const long x = strtol(v.c_str(), &end, 10);
+                     if (v.empty() || *end != '\0' || errno == ERANGE || x < -1 || x > INT32_MAX) {
+                         throw_value("'" + v + "' (an integer, -1 or more, or all)");
+                     }
+                     p.n_gpu_layers = (int32_t) x;
+                 }
+                 p.gpu_flags_given.push_back("-ngl");
+             })).set_examples(INFER_LOGITS).set_env("LLAMA_ARG_N_GPU_LAYERS");
+    add(text({"-sm", "--split-mode"}, "{none,layer,row}", "how layers spread over several GPUs (default: layer)",
+             [](common_params & p, const std::string & v) {
+                 if (v != "none" && v != "layer" && v != "row") throw_value("'" + v + "' (none, layer or row)");
+                 p.split_mode = v == "none" ? LLAMA_SPLIT_MODE_NONE : v == "row" ? LLAMA_SPLIT_MODE_ROW : LLAMA_SPLIT_MODE_LAYER;
+                 p.gpu_flags_given.push_back("-sm");
+             })).set_examples(INFER).set_env("LLAMA_ARG_SPLIT_MODE");
+    add(unsupported({"-ts", "--tensor-split"}, "N0,N1,...", "one GPU takes the offloaded layers")).set_examples(INFER);
+    add(integer({"-mg", "--main-gpu"}, "INDEX", 0, INT32_MAX, "the GPU of split mode none (default: 0)", [](common_params & p, int64_t v) {
+            p.main_gpu = (int32_t) v;
+            p.gpu_flags_given.push_back("-mg");
+        })).set_examples(INFER).set_env("LLAMA_ARG_MAIN_GPU");
+    add(unsupported({"--check-tensors"}, nullptr, "tensor data is checked by the loader's own rules only")).set_examples(INFER);
+    add(unsupported({"--override-kv"}, "KEY=TYPE:VALUE", "a model's metadata is used as stored")).set_examples(INFER);
+    add(text({"--lora"}, "FNAME", "apply a LoRA adapter (GGUF file or PEFT directory) at scale 1; repeatable",
+             [](common_params & p, const std::string & v) { p.lora_adapters.push_back({v, 1.0f}); })).set_examples(INFER_LOGITS);
+    {
+        common_arg a;
+        a.args = {"--lora-scaled"};
+        a.value_hint = "FNAME";
+        a.value_hint_2 = "SCALE";
+        a.kind = common_arg::STRING_PAIR;
+        a.help = "apply a LoRA adapter at the given scale; repeatable";
+        a.on_pair = [](common_params & p, const std::string & path, const std::string & s) {
+            char * end = nullptr;
+            const float x = strtof(s.c_str(), &end);
+            if (s.empty() || *end != '\0' || !std::isfinite(x) || std::fabs(x) > 1e6f) {
+                throw_value("'" + s + "' (a finite number)");
+            }
+            p.lora_adapters.push_back({path, x});
+        };
+        add(a).set_examples(INFER_LOGITS);
+    }
+    add(unsupported({"--control-vector"}, "FNAME", "control vectors are not implemented")).set_examples(INFER);
+    add(unsupported({"--control-vector-scaled"}, "FNAME", "control vectors are not implemented")).set_examples(INFER);
+    add(unsupported({"--control-vector-layer-range"}, "START", "control vectors are not implemented")).set_examples(INFER);
+    add(text({"-m", "--model"}, "FNAME", "model path (GGUF)", [](common_params & p, const std::string & v) { p.model = v; }))
+        .set_examples(ALL).set_env("LLAMA_ARG_MODEL");
+    for (const auto & names : std::vector<std::vector<std::string>>{{"-mu", "--model-url"}, {"-hf", "-hfr", "--hf-repo"},
+                                                                    {"-hfd", "-hfrd", "--hf-repo-draft"}, {"-hff", "--hf-file"},
+                                                                    {"-hfv", "-hfrv", "--hf-repo-v"}, {"-hffv", "--hf-file-v"},
+                                                                    {"-hft", "--hf-token"}}) {
+        add(unsupported(names, "V", NO_DOWNLOAD)).set_examples(INFER);
+    }
+    add(unsupported({"--jinja"}, nullptr, "there is no Jinja engine: --chat-template takes the built-in templates by name or "
+                    "recognizes a template text")).set_examples({LLAMA_EXAMPLE_MAIN});
+    add(unsupported({"--reasoning-format"}, "FORMAT", "reasoning output is not parsed")).set_examples({LLAMA_EXAMPLE_MAIN});
+    add(text({"--chat-template"}, "JINJA_TEMPLATE", "llama2, llama3, chatml, zephyr, mistral, phi3, or a template text recognized as one",
+             [](common_params & p, const std::string & v) { p.chat_template = v; })).set_examples({LLAMA_EXAMPLE_MAIN})
+        .set_env("LLAMA_ARG_CHAT_TEMPLATE");
+    add(text({"--chat-template-file"}, "JINJA_TEMPLATE_FILE", "the --chat-template text read from a file",
+             [](common_params & p, const std::string & v) { p.chat_template = read_text_file(v, "chat template file"); }))
+        .set_examples({LLAMA_EXAMPLE_MAIN}).set_env("LLAMA_ARG_CHAT_TEMPLATE_FILE");
+    add(flag({"--simple-io"}, "accepted (input and output are plain already)", [](common_params &) {})).set_examples({LLAMA_EXAMPLE_MAIN});
+    add(flag({"--log-disable"}, "no log on standard error but errors (no timings either)", [](common_params & p) { p.verbosity = 0; }))
+        .set_examples({LLAMA_EXAMPLE_MAIN, LLAMA_EXAMPLE_PERPLEXITY, LLAMA_EXAMPLE_TOKENIZE});
+    add(unsupported({"--log-file"}, "FNAME", NO_LOG_OPTS)).set_examples(INFER);
+    add(unsupported({"--log-colors"}, nullptr, NO_LOG_OPTS)).set_examples(INFER);
+    add(flag({"-v", "--verbose", "--log-verbose"}, "all logs, the program's debug lines included", [](common_params & p) { p.verbosity = 2; }))
+        .set_examples(INFER);
+    add(integer({"-lv", "--verbosity", "--log-verbosity"}, "N", 0, INT32_MAX, "0: errors only ... 1: the default log; above: all",
+                [](common_params & p, int64_t v) { p.verbosity = v == 0 ? 0 : v == 1 ? 1 : 2; }))
+        .set_examples(INFER).set_env("LLAMA_LOG_VERBOSITY");
+    add(unsupported({"--log-prefix"}, nullptr, NO_LOG_OPTS)).set_examples(INFER);
+    add(unsupported({"--log-timestamps"}, nullptr, NO_LOG_OPTS)).set_examples(INFER);
+
+    // ---- llama-tokenize ----
+    add(flag({"--ids"}, "print only the ids, as a list ([1, 2, 3])", [](common_params & p) { p.ids_only = true; }))
+        .set_examples({LLAMA_EXAMPLE_TOKENIZE}).set_group(COMMON_ARG_GROUP_EXAMPLE);
+    add(flag({"--stdin"}, "read the prompt from standard input", [](common_params & p) {
+            p.read_stdin = true;
+            p.prompt_given = true;
+            p.prompt_sources++;
+        })).set_examples({LLAMA_EXAMPLE_TOKENIZE}).set_group(COMMON_ARG_GROUP_EXAMPLE);
+    add(flag({"--no-bos"}, "do not add a BOS token first", [](common_params & p) { p.add_bos = false; }))
+        .set_examples({LLAMA_EXAMPLE_TOKENIZE, LLAMA_EXAMPLE_LOGITS}).set_group(COMMON_ARG_GROUP_EXAMPLE);
+    add(flag({"--no-parse-special"}, "take special tokens' texts (<s>, <|im_start|>) as plain text",
+             [](common_params & p) { p.parse_special = false; })).set_examples({LLAMA_EXAMPLE_TOKENIZE}).set_group(COMMON_ARG_GROUP_EXAMPLE);
+    add(flag({"--show-count"}, "print the number of tokens at the end", [](common_params & p) { p.show_count = true; }))
+        .set_examples({LLAMA_EXAMPLE_TOKENIZE}).set_group(COMMON_ARG_GROUP_EXAMPLE);
+
+    // ---- llama-logits ----
+    add(text({"-o", "--output"}, "FNAME", "the logits file to write (the reference logits format)",
+             [](common_params & p, const std::string & v) { p.out_file = v; })).set_examples({LLAMA_EXAMPLE_LOGITS}).set_group(COMMON_ARG_GROUP_EXAMPLE);
+    add(text({"--tokens"}, "IDS", "comma-separated token ids to evaluate instead of a prompt",
+             [](common_params & p, const std::string & v) {
+                 p.tokens.clear();
+                 std::string cur;
+                 for (size_t i = 0; i <= v.size(); i++) {
+                     if (i < v.size() && v[i] != ',') {
+                         cur += v[i];
+                         continue;
+                     }
+                     char * end = nullptr;
+                     errno = 0;
+                     const long x = strtol(cur.c_str(), &end, 10);
+                     if (cur.empty() || *end != '\0' || errno == ERANGE || x < 0 || x > INT32_MAX) {
+                         throw_value("'" + v + "' (comma-separated non-negative integers)");
+                     }
+                     p.tokens.push_back((llama_token) x);
+                     cur.clear();
+                 }
+             })).set_examples({LLAMA_EXAMPLE_LOGITS}).set_group(COMMON_ARG_GROUP_EXAMPLE);
+
+    // Options only one program has are that program's section of --help, as llama.cpp's.
+    for (common_arg & a : t) {
+        if (a.group == COMMON_ARG_GROUP_COMMON && a.examples.size() == 1 && a.args[0] != "-m" && a.args[0] != "-h" &&
+            a.unsupported.empty()) {
+            a.group = COMMON_ARG_GROUP_EXAMPLE;
+        }
+    }
+    return t;
+}
+
+const std::vector<common_arg> & table() {
+    static const std::vector<common_arg> t = make_table();
+    return t;
+}
+
+std::string names_of(const common_arg & a) {
+    std::string s;
+    for (const auto & n : a.args) s += (s.empty() ? "" : ", ") + n;
+    if (a.value_hint) s += std::string(" ") + a.value_hint;
+    if (a.value_hint_2) s += std::string(" ") + a.value_hint_2;
+    if (a.kind == common_arg::OPTIONAL_CHOICE) s += " [" + a.choices[0] + "|" + a.choices[1] + "|" + a.choices[2] + "]";
+    return s;
+}
+
+// The option's value(s) given to its handler; throws std::invalid_argument with the message.
+void apply_value(const common_arg & a, common_params & p, const std::string & flag, const std::string & v, const std::string & v2);
+
+void apply(const common_arg & a, common_params & p, const std::string & flag, const std::string & v, const std::string & v2) {
+    try {
+        apply_value(a, p, flag, v, v2);
+    } catch (const bad_value & e) {
+        throw_arg("invalid value for " + flag + ": " + e.what());
+    }
+}
+
+void apply_value(const common_arg & a, common_params & p, const std::string & flag, const std::string & v, const std::string & v2) {
+    switch (a.kind) {
+        case common_arg::NONE: if (a.on_flag) a.on_flag(p); return;
+        case common_arg::STRING: a.on_string(p, v); return;
+        case common_arg::OPTIONAL_CHOICE: a.on_string(p, v); return;
+        case common_arg::STRING_PAIR: a.on_pair(p, v, v2); return;
+        case common_arg::INT: {
+            char * end = nullptr;
+            errno = 0;
+            const long long x = strtoll(v.c_str(), &end, 10);
+            if (v.empty() || *end != '\0' || errno == ERANGE) throw_arg("invalid value for " + flag + ": '" + v + "' (expected an integer)");
+            if ((double) x < a.lo || (double) x > a.hi) {
+                char b[96];
+                snprintf(b, sizeof(b), " (allowed %.0f .. %.0f)", a.lo, a.hi);
+                throw_arg("value of " + flag + " out of range: " + v + b);
+            }
+            a.on_int(p, (int64_t) x);
+            return;
+        }
+        case common_arg::FLOAT: {
+            char * end = nullptr;
+            errno = 0;
+            const double x = strtod(v.c_str(), &end);
+            if (v.empty() || *end != '\0' || errno == ERANGE || x != x) throw_arg("invalid value for " + flag + ": '" + v + "' (expected a number)");
+            if (x < a.lo || x > a.hi) {
+                char b[96];
+                snprintf(b, sizeof(b), " (allowed %g .. %g)", a.lo, a.hi);
+                throw_arg("value of " + flag + " out of range: " + v + b);
+            }
+            a.on_float(p, x);
+            return;
+        }
+    }
+}
+
+bool env_true(const std::string & v) { return v == "1" || v == "true" || v == "on" || v == "enabled"; }
+
+}  // namespace
+
+const char * common_example_name(llama_example ex) {
+    switch (ex) {
+        case LLAMA_EXAMPLE_MAIN: return "llama-cli";
+        case LLAMA_EXAMPLE_SIMPLE: return "llama-simple";
+        case LLAMA_EXAMPLE_PERPLEXITY: return "llama-perplexity";
+        case LLAMA_EXAMPLE_BENCH: return "llama-bench";
+        case LLAMA_EXAMPLE_QUANTIZE: return "llama-quantize";
+        case LLAMA_EXAMPLE_FINETUNE: return "llama-finetune";
+        case LLAMA_EXAMPLE_EXPORT_LORA: return "llama-export-lora";
+        case LLAMA_EXAMPLE_CONVERT: return "llama-convert";
+        case LLAMA_EXAMPLE_TOKENIZE: return "llama-tokenize";
+        case LLAMA_EXAMPLE_LOGITS: return "llama-logits";
+        default: return "llama";
+    }
+}
+
+namespace {
+
+const char * usage_line(llama_example ex) {
+    switch (ex) {
+        case LLAMA_EXAMPLE_MAIN: return "llama-cli -m MODEL [options]";
+        case LLAMA_EXAMPLE_PERPLEXITY: return "llama-perplexity -m MODEL -f TEXT [options]\n"
+                                              "       llama-perplexity -m MODEL --kl-divergence-base FILE --kl-divergence [options]";
+        case LLAMA_EXAMPLE_TOKENIZE: return "llama-tokenize -m MODEL (-p TEXT | -f FILE | --stdin) [options]";
+        case LLAMA_EXAMPLE_LOGITS: return "llama-logits -m MODEL (-p PROMPT | --tokens IDS) -o OUT [options]";
+        default: return "";
+    }
+}
+
+}  // namespace
+
+std::vector<common_arg> common_args_for(llama_example ex) {
+    std::vector<common_arg> out;
+    for (const common_arg & a : table()) {
+        if (a.examples.count(ex)) out.push_back(a);
+    }
+    return out;
+}
+
+std::string common_params_help(llama_example ex) {
+    std::string s = std::string("usage: ") + usage_line(ex) + "\n";
+    static const char * const titles[] = {"----- common params -----", "----- sampling params -----", "----- example-specific params -----"};
+    for (int g = 0; g < 3; g++) {
+        std::string body;
+        for (const common_arg & a : table()) {
+            if (!a.examples.count(ex) || a.group != g) continue;
+            std::string line = names_of(a);
+            const std::string & help = a.help;
+            // the names in a 36-column field, the help wrapped beside it, as llama.cpp prints it
+            std::string text;
+            std::vector<std::string> lines;
+            std::istringstream words(help);
+            size_t col = 0;
+            for (std::string w; words >> w;) {
+                if (col > 0 && col + 1 + w.size() > 70) {
+                    lines.push_back(text);
+                    text.clear();
+                    col = 0;
+                }
+                text += (col ? " " : "") + w;
+                col += (col ? 1 : 0) + w.size();
+            }
+            if (!text.empty()) lines.push_back(text);
+            if (a.env) lines.push_back(std::string("(env: ") + a.env + ")");
+            if (line.size() >= 36) {
+                body += line + "\n";
+                line.clear();
+            }
+            for (size_t i = 0; i < lines.size(); i++) {
+                std::string l = i == 0 ? line : "";
+                l.resize(37, ' ');
+                body += l + lines[i] + "\n";
+            }
+        }
+        if (!body.empty()) s += std::string("\n") + titles[g] + "\n\n" + body;
+    }
+    return s;
+}
+
+bool common_params_parse(int argc, char ** argv, common_params & params, llama_example ex) {
+    const char * prog = common_example_name(ex);
+    std::map<std::string, const common_arg *> by_name;
+    for (const common_arg & a : table()) {
+        if (!a.examples.count(ex)) continue;
+        for (const auto & n : a.args) by_name[n] = &a;
+    }
+    auto fail = [&](const std::string & msg) {
+        fprintf(stderr, "%s: %s\n(see %s --help)\n", prog, msg.c_str(), prog);
+        return false;
+    };
+    std::vector<std::string> given;  // the names given on the command line (which env values yield to)
+    for (int i = 1; i < argc; i++) given.push_back(argv[i]);
+    try {
+        // The environment first (LLAMA_ARG_*), for options the command line does not set.
+        for (const common_arg & a : table()) {
+            if (!a.examples.count(ex) || !a.env || !a.unsupported.empty()) continue;
+            const char * v = getenv(a.env);
+            if (!v) continue;
+            bool on_cmdline = false;
+            for (const auto & n : a.args) on_cmdline |= std::find(given.begin(), given.end(), n) != given.end();
+            if (on_cmdline) continue;
+            if (a.kind == common_arg::NONE) {
+                if (env_true(v)) apply(a, params, a.env, "", "");
+            } else if (a.kind == common_arg::OPTIONAL_CHOICE) {
+                apply(a, params, a.env, v, "");
+            } else {
+                apply(a, params, a.env, v, "");
+            }
+        }
+        for (int i = 1; i < argc; i++) {
+            const std::string name = argv[i];
+            auto it = by_name.find(name);
+            if (it == by_name.end()) return fail("unknown option '" + name + "'");
+            const common_arg & a = *it->second;
+            if (a.args[0] == "-h") {
+                fputs(common_params_help(ex).c_str(), stdout);
+                exit(0);
+            }
+            std::string v, v2;
+            if (a.kind == common_arg::STRING || a.kind == common_arg::INT || a.kind == common_arg::FLOAT || a.kind == common_arg::STRING_PAIR) {
+                if (i + 1 >= argc || (a.kind == common_arg::STRING_PAIR && i + 2 >= argc)) return fail("missing value for " + name);
+                v = argv[++i];
+                if (a.kind == common_arg::STRING_PAIR) v2 = argv[++i];
+            } else if (a.kind == common_arg::OPTIONAL_CHOICE && i + 1 < argc &&
+                       std::find(a.choices.begin(), a.choices.end(), argv[i + 1]) != a.choices.end()) {
+                v = argv[++i];
+            }
+            if (!a.unsupported.empty()) return fail("'" + name + "' is not supported: " + a.unsupported);
+            if (a.no_effect.count(ex)) fprintf(stderr, "%s: note: %s has no effect here\n", prog, name.c_str());
+            apply(a, params, name, v, v2);
+        }
+    } catch (const std::invalid_argument & e) {
+        return fail(e.what());
+    }
+    if (params.print_version) {
+        printf("%s (llama-engine) version %s\n", prog, LLAMA_ENGINE_VERSION);
+        printf("built with %s for %s%s%s, CPU kernels: %s\n", LLAMA_BUILD_COMPILER, LLAMA_BUILD_TARGET, LLAMA_BUILD_TYPE[0] ? ", " : "",
+               LLAMA_BUILD_TYPE, ggml_cpu_isa_name());
+        exit(0);
+    }
+    return true;
+}

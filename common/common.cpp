@@ -1,0 +1,154 @@
+// common.cpp - the programs' shared helpers (see common.h).
+#include "common.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <random>
+#include <thread>
+
+void string_process_escapes(std::string & s) {
+    std::string out;
+    out.reserve(s.size());
+    for (size_t i = 0; i < s.size(); i++) {
+        if (s[i] != '\\' || i + 1 >= s.size()) {
+            out += s[i];
+            continue;
+        }
+        const char c = s[++i];
+        switch (c) {
+            case 'n': out += '\n'; break;
+            case 'r': out += '\r'; break;
+            case 't': out += '\t'; break;
+            case '\'': out += '\''; break;
+            case '"': out += '"'; break;
+            case '\\': out += '\\'; break;
+            case 'x':
+                if (i + 2 < s.size() && isxdigit((unsigned char) s[i + 1]) && isxdigit((unsigned char) s[i + 2])) {
+                    out += (char) strtol(s.substr(i + 1, 2).c_str(), nullptr, 16);
+                    i += 2;
+                    break;
+                }
+                out += '\\';
+                out += c;
+                break;
+            default:
+                out += '\\';
+                out += c;
+                break;
+        }
+    }
+    s = out;
+}
+
+bool common_parse_cache_type(const std::string & s, ggml_type * out) {
+    static const ggml_type types[] = {GGML_TYPE_F32,  GGML_TYPE_F16,    GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0,
+                                      GGML_TYPE_Q4_1, GGML_TYPE_IQ4_NL, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1};
+    for (ggml_type t : types) {
+        if (s == ggml_type_name(t)) {
+            *out = t;
+            return true;
+        }
+    }
+    return false;
+}
+
+int32_t common_default_threads() { return (int32_t) std::max(1u, std::thread::hardware_concurrency()); }
+
+llama_model_params common_model_params_to_llama(const common_params & params) {
+    llama_model_params mp = llama_model_default_params();
+    mp.use_mmap = params.use_mmap;
+    mp.use_mlock = params.use_mlock;
+    mp.use_repack = params.use_repack;
+    mp.n_gpu_layers = params.n_gpu_layers;
+    mp.split_mode = params.split_mode;
+    mp.main_gpu = params.main_gpu;
+    return mp;
+}
+
+llama_context_params common_context_params_to_llama(const common_params & params) {
+    llama_context_params cp = llama_context_default_params();
+    if (params.n_ctx > 0) cp.n_ctx = (uint32_t) params.n_ctx;
+    if (params.n_batch > 0) cp.n_batch = (uint32_t) params.n_batch;
+    cp.n_ubatch = (uint32_t) params.n_ubatch;
+    cp.n_threads = params.n_threads > 0 ? params.n_threads : common_default_threads();
+    cp.n_threads_batch = params.n_threads_batch > 0 ? params.n_threads_batch : cp.n_threads;
+    cp.type_k = params.cache_type_k;
+    cp.type_v = params.cache_type_v;
+    cp.flash_attn = params.flash_attn;
+    cp.offload_kqv = !params.no_kv_offload;
+    cp.no_perf = params.no_perf;
+    return cp;
+}
+
+std::string common_gpu_flags_warning(const common_params & params, const char * program) {
+    if (params.gpu_flags_given.empty() || llama_supports_gpu_offload()) return "";
+    std::string flags;
+    for (const auto & f : params.gpu_flags_given) flags += (flags.empty() ? "" : ", ") + f;
+    return std::string(program) + ": no usable GPU (none in this build or on this machine): " + flags +
+           " ignored, everything runs on the CPU\n";
+}
+
+bool common_adapters_load(llama_model * model, const common_params & params, std::vector<llama_adapter_lora *> & out, std::string & err) {
+    for (const auto & l : params.lora_adapters) {
+        llama_adapter_lora * ad = llama_adapter_lora_init(model, l.path.c_str());
+        if (!ad) {
+            err = "cannot load LoRA adapter '" + l.path + "'";
+            return false;
+        }
+        out.push_back(ad);
+    }
+    return true;
+}
+
+bool common_adapters_apply(llama_context * ctx, const common_params & params, const std::vector<llama_adapter_lora *> & adapters) {
+    for (size_t i = 0; i < adapters.size(); i++) {
+        if (llama_set_adapter_lora(ctx, adapters[i], params.lora_adapters[i].scale) != 0) return false;
+    }
+    return true;
+}
+
+llama_sampler * common_sampler_chain(const llama_model * model, const common_params_sampling & sp, int32_t n_ctx, uint32_t * seed_out,
+                                     std::string * desc_out) {
+    const llama_vocab * vocab = llama_model_get_vocab(model);
+    uint32_t seed = (uint32_t) sp.seed;
+    if (sp.seed < 0 || seed == LLAMA_DEFAULT_SEED) seed = std::random_device()();
+    const int32_t n_vocab = llama_vocab_n_tokens(vocab);
+    llama_sampler * smpl = llama_sampler_chain_init(llama_sampler_chain_default_params());
+    std::string desc = "logits";
+    if (sp.ignore_eos) {
+        std::vector<llama_logit_bias> biases;
+        for (llama_token t = 0; t < n_vocab; t++) {
+            if (llama_vocab_is_eog(vocab, t)) biases.push_back({t, -INFINITY});
+        }
+        llama_sampler_chain_add(smpl, llama_sampler_init_logit_bias(n_vocab, (int32_t) biases.size(), biases.data()));
+        desc += " -> logit-bias (" + std::to_string(biases.size()) + " end-of-generation tokens at -inf)";
+    }
+    if (sp.mirostat == 0) {
+        const int32_t last_n = sp.penalty_last_n < 0 ? n_ctx : sp.penalty_last_n;
+        llama_sampler_chain_add(smpl, llama_sampler_init_penalties(last_n, sp.penalty_repeat, sp.penalty_freq, sp.penalty_present));
+        desc += " -> penalties";
+        if (sp.temp <= 0.0f) {
+            llama_sampler_chain_add(smpl, llama_sampler_init_greedy());
+            desc += " -> greedy";
+        } else {
+            llama_sampler_chain_add(smpl, llama_sampler_init_top_k(sp.top_k));
+            llama_sampler_chain_add(smpl, llama_sampler_init_top_p(sp.top_p, 1));
+            llama_sampler_chain_add(smpl, llama_sampler_init_min_p(sp.min_p, 1));
+            llama_sampler_chain_add(smpl, llama_sampler_init_temp(sp.temp));
+            llama_sampler_chain_add(smpl, llama_sampler_init_dist(seed));
+            desc += " -> top-k -> top-p -> min-p -> temp -> dist";
+        }
+    } else {
+        llama_sampler_chain_add(smpl, llama_sampler_init_temp(sp.temp));
+        if (sp.mirostat == 1) {
+            llama_sampler_chain_add(smpl, llama_sampler_init_mirostat(n_vocab, seed, sp.mirostat_tau, sp.mirostat_eta, 100));
+        } else {
+            llama_sampler_chain_add(smpl, llama_sampler_init_mirostat_v2(seed, sp.mirostat_tau, sp.mirostat_eta));
+        }
+        desc += sp.mirostat == 1 ? " -> temp -> mirostat" : " -> temp -> mirostat-v2";
+    }
+    if (seed_out) *seed_out = seed;
+    if (desc_out) *desc_out = desc;
+    return smpl;
+}

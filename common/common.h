@@ -1,0 +1,131 @@
+// common.h - what the programs share (a library they link, as llama.cpp's common/): their
+// options (common_params, filled from the command line by arg.h's table), the model, context and
+// sampler parameters made from them, prompt escapes and the KV cache types' names. Field names
+// follow llama.cpp's common_params where it has the field.
+#pragma once
+
+#include "llama.h"
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+// Sampling options (llama.cpp's common_params_sampling).
+struct common_params_sampling {
+    int64_t seed = -1;               // -1: random
+    float temp = 0.8f;               // 0: greedy
+    int32_t top_k = 40;              // 0: off
+    float top_p = 0.95f;             // 1: off
+    float min_p = 0.05f;             // 0: off
+    float penalty_repeat = 1.0f;     // 1: off
+    int32_t penalty_last_n = 64;     // 0: off, -1: the context size
+    float penalty_present = 0.0f;
+    float penalty_freq = 0.0f;
+    int32_t mirostat = 0;            // 0 off, 1 Mirostat, 2 Mirostat 2.0
+    float mirostat_tau = 5.0f;
+    float mirostat_eta = 0.1f;
+    bool ignore_eos = false;
+};
+
+struct common_adapter_lora_info {
+    std::string path;
+    float scale = 1.0f;
+};
+
+struct common_params {
+    // model and memory
+    std::string model;                 // -m
+    bool use_mmap = true;
+    bool use_mlock = false;
+    bool use_repack = true;            // --no-repack: keep the file's layout
+    int32_t n_gpu_layers = 0;          // -ngl (llama.cpp: -1 all; here "all" too)
+    llama_split_mode split_mode = LLAMA_SPLIT_MODE_LAYER;
+    int32_t main_gpu = 0;
+    bool no_kv_offload = false;
+    std::vector<std::string> gpu_flags_given;  // -ngl, -sm, -mg, -nkvo as given (noted without a GPU)
+    std::vector<common_adapter_lora_info> lora_adapters;
+    std::string numa;                  // accepted and noted: threads are not placed by NUMA node
+
+    // context
+    int32_t n_ctx = 0;                 // 0: the program's default
+    int32_t n_batch = 0;               // 0: the program's default
+    int32_t n_ubatch = 512;
+    int32_t n_threads = 0;             // 0: all cores
+    int32_t n_threads_batch = -1;      // -1: as n_threads
+    int32_t n_keep = 0;                // -1: the whole prompt
+    bool ctx_shift = true;             // --no-context-shift: stop at a full context instead
+    ggml_type cache_type_k = GGML_TYPE_F16;
+    ggml_type cache_type_v = GGML_TYPE_F16;
+    bool flash_attn = false;
+
+    // input
+    std::string prompt;                // -p, or the text of -f
+    bool prompt_given = false;
+    int prompt_sources = 0;            // how many of -p, -f and --stdin were given
+    std::string prompt_file;           // -f as given
+    std::string system_prompt;         // -sys
+    bool escape = true;                // process \n, \t, ... in the prompt and inputs
+    bool add_bos = true;               // llama-tokenize --no-bos, llama-logits --no-bos
+    bool parse_special = true;         // llama-tokenize --no-parse-special
+
+    // generation (llama-cli)
+    int32_t n_predict = -1;            // -1: until end of generation
+    common_params_sampling sampling;
+    bool interactive = false;
+    bool interactive_first = false;
+    std::vector<std::string> antiprompt;  // -r, repeatable
+    std::string input_prefix, input_suffix;
+    bool conversation = false;
+    std::string chat_template;         // empty: the model's, else ChatML
+    bool display_prompt = true;
+    bool verbose_prompt = false;
+    bool use_color = false;
+
+    // logs and output
+    int verbosity = 1;                 // 0 errors only (--log-disable), 1 default, 2 -v
+    bool no_perf = false;
+    bool print_version = false;        // --version: print it and exit
+
+    // llama-perplexity
+    int32_t n_chunks = -1;             // --chunks; -1: all
+    std::string logits_file;           // --kl-divergence-base
+    bool kl_divergence = false;
+
+    // llama-tokenize
+    bool ids_only = false;             // --ids
+    bool show_count = false;           // --show-count
+    bool read_stdin = false;           // --stdin
+
+    // llama-logits
+    std::string out_file;              // -o
+    std::vector<llama_token> tokens;   // --tokens (instead of a prompt)
+};
+
+// llama.cpp's escapes: \n \r \t \' \" \\ and \xNN; any other backslash stays as it is.
+void string_process_escapes(std::string & s);
+
+// The KV cache types by llama.cpp's names (f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1).
+#define COMMON_CACHE_TYPE_NAMES "f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1"
+bool common_parse_cache_type(const std::string & s, ggml_type * out);
+
+// Model and context parameters from the options (the program's defaults already in params).
+llama_model_params common_model_params_to_llama(const common_params & params);
+llama_context_params common_context_params_to_llama(const common_params & params);
+
+// Threads when -t is not given: every core.
+int32_t common_default_threads();
+
+// The warning for GPU flags given where no GPU can take them ("" otherwise).
+std::string common_gpu_flags_warning(const common_params & params, const char * program);
+
+// The --lora / --lora-scaled adapters, loaded for the model (false with err naming the file; the
+// ones loaded before are in out, for the caller to free), then set on a context at their scales.
+bool common_adapters_load(llama_model * model, const common_params & params, std::vector<llama_adapter_lora *> & out, std::string & err);
+bool common_adapters_apply(llama_context * ctx, const common_params & params, const std::vector<llama_adapter_lora *> & adapters);
+
+// The sampler chain of the sampling options, as llama.cpp builds it: [--ignore-eos bias] ->
+// penalties -> top-k -> top-p -> min-p -> temp -> draw, or temp -> Mirostat. n_ctx: what
+// --repeat-last-n -1 means. The seed drawn (for -s -1) and a description of the chain come back.
+llama_sampler * common_sampler_chain(const llama_model * model, const common_params_sampling & sp, int32_t n_ctx, uint32_t * seed_out,
+                                     std::string * desc_out);
