@@ -1,6 +1,6 @@
 // fuzz-tokenizer: tokenizing and detokenizing arbitrary bytes with real vocabularies, loaded once
 // (vocab_only): SentencePiece ones (stories260K, llama-spm, phi-3) and a byte-level BPE one
-// (gpt-2) from ../shared/models when present, and the tiny SPM and BPE vocabularies of the
+// (gpt-2) from the shared test models when present, and the tiny SPM and BPE vocabularies of the
 // fuzz-model seeds (always). Input: byte 0 picks the vocabulary (modulo 6: stories260K, llama-spm,
 // gpt-2, phi-3, tiny SPM, tiny BPE), byte 1 the flags, the rest is the text. Every call must stay in bounds; round trips are exercised, not compared.
 #include "fuzz-common.h"

@@ -1,5 +1,5 @@
 // make-seeds: writes the tiny GGUF files the fuzzers start from (fuzz/corpus/fuzz-model, also
-// copied to fuzz/corpus/fuzz-gguf) and fuzz-tokenizer falls back on without ../shared:
+// copied to fuzz/corpus/fuzz-gguf) and fuzz-tokenizer falls back on without the shared test models:
 //   tiny-llama-spm.gguf  llama, SentencePiece vocabulary of 20 tokens, f16 matrices, tied output
 //   tiny-qwen2-bpe.gguf  qwen2, byte-level BPE vocabulary with merges, biases, f32
 //   tiny-llama-q4_0.gguf llama, the same vocabulary, Q4_0 matrices (quantized matmuls), n_embd 32

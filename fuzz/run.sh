@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs each libFuzzer harness of BUILD_DIR/bin (default build-fuzz) for FUZZ_SECONDS (default
 # 60) with a 1 s hang limit, a 2 GiB memory limit and leak detection. Seeds: fuzz/corpus/<target>
-# plus, when present, the small files of ../shared/models (LLAMA_TEST_MODELS overrides). New
+# plus, when present, the small files of the shared test models (beside the repository, or LLAMA_TEST_MODELS). New
 # interesting inputs go to BUILD_DIR/fuzz-corpus/<target> (kept between runs), crashing ones to
 # BUILD_DIR/fuzz-artifacts/<target>/, the logs to BUILD_DIR/fuzz-logs/<target>.log.
 # fuzz/<target>.dict, when present, is the target's libFuzzer dictionary.
@@ -16,7 +16,7 @@ targets=${FUZZ_TARGETS:-$(for f in fuzz/fuzz-*.cpp; do basename "$f" .cpp; done)
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
-# Extra seed files from ../shared for a target, linked into one folder (sizes capped at 1 MiB:
+# Extra seed files from the shared test models for a target, linked into one folder (sizes capped at 1 MiB:
 # libFuzzer would cut longer inputs anyway).
 extra_seeds() {
     local t=$1 dir=$build/fuzz-seeds/$1

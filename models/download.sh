@@ -1,5 +1,5 @@
 #!/usr/bin/env sh
-# Puts the default model (stories260K.gguf) in models/: copied from ../shared/models when present,
+# Puts the default model (stories260K.gguf) in models/: copied from the shared test models when present (LLAMA_TEST_MODELS, or shared/models beside the repository),
 # else downloaded. Exits non-zero with a message when neither works.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)

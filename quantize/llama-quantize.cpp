@@ -1,6 +1,11 @@
 // llama-quantize: converts the tensors of a GGUF model to a quantized type (or mix).
 //
-//   llama-quantize [--allow-requantize] [--imatrix FILE] IN.gguf OUT.gguf TYPE [NTHREADS]
+//   llama-quantize [options] IN.gguf [OUT.gguf] TYPE [NTHREADS]
+//
+// llama.cpp's llama-quantize: its flags (--allow-requantize, --leave-output-tensor, --pure,
+// --output-tensor-type, --token-embedding-type, --override-kv), its types by name or file type
+// number, COPY, and OUT defaulting to ggml-model-TYPE.gguf beside IN. Importance matrices
+// (--imatrix, --include-weights, --exclude-weights) and --keep-split are refused as not supported.
 //
 // The input is memory-mapped and read once; each tensor is converted by NTHREADS threads and
 // appended to a temporary file next to OUT, which is renamed into place only when complete, so
@@ -52,12 +57,71 @@ static void die(const char * fmt, ...) {
 }
 
 static void usage(FILE * out) {
-    fprintf(out, "usage: llama-quantize [--allow-requantize] IN.gguf OUT.gguf TYPE [NTHREADS]\n\n"
+    fprintf(out, "usage: llama-quantize [options] IN.gguf [OUT.gguf] TYPE [NTHREADS]\n\n"
                  "Converts the matrices of a GGUF model to TYPE; vectors (norms, biases) stay F32.\n"
-                 "The _S/_M/_L mixes keep sensitive tensors at higher precision.\n\nTYPE is one of:\n");
-    for (const quant_target * t = quant_targets(); t->name; t++) fprintf(out, "  %-7s %s\n", t->name, t->desc);
-    fprintf(out, "\nNTHREADS defaults to the number of cores.\n"
-                 "--allow-requantize  accept an input whose tensors are already quantized (quality suffers)\n");
+                 "The _S/_M/_L mixes keep sensitive tensors at higher precision. OUT defaults to\n"
+                 "ggml-model-TYPE.gguf beside IN; NTHREADS to the number of cores.\n\n"
+                 "  --allow-requantize          accept an input whose tensors are already quantized (quality suffers)\n"
+                 "  --leave-output-tensor       leave output.weight as it is\n"
+                 "  --pure                      every matrix TYPE's base type: no mix\n"
+                 "  --output-tensor-type T      this ggml type for output.weight (q8_0, q6_K, f16, ...)\n"
+                 "  --token-embedding-type T    this ggml type for token_embd.weight\n"
+                 "  --override-kv KEY=TYPE:VALUE\n"
+                 "                              set metadata in the output (TYPE int, float, bool or str); repeatable\n"
+                 "  --imatrix FILE, --include-weights NAME, --exclude-weights NAME, --keep-split\n"
+                 "                              not supported (importance matrices; split files)\n"
+                 "\nTYPE is a name or llama.cpp's file type number:\n");
+    for (const quant_target * t = quant_targets(); t->name; t++) {
+        if (t->file_type >= 0) fprintf(out, "  %2d  or  %-7s : %s\n", t->file_type, t->name, t->desc);
+        else fprintf(out, "          %-7s : %s\n", t->name, t->desc);
+    }
+}
+
+// --override-kv KEY=TYPE:VALUE, as llama.cpp parses it, set in the output's metadata.
+static bool apply_override(gguf_context * g, const std::string & spec, std::string & err) {
+    const size_t eq = spec.find('=');
+    if (eq == std::string::npos || eq == 0 || eq >= 128) {
+        err = "'" + spec + "' is not KEY=TYPE:VALUE";
+        return false;
+    }
+    const std::string key = spec.substr(0, eq), rest = spec.substr(eq + 1);
+    auto value_of = [&](const char * prefix) -> const char * {
+        const size_t n = strlen(prefix);
+        return rest.compare(0, n, prefix) == 0 ? rest.c_str() + n : nullptr;
+    };
+    char * end = nullptr;
+    if (const char * v = value_of("int:")) {
+        errno = 0;
+        const long long x = strtoll(v, &end, 10);
+        if (!*v || *end || errno == ERANGE || x < INT32_MIN || x > INT32_MAX) {
+            err = "'" + spec + "': not a 32-bit integer";
+            return false;
+        }
+        gguf_set_val_i32(g, key.c_str(), (int32_t) x);
+    } else if (const char * v = value_of("float:")) {
+        const double x = strtod(v, &end);
+        if (!*v || *end) {
+            err = "'" + spec + "': not a number";
+            return false;
+        }
+        gguf_set_val_f32(g, key.c_str(), (float) x);
+    } else if (const char * v = value_of("bool:")) {
+        if (strcmp(v, "true") != 0 && strcmp(v, "false") != 0) {
+            err = "'" + spec + "': not true or false";
+            return false;
+        }
+        gguf_set_val_bool(g, key.c_str(), strcmp(v, "true") == 0);
+    } else if (const char * v = value_of("str:")) {
+        if (strlen(v) > 127) {
+            err = "'" + spec + "': strings are at most 127 bytes (as llama.cpp)";
+            return false;
+        }
+        gguf_set_val_str(g, key.c_str(), v);
+    } else {
+        err = "'" + spec + "': TYPE must be int, float, bool or str";
+        return false;
+    }
+    return true;
 }
 
 static int64_t key_u32_or(const gguf_context * g, const std::string & key, int64_t def) {
@@ -87,14 +151,39 @@ static bool write_all(int fd, const void * data, size_t n) {
 
 int main(int argc, char ** argv) {
     bool allow_requantize = false;
-    std::vector<std::string> pos;
+    quant_options opt;
+    std::vector<std::string> pos, overrides;
     for (int i = 1; i < argc; i++) {
         const std::string a = argv[i];
+        auto value = [&]() -> std::string {
+            if (i + 1 >= argc) die("missing value for %s", a.c_str());
+            return argv[++i];
+        };
+        auto type_value = [&]() {
+            const std::string v = value();
+            const ggml_type t = quant_type_from_name(v);
+            if (t == GGML_TYPE_COUNT) die("invalid value for %s: '%s' (a ggml type name: q8_0, q6_K, q4_0, f16, ...)", a.c_str(), v.c_str());
+            return t;
+        };
         if (a == "-h" || a == "--help") {
             usage(stdout);
             return 0;
         } else if (a == "--allow-requantize") {
             allow_requantize = true;
+        } else if (a == "--leave-output-tensor") {
+            opt.quantize_output = false;
+        } else if (a == "--pure") {
+            opt.pure = true;
+        } else if (a == "--output-tensor-type") {
+            opt.output_type = type_value();
+        } else if (a == "--token-embedding-type") {
+            opt.token_embd_type = type_value();
+        } else if (a == "--override-kv") {
+            overrides.push_back(value());
+        } else if (a == "--imatrix" || a == "--include-weights" || a == "--exclude-weights") {
+            die("'%s' is not supported: importance matrices are not implemented yet", a.c_str());
+        } else if (a == "--keep-split") {
+            die("'--keep-split' is not supported: models are read and written as single files");
         } else if (a.size() > 1 && a[0] == '-' && !(a.size() > 1 && isdigit((unsigned char) a[1]))) {
             fprintf(stderr, "llama-quantize: error: unknown option '%s'\n\n", a.c_str());
             usage(stderr);
@@ -102,6 +191,12 @@ int main(int argc, char ** argv) {
         } else {
             pos.push_back(a);
         }
+    }
+    // IN [OUT] TYPE [NTHREADS]: as llama.cpp, the second word is TYPE when it names one.
+    if (pos.size() >= 2 && quant_target_find(pos[1])) {
+        const size_t slash = pos[0].rfind('/');
+        pos.insert(pos.begin() + 1, (slash == std::string::npos ? std::string() : pos[0].substr(0, slash + 1)) + "ggml-model-" +
+                                        quant_target_find(pos[1])->name + ".gguf");
     }
     if (pos.size() < 3 || pos.size() > 4) {
         usage(stderr);
@@ -114,6 +209,7 @@ int main(int argc, char ** argv) {
         usage(stderr);
         return 1;
     }
+    const bool copy = target->base == GGML_TYPE_COUNT;
     int n_threads = (int) std::max(1u, std::thread::hardware_concurrency());
     if (pos.size() == 4) {
         char * end = nullptr;
@@ -145,21 +241,27 @@ int main(int argc, char ** argv) {
     std::vector<ggml_type> out_types;
     gguf_context * gout = gguf_init_empty();
     gguf_set_kv(gout, gin);
-    gguf_set_val_u32(gout, "general.quantization_version", 2);
-    gguf_set_val_u32(gout, "general.file_type", (uint32_t) target->file_type);
+    if (!copy) {
+        gguf_set_val_u32(gout, "general.quantization_version", 2);
+        gguf_set_val_u32(gout, "general.file_type", (uint32_t) target->file_type);
+    }
+    for (const std::string & o : overrides) {
+        std::string err;
+        if (!apply_override(gout, o, err)) die("--override-kv %s", err.c_str());
+    }
 
     for (int64_t i = 0; i < n_tensors; i++) {
         const char * name = gguf_get_tensor_name(gin, i);
         ggml_tensor * t = ggml_get_tensor(meta, name);
         if (!t) die("tensor '%s' missing from the loaded context", name);
-        if (ggml_is_quantized(t->type) && !allow_requantize) {
+        if (ggml_is_quantized(t->type) && !allow_requantize && !copy) {
             die("'%s' is already quantized (%s); pass --allow-requantize to convert it anyway", name, ggml_type_name(t->type));
         }
         if (!ggml_get_type_traits(t->type)->to_float) die("tensor '%s' has type %s, which cannot be read", name, ggml_type_name(t->type));
         std::string why;
-        ggml_type type = quant_choose_type(*target, info, name, ggml_n_dims(t), t->ne, why);
+        ggml_type type = quant_choose_type(*target, info, name, ggml_n_dims(t), t->ne, t->type, opt, why);
         if (!why.empty()) fprintf(stderr, "llama-quantize: %s: %s\n", name, why.c_str());
-        if (type == GGML_TYPE_F32 && t->type != GGML_TYPE_F32 && ggml_n_dims(t) >= 2 && target->base != GGML_TYPE_F32) {
+        if (!copy && type == GGML_TYPE_F32 && t->type != GGML_TYPE_F32 && ggml_n_dims(t) >= 2 && target->base != GGML_TYPE_F32) {
             type = t->type;  // keep F16/BF16 matrices we would not quantize
         }
         tensors.push_back(t);

@@ -34,6 +34,7 @@ static const quant_target targets[] = {
     { "F16",    FT_F16,    GGML_TYPE_F16,    "16 bpw" },
     { "BF16",   FT_BF16,   GGML_TYPE_BF16,   "16 bpw, F32's range" },
     { "F32",    FT_ALL_F32, GGML_TYPE_F32,   "32 bpw" },
+    { "COPY",   -1,        GGML_TYPE_COUNT,  "only copy tensors, no quantizing" },
     { nullptr,  0,         GGML_TYPE_COUNT,  nullptr },
 };
 
@@ -43,7 +44,23 @@ const quant_target * quant_target_find(const std::string & name) {
     for (const quant_target * t = targets; t->name; t++) {
         if (strcasecmp(t->name, name.c_str()) == 0) return t;
     }
+    // llama.cpp's file type numbers
+    if (name.empty() || name.size() > 3 || name.find_first_not_of("0123456789") != std::string::npos) return nullptr;
+    const int ft = atoi(name.c_str());
+    for (const quant_target * t = targets; t->name; t++) {
+        if (t->file_type == ft) return t;
+    }
     return nullptr;
+}
+
+ggml_type quant_type_from_name(const std::string & name) {
+    for (int i = 0; i < GGML_TYPE_COUNT; i++) {
+        const ggml_type t = (ggml_type) i;
+        const ggml_type_traits * tr = ggml_get_type_traits(t);
+        const bool convertible = t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || t == GGML_TYPE_BF16 || (tr && tr->from_float_ref);
+        if (convertible && tr && tr->type_name && strcasecmp(tr->type_name, name.c_str()) == 0) return t;
+    }
+    return GGML_TYPE_COUNT;
 }
 
 static bool ends_with(const std::string & s, const char * suffix) {
@@ -124,11 +141,15 @@ static ggml_type fallback_for(ggml_type type) {
 }
 
 ggml_type quant_choose_type(const quant_target & target, const quant_model_info & info, const std::string & name,
-                            int n_dims, const int64_t * ne, std::string & fallback) {
+                            int n_dims, const int64_t * ne, ggml_type current, const quant_options & opt, std::string & fallback) {
     fallback.clear();
+    if (target.base == GGML_TYPE_COUNT) return current;  // COPY
     // Only matrices are quantized: norms, biases and other vectors stay F32.
     if (n_dims < 2 || !ends_with(name, ".weight")) return GGML_TYPE_F32;
-    ggml_type type = preferred_type(target, info, name);
+    if (!opt.quantize_output && name == "output.weight") return current;
+    ggml_type type = opt.pure ? target.base : preferred_type(target, info, name);
+    if (opt.token_embd_type != GGML_TYPE_COUNT && name == "token_embd.weight") type = opt.token_embd_type;
+    if (opt.output_type != GGML_TYPE_COUNT && name == "output.weight") type = opt.output_type;
     if (ne[0] % ggml_blck_size(type) != 0) {
         ggml_type alt = fallback_for(type);
         if (ne[0] % ggml_blck_size(alt) != 0) alt = GGML_TYPE_F16;

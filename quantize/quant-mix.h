@@ -7,15 +7,16 @@
 #include <string>
 
 // A target the user can ask for: its name, the file type id written to general.file_type, and
-// the base type of the large matrices.
+// the base type of the large matrices. COPY (file type -1, base GGML_TYPE_COUNT) copies every
+// tensor as it is.
 struct quant_target {
     const char * name;
-    int file_type;       // llama's general.file_type value
+    int file_type;       // llama's general.file_type value (-1: COPY, the input's is kept)
     ggml_type base;
     const char * desc;
 };
 
-// NULL for an unknown name (case-insensitive).
+// NULL for an unknown name (case-insensitive) or file type number (llama.cpp's: "2" is Q4_0).
 const quant_target * quant_target_find(const std::string & name);
 // All targets, terminated by a NULL name.
 const quant_target * quant_targets();
@@ -28,7 +29,19 @@ struct quant_model_info {
     bool has_output = true;  // false: embeddings tied, token_embd doubles as the output matrix
 };
 
-// The type for one tensor: name and shape as in the file; `fallback` receives a reason when the
-// preferred type could not be used (row length not a multiple of its block), else is cleared.
+// What llama-quantize's flags change in the choice (llama.cpp's names).
+struct quant_options {
+    bool pure = false;                             // --pure: every matrix the target's base type, no mix
+    bool quantize_output = true;                   // false: --leave-output-tensor (output.weight as it is)
+    ggml_type output_type = GGML_TYPE_COUNT;       // --output-tensor-type
+    ggml_type token_embd_type = GGML_TYPE_COUNT;   // --token-embedding-type
+};
+
+// The type for one tensor: name, shape and type as in the file; `fallback` receives a reason when
+// the preferred type could not be used (row length not a multiple of its block), else is cleared.
 ggml_type quant_choose_type(const quant_target & target, const quant_model_info & info, const std::string & name,
-                            int n_dims, const int64_t * ne, std::string & fallback);
+                            int n_dims, const int64_t * ne, ggml_type current, const quant_options & opt, std::string & fallback);
+
+// A type tensors can be converted to, by its ggml name (case-insensitive: q8_0, Q6_K, f16);
+// GGML_TYPE_COUNT if there is none.
+ggml_type quant_type_from_name(const std::string & name);

@@ -1,5 +1,5 @@
 // bench-membw.cpp - the memory-bandwidth ceiling measured inside llama-bench (--ceiling auto),
-// so that tg's share of it is a ratio taken in one run: as ../shared/tools/membw.c does, n threads
+// so that tg's share of it is a ratio taken in one run: as the shared tools' bandwidth meter does, n threads
 // each sum their slice of a buffer far larger than the caches, and the best pass counts.
 #include "bench.h"
 

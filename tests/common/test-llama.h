@@ -117,7 +117,7 @@ inline std::vector<float> eval_all(llama_context * ctx, const std::vector<llama_
     return out;
 }
 
-// ---- logits files (llama-logits, ../shared/reference/logits) --------------------------------
+// ---- logits files (llama-logits, the shared reference logits) --------------------------------
 struct LogitsFile {
     std::vector<llama_token> tokens;
     int32_t n_vocab = 0;

@@ -1,5 +1,5 @@
 // test-util.h - helpers shared by the test suites: contexts, random data, double-precision
-// readback, graph compute, non-contiguous views, comparisons, and where ../shared lives.
+// readback, graph compute, non-contiguous views, comparisons, and where the shared test data lives.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -202,7 +202,7 @@ inline bool file_exists(const std::string & path) {
     return stat(path.c_str(), &st) == 0;
 }
 
-// ../shared (overridable with LLAMA_SHARED), and its models folder (overridable with LLAMA_TEST_MODELS).
+// the shared test data beside the repository (overridable with LLAMA_SHARED), and its models folder (overridable with LLAMA_TEST_MODELS).
 inline std::string shared_dir() {
     const char * e = std::getenv("LLAMA_SHARED");
     if (e && *e) return e;

@@ -1,6 +1,6 @@
 // test-gguf.cpp - GGUF read/write: round trips of every value type and tensor layout, the API's
 // semantics, malformed files (each must be rejected with a message, never crash) and the real
-// model files of ../shared/models.
+// model files of the shared test models.
 #include "gguf.h"
 #include "test-util.h"
 

@@ -137,7 +137,7 @@ TEST(GpuModel, QuantizedCacheMatchesTheCpu) {
     }
 }
 
-// llama.cpp's logits of "Once upon a time" (../shared/reference/logits).
+// llama.cpp's logits of "Once upon a time" (the shared reference logits).
 TEST(GpuModel, ReferenceLogits) {
     REQUIRE_GPU();
     for (const Case & c : kModels) {

@@ -1,4 +1,4 @@
-// test-model.cpp - the llama runtime end to end on the real model files of ../shared: logits
+// test-model.cpp - the llama runtime end to end on the real model files of the shared test models: logits
 // against llama.cpp's reference files, batch splitting, token-by-token evaluation, KV cache
 // types, thread counts, context shifting, and the errors of the model loader.
 //

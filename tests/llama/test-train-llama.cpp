@@ -11,7 +11,7 @@
 // (PyTorch, float32) from the same GGUF file and the same token ids (the file lists them; they
 // are checked against our tokenizer).
 //
-// Tolerances. Step 0 (the base model) within 1e-4 of torch and of ANCHORS.md's 1.8514 (which
+// Tolerances. Step 0 (the base model) within 1e-4 of torch and of the peer figure 1.8514 (which
 // is rounded to 4 decimals). Later steps: relative 2e-4. Both sides are float32 with different
 // summation orders, so the curves drift apart by rounding alone; how far is measured by the
 // same torch script in float64 against float32: at most 1.0e-5 relative over the 30 steps
@@ -52,7 +52,7 @@ std::string model_path() { return tu::models_dir() + "/stories260K.gguf"; }
 std::string text_path() { return tu::shared_dir() + "/reference/lora-sentences.txt"; }
 std::string reference_path() { return std::string(LLAMA_TEST_DATA_DIR) + "/stories260k-full-ft-adamw.txt"; }
 
-constexpr double kAnchorLoss0 = 1.8514;  // ANCHORS.md: the base model's loss on this text
+constexpr double kAnchorLoss0 = 1.8514;  // the peer figures: the base model's loss on this text
 constexpr int kSteps = 30;
 
 // The torch curve: losses after 0..kSteps optimizer steps, and the token ids it was computed on
@@ -203,7 +203,7 @@ TEST(TrainLlama, FullFineTuningAdamWFollowsPyTorch) {
     EXPECT_EQ(ggml_opt_n_steps(oc.get()), kSteps);
 
     EXPECT_NEAR(ours[0], ref.losses[0], 1e-4) << "base model loss against torch";
-    EXPECT_NEAR(ours[0], kAnchorLoss0, 1e-4) << "base model loss against ANCHORS.md";
+    EXPECT_NEAR(ours[0], kAnchorLoss0, 1e-4) << "base model loss against the peer figure";
 
     const double rtol = 2e-4;
     double worst = 0.0;

@@ -131,7 +131,7 @@ TEST(Finetune, LoraCurveFollowsPyTorch) {
     ASSERT_EQ(r.status, 0) << r.output;
     const std::vector<double> ours = read_loss_log(dir.path + "/loss.tsv");
     ASSERT_EQ(ours.size(), (size_t) steps + 1);
-    EXPECT_NEAR(ours[0], 1.8514, 1e-4) << "step 0 must be the base model's loss (ANCHORS.md)";
+    EXPECT_NEAR(ours[0], 1.8514, 1e-4) << "step 0 must be the base model's loss (the peer figure)";
     size_t at = 0;
     const double dev = max_rel_dev(ours, ref, &at);
     printf("  stories260K LoRA: loss %.6f -> %.6f after %d steps; max relative deviation from torch %.2e at step %zu\n",
@@ -340,7 +340,7 @@ TEST(Finetune, TrainedAdapterMatchesMergedWeightsAndPeftCopy) {
     // The programs: llama-logits --lora (unmerged) and the model llama-export-lora merged, on
     // the same prompt, against the plain-loop merge. llama-logits keeps an F16 KV cache, so
     // the comparison is the mean KL divergence (a correct F32 path lands below 1e-5 nats,
-    // ../shared/README.md), against the merged weights evaluated the same way.
+    // the shared test data's README), against the merged weights evaluated the same way.
     cp.type_k = cp.type_v = GGML_TYPE_F16;
     std::unique_ptr<llama_context, CtxDeleter> c3(llama_init_from_model(merged.get(), cp));
     ASSERT_TRUE(c3);

@@ -9,7 +9,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstring>
+#include <fstream>
 #include <map>
+#include <sstream>
 
 #define LLAMA_QUANTIZE_BIN LLAMA_BIN_DIR "/llama-quantize"
 
@@ -224,4 +227,77 @@ TEST(LlamaQuantize, BadInputIsRefusedAndLeavesNoFile) {
     // Requantizing is possible when asked for.
     const run_result r = run_quantize("--allow-requantize " + ktest("Q8_0") + " " + out + " Q4_0 2");
     EXPECT_EQ(r.status, 0) << r.output;
+}
+
+// llama.cpp's flags and forms: --pure, --leave-output-tensor, --output-tensor-type,
+// --token-embedding-type, --override-kv, file type numbers, COPY, OUT defaulting to
+// ggml-model-TYPE.gguf beside IN; importance-matrix flags refused as not supported.
+TEST(LlamaQuantize, LlamaCppFlagsTypeNumbersAndCopy) {
+    REQUIRE_QUANTIZE_BIN();
+    TU_REQUIRE_FILE(ktest("F32"));
+    temp_dir tmp;
+    auto types_of = [](const std::string & path) {
+        model m(path);
+        std::map<std::string, ggml_type> out;
+        for (ggml_tensor * t = m.ctx ? ggml_get_first_tensor(m.ctx) : nullptr; t; t = ggml_get_next_tensor(m.ctx, t)) out[t->name] = t->type;
+        return out;
+    };
+    const std::string in = ktest("F32");
+    ASSERT_EQ(run_quantize(in + " " + tmp.path + "/mix.gguf Q4_K_M 2").status, 0);
+    const run_result pure = run_quantize("--pure --token-embedding-type f16 --output-tensor-type q8_0 --override-kv general.name=str:hello "
+                                         "--override-kv test.n=int:-7 --override-kv test.f=float:0.5 --override-kv test.b=bool:true " +
+                                         in + " " + tmp.path + "/pure.gguf Q4_K_M 2");
+    ASSERT_EQ(pure.status, 0) << pure.output;
+    const auto mix = types_of(tmp.path + "/mix.gguf"), pt = types_of(tmp.path + "/pure.gguf");
+    size_t higher = 0;
+    for (const auto & kv : mix) higher += kv.second == GGML_TYPE_Q6_K;
+    EXPECT_GT(higher, 2u) << "the Q4_K_M mix raises some tensors";
+    for (const auto & kv : pt) {
+        const std::string & n = kv.first;
+        const ggml_type want = n == "token_embd.weight" ? GGML_TYPE_F16 : n == "output.weight" ? GGML_TYPE_Q8_0
+                             : mix.at(n) == GGML_TYPE_F32 ? GGML_TYPE_F32 : GGML_TYPE_Q4_K;
+        EXPECT_EQ(kv.second, want) << n;
+    }
+    {
+        model m(tmp.path + "/pure.gguf");
+        ASSERT_TRUE(m.g);
+        EXPECT_STREQ(gguf_get_val_str(m.g, gguf_find_key(m.g, "general.name")), "hello");
+        EXPECT_EQ(gguf_get_val_i32(m.g, gguf_find_key(m.g, "test.n")), -7);
+        EXPECT_EQ(gguf_get_val_f32(m.g, gguf_find_key(m.g, "test.f")), 0.5f);
+        EXPECT_TRUE(gguf_get_val_bool(m.g, gguf_find_key(m.g, "test.b")));
+    }
+    // --leave-output-tensor: output.weight as it is.
+    ASSERT_EQ(run_quantize("--leave-output-tensor " + in + " " + tmp.path + "/leave.gguf Q4_0 2").status, 0);
+    EXPECT_EQ(types_of(tmp.path + "/leave.gguf").at("output.weight"), GGML_TYPE_F32);
+    // A file type number is its type; OUT left out: ggml-model-TYPE.gguf beside IN.
+    std::system(("cp " + in + " " + tmp.path + "/in.gguf").c_str());
+    const run_result num = run_quantize(tmp.path + "/in.gguf 7 2");
+    ASSERT_EQ(num.status, 0) << num.output;
+    ASSERT_EQ(run_quantize(in + " " + tmp.path + "/named.gguf Q8_0 2").status, 0);
+    std::stringstream a, b;
+    a << std::ifstream(tmp.path + "/ggml-model-Q8_0.gguf", std::ios::binary).rdbuf();
+    b << std::ifstream(tmp.path + "/named.gguf", std::ios::binary).rdbuf();
+    EXPECT_TRUE(a.str() == b.str() && !a.str().empty()) << "'7' is Q8_0, written to ggml-model-Q8_0.gguf";
+    // COPY: every tensor as it is (quantized ones too, without --allow-requantize).
+    ASSERT_EQ(run_quantize(ktest("Q8_0") + " " + tmp.path + "/copy.gguf COPY 2").status, 0);
+    {
+        model src(ktest("Q8_0")), dst(tmp.path + "/copy.gguf");
+        ASSERT_TRUE(src.ctx && dst.ctx);
+        for (ggml_tensor * t = ggml_get_first_tensor(src.ctx); t; t = ggml_get_next_tensor(src.ctx, t)) {
+            const ggml_tensor * u = ggml_get_tensor(dst.ctx, t->name);
+            ASSERT_TRUE(u) << t->name;
+            EXPECT_EQ(u->type, t->type) << t->name;
+            EXPECT_EQ(0, memcmp(u->data, t->data, ggml_nbytes(t))) << t->name;
+        }
+        EXPECT_EQ(dst.file_type(), src.file_type());
+    }
+    for (const char * bad : {"--imatrix x.dat", "--include-weights attn_v", "--keep-split", "--output-tensor-type q9_9",
+                                    "--override-kv general.name=text:x", "--override-kv nokey"}) {
+        const run_result r = run_quantize(std::string(bad) + " " + in + " " + tmp.path + "/bad.gguf Q4_0");
+        EXPECT_EQ(r.status, 1) << bad << "\n" << r.output;
+        EXPECT_FALSE(tu::file_exists(tmp.path + "/bad.gguf")) << bad;
+        if (strncmp(bad, "--imatrix", 9) == 0 || strncmp(bad, "--keep", 6) == 0) {
+            EXPECT_NE(r.output.find("is not supported"), std::string::npos) << r.output;
+        }
+    }
 }
