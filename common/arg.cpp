@@ -45,7 +45,6 @@ const char * const NO_ROPE = "RoPE runs with the model's own parameters; scaling
 const char * const NO_STATE = "saving and loading a context's state is not implemented";
 const char * const NO_DOWNLOAD = "models are not downloaded: give a local GGUF file with -m";
 const char * const NO_LOG_OPTS = "the log goes to standard error without prefixes, colors or timestamps";
-const char * const NO_TASKS = "multiple-choice task scoring (HellaSwag, WinoGrande, MMLU-style) is not implemented yet";
 const char * const ONE_SEQUENCE = "a context holds one sequence";
 
 common_arg make(std::vector<std::string> names, const char * hint, common_arg::value_kind kind, std::string help) {
@@ -205,7 +204,13 @@ std::vector<common_arg> make_table() {
                  p.prompt_given = true;
                  p.prompt_sources++;
              })).set_examples({LLAMA_EXAMPLE_MAIN, LLAMA_EXAMPLE_PERPLEXITY, LLAMA_EXAMPLE_TOKENIZE});
-    add(unsupported({"-bf", "--binary-file"}, "FNAME", "binary prompt files are not read (give the text with -f)")).set_examples(INFER);
+    add(text({"-bf", "--binary-file"}, "FNAME", "a binary file containing the prompt, read as it is (llama-perplexity: "
+             "the --multiple-choice tasks)", [](common_params & p, const std::string & v) {
+                 p.prompt_file = v;
+                 p.prompt_binary = true;
+                 p.prompt_given = true;
+                 p.prompt_sources++;
+             })).set_examples(INFER);
     add(flag({"-e", "--escape"}, "process escapes (\\n, \\r, \\t, \\', \\\", \\\\, \\xNN) in the prompt, reverse prompts, "
              "--in-prefix/--in-suffix and input lines (default: on, as llama.cpp)", [](common_params & p) { p.escape = true; }))
         .set_examples({LLAMA_EXAMPLE_MAIN, LLAMA_EXAMPLE_PERPLEXITY, LLAMA_EXAMPLE_TOKENIZE});
@@ -303,18 +308,29 @@ std::vector<common_arg> make_table() {
         .set_examples(INFER);
     add(unsupported({"--perplexity", "--all-logits"}, nullptr, "llama-logits writes every position's logits"))
         .set_examples({LLAMA_EXAMPLE_PERPLEXITY});
-    for (const char * task : {"--hellaswag", "--winogrande", "--multiple-choice"}) {
-        add(unsupported({task}, nullptr, NO_TASKS)).set_examples({LLAMA_EXAMPLE_PERPLEXITY});
-        add(unsupported({std::string(task) + "-tasks"}, "N", NO_TASKS)).set_examples({LLAMA_EXAMPLE_PERPLEXITY});
-    }
+    add(flag({"--hellaswag"}, "compute the HellaSwag score (acc_norm) over the tasks of -f FILE (6 lines a task)",
+             [](common_params & p) { p.hellaswag = true; })).set_examples({LLAMA_EXAMPLE_PERPLEXITY});
+    add(integer({"--hellaswag-tasks"}, "N", 1, 1e9, "number of tasks to use when computing the HellaSwag score (default: 400)",
+                [](common_params & p, int64_t v) { p.hellaswag_tasks = (size_t) v; })).set_examples({LLAMA_EXAMPLE_PERPLEXITY});
+    add(flag({"--winogrande"}, "compute the WinoGrande score over the tasks of -f FILE (CSV: index, sentence, choice 1, choice 2, answer)",
+             [](common_params & p) { p.winogrande = true; })).set_examples({LLAMA_EXAMPLE_PERPLEXITY});
+    add(integer({"--winogrande-tasks"}, "N", 0, 1e9, "number of tasks to use when computing the WinoGrande score (default: 0, all)",
+                [](common_params & p, int64_t v) { p.winogrande_tasks = (size_t) v; })).set_examples({LLAMA_EXAMPLE_PERPLEXITY});
+    add(flag({"--multiple-choice"}, "compute the multiple-choice score (ARC, MMLU, TruthfulQA) over llama.cpp's binary task file (-bf FILE)",
+             [](common_params & p) { p.multiple_choice = true; })).set_examples({LLAMA_EXAMPLE_PERPLEXITY});
+    add(integer({"--multiple-choice-tasks"}, "N", 0, 1e9, "number of tasks to use when computing the multiple-choice score (default: 0, all)",
+                [](common_params & p, int64_t v) { p.multiple_choice_tasks = (size_t) v; })).set_examples({LLAMA_EXAMPLE_PERPLEXITY});
     add(flag({"--kl-divergence"}, "compare the model with --kl-divergence-base FILE (the tokens come from FILE: no -f): KL "
              "divergence, top-token agreement, probability differences, both perplexities",
              [](common_params & p) { p.kl_divergence = true; })).set_examples({LLAMA_EXAMPLE_PERPLEXITY});
     add(text({"--save-all-logits", "--kl-divergence-base"}, "FNAME", "without --kl-divergence: also save the tokens and the logits of "
              "the scored positions to FNAME (written whole or not at all); with it: the base model's file to compare with",
              [](common_params & p, const std::string & v) { p.logits_file = v; })).set_examples({LLAMA_EXAMPLE_PERPLEXITY});
-    add(unsupported({"--ppl-stride"}, "N", "strided perplexity is not implemented")).set_examples({LLAMA_EXAMPLE_PERPLEXITY});
-    add(unsupported({"--ppl-output-type"}, "0|1", "the per-chunk output is llama.cpp's default one")).set_examples({LLAMA_EXAMPLE_PERPLEXITY});
+    add(integer({"--ppl-stride"}, "N", 0, INT32_MAX, "stride for perplexity calculation: windows of -c + N/2 tokens every N tokens, "
+                "the last N of each scored (default: 0, chunks scored on their second half)",
+                [](common_params & p, int64_t v) { p.ppl_stride = (int32_t) v; })).set_examples({LLAMA_EXAMPLE_PERPLEXITY});
+    add(integer({"--ppl-output-type"}, "0|1", 0, 1, "output type for perplexity calculation: 0 [chunk]PPL, 1 a line per chunk (default: 0)",
+                [](common_params & p, int64_t v) { p.ppl_output_type = (int32_t) v; })).set_examples({LLAMA_EXAMPLE_PERPLEXITY});
     add(unsupported({"-dt", "--defrag-thold"}, "N", "the KV cache is never defragmented: a context holds one sequence")).set_examples(INFER);
     add(unsupported({"-np", "--parallel"}, "N", ONE_SEQUENCE)).set_examples(INFER);
     add(unsupported({"--rpc"}, "SERVERS", "there is no RPC backend")).set_examples(INFER);

@@ -62,6 +62,7 @@ struct common_params {
     // input
     std::string prompt;                // -p, or the text of -f
     bool prompt_given = false;
+    bool prompt_binary = false;        // -bf: the prompt file is read as it is (no trailing newline dropped)
     int prompt_sources = 0;            // how many of -p, -f and --stdin were given
     std::string prompt_file;           // -f as given
     std::string system_prompt;         // -sys
@@ -91,6 +92,14 @@ struct common_params {
     int32_t n_chunks = -1;             // --chunks; -1: all
     std::string logits_file;           // --kl-divergence-base
     bool kl_divergence = false;
+    int32_t ppl_stride = 0;            // --ppl-stride; 0: chunks of n_ctx scored on their second half
+    int32_t ppl_output_type = 0;       // --ppl-output-type; 1: a line per chunk (first token, PPL ...)
+    bool hellaswag = false;            // --hellaswag and its task count (llama.cpp's default 400)
+    size_t hellaswag_tasks = 400;
+    bool winogrande = false;           // --winogrande; 0 tasks: all
+    size_t winogrande_tasks = 0;
+    bool multiple_choice = false;      // --multiple-choice; 0 tasks: all
+    size_t multiple_choice_tasks = 0;
 
     // llama-tokenize
     bool ids_only = false;             // --ids

@@ -93,7 +93,7 @@ common_params parse_args(int argc, char ** argv) {
         std::stringstream ss;
         ss << in.rdbuf();
         p.prompt = ss.str();
-        if (!p.prompt.empty() && p.prompt.back() == '\n') p.prompt.pop_back();  // as llama.cpp
+        if (!p.prompt_binary && !p.prompt.empty() && p.prompt.back() == '\n') p.prompt.pop_back();  // as llama.cpp (not -bf)
     }
     if (p.escape) {  // what llama.cpp processes
         string_process_escapes(p.prompt);

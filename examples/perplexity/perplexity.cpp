@@ -4,6 +4,8 @@
 //   llama-perplexity -m MODEL -f TEXT [-c N] [-b N] [-t N] [--chunks N] [-fa] [-ctk T] [-ctv T]
 //                    [-ngl N] [-sm MODE] [-mg N] [-nkvo] [--kl-divergence-base FILE]
 //   llama-perplexity -m MODEL --kl-divergence-base FILE --kl-divergence [...]
+//   llama-perplexity -m MODEL --hellaswag|--winogrande -f DATA, --multiple-choice -bf DATA (tasks.cpp)
+//   llama-perplexity -m MODEL -f TEXT --ppl-stride N (run_perplexity_strided)
 //
 // Perplexity: the whole text is tokenized (BOS first when the model adds it) and cut into
 // n_tokens / n_ctx chunks of n_ctx tokens (the tail is dropped; at least 2 * n_ctx tokens are
@@ -42,6 +44,7 @@
 // once complete, so FILE is written whole or not at all.
 #include "arg.h"
 #include "common.h"
+#include "perplexity.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -121,6 +124,12 @@ common_params parse_args(int argc, char ** argv) {
     };
     if (p.model.empty()) fail("no model given (-m MODEL)");
     if (p.n_ctx != 0 && p.n_ctx < kMinCtx) fail("value of -c out of range: " + std::to_string(p.n_ctx) + " (at least " + std::to_string(kMinCtx) + ")");
+    const int n_tasks = (int) p.hellaswag + (int) p.winogrande + (int) p.multiple_choice;
+    if (n_tasks > 1) fail("choose one of --hellaswag, --winogrande and --multiple-choice");
+    if (n_tasks > 0 && (p.kl_divergence || !p.logits_file.empty())) fail("the task scores do not go with --kl-divergence or --kl-divergence-base");
+    if (p.ppl_stride > 0 && (n_tasks > 0 || p.kl_divergence || !p.logits_file.empty())) {
+        fail("--ppl-stride goes with plain perplexity only (not with the task scores or the KL divergence)");
+    }
     if (p.kl_divergence) {
         if (p.logits_file.empty()) fail("--kl-divergence needs the base model's file (--kl-divergence-base FILE)");
         if (!p.prompt_file.empty()) fprintf(stderr, "llama-perplexity: -f is ignored with --kl-divergence (the tokens come from the base file)\n");
@@ -150,19 +159,6 @@ bool read_file(const std::string & path, std::string & out) {
 
 // ---- log-softmax ---------------------------------------------------------------------------
 
-// log(sum(exp(x))) of a row, in double; *imax (when given) gets the index of the largest value.
-double log_sum_exp(const float * x, int32_t n, int32_t * imax = nullptr) {
-    int32_t im = 0;
-    for (int32_t i = 1; i < n; i++) {
-        if (x[i] > x[im]) im = i;
-    }
-    const double mx = x[im];
-    double sum = 0.0;
-    for (int32_t i = 0; i < n; i++) sum += std::exp((double) x[i] - mx);
-    if (imax) *imax = im;
-    return mx + std::log(sum);
-}
-
 // ---- evaluation ----------------------------------------------------------------------------
 
 struct evaluator {
@@ -172,9 +168,10 @@ struct evaluator {
     int32_t n_vocab;
     llama_token bos;  // LLAMA_TOKEN_NULL: the first token of a chunk is kept
     llama_batch batch;
+    int32_t lo = -1;  // the first position whose logits are kept; -1: n_ctx / 2 (the second half is scored)
 
-    int32_t first() const { return n_ctx / 2; }
-    int32_t n_scored() const { return n_ctx - 1 - n_ctx / 2; }
+    int32_t first() const { return lo >= 0 ? lo : n_ctx / 2; }
+    int32_t n_scored() const { return n_ctx - 1 - first(); }
 
     // Evaluates the n_ctx tokens of a chunk from an empty cache; rows gets the logits of
     // positions first() .. n_ctx - 2 (n_scored() rows of n_vocab).
@@ -370,7 +367,7 @@ struct kl_stats {
     // add nothing to the divergence.
     void add(const float * logits, const float * base_lp, int32_t n_vocab, llama_token tok) {
         int32_t imax = 0, imax_base = 0;
-        const double lse = log_sum_exp(logits, n_vocab, &imax);
+        const double lse = ppl_log_sum_exp(logits, n_vocab, &imax);
         for (int32_t i = 1; i < n_vocab; i++) {
             if (base_lp[i] > base_lp[imax_base]) imax_base = i;
         }
@@ -507,9 +504,60 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-bool interrupted() {
-    if (g_interrupted) fprintf(stderr, "\nllama-perplexity: interrupted\n");
-    return g_interrupted != 0;
+// The running estimate after chunk c (first token `at`): [c]PPL, or with --ppl-output-type 1 a line
+// "at PPL mean-NLL its-standard-error" (llama.cpp's columns).
+void print_running_ppl(const common_params & params, int32_t c, int64_t at, double nll, double nll2, size_t count) {
+    if (params.ppl_output_type == 0) {
+        printf("[%d]%.4lf,", c + 1, std::exp(nll / (double) count));
+    } else {
+        const double av = nll / (double) count;
+        double av2 = nll2 / (double) count - av * av;
+        av2 = av2 > 0 && count > 1 ? std::sqrt(av2 / (double) (count - 1)) : 0.0;
+        printf("%8lld  %.4lf  %4lf  %4lf\n", (long long) at, std::exp(av), av, av2);
+    }
+    fflush(stdout);
+}
+
+// Strided perplexity (--ppl-stride S), as llama.cpp computes it: windows of n_ctx tokens
+// starting every S tokens, each evaluated from an empty cache with its own first token (llama.cpp
+// means to put BOS there but does so after the decode; its numbers are kept), the last S tokens
+// of each scored. The per-chunk lines as llama.cpp prints them ([i]PPL, or "start PPL"
+// with --ppl-output-type 1), then the final estimate on standard error.
+int run_perplexity_strided(const common_params & params, evaluator & ev, const std::vector<llama_token> & tokens, int32_t n_chunk) {
+    const int32_t stride = params.ppl_stride;
+    ev.bos = LLAMA_TOKEN_NULL;
+    ev.lo = ev.n_ctx - stride - 1;
+    fprintf(stderr, "llama-perplexity: calculating perplexity over %d chunks of %d tokens every %d, batch_size=%d\n", n_chunk,
+            ev.n_ctx, stride, ev.n_batch);
+    double nll = 0.0, nll2 = 0.0;
+    size_t count = 0;
+    std::vector<float> rows;
+    for (int32_t c = 0; c < n_chunk; c++) {
+        if (ppl_interrupted()) return 1;
+        const auto t0 = std::chrono::steady_clock::now();
+        const llama_token * chunk = tokens.data() + (size_t) c * stride;
+        if (!ev.eval_chunk(chunk, rows)) return 1;
+        if (c == 0) print_eta(seconds_since(t0), n_chunk);
+        for (int32_t r = 0; r < ev.n_scored(); r++) {
+            const float * row = rows.data() + (size_t) r * ev.n_vocab;
+            const double v = ppl_log_sum_exp(row, ev.n_vocab) - row[chunk[ev.lo + r + 1]];
+            nll += v;
+            nll2 += v * v;
+            count++;
+        }
+        if (params.ppl_output_type == 0) {
+            printf("[%d]%.4lf,", c + 1, std::exp(nll / (double) count));
+        } else {
+            printf("%8lld  %.4lf\n", (long long) c * stride, std::exp(nll / (double) count));
+        }
+        fflush(stdout);
+    }
+    printf("\n");
+    const double mean = nll / (double) count;
+    const double var = nll2 / (double) count - mean * mean;
+    const double se = var > 0 && count > 1 ? std::sqrt(var / (double) (count - 1)) : 0.0;
+    fprintf(stderr, "Final estimate: PPL = %.4lf +/- %.5lf\n", std::exp(mean), se * std::exp(mean));
+    return 0;
 }
 
 // Perplexity of the text's tokens, saving the base file when one is named.
@@ -532,14 +580,14 @@ int run_perplexity(const common_params & params, evaluator & ev, const std::vect
     std::vector<uint16_t> stored(w.f ? (size_t) ev.n_scored() * nv : 0);
     const int32_t first = ev.first();
     for (int32_t c = 0; c < n_chunk; c++) {
-        if (interrupted()) return 1;
+        if (ppl_interrupted()) return 1;
         const auto t0 = std::chrono::steady_clock::now();
         const llama_token * chunk = tokens.data() + (size_t) c * ev.n_ctx;
         if (!ev.eval_chunk(chunk, rows)) return 1;
         if (c == 0) print_eta(seconds_since(t0), n_chunk);
         for (int32_t r = 0; r < ev.n_scored(); r++) {
             const float * row = rows.data() + (size_t) r * ev.n_vocab;
-            const double v = log_sum_exp(row, ev.n_vocab) - row[chunk[first + r + 1]];
+            const double v = ppl_log_sum_exp(row, ev.n_vocab) - row[chunk[first + r + 1]];
             nll += v;
             nll2 += v * v;
             count++;
@@ -548,8 +596,7 @@ int run_perplexity(const common_params & params, evaluator & ev, const std::vect
             for (int32_t r = 0; r < ev.n_scored(); r++) encode_row(rows.data() + (size_t) r * ev.n_vocab, ev.n_vocab, stored.data() + r * nv);
             if (!w.write(stored.data(), stored.size() * sizeof(uint16_t))) return 1;
         }
-        printf("[%d]%.4lf,", c + 1, std::exp(nll / (double) count));
-        fflush(stdout);
+        print_running_ppl(params, c, c * ev.n_ctx, nll, nll2, count);
     }
     printf("\n");
 
@@ -576,7 +623,7 @@ int run_kl_divergence(evaluator & ev, base_file & base, int32_t n_chunk) {
     const int32_t first = ev.first();
     printf("chunk             PPL               ln(PPL(Q)/PPL(base))          KL Divergence              Δp RMS            Same top p\n");
     for (int32_t c = 0; c < n_chunk; c++) {
-        if (interrupted()) return 1;
+        if (ppl_interrupted()) return 1;
         if (fread(stored.data(), sizeof(uint16_t), stored.size(), base.f) != stored.size()) {
             fprintf(stderr, "llama-perplexity: cannot read the logits of chunk %d from the base file\n", c + 1);
             return 1;
@@ -597,15 +644,32 @@ int run_kl_divergence(evaluator & ev, base_file & base, int32_t n_chunk) {
     return 0;
 }
 
-std::vector<llama_token> tokenize(const llama_vocab * vocab, const std::string & text) {
+}  // namespace
+
+double ppl_log_sum_exp(const float * x, int32_t n, int32_t * imax) {
+    int32_t im = 0;
+    for (int32_t i = 1; i < n; i++) {
+        if (x[i] > x[im]) im = i;
+    }
+    const double mx = x[im];
+    double sum = 0.0;
+    for (int32_t i = 0; i < n; i++) sum += std::exp((double) x[i] - mx);
+    if (imax) *imax = im;
+    return mx + std::log(sum);
+}
+
+bool ppl_interrupted() {
+    if (g_interrupted) fprintf(stderr, "\nllama-perplexity: interrupted\n");
+    return g_interrupted != 0;
+}
+
+std::vector<llama_token> ppl_tokenize(const llama_vocab * vocab, const std::string & text) {
     int32_t n = llama_tokenize(vocab, text.data(), (int32_t) text.size(), nullptr, 0, true, false);
     std::vector<llama_token> out((size_t) (n < 0 ? -n : n));
     n = llama_tokenize(vocab, text.data(), (int32_t) text.size(), out.data(), (int32_t) out.size(), true, false);
     out.resize(n > 0 ? (size_t) n : 0);
     return out;
 }
-
-}  // namespace
 
 int main(int argc, char ** argv) {
     const common_params params = parse_args(argc, argv);
@@ -623,6 +687,7 @@ int main(int argc, char ** argv) {
     } else {
         if (params.prompt_file.empty()) {
             text = params.prompt;  // -p: the text itself, as llama.cpp's -p fills what -f would
+            if (params.escape) string_process_escapes(text);  // as llama.cpp's (-f and -bf files are read as they are)
         } else if (!read_file(params.prompt_file, text)) {
             return 1;
         }
@@ -664,7 +729,10 @@ int main(int argc, char ** argv) {
     std::vector<llama_token> tokens;
     int32_t n_ctx = params.n_ctx;
     int32_t n_chunk = 0;
-    if (params.kl_divergence) {
+    const bool task = params.hellaswag || params.winogrande || params.multiple_choice;
+    if (task) {
+        if (n_ctx == 0) n_ctx = kDefaultCtx;
+    } else if (params.kl_divergence) {
         if ((uint32_t) n_vocab != base.n_vocab) {
             fprintf(stderr, "llama-perplexity: the base file has a vocabulary of %u tokens, the model %d: they do not "
                             "belong together\n", base.n_vocab, n_vocab);
@@ -674,11 +742,23 @@ int main(int argc, char ** argv) {
         n_chunk = (int32_t) base.n_chunk;
     } else {
         fprintf(stderr, "llama-perplexity: tokenizing the input ..\n");
-        tokens = tokenize(vocab, text);
+        tokens = ppl_tokenize(vocab, text);
         // Scoring predicts each token from the one before it; an EOS appended by the tokenizer
         // is not part of the text.
         if (llama_vocab_get_add_eos(vocab) && !tokens.empty() && tokens.back() == llama_vocab_eos(vocab)) tokens.pop_back();
-        if (n_ctx == 0) {
+        if (params.ppl_stride > 0) {
+            // llama.cpp's strided windows: the context grows by half a stride, and the window is
+            // the context as llama.cpp allocates it (rounded up to a multiple of 32 cells)
+            if (n_ctx == 0) n_ctx = kDefaultCtx;
+            const int32_t window = (n_ctx + params.ppl_stride / 2 + 31) / 32 * 32;
+            fprintf(stderr, "llama-perplexity: strided perplexity: windows of %d tokens (-c %d + stride / 2, rounded up to "
+                            "a multiple of 32 as llama.cpp's)\n", window, n_ctx);
+            n_ctx = window;
+            if (params.ppl_stride >= n_ctx) {
+                fprintf(stderr, "llama-perplexity: --ppl-stride %d must be smaller than the context (%d)\n", params.ppl_stride, n_ctx);
+                return fail(nullptr);
+            }
+        } else if (n_ctx == 0) {
             n_ctx = kDefaultCtx;
             if ((int64_t) tokens.size() < 2 * (int64_t) n_ctx) {
                 n_ctx = std::max(kMinCtx, (int32_t) tokens.size() / 2);
@@ -694,7 +774,8 @@ int main(int argc, char ** argv) {
                     2 * n_ctx, n_ctx, params.prompt_file.c_str(), tokens.size());
             return fail(nullptr);
         }
-        n_chunk = (int32_t) (tokens.size() / (size_t) n_ctx);
+        n_chunk = params.ppl_stride > 0 ? (int32_t) ((tokens.size() - n_ctx + params.ppl_stride - 1) / params.ppl_stride)
+                                        : (int32_t) (tokens.size() / (size_t) n_ctx);
     }
     if (params.n_chunks > 0) n_chunk = std::min(n_chunk, params.n_chunks);
     const int32_t n_ctx_train = llama_model_n_ctx_train(model);
@@ -717,10 +798,22 @@ int main(int argc, char ** argv) {
     const llama_token bos = llama_vocab_get_add_bos(vocab) ? llama_vocab_bos(vocab) : LLAMA_TOKEN_NULL;
     evaluator ev{ctx, n_ctx, (int32_t) llama_n_batch(ctx), n_vocab, bos, llama_batch_init((int32_t) llama_n_batch(ctx), 0, 1)};
     std::signal(SIGINT, on_sigint);
-    const int rc = params.kl_divergence ? run_kl_divergence(ev, base, n_chunk) : run_perplexity(params, ev, tokens, n_chunk);
+    int rc;
+    if (task) {
+        common_params tp = params;
+        tp.prompt = std::move(text);
+        rc = params.hellaswag ? run_hellaswag(ctx, tp) : params.winogrande ? run_winogrande(ctx, tp) : run_multiple_choice(ctx, tp);
+    } else if (params.kl_divergence) {
+        rc = run_kl_divergence(ev, base, n_chunk);
+    } else if (params.ppl_stride > 0) {
+        rc = run_perplexity_strided(params, ev, tokens, n_chunk);
+    } else {
+        rc = run_perplexity(params, ev, tokens, n_chunk);
+    }
     llama_batch_free(ev.batch);
 
-    fprintf(stderr, "\n");
+    printf("\n");  // as llama.cpp's, after any output
+    fflush(stdout);
     if (!params.no_perf) llama_perf_context_print(ctx);
     llama_free(ctx);
     for (llama_adapter_lora * ad : adapters) llama_adapter_lora_free(ad);

@@ -251,7 +251,11 @@ TEST(CommonPrograms, PerplexityTakesLlamaCppsFlags) {
     const tu::run_result zero = tu::run_command(base + "-f " + dir.path + "/story.txt --lora-scaled " + dir.path + "/a.gguf 0", &err);
     EXPECT_NEAR(final_ppl(err + zero.output), p0, 1e-6 * p0) << "scale 0: the base's";
 
+    const tu::run_result refused = tu::run_command(base + "-f " + dir.path + "/story.txt -dt 0.1", &err);
+    EXPECT_EQ(refused.status, 1);
+    EXPECT_NE(err.find("'-dt' is not supported"), std::string::npos) << err;
+    // the benchmarks exist: a HellaSwag file of one line is refused for its data, not its flag
     const tu::run_result task = tu::run_command(base + "-f " + dir.path + "/story.txt --hellaswag", &err);
     EXPECT_EQ(task.status, 1);
-    EXPECT_NE(err.find("'--hellaswag' is not supported"), std::string::npos) << err;
+    EXPECT_NE(err.find("not a multiple of 6"), std::string::npos) << err;
 }

@@ -337,3 +337,152 @@ TEST(Perplexity, BadInputFailsWithAMessage) {
     const std::string other = tu::models_dir() + "/TinyStories-656K-Q8_0.gguf";
     if (tu::file_exists(other)) expect_fail(perplexity(" -m " + other + kl + base), "vocabulary");
 }
+
+// ---- the multiple-choice benchmarks and strided perplexity, against llama.cpp ----------------
+// tests/data/perplexity-tasks: small task files in each benchmark's format and the standard
+// output of llama.cpp's llama-perplexity (build 4747) on them with stories260K (see its README).
+
+namespace {
+
+std::string tasks_dir() { return std::string(LLAMA_TEST_DATA_DIR) + "/perplexity-tasks"; }
+
+std::string read_all(const std::string & path) {
+    std::stringstream ss;
+    ss << std::ifstream(path, std::ios::binary).rdbuf();
+    return ss.str();
+}
+
+std::vector<std::string> lines_of(const std::string & s) {
+    std::vector<std::string> out;
+    std::istringstream in(s);
+    std::string line;
+    while (std::getline(in, line)) out.push_back(line);
+    return out;
+}
+
+// The numbers of a line, in order.
+std::vector<double> numbers(const std::string & line) {
+    std::vector<double> out;
+    static const std::regex re(R"(-?[0-9]+(\.[0-9]+)?)");
+    for (auto it = std::sregex_iterator(line.begin(), line.end(), re); it != std::sregex_iterator(); ++it) out.push_back(std::stod(it->str()));
+    return out;
+}
+
+}  // namespace
+
+// HellaSwag and multiple choice print a running accuracy: the same lines as llama.cpp's, to the byte.
+TEST(PerplexityTasks, HellaSwagAndMultipleChoiceAsLlamaCpp) {
+    REQUIRE_PERPLEXITY();
+    const std::string m = " -m " + model_path() + " -t 2 ";
+    const std::string d = tasks_dir() + "/";
+    const std::pair<std::string, std::string> cases[] = {
+        {"--hellaswag -f " + d + "hellaswag.txt", "llama.cpp-hellaswag.txt"},
+        {"--hellaswag -f " + d + "hellaswag.txt --hellaswag-tasks 5", "llama.cpp-hellaswag-5.txt"},
+        {"--multiple-choice -bf " + d + "multiple-choice.bin", "llama.cpp-multiple-choice.txt"},
+        {"--multiple-choice -bf " + d + "multiple-choice.bin --multiple-choice-tasks 3", "llama.cpp-multiple-choice-3.txt"},
+    };
+    for (const auto & c : cases) {
+        const result r = perplexity(m + c.first);
+        ASSERT_EQ(r.status, 0) << c.first << "\n" << r.err;
+        EXPECT_EQ(r.out, read_all(d + c.second)) << c.first;
+    }
+    const result r = perplexity(m + "--multiple-choice -bf " + d + "multiple-choice.bin");
+    EXPECT_NE(r.err.find("Final result: 100.0000 +/- 0.0000"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("Random chance: 26.3158 +/- 22.0174"), std::string::npos) << r.err;
+}
+
+// WinoGrande prints both sentences' scores: within 1e-3 of llama.cpp's (its logits differ from
+// ours by about 1e-4 here), the same choice wherever llama.cpp's two scores are 1e-3 apart or
+// more, the same tasks chosen by --winogrande-tasks. The data's last line is malformed: llama.cpp
+// drops a -f file's last line, this reports and skips it, so both score the same 8 tasks.
+TEST(PerplexityTasks, WinoGrandeAsLlamaCpp) {
+    REQUIRE_PERPLEXITY();
+    const std::string m = " -m " + model_path() + " -t 2 ";
+    const std::string d = tasks_dir() + "/";
+    for (const auto & c : {std::make_pair(std::string(""), std::string("llama.cpp-winogrande.txt")),
+                           std::make_pair(std::string(" --winogrande-tasks 4"), std::string("llama.cpp-winogrande-4.txt"))}) {
+        const result r = perplexity(m + "--winogrande -f " + d + "winogrande.csv" + c.first);
+        ASSERT_EQ(r.status, 0) << r.err;
+        EXPECT_NE(r.err.find("line 9: expected 5 comma-separated fields, skipped"), std::string::npos) << r.err;
+        const auto ours = lines_of(r.out), ref = lines_of(read_all(d + c.second));
+        ASSERT_EQ(ours.size(), ref.size()) << r.out;
+        size_t n_tasks = 0;
+        for (size_t i = 0; i < ref.size(); i++) {
+            const auto a = numbers(ours[i]), b = numbers(ref[i]);
+            ASSERT_EQ(a.size(), b.size()) << ours[i] << " | " << ref[i];
+            if (b.empty()) continue;
+            ASSERT_EQ(b.size(), 6u) << ref[i];
+            n_tasks++;
+            EXPECT_EQ(a[0], b[0]);
+            EXPECT_NEAR(a[2], b[2], 1e-3) << ours[i] << " | " << ref[i];
+            EXPECT_NEAR(a[3], b[3], 1e-3) << ours[i] << " | " << ref[i];
+            if (std::fabs(b[2] - b[3]) >= 1e-3) {
+                EXPECT_EQ(a[4], b[4]) << ours[i] << " | " << ref[i];
+            }
+            EXPECT_EQ(a[5], b[5]) << "another task: " << ours[i] << " | " << ref[i];
+        }
+        EXPECT_EQ(n_tasks, c.first.empty() ? 8u : 4u);
+    }
+}
+
+// --ppl-stride (windows of -c + stride/2 rounded up to 32 tokens, every stride tokens, the last
+// stride scored) and --ppl-output-type 1: the running perplexities within 0.1% of llama.cpp's.
+TEST(PerplexityTasks, StridedPerplexityAsLlamaCpp) {
+    REQUIRE_PERPLEXITY();
+    const std::string m = " -m " + model_path() + " -t 2 -f " + tasks_dir() + "/story.txt ";
+    const std::pair<std::string, std::string> cases[] = {
+        {"--ppl-stride 100 -c 200 -b 64", "llama.cpp-ppl-stride-100.txt"},
+        {"--ppl-stride 32 -c 64 -b 64 --ppl-output-type 1", "llama.cpp-ppl-stride-32-type-1.txt"},
+    };
+    for (const auto & c : cases) {
+        const result r = perplexity(m + c.first);
+        ASSERT_EQ(r.status, 0) << r.err;
+        std::vector<double> ours, ref;
+        const bool type1 = c.first.find("output-type 1") != std::string::npos;
+        for (const auto & l : lines_of(r.out)) {
+            const auto v = numbers(l);
+            if (type1 && v.size() == 2) ours.push_back(v[1]);
+            if (!type1 && l.rfind("[1]", 0) == 0) {
+                for (size_t i = 1; i < v.size(); i += 2) ours.push_back(v[i]);
+            }
+        }
+        for (const auto & l : lines_of(read_all(tasks_dir() + "/" + c.second))) {
+            const auto v = numbers(l);
+            if (type1) {
+                ref.push_back(v.at(1));
+            } else {
+                for (size_t i = 1; i < v.size(); i += 2) ref.push_back(v[i]);
+            }
+        }
+        ASSERT_EQ(ours.size(), ref.size()) << r.out;
+        ASSERT_GT(ref.size(), 10u);
+        for (size_t i = 0; i < ref.size(); i++) EXPECT_NEAR(ours[i], ref[i], 1e-3 * ref[i]) << c.first << " chunk " << i + 1;
+        EXPECT_FALSE(std::isnan(final_ppl(r.err))) << r.err;
+    }
+}
+
+TEST(PerplexityTasks, BadTaskDataFailsWithAMessage) {
+    REQUIRE_PERPLEXITY();
+    tu::TempDir dir;
+    const std::string m = " -m " + model_path() + " -t 2 ";
+    const std::string d = tasks_dir() + "/";
+    auto expect_fail = [](const result & r, const std::string & needle) {
+        EXPECT_EQ(r.status, 1) << r.err;
+        EXPECT_NE(r.err.find(needle), std::string::npos) << "expected '" << needle << "' in:\n" << r.err;
+    };
+    const std::string hs = read_all(d + "hellaswag.txt");
+    expect_fail(perplexity(m + "--hellaswag -f " + write(dir, "seven.txt", hs.substr(0, hs.find('\n') + 1) + hs)), "not a multiple of 6");
+    std::string bad_gold = hs;
+    bad_gold.replace(bad_gold.find("\n0\n"), 3, "\n7\n");
+    expect_fail(perplexity(m + "--hellaswag -f " + write(dir, "gold.txt", bad_gold) + " --hellaswag-tasks 12"), "must be 0 to 3");
+    expect_fail(perplexity(m + "--hellaswag -f " + d + "hellaswag.txt -c 8"), "does not fit in the context window");
+    expect_fail(perplexity(m + "--winogrande -f " + write(dir, "none.csv", "a,b,c\nno blank here,x,y,z,1\n")), "no tasks");
+    const std::string mc = read_all(d + "multiple-choice.bin");
+    expect_fail(perplexity(m + "--multiple-choice -bf " + write(dir, "half.bin", mc.substr(0, mc.size() / 2))), "truncated or malformed");
+    expect_fail(perplexity(m + "--multiple-choice -bf " + write(dir, "head.bin", mc.substr(0, 10))), "task offsets");
+    expect_fail(perplexity(m + "--multiple-choice -bf " + write(dir, "empty.bin", "")), "no tasks");
+    expect_fail(perplexity(m + "--hellaswag --winogrande -f " + d + "hellaswag.txt"), "choose one of");
+    expect_fail(perplexity(m + "--hellaswag -f " + d + "hellaswag.txt --kl-divergence-base x.kld"), "do not go with");
+    expect_fail(perplexity(m + "-f " + d + "story.txt --ppl-stride 300 -c 64"), "must be smaller than the context");
+    expect_fail(perplexity(m + "-f " + d + "story.txt --ppl-output-type 2"), "--ppl-output-type");
+}
