@@ -5,6 +5,7 @@
 #include "ggml-cpu.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -36,6 +37,9 @@ using E = llama_example;
 // The programs that take the model, context and placement options, and those that generate.
 const std::initializer_list<E> INFER = {LLAMA_EXAMPLE_MAIN, LLAMA_EXAMPLE_PERPLEXITY};
 const std::initializer_list<E> INFER_LOGITS = {LLAMA_EXAMPLE_MAIN, LLAMA_EXAMPLE_PERPLEXITY, LLAMA_EXAMPLE_LOGITS};
+// ... and llama-bench, where each takes a list of values (a test per value)
+const std::initializer_list<E> INFER_BENCH = {LLAMA_EXAMPLE_MAIN, LLAMA_EXAMPLE_PERPLEXITY, LLAMA_EXAMPLE_BENCH};
+const std::initializer_list<E> INFER_LOGITS_BENCH = {LLAMA_EXAMPLE_MAIN, LLAMA_EXAMPLE_PERPLEXITY, LLAMA_EXAMPLE_LOGITS, LLAMA_EXAMPLE_BENCH};
 
 // Why an option of llama.cpp is refused, by feature.
 const char * const NO_PINNING = "threads are not pinned to CPUs, nor given priorities or polling";
@@ -127,7 +131,8 @@ std::vector<common_arg> make_table() {
         common_arg & r = add(std::move(a));
         return r.set_examples({LLAMA_EXAMPLE_MAIN}).set_no_effect({LLAMA_EXAMPLE_PERPLEXITY}).set_sparam();
     };
-    const std::initializer_list<E> ALL = {LLAMA_EXAMPLE_MAIN, LLAMA_EXAMPLE_PERPLEXITY, LLAMA_EXAMPLE_TOKENIZE, LLAMA_EXAMPLE_LOGITS};
+    const std::initializer_list<E> ALL = {LLAMA_EXAMPLE_MAIN, LLAMA_EXAMPLE_PERPLEXITY, LLAMA_EXAMPLE_TOKENIZE, LLAMA_EXAMPLE_LOGITS,
+                                          LLAMA_EXAMPLE_BENCH};
 
     // ---- common params ----
     add(flag({"-h", "--help", "--usage"}, "print usage and exit", nullptr)).set_examples(ALL);
@@ -150,7 +155,7 @@ std::vector<common_arg> make_table() {
         add(a).set_examples({LLAMA_EXAMPLE_MAIN});
     }
     add(integer({"-t", "--threads"}, "N", 1, 1024, "threads (default: all cores)", [](common_params & p, int64_t v) { p.n_threads = (int32_t) v; }))
-        .set_examples(INFER_LOGITS).set_env("LLAMA_ARG_THREADS");
+        .set_examples(INFER_LOGITS_BENCH).set_env("LLAMA_ARG_THREADS");
     add(integer({"-tb", "--threads-batch"}, "N", -1, 1024, "threads for prompts and batches (default, or -1: as -t)",
                 [](common_params & p, int64_t v) {
                     if (v == 0) throw_value("0 (-1: as -t, or 1 .. 1024)");
@@ -159,9 +164,9 @@ std::vector<common_arg> make_table() {
     for (const auto & names : std::vector<std::vector<std::string>>{{"-C", "--cpu-mask"}, {"-Cr", "--cpu-range"}, {"--prio"}, {"--poll"},
                                                                     {"-Cb", "--cpu-mask-batch"}, {"-Crb", "--cpu-range-batch"},
                                                                     {"--prio-batch"}, {"--poll-batch"}}) {
-        add(unsupported(names, "V", NO_PINNING)).set_examples(INFER);
+        add(unsupported(names, "V", NO_PINNING)).set_examples(INFER_BENCH);
     }
-    add(unsupported({"--cpu-strict"}, "0|1", NO_PINNING)).set_examples(INFER);
+    add(unsupported({"--cpu-strict"}, "0|1", NO_PINNING)).set_examples(INFER_BENCH);
     add(unsupported({"--cpu-strict-batch"}, "0|1", NO_PINNING)).set_examples(INFER);
     add(integer({"-c", "--ctx-size"}, "N", 0, 1 << 24, "size of the prompt context (default: the program's; 0: the model's)",
                 [](common_params & p, int64_t v) { p.n_ctx = (int32_t) v; })).set_examples(INFER).set_env("LLAMA_ARG_CTX_SIZE");
@@ -169,9 +174,9 @@ std::vector<common_arg> make_table() {
                 "turn in interactive and chat mode", [](common_params & p, int64_t v) { p.n_predict = (int32_t) v; }))
         .set_examples({LLAMA_EXAMPLE_MAIN}).set_no_effect({LLAMA_EXAMPLE_PERPLEXITY}).set_env("LLAMA_ARG_N_PREDICT");
     add(integer({"-b", "--batch-size"}, "N", 1, 1 << 24, "tokens per llama_decode call (default: the program's)",
-                [](common_params & p, int64_t v) { p.n_batch = (int32_t) v; })).set_examples(INFER).set_env("LLAMA_ARG_BATCH");
+                [](common_params & p, int64_t v) { p.n_batch = (int32_t) v; })).set_examples(INFER_BENCH).set_env("LLAMA_ARG_BATCH");
     add(integer({"-ub", "--ubatch-size"}, "N", 1, 1 << 20, "most tokens per graph (default 512)",
-                [](common_params & p, int64_t v) { p.n_ubatch = (int32_t) v; })).set_examples(INFER).set_env("LLAMA_ARG_UBATCH");
+                [](common_params & p, int64_t v) { p.n_ubatch = (int32_t) v; })).set_examples(INFER_BENCH).set_env("LLAMA_ARG_UBATCH");
     add(integer({"--keep"}, "N", -1, INT32_MAX, "prompt tokens kept when the context shifts (default 0; -1: all)",
                 [](common_params & p, int64_t v) { p.n_keep = (int32_t) v; })).set_examples({LLAMA_EXAMPLE_MAIN})
         .set_no_effect({LLAMA_EXAMPLE_PERPLEXITY});
@@ -188,7 +193,7 @@ std::vector<common_arg> make_table() {
         a.kind = common_arg::OPTIONAL_CHOICE;
         a.choices = {"on", "off", "auto", "enabled", "disabled", "1", "0", "-1"};
         a.on_string = [](common_params & p, const std::string & v) { p.flash_attn = v.empty() || v == "on" || v == "enabled" || v == "1"; };
-        add(a).set_examples(INFER).set_env("LLAMA_ARG_FLASH_ATTN");
+        add(a).set_examples(INFER_BENCH).set_env("LLAMA_ARG_FLASH_ATTN");
     }
     add(text({"-p", "--prompt"}, "PROMPT", "prompt to start generation with (llama-cli: default empty, generation starts "
              "from BOS; with -cnv, the first user message)", [](common_params & p, const std::string & v) {
@@ -299,10 +304,10 @@ std::vector<common_arg> make_table() {
         })).set_examples(INFER).set_env("LLAMA_ARG_NO_KV_OFFLOAD");
     add(text({"-ctk", "--cache-type-k"}, "TYPE", "KV cache type of K: f16 (default), f32, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1 "
              "(block types: head size a multiple of 32)", [](common_params & p, const std::string & v) { p.cache_type_k = cache_type(v); }))
-        .set_examples(INFER).set_env("LLAMA_ARG_CACHE_TYPE_K");
+        .set_examples(INFER_BENCH).set_env("LLAMA_ARG_CACHE_TYPE_K");
     add(text({"-ctv", "--cache-type-v"}, "TYPE", "KV cache type of V, the same types",
              [](common_params & p, const std::string & v) { p.cache_type_v = cache_type(v); }))
-        .set_examples(INFER).set_env("LLAMA_ARG_CACHE_TYPE_V");
+        .set_examples(INFER_BENCH).set_env("LLAMA_ARG_CACHE_TYPE_V");
     add(text({"--cache-type"}, "TYPE", "KV cache type of K and V",
              [](common_params & p, const std::string & v) { p.cache_type_k = p.cache_type_v = cache_type(v); }))
         .set_examples(INFER);
@@ -333,23 +338,23 @@ std::vector<common_arg> make_table() {
                 [](common_params & p, int64_t v) { p.ppl_output_type = (int32_t) v; })).set_examples({LLAMA_EXAMPLE_PERPLEXITY});
     add(unsupported({"-dt", "--defrag-thold"}, "N", "the KV cache is never defragmented: a context holds one sequence")).set_examples(INFER);
     add(unsupported({"-np", "--parallel"}, "N", ONE_SEQUENCE)).set_examples(INFER);
-    add(unsupported({"--rpc"}, "SERVERS", "there is no RPC backend")).set_examples(INFER);
+    add(unsupported({"-rpc", "--rpc"}, "SERVERS", "there is no RPC backend")).set_examples(INFER_BENCH);
     add(flag({"--mlock"}, "keep the model's memory resident (a failure is a warning)", [](common_params & p) { p.use_mlock = true; }))
-        .set_examples(INFER).set_env("LLAMA_ARG_MLOCK");
+        .set_examples(INFER_BENCH).set_env("LLAMA_ARG_MLOCK");
     add(flag({"--no-mmap"}, "read the model into memory instead of mapping it", [](common_params & p) { p.use_mmap = false; }))
         .set_examples(INFER).set_env("LLAMA_ARG_NO_MMAP");
     add(flag({"--no-repack"}, "keep the file's weight layout (default: rearrange the matrices this CPU multiplies faster repacked)",
-             [](common_params & p) { p.use_repack = false; })).set_examples(INFER);
+             [](common_params & p) { p.use_repack = false; })).set_examples(INFER_BENCH);
     add(text({"--numa"}, "TYPE", "distribute|isolate|numactl: accepted and noted (threads are not placed by NUMA node)",
              [](common_params & p, const std::string & v) {
                  if (v != "distribute" && v != "isolate" && v != "numactl") {
                      throw_value("'" + v + "' (distribute, isolate or numactl)");
                  }
                  p.numa = v;
-             })).set_examples(INFER).set_env("LLAMA_ARG_NUMA");
+             })).set_examples(INFER_BENCH).set_env("LLAMA_ARG_NUMA").set_single();
     add(unsupported({"-dev", "--device"}, "LIST", "devices are not chosen by name: -ngl places layers on the first GPU"))
-        .set_examples(INFER);
-    add(unsupported({"--list-devices"}, nullptr, "devices are not listed")).set_examples(INFER);
+        .set_examples(INFER_BENCH);
+    add(unsupported({"--list-devices"}, nullptr, "devices are not listed")).set_examples(INFER_BENCH);
     add(text({"-ngl", "--gpu-layers", "--n-gpu-layers"}, "N", "layers on the GPU, the last ones (default: 0; all: every one)",
              [](common_params & p, const std::string & v) {
                  if (v == "auto" || v == "all") {
@@ -364,18 +369,19 @@ std::vector<common_arg> make_table() {
                      p.n_gpu_layers = (int32_t) x;
                  }
                  p.gpu_flags_given.push_back("-ngl");
-             })).set_examples(INFER_LOGITS).set_env("LLAMA_ARG_N_GPU_LAYERS");
+             })).set_examples(INFER_LOGITS_BENCH).set_env("LLAMA_ARG_N_GPU_LAYERS");
+    t.back().int_ranges = true;
     add(text({"-sm", "--split-mode"}, "{none,layer,row}", "how layers spread over several GPUs (default: layer)",
              [](common_params & p, const std::string & v) {
                  if (v != "none" && v != "layer" && v != "row") throw_value("'" + v + "' (none, layer or row)");
                  p.split_mode = v == "none" ? LLAMA_SPLIT_MODE_NONE : v == "row" ? LLAMA_SPLIT_MODE_ROW : LLAMA_SPLIT_MODE_LAYER;
                  p.gpu_flags_given.push_back("-sm");
-             })).set_examples(INFER).set_env("LLAMA_ARG_SPLIT_MODE");
-    add(unsupported({"-ts", "--tensor-split"}, "N0,N1,...", "one GPU takes the offloaded layers")).set_examples(INFER);
+             })).set_examples(INFER_BENCH).set_env("LLAMA_ARG_SPLIT_MODE");
+    add(unsupported({"-ts", "--tensor-split"}, "N0,N1,...", "one GPU takes the offloaded layers")).set_examples(INFER_BENCH);
     add(integer({"-mg", "--main-gpu"}, "INDEX", 0, INT32_MAX, "the GPU of split mode none (default: 0)", [](common_params & p, int64_t v) {
             p.main_gpu = (int32_t) v;
             p.gpu_flags_given.push_back("-mg");
-        })).set_examples(INFER).set_env("LLAMA_ARG_MAIN_GPU");
+        })).set_examples(INFER_BENCH).set_env("LLAMA_ARG_MAIN_GPU");
     add(unsupported({"--check-tensors"}, nullptr, "tensor data is checked by the loader's own rules only")).set_examples(INFER);
     add(unsupported({"--override-kv"}, "KEY=TYPE:VALUE", "a model's metadata is used as stored")).set_examples(INFER);
     add(text({"--lora"}, "FNAME", "apply a LoRA adapter (GGUF file or PEFT directory) at scale 1; repeatable",
@@ -423,7 +429,7 @@ std::vector<common_arg> make_table() {
     add(unsupported({"--log-file"}, "FNAME", NO_LOG_OPTS)).set_examples(INFER);
     add(unsupported({"--log-colors"}, nullptr, NO_LOG_OPTS)).set_examples(INFER);
     add(flag({"-v", "--verbose", "--log-verbose"}, "all logs, the program's debug lines included", [](common_params & p) { p.verbosity = 2; }))
-        .set_examples(INFER);
+        .set_examples(INFER_BENCH);
     add(integer({"-lv", "--verbosity", "--log-verbosity"}, "N", 0, INT32_MAX, "0: errors only ... 1: the default log; above: all",
                 [](common_params & p, int64_t v) { p.verbosity = v == 0 ? 0 : v == 1 ? 1 : 2; }))
         .set_examples(INFER).set_env("LLAMA_LOG_VERBOSITY");
@@ -444,6 +450,58 @@ std::vector<common_arg> make_table() {
              [](common_params & p) { p.parse_special = false; })).set_examples({LLAMA_EXAMPLE_TOKENIZE}).set_group(COMMON_ARG_GROUP_EXAMPLE);
     add(flag({"--show-count"}, "print the number of tokens at the end", [](common_params & p) { p.show_count = true; }))
         .set_examples({LLAMA_EXAMPLE_TOKENIZE}).set_group(COMMON_ARG_GROUP_EXAMPLE);
+
+    // ---- llama-bench (each option with a value takes a list: a test per value, but the single ones) ----
+    const std::initializer_list<E> BENCH = {LLAMA_EXAMPLE_BENCH};
+    add(integer({"-p", "--n-prompt"}, "N", 0, 1 << 22, "prompt tokens of a pp test (default: 512; 0: none)",
+                [](common_params & p, int64_t v) { p.bench_n_prompt = (int32_t) v; })).set_examples(BENCH);
+    add(integer({"-n", "--n-gen"}, "N", 0, 1 << 22, "generated tokens of a tg test (default: 128; 0: none)",
+                [](common_params & p, int64_t v) { p.bench_n_gen = (int32_t) v; })).set_examples(BENCH);
+    add(text({"-pg"}, "PP,TG", "a test of PP prompt tokens then TG generated ones, timed together; repeatable",
+             [](common_params & p, const std::string & v) {
+                 int pp = -1, tg = -1;
+                 char extra = 0;
+                 if (sscanf(v.c_str(), "%d,%d%c", &pp, &tg, &extra) != 2 || pp < 0 || tg < 0 || pp > (1 << 22) || tg > (1 << 22) ||
+                     !isdigit((unsigned char) v[0])) {
+                     throw_value("'" + v + "' (expected pp,tg)");
+                 }
+                 p.bench_pg.push_back({pp, tg});
+             })).set_examples(BENCH).set_single();
+    add(integer({"-d", "--n-depth"}, "N", 0, 1 << 22, "tokens in the KV cache before each repetition, untimed (default: 0)",
+                [](common_params & p, int64_t v) { p.bench_n_depth = (int32_t) v; })).set_examples(BENCH);
+    add(integer({"-mmp", "--mmap"}, "0|1", 0, 1, "map the model file (default: 1)",
+                [](common_params & p, int64_t v) { p.use_mmap = v != 0; })).set_examples(BENCH);
+    add(integer({"-nkvo", "--no-kv-offload"}, "0|1", 0, 1, "keep the KV cache in host memory (default: 0)",
+                [](common_params & p, int64_t v) { p.no_kv_offload = v != 0; })).set_examples(BENCH);
+    add(unsupported({"-embd", "--embeddings"}, "0|1", "embeddings are not implemented: a context returns logits")).set_examples(BENCH);
+    add(unsupported({"-ot", "--override-tensor"}, "PATTERN=BUFT", "weights are placed by -ngl only")).set_examples(BENCH);
+    add(integer({"-r", "--repetitions"}, "N", 1, 1000000, "number of times to repeat each test (default: 5)",
+                [](common_params & p, int64_t v) { p.bench_reps = (int32_t) v; })).set_examples(BENCH).set_single();
+    add(integer({"--delay"}, "SECONDS", 0, 3600, "delay between each test (default: 0)",
+                [](common_params & p, int64_t v) { p.bench_delay = (int32_t) v; })).set_examples(BENCH).set_single();
+    for (const bool err : {false, true}) {
+        add(text(err ? std::vector<std::string>{"-oe", "--output-err"} : std::vector<std::string>{"-o", "--output"}, "FORMAT",
+                 err ? "output format printed to stderr: csv, json, jsonl, md, sql (default: none)"
+                     : "output format printed to stdout: csv, json, jsonl, md, sql (default: md)",
+                 [err](common_params & p, const std::string & v) {
+                     if (v != "csv" && v != "json" && v != "jsonl" && v != "md" && v != "sql" && v != "none") {
+                         throw_value("'" + v + "' (csv, json, jsonl, md, sql)");
+                     }
+                     (err ? p.bench_output_err : p.bench_output) = v;
+                 })).set_examples(BENCH).set_single();
+    }
+    add(flag({"--progress"}, "print test progress indicators", [](common_params & p) { p.bench_progress = true; })).set_examples(BENCH);
+    add(flag({"--no-warmup"}, "skip warmup runs before benchmarking", [](common_params & p) { p.bench_no_warmup = true; })).set_examples(BENCH);
+    add(text({"--ceiling"}, "GBPS|auto", "ours: add a column, tg t/s as a % of the memory-bandwidth ceiling (GB/s / model size); "
+             "auto: the read bandwidth measured with the test's threads just before and after each tg test, the higher (default: off)",
+             [](common_params & p, const std::string & v) {
+                 char * end = nullptr;
+                 const double g = v == "auto" ? 1 : strtod(v.c_str(), &end);
+                 if (v != "auto" && (v.empty() || *end != '\0' || !(g > 0) || g > 1e6)) {
+                     throw_value("'" + v + "' (memory bandwidth in GB/s, > 0, or auto)");
+                 }
+                 p.bench_ceiling = v;
+             })).set_examples(BENCH).set_single();
 
     // ---- llama-logits ----
     add(text({"-o", "--output"}, "FNAME", "the logits file to write (the reference logits format)",
@@ -563,6 +621,7 @@ namespace {
 const char * usage_line(llama_example ex) {
     switch (ex) {
         case LLAMA_EXAMPLE_MAIN: return "llama-cli -m MODEL [options]";
+        case LLAMA_EXAMPLE_BENCH: return "llama-bench [options]";
         case LLAMA_EXAMPLE_PERPLEXITY: return "llama-perplexity -m MODEL -f TEXT [options]\n"
                                               "       llama-perplexity -m MODEL --kl-divergence-base FILE --kl-divergence [options]";
         case LLAMA_EXAMPLE_TOKENIZE: return "llama-tokenize -m MODEL (-p TEXT | -f FILE | --stdin) [options]";
@@ -605,7 +664,7 @@ std::string common_params_help(llama_example ex) {
                 col += (col ? 1 : 0) + w.size();
             }
             if (!text.empty()) lines.push_back(text);
-            if (a.env) lines.push_back(std::string("(env: ") + a.env + ")");
+            if (a.env && ex != LLAMA_EXAMPLE_BENCH) lines.push_back(std::string("(env: ") + a.env + ")");  // llama-bench reads none
             if (line.size() >= 36) {
                 body += line + "\n";
                 line.clear();
@@ -618,10 +677,66 @@ std::string common_params_help(llama_example ex) {
         }
         if (!body.empty()) s += std::string("\n") + titles[g] + "\n\n" + body;
     }
+    if (ex == LLAMA_EXAMPLE_BENCH) {
+        s += "\nMultiple values can be given for each parameter by separating them with ','\n"
+             "or by specifying the parameter multiple times. Ranges can be given as\n"
+             "'first-last' or 'first-last+step' or 'first-last*mult'.\n"
+             "The prompt is evaluated in decodes of -b tokens, each in graphs of min(-b, -ub) tokens.\n";
+    }
     return s;
 }
 
-bool common_params_parse(int argc, char ** argv, common_params & params, llama_example ex) {
+namespace {
+
+std::vector<std::string> split_commas(const std::string & s) {
+    std::vector<std::string> parts;
+    size_t start = 0;
+    for (;;) {
+        const size_t end = s.find(',', start);
+        parts.push_back(s.substr(start, end == std::string::npos ? std::string::npos : end - start));
+        if (end == std::string::npos) return parts;
+        start = end + 1;
+    }
+}
+
+// One integer at *p (advanced past it); false when there is none or it is out of long long.
+bool read_ll(const char *& p, long long & x) {
+    if (!isdigit((unsigned char) *p) && !(*p == '-' && isdigit((unsigned char) p[1]))) return false;
+    char * end = nullptr;
+    errno = 0;
+    x = strtoll(p, &end, 10);
+    if (errno == ERANGE) return false;
+    p = end;
+    return true;
+}
+
+// "first-last", "first-last+step", "first-last*mult" as their values (llama.cpp's llama-bench
+// ranges); anything else as it stands.
+std::vector<std::string> expand_range(const std::string & flag, const std::string & item) {
+    const char * p = item.c_str();
+    long long first = 0, last = 0, step = 1;
+    if (!read_ll(p, first) || *p != '-') return {item};
+    p++;
+    char op = '+';
+    if (!read_ll(p, last)) return {item};
+    if (*p == '+' || *p == '*') {
+        op = *p++;
+        if (!read_ll(p, step)) throw_arg("invalid value for " + flag + ": '" + item + "' (bad range step)");
+    }
+    if (*p != '\0') return {item};
+    if (last < first) throw_arg("invalid value for " + flag + ": '" + item + "' (a range is first-last with first <= last)");
+    if (step < (op == '+' ? 1 : 2) || (op == '*' && first < 1)) {
+        throw_arg("invalid value for " + flag + ": '" + item + "' (bad range step)");
+    }
+    std::vector<std::string> out;
+    for (long long x = first; x <= last; x = op == '+' ? x + step : x * step) {
+        if (out.size() >= 4096) throw_arg("invalid value for " + flag + ": '" + item + "' (too many values)");
+        out.push_back(std::to_string(x));
+    }
+    return out;
+}
+
+bool parse_impl(int argc, char ** argv, common_params & params, llama_example ex, std::vector<common_arg_list> * lists) {
     const char * prog = common_example_name(ex);
     std::map<std::string, const common_arg *> by_name;
     for (const common_arg & a : table()) {
@@ -637,7 +752,7 @@ bool common_params_parse(int argc, char ** argv, common_params & params, llama_e
     try {
         // The environment first (LLAMA_ARG_*), for options the command line does not set.
         for (const common_arg & a : table()) {
-            if (!a.examples.count(ex) || !a.env || !a.unsupported.empty()) continue;
+            if (lists || !a.examples.count(ex) || !a.env || !a.unsupported.empty()) continue;
             const char * v = getenv(a.env);
             if (!v) continue;
             bool on_cmdline = false;
@@ -645,14 +760,14 @@ bool common_params_parse(int argc, char ** argv, common_params & params, llama_e
             if (on_cmdline) continue;
             if (a.kind == common_arg::NONE) {
                 if (env_true(v)) apply(a, params, a.env, "", "");
-            } else if (a.kind == common_arg::OPTIONAL_CHOICE) {
-                apply(a, params, a.env, v, "");
             } else {
                 apply(a, params, a.env, v, "");
             }
         }
         for (int i = 1; i < argc; i++) {
-            const std::string name = argv[i];
+            std::string name = argv[i];
+            // llama-bench spells long options with underscores too (--n_prompt)
+            if (lists && name.rfind("--", 0) == 0) std::replace(name.begin(), name.end(), '_', '-');
             auto it = by_name.find(name);
             if (it == by_name.end()) return fail("unknown option '" + name + "'");
             const common_arg & a = *it->second;
@@ -660,9 +775,13 @@ bool common_params_parse(int argc, char ** argv, common_params & params, llama_e
                 fputs(common_params_help(ex).c_str(), stdout);
                 exit(0);
             }
+            const bool as_list = lists && !a.single && a.kind != common_arg::NONE && a.kind != common_arg::STRING_PAIR;
             std::string v, v2;
-            if (a.kind == common_arg::STRING || a.kind == common_arg::INT || a.kind == common_arg::FLOAT || a.kind == common_arg::STRING_PAIR) {
+            if (a.kind == common_arg::STRING || a.kind == common_arg::INT || a.kind == common_arg::FLOAT || a.kind == common_arg::STRING_PAIR ||
+                (as_list && a.kind == common_arg::OPTIONAL_CHOICE)) {
                 if (i + 1 >= argc || (a.kind == common_arg::STRING_PAIR && i + 2 >= argc)) return fail("missing value for " + name);
+                // "-p -r 3" is a forgotten value, not a value "-r" (negative numbers still pass)
+                if (lists && argv[i + 1][0] == '-' && isalpha((unsigned char) argv[i + 1][1])) return fail("missing value for " + name);
                 v = argv[++i];
                 if (a.kind == common_arg::STRING_PAIR) v2 = argv[++i];
             } else if (a.kind == common_arg::OPTIONAL_CHOICE && i + 1 < argc &&
@@ -671,11 +790,44 @@ bool common_params_parse(int argc, char ** argv, common_params & params, llama_e
             }
             if (!a.unsupported.empty()) return fail("'" + name + "' is not supported: " + a.unsupported);
             if (a.no_effect.count(ex)) fprintf(stderr, "%s: note: %s has no effect here\n", prog, name.c_str());
-            apply(a, params, name, v, v2);
+            if (!as_list) {
+                apply(a, params, name, v, v2);
+                continue;
+            }
+            auto li = std::find_if(lists->begin(), lists->end(), [&](const common_arg_list & l) { return l.arg == &a; });
+            if (li == lists->end()) {
+                lists->push_back({&a, name, {}});
+                li = lists->end() - 1;
+            }
+            for (const std::string & item : split_commas(v)) {
+                const std::vector<std::string> values =
+                    a.kind == common_arg::INT || a.int_ranges ? expand_range(name, item) : std::vector<std::string>{item};
+                for (const std::string & x : values) {
+                    common_params scratch = params;  // checked as the option alone would check it
+                    apply(a, scratch, name, x, "");
+                    li->values.push_back(x);
+                }
+            }
         }
     } catch (const std::invalid_argument & e) {
         return fail(e.what());
     }
+    return true;
+}
+
+}  // namespace
+
+bool common_params_parse_lists(int argc, char ** argv, common_params & params, llama_example ex, std::vector<common_arg_list> & lists) {
+    return parse_impl(argc, argv, params, ex, &lists);
+}
+
+void common_arg_apply(const common_arg & a, common_params & params, const std::string & name, const std::string & value) {
+    apply(a, params, name, value, "");
+}
+
+bool common_params_parse(int argc, char ** argv, common_params & params, llama_example ex) {
+    if (!parse_impl(argc, argv, params, ex, nullptr)) return false;
+    const char * prog = common_example_name(ex);
     if (params.print_version) {
         printf("%s (llama-engine) version %s\n", prog, LLAMA_ENGINE_VERSION);
         printf("built with %s for %s%s%s, CPU kernels: %s\n", LLAMA_BUILD_COMPILER, LLAMA_BUILD_TARGET, LLAMA_BUILD_TYPE[0] ? ", " : "",

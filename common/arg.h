@@ -53,6 +53,8 @@ struct common_arg {
     std::vector<std::string> choices;       // OPTIONAL_CHOICE: the values that may follow the flag
     std::string unsupported;                // not empty: refused with this reason
     std::set<llama_example> no_effect;      // programs that take it as llama.cpp's do, to no effect (noted)
+    bool single = false;                    // common_params_parse_lists: one value, not a list
+    bool int_ranges = false;                // common_params_parse_lists: a STRING value that takes integer ranges too
 
     std::function<void(common_params &)> on_flag;
     std::function<void(common_params &, int64_t)> on_int;
@@ -84,6 +86,17 @@ struct common_arg {
         group = g;
         return *this;
     }
+    common_arg & set_single() {
+        single = true;
+        return *this;
+    }
+};
+
+// An option's values on a list-taking command line (llama-bench), in the order given.
+struct common_arg_list {
+    const common_arg * arg;
+    std::string name;                 // as first given ("-t")
+    std::vector<std::string> values;  // one per test dimension value, ranges expanded
 };
 
 // The options a program takes, in table order.
@@ -96,6 +109,18 @@ const char * common_example_name(llama_example ex);
 // options and exits 0; a bad or unknown option prints "<program>: <why>" and "(see <program>
 // --help)" and returns false. Program-specific checks (a required -m, ...) are the caller's.
 bool common_params_parse(int argc, char ** argv, common_params & params, llama_example ex);
+
+// llama-bench's command line: every option with a value takes a comma-separated list (integers
+// also first-last, first-last+step, first-last*mult; the option repeated extends the list), but
+// those marked single; flags and single options are applied to params, the lists returned in
+// `lists` (each value checked now, as the option alone would check it). The environment is not
+// read (as llama.cpp's llama-bench). Errors as common_params_parse.
+bool common_params_parse_lists(int argc, char ** argv, common_params & params, llama_example ex,
+                               std::vector<common_arg_list> & lists);
+
+// Applies one value of a list to params, as the option given alone would; throws
+// std::invalid_argument with the message on a bad value.
+void common_arg_apply(const common_arg & a, common_params & params, const std::string & name, const std::string & value);
 
 // The --help text of a program (what --help prints).
 std::string common_params_help(llama_example ex);

@@ -101,6 +101,19 @@ struct common_params {
     bool multiple_choice = false;      // --multiple-choice; 0 tasks: all
     size_t multiple_choice_tasks = 0;
 
+    // llama-bench (its list options become one common_params per test: arg.h, common_params_parse_lists)
+    int32_t bench_n_prompt = 512;      // -p, a test shape
+    int32_t bench_n_gen = 128;         // -n, a test shape
+    std::vector<std::pair<int32_t, int32_t>> bench_pg;  // -pg PP,TG: prompt-then-generation tests
+    int32_t bench_n_depth = 0;         // -d: tokens in the cache before the test
+    int32_t bench_reps = 5;            // -r
+    int32_t bench_delay = 0;           // --delay: seconds before each test
+    std::string bench_output = "md";   // -o
+    std::string bench_output_err = "none";  // -oe
+    bool bench_progress = false;       // --progress
+    bool bench_no_warmup = false;      // --no-warmup
+    std::string bench_ceiling;         // --ceiling GBPS|auto (empty: off)
+
     // llama-tokenize
     bool ids_only = false;             // --ids
     bool show_count = false;           // --show-count

@@ -2,6 +2,8 @@
 // measured test, and the printers of the output formats (md, csv, json, jsonl, sql).
 #pragma once
 
+#include "arg.h"
+#include "common.h"
 #include "llama.h"
 
 #include <cstdint>
@@ -15,17 +17,16 @@ enum class bench_format { none, md, csv, json, jsonl, sql };
 
 // The command line. Every list is a test parameter: each combination of values is one test.
 struct bench_params {
-    std::vector<std::string> model;
+    common_params base;               // the flags and single options applied (common/arg.cpp)
+    std::vector<common_arg_list> dims;  // the other options' lists: a test per combination
     std::vector<int> n_prompt;
     std::vector<int> n_gen;
     std::vector<std::pair<int, int>> n_pg;
-    std::vector<int> n_depth;
+    // the values the tests take (filled by enumerating them): the markdown table's columns
     std::vector<int> n_batch;
     std::vector<int> n_ubatch;
     std::vector<ggml_type> type_k;
     std::vector<ggml_type> type_v;
-    std::vector<int> n_threads;
-    std::vector<int> n_gpu_layers;  // layers on the GPU (none in a build without one)
     std::vector<bool> flash_attn;
     std::vector<bool> use_mmap;
     int reps = 5;
@@ -54,6 +55,7 @@ struct bench_defaults {
 
 // One test: one value of every list. n_prompt > 0 and n_gen > 0 together is a pg test.
 struct bench_instance {
+    common_params params;  // the options of this test (model and context parameters come from them)
     std::string model;
     int n_prompt = 0;
     int n_gen = 0;
@@ -64,6 +66,9 @@ struct bench_instance {
     ggml_type type_v = GGML_TYPE_F16;
     int n_threads = 0;
     int n_gpu_layers = 0;
+    llama_split_mode split_mode = LLAMA_SPLIT_MODE_LAYER;
+    int main_gpu = 0;
+    bool no_kv_offload = false;
     bool flash_attn = false;
     bool use_mmap = true;
 };

@@ -8,6 +8,7 @@
 // deviation of tokens/s over the repetitions.
 #include "bench.h"
 #include "llama.h"
+#include "arg.h"
 #include "common.h"
 
 #include <algorithm>
@@ -26,44 +27,18 @@ namespace {
 
 int default_threads() { return llama_context_default_params().n_threads; }
 
-void usage(FILE * out) {
-    fprintf(out,
-            "usage: llama-bench [options]\n"
-            "\n"
-            "options:\n"
-            "  -h, --help\n"
-            "  -r, --repetitions <n>                     number of times to repeat each test (default: 5)\n"
-            "  --delay <0...N> (seconds)                 delay between each test (default: 0)\n"
-            "  -o, --output <csv|json|jsonl|md|sql>      output format printed to stdout (default: md)\n"
-            "  -oe, --output-err <csv|json|jsonl|md|sql> output format printed to stderr (default: none)\n"
-            "  -v, --verbose                             verbose output\n"
-            "  --progress                                print test progress indicators\n"
-            "  --no-warmup                               skip warmup runs before benchmarking\n"
-            "  --ceiling <GB/s|auto>                     add a column: tg t/s as a %% of the memory-bandwidth\n"
-            "                                            ceiling (GB/s / model size in GB); auto: the read\n"
-            "                                            bandwidth measured with the test's threads just\n"
-            "                                            before and after each tg test, the higher (default: off)\n"
-            "\n"
-            "test parameters:\n"
-            "  -m, --model <filename>                    (required)\n"
-            "  -p, --n-prompt <n>                        (default: 512)\n"
-            "  -n, --n-gen <n>                           (default: 128)\n"
-            "  -pg <pp,tg>                               (default: )\n"
-            "  -d, --n-depth <n>                         (default: 0)\n"
-            "  -b, --batch-size <n>                      (default: %d)\n"
-            "  -ub, --ubatch-size <n>                    (default: %d)\n"
-            "  -ctk, --cache-type-k <t>                  (default: f16; " COMMON_CACHE_TYPE_NAMES ")\n"
-            "  -ctv, --cache-type-v <t>                  (default: f16)\n"
-            "  -t, --threads <n>                         (default: %d)\n"
-            "  -ngl, --n-gpu-layers <n>                  (default: %d; layers on the GPU, if the build has one)\n"
-            "  -fa, --flash-attn <0|1>                   (default: 0)\n"
-            "  -mmp, --mmap <0|1>                        (default: 1)\n"
-            "\n"
-            "Multiple values can be given for each parameter by separating them with ','\n"
-            "or by specifying the parameter multiple times. Ranges can be given as\n"
-            "'first-last' or 'first-last+step' or 'first-last*mult'.\n"
-            "The prompt is evaluated in decodes of -b tokens, each in graphs of min(-b, -ub) tokens.\n",
-            bench_defaults::n_batch, bench_defaults::n_ubatch, default_threads(), bench_defaults::n_gpu_layers);
+// The order of the test dimensions, outermost first, as llama.cpp's llama-bench nests them (the
+// model-level ones outside, so that a model is loaded once for the tests that use it); an option
+// added to llama-bench in common/arg.cpp's table and not named here varies innermost.
+const char * const kDimensionOrder[] = {"-m", "-ngl", "-sm", "-mg", "-mmp", "-b", "-ub", "-ctk", "-ctv", "-nkvo", "-fa", "-t", "-d"};
+
+bench_format format_of(const std::string & s) {
+    if (s == "csv") return bench_format::csv;
+    if (s == "json") return bench_format::json;
+    if (s == "jsonl") return bench_format::jsonl;
+    if (s == "sql") return bench_format::sql;
+    if (s == "none") return bench_format::none;
+    return bench_format::md;
 }
 
 [[noreturn]] void fail_arg(const std::string & msg) {
@@ -71,227 +46,86 @@ void usage(FILE * out) {
     exit(1);
 }
 
-std::vector<std::string> split(const std::string & s, char sep) {
-    std::vector<std::string> parts;
-    size_t start = 0;
-    for (;;) {
-        const size_t end = s.find(sep, start);
-        parts.push_back(s.substr(start, end == std::string::npos ? std::string::npos : end - start));
-        if (end == std::string::npos) return parts;
-        start = end + 1;
-    }
-}
-
-// One integer at *p (advanced past it); false when there is none or it does not fit an int.
-bool read_int(const char *& p, long & x) {
-    if (!isdigit((unsigned char) *p) && !(*p == '-' && isdigit((unsigned char) p[1]))) return false;
-    char * end = nullptr;
-    errno = 0;
-    x = strtol(p, &end, 10);
-    if (errno == ERANGE || x < INT_MIN || x > INT_MAX) return false;
-    p = end;
-    return true;
-}
-
-// A comma list of integers and ranges (first-last, first-last+step, first-last*mult), each
-// value in [lo, hi].
-std::vector<int> parse_int_list(const std::string & flag, const std::string & v, int lo, int hi) {
-    const auto bad = [&](const std::string & why) -> std::vector<int> {
-        fail_arg("invalid value for " + flag + ": '" + v + "' (" + why + ")");
-    };
-    std::vector<int> out;
-    for (const std::string & item : split(v, ',')) {
-        const char * p = item.c_str();
-        long first = 0, last = 0, step = 1;
-        char op = '+';
-        if (!read_int(p, first)) return bad("expected integers, comma-separated");
-        last = first;
-        if (*p == '-') {
-            p++;
-            if (!read_int(p, last) || last < first) return bad("a range is first-last with first <= last");
-            if (*p == '+' || *p == '*') {
-                op = *p++;
-                if (!read_int(p, step) || step < (op == '+' ? 1 : 2)) return bad("bad range step");
-            }
-        }
-        if (*p != '\0') return bad("expected integers, comma-separated");
-        if (first < lo || last > hi) {
-            return bad("allowed " + std::to_string(lo) + " .. " + std::to_string(hi));
-        }
-        if (op == '*' && first < 1) return bad("a multiplied range starts at 1 or more");
-        for (long x = first; x <= last; x = op == '+' ? x + step : x * step) {
-            if (out.size() >= 4096) return bad("too many values");
-            out.push_back((int) x);
-        }
-    }
-    return out;
-}
-
-std::vector<bool> parse_bool_list(const std::string & flag, const std::string & v) {
-    std::vector<bool> out;
-    for (const std::string & s : split(v, ',')) {
-        if (s == "1" || s == "on") {
-            out.push_back(true);
-        } else if (s == "0" || s == "off") {
-            out.push_back(false);
-        } else {
-            fail_arg("invalid value for " + flag + ": '" + s + "' (0 or 1)");
-        }
-    }
-    return out;
-}
-
-// -ctk / -ctv: comma-separated cache types, each a run of its own.
-std::vector<ggml_type> parse_cache_types(const std::string & flag, const std::string & v) {
-    std::vector<ggml_type> out;
-    for (const std::string & s : split(v, ',')) {
-        ggml_type t;
-        if (!common_parse_cache_type(s, &t)) fail_arg("invalid cache type for " + flag + ": '" + s + "' (" COMMON_CACHE_TYPE_NAMES ")");
-        out.push_back(t);
-    }
-    return out;
-}
-
-bool parse_format(const std::string & s, bench_format & f) {
-    if (s == "md") f = bench_format::md;
-    else if (s == "csv") f = bench_format::csv;
-    else if (s == "json") f = bench_format::json;
-    else if (s == "jsonl") f = bench_format::jsonl;
-    else if (s == "sql") f = bench_format::sql;
-    else if (s == "none") f = bench_format::none;
-    else return false;
-    return true;
-}
-
-template <class T> void append(std::vector<T> & to, const std::vector<T> & v) { to.insert(to.end(), v.begin(), v.end()); }
-
-// llama.cpp options for hardware and placement this CPU engine does not have.
-bool is_unsupported_llama_cpp_option(const std::string & a) {
-    static const char * const opts[] = { "--numa", "--prio", "-C", "--cpu-mask", "--cpu-strict", "--poll", "-sm",
-                                         "--split-mode", "-mg", "--main-gpu", "-nkvo", "--no-kv-offload", "-ts",
-                                         "--tensor-split", "-ot", "--override-tensor", "-embd", "--embeddings", "-dev",
-                                         "--device", "-rpc", "--rpc", "-nopo", "--no-op-offload", "-ncmoe",
-                                         "--n-cpu-moe", "--list-devices" };
-    for (const char * o : opts) {
-        if (a == o) return true;
-    }
-    return false;
-}
-
+// The options come from common/arg.cpp's table (LLAMA_EXAMPLE_BENCH): each option with a value
+// is a list of values, a test dimension.
 bench_params parse_args(int argc, char ** argv) {
     bench_params p;
-    for (int i = 1; i < argc; i++) {
-        std::string a = argv[i];
-        if (a.rfind("--", 0) == 0) std::replace(a.begin(), a.end(), '_', '-');  // as llama.cpp: --n_prompt works
-        auto value = [&]() -> std::string {
-            // "-p -r 3" is a forgotten value, not a value "-r" (negative numbers still pass).
-            if (i + 1 >= argc || (argv[i + 1][0] == '-' && isalpha((unsigned char) argv[i + 1][1]))) {
-                fail_arg("missing value for " + a);
-            }
-            return argv[++i];
-        };
-        if (a == "-h" || a == "--help") {
-            usage(stdout);
-            exit(0);
-        } else if (a == "-m" || a == "--model") {
-            for (const std::string & m : split(value(), ',')) {
-                if (m.empty()) fail_arg("empty model path for " + a);
-                p.model.push_back(m);
-            }
-        } else if (a == "-p" || a == "--n-prompt") {
-            append(p.n_prompt, parse_int_list(a, value(), 0, 1 << 22));
-        } else if (a == "-n" || a == "--n-gen") {
-            append(p.n_gen, parse_int_list(a, value(), 0, 1 << 22));
-        } else if (a == "-pg") {
-            const std::string v = value();
-            const std::vector<int> pg = parse_int_list(a, v, 0, 1 << 22);
-            if (pg.size() != 2 || v.find('-') != std::string::npos) fail_arg("invalid value for -pg: '" + v + "' (expected pp,tg)");
-            p.n_pg.push_back({ pg[0], pg[1] });
-        } else if (a == "-d" || a == "--n-depth") {
-            append(p.n_depth, parse_int_list(a, value(), 0, 1 << 22));
-        } else if (a == "-b" || a == "--batch-size") {
-            append(p.n_batch, parse_int_list(a, value(), 1, 1 << 22));
-        } else if (a == "-ub" || a == "--ubatch-size") {
-            append(p.n_ubatch, parse_int_list(a, value(), 1, 1 << 22));
-        } else if (a == "-ctk" || a == "--cache-type-k") {
-            append(p.type_k, parse_cache_types(a, value()));
-        } else if (a == "-ctv" || a == "--cache-type-v") {
-            append(p.type_v, parse_cache_types(a, value()));
-        } else if (a == "-t" || a == "--threads") {
-            append(p.n_threads, parse_int_list(a, value(), 1, 1024));
-        } else if (a == "-ngl" || a == "--n-gpu-layers") {
-            append(p.n_gpu_layers, parse_int_list(a, value(), -1, INT_MAX));
-        } else if (a == "-fa" || a == "--flash-attn") {
-            // llama.cpp's newer on|off|auto too: auto resolves to off on an engine without it.
-            for (const std::string & s : split(value(), ',')) p.flash_attn.push_back(s != "auto" && parse_bool_list(a, s)[0]);
-        } else if (a == "-mmp" || a == "--mmap") {
-            append(p.use_mmap, parse_bool_list(a, value()));
-        } else if (a == "-r" || a == "--repetitions") {
-            const std::vector<int> r = parse_int_list(a, value(), 1, 1000000);
-            if (r.size() != 1) fail_arg("-r takes one value");
-            p.reps = r[0];
-        } else if (a == "--delay") {
-            const std::vector<int> d = parse_int_list(a, value(), 0, 3600);
-            if (d.size() != 1) fail_arg("--delay takes one value");
-            p.delay = d[0];
-        } else if (a == "-o" || a == "--output" || a == "-oe" || a == "--output-err") {
-            const std::string v = value();
-            if (!parse_format(v, a == "-o" || a == "--output" ? p.output : p.output_err)) {
-                fail_arg("invalid value for " + a + ": '" + v + "' (md, csv, json, jsonl, sql)");
-            }
-        } else if (a == "-v" || a == "--verbose") {
-            p.verbose = true;
-        } else if (a == "--progress") {
-            p.progress = true;
-        } else if (a == "--no-warmup") {
-            p.no_warmup = true;
-        } else if (a == "--ceiling") {
-            const std::string v = value();
-            p.ceiling_auto = v == "auto";
-            char * end = nullptr;
-            p.ceiling_gbps = p.ceiling_auto ? 0 : strtod(v.c_str(), &end);
-            if (!p.ceiling_auto && (v.empty() || *end != '\0' || !(p.ceiling_gbps > 0) || p.ceiling_gbps > 1e6)) {
-                fail_arg("invalid value for --ceiling: '" + v + "' (memory bandwidth in GB/s, > 0, or auto)");
-            }
-        } else if (is_unsupported_llama_cpp_option(a)) {
-            fail_arg("option " + a + " of llama.cpp's llama-bench is not supported here (a CPU-only engine)");
-        } else {
-            fail_arg("unknown argument: " + a);
+    common_params & b = p.base;
+    b.n_batch = bench_defaults::n_batch;
+    b.n_ubatch = bench_defaults::n_ubatch;
+    b.n_gpu_layers = bench_defaults::n_gpu_layers;
+    b.cache_type_k = bench_defaults::type_k;
+    b.cache_type_v = bench_defaults::type_v;
+    b.flash_attn = bench_defaults::flash_attn;
+    b.use_mmap = bench_defaults::use_mmap;
+    b.n_threads = default_threads();
+    std::vector<common_arg_list> lists;
+    if (!common_params_parse_lists(argc, argv, b, LLAMA_EXAMPLE_BENCH, lists)) exit(1);
+    for (common_arg_list & l : lists) {
+        const std::string & key = l.arg->args[0];
+        if (key == "-p" || key == "-n") {  // the test shapes, not dimensions
+            for (const std::string & v : l.values) (key == "-p" ? p.n_prompt : p.n_gen).push_back(atoi(v.c_str()));
+            continue;
         }
+        p.dims.push_back(std::move(l));
     }
-    if (p.model.empty()) fail_arg("no model given (-m FILE)");
-    if (p.n_prompt.empty()) p.n_prompt = { 512 };
-    if (p.n_gen.empty()) p.n_gen = { 128 };
-    if (p.n_depth.empty()) p.n_depth = { 0 };
-    if (p.n_batch.empty()) p.n_batch = { bench_defaults::n_batch };
-    if (p.n_ubatch.empty()) p.n_ubatch = { bench_defaults::n_ubatch };
-    if (p.type_k.empty()) p.type_k = { bench_defaults::type_k };
-    if (p.type_v.empty()) p.type_v = { bench_defaults::type_v };
-    if (p.n_threads.empty()) p.n_threads = { default_threads() };
-    if (p.n_gpu_layers.empty()) p.n_gpu_layers = { bench_defaults::n_gpu_layers };
-    if (p.flash_attn.empty()) p.flash_attn = { bench_defaults::flash_attn };
-    if (p.use_mmap.empty()) p.use_mmap = { bench_defaults::use_mmap };
+    const auto rank = [](const common_arg_list & l) {
+        const auto * end = std::end(kDimensionOrder);
+        return (size_t) (std::find(std::begin(kDimensionOrder), end, l.arg->args[0]) - std::begin(kDimensionOrder));
+    };
+    std::stable_sort(p.dims.begin(), p.dims.end(), [&](const common_arg_list & x, const common_arg_list & y) { return rank(x) < rank(y); });
+    if (b.model.empty() && std::none_of(p.dims.begin(), p.dims.end(), [](const common_arg_list & l) { return l.arg->args[0] == "-m"; })) {
+        fail_arg("no model given (-m FILE)");
+    }
+    if (p.n_prompt.empty()) p.n_prompt = { b.bench_n_prompt };
+    if (p.n_gen.empty()) p.n_gen = { b.bench_n_gen };
+    for (const auto & pg : b.bench_pg) p.n_pg.push_back(pg);
+    p.reps = b.bench_reps;
+    p.delay = b.bench_delay;
+    p.verbose = b.verbosity > 1;
+    p.progress = b.bench_progress;
+    p.no_warmup = b.bench_no_warmup;
+    p.ceiling_auto = b.bench_ceiling == "auto";
+    p.ceiling_gbps = b.bench_ceiling.empty() || p.ceiling_auto ? 0 : atof(b.bench_ceiling.c_str());
+    p.output = format_of(b.bench_output);
+    p.output_err = format_of(b.bench_output_err);
     return p;
 }
 
-// The tests in llama.cpp's order: model-level parameters outermost so that a model is loaded
-// once; for each combination the pp tests, then tg, then pg.
-std::vector<bench_instance> enumerate(const bench_params & p) {
+template <class T> void add_distinct(std::vector<T> & v, const T & x) {
+    if (std::find(v.begin(), v.end(), x) == v.end()) v.push_back(x);
+}
+
+// Every combination of the dimensions' values (the first dimension outermost), each applied to
+// the options as given alone, then for each the pp tests, the tg tests and the pg tests.
+std::vector<bench_instance> enumerate(bench_params & p) {
     std::vector<bench_instance> out;
-    // clang-format off
-    for (const std::string & m : p.model)
-    for (int ngl : p.n_gpu_layers)
-    for (bool mmp : p.use_mmap)
-    for (int nb : p.n_batch)
-    for (int nub : p.n_ubatch)
-    for (ggml_type tk : p.type_k)
-    for (ggml_type tv : p.type_v)
-    for (bool fa : p.flash_attn)
-    for (int nt : p.n_threads)
-    for (int nd : p.n_depth) {
+    std::vector<size_t> at(p.dims.size(), 0);
+    for (;;) {
+        common_params cp = p.base;
+        for (size_t d = 0; d < p.dims.size(); d++) common_arg_apply(*p.dims[d].arg, cp, p.dims[d].name, p.dims[d].values[at[d]]);
         bench_instance base;
-        base.model = m; base.n_gpu_layers = ngl; base.use_mmap = mmp; base.n_batch = nb; base.n_ubatch = nub;
-        base.type_k = tk; base.type_v = tv; base.flash_attn = fa; base.n_threads = nt; base.n_depth = nd;
+        base.params = cp;
+        base.model = cp.model;
+        base.n_gpu_layers = cp.n_gpu_layers;
+        base.split_mode = cp.split_mode;
+        base.main_gpu = cp.main_gpu;
+        base.no_kv_offload = cp.no_kv_offload;
+        base.use_mmap = cp.use_mmap;
+        base.n_batch = cp.n_batch;
+        base.n_ubatch = cp.n_ubatch;
+        base.type_k = cp.cache_type_k;
+        base.type_v = cp.cache_type_v;
+        base.flash_attn = cp.flash_attn;
+        base.n_threads = cp.n_threads;
+        base.n_depth = cp.bench_n_depth;
+        // what the markdown table shows a column for: the values the tests take
+        add_distinct(p.n_batch, base.n_batch);
+        add_distinct(p.n_ubatch, base.n_ubatch);
+        add_distinct(p.type_k, base.type_k);
+        add_distinct(p.type_v, base.type_v);
+        add_distinct(p.flash_attn, base.flash_attn);
+        add_distinct(p.use_mmap, base.use_mmap);
         std::vector<std::pair<int, int>> shapes;
         for (int n : p.n_prompt) if (n > 0) shapes.push_back({ n, 0 });
         for (int n : p.n_gen) if (n > 0) shapes.push_back({ 0, n });
@@ -302,8 +136,11 @@ std::vector<bench_instance> enumerate(const bench_params & p) {
             t.n_gen = s.second;
             out.push_back(t);
         }
+        // the next combination, the innermost dimension fastest
+        size_t d = p.dims.size();
+        while (d > 0 && ++at[d - 1] == p.dims[d - 1].values.size()) at[--d] = 0;
+        if (d == 0) break;
     }
-    // clang-format on
     return out;
 }
 
@@ -367,45 +204,41 @@ void log_callback(enum ggml_log_level level, const char * text, void *) {
     if (g_verbose || level == GGML_LOG_LEVEL_ERROR) fputs(text, stderr);
 }
 
-int run(const bench_params & params) {
+int run(bench_params & params) {
     std::vector<std::unique_ptr<bench_printer>> printers;
     if (auto pr = bench_make_printer(params.output, stdout)) printers.push_back(std::move(pr));
     if (auto pr = bench_make_printer(params.output_err, stderr)) printers.push_back(std::move(pr));
+    const std::vector<bench_instance> tests = enumerate(params);
     for (auto & pr : printers) pr->header(params);
     fflush(stdout);
 
-    const std::vector<bench_instance> tests = enumerate(params);
     model_ptr model;
     const bench_instance * loaded = nullptr;
+    llama_model_params loaded_mp = llama_model_default_params();
     for (size_t ti = 0; ti < tests.size(); ti++) {
         const bench_instance & inst = tests[ti];
         const auto progress = [&](const std::string & what) {
             if (params.progress) fprintf(stderr, "llama-bench: benchmark %zu/%zu: %s\n", ti + 1, tests.size(), what.c_str());
         };
         progress("starting");
-        if (!model || inst.model != loaded->model || inst.use_mmap != loaded->use_mmap || inst.n_gpu_layers != loaded->n_gpu_layers) {
+        const llama_model_params mp = common_model_params_to_llama(inst.params);
+        if (!model || inst.model != loaded->model || mp.use_mmap != loaded_mp.use_mmap || mp.n_gpu_layers != loaded_mp.n_gpu_layers ||
+            mp.split_mode != loaded_mp.split_mode || mp.main_gpu != loaded_mp.main_gpu || mp.use_mlock != loaded_mp.use_mlock ||
+            mp.use_repack != loaded_mp.use_repack) {
             model.reset();
-            llama_model_params mp = llama_model_default_params();
-            mp.use_mmap = inst.use_mmap;
-            mp.n_gpu_layers = inst.n_gpu_layers;
             model.reset(llama_model_load_from_file(inst.model.c_str(), mp));
             if (!model) throw std::runtime_error("failed to load model '" + inst.model + "'");
             if (llama_vocab_n_tokens(llama_model_get_vocab(model.get())) <= 0) {
                 throw std::runtime_error("model '" + inst.model + "' has no vocabulary to draw tokens from");
             }
             loaded = &inst;
+            loaded_mp = mp;
         }
 
-        llama_context_params cp = llama_context_default_params();
+        llama_context_params cp = common_context_params_to_llama(inst.params);
         cp.n_ctx = (uint32_t) (inst.n_depth + inst.n_prompt + inst.n_gen);
-        cp.n_batch = (uint32_t) inst.n_batch;
-        cp.n_ubatch = (uint32_t) inst.n_ubatch;
-        cp.n_threads = inst.n_threads;
-        cp.n_threads_batch = inst.n_threads;
+        cp.n_threads_batch = cp.n_threads;  // llama-bench's -t is both
         cp.no_perf = !params.verbose;  // timings for llama_perf_context_print
-        cp.type_k = inst.type_k;
-        cp.flash_attn = inst.flash_attn;
-        cp.type_v = inst.type_v;
         ctx_ptr ctx(llama_init_from_model(model.get(), cp));
         if (!ctx) throw std::runtime_error("failed to create a context for model '" + inst.model + "'");
 
@@ -478,7 +311,7 @@ int run(const bench_params & params) {
 }  // namespace
 
 int main(int argc, char ** argv) {
-    const bench_params params = parse_args(argc, argv);
+    bench_params params = parse_args(argc, argv);
     g_verbose = params.verbose;
     llama_log_set(log_callback, nullptr);
     llama_backend_init();

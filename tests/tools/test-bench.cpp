@@ -175,10 +175,14 @@ TEST(Bench, BadCommandLinesAreRefusedCleanly) {
     const struct {
         std::string args, message;
     } cases[] = {
-        { base_args() + " --no-such-flag", "unknown argument" },
+        { base_args() + " --no-such-flag", "unknown option '--no-such-flag'" },
+        { base_args() + " -C 3", "'-C' is not supported" },
+        { base_args() + " -t 0", "value of -t out of range: 0" },
+        { base_args() + " -t 2-1", "first <= last" },
+        { base_args() + " -r 1,2", "invalid value for -r" },
         { "-m /nonexistent/model.gguf -p 16 -n 4 -r 2 -t 1", "failed to load model" },
         { base_args() + " -ctk q9", "q9" },
-        { base_args() + " -ctv q4_K", "invalid cache type for -ctv: 'q4_K'" },
+        { base_args() + " -ctv q4_K", "invalid value for -ctv: 'q4_K'" },
         { base_args() + " -p abc", "-p" },
         { base_args() + " -pg 8", "-pg" },
         { base_args() + " -o xml", "xml" },
