@@ -503,6 +503,30 @@ std::vector<common_arg> make_table() {
                  p.bench_ceiling = v;
              })).set_examples(BENCH).set_single();
 
+    // ---- llama-convert ----
+    const std::initializer_list<E> CONVERT = {LLAMA_EXAMPLE_CONVERT};
+    add(text({"--llama2c"}, "FILE", "llama2.c legacy (version 0) checkpoint",
+             [](common_params & p, const std::string & v) { p.convert_llama2c = v; })).set_examples(CONVERT);
+    add(text({"--tokenizer"}, "FILE", "llama2.c tokenizer (tokenizer.bin format)",
+             [](common_params & p, const std::string & v) { p.convert_tokenizer = v; })).set_examples(CONVERT);
+    add(text({"--hf"}, "DIR", "Hugging Face LlamaForCausalLM / Qwen2ForCausalLM directory (config.json, *.safetensors, "
+             "tokenizer.json, tokenizer_config.json)", [](common_params & p, const std::string & v) { p.convert_hf = v; }))
+        .set_examples(CONVERT);
+    add(text({"--lora"}, "DIR", "PEFT LoRA adapter (adapter_config.json, adapter_model.safetensors), written as llama.cpp's "
+             "GGUF adapter (as convert_lora_to_gguf.py does)", [](common_params & p, const std::string & v) { p.convert_lora = v; }))
+        .set_examples(CONVERT);
+    add(text({"--base"}, "FILE", "with --lora: the GGUF base model the adapter is for (tensor names, shapes, Q/K row order); "
+             "its weights are not read", [](common_params & p, const std::string & v) { p.convert_base = v; }))
+        .set_examples(CONVERT);
+    add(text({"-o", "--outfile"}, "FILE", "GGUF file to write", [](common_params & p, const std::string & v) { p.out_file = v; }))
+        .set_examples(CONVERT);
+    add(text({"--outtype"}, "T", "f32, f16, bf16 or q8_0 for the matrices (default: the source's type; 1-D tensors are always "
+             "F32); f32, f16 or bf16 for --lora (default: the adapter's type when all its tensors have one, else f32)",
+             [](common_params & p, const std::string & v) {
+                 if (v != "f32" && v != "f16" && v != "bf16" && v != "q8_0") throw_value("'" + v + "' (f32, f16, bf16 or q8_0)");
+                 p.out_type = v;
+             })).set_examples(CONVERT);
+
     // ---- llama-logits ----
     add(text({"-o", "--output"}, "FNAME", "the logits file to write (the reference logits format)",
              [](common_params & p, const std::string & v) { p.out_file = v; })).set_examples({LLAMA_EXAMPLE_LOGITS}).set_group(COMMON_ARG_GROUP_EXAMPLE);
@@ -526,7 +550,9 @@ std::vector<common_arg> make_table() {
                  }
              })).set_examples({LLAMA_EXAMPLE_LOGITS}).set_group(COMMON_ARG_GROUP_EXAMPLE);
 
-    // Options only one program has are that program's section of --help, as llama.cpp's.
+    // Options only one program has are that program's section of --help, as llama.cpp's; every
+    // program takes -h.
+    for (int e = 0; e < LLAMA_EXAMPLE_COUNT; e++) t[0].examples.insert((E) e);
     for (common_arg & a : t) {
         if (a.group == COMMON_ARG_GROUP_COMMON && a.examples.size() == 1 && a.args[0] != "-m" && a.args[0] != "-h" &&
             a.unsupported.empty()) {
@@ -622,6 +648,9 @@ const char * usage_line(llama_example ex) {
     switch (ex) {
         case LLAMA_EXAMPLE_MAIN: return "llama-cli -m MODEL [options]";
         case LLAMA_EXAMPLE_BENCH: return "llama-bench [options]";
+        case LLAMA_EXAMPLE_CONVERT: return "llama-convert --llama2c MODEL.bin --tokenizer TOKENIZER.bin -o OUT.gguf [--outtype T]\n"
+                                           "       llama-convert --hf DIR -o OUT.gguf [--outtype T]\n"
+                                           "       llama-convert --lora PEFT_DIR --base BASE.gguf -o ADAPTER.gguf [--outtype T]";
         case LLAMA_EXAMPLE_PERPLEXITY: return "llama-perplexity -m MODEL -f TEXT [options]\n"
                                               "       llama-perplexity -m MODEL --kl-divergence-base FILE --kl-divergence [options]";
         case LLAMA_EXAMPLE_TOKENIZE: return "llama-tokenize -m MODEL (-p TEXT | -f FILE | --stdin) [options]";

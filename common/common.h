@@ -114,6 +114,14 @@ struct common_params {
     bool bench_no_warmup = false;      // --no-warmup
     std::string bench_ceiling;         // --ceiling GBPS|auto (empty: off)
 
+    // llama-convert
+    std::string convert_llama2c;       // --llama2c MODEL.bin
+    std::string convert_tokenizer;     // --tokenizer TOKENIZER.bin
+    std::string convert_hf;            // --hf DIR
+    std::string convert_lora;          // --lora PEFT_DIR
+    std::string convert_base;          // --base BASE.gguf
+    std::string out_type;              // --outtype (llama-convert, llama-export-lora)
+
     // llama-tokenize
     bool ids_only = false;             // --ids
     bool show_count = false;           // --show-count

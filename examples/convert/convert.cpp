@@ -8,6 +8,7 @@
 // Inputs are memory-mapped; tensors are produced, converted and written one at a time into a
 // temporary file renamed into place when complete, so memory stays near the largest tensor and
 // a failed run leaves no output.
+#include "arg.h"
 #include "convert.h"
 #include "llama-gguf-stream.h"
 
@@ -21,25 +22,6 @@
 
 namespace {
 
-void usage(FILE * out) {
-    fprintf(out,
-            "usage: llama-convert --llama2c MODEL.bin --tokenizer TOKENIZER.bin -o OUT.gguf [--outtype T]\n"
-            "       llama-convert --hf DIR -o OUT.gguf [--outtype T]\n"
-            "       llama-convert --lora PEFT_DIR --base BASE.gguf -o ADAPTER.gguf [--outtype T]\n"
-            "  --llama2c FILE     llama2.c legacy (version 0) checkpoint\n"
-            "  --tokenizer FILE   llama2.c tokenizer (tokenizer.bin format)\n"
-            "  --hf DIR           Hugging Face LlamaForCausalLM directory (config.json, *.safetensors,\n"
-            "                     tokenizer.json, tokenizer_config.json)\n"
-            "  --lora DIR         PEFT LoRA adapter (adapter_config.json, adapter_model.safetensors), written\n"
-            "                     as llama.cpp's GGUF adapter (as convert_lora_to_gguf.py does)\n"
-            "  --base FILE        with --lora: the GGUF base model the adapter is for (tensor names, shapes,\n"
-            "                     Q/K row order); its weights are not read\n"
-            "  -o, --outfile FILE GGUF file to write\n"
-            "  --outtype T        f32, f16, bf16 or q8_0 for the matrices (default: the source's type;\n"
-            "                     1-D tensors are always F32); f32, f16 or bf16 for --lora (default: the\n"
-            "                     adapter's type when all its tensors have one, else f32)\n");
-}
-
 // The type a tensor is written as.
 ggml_type choose_type(const source_tensor & t, const std::string & outtype) {
     if (t.ne.size() < 2) return GGML_TYPE_F32;
@@ -52,37 +34,12 @@ ggml_type choose_type(const source_tensor & t, const std::string & outtype) {
 }
 
 int run(int argc, char ** argv) {
-    std::string llama2c, tokenizer, hf, lora, base, out, outtype;
-    for (int i = 1; i < argc; i++) {
-        const std::string a = argv[i];
-        auto next = [&]() -> std::string {
-            if (i + 1 >= argc) throw convert_error("option '" + a + "' needs a value");
-            return argv[++i];
-        };
-        if (a == "-h" || a == "--help") {
-            usage(stdout);
-            return 0;
-        } else if (a == "--llama2c") {
-            llama2c = next();
-        } else if (a == "--tokenizer") {
-            tokenizer = next();
-        } else if (a == "--hf") {
-            hf = next();
-        } else if (a == "--lora") {
-            lora = next();
-        } else if (a == "--base") {
-            base = next();
-        } else if (a == "-o" || a == "--outfile") {
-            out = next();
-        } else if (a == "--outtype") {
-            outtype = next();
-            if (outtype != "f32" && outtype != "f16" && outtype != "bf16" && outtype != "q8_0") {
-                throw convert_error("unknown --outtype '" + outtype + "' (f32, f16, bf16 or q8_0)");
-            }
-        } else {
-            throw convert_error("unknown option '" + a + "' (see --help)");
-        }
-    }
+    // The options: common/arg.cpp's table (LLAMA_EXAMPLE_CONVERT).
+    common_params params;
+    if (!common_params_parse(argc, argv, params, LLAMA_EXAMPLE_CONVERT)) return 1;
+    const std::string & llama2c = params.convert_llama2c, & tokenizer = params.convert_tokenizer, & hf = params.convert_hf;
+    const std::string & lora = params.convert_lora, & base = params.convert_base, & outtype = params.out_type;
+    const std::string & out = params.out_file;
     if (out.empty()) throw convert_error("no output file (-o OUT.gguf)");
     if (!lora.empty()) {
         if (!llama2c.empty() || !hf.empty() || !tokenizer.empty()) {

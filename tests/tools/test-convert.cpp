@@ -218,18 +218,18 @@ TEST(Convert, HuggingFaceMatchesReference) {
 TEST(Convert, BadInputsFailWithoutOutput) {
     temp_dir d;
     const std::string out = d.path + "/o.gguf";
-    auto expect_fail = [&](const std::string & args, const char * what) {
+    auto expect_fail = [&](const std::string & args, const char * what, const char * says = "error") {
         const auto r = run_prog("llama-convert", args + " -o " + out);
-        EXPECT_NE(r.status, 0) << what << ": " << r.output;
-        EXPECT_NE(r.output.find("error"), std::string::npos) << what << ": " << r.output;
+        EXPECT_EQ(r.status, 1) << what << ": " << r.output;
+        EXPECT_NE(r.output.find(says), std::string::npos) << what << ": " << r.output;
         for (const auto & f : d.files()) EXPECT_EQ(f.find("o.gguf"), std::string::npos) << what << " left " << f;
     };
     expect_fail("--llama2c " + d.path + "/missing.bin --tokenizer " + d.path + "/missing-tok.bin", "missing input");
     expect_fail("--hf " + d.path + "/nodir", "missing HF directory");
-    expect_fail("--bogus", "unknown flag");
+    expect_fail("--bogus", "unknown flag", "unknown option '--bogus'");
     const std::string bin = models() + "/stories260K.bin", tok = models() + "/tok512.bin";
     if (have(bin) && have(tok)) {
-        expect_fail("--llama2c " + bin + " --tokenizer " + tok + " --outtype q4_7", "bad --outtype");
+        expect_fail("--llama2c " + bin + " --tokenizer " + tok + " --outtype q4_7", "bad --outtype", "invalid value for --outtype: 'q4_7'");
         // A checkpoint cut short by one float.
         std::ifstream f(bin, std::ios::binary);
         std::stringstream ss;
