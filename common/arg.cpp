@@ -108,7 +108,7 @@ struct bad_value : std::invalid_argument {
 
 ggml_type cache_type(const std::string & v) {
     ggml_type t;
-    if (!common_parse_cache_type(v, &t)) throw_value("'" + v + "' (" COMMON_CACHE_TYPE_NAMES ")");
+    if (!common_parse_cache_type(v, &t)) throw_value("'" + v + "' (" + common_cache_type_names() + ")");
     return t;
 }
 
@@ -302,7 +302,7 @@ std::vector<common_arg> make_table() {
             p.no_kv_offload = true;
             p.gpu_flags_given.push_back("-nkvo");
         })).set_examples(INFER).set_env("LLAMA_ARG_NO_KV_OFFLOAD");
-    add(text({"-ctk", "--cache-type-k"}, "TYPE", "KV cache type of K: f16 (default), f32, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1 "
+    add(text({"-ctk", "--cache-type-k"}, "TYPE", "KV cache type of K (default: f16): " + common_cache_type_names() + " "
              "(block types: head size a multiple of 32)", [](common_params & p, const std::string & v) { p.cache_type_k = cache_type(v); }))
         .set_examples(INFER_BENCH).set_env("LLAMA_ARG_CACHE_TYPE_K");
     add(text({"-ctv", "--cache-type-v"}, "TYPE", "KV cache type of V, the same types",

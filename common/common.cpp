@@ -41,16 +41,25 @@ void string_process_escapes(std::string & s) {
     s = out;
 }
 
+// The cache types are the type table's (its kv_cache field), by ggml's names.
 bool common_parse_cache_type(const std::string & s, ggml_type * out) {
-    static const ggml_type types[] = {GGML_TYPE_F32,  GGML_TYPE_F16,    GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0,
-                                      GGML_TYPE_Q4_1, GGML_TYPE_IQ4_NL, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1};
-    for (ggml_type t : types) {
-        if (s == ggml_type_name(t)) {
-            *out = t;
+    for (int i = 0; i < GGML_TYPE_COUNT; i++) {
+        if (!ggml_type_is_valid(i) || !ggml_get_type_traits((ggml_type) i)->kv_cache) continue;
+        if (s == ggml_type_name((ggml_type) i)) {
+            *out = (ggml_type) i;
             return true;
         }
     }
     return false;
+}
+
+std::string common_cache_type_names() {
+    std::string names;
+    for (int i = 0; i < GGML_TYPE_COUNT; i++) {
+        if (!ggml_type_is_valid(i) || !ggml_get_type_traits((ggml_type) i)->kv_cache) continue;
+        names += (names.empty() ? "" : ", ") + std::string(ggml_type_name((ggml_type) i));
+    }
+    return names;
 }
 
 int32_t common_default_threads() { return (int32_t) std::max(1u, std::thread::hardware_concurrency()); }

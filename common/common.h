@@ -135,9 +135,9 @@ struct common_params {
 // llama.cpp's escapes: \n \r \t \' \" \\ and \xNN; any other backslash stays as it is.
 void string_process_escapes(std::string & s);
 
-// The KV cache types by llama.cpp's names (f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1).
-#define COMMON_CACHE_TYPE_NAMES "f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1"
+// The KV cache types (the type table's kv_cache rows) by ggml's names, and their list ("f32, f16, ...").
 bool common_parse_cache_type(const std::string & s, ggml_type * out);
+std::string common_cache_type_names();
 
 // Model and context parameters from the options (the program's defaults already in params).
 llama_model_params common_model_params_to_llama(const common_params & params);

@@ -53,12 +53,12 @@ const quant_target * quant_target_find(const std::string & name) {
     return nullptr;
 }
 
+// The types weights may be written in are the type table's weight targets that ggml quantizes to.
 ggml_type quant_type_from_name(const std::string & name) {
     for (int i = 0; i < GGML_TYPE_COUNT; i++) {
-        const ggml_type t = (ggml_type) i;
-        const ggml_type_traits * tr = ggml_get_type_traits(t);
-        const bool convertible = t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || t == GGML_TYPE_BF16 || (tr && tr->from_float_ref);
-        if (convertible && tr && tr->type_name && strcasecmp(tr->type_name, name.c_str()) == 0) return t;
+        if (!ggml_type_is_valid(i)) continue;
+        const ggml_type_traits * tr = ggml_get_type_traits((ggml_type) i);
+        if (tr->weight_target && tr->quantize_row && strcasecmp(tr->type_name, name.c_str()) == 0) return (ggml_type) i;
     }
     return GGML_TYPE_COUNT;
 }

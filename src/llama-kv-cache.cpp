@@ -17,23 +17,29 @@ llama_kv_cache::~llama_kv_cache() {
 bool llama_kv_cache::init(const llama_hparams & hp, uint32_t n_ctx, ggml_type tk, ggml_type tv, bool fa,
                           const std::vector<ggml_backend_buffer_type_t> & layer_buft, std::string & err) {
     const uint32_t head_dim = hp.n_embd_head();
-    // llama.cpp's cache types: F32, F16, BF16, and 32-value block types, whose rows are cut per
-    // head (K multiplied per head), so each head must hold whole blocks.
+    // The cache types are the type table's (kv_cache: llama.cpp's cache types). Rows are cut per
+    // head (K multiplied per head), so each head must hold whole blocks. Whether the devices
+    // write and read the type is theirs to answer (supports_op), asked by the scheduler when the
+    // context reserves its graph: a SET_ROWS into memory no backend that reaches it can write is
+    // an error naming the node there.
     auto check_type = [&](ggml_type t, const char * which) {
-        if (t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || t == GGML_TYPE_BF16) return true;
-        if (t == GGML_TYPE_Q8_0 || t == GGML_TYPE_Q4_0 || t == GGML_TYPE_Q4_1 || t == GGML_TYPE_Q5_0 ||
-            t == GGML_TYPE_Q5_1 || t == GGML_TYPE_IQ4_NL) {
-            if (head_dim % ggml_blck_size(t) != 0) {
-                err = std::string("a ") + ggml_type_name(t) + " " + which + " cache needs a head size that is a multiple of " +
-                      std::to_string(ggml_blck_size(t)) + " (this model's is " + std::to_string(head_dim) + ")";
-                return false;
+        if (!ggml_type_is_valid(t) || !ggml_get_type_traits(t)->kv_cache) {
+            std::string names;
+            for (int i = 0; i < GGML_TYPE_COUNT; i++) {
+                if (!ggml_type_is_valid(i) || !ggml_get_type_traits((ggml_type) i)->kv_cache) continue;
+                names += std::string(names.empty() ? "" : ", ") + ggml_type_name((ggml_type) i);
             }
-            return true;
+            const char * name = ggml_type_is_valid(t) ? ggml_type_name(t) : nullptr;
+            err = std::string("unsupported ") + which + " cache type " + (name ? name : std::to_string((int) t)) +
+                  " (supported: " + names + ")";
+            return false;
         }
-        const char * name = ggml_type_name(t);
-        err = std::string("unsupported ") + which + " cache type " + (name ? name : std::to_string((int) t)) +
-              " (supported: f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1)";
-        return false;
+        if (head_dim % ggml_blck_size(t) != 0) {
+            err = std::string("a ") + ggml_type_name(t) + " " + which + " cache needs a head size that is a multiple of " +
+                  std::to_string(ggml_blck_size(t)) + " (this model's is " + std::to_string(head_dim) + ")";
+            return false;
+        }
+        return true;
     };
     if (!check_type(tk, "K") || !check_type(tv, "V")) return false;
 

@@ -210,17 +210,21 @@ bool load_hparams(llama_model & model, std::string & err) {
 }
 
 // ---- tensors -------------------------------------------------------------------------------
-// Weight types the CPU mul_mat has kernels for.
-bool matmul_type_supported(ggml_type type) {
-    switch (type) {
-        case GGML_TYPE_F32: case GGML_TYPE_F16: case GGML_TYPE_BF16:
-        case GGML_TYPE_Q4_0: case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_0: case GGML_TYPE_Q5_1: case GGML_TYPE_Q8_0:
-        case GGML_TYPE_IQ4_NL:
-        case GGML_TYPE_Q2_K: case GGML_TYPE_Q3_K: case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K: case GGML_TYPE_Q6_K:
-            return true;
-        default:
-            return false;
-    }
+// Whether some device (the CPU is always one) runs op (MUL_MAT by a batch of F32 columns, or
+// GET_ROWS) on a weight of w's type and shape: the backends answer from their kernels and the
+// type table, so the loader keeps no list of types.
+static bool weight_op_supported(const ggml_tensor * w, ggml_op op) {
+    ggml_init_params ip = { 4 * ggml_tensor_overhead(), nullptr, true };
+    ggml_context * ctx = ggml_init(ip);
+    if (!ctx) return false;
+    ggml_tensor * a = ggml_new_tensor(ctx, w->type, GGML_MAX_DIMS, w->ne);
+    ggml_tensor * node = op == GGML_OP_MUL_MAT
+                             ? ggml_mul_mat(ctx, a, ggml_new_tensor_4d(ctx, GGML_TYPE_F32, w->ne[0], 1, w->ne[2], w->ne[3]))
+                             : ggml_get_rows(ctx, a, ggml_new_tensor_3d(ctx, GGML_TYPE_I32, 1, w->ne[2], w->ne[3]));
+    bool ok = false;
+    for (size_t i = 0; i < ggml_backend_dev_count() && !ok; i++) ok = ggml_backend_dev_supports_op(ggml_backend_dev_get(i), node);
+    ggml_free(ctx);
+    return ok;
 }
 
 enum class TensorUse { matrix, embedding, vector };
@@ -252,12 +256,8 @@ struct TensorLoader {
         const ggml_type type = t->type;
         bool type_ok = false;
         switch (use) {
-            case TensorUse::matrix: type_ok = matmul_type_supported(type); break;
-            case TensorUse::embedding: {
-                const ggml_type_traits * tt = ggml_get_type_traits(type);
-                type_ok = tt && tt->to_float != nullptr;
-                break;
-            }
+            case TensorUse::matrix: type_ok = weight_op_supported(t, GGML_OP_MUL_MAT); break;
+            case TensorUse::embedding: type_ok = weight_op_supported(t, GGML_OP_GET_ROWS); break;
             case TensorUse::vector: type_ok = type == GGML_TYPE_F32; break;
         }
         if (!type_ok) {
@@ -304,7 +304,7 @@ bool load_tensors(llama_model & model, std::string & err) {
     if (!err.empty()) return false;
     if (!model.output) {
         // Tied embeddings: the output projection is the embedding matrix.
-        if (!matmul_type_supported(model.tok_embd->type)) {
+        if (!weight_op_supported(model.tok_embd, GGML_OP_MUL_MAT)) {
             err = format("token_embd.weight (used as the output projection) has unsupported type %s",
                          ggml_type_name(model.tok_embd->type));
             return false;

@@ -71,19 +71,33 @@ struct options {
     int n_threads = (int) std::max(1u, std::thread::hardware_concurrency());
 };
 
-// The types --outtype accepts (ggml's names, case-insensitive).
+// Whether merged weights may be written in t: the type table's weight targets, whose quantizer
+// needs no importance matrix (the merge has none).
+bool writable(ggml_type t) {
+    if (!ggml_type_is_valid(t)) return false;
+    const ggml_type_traits * tr = ggml_get_type_traits(t);
+    return tr->weight_target && tr->quantize_row != nullptr && !tr->requires_imatrix;
+}
+
+// The types --outtype accepts (ggml's names, case-insensitive): those it may write.
 ggml_type parse_outtype(const std::string & s) {
-    static const ggml_type types[] = {GGML_TYPE_F32,  GGML_TYPE_F16,  GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0,
-                                      GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_Q2_K, GGML_TYPE_Q3_K,
-                                      GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K, GGML_TYPE_IQ4_NL};
-    for (ggml_type t : types) {
-        if (strcasecmp(s.c_str(), ggml_type_name(t)) == 0) return t;
+    for (int i = 0; i < GGML_TYPE_COUNT; i++) {
+        const ggml_type t = (ggml_type) i;
+        if (writable(t) && strcasecmp(s.c_str(), ggml_type_name(t)) == 0) return t;
     }
     return GGML_TYPE_COUNT;
 }
 
-bool writable(ggml_type t) {
-    return ggml_quantize_supported(t) && !ggml_quantize_requires_imatrix(t) && t != GGML_TYPE_Q8_1 && t != GGML_TYPE_Q8_K;
+// Their names, for the error message (lower case, as --outtype takes them).
+std::string outtype_names() {
+    std::string names;
+    for (int i = 0; i < GGML_TYPE_COUNT; i++) {
+        if (!writable((ggml_type) i)) continue;
+        std::string n = ggml_type_name((ggml_type) i);
+        for (char & c : n) c = (char) tolower((unsigned char) c);
+        names += (names.empty() ? "" : ", ") + n;
+    }
+    return names;
 }
 
 float parse_scale(const std::string & s) {
@@ -120,9 +134,7 @@ options parse_args(int argc, char ** argv, bool & help) {
         } else if (a == "--outtype") {
             o.outtype = next();
             if (parse_outtype(o.outtype) == GGML_TYPE_COUNT) {
-                throw std::runtime_error("unknown --outtype '" + o.outtype +
-                                         "' (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, "
-                                         "q6_k or iq4_nl)");
+                throw std::runtime_error("unknown --outtype '" + o.outtype + "' (" + outtype_names() + ")");
             }
         } else if (a == "-t" || a == "--threads") {
             const std::string v = next();

@@ -280,16 +280,28 @@ const char * ggml_unary_op_name(enum ggml_unary_op op);
 const char * ggml_op_desc(const struct ggml_tensor * t);  // the unary op's name for UNARY
 enum ggml_type ggml_ftype_to_ggml_type(enum ggml_ftype ftype);
 
-// Per-type facts and row converters. to_float / from_float_ref are NULL where not (yet) provided.
+// Per-type facts and row converters: one row per type (ggml-type-table.cpp), the only list of
+// types outside the kernels. Code that needs a fact about a type asks here (or asks a backend,
+// ggml_backend_dev_supports_op, whether it runs an op on it) instead of naming types. Converters
+// are NULL where not (yet) provided. A row's length must be a multiple of blck_size.
 typedef void (*ggml_to_float_t)(const void * x, float * y, int64_t k);
 typedef void (*ggml_from_float_t)(const float * x, void * y, int64_t k);
+// Beyond upstream: k values of x to the type; imatrix: optional importance weights (NULL: none).
+typedef void (*ggml_quantize_row_t)(const float * x, void * y, int64_t k, const float * imatrix);
 struct ggml_type_traits {
     const char *      type_name;
     int64_t           blck_size;
     size_t            type_size;
     bool              is_quantized;
     ggml_to_float_t   to_float;
-    ggml_from_float_t from_float_ref;  // scalar reference conversion
+    ggml_from_float_t from_float_ref;  // scalar reference conversion (no importance weights)
+    // Beyond upstream:
+    ggml_quantize_row_t quantize_row;  // ggml_quantize_chunk's row quantizer (NULL: ggml cannot produce the type)
+    bool requires_imatrix;  // its quantizer needs importance weights (ggml_quantize_requires_imatrix)
+    bool weight_target;     // llama-quantize and llama-export-lora may write weights of it (not the
+                            // products' activation formats Q8_1, Q8_K, which no loader accepts)
+    bool kv_cache;          // it may hold a KV cache (llama.cpp's cache types: rows cut per head)
+    enum ggml_ftype ftype;  // general.file_type of a file mostly of it (GGML_FTYPE_UNKNOWN: none)
 };
 const struct ggml_type_traits * ggml_get_type_traits(enum ggml_type type);
 
@@ -300,10 +312,10 @@ const struct ggml_type_traits * ggml_get_type_traits(enum ggml_type type);
 // Returns the bytes written. F32, F16 and BF16 are converted.
 size_t ggml_quantize_chunk(enum ggml_type type, const float * src, void * dst, int64_t start,
                            int64_t nrows, int64_t n_per_row, const float * imatrix);
-bool   ggml_quantize_requires_imatrix(enum ggml_type type);
+bool   ggml_quantize_requires_imatrix(enum ggml_type type);  // the type table's requires_imatrix
 void   ggml_quantize_init(enum ggml_type type);  // nothing to prepare for the supported types
 void   ggml_quantize_free(void);
-// Whether ggml_quantize_chunk can produce this type.
+// Whether ggml_quantize_chunk can produce this type (the type table's quantize_row).
 bool   ggml_quantize_supported(enum ggml_type type);
 
 // Beyond upstream: converts every row of a contiguous tensor (F32, or any type with a row

@@ -1,5 +1,5 @@
-// ggml.cpp - contexts (arenas), the type table, tensor creation and properties, element access.
-// Op builders live in ggml-ops.cpp, graphs in ggml-graph.cpp.
+// ggml.cpp - contexts (arenas), F16 / BF16 rows, tensor creation and properties, element access.
+// The type table lives in ggml-type-table.cpp, op builders in ggml-ops.cpp, graphs in ggml-graph.cpp.
 #include "ggml-impl.h"
 
 #include <stdarg.h>
@@ -69,109 +69,8 @@ void ggml_fp32_to_bf16_row(const float * x, ggml_bf16_t * y, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] = ggml_compute_fp32_to_bf16(x[i]);
 }
 
-static void to_float_f32(const void * x, float * y, int64_t k) { memcpy(y, x, k * sizeof(float)); }
-static void from_float_f32(const float * x, void * y, int64_t k) { memcpy(y, x, k * sizeof(float)); }
-static void to_float_f16(const void * x, float * y, int64_t k) { ggml_fp16_to_fp32_row((const ggml_fp16_t *) x, y, k); }
-static void from_float_f16(const float * x, void * y, int64_t k) { ggml_fp32_to_fp16_row(x, (ggml_fp16_t *) y, k); }
-static void to_float_bf16(const void * x, float * y, int64_t k) { ggml_bf16_to_fp32_row((const ggml_bf16_t *) x, y, k); }
-static void from_float_bf16(const float * x, void * y, int64_t k) { ggml_fp32_to_bf16_row(x, (ggml_bf16_t *) y, k); }
-
-// ---- type table ----------------------------------------------------------------------------
-// Block sizes and byte sizes of every GGUF type (the quantized layouts are fixed by the format).
-// A slot with a NULL name is an id the format does not define.
-static ggml_type_traits type_traits[GGML_TYPE_COUNT] = {};
-
-void ggml_quants_fill_traits(struct ggml_type_traits * t);  // quantize.cpp
-
-static bool init_type_traits() {
-    auto set = [](ggml_type t, const char * name, int64_t blck, size_t size, bool quant) {
-        type_traits[t].type_name = name;
-        type_traits[t].blck_size = blck;
-        type_traits[t].type_size = size;
-        type_traits[t].is_quantized = quant;
-    };
-    set(GGML_TYPE_F32,     "f32",     1,   4,   false);
-    set(GGML_TYPE_F16,     "f16",     1,   2,   false);
-    set(GGML_TYPE_Q4_0,    "q4_0",    32,  18,  true);
-    set(GGML_TYPE_Q4_1,    "q4_1",    32,  20,  true);
-    set(GGML_TYPE_Q5_0,    "q5_0",    32,  22,  true);
-    set(GGML_TYPE_Q5_1,    "q5_1",    32,  24,  true);
-    set(GGML_TYPE_Q8_0,    "q8_0",    32,  34,  true);
-    set(GGML_TYPE_Q8_1,    "q8_1",    32,  36,  true);
-    set(GGML_TYPE_Q2_K,    "q2_K",    256, 84,  true);
-    set(GGML_TYPE_Q3_K,    "q3_K",    256, 110, true);
-    set(GGML_TYPE_Q4_K,    "q4_K",    256, 144, true);
-    set(GGML_TYPE_Q5_K,    "q5_K",    256, 176, true);
-    set(GGML_TYPE_Q6_K,    "q6_K",    256, 210, true);
-    set(GGML_TYPE_Q8_K,    "q8_K",    256, 292, true);
-    set(GGML_TYPE_IQ2_XXS, "iq2_xxs", 256, 66,  true);
-    set(GGML_TYPE_IQ2_XS,  "iq2_xs",  256, 74,  true);
-    set(GGML_TYPE_IQ3_XXS, "iq3_xxs", 256, 98,  true);
-    set(GGML_TYPE_IQ1_S,   "iq1_s",   256, 50,  true);
-    set(GGML_TYPE_IQ4_NL,  "iq4_nl",  32,  18,  true);
-    set(GGML_TYPE_IQ3_S,   "iq3_s",   256, 110, true);
-    set(GGML_TYPE_IQ2_S,   "iq2_s",   256, 82,  true);
-    set(GGML_TYPE_IQ4_XS,  "iq4_xs",  256, 136, true);
-    set(GGML_TYPE_I8,      "i8",      1,   1,   false);
-    set(GGML_TYPE_I16,     "i16",     1,   2,   false);
-    set(GGML_TYPE_I32,     "i32",     1,   4,   false);
-    set(GGML_TYPE_I64,     "i64",     1,   8,   false);
-    set(GGML_TYPE_F64,     "f64",     1,   8,   false);
-    set(GGML_TYPE_IQ1_M,   "iq1_m",   256, 56,  true);
-    set(GGML_TYPE_BF16,    "bf16",    1,   2,   false);
-    set(GGML_TYPE_TQ1_0,   "tq1_0",   256, 54,  true);
-    set(GGML_TYPE_TQ2_0,   "tq2_0",   256, 66,  true);
-    type_traits[GGML_TYPE_F32].to_float = to_float_f32;
-    type_traits[GGML_TYPE_F32].from_float_ref = from_float_f32;
-    type_traits[GGML_TYPE_F16].to_float = to_float_f16;
-    type_traits[GGML_TYPE_F16].from_float_ref = from_float_f16;
-    type_traits[GGML_TYPE_BF16].to_float = to_float_bf16;
-    type_traits[GGML_TYPE_BF16].from_float_ref = from_float_bf16;
-    ggml_quants_fill_traits(type_traits);
-    return true;
-}
-static const bool type_traits_ready = init_type_traits();
-
-const struct ggml_type_traits * ggml_get_type_traits(enum ggml_type type) {
-    GGML_ASSERT(type >= 0 && type < GGML_TYPE_COUNT);
-    return &type_traits[type];
-}
-
-bool ggml_type_is_valid(int type) {
-    return type >= 0 && type < GGML_TYPE_COUNT && type_traits[type].type_name != nullptr;
-}
-
-const char * ggml_type_name(enum ggml_type type) {
-    return ggml_type_is_valid(type) ? type_traits[type].type_name : nullptr;
-}
-int64_t ggml_blck_size(enum ggml_type type) { return ggml_get_type_traits(type)->blck_size; }
-size_t  ggml_type_size(enum ggml_type type) { return ggml_get_type_traits(type)->type_size; }
-bool    ggml_is_quantized(enum ggml_type type) { return ggml_get_type_traits(type)->is_quantized; }
-
-size_t ggml_row_size(enum ggml_type type, int64_t ne) {
-    GGML_ASSERT(ggml_type_is_valid(type));
-    GGML_ASSERT(ne % ggml_blck_size(type) == 0);
-    return ggml_type_size(type) * ne / ggml_blck_size(type);
-}
-
-enum ggml_type ggml_ftype_to_ggml_type(enum ggml_ftype ftype) {
-    switch (ftype) {
-        case GGML_FTYPE_ALL_F32:     return GGML_TYPE_F32;
-        case GGML_FTYPE_MOSTLY_F16:  return GGML_TYPE_F16;
-        case GGML_FTYPE_MOSTLY_BF16: return GGML_TYPE_BF16;
-        case GGML_FTYPE_MOSTLY_Q4_0: return GGML_TYPE_Q4_0;
-        case GGML_FTYPE_MOSTLY_Q4_1: return GGML_TYPE_Q4_1;
-        case GGML_FTYPE_MOSTLY_Q5_0: return GGML_TYPE_Q5_0;
-        case GGML_FTYPE_MOSTLY_Q5_1: return GGML_TYPE_Q5_1;
-        case GGML_FTYPE_MOSTLY_Q8_0: return GGML_TYPE_Q8_0;
-        case GGML_FTYPE_MOSTLY_Q2_K: return GGML_TYPE_Q2_K;
-        case GGML_FTYPE_MOSTLY_Q3_K: return GGML_TYPE_Q3_K;
-        case GGML_FTYPE_MOSTLY_Q4_K: return GGML_TYPE_Q4_K;
-        case GGML_FTYPE_MOSTLY_Q5_K: return GGML_TYPE_Q5_K;
-        case GGML_FTYPE_MOSTLY_Q6_K: return GGML_TYPE_Q6_K;
-        default:                     return GGML_TYPE_COUNT;
-    }
-}
+// The type table (names, sizes, converters, what each type may be used for) and its accessors:
+// ggml-type-table.cpp.
 
 // ---- op names ------------------------------------------------------------------------------
 static const char * const unary_op_names[GGML_UNARY_OP_COUNT] = {

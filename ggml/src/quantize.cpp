@@ -1,5 +1,5 @@
-// quantize.cpp - the public quantization entry point and the per-type row converters that the
-// type table exposes (to_float / from_float_ref).
+// quantize.cpp - the public quantization entry point (each type's row quantizer is its row of
+// the type table, ggml-type-table.cpp) and the one-scale types' weighted quantizers.
 #include "quants-k.h"
 #include "quants-search.h"
 
@@ -69,43 +69,22 @@ static void quantize_q5_1_weighted(const float * x, block_q5_1 * y, int64_t n, c
     }
 }
 
-// One row of n values; qw is the row's importance weights (or NULL).
-static void quantize_row(ggml_type type, const float * x, void * y, int64_t n, const float * qw) {
-    switch (type) {
-        case GGML_TYPE_Q4_0: if (qw) quantize_q4_0_weighted(x, (block_q4_0 *) y, n, qw); else quantize_row_q4_0_ref(x, (block_q4_0 *) y, n); break;
-        case GGML_TYPE_Q4_1: if (qw) quantize_q4_1_weighted(x, (block_q4_1 *) y, n, qw); else quantize_row_q4_1_ref(x, (block_q4_1 *) y, n); break;
-        case GGML_TYPE_Q5_0: if (qw) quantize_q5_0_weighted(x, (block_q5_0 *) y, n, qw); else quantize_row_q5_0_ref(x, (block_q5_0 *) y, n); break;
-        case GGML_TYPE_Q5_1: if (qw) quantize_q5_1_weighted(x, (block_q5_1 *) y, n, qw); else quantize_row_q5_1_ref(x, (block_q5_1 *) y, n); break;
-        case GGML_TYPE_Q8_0: quantize_row_q8_0_ref(x, (block_q8_0 *) y, n); break;
-        case GGML_TYPE_Q8_1: quantize_row_q8_1_ref(x, (block_q8_1 *) y, n); break;
-        case GGML_TYPE_Q8_K: quantize_row_q8_K_ref(x, (block_q8_K *) y, n); break;
-        case GGML_TYPE_Q2_K: quantize_row_q2_K(x, (block_q2_K *) y, n, qw); break;
-        case GGML_TYPE_Q3_K: quantize_row_q3_K(x, (block_q3_K *) y, n, qw); break;
-        case GGML_TYPE_Q4_K: quantize_row_q4_K(x, (block_q4_K *) y, n, qw); break;
-        case GGML_TYPE_Q5_K: quantize_row_q5_K(x, (block_q5_K *) y, n, qw); break;
-        case GGML_TYPE_Q6_K: quantize_row_q6_K(x, (block_q6_K *) y, n, qw); break;
-        case GGML_TYPE_IQ4_NL: quantize_row_iq4_nl(x, (block_iq4_nl *) y, n, qw); break;
-        case GGML_TYPE_F32: memcpy(y, x, n * sizeof(float)); break;
-        case GGML_TYPE_F16: ggml_fp32_to_fp16_row(x, (ggml_fp16_t *) y, n); break;
-        case GGML_TYPE_BF16: ggml_fp32_to_bf16_row(x, (ggml_bf16_t *) y, n); break;
-        default: GGML_ABORT("ggml_quantize_chunk: cannot quantize to %s", ggml_type_name(type));
-    }
+// The rows of the type table (ggml-type-table.cpp): importance weights pick the weighted search.
+void ggml_quantize_row_q4_0(const float * x, void * y, int64_t n, const float * qw);
+void ggml_quantize_row_q4_1(const float * x, void * y, int64_t n, const float * qw);
+void ggml_quantize_row_q5_0(const float * x, void * y, int64_t n, const float * qw);
+void ggml_quantize_row_q5_1(const float * x, void * y, int64_t n, const float * qw);
+void ggml_quantize_row_q4_0(const float * x, void * y, int64_t n, const float * qw) {
+    if (qw) quantize_q4_0_weighted(x, (block_q4_0 *) y, n, qw); else quantize_row_q4_0_ref(x, (block_q4_0 *) y, n);
 }
-
-bool ggml_quantize_supported(enum ggml_type type) {
-    switch (type) {
-        case GGML_TYPE_Q4_0: case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_0: case GGML_TYPE_Q5_1:
-        case GGML_TYPE_Q8_0: case GGML_TYPE_Q8_1: case GGML_TYPE_Q8_K:
-        case GGML_TYPE_Q2_K: case GGML_TYPE_Q3_K: case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K: case GGML_TYPE_Q6_K:
-        case GGML_TYPE_IQ4_NL: case GGML_TYPE_F32: case GGML_TYPE_F16: case GGML_TYPE_BF16:
-            return true;
-        default:
-            return false;
-    }
+void ggml_quantize_row_q4_1(const float * x, void * y, int64_t n, const float * qw) {
+    if (qw) quantize_q4_1_weighted(x, (block_q4_1 *) y, n, qw); else quantize_row_q4_1_ref(x, (block_q4_1 *) y, n);
 }
-
-bool ggml_quantize_requires_imatrix(enum ggml_type type) {
-    return type == GGML_TYPE_IQ2_XXS || type == GGML_TYPE_IQ2_XS || type == GGML_TYPE_IQ1_S || type == GGML_TYPE_IQ1_M;
+void ggml_quantize_row_q5_0(const float * x, void * y, int64_t n, const float * qw) {
+    if (qw) quantize_q5_0_weighted(x, (block_q5_0 *) y, n, qw); else quantize_row_q5_0_ref(x, (block_q5_0 *) y, n);
+}
+void ggml_quantize_row_q5_1(const float * x, void * y, int64_t n, const float * qw) {
+    if (qw) quantize_q5_1_weighted(x, (block_q5_1 *) y, n, qw); else quantize_row_q5_1_ref(x, (block_q5_1 *) y, n);
 }
 
 void ggml_quantize_init(enum ggml_type type) { (void) type; }
@@ -113,13 +92,14 @@ void ggml_quantize_free(void) {}
 
 size_t ggml_quantize_chunk(enum ggml_type type, const float * src, void * dst, int64_t start, int64_t nrows,
                            int64_t n_per_row, const float * imatrix) {
-    GGML_ASSERT(ggml_quantize_supported(type));
+    if (!ggml_quantize_supported(type)) GGML_ABORT("ggml_quantize_chunk: cannot quantize to %s", ggml_type_name(type));
+    const ggml_quantize_row_t quantize_row = ggml_get_type_traits(type)->quantize_row;
     GGML_ASSERT(start % n_per_row == 0);
     GGML_ASSERT(n_per_row % ggml_blck_size(type) == 0 && "row length must be a multiple of the block size");
     const size_t row_size = ggml_row_size(type, n_per_row);
     char * out = (char *) dst + (start / n_per_row) * row_size;
     for (int64_t r = 0; r < nrows; r++) {
-        quantize_row(type, src + start + r * n_per_row, out + r * row_size, n_per_row, imatrix);
+        quantize_row(src + start + r * n_per_row, out + r * row_size, n_per_row, imatrix);
     }
     return nrows * row_size;
 }
@@ -158,54 +138,4 @@ void ggml_convert_rows(const struct ggml_tensor * src, enum ggml_type type, void
     for (int t = 1; t < n_threads; t++) threads.emplace_back(work);
     work();
     for (auto & t : threads) t.join();
-}
-
-// ---- row converters for the type table -----------------------------------------------------
-#define TO_FLOAT(T, blk) static void to_float_##T(const void * x, float * y, int64_t k) { dequantize_row_##T((const blk *) x, y, k); }
-TO_FLOAT(q4_0, block_q4_0)
-TO_FLOAT(q4_1, block_q4_1)
-TO_FLOAT(q5_0, block_q5_0)
-TO_FLOAT(q5_1, block_q5_1)
-TO_FLOAT(q8_0, block_q8_0)
-TO_FLOAT(q8_1, block_q8_1)
-TO_FLOAT(q2_K, block_q2_K)
-TO_FLOAT(q3_K, block_q3_K)
-TO_FLOAT(q4_K, block_q4_K)
-TO_FLOAT(q5_K, block_q5_K)
-TO_FLOAT(q6_K, block_q6_K)
-TO_FLOAT(q8_K, block_q8_K)
-TO_FLOAT(iq4_nl, block_iq4_nl)
-#undef TO_FLOAT
-
-#define FROM_FLOAT(T) static void from_float_##T(const float * x, void * y, int64_t k) { quantize_row(GGML_TYPE_##T, x, y, k, nullptr); }
-FROM_FLOAT(Q4_0)
-FROM_FLOAT(Q4_1)
-FROM_FLOAT(Q5_0)
-FROM_FLOAT(Q5_1)
-FROM_FLOAT(Q8_0)
-FROM_FLOAT(Q8_1)
-FROM_FLOAT(Q2_K)
-FROM_FLOAT(Q3_K)
-FROM_FLOAT(Q4_K)
-FROM_FLOAT(Q5_K)
-FROM_FLOAT(Q6_K)
-FROM_FLOAT(Q8_K)
-FROM_FLOAT(IQ4_NL)
-#undef FROM_FLOAT
-
-void ggml_quants_fill_traits(struct ggml_type_traits * t);
-void ggml_quants_fill_traits(struct ggml_type_traits * t) {
-    t[GGML_TYPE_Q4_0] .to_float = to_float_q4_0;   t[GGML_TYPE_Q4_0] .from_float_ref = from_float_Q4_0;
-    t[GGML_TYPE_Q4_1] .to_float = to_float_q4_1;   t[GGML_TYPE_Q4_1] .from_float_ref = from_float_Q4_1;
-    t[GGML_TYPE_Q5_0] .to_float = to_float_q5_0;   t[GGML_TYPE_Q5_0] .from_float_ref = from_float_Q5_0;
-    t[GGML_TYPE_Q5_1] .to_float = to_float_q5_1;   t[GGML_TYPE_Q5_1] .from_float_ref = from_float_Q5_1;
-    t[GGML_TYPE_Q8_0] .to_float = to_float_q8_0;   t[GGML_TYPE_Q8_0] .from_float_ref = from_float_Q8_0;
-    t[GGML_TYPE_Q8_1] .to_float = to_float_q8_1;   t[GGML_TYPE_Q8_1] .from_float_ref = from_float_Q8_1;
-    t[GGML_TYPE_Q2_K] .to_float = to_float_q2_K;   t[GGML_TYPE_Q2_K] .from_float_ref = from_float_Q2_K;
-    t[GGML_TYPE_Q3_K] .to_float = to_float_q3_K;   t[GGML_TYPE_Q3_K] .from_float_ref = from_float_Q3_K;
-    t[GGML_TYPE_Q4_K] .to_float = to_float_q4_K;   t[GGML_TYPE_Q4_K] .from_float_ref = from_float_Q4_K;
-    t[GGML_TYPE_Q5_K] .to_float = to_float_q5_K;   t[GGML_TYPE_Q5_K] .from_float_ref = from_float_Q5_K;
-    t[GGML_TYPE_Q6_K] .to_float = to_float_q6_K;   t[GGML_TYPE_Q6_K] .from_float_ref = from_float_Q6_K;
-    t[GGML_TYPE_Q8_K] .to_float = to_float_q8_K;   t[GGML_TYPE_Q8_K] .from_float_ref = from_float_Q8_K;
-    t[GGML_TYPE_IQ4_NL].to_float = to_float_iq4_nl; t[GGML_TYPE_IQ4_NL].from_float_ref = from_float_IQ4_NL;
 }

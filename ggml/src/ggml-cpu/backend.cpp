@@ -4,6 +4,7 @@
 #include "ggml-backend-impl.h"
 #include "ggml-impl.h"
 #include "kernels.h"
+#include "quant-repack.h"
 #include "threadpool.h"
 
 #include <stdlib.h>
@@ -13,6 +14,8 @@
 
 #include <memory>
 #include <thread>
+
+const ggml_mm_type_kernels * ggml_quant_mm_kernels(enum ggml_type type);  // quant-matmul.cpp
 
 namespace {
 
@@ -181,8 +184,36 @@ enum ggml_backend_dev_type cpu_dev_type(ggml_backend_dev_t) { return GGML_BACKEN
 ggml_backend_t cpu_dev_init(ggml_backend_dev_t, const char *) { return ggml_backend_cpu_init(); }
 ggml_backend_buffer_type_t cpu_dev_buft(ggml_backend_dev_t) { return &cpu_buft; }
 
-// Every op has a CPU kernel (the op table guarantees it); the CPU reads any host memory.
-bool cpu_dev_supports_op(ggml_backend_dev_t, const ggml_tensor *) { return true; }
+// Every op has a CPU kernel (the op table guarantees it), on every type the kernels can read and
+// write: a block type is read through the type table's to_float and written through its
+// from_float_ref, and mul_mat needs a product kernel for its a (the build's table, or a's
+// repacked form). The runtime asks this (ggml_backend_dev_supports_op) instead of keeping lists
+// of the types the CPU computes on.
+bool cpu_reads(const ggml_tensor * t) {
+    return !t || !ggml_is_quantized(t->type) || (t->flags & GGML_TENSOR_FLAG_REPACKED) ||
+           ggml_get_type_traits(t->type)->to_float != nullptr;
+}
+
+bool cpu_dev_supports_op(ggml_backend_dev_t, const ggml_tensor * op) {
+    switch (op->op) {
+        case GGML_OP_NONE: case GGML_OP_VIEW: case GGML_OP_RESHAPE: case GGML_OP_PERMUTE: case GGML_OP_TRANSPOSE:
+            return true;  // no data is touched
+        case GGML_OP_MUL_MAT: {
+            const ggml_tensor * a = op->src[0];
+            if (a->flags & GGML_TENSOR_FLAG_REPACKED) return ggml_repack_get_traits(a->type) != nullptr;
+            return ggml_is_quantized(a->type) ? ggml_quant_mm_kernels(a->type) != nullptr : ggml_cpu()->mm_type(a->type) != nullptr;
+        }
+        case GGML_OP_CPY: case GGML_OP_DUP: case GGML_OP_CONT:
+            if (op->src[0] && op->src[0]->type == op->type) return true;  // blocks copied as they are
+            break;
+        default:
+            break;
+    }
+    for (const ggml_tensor * s : op->src) {
+        if (!cpu_reads(s)) return false;
+    }
+    return !ggml_is_quantized(op->type) || ggml_get_type_traits(op->type)->from_float_ref != nullptr;
+}
 bool cpu_dev_supports_buft(ggml_backend_dev_t, ggml_backend_buffer_type_t buft) { return ggml_backend_buft_is_host(buft); }
 
 ggml_backend_device cpu_device = {

@@ -60,33 +60,31 @@ ggml_mm_type_kernels make_entry() {
     return { vdt, conv, quant_dot_tile<T>, nullptr };
 }
 
+// One entry per type (built on first use); the CPU's product kernels for the block types.
+template <int T>
+const ggml_mm_type_kernels * entry() {
+    static const ggml_mm_type_kernels k = make_entry<T>();
+    return &k;
+}
+
 }  // namespace
 
+// The kernel table of the quantized products: the one place that names the block types the CPU
+// multiplies (the backend's supports_op and the runtime ask it, NULL: no kernel for the type).
 const ggml_mm_type_kernels * ggml_quant_mm_kernels(enum ggml_type type);
 const ggml_mm_type_kernels * ggml_quant_mm_kernels(enum ggml_type type) {
-    static const ggml_mm_type_kernels q4_0 = make_entry<GGML_TYPE_Q4_0>();
-    static const ggml_mm_type_kernels q4_1 = make_entry<GGML_TYPE_Q4_1>();
-    static const ggml_mm_type_kernels q5_0 = make_entry<GGML_TYPE_Q5_0>();
-    static const ggml_mm_type_kernels q5_1 = make_entry<GGML_TYPE_Q5_1>();
-    static const ggml_mm_type_kernels q8_0 = make_entry<GGML_TYPE_Q8_0>();
-    static const ggml_mm_type_kernels iq4_nl = make_entry<GGML_TYPE_IQ4_NL>();
-    static const ggml_mm_type_kernels q2_K = make_entry<GGML_TYPE_Q2_K>();
-    static const ggml_mm_type_kernels q3_K = make_entry<GGML_TYPE_Q3_K>();
-    static const ggml_mm_type_kernels q4_K = make_entry<GGML_TYPE_Q4_K>();
-    static const ggml_mm_type_kernels q5_K = make_entry<GGML_TYPE_Q5_K>();
-    static const ggml_mm_type_kernels q6_K = make_entry<GGML_TYPE_Q6_K>();
     switch (type) {
-        case GGML_TYPE_Q4_0:   return &q4_0;
-        case GGML_TYPE_Q4_1:   return &q4_1;
-        case GGML_TYPE_Q5_0:   return &q5_0;
-        case GGML_TYPE_Q5_1:   return &q5_1;
-        case GGML_TYPE_Q8_0:   return &q8_0;
-        case GGML_TYPE_IQ4_NL: return &iq4_nl;
-        case GGML_TYPE_Q2_K:   return &q2_K;
-        case GGML_TYPE_Q3_K:   return &q3_K;
-        case GGML_TYPE_Q4_K:   return &q4_K;
-        case GGML_TYPE_Q5_K:   return &q5_K;
-        case GGML_TYPE_Q6_K:   return &q6_K;
+        case GGML_TYPE_Q4_0:   return entry<GGML_TYPE_Q4_0>();
+        case GGML_TYPE_Q4_1:   return entry<GGML_TYPE_Q4_1>();
+        case GGML_TYPE_Q5_0:   return entry<GGML_TYPE_Q5_0>();
+        case GGML_TYPE_Q5_1:   return entry<GGML_TYPE_Q5_1>();
+        case GGML_TYPE_Q8_0:   return entry<GGML_TYPE_Q8_0>();
+        case GGML_TYPE_IQ4_NL: return entry<GGML_TYPE_IQ4_NL>();
+        case GGML_TYPE_Q2_K:   return entry<GGML_TYPE_Q2_K>();
+        case GGML_TYPE_Q3_K:   return entry<GGML_TYPE_Q3_K>();
+        case GGML_TYPE_Q4_K:   return entry<GGML_TYPE_Q4_K>();
+        case GGML_TYPE_Q5_K:   return entry<GGML_TYPE_Q5_K>();
+        case GGML_TYPE_Q6_K:   return entry<GGML_TYPE_Q6_K>();
         default:               return nullptr;
     }
 }

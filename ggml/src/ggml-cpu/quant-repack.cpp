@@ -150,10 +150,11 @@ void ggml_repack_gemm_q8_0x16_ref(int64_t nb, const void * va, const void * vb, 
 // ---- traits --------------------------------------------------------------------------------
 namespace {
 
-// Per type: the layout, the activations, the reference kernel and the table entry of its kernel.
+// Per type: the layout, the activations, the reference kernel and the table entry of its kernel
+// (the block size comes from the type table). This is the CPU kernels' repack table: a type is
+// repacked for a kernel set where that set's entry is not NULL (ggml_repack_get_traits).
 struct Layout {
     ggml_type type;
-    int64_t blck;
     void (*pack_group)(const void *, int64_t, void *);
     void (*unpack_group)(const void *, int64_t, void *);
     ggml_from_float_t act_from_float;
@@ -165,15 +166,15 @@ struct Layout {
 };
 
 const Layout layouts[] = {
-    { GGML_TYPE_Q4_0, QK4_0, pack_group<block_q4_0, block_q4_0x16, 4, 0>, unpack_group<block_q4_0, block_q4_0x16, 4, 0>,
+    { GGML_TYPE_Q4_0, pack_group<block_q4_0, block_q4_0x16, 4, 0>, unpack_group<block_q4_0, block_q4_0x16, 4, 0>,
       ggml_quantize_row_q8_0x, QK8_0, sizeof(block_q8_0x), ggml_repack_gemm_q4_0x16_ref, &ggml_repack_kernels::q4_0, &ggml_repack_kernels::q4_0_x16 },
-    { GGML_TYPE_Q8_0, QK8_0, pack_group<block_q8_0, block_q8_0x16, 8, 0x80>, unpack_group<block_q8_0, block_q8_0x16, 8, 0x80>,
+    { GGML_TYPE_Q8_0, pack_group<block_q8_0, block_q8_0x16, 8, 0x80>, unpack_group<block_q8_0, block_q8_0x16, 8, 0x80>,
       ggml_quantize_row_q8_0x, QK8_0, sizeof(block_q8_0x), ggml_repack_gemm_q8_0x16_ref, &ggml_repack_kernels::q8_0, &ggml_repack_kernels::q8_0_x16 },
-    { GGML_TYPE_Q4_K, QK_K, ggml_repack_pack_group_q4_K, ggml_repack_unpack_group_q4_K,
+    { GGML_TYPE_Q4_K, ggml_repack_pack_group_q4_K, ggml_repack_unpack_group_q4_K,
       ggml_repack_act_q8_K, QK_K, sizeof(block_q8_Kx), ggml_repack_gemm_q4_Kx16_ref, &ggml_repack_kernels::q4_K, &ggml_repack_kernels::q4_K_x16 },
-    { GGML_TYPE_Q5_K, QK_K, ggml_repack_pack_group_q5_K, ggml_repack_unpack_group_q5_K,
+    { GGML_TYPE_Q5_K, ggml_repack_pack_group_q5_K, ggml_repack_unpack_group_q5_K,
       ggml_repack_act_q8_K, QK_K, sizeof(block_q8_Kx), ggml_repack_gemm_q5_Kx16_ref, &ggml_repack_kernels::q5_K, &ggml_repack_kernels::q5_K_x16 },
-    { GGML_TYPE_Q6_K, QK_K, ggml_repack_pack_group_q6_K, ggml_repack_unpack_group_q6_K,
+    { GGML_TYPE_Q6_K, ggml_repack_pack_group_q6_K, ggml_repack_unpack_group_q6_K,
       ggml_repack_act_q8_K, QK_K, sizeof(block_q8_Kx), ggml_repack_gemm_q6_Kx16_ref, &ggml_repack_kernels::q6_K, &ggml_repack_kernels::q6_K_x16 },
 };
 constexpr int N_LAYOUTS = sizeof(layouts) / sizeof(layouts[0]);
@@ -188,7 +189,7 @@ struct AllTraits {
             const Layout & l = layouts[i];
             const ggml_repack_gemm_fn kernel = ggml_cpu()->repack.*l.kernel;
             const ggml_repack_gemm_x16_fn kernel_x16 = kernel && l.kernel_x16 ? ggml_cpu()->repack.*l.kernel_x16 : nullptr;
-            t[i] = { l.type, l.blck, l.pack_group, l.unpack_group, l.act_from_float, l.act_blck, l.act_size, l.gemm_ref,
+            t[i] = { l.type, ggml_blck_size(l.type), l.pack_group, l.unpack_group, l.act_from_float, l.act_blck, l.act_size, l.gemm_ref,
                      kernel ? kernel : l.gemm_ref, kernel_x16 };
             has_kernel[i] = kernel != nullptr;
         }
