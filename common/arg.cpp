@@ -40,6 +40,8 @@ const std::initializer_list<E> INFER_LOGITS = {LLAMA_EXAMPLE_MAIN, LLAMA_EXAMPLE
 // ... and llama-bench, where each takes a list of values (a test per value)
 const std::initializer_list<E> INFER_BENCH = {LLAMA_EXAMPLE_MAIN, LLAMA_EXAMPLE_PERPLEXITY, LLAMA_EXAMPLE_BENCH};
 const std::initializer_list<E> INFER_LOGITS_BENCH = {LLAMA_EXAMPLE_MAIN, LLAMA_EXAMPLE_PERPLEXITY, LLAMA_EXAMPLE_LOGITS, LLAMA_EXAMPLE_BENCH};
+// the programs that apply LoRA adapters (llama-export-lora merges them)
+const std::initializer_list<E> LORA = {LLAMA_EXAMPLE_MAIN, LLAMA_EXAMPLE_PERPLEXITY, LLAMA_EXAMPLE_LOGITS, LLAMA_EXAMPLE_EXPORT_LORA};
 
 // Why an option of llama.cpp is refused, by feature.
 const char * const NO_PINNING = "threads are not pinned to CPUs, nor given priorities or polling";
@@ -132,7 +134,7 @@ std::vector<common_arg> make_table() {
         return r.set_examples({LLAMA_EXAMPLE_MAIN}).set_no_effect({LLAMA_EXAMPLE_PERPLEXITY}).set_sparam();
     };
     const std::initializer_list<E> ALL = {LLAMA_EXAMPLE_MAIN, LLAMA_EXAMPLE_PERPLEXITY, LLAMA_EXAMPLE_TOKENIZE, LLAMA_EXAMPLE_LOGITS,
-                                          LLAMA_EXAMPLE_BENCH};
+                                          LLAMA_EXAMPLE_BENCH, LLAMA_EXAMPLE_EXPORT_LORA};
 
     // ---- common params ----
     add(flag({"-h", "--help", "--usage"}, "print usage and exit", nullptr)).set_examples(ALL);
@@ -156,6 +158,7 @@ std::vector<common_arg> make_table() {
     }
     add(integer({"-t", "--threads"}, "N", 1, 1024, "threads (default: all cores)", [](common_params & p, int64_t v) { p.n_threads = (int32_t) v; }))
         .set_examples(INFER_LOGITS_BENCH).set_env("LLAMA_ARG_THREADS");
+    t.back().examples.insert(LLAMA_EXAMPLE_EXPORT_LORA);
     add(integer({"-tb", "--threads-batch"}, "N", -1, 1024, "threads for prompts and batches (default, or -1: as -t)",
                 [](common_params & p, int64_t v) {
                     if (v == 0) throw_value("0 (-1: as -t, or 1 .. 1024)");
@@ -385,7 +388,7 @@ std::vector<common_arg> make_table() {
     add(unsupported({"--check-tensors"}, nullptr, "tensor data is checked by the loader's own rules only")).set_examples(INFER);
     add(unsupported({"--override-kv"}, "KEY=TYPE:VALUE", "a model's metadata is used as stored")).set_examples(INFER);
     add(text({"--lora"}, "FNAME", "apply a LoRA adapter (GGUF file or PEFT directory) at scale 1; repeatable",
-             [](common_params & p, const std::string & v) { p.lora_adapters.push_back({v, 1.0f}); })).set_examples(INFER_LOGITS);
+             [](common_params & p, const std::string & v) { p.lora_adapters.push_back({v, 1.0f}); })).set_examples(LORA);
     {
         common_arg a;
         a.args = {"--lora-scaled"};
@@ -401,7 +404,7 @@ std::vector<common_arg> make_table() {
             }
             p.lora_adapters.push_back({path, x});
         };
-        add(a).set_examples(INFER_LOGITS);
+        add(a).set_examples(LORA);
     }
     add(unsupported({"--control-vector"}, "FNAME", "control vectors are not implemented")).set_examples(INFER);
     add(unsupported({"--control-vector-scaled"}, "FNAME", "control vectors are not implemented")).set_examples(INFER);
@@ -527,6 +530,15 @@ std::vector<common_arg> make_table() {
                  p.out_type = v;
              })).set_examples(CONVERT);
 
+    // ---- llama-export-lora ----
+    add(text({"-o", "--output", "--output-file"}, "FNAME", "GGUF file to write, whole or not at all (required)",
+             [](common_params & p, const std::string & v) { p.out_file = v; })).set_examples({LLAMA_EXAMPLE_EXPORT_LORA});
+    add(text({"--outtype"}, "T", "type of the merged tensors (default: each tensor's own): " + common_merge_type_names(),
+             [](common_params & p, const std::string & v) {
+                 if (common_parse_merge_type(v) == GGML_TYPE_COUNT) throw_value("'" + v + "' (" + common_merge_type_names() + ")");
+                 p.out_type = v;
+             })).set_examples({LLAMA_EXAMPLE_EXPORT_LORA});
+
     // ---- llama-logits ----
     add(text({"-o", "--output"}, "FNAME", "the logits file to write (the reference logits format)",
              [](common_params & p, const std::string & v) { p.out_file = v; })).set_examples({LLAMA_EXAMPLE_LOGITS}).set_group(COMMON_ARG_GROUP_EXAMPLE);
@@ -648,6 +660,8 @@ const char * usage_line(llama_example ex) {
     switch (ex) {
         case LLAMA_EXAMPLE_MAIN: return "llama-cli -m MODEL [options]";
         case LLAMA_EXAMPLE_BENCH: return "llama-bench [options]";
+        case LLAMA_EXAMPLE_EXPORT_LORA: return "llama-export-lora -m BASE.gguf --lora FILE [--lora-scaled FILE SCALE] ... -o OUT.gguf "
+                                               "[--outtype T] [-t N]";
         case LLAMA_EXAMPLE_CONVERT: return "llama-convert --llama2c MODEL.bin --tokenizer TOKENIZER.bin -o OUT.gguf [--outtype T]\n"
                                            "       llama-convert --hf DIR -o OUT.gguf [--outtype T]\n"
                                            "       llama-convert --lora PEFT_DIR --base BASE.gguf -o ADAPTER.gguf [--outtype T]";

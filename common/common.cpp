@@ -1,6 +1,8 @@
 // common.cpp - the programs' shared helpers (see common.h).
 #include "common.h"
 
+#include <strings.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -58,6 +60,32 @@ std::string common_cache_type_names() {
     for (int i = 0; i < GGML_TYPE_COUNT; i++) {
         if (!ggml_type_is_valid(i) || !ggml_get_type_traits((ggml_type) i)->kv_cache) continue;
         names += (names.empty() ? "" : ", ") + std::string(ggml_type_name((ggml_type) i));
+    }
+    return names;
+}
+
+namespace {
+bool merge_type_ok(ggml_type t) {
+    if (!ggml_type_is_valid(t)) return false;
+    const ggml_type_traits * tr = ggml_get_type_traits(t);
+    return tr->weight_target && tr->quantize_row != nullptr && !tr->requires_imatrix;
+}
+}  // namespace
+
+ggml_type common_parse_merge_type(const std::string & s) {
+    for (int i = 0; i < GGML_TYPE_COUNT; i++) {
+        if (merge_type_ok((ggml_type) i) && strcasecmp(s.c_str(), ggml_type_name((ggml_type) i)) == 0) return (ggml_type) i;
+    }
+    return GGML_TYPE_COUNT;
+}
+
+std::string common_merge_type_names() {
+    std::string names;
+    for (int i = 0; i < GGML_TYPE_COUNT; i++) {
+        if (!merge_type_ok((ggml_type) i)) continue;
+        std::string n = ggml_type_name((ggml_type) i);
+        for (char & c : n) c = (char) tolower((unsigned char) c);
+        names += (names.empty() ? "" : ", ") + n;
     }
     return names;
 }

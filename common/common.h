@@ -139,6 +139,12 @@ void string_process_escapes(std::string & s);
 bool common_parse_cache_type(const std::string & s, ggml_type * out);
 std::string common_cache_type_names();
 
+// The types merged LoRA weights may be written in (llama-export-lora --outtype): the type table's
+// weight targets whose quantizer needs no importance matrix, by ggml's names (any case);
+// GGML_TYPE_COUNT for another name.
+ggml_type common_parse_merge_type(const std::string & s);
+std::string common_merge_type_names();
+
 // Model and context parameters from the options (the program's defaults already in params).
 llama_model_params common_model_params_to_llama(const common_params & params);
 llama_context_params common_context_params_to_llama(const common_params & params);

@@ -7,6 +7,8 @@
 // temporary file renamed into place when complete (llama-gguf-stream): memory stays near one
 // tensor (in F32) and a failed run leaves no output. Tensors no adapter touches are copied byte
 // for byte; merged ones are dequantized, merged in F32 and converted back (see --help).
+#include "arg.h"
+#include "common.h"
 #include "lora-merge.h"
 
 #include "gguf.h"
@@ -31,127 +33,25 @@
 
 namespace {
 
-void usage(FILE * out) {
-    fprintf(out,
-            "usage: llama-export-lora -m BASE.gguf --lora FILE [--lora-scaled FILE SCALE] ... -o OUT.gguf\n"
-            "                         [--outtype T] [-t N]\n"
-            "\n"
-            "Merges LoRA adapters into the base model: W' = W + sum_i scale_i * alpha_i / r_i * B_i A_i\n"
-            "(scale_i alone when an adapter's alpha is 0), and writes a complete GGUF model: all metadata\n"
-            "of the base (tokenizer included) and every tensor, in the base's order.\n"
-            "\n"
-            "  -m, --model FILE          base model (GGUF)\n"
-            "  --lora FILE               LoRA adapter, scale 1 (GGUF adapter or PEFT directory; repeatable)\n"
-            "  --lora-scaled FILE SCALE  LoRA adapter with a user scale (repeatable)\n"
-            "  -o, --output, --output-file FILE\n"
-            "                            GGUF file to write, whole or not at all (required: llama.cpp\n"
-            "                            defaults to ggml-lora-merged-f16.gguf)\n"
-            "  --outtype T               type of the merged tensors: f32, f16, bf16, q8_0, q4_0, q4_1,\n"
-            "                            q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl\n"
-            "  -t, --threads N           threads (default: the number of cores)\n"
-            "\n"
-            "Types: tensors no adapter touches are copied byte for byte. A merged tensor is computed in\n"
-            "F32 (a quantized base tensor is dequantized first) and written in its own type, requantized\n"
-            "without an importance matrix, unless --outtype gives another type. This differs from\n"
-            "llama.cpp's export-lora, which has no --outtype and writes every merged tensor as F16 (F32\n"
-            "for an F32 base): --outtype f16 gives its result for non-F32 bases. A merged tensor whose\n"
-            "type cannot be produced (a type ggml does not quantize to, or rows that are not a multiple\n"
-            "of the type's block) is written as F16, with a note. general.file_type is kept from the base.\n"
-            "Adapters may cover different sets of tensors (llama.cpp requires the same set).\n");
-}
+// The merge's notes, printed after the options by --help.
+const char * const kHelpNotes =
+    "\nMerges LoRA adapters into the base model: W' = W + sum_i scale_i * alpha_i / r_i * B_i A_i\n"
+    "(scale_i alone when an adapter's alpha is 0), and writes a complete GGUF model: all metadata\n"
+    "of the base (tokenizer included) and every tensor, in the base's order. -o is required\n"
+    "(llama.cpp defaults to ggml-lora-merged-f16.gguf).\n"
+    "\n"
+    "Types: tensors no adapter touches are copied byte for byte. A merged tensor is computed in\n"
+    "F32 (a quantized base tensor is dequantized first) and written in its own type, requantized\n"
+    "without an importance matrix, unless --outtype gives another type. This differs from\n"
+    "llama.cpp's export-lora, which has no --outtype and writes every merged tensor as F16 (F32\n"
+    "for an F32 base): --outtype f16 gives its result for non-F32 bases. A merged tensor whose\n"
+    "type cannot be produced (a type ggml does not quantize to, or rows that are not a multiple\n"
+    "of the type's block) is written as F16, with a note. general.file_type is kept from the base.\n"
+    "Adapters may cover different sets of tensors (llama.cpp requires the same set).\n";
 
-struct lora_arg {
-    std::string path;
-    float scale;
-};
-
-struct options {
-    std::string base, out, outtype;
-    std::vector<lora_arg> loras;
-    int n_threads = (int) std::max(1u, std::thread::hardware_concurrency());
-};
-
-// Whether merged weights may be written in t: the type table's weight targets, whose quantizer
-// needs no importance matrix (the merge has none).
+// Whether merged weights may be written in t (common_parse_merge_type's types).
 bool writable(ggml_type t) {
-    if (!ggml_type_is_valid(t)) return false;
-    const ggml_type_traits * tr = ggml_get_type_traits(t);
-    return tr->weight_target && tr->quantize_row != nullptr && !tr->requires_imatrix;
-}
-
-// The types --outtype accepts (ggml's names, case-insensitive): those it may write.
-ggml_type parse_outtype(const std::string & s) {
-    for (int i = 0; i < GGML_TYPE_COUNT; i++) {
-        const ggml_type t = (ggml_type) i;
-        if (writable(t) && strcasecmp(s.c_str(), ggml_type_name(t)) == 0) return t;
-    }
-    return GGML_TYPE_COUNT;
-}
-
-// Their names, for the error message (lower case, as --outtype takes them).
-std::string outtype_names() {
-    std::string names;
-    for (int i = 0; i < GGML_TYPE_COUNT; i++) {
-        if (!writable((ggml_type) i)) continue;
-        std::string n = ggml_type_name((ggml_type) i);
-        for (char & c : n) c = (char) tolower((unsigned char) c);
-        names += (names.empty() ? "" : ", ") + n;
-    }
-    return names;
-}
-
-float parse_scale(const std::string & s) {
-    char * end = nullptr;
-    errno = 0;
-    const float v = strtof(s.c_str(), &end);
-    if (s.empty() || !end || *end != '\0' || errno != 0 || !std::isfinite(v)) {
-        throw std::runtime_error("--lora-scaled: '" + s + "' is not a finite number");
-    }
-    return v;
-}
-
-options parse_args(int argc, char ** argv, bool & help) {
-    options o;
-    help = false;
-    for (int i = 1; i < argc; i++) {
-        const std::string a = argv[i];
-        auto next = [&]() -> std::string {
-            if (i + 1 >= argc) throw std::runtime_error("option '" + a + "' needs a value");
-            return argv[++i];
-        };
-        if (a == "-h" || a == "--help") {
-            help = true;
-            return o;
-        } else if (a == "-m" || a == "--model") {
-            o.base = next();
-        } else if (a == "--lora") {
-            o.loras.push_back({next(), 1.0f});
-        } else if (a == "--lora-scaled") {
-            const std::string path = next();
-            o.loras.push_back({path, parse_scale(next())});
-        } else if (a == "-o" || a == "--output" || a == "--output-file") {
-            o.out = next();
-        } else if (a == "--outtype") {
-            o.outtype = next();
-            if (parse_outtype(o.outtype) == GGML_TYPE_COUNT) {
-                throw std::runtime_error("unknown --outtype '" + o.outtype + "' (" + outtype_names() + ")");
-            }
-        } else if (a == "-t" || a == "--threads") {
-            const std::string v = next();
-            char * end = nullptr;
-            const long n = strtol(v.c_str(), &end, 10);
-            if (v.empty() || *end != '\0' || n < 1 || n > 1024) {
-                throw std::runtime_error("-t: the number of threads must be from 1 to 1024, got '" + v + "'");
-            }
-            o.n_threads = (int) n;
-        } else {
-            throw std::runtime_error("unknown argument '" + a + "' (see --help)");
-        }
-    }
-    if (o.base.empty()) throw std::runtime_error("no base model (-m BASE.gguf)");
-    if (o.loras.empty()) throw std::runtime_error("no adapter (--lora FILE or --lora-scaled FILE SCALE)");
-    if (o.out.empty()) throw std::runtime_error("no output file (-o OUT.gguf)");
-    return o;
+    return ggml_type_is_valid(t) && common_parse_merge_type(ggml_type_name(t)) == t;
 }
 
 bool same_file(const std::string & a, const std::string & b) {
@@ -167,17 +67,28 @@ struct plan_entry {
 };
 
 int run(int argc, char ** argv) {
-    bool help = false;
-    const options opt = parse_args(argc, argv, help);
-    if (help) {
-        usage(stdout);
-        return 0;
+    // The options: common/arg.cpp's table (LLAMA_EXAMPLE_EXPORT_LORA).
+    common_params params;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help") || !strcmp(argv[i], "--usage")) {
+            fputs((common_params_help(LLAMA_EXAMPLE_EXPORT_LORA) + kHelpNotes).c_str(), stdout);
+            return 0;
+        }
     }
+    if (!common_params_parse(argc, argv, params, LLAMA_EXAMPLE_EXPORT_LORA)) return 1;
+    if (params.model.empty()) throw std::runtime_error("no base model (-m BASE.gguf)");
+    if (params.lora_adapters.empty()) throw std::runtime_error("no adapter (--lora FILE or --lora-scaled FILE SCALE)");
+    if (params.out_file.empty()) throw std::runtime_error("no output file (-o OUT.gguf)");
+    struct {
+        std::string base, out;
+        std::vector<common_adapter_lora_info> loras;
+        int n_threads;
+    } opt = {params.model, params.out_file, params.lora_adapters, params.n_threads > 0 ? params.n_threads : common_default_threads()};
     if (same_file(opt.base, opt.out)) throw std::runtime_error("the output must not be the base model file");
-    for (const lora_arg & l : opt.loras) {
+    for (const auto & l : opt.loras) {
         if (same_file(l.path, opt.out)) throw std::runtime_error("the output must not be the adapter '" + l.path + "'");
     }
-    const ggml_type outtype = opt.outtype.empty() ? GGML_TYPE_COUNT : parse_outtype(opt.outtype);
+    const ggml_type outtype = params.out_type.empty() ? GGML_TYPE_COUNT : common_parse_merge_type(params.out_type);
 
     // The base with the file's layouts (no repacking), mapped: tensors are read once, when written.
     llama_model model;
@@ -192,7 +103,7 @@ int run(int argc, char ** argv) {
 
     // Adapters are checked against the base (architecture, tensor names and shapes) and held in F32.
     std::vector<std::unique_ptr<llama_adapter_lora>> adapters;
-    for (const lora_arg & l : opt.loras) {
+    for (const common_adapter_lora_info & l : opt.loras) {
         auto ad = std::make_unique<llama_adapter_lora>();
         if (!llama_adapter_lora_load(*ad, model, l.path, err)) {
             throw std::runtime_error("cannot load the LoRA adapter '" + l.path + "': " + err);
