@@ -530,6 +530,32 @@ std::vector<common_arg> make_table() {
                  p.out_type = v;
              })).set_examples(CONVERT);
 
+    // ---- llama-quantize ----
+    const std::initializer_list<E> QUANTIZE = {LLAMA_EXAMPLE_QUANTIZE};
+    const auto weight_type = [](const std::string & v) {
+        const ggml_type t = common_parse_weight_type(v);
+        if (t == GGML_TYPE_COUNT) throw_value("'" + v + "' (a ggml type name: q8_0, q6_K, q4_0, f16, ...)");
+        return t;
+    };
+    add(flag({"--allow-requantize"}, "allow requantizing tensors that are already quantized (quality suffers)",
+             [](common_params & p) { p.quantize_allow_requantize = true; })).set_examples(QUANTIZE);
+    add(flag({"--leave-output-tensor"}, "leave output.weight unquantized (a larger model, perhaps better quality)",
+             [](common_params & p) { p.quantize_leave_output = true; })).set_examples(QUANTIZE);
+    add(flag({"--pure"}, "every tensor of the type's base type: no k-quant mixture", [](common_params & p) { p.quantize_pure = true; }))
+        .set_examples(QUANTIZE);
+    add(text({"--output-tensor-type"}, "GGML_TYPE", "the type of output.weight",
+             [weight_type](common_params & p, const std::string & v) { p.quantize_output_type = weight_type(v); }))
+        .set_examples(QUANTIZE);
+    add(text({"--token-embedding-type"}, "GGML_TYPE", "the type of token_embd.weight",
+             [weight_type](common_params & p, const std::string & v) { p.quantize_token_embd_type = weight_type(v); }))
+        .set_examples(QUANTIZE);
+    add(text({"--override-kv"}, "KEY=TYPE:VALUE", "set a metadata value in the output (types int, float, bool, str); repeatable",
+             [](common_params & p, const std::string & v) { p.kv_overrides.push_back(v); })).set_examples(QUANTIZE);
+    for (const char * name : {"--imatrix", "--include-weights", "--exclude-weights"}) {
+        add(unsupported({name}, "V", "importance matrices are not implemented yet")).set_examples(QUANTIZE);
+    }
+    add(unsupported({"--keep-split"}, nullptr, "models are read and written as single files")).set_examples(QUANTIZE);
+
     // ---- llama-export-lora ----
     add(text({"-o", "--output", "--output-file"}, "FNAME", "GGUF file to write, whole or not at all (required)",
              [](common_params & p, const std::string & v) { p.out_file = v; })).set_examples({LLAMA_EXAMPLE_EXPORT_LORA});
@@ -660,6 +686,7 @@ const char * usage_line(llama_example ex) {
     switch (ex) {
         case LLAMA_EXAMPLE_MAIN: return "llama-cli -m MODEL [options]";
         case LLAMA_EXAMPLE_BENCH: return "llama-bench [options]";
+        case LLAMA_EXAMPLE_QUANTIZE: return "llama-quantize [options] IN.gguf [OUT.gguf] TYPE [NTHREADS]";
         case LLAMA_EXAMPLE_EXPORT_LORA: return "llama-export-lora -m BASE.gguf --lora FILE [--lora-scaled FILE SCALE] ... -o OUT.gguf "
                                                "[--outtype T] [-t N]";
         case LLAMA_EXAMPLE_CONVERT: return "llama-convert --llama2c MODEL.bin --tokenizer TOKENIZER.bin -o OUT.gguf [--outtype T]\n"
@@ -811,6 +838,11 @@ bool parse_impl(int argc, char ** argv, common_params & params, llama_example ex
             std::string name = argv[i];
             // llama-bench spells long options with underscores too (--n_prompt)
             if (lists && name.rfind("--", 0) == 0) std::replace(name.begin(), name.end(), '_', '-');
+            // llama-quantize's IN [OUT] TYPE [NTHREADS]: words that are not options
+            if (ex == LLAMA_EXAMPLE_QUANTIZE && (name.size() < 2 || name[0] != '-' || isdigit((unsigned char) name[1]))) {
+                params.positional.push_back(argv[i]);
+                continue;
+            }
             auto it = by_name.find(name);
             if (it == by_name.end()) return fail("unknown option '" + name + "'");
             const common_arg & a = *it->second;

@@ -64,11 +64,19 @@ std::string common_cache_type_names() {
     return names;
 }
 
+ggml_type common_parse_weight_type(const std::string & s) {
+    for (int i = 0; i < GGML_TYPE_COUNT; i++) {
+        if (!ggml_type_is_valid(i)) continue;
+        const ggml_type_traits * tr = ggml_get_type_traits((ggml_type) i);
+        if (tr->weight_target && tr->quantize_row && strcasecmp(tr->type_name, s.c_str()) == 0) return (ggml_type) i;
+    }
+    return GGML_TYPE_COUNT;
+}
+
 namespace {
+// a weight type whose quantizer needs no importance matrix (a merge has none)
 bool merge_type_ok(ggml_type t) {
-    if (!ggml_type_is_valid(t)) return false;
-    const ggml_type_traits * tr = ggml_get_type_traits(t);
-    return tr->weight_target && tr->quantize_row != nullptr && !tr->requires_imatrix;
+    return ggml_type_is_valid(t) && common_parse_weight_type(ggml_type_name(t)) == t && !ggml_get_type_traits(t)->requires_imatrix;
 }
 }  // namespace
 

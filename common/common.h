@@ -122,6 +122,15 @@ struct common_params {
     std::string convert_base;          // --base BASE.gguf
     std::string out_type;              // --outtype (llama-convert, llama-export-lora)
 
+    // llama-quantize (IN [OUT] TYPE [NTHREADS] are its positional words)
+    std::vector<std::string> positional;
+    bool quantize_allow_requantize = false;       // --allow-requantize
+    bool quantize_leave_output = false;           // --leave-output-tensor
+    bool quantize_pure = false;                   // --pure
+    ggml_type quantize_output_type = GGML_TYPE_COUNT;      // --output-tensor-type (COUNT: the mix's)
+    ggml_type quantize_token_embd_type = GGML_TYPE_COUNT;  // --token-embedding-type
+    std::vector<std::string> kv_overrides;        // --override-kv KEY=TYPE:VALUE
+
     // llama-tokenize
     bool ids_only = false;             // --ids
     bool show_count = false;           // --show-count
@@ -138,6 +147,10 @@ void string_process_escapes(std::string & s);
 // The KV cache types (the type table's kv_cache rows) by ggml's names, and their list ("f32, f16, ...").
 bool common_parse_cache_type(const std::string & s, ggml_type * out);
 std::string common_cache_type_names();
+
+// The types weights may be quantized to (the type table's weight targets with a quantizer), by
+// ggml's names in any case (q4_K, Q4_K); GGML_TYPE_COUNT for another name.
+ggml_type common_parse_weight_type(const std::string & s);
 
 // The types merged LoRA weights may be written in (llama-export-lora --outtype): the type table's
 // weight targets whose quantizer needs no importance matrix, by ggml's names (any case);

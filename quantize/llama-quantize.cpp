@@ -11,6 +11,8 @@
 // appended to a temporary file next to OUT, which is renamed into place only when complete, so
 // an interrupted or failed run never leaves a half-written output. Pages of the input are
 // released once their tensor is written, keeping resident memory near the largest tensor.
+#include "arg.h"
+#include "common.h"
 #include "ggml.h"
 #include "gguf.h"
 #include "quant-mix.h"
@@ -56,20 +58,12 @@ static void die(const char * fmt, ...) {
     exit(1);
 }
 
+// The options (from the table), then what TYPE may be.
 static void usage(FILE * out) {
-    fprintf(out, "usage: llama-quantize [options] IN.gguf [OUT.gguf] TYPE [NTHREADS]\n\n"
-                 "Converts the matrices of a GGUF model to TYPE; vectors (norms, biases) stay F32.\n"
+    fputs(common_params_help(LLAMA_EXAMPLE_QUANTIZE).c_str(), out);
+    fprintf(out, "\nConverts the matrices of a GGUF model to TYPE; vectors (norms, biases) stay F32.\n"
                  "The _S/_M/_L mixes keep sensitive tensors at higher precision. OUT defaults to\n"
-                 "ggml-model-TYPE.gguf beside IN; NTHREADS to the number of cores.\n\n"
-                 "  --allow-requantize          accept an input whose tensors are already quantized (quality suffers)\n"
-                 "  --leave-output-tensor       leave output.weight as it is\n"
-                 "  --pure                      every matrix TYPE's base type: no mix\n"
-                 "  --output-tensor-type T      this ggml type for output.weight (q8_0, q6_K, f16, ...)\n"
-                 "  --token-embedding-type T    this ggml type for token_embd.weight\n"
-                 "  --override-kv KEY=TYPE:VALUE\n"
-                 "                              set metadata in the output (TYPE int, float, bool or str); repeatable\n"
-                 "  --imatrix FILE, --include-weights NAME, --exclude-weights NAME, --keep-split\n"
-                 "                              not supported (importance matrices; split files)\n"
+                 "ggml-model-TYPE.gguf beside IN; NTHREADS to the number of cores.\n"
                  "\nTYPE is a name or llama.cpp's file type number:\n");
     for (const quant_target * t = quant_targets(); t->name; t++) {
         if (t->file_type >= 0) fprintf(out, "  %2d  or  %-7s : %s\n", t->file_type, t->name, t->desc);
@@ -150,48 +144,23 @@ static bool write_all(int fd, const void * data, size_t n) {
 }
 
 int main(int argc, char ** argv) {
-    bool allow_requantize = false;
-    quant_options opt;
-    std::vector<std::string> pos, overrides;
+    // The options: common/arg.cpp's table (LLAMA_EXAMPLE_QUANTIZE); the other words are positional.
+    common_params cp;
     for (int i = 1; i < argc; i++) {
-        const std::string a = argv[i];
-        auto value = [&]() -> std::string {
-            if (i + 1 >= argc) die("missing value for %s", a.c_str());
-            return argv[++i];
-        };
-        auto type_value = [&]() {
-            const std::string v = value();
-            const ggml_type t = quant_type_from_name(v);
-            if (t == GGML_TYPE_COUNT) die("invalid value for %s: '%s' (a ggml type name: q8_0, q6_K, q4_0, f16, ...)", a.c_str(), v.c_str());
-            return t;
-        };
-        if (a == "-h" || a == "--help") {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help") || !strcmp(argv[i], "--usage")) {
             usage(stdout);
             return 0;
-        } else if (a == "--allow-requantize") {
-            allow_requantize = true;
-        } else if (a == "--leave-output-tensor") {
-            opt.quantize_output = false;
-        } else if (a == "--pure") {
-            opt.pure = true;
-        } else if (a == "--output-tensor-type") {
-            opt.output_type = type_value();
-        } else if (a == "--token-embedding-type") {
-            opt.token_embd_type = type_value();
-        } else if (a == "--override-kv") {
-            overrides.push_back(value());
-        } else if (a == "--imatrix" || a == "--include-weights" || a == "--exclude-weights") {
-            die("'%s' is not supported: importance matrices are not implemented yet", a.c_str());
-        } else if (a == "--keep-split") {
-            die("'--keep-split' is not supported: models are read and written as single files");
-        } else if (a.size() > 1 && a[0] == '-' && !(a.size() > 1 && isdigit((unsigned char) a[1]))) {
-            fprintf(stderr, "llama-quantize: error: unknown option '%s'\n\n", a.c_str());
-            usage(stderr);
-            return 1;
-        } else {
-            pos.push_back(a);
         }
     }
+    if (!common_params_parse(argc, argv, cp, LLAMA_EXAMPLE_QUANTIZE)) return 1;
+    const bool allow_requantize = cp.quantize_allow_requantize;
+    quant_options opt;
+    opt.pure = cp.quantize_pure;
+    opt.quantize_output = !cp.quantize_leave_output;
+    opt.output_type = cp.quantize_output_type;
+    opt.token_embd_type = cp.quantize_token_embd_type;
+    const std::vector<std::string> & overrides = cp.kv_overrides;
+    std::vector<std::string> pos = cp.positional;
     // IN [OUT] TYPE [NTHREADS]: as llama.cpp, the second word is TYPE when it names one.
     if (pos.size() >= 2 && quant_target_find(pos[1])) {
         const size_t slash = pos[0].rfind('/');

@@ -54,15 +54,6 @@ const quant_target * quant_target_find(const std::string & name) {
 }
 
 // The types weights may be written in are the type table's weight targets that ggml quantizes to.
-ggml_type quant_type_from_name(const std::string & name) {
-    for (int i = 0; i < GGML_TYPE_COUNT; i++) {
-        if (!ggml_type_is_valid(i)) continue;
-        const ggml_type_traits * tr = ggml_get_type_traits((ggml_type) i);
-        if (tr->weight_target && tr->quantize_row && strcasecmp(tr->type_name, name.c_str()) == 0) return (ggml_type) i;
-    }
-    return GGML_TYPE_COUNT;
-}
-
 static bool ends_with(const std::string & s, const char * suffix) {
     const size_t n = strlen(suffix);
     return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;

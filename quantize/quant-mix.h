@@ -42,6 +42,3 @@ struct quant_options {
 ggml_type quant_choose_type(const quant_target & target, const quant_model_info & info, const std::string & name,
                             int n_dims, const int64_t * ne, ggml_type current, const quant_options & opt, std::string & fallback);
 
-// A type weights may be written in (the type table's weight targets), by its ggml name
-// (case-insensitive: q8_0, Q6_K, f16); GGML_TYPE_COUNT if there is none.
-ggml_type quant_type_from_name(const std::string & name);

@@ -208,7 +208,7 @@ TEST(TypeTraits, CacheTypesComeFromTheTable) {
 TEST(TypeTraits, QuantizerTypesComeFromTheTable) {
     for (ggml_type t : valid_types()) {
         const bool want = tr(t).weight_target;
-        EXPECT_EQ(quant_type_from_name(ggml_type_name(t)) == t, want) << ggml_type_name(t);
+        EXPECT_EQ(common_parse_weight_type(ggml_type_name(t)) == t, want) << ggml_type_name(t);
     }
     for (const quant_target * q = quant_targets(); q->name; q++) {
         if (q->base == GGML_TYPE_COUNT) continue;  // COPY
