@@ -2,6 +2,8 @@
 // built from it.
 #include "arg.h"
 
+#include "llama-hf.h"  // the LoRA target names
+
 #include "ggml-cpu.h"
 
 #include <algorithm>
@@ -100,6 +102,17 @@ common_arg unsupported(std::vector<std::string> names, const char * hint, const 
     return a;
 }
 
+std::vector<std::string> split_commas(const std::string & s) {
+    std::vector<std::string> parts;
+    size_t start = 0;
+    for (;;) {
+        const size_t end = s.find(',', start);
+        parts.push_back(s.substr(start, end == std::string::npos ? std::string::npos : end - start));
+        if (end == std::string::npos) return parts;
+        start = end + 1;
+    }
+}
+
 [[noreturn]] void throw_arg(const std::string & msg) { throw std::invalid_argument(msg); }
 
 // A value its option does not take: "invalid value for <the flag as given>: <what>".
@@ -134,7 +147,7 @@ std::vector<common_arg> make_table() {
         return r.set_examples({LLAMA_EXAMPLE_MAIN}).set_no_effect({LLAMA_EXAMPLE_PERPLEXITY}).set_sparam();
     };
     const std::initializer_list<E> ALL = {LLAMA_EXAMPLE_MAIN, LLAMA_EXAMPLE_PERPLEXITY, LLAMA_EXAMPLE_TOKENIZE, LLAMA_EXAMPLE_LOGITS,
-                                          LLAMA_EXAMPLE_BENCH, LLAMA_EXAMPLE_EXPORT_LORA};
+                                          LLAMA_EXAMPLE_BENCH, LLAMA_EXAMPLE_EXPORT_LORA, LLAMA_EXAMPLE_FINETUNE};
 
     // ---- common params ----
     add(flag({"-h", "--help", "--usage"}, "print usage and exit", nullptr)).set_examples(ALL);
@@ -159,6 +172,7 @@ std::vector<common_arg> make_table() {
     add(integer({"-t", "--threads"}, "N", 1, 1024, "threads (default: all cores)", [](common_params & p, int64_t v) { p.n_threads = (int32_t) v; }))
         .set_examples(INFER_LOGITS_BENCH).set_env("LLAMA_ARG_THREADS");
     t.back().examples.insert(LLAMA_EXAMPLE_EXPORT_LORA);
+    t.back().examples.insert(LLAMA_EXAMPLE_FINETUNE);
     add(integer({"-tb", "--threads-batch"}, "N", -1, 1024, "threads for prompts and batches (default, or -1: as -t)",
                 [](common_params & p, int64_t v) {
                     if (v == 0) throw_value("0 (-1: as -t, or 1 .. 1024)");
@@ -207,11 +221,11 @@ std::vector<common_arg> make_table() {
     add(flag({"--no-perf"}, "no timings at the end", [](common_params & p) { p.no_perf = true; }))
         .set_examples(INFER).set_env("LLAMA_ARG_NO_PERF");
     add(text({"-f", "--file"}, "FNAME", "a file containing the prompt (llama-cli: one trailing newline dropped; "
-             "llama-perplexity: the text to score)", [](common_params & p, const std::string & v) {
+             "llama-perplexity: the text to score; llama-finetune: the training data)", [](common_params & p, const std::string & v) {
                  p.prompt_file = v;
                  p.prompt_given = true;
                  p.prompt_sources++;
-             })).set_examples({LLAMA_EXAMPLE_MAIN, LLAMA_EXAMPLE_PERPLEXITY, LLAMA_EXAMPLE_TOKENIZE});
+             })).set_examples({LLAMA_EXAMPLE_MAIN, LLAMA_EXAMPLE_PERPLEXITY, LLAMA_EXAMPLE_TOKENIZE, LLAMA_EXAMPLE_FINETUNE});
     add(text({"-bf", "--binary-file"}, "FNAME", "a binary file containing the prompt, read as it is (llama-perplexity: "
              "the --multiple-choice tasks)", [](common_params & p, const std::string & v) {
                  p.prompt_file = v;
@@ -374,6 +388,7 @@ std::vector<common_arg> make_table() {
                  p.gpu_flags_given.push_back("-ngl");
              })).set_examples(INFER_LOGITS_BENCH).set_env("LLAMA_ARG_N_GPU_LAYERS");
     t.back().int_ranges = true;
+    t.back().examples.insert(LLAMA_EXAMPLE_FINETUNE);
     add(text({"-sm", "--split-mode"}, "{none,layer,row}", "how layers spread over several GPUs (default: layer)",
              [](common_params & p, const std::string & v) {
                  if (v != "none" && v != "layer" && v != "row") throw_value("'" + v + "' (none, layer or row)");
@@ -530,6 +545,108 @@ std::vector<common_arg> make_table() {
                  p.out_type = v;
              })).set_examples(CONVERT);
 
+    // ---- llama-finetune ----
+    {
+        const std::initializer_list<E> FT = {LLAMA_EXAMPLE_FINETUNE};
+        using F = common_params_finetune;
+        // A float option as a finite number in [lo, hi] (or (lo, hi] when lo_open).
+        const auto real = [&](std::vector<std::string> names, double lo, double hi, bool lo_open, std::string help, float F::*field) {
+            const std::string name = names[0];
+            add(number(std::move(names), "X", lo, hi, std::move(help), [=](common_params & p, double v) {
+                if (lo_open && v == lo) throw_value("'" + std::to_string(v) + "' (a number > " + std::to_string(lo) + ")");
+                p.finetune.*field = (float) v;
+            })).set_examples(FT);
+        };
+        const auto count = [&](std::vector<std::string> names, const char * hint, double lo, double hi, std::string help, int64_t F::*field) {
+            add(integer(std::move(names), hint, lo, hi, std::move(help), [=](common_params & p, int64_t v) { p.finetune.*field = v; }))
+                .set_examples(FT);
+        };
+        const auto path = [&](std::vector<std::string> names, const char * hint, std::string help, std::string F::*field) {
+            add(text(std::move(names), hint, std::move(help), [=](common_params & p, const std::string & v) { p.finetune.*field = v; }))
+                .set_examples(FT);
+        };
+        add(integer({"--lora-r"}, "R", 1, 65536, "rank (default 8)", [](common_params & p, int64_t v) {
+                p.finetune.r = (int32_t) v;
+                p.finetune.r_set = true;
+            })).set_examples(FT);
+        add(number({"--lora-alpha"}, "A", -1e6, 1e6, "alpha; B A is scaled by alpha / r (default 16)", [](common_params & p, double v) {
+                p.finetune.alpha = (float) v;
+                p.finetune.alpha_set = true;
+            })).set_examples(FT);
+        real({"--lora-dropout"}, 0.0, 0.99, false, "dropout on the input of A, as PEFT (default 0)", &F::dropout);
+        add(text({"--lora-targets"}, "LIST", "comma-separated from q,k,v,o,gate,up,down,output (default q,k,v,o)",
+                 [](common_params & p, const std::string & v) {
+                     std::vector<std::string> targets;
+                     for (const std::string & name : split_commas(v)) {
+                         if (name.empty()) continue;
+                         if (!llama_hf_find_target(name)) throw_arg("unknown LoRA target '" + name + "' (q, k, v, o, gate, up, down, output)");
+                         if (std::find(targets.begin(), targets.end(), name) == targets.end()) targets.push_back(name);
+                     }
+                     if (targets.empty()) throw_arg("--lora-targets is empty");
+                     p.finetune.targets = targets;
+                     p.finetune.targets_set = true;
+                 })).set_examples(FT);
+        path({"--lora-in"}, "ADAPTER", "start from this adapter (GGUF or PEFT dir): its rank, alpha, targets", &F::lora_in);
+        add(text({"--outtype"}, "f32|f16", "type of the written adapter (default f32)", [](common_params & p, const std::string & v) {
+                if (v != "f32" && v != "f16") throw_value("'" + v + "' (f32 or f16)");
+                p.finetune.outtype = v == "f16" ? GGML_TYPE_F16 : GGML_TYPE_F32;
+            })).set_examples(FT);
+        path({"--peft-out"}, "DIR", "also write a PEFT adapter (adapter_config.json, adapter_model.safetensors)", &F::peft_out);
+        add(text({"--data-format"}, "text|jsonl", "plain text (default), or one JSON example per line: {\"messages\": [{\"role\", "
+                 "\"content\"}...]} (chat template; loss on the assistant turns) or {\"prompt\", \"completion\"} (loss on the completion)",
+                 [](common_params & p, const std::string & v) {
+                     if (v != "text" && v != "jsonl") throw_value("'" + v + "' (text or jsonl)");
+                     p.finetune.data_jsonl = v == "jsonl";
+                 })).set_examples(FT);
+        add(integer({"-c", "--ctx-size"}, "N", 2, 1 << 20, "tokens per sequence (default 256)",
+                    [](common_params & p, int64_t v) { p.finetune.n_ctx = (int32_t) v; })).set_examples(FT);
+        add(flag({"--no-shuffle"}, "keep the data order (default: shuffled every epoch with --seed)",
+                 [](common_params & p) { p.finetune.shuffle = false; })).set_examples(FT);
+        real({"--val-split"}, 0.0, 0.9, false, "hold out this fraction of the sequences; report their loss", &F::val_split);
+        add(text({"--opt"}, "adamw|sgd", "optimizer (default adamw)", [](common_params & p, const std::string & v) {
+                if (v != "adamw" && v != "sgd") throw_value("'" + v + "' (adamw or sgd)");
+                p.finetune.opt = v == "sgd" ? GGML_OPT_OPTIMIZER_TYPE_SGD : GGML_OPT_OPTIMIZER_TYPE_ADAMW;
+            })).set_examples(FT);
+        real({"--lr"}, 0.0, 10.0, true, "learning rate (default 1e-3)", &F::lr);
+        real({"--wd"}, 0.0, 1.0, false, "decoupled weight decay (default 0.01 for adamw, 0 for sgd)", &F::wd);
+        real({"--beta1"}, 0.0, 0.9999999, false, "AdamW beta1 (default 0.9)", &F::beta1);
+        real({"--beta2"}, 0.0, 0.9999999, false, "AdamW beta2 (default 0.999)", &F::beta2);
+        real({"--eps"}, 0.0, 1.0, true, "AdamW epsilon (default 1e-8)", &F::eps);
+        add(text({"--lr-schedule"}, "constant|cosine", "learning-rate schedule (default constant); --warmup N steps of linear warm-up",
+                 [](common_params & p, const std::string & v) {
+                     if (v != "constant" && v != "cosine") throw_value("'" + v + "' (constant or cosine)");
+                     p.finetune.cosine = v == "cosine";
+                 })).set_examples(FT);
+        count({"--warmup"}, "N", 0, 1e15, "steps of linear warm-up (default 0)", &F::warmup);
+        real({"--lr-min"}, 0.0, 1.0, false, "cosine: the final learning rate as a fraction of --lr (default 0)", &F::min_lr_factor);
+        real({"--grad-clip"}, 0.0, 1e9, false, "clip the gradients' global L2 norm to X (default off)", &F::grad_clip);
+        add(integer({"-b", "--batch"}, "N", 1, 1 << 16, "sequences per optimizer step (default 1; per process under MPI)",
+                    [](common_params & p, int64_t v) { p.finetune.n_batch = (int32_t) v; })).set_examples(FT);
+        add(integer({"--grad-acc"}, "K", 1, 1 << 16, "multiply the sequences per step by K (gradient accumulation)",
+                    [](common_params & p, int64_t v) { p.finetune.grad_acc = (int32_t) v; })).set_examples(FT);
+        count({"--steps"}, "N", 1, 1e12, "length of the run in optimizer steps (default: 1 epoch)", &F::steps);
+        count({"--epochs"}, "N", 1, 1 << 20, "length of the run in epochs (default 1)", &F::epochs);
+        add(integer({"--seed"}, "N", 0, UINT32_MAX, "seed of A's initialization, the shuffling and the dropout (default 0)",
+                    [](common_params & p, int64_t v) { p.finetune.seed = (uint32_t) v; })).set_examples(FT);
+        add(flag({"--checkpointing"}, "recompute activations layer by layer in the backward pass (least memory)",
+                 [](common_params & p) { p.finetune.checkpointing = true; })).set_examples(FT);
+        add(flag({"--no-recompute"}, "keep every activation for the backward pass (most memory); by default attention and "
+                 "elementwise results are recomputed, weight products kept", [](common_params & p) { p.finetune.no_recompute = true; }))
+            .set_examples(FT);
+        add(text({"--backward-prec"}, "auto|f32|bf16|int8", "products through the frozen weights in the backward pass (auto: bf16 "
+                 "for quantized weights or with -ngl, f32 otherwise)", [](common_params & p, const std::string & v) {
+                     if (v != "auto" && v != "f32" && v != "bf16" && v != "int8") throw_value("'" + v + "' (auto, f32, bf16 or int8)");
+                     p.finetune.backward_prec = v;
+                 })).set_examples(FT);
+        path({"--loss-log"}, "FILE", "TSV: step, loss, lr, tokens_per_s (row 0: before any update)", &F::loss_log);
+        path({"--plot"}, "FILE.svg", "the loss curve (train and validation)", &F::plot);
+        count({"--save-every"}, "N", 1, 1e12, "write a checkpoint every N steps (atomically)", &F::save_every);
+        path({"--checkpoint-out"}, "FILE", "where checkpoints go (default: ADAPTER.ckpt.gguf)", &F::checkpoint_out);
+        path({"--resume"}, "CHECKPOINT", "continue a run (same options); Ctrl-C saves a checkpoint and exits 0", &F::resume);
+        add(flag({"--bench"}, "measure training tokens/s and peak memory on random tokens", [](common_params & p) { p.finetune.bench = true; }))
+            .set_examples(FT);
+    }
+
     // ---- llama-quantize ----
     const std::initializer_list<E> QUANTIZE = {LLAMA_EXAMPLE_QUANTIZE};
     const auto weight_type = [](const std::string & v) {
@@ -557,8 +674,9 @@ std::vector<common_arg> make_table() {
     add(unsupported({"--keep-split"}, nullptr, "models are read and written as single files")).set_examples(QUANTIZE);
 
     // ---- llama-export-lora ----
-    add(text({"-o", "--output", "--output-file"}, "FNAME", "GGUF file to write, whole or not at all (required)",
-             [](common_params & p, const std::string & v) { p.out_file = v; })).set_examples({LLAMA_EXAMPLE_EXPORT_LORA});
+    add(text({"-o", "--output", "--output-file"}, "FNAME", "GGUF file to write, whole or not at all (llama-export-lora: the merged "
+             "model; llama-finetune: the adapter, required unless --bench)", [](common_params & p, const std::string & v) { p.out_file = v; }))
+        .set_examples({LLAMA_EXAMPLE_EXPORT_LORA, LLAMA_EXAMPLE_FINETUNE});
     add(text({"--outtype"}, "T", "type of the merged tensors (default: each tensor's own): " + common_merge_type_names(),
              [](common_params & p, const std::string & v) {
                  if (common_parse_merge_type(v) == GGML_TYPE_COUNT) throw_value("'" + v + "' (" + common_merge_type_names() + ")");
@@ -686,6 +804,8 @@ const char * usage_line(llama_example ex) {
     switch (ex) {
         case LLAMA_EXAMPLE_MAIN: return "llama-cli -m MODEL [options]";
         case LLAMA_EXAMPLE_BENCH: return "llama-bench [options]";
+        case LLAMA_EXAMPLE_FINETUNE: return "llama-finetune -m BASE.gguf -f DATA -o ADAPTER.gguf [options]\n"
+                                            "       llama-finetune -m BASE.gguf --bench [-b N] [-c N] [--steps N] [-t N] [--lora-targets L]";
         case LLAMA_EXAMPLE_QUANTIZE: return "llama-quantize [options] IN.gguf [OUT.gguf] TYPE [NTHREADS]";
         case LLAMA_EXAMPLE_EXPORT_LORA: return "llama-export-lora -m BASE.gguf --lora FILE [--lora-scaled FILE SCALE] ... -o OUT.gguf "
                                                "[--outtype T] [-t N]";
@@ -757,17 +877,6 @@ std::string common_params_help(llama_example ex) {
 }
 
 namespace {
-
-std::vector<std::string> split_commas(const std::string & s) {
-    std::vector<std::string> parts;
-    size_t start = 0;
-    for (;;) {
-        const size_t end = s.find(',', start);
-        parts.push_back(s.substr(start, end == std::string::npos ? std::string::npos : end - start));
-        if (end == std::string::npos) return parts;
-        start = end + 1;
-    }
-}
 
 // One integer at *p (advanced past it); false when there is none or it is out of long long.
 bool read_ll(const char *& p, long long & x) {

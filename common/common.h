@@ -4,6 +4,7 @@
 // follow llama.cpp's common_params where it has the field.
 #pragma once
 
+#include "ggml-opt.h"
 #include "llama.h"
 
 #include <cstdint>
@@ -31,6 +32,30 @@ struct common_params_sampling {
 struct common_adapter_lora_info {
     std::string path;
     float scale = 1.0f;
+};
+
+// llama-finetune's own options (common/arg.cpp; -m, -f, -o, -t, -ngl are the common ones).
+struct common_params_finetune {
+    std::string lora_in, peft_out, loss_log, plot, resume, checkpoint_out;
+    bool data_jsonl = false;           // --data-format jsonl
+    int32_t r = 8;                     // --lora-r
+    float alpha = 16.0f;               // --lora-alpha
+    float dropout = 0.0f;              // --lora-dropout
+    std::vector<std::string> targets = {"q", "k", "v", "o"};
+    bool r_set = false, alpha_set = false, targets_set = false;  // given (they must match --lora-in's)
+    int32_t n_ctx = 256;               // -c: tokens per sequence
+    int32_t n_batch = 1;               // -b: sequences per step (per process)
+    int32_t grad_acc = 1;
+    int64_t steps = 0, epochs = 0, save_every = 0, warmup = 0;
+    uint32_t seed = 0;
+    bool shuffle = true;
+    float val_split = 0.0f;
+    ggml_opt_optimizer_type opt = GGML_OPT_OPTIMIZER_TYPE_ADAMW;
+    float lr = 1e-3f, wd = -1.0f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, grad_clip = 0.0f, min_lr_factor = 0.0f;
+    bool cosine = false;               // --lr-schedule cosine
+    ggml_type outtype = GGML_TYPE_F32;
+    std::string backward_prec = "auto";
+    bool checkpointing = false, no_recompute = false, bench = false;
 };
 
 struct common_params {
@@ -121,6 +146,8 @@ struct common_params {
     std::string convert_lora;          // --lora PEFT_DIR
     std::string convert_base;          // --base BASE.gguf
     std::string out_type;              // --outtype (llama-convert, llama-export-lora)
+
+    common_params_finetune finetune;   // llama-finetune
 
     // llama-quantize (IN [OUT] TYPE [NTHREADS] are its positional words)
     std::vector<std::string> positional;

@@ -14,6 +14,8 @@
 // (the weights of its targets still 1 / targets of the whole step), the gradients are summed
 // across the ranks before the step (finetune-dist.h, finetune-mpi.cpp), and the losses and
 // adapter are those of one process with -b N x b, up to the order of the float sums.
+#include "arg.h"
+#include "common.h"
 #include "finetune-checkpoint.h"
 #include "finetune-data.h"
 #include "finetune-dist.h"
@@ -50,88 +52,14 @@
 
 namespace {
 
-struct options {
-    std::string model, data, out, lora_in, peft_out, loss_log, plot, resume, checkpoint_out;
+// The options: common/arg.cpp's table (LLAMA_EXAMPLE_FINETUNE) fills common_params_finetune and
+// the common -m, -f, -o, -t, -ngl.
+struct options : common_params_finetune {
+    std::string model, data, out;
     ft_data_format format = FT_DATA_TEXT;
-    int32_t r = 8;
-    float alpha = 16.0f, dropout = 0.0f;
-    std::vector<std::string> targets = {"q", "k", "v", "o"};
-    bool r_set = false, alpha_set = false, targets_set = false;
-    int32_t n_ctx = 256, n_batch = 1, grad_acc = 1, n_threads = 0;
+    int32_t n_threads = 0;
     int32_t n_gpu_layers = 0;  // -ngl: layers of the frozen base model in a GPU's memory
-    int64_t steps = 0, epochs = 0, save_every = 0, warmup = 0;
-    uint32_t seed = 0;
-    bool shuffle = true;
-    float val_split = 0.0f;
-    ggml_opt_optimizer_type opt = GGML_OPT_OPTIMIZER_TYPE_ADAMW;
-    float lr = 1e-3f, wd = -1.0f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, grad_clip = 0.0f, min_lr_factor = 0.0f;
-    bool cosine = false;
-    ggml_type outtype = GGML_TYPE_F32;
-    std::string backward_prec = "auto";
-    bool checkpointing = false, no_recompute = false;
-    bool bench = false;
 };
-
-void usage(FILE * f) {
-    fprintf(f,
-            "usage: llama-finetune -m BASE.gguf -f DATA -o ADAPTER.gguf [options]\n"
-            "       llama-finetune -m BASE.gguf --bench [-b N] [-c N] [--steps N] [-t N] [--lora-targets L]\n"
-            "\n"
-            "LoRA / QLoRA fine-tuning: the base model (F32, F16, BF16 or quantized) is frozen and stays as\n"
-            "loaded; a low-rank adapter is trained and written as a GGUF LoRA adapter (llama.cpp's format).\n"
-            "\n"
-            "model and adapter:\n"
-            "  -m, --model FILE        base model (GGUF)\n"
-            "  -o, --output FILE       adapter to write (GGUF; required unless --bench)\n"
-            "  --lora-r R              rank (default 8)\n"
-            "  --lora-alpha A          alpha; B A is scaled by alpha / r (default 16)\n"
-            "  --lora-dropout P        dropout on the input of A, as PEFT (default 0)\n"
-            "  --lora-targets LIST     comma-separated from q,k,v,o,gate,up,down,output (default q,k,v,o)\n"
-            "  --lora-in ADAPTER       start from this adapter (GGUF or PEFT dir): its rank, alpha, targets\n"
-            "  --outtype f32|f16       type of the written adapter (default f32)\n"
-            "  --peft-out DIR          also write a PEFT adapter (adapter_config.json, adapter_model.safetensors)\n"
-            "\n"
-            "data:\n"
-            "  -f, --file FILE         training data\n"
-            "  --data-format text|jsonl  plain text (default), or one JSON example per line:\n"
-            "                          {\"messages\": [{\"role\", \"content\"}...]} (chat template; loss on the\n"
-            "                          assistant turns) or {\"prompt\", \"completion\"} (loss on the completion)\n"
-            "  -c, --ctx-size N        tokens per sequence (default 256)\n"
-            "  --no-shuffle            keep the data order (default: shuffled every epoch with --seed)\n"
-            "  --val-split F           hold out this fraction of the sequences; report their loss\n"
-            "\n"
-            "optimization:\n"
-            "  --opt adamw|sgd         optimizer (default adamw)\n"
-            "  --lr X                  learning rate (default 1e-3)\n"
-            "  --wd X                  decoupled weight decay (default 0.01 for adamw, 0 for sgd)\n"
-            "  --beta1 X --beta2 X --eps X   AdamW (defaults 0.9, 0.999, 1e-8)\n"
-            "  --lr-schedule constant|cosine  (default constant); --warmup N steps of linear warm-up\n"
-            "  --lr-min F              cosine: the final learning rate as a fraction of --lr (default 0)\n"
-            "  --grad-clip X           clip the gradients' global L2 norm to X (default off)\n"
-            "  -b, --batch N           sequences per optimizer step (default 1)\n"
-            "  --grad-acc K            multiply the sequences per step by K (gradient accumulation)\n"
-            "  --steps N | --epochs N  length of the run (default 1 epoch)\n"
-            "  --seed N                seed of A's initialization, the shuffling and the dropout (default 0)\n"
-            "  -t, --threads N         threads (default: all cores)\n"
-            "  -ngl, --n-gpu-layers N  layers of the base model on the GPU (default 0); the graph is split\n"
-            "                          between the GPU and the CPU by where the weights live\n"
-            "  --checkpointing         recompute activations layer by layer in the backward pass (least memory)\n"
-            "  --no-recompute          keep every activation for the backward pass (most memory); by default\n"
-            "                          attention and elementwise results are recomputed, weight products kept\n"
-            "  --backward-prec auto|f32|bf16|int8  products through the frozen weights in the backward pass\n"
-            "                          (auto: bf16 for quantized weights or with -ngl, f32 otherwise)\n"
-            "\n"
-            "output and long runs:\n"
-            "  --loss-log FILE         TSV: step, loss, lr, tokens_per_s (row 0: before any update)\n"
-            "  --plot FILE.svg         the loss curve (train and validation)\n"
-            "  --save-every N          write a checkpoint every N steps (atomically)\n"
-            "  --checkpoint-out FILE   where checkpoints go (default: ADAPTER.ckpt.gguf)\n"
-            "  --resume CHECKPOINT     continue a run (same options); Ctrl-C saves a checkpoint and exits 0\n"
-            "  --bench                 measure training tokens/s and peak memory on random tokens\n"
-            "\n"
-            "data-parallel (builds with -DGGML_MPI=ON): mpirun -np N llama-finetune ... trains on N processes;\n"
-            "  -b is per process (each step takes N x b x grad-acc sequences), rank 0 writes every file.\n");
-}
 
 ft_dist * g_dist = nullptr;  // the run's processes (one unless under MPI)
 
@@ -145,135 +73,34 @@ ft_dist * g_dist = nullptr;  // the run's processes (one unless under MPI)
     exit(1);
 }
 
-bool parse_i64(const char * s, int64_t lo, int64_t hi, int64_t & out) {
-    char * end = nullptr;
-    errno = 0;
-    const long long v = strtoll(s, &end, 10);
-    if (errno || !end || *end || end == s || v < lo || v > hi) return false;
-    out = v;
-    return true;
-}
-
-bool parse_f32(const char * s, float & out) {
-    char * end = nullptr;
-    const float v = strtof(s, &end);
-    if (!end || *end || end == s || !std::isfinite(v)) return false;
-    out = v;
-    return true;
-}
-
 options parse_args(int argc, char ** argv) {
-    options o;
+    const bool root = !g_dist || g_dist->rank == 0;
     for (int i = 1; i < argc; i++) {
-        const std::string a = argv[i];
-        auto value = [&]() -> const char * {
-            if (i + 1 >= argc) die("option '" + a + "' needs a value");
-            return argv[++i];
-        };
-        auto int_arg = [&](int64_t lo, int64_t hi) {
-            const char * v = value();
-            int64_t x;
-            if (!parse_i64(v, lo, hi, x)) {
-                die("invalid value '" + std::string(v) + "' for " + a + " (an integer from " + std::to_string(lo) + " to " +
-                    std::to_string(hi) + ")");
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help") || !strcmp(argv[i], "--usage")) {
+            if (root) {
+                fputs(common_params_help(LLAMA_EXAMPLE_FINETUNE).c_str(), stdout);
+                fputs("\nLoRA / QLoRA fine-tuning: the base model (F32, F16, BF16 or quantized) is frozen and stays as\n"
+                      "loaded; a low-rank adapter is trained and written as a GGUF LoRA adapter (llama.cpp's format).\n"
+                      "Data-parallel (builds with -DGGML_MPI=ON): mpirun -np N llama-finetune ... trains on N processes;\n"
+                      "-b is per process (each step takes N x b x grad-acc sequences), rank 0 writes every file.\n", stdout);
             }
-            return x;
-        };
-        auto float_arg = [&](float lo, float hi, bool lo_open) {
-            const char * v = value();
-            float x;
-            if (!parse_f32(v, x) || x < lo || x > hi || (lo_open && x == lo)) {
-                char b[128];
-                snprintf(b, sizeof(b), " (a number %s %g and <= %g)", lo_open ? ">" : ">=", lo, hi);
-                die("invalid value '" + std::string(v) + "' for " + a + b);
-            }
-            return x;
-        };
-        if (a == "-h" || a == "--help") {
-            if (!g_dist || g_dist->rank == 0) usage(stdout);
             if (g_dist) g_dist->finalize();
             exit(0);
-        } else if (a == "-m" || a == "--model") o.model = value();
-        else if (a == "-f" || a == "--file") o.data = value();
-        else if (a == "-o" || a == "--output") o.out = value();
-        else if (a == "--lora-in") o.lora_in = value();
-        else if (a == "--peft-out") o.peft_out = value();
-        else if (a == "--loss-log") o.loss_log = value();
-        else if (a == "--plot") o.plot = value();
-        else if (a == "--resume") o.resume = value();
-        else if (a == "--checkpoint-out") o.checkpoint_out = value();
-        else if (a == "--data-format") {
-            const std::string v = value();
-            if (v == "text") o.format = FT_DATA_TEXT;
-            else if (v == "jsonl") o.format = FT_DATA_JSONL;
-            else die("unknown --data-format '" + v + "' (text or jsonl)");
-        } else if (a == "--lora-r") {
-            o.r = (int32_t) int_arg(1, 65536);
-            o.r_set = true;
-        } else if (a == "--lora-alpha") {
-            o.alpha = float_arg(-1e6f, 1e6f, false);
-            o.alpha_set = true;
-        } else if (a == "--lora-dropout") o.dropout = float_arg(0.0f, 0.99f, false);
-        else if (a == "--lora-targets") {
-            o.targets.clear();
-            std::string v = value(), cur;
-            for (size_t k = 0; k <= v.size(); k++) {
-                if (k == v.size() || v[k] == ',') {
-                    if (!cur.empty()) {
-                        if (!llama_hf_find_target(cur)) die("unknown LoRA target '" + cur + "' (q, k, v, o, gate, up, down, output)");
-                        if (std::find(o.targets.begin(), o.targets.end(), cur) == o.targets.end()) o.targets.push_back(cur);
-                    }
-                    cur.clear();
-                } else {
-                    cur += v[k];
-                }
-            }
-            if (o.targets.empty()) die("--lora-targets is empty");
-            o.targets_set = true;
-        } else if (a == "--outtype") {
-            const std::string v = value();
-            if (v == "f32") o.outtype = GGML_TYPE_F32;
-            else if (v == "f16") o.outtype = GGML_TYPE_F16;
-            else die("unknown --outtype '" + v + "' (f32 or f16)");
-        } else if (a == "-c" || a == "--ctx-size") o.n_ctx = (int32_t) int_arg(2, 1 << 20);
-        else if (a == "-b" || a == "--batch") o.n_batch = (int32_t) int_arg(1, 1 << 16);
-        else if (a == "--grad-acc") o.grad_acc = (int32_t) int_arg(1, 1 << 16);
-        else if (a == "-t" || a == "--threads") o.n_threads = (int32_t) int_arg(1, 512);
-        else if (a == "-ngl" || a == "--n-gpu-layers" || a == "--gpu-layers") o.n_gpu_layers = (int32_t) int_arg(-1, 1 << 20);
-        else if (a == "--steps") o.steps = int_arg(1, (int64_t) 1 << 40);
-        else if (a == "--epochs") o.epochs = int_arg(1, 1 << 20);
-        else if (a == "--save-every") o.save_every = int_arg(1, (int64_t) 1 << 40);
-        else if (a == "--warmup") o.warmup = int_arg(0, (int64_t) 1 << 40);
-        else if (a == "--seed") o.seed = (uint32_t) int_arg(0, UINT32_MAX);
-        else if (a == "--no-shuffle") o.shuffle = false;
-        else if (a == "--val-split") o.val_split = float_arg(0.0f, 0.9f, false);
-        else if (a == "--opt") {
-            const std::string v = value();
-            if (v == "adamw") o.opt = GGML_OPT_OPTIMIZER_TYPE_ADAMW;
-            else if (v == "sgd") o.opt = GGML_OPT_OPTIMIZER_TYPE_SGD;
-            else die("unknown --opt '" + v + "' (adamw or sgd)");
-        } else if (a == "--lr") o.lr = float_arg(0.0f, 10.0f, true);
-        else if (a == "--wd") o.wd = float_arg(0.0f, 1.0f, false);
-        else if (a == "--beta1") o.beta1 = float_arg(0.0f, 0.9999999f, false);
-        else if (a == "--beta2") o.beta2 = float_arg(0.0f, 0.9999999f, false);
-        else if (a == "--eps") o.eps = float_arg(0.0f, 1.0f, true);
-        else if (a == "--grad-clip") o.grad_clip = float_arg(0.0f, 1e9f, false);
-        else if (a == "--lr-min") o.min_lr_factor = float_arg(0.0f, 1.0f, false);
-        else if (a == "--lr-schedule") {
-            const std::string v = value();
-            if (v == "constant") o.cosine = false;
-            else if (v == "cosine") o.cosine = true;
-            else die("unknown --lr-schedule '" + v + "' (constant or cosine)");
-        } else if (a == "--backward-prec") {
-            o.backward_prec = value();
-            if (o.backward_prec != "auto" && o.backward_prec != "f32" && o.backward_prec != "bf16" && o.backward_prec != "int8") {
-                die("unknown --backward-prec '" + o.backward_prec + "' (auto, f32, bf16 or int8)");
-            }
-        } else if (a == "--checkpointing") o.checkpointing = true;
-        else if (a == "--no-recompute") o.no_recompute = true;
-        else if (a == "--bench") o.bench = true;
-        else die("unknown option '" + a + "' (see --help)");
+        }
     }
+    common_params cp;
+    if (!common_params_parse(argc, argv, cp, LLAMA_EXAMPLE_FINETUNE)) {
+        if (g_dist && g_dist->size > 1) g_dist->abort(1);  // every process saw the same command line
+        exit(1);
+    }
+    options o;
+    static_cast<common_params_finetune &>(o) = cp.finetune;
+    o.model = cp.model;
+    o.data = cp.prompt_file;
+    o.out = cp.out_file;
+    o.n_threads = cp.n_threads;
+    o.n_gpu_layers = cp.n_gpu_layers;
+    o.format = cp.finetune.data_jsonl ? FT_DATA_JSONL : FT_DATA_TEXT;
     if (o.model.empty()) die("no base model (-m BASE.gguf)");
     if (!o.bench && o.data.empty()) die("no training data (-f FILE)");
     if (!o.bench && o.out.empty()) die("no output adapter (-o ADAPTER.gguf)");
