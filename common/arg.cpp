@@ -4,6 +4,7 @@
 
 #include "llama-hf.h"  // the LoRA target names
 
+#include "ggml-backend.h"
 #include "ggml-cpu.h"
 
 #include <algorithm>
@@ -152,7 +153,8 @@ std::vector<common_arg> make_table() {
     // ---- common params ----
     add(flag({"-h", "--help", "--usage"}, "print usage and exit", nullptr)).set_examples(ALL);
     add(flag({"--version"}, "show version and build info", [](common_params & p) { p.print_version = true; })).set_examples(INFER);
-    add(unsupported({"--completion-bash"}, nullptr, "no shell completion script is generated")).set_examples(INFER);
+    add(flag({"--completion-bash"}, "print a bash completion script for the program's options: source it from ~/.bashrc",
+             [](common_params & p) { p.completion_bash = true; })).set_examples(INFER);
     add(flag({"--verbose-prompt"}, "print the prompt's tokens (id -> piece) before generating",
              [](common_params & p) { p.verbose_prompt = true; })).set_examples(INFER);
     add(flag({"--no-display-prompt"}, "do not print the prompt, only what is generated",
@@ -247,7 +249,8 @@ std::vector<common_arg> make_table() {
                  if (v.empty()) throw_value("an empty reverse prompt");
                  p.antiprompt.push_back(v);
              })).set_examples({LLAMA_EXAMPLE_MAIN});
-    add(unsupported({"-sp", "--special"}, nullptr, "special tokens are always printed as their text")).set_examples({LLAMA_EXAMPLE_MAIN});
+    add(flag({"-sp", "--special"}, "special tokens output enabled (default: false)", [](common_params & p) { p.special = true; }))
+        .set_examples({LLAMA_EXAMPLE_MAIN});
     add(flag({"-cnv", "--conversation"}, "chat using the model's chat template (a model without one: ChatML)",
              [](common_params & p) { p.conversation = true; })).set_examples({LLAMA_EXAMPLE_MAIN});
     add(flag({"-no-cnv", "--no-conversation"}, "no chat (the default here: unlike llama.cpp, chat mode is never turned on by "
@@ -371,7 +374,18 @@ std::vector<common_arg> make_table() {
              })).set_examples(INFER_BENCH).set_env("LLAMA_ARG_NUMA").set_single();
     add(unsupported({"-dev", "--device"}, "LIST", "devices are not chosen by name: -ngl places layers on the first GPU"))
         .set_examples(INFER_BENCH);
-    add(unsupported({"--list-devices"}, nullptr, "devices are not listed")).set_examples(INFER_BENCH);
+    add(flag({"--list-devices"}, "print the list of available devices and exit", [](common_params &) {
+            printf("Available devices:\n");
+            for (size_t i = 0; i < ggml_backend_dev_count(); i++) {
+                ggml_backend_dev_t d = ggml_backend_dev_get(i);
+                if (ggml_backend_dev_type(d) == GGML_BACKEND_DEVICE_TYPE_CPU) continue;  // as llama.cpp: the GPUs
+                size_t free = 0, total = 0;
+                ggml_backend_dev_memory(d, &free, &total);
+                printf("  %s: %s (%zu MiB, %zu MiB free)\n", ggml_backend_dev_name(d), ggml_backend_dev_description(d),
+                       total / 1024 / 1024, free / 1024 / 1024);
+            }
+            exit(0);
+        })).set_examples(INFER_BENCH);
     add(text({"-ngl", "--gpu-layers", "--n-gpu-layers"}, "N", "layers on the GPU, the last ones (default: 0; all: every one)",
              [](common_params & p, const std::string & v) {
                  if (v == "auto" || v == "all") {
@@ -1001,6 +1015,37 @@ bool parse_impl(int argc, char ** argv, common_params & params, llama_example ex
 
 }  // namespace
 
+namespace {
+
+// A bash completion function for the program: its options' names, and file names after the
+// options that take a file.
+void print_completion_bash(llama_example ex) {
+    const std::string prog = common_example_name(ex);
+    std::string fn = "_" + prog + "_completions";
+    for (char & c : fn) c = c == '-' ? '_' : c;
+    std::string names, file_opts;
+    for (const common_arg & a : table()) {
+        if (!a.examples.count(ex)) continue;
+        for (const auto & n : a.args) {
+            names += (names.empty() ? "" : " ") + n;
+            const std::string hint = a.value_hint ? a.value_hint : "";
+            if (hint.find("FNAME") != std::string::npos || hint.find("FILE") != std::string::npos || hint == "DIR") {
+                file_opts += (file_opts.empty() ? "" : "|") + n;
+            }
+        }
+    }
+    printf("%s() {\n", fn.c_str());
+    printf("    local cur=\"${COMP_WORDS[COMP_CWORD]}\" prev=\"${COMP_WORDS[COMP_CWORD-1]}\"\n");
+    if (!file_opts.empty()) {
+        printf("    case \"$prev\" in\n        %s)\n            COMPREPLY=( $(compgen -f -- \"$cur\") )\n            return 0 ;;\n    esac\n",
+               file_opts.c_str());
+    }
+    printf("    COMPREPLY=( $(compgen -W \"%s\" -- \"$cur\") )\n", names.c_str());
+    printf("}\ncomplete -F %s %s\n", fn.c_str(), prog.c_str());
+}
+
+}  // namespace
+
 bool common_params_parse_lists(int argc, char ** argv, common_params & params, llama_example ex, std::vector<common_arg_list> & lists) {
     return parse_impl(argc, argv, params, ex, &lists);
 }
@@ -1012,6 +1057,10 @@ void common_arg_apply(const common_arg & a, common_params & params, const std::s
 bool common_params_parse(int argc, char ** argv, common_params & params, llama_example ex) {
     if (!parse_impl(argc, argv, params, ex, nullptr)) return false;
     const char * prog = common_example_name(ex);
+    if (params.completion_bash) {
+        print_completion_bash(ex);
+        exit(0);
+    }
     if (params.print_version) {
         printf("%s (llama-engine) version %s\n", prog, LLAMA_ENGINE_VERSION);
         printf("built with %s for %s%s%s, CPU kernels: %s\n", LLAMA_BUILD_COMPILER, LLAMA_BUILD_TARGET, LLAMA_BUILD_TYPE[0] ? ", " : "",

@@ -106,12 +106,14 @@ struct common_params {
     std::string chat_template;         // empty: the model's, else ChatML
     bool display_prompt = true;
     bool verbose_prompt = false;
+    bool special = false;              // -sp: print special tokens as their text
     bool use_color = false;
 
     // logs and output
     int verbosity = 1;                 // 0 errors only (--log-disable), 1 default, 2 -v
     bool no_perf = false;
     bool print_version = false;        // --version: print it and exit
+    bool completion_bash = false;      // --completion-bash: print the bash completion script and exit
 
     // llama-perplexity
     int32_t n_chunks = -1;             // --chunks; -1: all

@@ -121,6 +121,7 @@ struct session {
     bool ctx_shift = true;     // false: a full context stops generation (--no-context-shift)
     bool full = false;         // a full context stopped it
     bool interactive = false;  // reverse prompts must end the text exactly
+    bool special = false;      // -sp: special tokens printed as their text (as llama.cpp: off)
     std::string tail;  // the end of the text evaluated so far, where reverse prompts are looked for
     llama_token last_eog = LLAMA_TOKEN_NULL;  // the end-of-generation token generate() stopped at
 
@@ -213,7 +214,7 @@ struct session {
                 last_eog = t;
                 return gen_stop::eog;
             }
-            const std::string s = piece(t);
+            const std::string s = piece(t, special);
             fwrite(s.data(), 1, s.size(), stdout);
             fflush(stdout);
             if (text) *text += s;
@@ -334,6 +335,7 @@ int main(int argc, char ** argv) {
     s.n_ctx = n_ctx;
     s.n_batch = (int32_t) llama_n_batch(ctx);
     s.antiprompts = params.antiprompt;
+    s.special = params.special;
     s.ctx_shift = params.ctx_shift;
     s.interactive = params.interactive || params.conversation;
     const bool add_bos = llama_vocab_get_add_bos(vocab);

@@ -259,3 +259,48 @@ TEST(CommonPrograms, PerplexityTakesLlamaCppsFlags) {
     EXPECT_EQ(task.status, 1);
     EXPECT_NE(err.find("not a multiple of 6"), std::string::npos) << err;
 }
+
+// llama.cpp's llama-bench, llama-quantize and llama-export-lora options (build 4747's --help and
+// parsers): each known here, taken or refused with a reason.
+TEST(CommonArgs, EveryLlamaCppBenchQuantizeAndExportOptionIsKnown) {
+    const std::pair<llama_example, std::vector<std::string>> programs[] = {
+        {LLAMA_EXAMPLE_BENCH, {"-h", "--help", "-m", "--model", "-p", "--n-prompt", "-n", "--n-gen", "-pg", "-b", "--batch-size",
+                               "-ub", "--ubatch-size", "-ctk", "--cache-type-k", "-ctv", "--cache-type-v", "-t", "--threads", "-C",
+                               "--cpu-mask", "--cpu-strict", "--poll", "-ngl", "--n-gpu-layers", "-rpc", "--rpc", "-sm",
+                               "--split-mode", "-mg", "--main-gpu", "-nkvo", "--no-kv-offload", "--numa", "-fa", "--flash-attn",
+                               "-mmp", "--mmap", "-embd", "--embeddings", "-ts", "--tensor-split", "-r", "--repetitions", "--prio",
+                               "--delay", "-o", "--output", "-oe", "--output-err", "-v", "--verbose", "--progress"}},
+        {LLAMA_EXAMPLE_QUANTIZE, {"--allow-requantize", "--leave-output-tensor", "--pure", "--imatrix", "--include-weights",
+                                  "--exclude-weights", "--output-tensor-type", "--token-embedding-type", "--override-kv", "--keep-split"}},
+        {LLAMA_EXAMPLE_EXPORT_LORA, {"-m", "--model", "--lora", "--lora-scaled", "-t", "--threads", "-o", "--output"}},
+    };
+    for (const auto & [ex, names] : programs) {
+        const std::vector<common_arg> table = common_args_for(ex);
+        size_t taken = 0, refused = 0;
+        for (const auto & n : names) {
+            const common_arg * a = find(table, n);
+            ASSERT_NE(a, nullptr) << common_example_name(ex) << " does not know llama.cpp's " << n;
+            (a->unsupported.empty() ? taken : refused)++;
+        }
+        printf("  %s: %zu of llama.cpp's options taken, %zu refused as not supported\n", common_example_name(ex), taken, refused);
+    }
+}
+
+// Options that print and exit: the device list, a bash completion script that bash can read.
+TEST(CommonPrograms, ListDevicesCompletionAndSpecial) {
+    const tu::run_result devices = tu::run_command(bin("llama-cli") + " --list-devices");
+    EXPECT_EQ(devices.status, 0);
+    EXPECT_EQ(devices.output.rfind("Available devices:\n", 0), 0u) << devices.output;
+    tu::TempDir dir;
+    const tu::run_result script = tu::run_command(bin("llama-cli") + " --completion-bash > " + dir.path + "/c.sh && bash -n " + dir.path + "/c.sh");
+    EXPECT_EQ(script.status, 0) << script.output;
+    std::ifstream in(dir.path + "/c.sh");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    EXPECT_NE(ss.str().find("complete -F _llama_cli_completions llama-cli"), std::string::npos) << ss.str();
+    EXPECT_NE(ss.str().find("--ctx-size"), std::string::npos);
+    // -sp: special tokens printed as text; the run works with it
+    std::string err;
+    const tu::run_result sp = tu::run_command(bin("llama-cli") + " -m " + model() + " -p 'Once' -n 4 --temp 0 -sp -no-cnv", &err);
+    EXPECT_EQ(sp.status, 0) << err;
+}
