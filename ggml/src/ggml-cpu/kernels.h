@@ -9,10 +9,19 @@
 // ggml_cpu_kernels_avx2 / _avx512 (arch/x86/kernels-*.cpp) or _neon (arch/arm/kernels-neon.cpp),
 // which gather the entry points their arch/ files export. A table is complete: where a
 // set has no kernel of its own it holds those of the set it builds on (`base`: AVX512 on AVX2,
-// AVX2 and NEON on scalar), so callers never fall back themselves. SIMD code lives only under
-// arch/; the rest of the CPU code calls through ggml_cpu(), a constant table chosen below at
-// compile time (no call through it is in an innermost loop: a call does a row, a tile or a group
-// of rows).
+// AVX2 and NEON on scalar), so callers never fall back themselves.
+//
+// One vector layer: the element-wise and row kernels every set runs the same way (exp, silu,
+// sigmoid, gelu, row max, the F16 mask, F16 / BF16 <-> F32 rows, axpy, the float dot tiles and
+// GEMM packing) are written once, as templates over a vector type V: vec-math.h (the element
+// math) and simd.h (the rows and loops; it documents what V has). Each set implements V in one
+// header under arch/ (arch/x86/simd-avx2.h, simd-avx512.h, arch/arm/simd-neon.h; vec-math.h's
+// `scalar`, one lane, is the reference) and its table instantiates the templates with it, so the
+// operations, their order and their rounding are the same on every set. What stays per set is
+// where the instructions differ: GEMM micro-kernels, quantized dots, repacked GEMMs, AMX tiles,
+// AVX512's own softmax rows. SIMD intrinsics live only under arch/; the rest of the CPU code
+// calls through ggml_cpu(), a constant table chosen below at compile time (no call through it is
+// in an innermost loop: a call does a row, a tile or a group of rows).
 #pragma once
 
 #include "../ggml-impl.h"
@@ -22,6 +31,10 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#ifdef __cplusplus
+#include <type_traits>
+#endif
 
 // ---- the build's instruction set: the one #if chain ---------------------------------------
 // From the compiler flags CMake passes (GGML_FORCE_SCALAR: the scalar reference only). The
@@ -165,6 +178,27 @@ static inline int ggml_cpu_kernel_sets(const struct ggml_cpu_kernels ** out) {
     for (const struct ggml_cpu_kernels * k = &GGML_CPU_KERNELS_BEST; k && n < 4; k = k->base) out[n++] = k;
     return n;
 }
+
+#ifdef __cplusplus
+// The repacked GEMMs' function types (quant-repack.h), which the arch/ headers declare their
+// kernels by.
+typedef std::remove_pointer<ggml_repack_gemm_fn>::type ggml_repack_gemm_t;
+typedef std::remove_pointer<ggml_repack_gemm_x16_fn>::type ggml_repack_gemm_x16_t;
+
+// A table's quant_dot / quant_dot_rows entry: the set's own kernel for the type where it has one
+// (OWN returns NULL where not), else its base set's.
+template <ggml_quant_dot_fn (*OWN)(ggml_type), const ggml_cpu_kernels & BASE>
+ggml_quant_dot_fn ggml_quant_dot_or_base(ggml_type type) {
+    const ggml_quant_dot_fn f = OWN(type);
+    return f ? f : BASE.quant_dot(type);
+}
+
+template <ggml_quant_dot_rows_fn (*OWN)(ggml_type), const ggml_cpu_kernels & BASE>
+ggml_quant_dot_rows_fn ggml_quant_dot_rows_or_base(ggml_type type) {
+    const ggml_quant_dot_rows_fn f = OWN(type);
+    return f ? f : BASE.quant_dot_rows(type);
+}
+#endif
 
 // Older names of the matmul part of the tables (the benchmarks under examples/ use them).
 typedef struct ggml_cpu_kernels ggml_vec_kernels;

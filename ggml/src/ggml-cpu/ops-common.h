@@ -124,6 +124,14 @@ void  ggml_cpu_vec_sigmoid_f32(float * y, const float * x, int64_t n);  // 1 / (
 #endif
 
 #ifdef __cplusplus
+// Calls row(i1, i2, i3) for each row of t in this thread's share (ggml_cpu_split_rows), in order.
+template <typename RowFn>
+static void ggml_cpu_for_own_rows(const struct ggml_compute_params * params, const struct ggml_tensor * t, RowFn row) {
+    int64_t r0, r1;
+    ggml_cpu_split_rows(ggml_nrows(t), params->ith, params->nth, &r0, &r1);
+    for (int64_t ir = r0; ir < r1; ir++) row(ir % t->ne[1], (ir / t->ne[1]) % t->ne[2], ir / (t->ne[1] * t->ne[2]));
+}
+
 // Applies fn(float * y, const float * x, int64_t n) to every row of src into dst (same shape,
 // F32/F16/BF16, any strides; dst may be src itself). Rows are split across threads; each row
 // is processed the same way whatever the split. fn must be elementwise (F16/BF16 and strided
@@ -134,20 +142,16 @@ static void ggml_cpu_map_rows_f32(const struct ggml_compute_params * params, str
     GGML_ASSERT(src != NULL && ggml_are_same_shape(src, dst));
     GGML_ASSERT(ggml_cpu_is_float_type(src->type) && ggml_cpu_is_float_type(dst->type));
 
-    const int64_t ne0 = dst->ne[0], ne1 = dst->ne[1], ne2 = dst->ne[2];
-    int64_t r0, r1;
-    ggml_cpu_split_rows(ggml_nrows(dst), params->ith, params->nth, &r0, &r1);
-
+    const int64_t ne0 = dst->ne[0];
     const bool direct = src->type == GGML_TYPE_F32 && dst->type == GGML_TYPE_F32 &&
                         src->nb[0] == sizeof(float) && dst->nb[0] == sizeof(float);
     float buf[GGML_CPU_CHUNK];
-    for (int64_t r = r0; r < r1; r++) {
-        const int64_t i1 = r % ne1, i2 = (r / ne1) % ne2, i3 = r / (ne1 * ne2);
+    ggml_cpu_for_own_rows(params, dst, [&](int64_t i1, int64_t i2, int64_t i3) {
         const char * x = ggml_cpu_elem_ptr(src, 0, i1, i2, i3);
         char * y = ggml_cpu_elem_ptr(dst, 0, i1, i2, i3);
         if (direct) {
             fn((float *) y, (const float *) x, ne0);
-            continue;
+            return;
         }
         for (int64_t c = 0; c < ne0; c += GGML_CPU_CHUNK) {
             const int64_t n = ne0 - c < GGML_CPU_CHUNK ? ne0 - c : GGML_CPU_CHUNK;
@@ -155,6 +159,6 @@ static void ggml_cpu_map_rows_f32(const struct ggml_compute_params * params, str
             fn(buf, buf, n);
             ggml_cpu_scatter_f32(dst->type, buf, y + c * dst->nb[0], dst->nb[0], n);
         }
-    }
+    });
 }
 #endif

@@ -107,20 +107,15 @@ extern "C" void ggml_cpu_forward_cross_entropy_loss(const ggml_compute_params * 
     GGML_ASSERT(ggml_are_same_shape(a, b));
     GGML_ASSERT(ggml_nelements(dst) == 1);
 
-    const int64_t nc = a->ne[0], ne1 = a->ne[1], ne2 = a->ne[2];
+    const int64_t nc = a->ne[0];
     const int64_t nr = ggml_nrows(a);
     GGML_ASSERT(params->wsize >= sizeof(double) + (size_t) nr * sizeof(double));
     const uintptr_t base = ((uintptr_t) params->wdata + sizeof(double) - 1) / sizeof(double) * sizeof(double);
     double * row_loss = (double *) base;
 
-    int64_t r0, r1;
-    ggml_cpu_split_rows(nr, params->ith, params->nth, &r0, &r1);
-    for (int64_t ir = r0; ir < r1; ir++) {
-        const int64_t i1 = ir % ne1, i2 = (ir / ne1) % ne2, i3 = ir / (ne1 * ne2);
-        const char * ar = ggml_cpu_elem_ptr(a, 0, i1, i2, i3);
-        const char * br = ggml_cpu_elem_ptr(b, 0, i1, i2, i3);
-        row_loss[ir] = row_cross_entropy(ar, a->nb[0], br, b->nb[0], nc);
-    }
+    ggml_cpu_for_own_rows(params, a, [&](int64_t i1, int64_t i2, int64_t i3) {
+        row_loss[i1 + a->ne[1] * (i2 + a->ne[2] * i3)] = row_cross_entropy(ggml_cpu_elem_ptr(a, 0, i1, i2, i3), a->nb[0], ggml_cpu_elem_ptr(b, 0, i1, i2, i3), b->nb[0], nc);
+    });
 
     ggml_cpu_barrier(params);
 
@@ -143,15 +138,12 @@ extern "C" void ggml_cpu_forward_cross_entropy_loss_back(const ggml_compute_para
     GGML_ASSERT(a->type == GGML_TYPE_F32 && b->type == GGML_TYPE_F32 && dst->type == GGML_TYPE_F32);
     GGML_ASSERT(ggml_are_same_shape(a, b) && ggml_are_same_shape(a, dst));
 
-    const int64_t nc = a->ne[0], ne1 = a->ne[1], ne2 = a->ne[2];
+    const int64_t nc = a->ne[0];
     const int64_t nr = ggml_nrows(a);
     const double k = (double) *(const float *) grad->data / (double) nr;
 
     float buf_a[GGML_CPU_CHUNK], buf_b[GGML_CPU_CHUNK], buf_e[GGML_CPU_CHUNK];
-    int64_t r0, r1;
-    ggml_cpu_split_rows(nr, params->ith, params->nth, &r0, &r1);
-    for (int64_t ir = r0; ir < r1; ir++) {
-        const int64_t i1 = ir % ne1, i2 = (ir / ne1) % ne2, i3 = ir / (ne1 * ne2);
+    ggml_cpu_for_own_rows(params, a, [&](int64_t i1, int64_t i2, int64_t i3) {
         const char * ar = ggml_cpu_elem_ptr(a, 0, i1, i2, i3);
         const char * br = ggml_cpu_elem_ptr(b, 0, i1, i2, i3);
         char * dr = ggml_cpu_elem_ptr(dst, 0, i1, i2, i3);
@@ -166,7 +158,7 @@ extern "C" void ggml_cpu_forward_cross_entropy_loss_back(const ggml_compute_para
         for (int k = 0; k < kLanes; k++) mass += mass_lanes[k];
         if (mass == 0.0) {
             for (int64_t c = 0; c < nc; c++) *(float *) (dr + c * dst->nb[0]) = 0.0f;
-            continue;
+            return;
         }
         const RowNorm rn = row_softmax_norm(ar, a->nb[0], nc);
         const double inv_sum = mass / rn.sum_exp;
@@ -185,5 +177,5 @@ extern "C" void ggml_cpu_forward_cross_entropy_loss_back(const ggml_compute_para
                 *(float *) (dr + (c0 + j) * dst->nb[0]) = (float) (((double) buf_e[j] * inv_sum - (double) t[j]) * k);
             }
         }
-    }
+    });
 }

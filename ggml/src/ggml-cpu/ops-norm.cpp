@@ -84,13 +84,10 @@ void forward_norm_rows(const ggml_compute_params * params, ggml_tensor * dst) {
     GGML_ASSERT(ggml_are_same_shape(src, dst));
 
     const double eps = (double) ggml_get_op_params_f32(dst, 0);
-    const int64_t n = dst->ne[0], ne1 = dst->ne[1], ne2 = dst->ne[2];
+    const int64_t n = dst->ne[0];
     const bool contig = src->nb[0] == sizeof(float) && dst->nb[0] == sizeof(float);
 
-    int64_t r0, r1;
-    ggml_cpu_split_rows(ggml_nrows(dst), params->ith, params->nth, &r0, &r1);
-    for (int64_t ir = r0; ir < r1; ir++) {
-        const int64_t i1 = ir % ne1, i2 = (ir / ne1) % ne2, i3 = ir / (ne1 * ne2);
+    ggml_cpu_for_own_rows(params, dst, [&](int64_t i1, int64_t i2, int64_t i3) {
         const char * x = ggml_cpu_elem_ptr(src, 0, i1, i2, i3);
         char * y = ggml_cpu_elem_ptr(dst, 0, i1, i2, i3);
         if (contig) {
@@ -102,7 +99,7 @@ void forward_norm_rows(const ggml_compute_params * params, ggml_tensor * dst) {
             const StridedOut yr{y, dst->nb[0]};
             if (Rms) rms_norm_row(xr, yr, n, eps); else norm_row(xr, yr, n, eps);
         }
-    }
+    });
 }
 
 }  // namespace
@@ -145,13 +142,10 @@ void backward_norm_rows(const ggml_compute_params * params, ggml_tensor * dst) {
     GGML_ASSERT(ggml_are_same_shape(grad, dst) && ggml_are_same_shape(src, dst));
 
     const double eps = (double) ggml_get_op_params_f32(dst, 0);
-    const int64_t n = dst->ne[0], ne1 = dst->ne[1], ne2 = dst->ne[2];
+    const int64_t n = dst->ne[0];
     const bool contig = grad->nb[0] == sizeof(float) && src->nb[0] == sizeof(float) && dst->nb[0] == sizeof(float);
 
-    int64_t r0, r1;
-    ggml_cpu_split_rows(ggml_nrows(dst), params->ith, params->nth, &r0, &r1);
-    for (int64_t ir = r0; ir < r1; ir++) {
-        const int64_t i1 = ir % ne1, i2 = (ir / ne1) % ne2, i3 = ir / (ne1 * ne2);
+    ggml_cpu_for_own_rows(params, dst, [&](int64_t i1, int64_t i2, int64_t i3) {
         const char * g = ggml_cpu_elem_ptr(grad, 0, i1, i2, i3);
         const char * x = ggml_cpu_elem_ptr(src, 0, i1, i2, i3);
         char * y = ggml_cpu_elem_ptr(dst, 0, i1, i2, i3);
@@ -160,7 +154,7 @@ void backward_norm_rows(const ggml_compute_params * params, ggml_tensor * dst) {
         } else {
             norm_back_row<Rms>(StridedRow{g, grad->nb[0]}, StridedRow{x, src->nb[0]}, StridedOut{y, dst->nb[0]}, n, eps);
         }
-    }
+    });
 }
 
 }  // namespace

@@ -61,16 +61,6 @@ size_t soft_max_row_bytes(int64_t ne0) {
     return ((size_t) ne0 * sizeof(float) + kBufAlign - 1) / kBufAlign * kBufAlign;
 }
 
-// Calls row(i1, i2, i3) for each row of dst in this thread's share (ggml_cpu_split_rows).
-template <typename RowFn>
-void for_own_rows(const ggml_compute_params * params, const ggml_tensor * dst, RowFn row) {
-    int64_t r0, r1;
-    ggml_cpu_split_rows(ggml_nrows(dst), params->ith, params->nth, &r0, &r1);
-    for (int64_t ir = r0; ir < r1; ir++) {
-        row(ir % dst->ne[1], (ir / dst->ne[1]) % dst->ne[2], ir / (dst->ne[1] * dst->ne[2]));
-    }
-}
-
 }  // namespace
 
 extern "C" size_t ggml_cpu_soft_max_work_size(const ggml_tensor * node, int n_threads) {
@@ -89,7 +79,7 @@ void diag_mask(const ggml_compute_params * params, ggml_tensor * dst, float fill
     const int64_t n_past = ggml_get_op_params_i32(dst, 0);
     const int64_t ne0 = dst->ne[0];
 
-    for_own_rows(params, dst, [&](int64_t i1, int64_t i2, int64_t i3) {
+    ggml_cpu_for_own_rows(params, dst, [&](int64_t i1, int64_t i2, int64_t i3) {
         const char * x = ggml_cpu_elem_ptr(src, 0, i1, i2, i3);
         char * y = ggml_cpu_elem_ptr(dst, 0, i1, i2, i3);
         // Columns i0 > n_past + i1 are masked; clamp the boundary into [0, ne0].
@@ -175,7 +165,7 @@ extern "C" void ggml_cpu_forward_soft_max(const ggml_compute_params * params, gg
     GGML_ASSERT(params->wsize >= kBufAlign + (size_t) params->nth * row_bytes);
     const uintptr_t base = ((uintptr_t) params->wdata + kBufAlign - 1) / kBufAlign * kBufAlign;
     float * w = (float *) (base + (size_t) params->ith * row_bytes);
-    for_own_rows(params, dst, [&](int64_t i1, int64_t i2, int64_t i3) { soft_max_row(dst, w, i1, i2, i3); });
+    ggml_cpu_for_own_rows(params, dst, [&](int64_t i1, int64_t i2, int64_t i3) { soft_max_row(dst, w, i1, i2, i3); });
 }
 
 extern "C" size_t ggml_cpu_soft_max_plane_work_size(const ggml_tensor * node) { return kBufAlign + soft_max_row_bytes(node->ne[0]); }
@@ -206,7 +196,7 @@ extern "C" void ggml_cpu_forward_soft_max_back(const ggml_compute_params * param
     const double scale = (double) ggml_get_op_params_f32(dst, 0);
     const int64_t ne0 = dst->ne[0];
 
-    for_own_rows(params, dst, [&](int64_t i1, int64_t i2, int64_t i3) {
+    ggml_cpu_for_own_rows(params, dst, [&](int64_t i1, int64_t i2, int64_t i3) {
         const char * g = ggml_cpu_elem_ptr(grad, 0, i1, i2, i3);
         const char * yr = ggml_cpu_elem_ptr(y, 0, i1, i2, i3);
         char * d = ggml_cpu_elem_ptr(dst, 0, i1, i2, i3);

@@ -159,12 +159,9 @@ extern "C" void ggml_cpu_forward_unary_back(const ggml_compute_params * params, 
     const ggml_unary_op op = (ggml_unary_op) ggml_get_op_params_i32(dst, 0);
     GGML_ASSERT(op >= 0 && op < GGML_UNARY_OP_COUNT && "unary_back: unknown unary op");
 
-    const int64_t ne0 = dst->ne[0], ne1 = dst->ne[1], ne2 = dst->ne[2];
+    const int64_t ne0 = dst->ne[0];
     float gb[GGML_CPU_CHUNK], xb[GGML_CPU_CHUNK], tb[GGML_CPU_CHUNK], db[GGML_CPU_CHUNK];
-    int64_t r0, r1;
-    ggml_cpu_split_rows(ggml_nrows(dst), params->ith, params->nth, &r0, &r1);
-    for (int64_t r = r0; r < r1; r++) {
-        const int64_t i1 = r % ne1, i2 = (r / ne1) % ne2, i3 = r / (ne1 * ne2);
+    ggml_cpu_for_own_rows(params, dst, [&](int64_t i1, int64_t i2, int64_t i3) {
         const char * gr = ggml_cpu_elem_ptr(grad, 0, i1, i2, i3);
         const char * xr = ggml_cpu_elem_ptr(x, 0, i1, i2, i3);
         char * yr = ggml_cpu_elem_ptr(dst, 0, i1, i2, i3);
@@ -175,5 +172,5 @@ extern "C" void ggml_cpu_forward_unary_back(const ggml_compute_params * params, 
             unary_back_chunk(op, db, gb, xb, tb, n);
             ggml_cpu_scatter_f32(GGML_TYPE_F32, db, yr + c * dst->nb[0], dst->nb[0], n);
         }
-    }
+    });
 }

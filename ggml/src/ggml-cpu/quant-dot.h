@@ -47,3 +47,38 @@ ggml_quant_dot_rows_fn ggml_quant_dot_rows_best(enum ggml_type type);
 #ifdef __cplusplus
 }
 #endif
+
+#ifdef __cplusplus
+// A set's dot products, one per weight type (NULL: none), and the one switch that picks among them.
+struct ggml_quant_dots {
+    ggml_quant_dot_fn q4_0, q4_1, q5_0, q5_1, q8_0, iq4_nl, q2_K, q3_K, q4_K, q5_K, q6_K;
+};
+
+// The K types' dots: the sum over the super-blocks i < n / QK_K of block_dot(a[i], b[i]) (a of
+// type BA against Q8_K), in order.
+template <typename BA, typename F>
+inline float ggml_quant_dot_blocks_K(int64_t n, const void * va, const void * vb, F block_dot) {
+    const BA * a = (const BA *) va;
+    const block_q8_K * b = (const block_q8_K *) vb;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / QK_K; i++) sum += block_dot(a[i], b[i]);
+    return sum;
+}
+
+inline ggml_quant_dot_fn ggml_quant_dot_of(const ggml_quant_dots & d, enum ggml_type type) {
+    switch (type) {
+        case GGML_TYPE_Q4_0:   return d.q4_0;
+        case GGML_TYPE_Q4_1:   return d.q4_1;
+        case GGML_TYPE_Q5_0:   return d.q5_0;
+        case GGML_TYPE_Q5_1:   return d.q5_1;
+        case GGML_TYPE_Q8_0:   return d.q8_0;
+        case GGML_TYPE_IQ4_NL: return d.iq4_nl;
+        case GGML_TYPE_Q2_K:   return d.q2_K;
+        case GGML_TYPE_Q3_K:   return d.q3_K;
+        case GGML_TYPE_Q4_K:   return d.q4_K;
+        case GGML_TYPE_Q5_K:   return d.q5_K;
+        case GGML_TYPE_Q6_K:   return d.q6_K;
+        default:               return nullptr;
+    }
+}
+#endif

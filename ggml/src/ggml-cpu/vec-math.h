@@ -1,13 +1,13 @@
 // vec-math.h - the vectorized exp of the ops (exp, silu, sigmoid, gelu rows: ops-unary.cpp,
-// softmax) as every instruction set computes it: the constants and the scalar steps, which each
-// set's row functions (kernels.h: vec_exp, vec_silu, vec_sigmoid, vec_gelu) run lane by lane.
+// softmax), written once over a vector type V (simd.h: the operations every instruction set's
+// vector type has); `scalar` below, one lane, is the reference (exp_scalar, eval_scalar).
 //
 // exp(x) = 2^n * e^r with n = round(x / ln2), r = x - n ln2 (Cody-Waite split of ln2, so r is
 // exact), e^r = 1 + r + r^2 q(r) with q a degree-4 fit on Chebyshev nodes of [-ln2/2, ln2/2]
 // (relative error 1e-8 before rounding), evaluated by Horner's rule. 2^n is applied as
-// 2^(n/2) * 2^(n - n/2) (AVX512: scalef) so that results down to the subnormal range and up
-// to overflow come out right without branches. The SIMD and scalar paths run the same steps;
-// vector tails are padded, so an element's value never depends on where it sits in a row.
+// 2^(n/2) * 2^(n - n/2) (AVX512: scalef, arch/x86/simd-avx512.h) so that results down to the
+// subnormal range and up to overflow come out right without branches. Every set runs these
+// steps; vector tails are padded, so an element's value never depends on where it sits in a row.
 #pragma once
 
 #include <math.h>
@@ -45,37 +45,87 @@ inline float fma_f32(float a, float b, float c) { return a * b + c; }
 inline float bits_to_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 inline int32_t f32_to_bits(float f) { int32_t u; memcpy(&u, &f, 4); return u; }
 
-inline float exp_scalar(float x) {
-    // written so NaN passes the clamps
-    x = x < EXP_X_MIN ? EXP_X_MIN : x;
-    x = x > EXP_X_MAX ? EXP_X_MAX : x;
-    const float t = fma_f32(x, EXP_LOG2E, EXP_SHIFT);
-    const float n = t - EXP_SHIFT;
-    float r = fma_f32(n, -EXP_LN2_HI, x);
-    r = fma_f32(n, -EXP_LN2_LO, r);
-    float q = fma_f32(EXP_C6, r, EXP_C5);
-    q = fma_f32(q, r, EXP_C4);
-    q = fma_f32(q, r, EXP_C3);
-    q = fma_f32(q, r, EXP_C2);
-    q = fma_f32(q, r, 1.0f);
-    const float p = fma_f32(q, r, 1.0f);
-    const int32_t ni = f32_to_bits(t) - f32_to_bits(EXP_SHIFT);
-    const int32_t n1 = ni >> 1, n2 = ni - n1;
-    return p * bits_to_f32((uint32_t) (n1 + 127) << 23) * bits_to_f32((uint32_t) (n2 + 127) << 23);
+// One lane: the reference the SIMD sets are tested against (fused multiply-adds where the build
+// has them). max / min as x86's maxps / minps (the second operand when either is NaN), so that
+// the clamps let NaN through as every set's do.
+struct scalar {
+    typedef float   f;
+    typedef int32_t i;
+    typedef bool    m;
+    static constexpr int N = 1;
+    static f load(const float * p) { return *p; }
+    static void store(float * p, f v) { *p = v; }
+    static f load_part(const float * p, int64_t) { return *p; }
+    static void store_part(float * p, f v, int64_t) { *p = v; }
+    static f set1(float x) { return x; }
+    static f zero() { return 0.0f; }
+    static f add(f a, f b) { return a + b; }
+    static f sub(f a, f b) { return a - b; }
+    static f mul(f a, f b) { return a * b; }
+    static f div(f a, f b) { return a / b; }
+    static f fma(f a, f b, f c) { return fma_f32(a, b, c); }    // a b + c
+    static f fnma(f a, f b, f c) { return fma_f32(a, -b, c); }  // c - a b
+    static f max(f a, f b) { return a > b ? a : b; }
+    static f min(f a, f b) { return a < b ? a : b; }
+    static f abs(f a) { return fabsf(a); }
+    static f neg(f a) { return -a; }
+    static m ge(f a, f b) { return a >= b; }
+    static f select(m c, f a, f b) { return c ? a : b; }
+    static i bits(f a) { return f32_to_bits(a); }
+    static f from_bits(i a) { return bits_to_f32((uint32_t) a); }
+    static i iset1(int32_t x) { return x; }
+    static i iadd(i a, i b) { return a + b; }
+    static i isub(i a, i b) { return a - b; }
+    template <int K> static i sra(i a) { return a >> K; }
+    template <int K> static i shl(i a) { return (int32_t) ((uint32_t) a << K); }
+};
+
+// e^r from n and x, r = x - n ln2 in two steps (the part of exp every set shares).
+template <class V> inline typename V::f exp_poly(typename V::f n, typename V::f x) {
+    typename V::f r = V::fnma(n, V::set1(EXP_LN2_HI), x);
+    r = V::fnma(n, V::set1(EXP_LN2_LO), r);
+    typename V::f q = V::fma(V::set1(EXP_C6), r, V::set1(EXP_C5));
+    q = V::fma(q, r, V::set1(EXP_C4));
+    q = V::fma(q, r, V::set1(EXP_C3));
+    q = V::fma(q, r, V::set1(EXP_C2));
+    q = V::fma(q, r, V::set1(1.0f));
+    return V::fma(q, r, V::set1(1.0f));
+}
+
+// n from the shifted sum's low mantissa bits, 2^n as two exponent-field products.
+template <class V> inline typename V::f exp(typename V::f x) {
+    x = V::max(V::set1(EXP_X_MIN), x);  // NaN passes the clamps
+    x = V::min(V::set1(EXP_X_MAX), x);
+    const typename V::f shift = V::set1(EXP_SHIFT);
+    const typename V::f t = V::fma(x, V::set1(EXP_LOG2E), shift);
+    const typename V::f p = exp_poly<V>(V::sub(t, shift), x);
+    const typename V::i ni = V::isub(V::bits(t), V::bits(shift));
+    const typename V::i n1 = V::template sra<1>(ni);
+    const typename V::i n2 = V::isub(ni, n1);
+    const typename V::f s1 = V::from_bits(V::template shl<23>(V::iadd(n1, V::iset1(127))));
+    const typename V::f s2 = V::from_bits(V::template shl<23>(V::iadd(n2, V::iset1(127))));
+    return V::mul(V::mul(p, s1), s2);
 }
 
 // v * sigmoid(w), as v / (1 + e) for w >= 0 and v e / (1 + e) for w < 0 with e = exp(-|w|):
 // e never overflows, so tiny results (silu(-95) ~ -5e-40) keep their relative accuracy.
-inline float mul_sigmoid_scalar(float v, float w) {
-    const float e = exp_scalar(-fabsf(w));
-    return (w >= 0.0f ? v : v * e) / (1.0f + e);
+template <class V> inline typename V::f mul_sigmoid(typename V::f v, typename V::f w) {
+    const typename V::f e = exp<V>(V::neg(V::abs(w)));
+    const typename V::f num = V::select(V::ge(w, V::zero()), v, V::mul(v, e));
+    return V::div(num, V::add(V::set1(1.0f), e));
 }
 
-template <ExpKind K> inline float eval_scalar(float x) {
-    if constexpr (K == ExpKind::exp)     return exp_scalar(x);
-    if constexpr (K == ExpKind::silu)    return mul_sigmoid_scalar(x, x);
-    if constexpr (K == ExpKind::sigmoid) return mul_sigmoid_scalar(1.0f, x);
-    if constexpr (K == ExpKind::gelu)    return mul_sigmoid_scalar(x, -x * fma_f32(GELU_B, x * x, GELU_A));
+template <ExpKind K, class V> inline typename V::f eval(typename V::f x) {
+    if constexpr (K == ExpKind::exp)     return exp<V>(x);
+    if constexpr (K == ExpKind::silu)    return mul_sigmoid<V>(x, x);
+    if constexpr (K == ExpKind::sigmoid) return mul_sigmoid<V>(V::set1(1.0f), x);
+    if constexpr (K == ExpKind::gelu) {
+        const typename V::f a = V::fma(V::set1(GELU_B), V::mul(x, x), V::set1(GELU_A));
+        return mul_sigmoid<V>(x, V::neg(V::mul(x, a)));
+    }
 }
+
+inline float exp_scalar(float x) { return exp<scalar>(x); }
+template <ExpKind K> inline float eval_scalar(float x) { return eval<K, scalar>(x); }
 
 }  // namespace ggml_vec_math

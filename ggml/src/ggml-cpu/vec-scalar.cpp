@@ -2,13 +2,16 @@
 // per output. The SIMD kernels are tested against these; GGML_SCALAR builds run on them. Also
 // the scalar instruction set's table (kernels.h), with the reference kernels of the other files.
 #include "kernels.h"
-#include "vec-math.h"
+#include "simd.h"
 
 #include <math.h>
 
 #include <string.h>
 
 namespace {
+
+using ggml_simd::ExpKind;
+typedef ggml_vec_math::scalar V;  // one lane: the rows of simd.h as the reference runs them
 
 inline float load_f32(const float * p, int64_t i) { return p[i]; }
 inline float load_f32(const ggml_fp16_t * p, int64_t i) { return GGML_FP16_TO_FP32(p[i]); }
@@ -64,22 +67,6 @@ void pack(const void * src, size_t ld, int rows, int width, int64_t k0, int64_t 
 
 constexpr int MR = 8, NR = 4;
 
-void micro(int64_t nu, const void * a, const void * b, float * c, size_t ldc, bool accumulate) {
-    const float * ap = (const float *) a;
-    const float * bp = (const float *) b;
-    float acc[NR][MR];
-    for (int j = 0; j < NR; j++)
-        for (int i = 0; i < MR; i++) acc[j][i] = accumulate ? c[j * ldc + i] : 0.0f;
-    for (int64_t u = 0; u < nu; u++) {
-        for (int j = 0; j < NR; j++) {
-            const float bj = bp[u * NR + j];
-            for (int i = 0; i < MR; i++) acc[j][i] += ap[u * MR + i] * bj;
-        }
-    }
-    for (int j = 0; j < NR; j++)
-        for (int i = 0; i < MR; i++) c[j * ldc + i] = acc[j][i];
-}
-
 void axpy(int64_t n, int nx, const float * s, const float * const * x, float * y) {
     for (int64_t i = 0; i < n; i++) {
         float v = y[i];
@@ -104,51 +91,45 @@ inline float bf16_half(uint32_t u, int half) {
     return f;
 }
 
-void micro_bf16(int64_t nu, const void * a, const void * b, float * c, size_t ldc, bool accumulate) {
-    const uint32_t * ap = (const uint32_t *) a;
-    const uint32_t * bp = (const uint32_t *) b;
+// One unit of the micro-kernel into an accumulator: an f32 (one product), or a pair of bf16 (the
+// product of the high halves, then of the low ones, as vdpbf16ps; exact products, one rounding each).
+inline float madd_unit(float acc, float a, float b) { return acc + a * b; }
+inline float madd_unit(float acc, uint32_t a, uint32_t b) {
+    acc += bf16_half(a, 1) * bf16_half(b, 1);
+    return acc + bf16_half(a, 0) * bf16_half(b, 0);
+}
+
+template <typename U>
+void micro(int64_t nu, const void * a, const void * b, float * c, size_t ldc, bool accumulate) {
+    const U * ap = (const U *) a;
+    const U * bp = (const U *) b;
     float acc[NR][MR];
     for (int j = 0; j < NR; j++)
         for (int i = 0; i < MR; i++) acc[j][i] = accumulate ? c[j * ldc + i] : 0.0f;
     for (int64_t u = 0; u < nu; u++) {
         for (int j = 0; j < NR; j++) {
-            const uint32_t bj = bp[u * NR + j];
-            for (int i = 0; i < MR; i++) {
-                const uint32_t ai = ap[u * MR + i];
-                acc[j][i] += bf16_half(ai, 1) * bf16_half(bj, 1);  // exact products: one rounding each
-                acc[j][i] += bf16_half(ai, 0) * bf16_half(bj, 0);
-            }
+            const U bj = bp[u * NR + j];
+            for (int i = 0; i < MR; i++) acc[j][i] = madd_unit(acc[j][i], ap[u * MR + i], bj);
         }
     }
     for (int j = 0; j < NR; j++)
         for (int i = 0; i < MR; i++) c[j * ldc + i] = acc[j][i];
 }
 
-const ggml_gemm_kernel gemm_f32  = { MR, NR, 1, 256, 64, 8, pack<float>, pack<float>, micro };
-const ggml_gemm_kernel gemm_bf16_pairs = { MR, NR, 2, 128, 64, 8, nullptr, nullptr, micro_bf16 };
-const ggml_gemm_kernel gemm_f16  = { MR, NR, 1, 256, 64, 8, pack<ggml_fp16_t>, pack<ggml_fp16_t>, micro };
-const ggml_gemm_kernel gemm_bf16 = { MR, NR, 1, 256, 64, 8, pack<ggml_bf16_t>, pack<ggml_bf16_t>, micro };
+const ggml_gemm_kernel gemm_f32  = { MR, NR, 1, 256, 64, 8, pack<float>, pack<float>, micro<float> };
+const ggml_gemm_kernel gemm_bf16_pairs = { MR, NR, 2, 128, 64, 8, nullptr, nullptr, micro<uint32_t> };
+const ggml_gemm_kernel gemm_f16  = { MR, NR, 1, 256, 64, 8, pack<ggml_fp16_t>, pack<ggml_fp16_t>, micro<float> };
+const ggml_gemm_kernel gemm_bf16 = { MR, NR, 1, 256, 64, 8, pack<ggml_bf16_t>, pack<ggml_bf16_t>, micro<float> };
 
 const ggml_mm_type_kernels mm_f32  = { GGML_TYPE_F32,  nullptr,      dot_tile<float>,       &gemm_f32 };
 const ggml_mm_type_kernels mm_f16  = { GGML_TYPE_F16,  fp32_to_fp16, dot_tile<ggml_fp16_t>, &gemm_f16 };
 const ggml_mm_type_kernels mm_bf16 = { GGML_TYPE_BF16, fp32_to_bf16, dot_tile<ggml_bf16_t>, &gemm_bf16 };
 
-const ggml_mm_type_kernels * mm_type(ggml_type type) {
-    switch (type) {
-        case GGML_TYPE_F32:  return &mm_f32;
-        case GGML_TYPE_F16:  return &mm_f16;
-        case GGML_TYPE_BF16: return &mm_bf16;
-        default:             return nullptr;
-    }
-}
+const ggml_mm_type_kernels * mm_type(ggml_type type) { return ggml_simd::mm_type<&mm_f32, &mm_f16, &mm_bf16>(type); }
 
 ggml_quant_dot_rows_fn no_dot_rows(ggml_type) { return nullptr; }
 
 // ---- float rows of the ops ----------------------------------------------------------------
-template <ggml_vec_math::ExpKind K> void vec_apply(float * y, const float * x, int64_t n) {
-    for (int64_t i = 0; i < n; i++) y[i] = ggml_vec_math::eval_scalar<K>(x[i]);
-}
-
 float row_max(const float * w, int64_t n) {
     float m = -INFINITY;
     for (int64_t i = 0; i < n; i++) m = w[i] > m ? w[i] : m;
@@ -159,13 +140,8 @@ void add_mask_f16(float * w, const ggml_fp16_t * mask, int64_t n, float slope) {
     for (int64_t i = 0; i < n; i++) w[i] += slope * GGML_FP16_TO_FP32(mask[i]);
 }
 
-void f16_to_f32_row(const ggml_fp16_t * x, float * y, int64_t n) {
-    for (int64_t i = 0; i < n; i++) y[i] = GGML_FP16_TO_FP32(x[i]);
-}
-
-void f32_to_f16_row(const float * x, ggml_fp16_t * y, int64_t n) {
-    for (int64_t i = 0; i < n; i++) y[i] = GGML_FP32_TO_FP16(x[i]);
-}
+void f16_to_f32_row(const ggml_fp16_t * x, float * y, int64_t n) { fp16_to_fp32(x, y, n); }
+void f32_to_f16_row(const float * x, ggml_fp16_t * y, int64_t n) { fp32_to_fp16(x, y, n); }
 
 }  // namespace
 
@@ -189,8 +165,8 @@ extern "C" const ggml_cpu_kernels ggml_cpu_kernels_scalar = {
     /* repack         */ { nullptr, nullptr, nullptr, nullptr, nullptr, ggml_repack_quantize_q8_0x16_ref,
                            ggml_repack_q4_0x16_to_q8_0x16t_ref, nullptr, nullptr, nullptr, nullptr, nullptr,
                            ggml_quantize_row_q8_0x_ref, ggml_repack_quantize_q8_K_ref },
-    /* vec_exp ...    */ vec_apply<ggml_vec_math::ExpKind::exp>, vec_apply<ggml_vec_math::ExpKind::silu>,
-                         vec_apply<ggml_vec_math::ExpKind::sigmoid>, vec_apply<ggml_vec_math::ExpKind::gelu>,
+    /* vec_exp ...    */ ggml_simd::vec_apply<V, ExpKind::exp>, ggml_simd::vec_apply<V, ExpKind::silu>,
+                         ggml_simd::vec_apply<V, ExpKind::sigmoid>, ggml_simd::vec_apply<V, ExpKind::gelu>,
     /* row_max        */ row_max,
     /* add_mask_f16   */ add_mask_f16,
     /* f16_to_f32_row */ f16_to_f32_row,

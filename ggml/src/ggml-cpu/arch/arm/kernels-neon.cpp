@@ -4,13 +4,12 @@
 
 #if defined(GGML_SIMD_NEON)
 
+#include "simd-neon.h"
+
 namespace {
 
-// The NEON dot where there is one, else the reference.
-ggml_quant_dot_fn quant_dot(ggml_type type) {
-    const ggml_quant_dot_fn f = ggml_cpu_neon::quant_dot(type);
-    return f ? f : ggml_cpu_kernels_scalar.quant_dot(type);
-}
+using ggml_simd::ExpKind;
+typedef ggml_simd::neon V;
 
 ggml_quant_dot_rows_fn no_dot_rows(ggml_type) { return nullptr; }
 
@@ -30,22 +29,23 @@ extern "C" const ggml_cpu_kernels ggml_cpu_kernels_neon = {
     /* base           */ &ggml_cpu_kernels_scalar,
     /* features       */ GGML_CPU_FEAT_NEON | DOTPROD,
     /* mm_type        */ ggml_cpu_neon::mm_type,
-    /* axpy           */ ggml_cpu_neon::axpy,
-    /* fp16_to_fp32   */ ggml_cpu_neon::fp16_to_fp32,
-    /* bf16_to_fp32   */ ggml_cpu_neon::bf16_to_fp32,
+    /* axpy           */ ggml_simd::axpy<V>,
+    /* fp16_to_fp32   */ ggml_simd::fp16_to_fp32<V>,
+    /* bf16_to_fp32   */ ggml_simd::bf16_to_fp32<V>,
     /* bf16_pairs     */ nullptr,
     /* gemm_bf16_pairs*/ nullptr,
     /* tiles_bf16 ... */ nullptr, nullptr, nullptr,
     /* dequant        */ ggml_dequant_ref,
-    /* quant_dot      */ quant_dot,
+    /* quant_dot      */ ggml_quant_dot_or_base<ggml_cpu_neon::quant_dot, ggml_cpu_kernels_scalar>,
     /* quant_dot_rows */ no_dot_rows,
     /* repack         */ { REPACK_KERNELS, ggml_repack_quantize_q8_0x16_ref, ggml_repack_q4_0x16_to_q8_0x16t_ref, nullptr, nullptr, nullptr, nullptr, nullptr,
                          ggml_quantize_row_q8_0x_ref, ggml_repack_quantize_q8_K_ref },
-    /* vec_exp ...    */ ggml_cpu_neon::vec_exp, ggml_cpu_neon::vec_silu, ggml_cpu_neon::vec_sigmoid, ggml_cpu_neon::vec_gelu,
-    /* row_max        */ ggml_cpu_neon::row_max,
-    /* add_mask_f16   */ ggml_cpu_neon::add_mask_f16,
-    /* f16_to_f32_row */ ggml_cpu_neon::f16_to_f32_row,
-    /* f32_to_f16_row */ ggml_cpu_neon::f32_to_f16_row,
+    /* vec_exp ...    */ ggml_simd::vec_apply<V, ExpKind::exp>, ggml_simd::vec_apply<V, ExpKind::silu>,
+                         ggml_simd::vec_apply<V, ExpKind::sigmoid>, ggml_simd::vec_apply<V, ExpKind::gelu>,
+    /* row_max        */ ggml_simd::row_max<V>,
+    /* add_mask_f16   */ ggml_simd::add_mask_f16<V>,
+    /* f16_to_f32_row */ ggml_simd::f16_to_f32_row<V>,
+    /* f32_to_f16_row */ ggml_simd::f32_to_f16_row<V>,
     /* exp_sub_max_sum */ nullptr,
     /* soft_max_logits */ nullptr,
 };

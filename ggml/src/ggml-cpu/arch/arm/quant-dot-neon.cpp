@@ -12,6 +12,8 @@
 
 #include <string.h>
 
+#include <type_traits>
+
 namespace ggml_cpu_neon {
 namespace {
 
@@ -106,57 +108,35 @@ inline float dot_blocks32(int64_t n, const Block & blk) {
     return sum;
 }
 
-struct BlockQ4_0 {
-    static constexpr bool has_min = false;
-    const block_q4_0 * a;
-    const block_q8_0 * b;
+// Q4_0 (levels nibble - 8) and Q4_1 (nibble, with a min: against Q8_1).
+template <typename BA, typename BB> struct BlockQ4 {
+    static constexpr bool has_min = std::is_same<BB, block_q8_1>::value;
+    const BA * a;
+    const BB * b;
     int32x4_t isum(int64_t i) const {
         const uint8x16_t q = vld1q_u8(a[i].qs);
-        const int8x16_t off = vdupq_n_s8(8);
-        const int8x16_t w0 = vsubq_s8(s8(vandq_u8(q, vdupq_n_u8(0x0F))), off);
-        const int8x16_t w1 = vsubq_s8(s8(vshrq_n_u8(q, 4)), off);
+        int8x16_t w0 = s8(vandq_u8(q, vdupq_n_u8(0x0F))), w1 = s8(vshrq_n_u8(q, 4));
+        if constexpr (!has_min) {
+            w0 = vsubq_s8(w0, vdupq_n_s8(8));
+            w1 = vsubq_s8(w1, vdupq_n_s8(8));
+        }
         return dot32_w7(w0, w1, b[i].qs);
     }
 };
 
-struct BlockQ4_1 {
-    static constexpr bool has_min = true;
-    const block_q4_1 * a;
-    const block_q8_1 * b;
-    int32x4_t isum(int64_t i) const {
-        const uint8x16_t q = vld1q_u8(a[i].qs);
-        return dot32_w7(s8(vandq_u8(q, vdupq_n_u8(0x0F))), s8(vshrq_n_u8(q, 4)), b[i].qs);
-    }
-};
-
-struct BlockQ5_0 {
-    static constexpr bool has_min = false;
-    const block_q5_0 * a;
-    const block_q8_0 * b;
-    int32x4_t isum(int64_t i) const {
-        uint8x16_t hlo, hhi;
-        expand_qh(load_u32(a[i].qh), hlo, hhi);
-        const uint8x16_t q = vld1q_u8(a[i].qs);
-        // level - 16 = nibble - 16 * !bit4
-        const uint8x16_t m16 = vdupq_n_u8(0x10);
-        const int8x16_t w0 = s8(vsubq_u8(vandq_u8(q, vdupq_n_u8(0x0F)), vbicq_u8(m16, hlo)));
-        const int8x16_t w1 = s8(vsubq_u8(vshrq_n_u8(q, 4), vbicq_u8(m16, hhi)));
-        return dot32_w7(w0, w1, b[i].qs);
-    }
-};
-
-struct BlockQ5_1 {
-    static constexpr bool has_min = true;
-    const block_q5_1 * a;
-    const block_q8_1 * b;
+// Q5_0 (levels - 16 = nibble - 16 * !bit4) and Q5_1 (nibble | 16 * bit4, with a min).
+template <typename BA, typename BB> struct BlockQ5 {
+    static constexpr bool has_min = std::is_same<BB, block_q8_1>::value;
+    const BA * a;
+    const BB * b;
     int32x4_t isum(int64_t i) const {
         uint8x16_t hlo, hhi;
         expand_qh(load_u32(a[i].qh), hlo, hhi);
         const uint8x16_t q = vld1q_u8(a[i].qs);
         const uint8x16_t m16 = vdupq_n_u8(0x10);
-        const int8x16_t w0 = s8(vorrq_u8(vandq_u8(q, vdupq_n_u8(0x0F)), vandq_u8(m16, hlo)));
-        const int8x16_t w1 = s8(vorrq_u8(vshrq_n_u8(q, 4), vandq_u8(m16, hhi)));
-        return dot32_w7(w0, w1, b[i].qs);
+        const uint8x16_t lo = vandq_u8(q, vdupq_n_u8(0x0F)), hi = vshrq_n_u8(q, 4);
+        if constexpr (has_min) return dot32_w7(s8(vorrq_u8(lo, vandq_u8(m16, hlo))), s8(vorrq_u8(hi, vandq_u8(m16, hhi))), b[i].qs);
+        else return dot32_w7(s8(vsubq_u8(lo, vbicq_u8(m16, hlo))), s8(vsubq_u8(hi, vbicq_u8(m16, hhi))), b[i].qs);
     }
 };
 
@@ -185,24 +165,9 @@ struct BlockIQ4_NL {
     }
 };
 
-float dot_q4_0(int64_t n, const void * va, const void * vb) {
-    return dot_blocks32(n, BlockQ4_0{(const block_q4_0 *) va, (const block_q8_0 *) vb});
-}
-
-float dot_q4_1(int64_t n, const void * va, const void * vb) {
-    const block_q4_1 * a = (const block_q4_1 *) va;
-    const block_q8_1 * b = (const block_q8_1 *) vb;
-    return dot_blocks32(n, BlockQ4_1{a, b});
-}
-
-float dot_q5_0(int64_t n, const void * va, const void * vb) {
-    return dot_blocks32(n, BlockQ5_0{(const block_q5_0 *) va, (const block_q8_0 *) vb});
-}
-
-float dot_q5_1(int64_t n, const void * va, const void * vb) {
-    const block_q5_1 * a = (const block_q5_1 *) va;
-    const block_q8_1 * b = (const block_q8_1 *) vb;
-    return dot_blocks32(n, BlockQ5_1{a, b});
+template <typename BA, typename BB, template <typename, typename> class Block>
+float dot_32(int64_t n, const void * va, const void * vb) {
+    return dot_blocks32(n, Block<BA, BB>{(const BA *) va, (const BB *) vb});
 }
 
 float dot_q8_0(int64_t n, const void * va, const void * vb) {
@@ -237,22 +202,19 @@ inline int32_t bsums_dot16(int8x16_t c, const int16_t * bsums) {
 }
 
 float dot_q2_K(int64_t n, const void * va, const void * vb) {
-    const block_q2_K * a = (const block_q2_K *) va;
-    const block_q8_K * b = (const block_q8_K *) vb;
     const uint8x16_t m3 = vdupq_n_u8(3);
-    float sum = 0.0f;
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        const uint8x16_t scales = vld1q_u8(a[i].scales);
+    return ggml_quant_dot_blocks_K<block_q2_K>(n, va, vb, [&](const block_q2_K & a, const block_q8_K & b) {
+        const uint8x16_t scales = vld1q_u8(a.scales);
         const int16x8_t sc0 = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(vandq_u8(scales, vdupq_n_u8(0x0F)))));
         const int16x8_t sc1 = vreinterpretq_s16_u16(vmovl_high_u8(vandq_u8(scales, vdupq_n_u8(0x0F))));
         const int32x4_t sc[4] = {lo32(sc0), hi32(sc0), lo32(sc1), hi32(sc1)};
         const int8x16_t mins = s8(vshrq_n_u8(scales, 4));
-        const int8_t * y = b[i].qs;
+        const int8_t * y = b.qs;
         int32x4_t acc = vdupq_n_s32(0);
         // Half h: 32 bytes of qs hold the 2-bit levels of 128 values, 4 shifts of 32 values each.
         #pragma GCC unroll 4
         for (int h = 0; h < 2; h++) {
-            uint8x16_t q0 = vld1q_u8(a[i].qs + 32 * h), q1 = vld1q_u8(a[i].qs + 32 * h + 16);
+            uint8x16_t q0 = vld1q_u8(a.qs + 32 * h), q1 = vld1q_u8(a.qs + 32 * h + 16);
             #pragma GCC unroll 4
             for (int s = 0; s < 4; s += 2, y += 64) {
                 const int32x4_t d0 = dot_sub16(s8(vandq_u8(q0, m3)), y);
@@ -267,10 +229,9 @@ float dot_q2_K(int64_t n, const void * va, const void * vb) {
             }
         }
         const int isum = vaddvq_s32(acc);
-        const int msum = bsums_dot16(mins, b[i].bsums);
-        sum += b[i].d * (h2f(a[i].d) * (float) isum - h2f(a[i].dmin) * (float) msum);
-    }
-    return sum;
+        const int msum = bsums_dot16(mins, b.bsums);
+        return b.d * (h2f(a.d) * (float) isum - h2f(a.dmin) * (float) msum);
+    });
 }
 
 // The 16 signed 6-bit scales of a Q3_K block (see q3_k_scale), in sub-block order.
@@ -287,22 +248,19 @@ inline int8x16_t q3_k_scales(const uint8_t * s) {
 }
 
 float dot_q3_K(int64_t n, const void * va, const void * vb) {
-    const block_q3_K * a = (const block_q3_K *) va;
-    const block_q8_K * b = (const block_q8_K *) vb;
     const uint8x16_t m3 = vdupq_n_u8(3), m4 = vdupq_n_u8(4);
-    float sum = 0.0f;
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        const int8x16_t scales = q3_k_scales(a[i].scales);
+    return ggml_quant_dot_blocks_K<block_q3_K>(n, va, vb, [&](const block_q3_K & a, const block_q8_K & b) {
+        const int8x16_t scales = q3_k_scales(a.scales);
         const int16x8_t sc0 = vmovl_s8(vget_low_s8(scales)), sc1 = vmovl_high_s8(scales);
         const int32x4_t sc[4] = {lo32(sc0), hi32(sc0), lo32(sc1), hi32(sc1)};
         // hm0 / hm1: the high bits of values v % 32 in 0..15 / 16..31, bit v / 32; shifted right
         // as the groups of 32 advance, so bit 0 is always the current group's.
-        uint8x16_t hm0 = vld1q_u8(a[i].hmask), hm1 = vld1q_u8(a[i].hmask + 16);
-        const int8_t * y = b[i].qs;
+        uint8x16_t hm0 = vld1q_u8(a.hmask), hm1 = vld1q_u8(a.hmask + 16);
+        const int8_t * y = b.qs;
         int32x4_t acc = vdupq_n_s32(0);
         #pragma GCC unroll 4
         for (int h = 0; h < 2; h++) {
-            uint8x16_t q0 = vld1q_u8(a[i].qs + 32 * h), q1 = vld1q_u8(a[i].qs + 32 * h + 16);
+            uint8x16_t q0 = vld1q_u8(a.qs + 32 * h), q1 = vld1q_u8(a.qs + 32 * h + 16);
             #pragma GCC unroll 4
             for (int s = 0; s < 4; s += 2, y += 64) {
                 // u = low 2 bits | 4 * high bit, in 0..7; the level is u - 4 (the -4 uses bsums).
@@ -318,10 +276,9 @@ float dot_q3_K(int64_t n, const void * va, const void * vb) {
                 acc = vmlaq_s32(acc, d, sc[2 * h + s / 2]);
             }
         }
-        const int isum = vaddvq_s32(acc) - 4 * bsums_dot16(scales, b[i].bsums);
-        sum += h2f(a[i].d) * b[i].d * (float) isum;
-    }
-    return sum;
+        const int isum = vaddvq_s32(acc) - 4 * bsums_dot16(scales, b.bsums);
+        return h2f(a.d) * b.d * (float) isum;
+    });
 }
 
 // The 8 scales and 8 mins of a Q4_K / Q5_K block (see get_scale_min_k4) as 8 bytes each.
@@ -348,76 +305,51 @@ inline int32x4_t dot_chunk64(int8x16_t l0, int8x16_t l1, int8x16_t h0, int8x16_t
     return dot16_w7(dot16_w7(vdupq_n_s32(0), h0, vld1q_s8(y + 32)), h1, vld1q_s8(y + 48));
 }
 
-float dot_q4_K(int64_t n, const void * va, const void * vb) {
-    const block_q4_K * a = (const block_q4_K *) va;
-    const block_q8_K * b = (const block_q8_K *) vb;
-    const uint8x16_t m4 = vdupq_n_u8(0x0F);
-    float sum = 0.0f;
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        int16x8_t sc, mn;
-        k4_scales_mins(a[i].scales, sc, mn);
-        int32x4_t d[8];
-        #pragma GCC unroll 4
-        for (int c = 0; c < 4; c++) {
-            const uint8x16_t q0 = vld1q_u8(a[i].qs + 32 * c), q1 = vld1q_u8(a[i].qs + 32 * c + 16);
-            d[2 * c + 1] = dot_chunk64(s8(vandq_u8(q0, m4)), s8(vandq_u8(q1, m4)), s8(vshrq_n_u8(q0, 4)),
-                                       s8(vshrq_n_u8(q1, 4)), b[i].qs + 64 * c, d[2 * c]);
-        }
-        int32x4_t acc = vmulq_s32(lane_sums(d[0], d[1], d[2], d[3]), lo32(sc));
-        acc = vmlaq_s32(acc, lane_sums(d[4], d[5], d[6], d[7]), hi32(sc));
-        const int isum = vaddvq_s32(acc);
-        const int msum = bsums_dot8(mn, b[i].bsums);
-        sum += b[i].d * (h2f(a[i].d) * (float) isum - h2f(a[i].dmin) * (float) msum);
-    }
-    return sum;
-}
-
-float dot_q5_K(int64_t n, const void * va, const void * vb) {
-    const block_q5_K * a = (const block_q5_K *) va;
-    const block_q8_K * b = (const block_q8_K *) vb;
+// Q4_K and Q5_K (bits 2c / 2c + 1 of qh[l] are the fifth bits of chunk c; shifted right by 2
+// per chunk).
+template <typename BA> float dot_k4(int64_t n, const void * va, const void * vb) {
+    constexpr bool q5 = std::is_same<BA, block_q5_K>::value;
     const uint8x16_t m4 = vdupq_n_u8(0x0F), m16 = vdupq_n_u8(0x10);
-    float sum = 0.0f;
-    for (int64_t i = 0; i < n / QK_K; i++) {
+    return ggml_quant_dot_blocks_K<BA>(n, va, vb, [&](const BA & a, const block_q8_K & b) {
         int16x8_t sc, mn;
-        k4_scales_mins(a[i].scales, sc, mn);
-        // Bits 2c / 2c + 1 of qh[l] are the fifth bits of chunk c; shifted right by 2 per chunk.
-        uint8x16_t qh0 = vld1q_u8(a[i].qh), qh1 = vld1q_u8(a[i].qh + 16);
+        k4_scales_mins(a.scales, sc, mn);
+        uint8x16_t qh0 = vdupq_n_u8(0), qh1 = vdupq_n_u8(0);
+        if constexpr (q5) qh0 = vld1q_u8(a.qh), qh1 = vld1q_u8(a.qh + 16);
         int32x4_t d[8];
         #pragma GCC unroll 4
         for (int c = 0; c < 4; c++) {
-            const uint8x16_t q0 = vld1q_u8(a[i].qs + 32 * c), q1 = vld1q_u8(a[i].qs + 32 * c + 16);
-            const int8x16_t l0 = s8(vorrq_u8(vandq_u8(q0, m4), vandq_u8(vshlq_n_u8(qh0, 4), m16)));
-            const int8x16_t l1 = s8(vorrq_u8(vandq_u8(q1, m4), vandq_u8(vshlq_n_u8(qh1, 4), m16)));
-            const int8x16_t h0 = s8(vorrq_u8(vshrq_n_u8(q0, 4), vandq_u8(vshlq_n_u8(qh0, 3), m16)));
-            const int8x16_t h1 = s8(vorrq_u8(vshrq_n_u8(q1, 4), vandq_u8(vshlq_n_u8(qh1, 3), m16)));
-            qh0 = vshrq_n_u8(qh0, 2);
-            qh1 = vshrq_n_u8(qh1, 2);
-            d[2 * c + 1] = dot_chunk64(l0, l1, h0, h1, b[i].qs + 64 * c, d[2 * c]);
+            const uint8x16_t q0 = vld1q_u8(a.qs + 32 * c), q1 = vld1q_u8(a.qs + 32 * c + 16);
+            uint8x16_t l0 = vandq_u8(q0, m4), l1 = vandq_u8(q1, m4), h0 = vshrq_n_u8(q0, 4), h1 = vshrq_n_u8(q1, 4);
+            if constexpr (q5) {
+                l0 = vorrq_u8(l0, vandq_u8(vshlq_n_u8(qh0, 4), m16));
+                l1 = vorrq_u8(l1, vandq_u8(vshlq_n_u8(qh1, 4), m16));
+                h0 = vorrq_u8(h0, vandq_u8(vshlq_n_u8(qh0, 3), m16));
+                h1 = vorrq_u8(h1, vandq_u8(vshlq_n_u8(qh1, 3), m16));
+                qh0 = vshrq_n_u8(qh0, 2);
+                qh1 = vshrq_n_u8(qh1, 2);
+            }
+            d[2 * c + 1] = dot_chunk64(s8(l0), s8(l1), s8(h0), s8(h1), b.qs + 64 * c, d[2 * c]);
         }
         int32x4_t acc = vmulq_s32(lane_sums(d[0], d[1], d[2], d[3]), lo32(sc));
         acc = vmlaq_s32(acc, lane_sums(d[4], d[5], d[6], d[7]), hi32(sc));
         const int isum = vaddvq_s32(acc);
-        const int msum = bsums_dot8(mn, b[i].bsums);
-        sum += b[i].d * (h2f(a[i].d) * (float) isum - h2f(a[i].dmin) * (float) msum);
-    }
-    return sum;
+        const int msum = bsums_dot8(mn, b.bsums);
+        return b.d * (h2f(a.d) * (float) isum - h2f(a.dmin) * (float) msum);
+    });
 }
 
 float dot_q6_K(int64_t n, const void * va, const void * vb) {
-    const block_q6_K * a = (const block_q6_K *) va;
-    const block_q8_K * b = (const block_q8_K *) vb;
     const uint8x16_t m4 = vdupq_n_u8(0x0F), m30 = vdupq_n_u8(0x30);
-    float sum = 0.0f;
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        const int8x16_t scales = vld1q_s8(a[i].scales);
+    return ggml_quant_dot_blocks_K<block_q6_K>(n, va, vb, [&](const block_q6_K & a, const block_q8_K & b) {
+        const int8x16_t scales = vld1q_s8(a.scales);
         const int16x8_t sc0 = vmovl_s8(vget_low_s8(scales)), sc1 = vmovl_high_s8(scales);
         const int32x4_t sc[4] = {lo32(sc0), hi32(sc0), lo32(sc1), hi32(sc1)};
-        const int8_t * y = b[i].qs;
+        const int8_t * y = b.qs;
         int32x4_t acc = vdupq_n_s32(0);
         #pragma GCC unroll 4
         for (int h = 0; h < 2; h++, y += 128) {
-            const uint8_t * ql = a[i].ql + 64 * h;
-            const uint8_t * qhp = a[i].qh + 32 * h;
+            const uint8_t * ql = a.ql + 64 * h;
+            const uint8_t * qhp = a.qh + 32 * h;
             // u = 6-bit level in 0..63; the value is u - 32 (the -32 uses bsums). Groups of 32:
             // g0 = ql[0..32) low | qh bits 0..1, g1 = ql[32..64) low | bits 2..3,
             // g2 = ql[0..32) high | bits 4..5, g3 = ql[32..64) high | bits 6..7.
@@ -437,29 +369,18 @@ float dot_q6_K(int64_t n, const void * va, const void * vb) {
             acc = vmlaq_s32(acc, s0, sc[2 * h]);
             acc = vmlaq_s32(acc, s1, sc[2 * h + 1]);
         }
-        const int isum = vaddvq_s32(acc) - 32 * bsums_dot16(scales, b[i].bsums);
-        sum += h2f(a[i].d) * b[i].d * (float) isum;
-    }
-    return sum;
+        const int isum = vaddvq_s32(acc) - 32 * bsums_dot16(scales, b.bsums);
+        return h2f(a.d) * b.d * (float) isum;
+    });
 }
 
 }  // namespace
 
 ggml_quant_dot_fn quant_dot(ggml_type type) {
-    switch (type) {
-        case GGML_TYPE_Q4_0:   return dot_q4_0;
-        case GGML_TYPE_Q4_1:   return dot_q4_1;
-        case GGML_TYPE_Q5_0:   return dot_q5_0;
-        case GGML_TYPE_Q5_1:   return dot_q5_1;
-        case GGML_TYPE_Q8_0:   return dot_q8_0;
-        case GGML_TYPE_IQ4_NL: return dot_iq4_nl;
-        case GGML_TYPE_Q2_K:   return dot_q2_K;
-        case GGML_TYPE_Q3_K:   return dot_q3_K;
-        case GGML_TYPE_Q4_K:   return dot_q4_K;
-        case GGML_TYPE_Q5_K:   return dot_q5_K;
-        case GGML_TYPE_Q6_K:   return dot_q6_K;
-        default:               return nullptr;
-    }
+    static const ggml_quant_dots dots = { dot_32<block_q4_0, block_q8_0, BlockQ4>, dot_32<block_q4_1, block_q8_1, BlockQ4>,
+                                          dot_32<block_q5_0, block_q8_0, BlockQ5>, dot_32<block_q5_1, block_q8_1, BlockQ5>,
+                                          dot_q8_0, dot_iq4_nl, dot_q2_K, dot_q3_K, dot_k4<block_q4_K>, dot_k4<block_q5_K>, dot_q6_K };
+    return ggml_quant_dot_of(dots, type);
 }
 
 }  // namespace ggml_cpu_neon

@@ -7,11 +7,7 @@
 
 #if defined(GGML_SIMD_AVX512)
 
-#include <immintrin.h>
-
-// GCC 12's AVX512 headers start some intrinsics from _mm512_undefined_*(), which trips these.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
+#include "simd-avx512.h"
 
 namespace ggml_cpu_avx512 {
 namespace {

@@ -5,14 +5,11 @@
 // The products of bf16 values are exact in F32; the tiles add them in their own order, so the
 // sums differ in the last bits from those of the bf16-pairs GEMM (scalar and vdpbf16ps, which
 // add per unit the high halves' product, then the low halves').
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
-
 #include "amx.h"
 
 #if defined(GGML_SIMD_AMX) && (defined(__AMX_BF16__) || defined(__AMXBF16__)) && defined(__AVX512BF16__)
+
+#include "simd-avx512.h"
 
 namespace ggml_cpu_amx {
 

@@ -17,17 +17,12 @@
 //  - tokens (pack_b, 32 rows): tile (p, h) holds rows 16 h .. 16 h + 15, 32 bf16 each.
 // The k values past the last whole group are packed plainly (F16: F32 values, BF16: bf16 pairs,
 // unit u of row i at u * 32 + i) and added by vector FMAs / vdpbf16ps after the tiles.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
-
 #include "amx.h"
 
 #if defined(GGML_SIMD_AMX) && (defined(__AMX_BF16__) || defined(__AMXBF16__)) && defined(__AVX512BF16__)
 
 #include "../../vec.h"
-#include "transpose-avx512.h"
+#include "simd-avx512.h"
 
 namespace ggml_cpu_amx {
 
@@ -109,7 +104,7 @@ template <typename T> void pack_a(const void * src, size_t ld, int rows, int wid
                 for (int p = 0; p < P; p++) r[p][i] = parts[p];
             }
             for (int p = 0; p < P; p++) {
-                ggml_transpose16x16(r[p]);
+                ggml_simd::avx512::transpose(r[p]);
                 for (int u = 0; u < 16; u++) _mm512_storeu_si512(d + (p * 2 + h) * TILE + 64 * u, r[p][u]);
             }
         }

@@ -5,27 +5,21 @@
 
 #if defined(GGML_SIMD_AVX512)
 
+#include "simd-avx512.h"
+
 namespace {
 
-const ggml_cpu_kernels & avx2 = ggml_cpu_kernels_avx2;
+using ggml_simd::ExpKind;
+typedef ggml_simd::avx512 V;
 
 #if defined(__AVX512VNNI__)
-ggml_quant_dot_fn quant_dot(ggml_type type) {
-    const ggml_quant_dot_fn f = ggml_cpu_avx512::quant_dot(type);
-    return f ? f : avx2.quant_dot(type);
-}
-
-ggml_quant_dot_rows_fn quant_dot_rows(ggml_type type) {
-    const ggml_quant_dot_rows_fn f = ggml_cpu_avx512::quant_dot_rows(type);
-    return f ? f : avx2.quant_dot_rows(type);
-}
-
+#define QUANT_DOT ggml_quant_dot_or_base<ggml_cpu_avx512::quant_dot, ggml_cpu_kernels_avx2>, \
+                  ggml_quant_dot_rows_or_base<ggml_cpu_avx512::quant_dot_rows, ggml_cpu_kernels_avx2>
 #define REPACK_KERNELS ggml_cpu_avx512::repack_gemm_q4_0, ggml_cpu_avx512::repack_gemm_q8_0, ggml_cpu_avx512::repack_gemm_q4_K, \
                        ggml_cpu_avx512::repack_gemm_q5_K, ggml_cpu_avx512::repack_gemm_q6_K
 #define VNNI GGML_CPU_FEAT_AVX512_VNNI
 #else
-ggml_quant_dot_fn quant_dot(ggml_type type) { return avx2.quant_dot(type); }
-ggml_quant_dot_rows_fn quant_dot_rows(ggml_type type) { return avx2.quant_dot_rows(type); }
+#define QUANT_DOT ggml_quant_dot_or_base<ggml_cpu_avx2::quant_dot, ggml_cpu_kernels_scalar>, ggml_cpu_avx2::quant_dot_rows  // the AVX2 set's
 #define REPACK_KERNELS ggml_cpu_avx2::repack_gemm_q4_0, nullptr, ggml_cpu_avx2::repack_gemm_q4_K, \
                        ggml_cpu_avx2::repack_gemm_q5_K, ggml_cpu_avx2::repack_gemm_q6_K
 #define VNNI 0
@@ -48,24 +42,25 @@ ggml_quant_dot_rows_fn quant_dot_rows(ggml_type type) { return avx2.quant_dot_ro
     /* base           */ BASE, \
     /* features       */ FEATURES, \
     /* mm_type        */ MM_TYPE, \
-    /* axpy           */ ggml_cpu_avx512::axpy, \
-    /* fp16_to_fp32   */ ggml_cpu_avx512::fp16_to_fp32, \
-    /* bf16_to_fp32   */ ggml_cpu_avx512::bf16_to_fp32, \
+    /* axpy           */ ggml_simd::axpy<V>, \
+    /* fp16_to_fp32   */ ggml_simd::fp16_to_fp32<V>, \
+    /* bf16_to_fp32   */ ggml_simd::bf16_to_fp32<V>, \
     /* bf16_pairs, \
        gemm_bf16_pairs*/ BF16_PAIRS, \
     /* tiles_bf16, f32_to_bf16_row, \
        q4_0x16_to_bf16_pairs */ TILES_BF16, \
     /* dequant        */ ggml_cpu_avx512::dequant, \
-    /* quant_dot      */ quant_dot, \
-    /* quant_dot_rows */ quant_dot_rows, \
+    /* quant_dot, \
+       quant_dot_rows */ QUANT_DOT, \
     /* repack         */ { REPACK, ggml_cpu_avx512::repack_quantize_q8_0x16, \
                            ggml_cpu_avx512::repack_q4_0x16_to_q8_0x16t, GEMM_X16, \
                            ggml_cpu_avx512::quantize_row_q8_0x, ggml_cpu_avx512::quantize_row_q8_K }, \
-    /* vec_exp ...    */ ggml_cpu_avx512::vec_exp, ggml_cpu_avx512::vec_silu, ggml_cpu_avx512::vec_sigmoid, ggml_cpu_avx512::vec_gelu, \
-    /* row_max        */ ggml_cpu_avx512::row_max, \
-    /* add_mask_f16   */ ggml_cpu_avx2::add_mask_f16, \
-    /* f16_to_f32_row */ ggml_cpu_avx512::f16_to_f32_row, \
-    /* f32_to_f16_row */ ggml_cpu_avx512::f32_to_f16_row, \
+    /* vec_exp ...    */ ggml_simd::vec_apply<V, ExpKind::exp>, ggml_simd::vec_apply<V, ExpKind::silu>, \
+                         ggml_simd::vec_apply<V, ExpKind::sigmoid>, ggml_simd::vec_apply<V, ExpKind::gelu>, \
+    /* row_max        */ ggml_simd::row_max<V>, \
+    /* add_mask_f16   */ ggml_simd::add_mask_f16<V>, \
+    /* f16_to_f32_row */ ggml_simd::f16_to_f32_row<V>, \
+    /* f32_to_f16_row */ ggml_simd::f32_to_f16_row<V>, \
     /* exp_sub_max_sum */ ggml_cpu_avx512::exp_sub_max_sum, \
     /* soft_max_logits */ ggml_cpu_avx512::soft_max_logits, \
 }

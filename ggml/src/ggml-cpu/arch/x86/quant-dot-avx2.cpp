@@ -6,19 +6,18 @@
 
 #if defined(GGML_SIMD_AVX2)
 
-#include <immintrin.h>
+#include "simd-avx2.h"
+
+#include <string.h>
+
+#include <type_traits>
 
 namespace ggml_cpu_avx2 {
 namespace {
 
 inline float h2f(ggml_fp16_t h) { return _cvtsh_ss(h); }
 
-inline float hsum_ps(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
+inline float hsum_ps(__m256 v) { return ggml_simd::avx2::hsum(v); }
 
 inline int hsum_epi32(__m256i v) {
     __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
@@ -70,17 +69,61 @@ template <typename B> inline void prefetch_ahead(const B * p) {
 }
 
 // ---- 32-value blocks -----------------------------------------------------------------------
-float dot_q4_0(int64_t n, const void * va, const void * vb) {
-    const block_q4_0 * a = (const block_q4_0 *) va;
-    const block_q8_0 * b = (const block_q8_0 *) vb;
+// The driver of the 32-value types: isum(a[i], y) is block i's integer sum against the activation
+// bytes y (8 s32 lanes), scaled by d * db into one float accumulator. Q4_1 / Q5_1 (against Q8_1)
+// add the min terms m * s: sum (d q + m) * db qb = d db sum(q qb) + m * s, s = db sum(qb).
+template <typename BA, typename BB, typename Isum>
+inline float dot_blocks32(int64_t n, const void * va, const void * vb, Isum isum) {
+    const BA * a = (const BA *) va;
+    const BB * b = (const BB *) vb;
     __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / QK4_0; i++) {
+    float mins = 0.0f;
+    for (int64_t i = 0; i < n / 32; i++) {
         prefetch_ahead(a + i);
-        const __m256i q = _mm256_sub_epi8(unpack_nibbles(a[i].qs), _mm256_set1_epi8(8));
-        const __m256i s = dot_s8s8(q, load32(b[i].qs));
+        const __m256i s = isum(a[i], load32(b[i].qs));
         acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(a[i].d) * h2f(b[i].d)), _mm256_cvtepi32_ps(s), acc);
+        if constexpr (std::is_same<BB, block_q8_1>::value) mins += h2f(a[i].m) * h2f(b[i].s);
     }
-    return hsum_ps(acc);
+    if constexpr (std::is_same<BB, block_q8_1>::value) return hsum_ps(acc) + mins;
+    else return hsum_ps(acc);
+}
+
+// The 5-bit levels of a Q5 block: nibbles | 0x10 where qh's bit is set.
+template <typename B> inline __m256i q5_levels(const B & a) {
+    uint32_t qh;
+    memcpy(&qh, a.qh, 4);
+    return _mm256_or_si256(unpack_nibbles(a.qs), expand_bits_to_0x10(qh));
+}
+
+float dot_q4_0(int64_t n, const void * va, const void * vb) {
+    return dot_blocks32<block_q4_0, block_q8_0>(n, va, vb, [](const block_q4_0 & a, __m256i y) {
+        return dot_s8s8(_mm256_sub_epi8(unpack_nibbles(a.qs), _mm256_set1_epi8(8)), y);
+    });
+}
+
+float dot_q4_1(int64_t n, const void * va, const void * vb) {
+    return dot_blocks32<block_q4_1, block_q8_1>(n, va, vb, [](const block_q4_1 & a, __m256i y) { return dot_u8s8(unpack_nibbles(a.qs), y); });
+}
+
+float dot_q5_0(int64_t n, const void * va, const void * vb) {
+    return dot_blocks32<block_q5_0, block_q8_0>(n, va, vb, [](const block_q5_0 & a, __m256i y) {
+        return dot_s8s8(_mm256_sub_epi8(q5_levels(a), _mm256_set1_epi8(16)), y);
+    });
+}
+
+float dot_q5_1(int64_t n, const void * va, const void * vb) {
+    return dot_blocks32<block_q5_1, block_q8_1>(n, va, vb, [](const block_q5_1 & a, __m256i y) { return dot_u8s8(q5_levels(a), y); });
+}
+
+float dot_q8_0(int64_t n, const void * va, const void * vb) {
+    return dot_blocks32<block_q8_0, block_q8_0>(n, va, vb, [](const block_q8_0 & a, __m256i y) { return dot_s8s8(load32(a.qs), y); });
+}
+
+float dot_iq4_nl(int64_t n, const void * va, const void * vb) {
+    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *) kvalues_iq4nl));
+    return dot_blocks32<block_iq4_nl, block_q8_0>(n, va, vb, [table](const block_iq4_nl & a, __m256i y) {
+        return dot_s8s8(_mm256_shuffle_epi8(table, unpack_nibbles(a.qs)), y);
+    });
 }
 
 // Up to 4 rows of Q4_0 against one Q8_0 row. Each activation block is loaded once for all rows,
@@ -106,79 +149,6 @@ void dot_rows_q4_0(int64_t n, const void * va, size_t lda, int nr, const void * 
     for (int r = 0; r < nr; r++) s[r] = hsum_ps(acc[r]);
 }
 
-float dot_q4_1(int64_t n, const void * va, const void * vb) {
-    const block_q4_1 * a = (const block_q4_1 *) va;
-    const block_q8_1 * b = (const block_q8_1 *) vb;
-    __m256 acc = _mm256_setzero_ps();
-    float mins = 0.0f;
-    for (int64_t i = 0; i < n / QK4_1; i++) {
-        prefetch_ahead(a + i);
-        const __m256i s = dot_u8s8(unpack_nibbles(a[i].qs), load32(b[i].qs));
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(a[i].d) * h2f(b[i].d)), _mm256_cvtepi32_ps(s), acc);
-        mins += h2f(a[i].m) * h2f(b[i].s);
-    }
-    return hsum_ps(acc) + mins;
-}
-
-float dot_q5_0(int64_t n, const void * va, const void * vb) {
-    const block_q5_0 * a = (const block_q5_0 *) va;
-    const block_q8_0 * b = (const block_q8_0 *) vb;
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / QK5_0; i++) {
-        prefetch_ahead(a + i);
-        uint32_t qh;
-        memcpy(&qh, a[i].qh, 4);
-        __m256i q = _mm256_or_si256(unpack_nibbles(a[i].qs), expand_bits_to_0x10(qh));
-        q = _mm256_sub_epi8(q, _mm256_set1_epi8(16));
-        const __m256i s = dot_s8s8(q, load32(b[i].qs));
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(a[i].d) * h2f(b[i].d)), _mm256_cvtepi32_ps(s), acc);
-    }
-    return hsum_ps(acc);
-}
-
-float dot_q5_1(int64_t n, const void * va, const void * vb) {
-    const block_q5_1 * a = (const block_q5_1 *) va;
-    const block_q8_1 * b = (const block_q8_1 *) vb;
-    __m256 acc = _mm256_setzero_ps();
-    float mins = 0.0f;
-    for (int64_t i = 0; i < n / QK5_1; i++) {
-        prefetch_ahead(a + i);
-        uint32_t qh;
-        memcpy(&qh, a[i].qh, 4);
-        const __m256i q = _mm256_or_si256(unpack_nibbles(a[i].qs), expand_bits_to_0x10(qh));
-        const __m256i s = dot_u8s8(q, load32(b[i].qs));
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(a[i].d) * h2f(b[i].d)), _mm256_cvtepi32_ps(s), acc);
-        mins += h2f(a[i].m) * h2f(b[i].s);
-    }
-    return hsum_ps(acc) + mins;
-}
-
-float dot_q8_0(int64_t n, const void * va, const void * vb) {
-    const block_q8_0 * a = (const block_q8_0 *) va;
-    const block_q8_0 * b = (const block_q8_0 *) vb;
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / QK8_0; i++) {
-        prefetch_ahead(a + i);
-        const __m256i s = dot_s8s8(load32(a[i].qs), load32(b[i].qs));
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(a[i].d) * h2f(b[i].d)), _mm256_cvtepi32_ps(s), acc);
-    }
-    return hsum_ps(acc);
-}
-
-float dot_iq4_nl(int64_t n, const void * va, const void * vb) {
-    const block_iq4_nl * a = (const block_iq4_nl *) va;
-    const block_q8_0 * b = (const block_q8_0 *) vb;
-    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *) kvalues_iq4nl));
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / QK4_NL; i++) {
-        prefetch_ahead(a + i);
-        const __m256i q = _mm256_shuffle_epi8(table, unpack_nibbles(a[i].qs));
-        const __m256i s = dot_s8s8(q, load32(b[i].qs));
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(a[i].d) * h2f(b[i].d)), _mm256_cvtepi32_ps(s), acc);
-    }
-    return hsum_ps(acc);
-}
-
 // ---- K super-blocks ------------------------------------------------------------------------
 // Per-16-value scales applied to the s16 pair sums of one 32-byte vector (two sub-blocks):
 // maddubs gives 16 s16 (8 per sub-block), madd with [sa x8, sb x8] gives 8 s32.
@@ -194,44 +164,37 @@ inline __m256i scaled_32(__m256i u, __m256i s, int sc) {
 }
 
 float dot_q2_K(int64_t n, const void * va, const void * vb) {
-    const block_q2_K * a = (const block_q2_K *) va;
-    const block_q8_K * b = (const block_q8_K *) vb;
-    float sum = 0.0f;
     const __m256i m3 = _mm256_set1_epi8(3);
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        prefetch_ahead(a + i);
+    return ggml_quant_dot_blocks_K<block_q2_K>(n, va, vb, [&](const block_q2_K & a, const block_q8_K & b) {
+        prefetch_ahead(&a);
         __m256i acc = _mm256_setzero_si256();
-        const int8_t * y = b[i].qs;
+        const int8_t * y = b.qs;
         int is = 0;
         for (int h = 0; h < 2; h++) {
-            const __m256i q = load32(a[i].qs + 32 * h);
+            const __m256i q = load32(a.qs + 32 * h);
             for (int s = 0; s < 4; s++, y += 32, is += 2) {
                 const __m256i u = _mm256_and_si256(_mm256_srli_epi16(q, 2 * s), m3);
-                acc = _mm256_add_epi32(acc, scaled_pairs(u, load32(y), a[i].scales[is] & 0xF, a[i].scales[is + 1] & 0xF));
+                acc = _mm256_add_epi32(acc, scaled_pairs(u, load32(y), a.scales[is] & 0xF, a.scales[is + 1] & 0xF));
             }
         }
         int msum = 0;
-        for (int j = 0; j < 16; j++) msum += (a[i].scales[j] >> 4) * b[i].bsums[j];
-        sum += b[i].d * (h2f(a[i].d) * (float) hsum_epi32(acc) - h2f(a[i].dmin) * (float) msum);
-    }
-    return sum;
+        for (int j = 0; j < 16; j++) msum += (a.scales[j] >> 4) * b.bsums[j];
+        return b.d * (h2f(a.d) * (float) hsum_epi32(acc) - h2f(a.dmin) * (float) msum);
+    });
 }
 
 float dot_q3_K(int64_t n, const void * va, const void * vb) {
-    const block_q3_K * a = (const block_q3_K *) va;
-    const block_q8_K * b = (const block_q8_K *) vb;
-    float sum = 0.0f;
     const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        prefetch_ahead(a + i);
+    return ggml_quant_dot_blocks_K<block_q3_K>(n, va, vb, [&](const block_q3_K & a, const block_q8_K & b) {
+        prefetch_ahead(&a);
         int sc[16];
-        for (int j = 0; j < 16; j++) sc[j] = q3_k_scale(a[i].scales, j);
-        const __m256i hm = load32(a[i].hmask);
+        for (int j = 0; j < 16; j++) sc[j] = q3_k_scale(a.scales, j);
+        const __m256i hm = load32(a.hmask);
         __m256i acc = _mm256_setzero_si256();
-        const int8_t * y = b[i].qs;
+        const int8_t * y = b.qs;
         int is = 0;
         for (int h = 0; h < 2; h++) {
-            const __m256i q = load32(a[i].qs + 32 * h);
+            const __m256i q = load32(a.qs + 32 * h);
             for (int s = 0; s < 4; s++, y += 32, is += 2) {
                 // u = low 2 bits + 4 * high bit, in 0..7; the value is u - 4 (the -4 uses bsums).
                 const __m256i lo = _mm256_and_si256(_mm256_srli_epi16(q, 2 * s), m3);
@@ -241,77 +204,53 @@ float dot_q3_K(int64_t n, const void * va, const void * vb) {
             }
         }
         int corr = 0;
-        for (int j = 0; j < 16; j++) corr += sc[j] * b[i].bsums[j];
-        sum += h2f(a[i].d) * b[i].d * (float) (hsum_epi32(acc) - 4 * corr);
-    }
-    return sum;
+        for (int j = 0; j < 16; j++) corr += sc[j] * b.bsums[j];
+        return h2f(a.d) * b.d * (float) (hsum_epi32(acc) - 4 * corr);
+    });
 }
 
-float dot_q4_K(int64_t n, const void * va, const void * vb) {
-    const block_q4_K * a = (const block_q4_K *) va;
-    const block_q8_K * b = (const block_q8_K *) vb;
-    float sum = 0.0f;
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        prefetch_ahead(a + i);
-        uint8_t sc[8], mn[8];
-        for (int j = 0; j < 8; j++) get_scale_min_k4(j, a[i].scales, &sc[j], &mn[j]);
-        __m256i acc = _mm256_setzero_si256();
-        const int8_t * y = b[i].qs;
-        for (int c = 0; c < 4; c++, y += 64) {
-            const __m256i q = load32(a[i].qs + 32 * c);
-            acc = _mm256_add_epi32(acc, scaled_32(_mm256_and_si256(q, m4), load32(y), sc[2 * c]));
-            acc = _mm256_add_epi32(acc, scaled_32(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), load32(y + 32), sc[2 * c + 1]));
-        }
-        int msum = 0;
-        for (int j = 0; j < 8; j++) msum += mn[j] * (b[i].bsums[2 * j] + b[i].bsums[2 * j + 1]);
-        sum += b[i].d * (h2f(a[i].d) * (float) hsum_epi32(acc) - h2f(a[i].dmin) * (float) msum);
-    }
-    return sum;
-}
-
-float dot_q5_K(int64_t n, const void * va, const void * vb) {
-    const block_q5_K * a = (const block_q5_K *) va;
-    const block_q8_K * b = (const block_q8_K *) vb;
-    float sum = 0.0f;
+// Q4_K and Q5_K (the fifth bits from qh: bits 2c / 2c + 1 of qh[l] for chunk c).
+template <typename BA> float dot_k4(int64_t n, const void * va, const void * vb) {
+    constexpr bool q5 = std::is_same<BA, block_q5_K>::value;
     const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        prefetch_ahead(a + i);
+    return ggml_quant_dot_blocks_K<BA>(n, va, vb, [&](const BA & a, const block_q8_K & b) {
+        prefetch_ahead(&a);
         uint8_t sc[8], mn[8];
-        for (int j = 0; j < 8; j++) get_scale_min_k4(j, a[i].scales, &sc[j], &mn[j]);
-        const __m256i qh = load32(a[i].qh);
+        for (int j = 0; j < 8; j++) get_scale_min_k4(j, a.scales, &sc[j], &mn[j]);
+        __m256i qh = _mm256_setzero_si256();
+        if constexpr (q5) qh = load32(a.qh);
         __m256i acc = _mm256_setzero_si256();
-        const int8_t * y = b[i].qs;
+        const int8_t * y = b.qs;
         for (int c = 0; c < 4; c++, y += 64) {
-            const __m256i q = load32(a[i].qs + 32 * c);
-            const __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), one), 4);
-            const __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one), 4);
-            const __m256i u0 = _mm256_or_si256(_mm256_and_si256(q, m4), h0);
-            const __m256i u1 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), h1);
+            const __m256i q = load32(a.qs + 32 * c);
+            __m256i u0 = _mm256_and_si256(q, m4);
+            __m256i u1 = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            if constexpr (q5) {
+                const __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), one), 4);
+                const __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one), 4);
+                u0 = _mm256_or_si256(u0, h0);
+                u1 = _mm256_or_si256(u1, h1);
+            }
             acc = _mm256_add_epi32(acc, scaled_32(u0, load32(y), sc[2 * c]));
             acc = _mm256_add_epi32(acc, scaled_32(u1, load32(y + 32), sc[2 * c + 1]));
         }
         int msum = 0;
-        for (int j = 0; j < 8; j++) msum += mn[j] * (b[i].bsums[2 * j] + b[i].bsums[2 * j + 1]);
-        sum += b[i].d * (h2f(a[i].d) * (float) hsum_epi32(acc) - h2f(a[i].dmin) * (float) msum);
-    }
-    return sum;
+        for (int j = 0; j < 8; j++) msum += mn[j] * (b.bsums[2 * j] + b.bsums[2 * j + 1]);
+        return b.d * (h2f(a.d) * (float) hsum_epi32(acc) - h2f(a.dmin) * (float) msum);
+    });
 }
 
 float dot_q6_K(int64_t n, const void * va, const void * vb) {
-    const block_q6_K * a = (const block_q6_K *) va;
-    const block_q8_K * b = (const block_q8_K *) vb;
-    float sum = 0.0f;
     const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(3);
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        prefetch_ahead(a + i);
-        const int8_t * sc = a[i].scales;
+    return ggml_quant_dot_blocks_K<block_q6_K>(n, va, vb, [&](const block_q6_K & a, const block_q8_K & b) {
+        prefetch_ahead(&a);
+        const int8_t * sc = a.scales;
         __m256i acc = _mm256_setzero_si256();
-        const int8_t * y = b[i].qs;
+        const int8_t * y = b.qs;
         for (int h = 0; h < 2; h++, y += 128, sc += 8) {
-            const __m256i l0 = load32(a[i].ql + 64 * h);
-            const __m256i l1 = load32(a[i].ql + 64 * h + 32);
-            const __m256i qh = load32(a[i].qh + 32 * h);
+            const __m256i l0 = load32(a.ql + 64 * h);
+            const __m256i l1 = load32(a.ql + 64 * h + 32);
+            const __m256i qh = load32(a.qh + 32 * h);
             // u = 6-bit level in 0..63; the value is u - 32 (the -32 uses bsums).
             const __m256i u0 = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m3), 4));
             const __m256i u1 = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m3), 4));
@@ -323,29 +262,17 @@ float dot_q6_K(int64_t n, const void * va, const void * vb) {
             acc = _mm256_add_epi32(acc, scaled_pairs(u3, load32(y + 96), sc[6], sc[7]));
         }
         int corr = 0;
-        for (int j = 0; j < 16; j++) corr += a[i].scales[j] * b[i].bsums[j];
-        sum += h2f(a[i].d) * b[i].d * (float) (hsum_epi32(acc) - 32 * corr);
-    }
-    return sum;
+        for (int j = 0; j < 16; j++) corr += a.scales[j] * b.bsums[j];
+        return h2f(a.d) * b.d * (float) (hsum_epi32(acc) - 32 * corr);
+    });
 }
 
 }  // namespace
 
 ggml_quant_dot_fn quant_dot(ggml_type type) {
-    switch (type) {
-        case GGML_TYPE_Q4_0:   return dot_q4_0;
-        case GGML_TYPE_Q4_1:   return dot_q4_1;
-        case GGML_TYPE_Q5_0:   return dot_q5_0;
-        case GGML_TYPE_Q5_1:   return dot_q5_1;
-        case GGML_TYPE_Q8_0:   return dot_q8_0;
-        case GGML_TYPE_IQ4_NL: return dot_iq4_nl;
-        case GGML_TYPE_Q2_K:   return dot_q2_K;
-        case GGML_TYPE_Q3_K:   return dot_q3_K;
-        case GGML_TYPE_Q4_K:   return dot_q4_K;
-        case GGML_TYPE_Q5_K:   return dot_q5_K;
-        case GGML_TYPE_Q6_K:   return dot_q6_K;
-        default:               return nullptr;
-    }
+    static const ggml_quant_dots dots = { dot_q4_0, dot_q4_1, dot_q5_0, dot_q5_1, dot_q8_0, dot_iq4_nl,
+                                          dot_q2_K, dot_q3_K, dot_k4<block_q4_K>, dot_k4<block_q5_K>, dot_q6_K };
+    return ggml_quant_dot_of(dots, type);
 }
 
 ggml_quant_dot_rows_fn quant_dot_rows(ggml_type type) {

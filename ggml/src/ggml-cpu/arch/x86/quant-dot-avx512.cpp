@@ -1,17 +1,12 @@
 // quant-dot-avx512.cpp - 512-bit VNNI dot products where they beat the 256-bit kernels: Q4_0,
 // two blocks per register. Used for the multi-row kernel and (with one row) the single dot,
 // so both give the same bits.
-// GCC 12 reports false "may be used uninitialized" warnings inside its own AVX512 headers.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
-
 #include "kernels-x86.h"
 
 #if defined(GGML_SIMD_AVX512) && defined(__AVX512VNNI__)
 
-#include <immintrin.h>
+#include "simd-avx2.h"
+#include "simd-avx512.h"
 
 namespace ggml_cpu_avx512 {
 namespace {
@@ -19,12 +14,7 @@ namespace {
 inline __m256i load32(const void * p) { return _mm256_loadu_si256((const __m256i *) p); }
 inline __m128i load16(const void * p) { return _mm_loadu_si128((const __m128i *) p); }
 
-inline float hsum256(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
+inline float hsum256(__m256 v) { return ggml_simd::avx2::hsum(v); }
 
 // Two F16 scales as floats in lanes 0 and 1.
 inline __m128 two_halves(ggml_fp16_t a, ggml_fp16_t b) {

@@ -10,15 +10,11 @@
 // The weight tiles of a call's group are made once and serve all its tiles of columns. Fewer
 // than 16 columns go to the VNNI kernels, as does everything where the OS does not grant the
 // tile state.
-// GCC 12 reports false "may be used uninitialized" warnings inside its own AVX512 headers.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
-
 #include "amx.h"
 
 #if defined(GGML_SIMD_AMX)
+
+#include "simd-avx512.h"
 
 namespace ggml_cpu_amx {
 

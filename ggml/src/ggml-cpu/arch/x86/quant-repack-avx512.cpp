@@ -2,17 +2,11 @@
 // (quant-repack.h). Per block, the 16 rows' quants are 4 (Q4_0: nibbles, unpacked once) or 8
 // (Q8_0) registers; they meet each column's activations through 8 vpdpbusd with 4 broadcast
 // bytes each, every lane a row. Also the conversion of F32 rows to Q8_0 x16 blocks (out_prod).
-// GCC 12 reports false "may be used uninitialized" warnings inside its own AVX512 headers.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
-
 #include "kernels-x86.h"
 
 #if defined(GGML_SIMD_AVX512)
 
-#include <immintrin.h>
+#include "simd-avx512.h"
 #include <string.h>
 
 namespace ggml_cpu_avx512 {

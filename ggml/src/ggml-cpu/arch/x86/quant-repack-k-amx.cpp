@@ -13,14 +13,11 @@
 // not grant the tile state, go to the VNNI kernels.
 // The tile unit is the limit only if the vector work (the finish, about as long as the products)
 // runs beside the products: see gemm_x16. Without its finish, Q4_K's kernel ran 1.9x as fast.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
-
 #include "amx.h"
 
 #if defined(GGML_SIMD_AMX)
+
+#include "simd-avx512.h"
 
 #include <stddef.h>
 #include <string.h>

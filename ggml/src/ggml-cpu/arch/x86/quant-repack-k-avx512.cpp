@@ -37,16 +37,11 @@
 // On a Zen 4, for one column, prefetching
 // 2 KiB ahead cost one thread (bench-quant) 10% with Q4_K and 29%
 // with Q5_K; all of a Q6_K block 1 or 2 blocks ahead, 27-38% (Q6_K: none at all).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
-
 #include "kernels-x86.h"
 
 #if defined(GGML_SIMD_AVX512) && defined(__AVX512VNNI__)
 
-#include <immintrin.h>
+#include "simd-avx512.h"
 #include <string.h>
 
 #include <type_traits>
