@@ -104,9 +104,17 @@ int main(int argc, char ** argv) {
     ggml_backend_t be = ggml_backend_cuda_init(device);
     printf("device %d: %s\n\n", device, desc);
 
-    const ggml_type types[] = { GGML_TYPE_Q4_0, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K, GGML_TYPE_Q8_0, GGML_TYPE_F16 };
     printf("%-6s %14s %10s %10s %12s %10s\n", "type", "matrix", "tg us", "GB/s", "pp512 ms", "TFLOP/s");
-    for (ggml_type t : types) {
+    // Every weight type of the type table whose product the device runs (it is asked).
+    for (int ti = 0; ti < GGML_TYPE_COUNT; ti++) {
+        if (!ggml_type_is_valid(ti) || !ggml_get_type_traits((ggml_type) ti)->weight_target || ti == GGML_TYPE_F32) continue;
+        const ggml_type t = (ggml_type) ti;
+        {
+            Bench b;
+            b.ctx = new_ctx();
+            ggml_tensor * w = ggml_new_tensor_2d(b.ctx, t, n_embd, n_ff);
+            if (!ggml_backend_supports_op(be, ggml_mul_mat(b.ctx, w, ggml_new_tensor_2d(b.ctx, GGML_TYPE_F32, n_embd, 1)))) continue;
+        }
         for (int shape = 0; shape < 2; shape++) {
             const int64_t K = shape == 0 ? n_embd : n_ff, M = shape == 0 ? n_ff : n_embd;
             double tg, pp;

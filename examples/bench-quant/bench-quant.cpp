@@ -64,15 +64,14 @@ static double time_groups(F f, const std::vector<uint8_t> & w, size_t group_size
     return t[t.size() / 2];
 }
 
-static void bench_repacked(const ggml_type * types, const std::string & only, int64_t k, int64_t stream_mib, int reps, float * sink) {
+static void bench_repacked(const std::vector<ggml_type> & types, const std::string & only, int64_t k, int64_t stream_mib, int reps, float * sink) {
     printf("\nrepacked layouts (16-row groups), 1 thread, GB/s of weights per column pass\n\n");
     printf("%-7s %10s %10s %10s %8s %10s %10s %10s %10s\n", "type", "scalar", "simd", "simd", "speedup", "simd", "speedup", "simd", "speedup");
     printf("%-7s %10s %10s %10s %8s %10s %10s %10s %10s\n", "", "1 col", "1 col", "1 col", "", "8 cols", "vs 1 col", "16 cols", "vs 8 cols");
     printf("%-7s %10s %10s %10s %8s %10s %10s %10s %10s\n", "", "in-cache", "in-cache", "streaming", "", "in-cache", "", "in-cache", "");
     std::mt19937 rng(2);
     std::normal_distribution<float> nd;
-    for (int ti = 0; ti < 11; ti++) {
-        const ggml_type t = types[ti];
+    for (const ggml_type t : types) {
         if (!only.empty() && ("," + only + ",").find("," + std::string(ggml_type_name(t)) + ",") == std::string::npos) continue;
         const ggml_repack_traits * tr = ggml_repack_get_traits(t);
         if (!tr) continue;
@@ -133,8 +132,13 @@ int main(int argc, char ** argv) {
         fprintf(stderr, "bench-quant: --k must be a positive multiple of 256, --stream-mib and --reps positive\n");
         return 1;
     }
-    const ggml_type types[] = { GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_Q8_0,
-                                GGML_TYPE_IQ4_NL, GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K };
+    // Every quantized type weights may be written in (the type table's rows), in table order.
+    std::vector<ggml_type> types;
+    for (int i = 0; i < GGML_TYPE_COUNT; i++) {
+        if (!ggml_type_is_valid(i)) continue;
+        const ggml_type_traits * tr = ggml_get_type_traits((ggml_type) i);
+        if (tr->is_quantized && tr->weight_target && tr->quantize_row) types.push_back((ggml_type) i);
+    }
     const int64_t rows_cache = std::max<int64_t>(1, (256 * 1024) / k);  // ~ a few hundred KB of weights
     printf("quantized dot products, 1 thread, K = %lld; build ISA: %s\n", (long long) k, ggml_cpu_isa_name());
     printf("GB/s of weight bytes read; in-cache: %lld rows, streaming: %lld MiB of weights; median of %d runs\n\n",
