@@ -128,6 +128,18 @@ ggml_type cache_type(const std::string & v) {
     return t;
 }
 
+// A --chat-template value llama_chat_apply_template formats (as llama.cpp refuses one it cannot).
+std::string checked_chat_template(const std::string & t) {
+    if (llama_chat_apply_template(t.c_str(), nullptr, 0, false, nullptr, 0) < 0) {
+        const char * names[16];
+        const int32_t n = llama_chat_builtin_templates(names, 16);
+        std::string list;
+        for (int32_t i = 0; i < n && i < 16; i++) list += (list.empty() ? "" : ", ") + std::string(names[i]);
+        throw_value("the chat template is none of the supported formats (" + list + ", or a template text of one of them)");
+    }
+    return t;
+}
+
 std::string read_text_file(const std::string & path, const std::string & what) {
     std::ifstream in(path, std::ios::binary);
     if (!in) throw_arg("cannot read the " + what + " '" + path + "'");
@@ -450,10 +462,10 @@ std::vector<common_arg> make_table() {
                     "recognizes a template text")).set_examples({LLAMA_EXAMPLE_MAIN});
     add(unsupported({"--reasoning-format"}, "FORMAT", "reasoning output is not parsed")).set_examples({LLAMA_EXAMPLE_MAIN});
     add(text({"--chat-template"}, "JINJA_TEMPLATE", "llama2, llama3, chatml, zephyr, mistral, phi3, or a template text recognized as one",
-             [](common_params & p, const std::string & v) { p.chat_template = v; })).set_examples({LLAMA_EXAMPLE_MAIN})
+             [](common_params & p, const std::string & v) { p.chat_template = checked_chat_template(v); })).set_examples({LLAMA_EXAMPLE_MAIN})
         .set_env("LLAMA_ARG_CHAT_TEMPLATE");
     add(text({"--chat-template-file"}, "JINJA_TEMPLATE_FILE", "the --chat-template text read from a file",
-             [](common_params & p, const std::string & v) { p.chat_template = read_text_file(v, "chat template file"); }))
+             [](common_params & p, const std::string & v) { p.chat_template = checked_chat_template(read_text_file(v, "chat template file")); }))
         .set_examples({LLAMA_EXAMPLE_MAIN}).set_env("LLAMA_ARG_CHAT_TEMPLATE_FILE");
     add(flag({"--simple-io"}, "accepted (input and output are plain already)", [](common_params &) {})).set_examples({LLAMA_EXAMPLE_MAIN});
     add(flag({"--log-disable"}, "no log on standard error but errors (no timings either)", [](common_params & p) { p.verbosity = 0; }))

@@ -74,8 +74,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
         fuzz::refused(err);
         return 0;
     }
-    // Only chat examples for a model without a template of its own are formatted with ChatML.
-    FUZZ_CHECK(!chatml_fallback || (format == FT_DATA_JSONL && llama_model_chat_template(model, nullptr) == nullptr));
+    // Only chat examples for a model without a template of its own (or with one that is none of the
+    // built-in formats) are formatted with ChatML.
+    const char * own = llama_model_chat_template(model, nullptr);
+    FUZZ_CHECK(!chatml_fallback ||
+               (format == FT_DATA_JSONL && (own == nullptr || llama_chat_apply_template(own, nullptr, 0, false, nullptr, 0) < 0)));
     const int32_t n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
     FUZZ_CHECK(!out.empty());
     for (const ft_sequence & s : out) {

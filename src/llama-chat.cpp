@@ -1,5 +1,6 @@
 // llama-chat.cpp - chat templates: the common formats, chosen by name or recognised by the
-// markers in a model's Jinja template (tokenizer.chat_template). ChatML when unknown.
+// markers in a model's Jinja template (tokenizer.chat_template). ChatML for NULL; a template that
+// is none of them is refused (-1), as llama.cpp refuses it, rather than formatted as another.
 #include "llama.h"
 
 #include <cstring>
@@ -12,7 +13,17 @@ enum class chat_style { chatml, llama2, llama3, zephyr, mistral, phi3 };
 
 bool contains(const std::string & s, const char * needle) { return s.find(needle) != std::string::npos; }
 
-chat_style detect_style(const char * tmpl) {
+chat_style detect_style_or_chatml(const char * tmpl);
+
+// False when the template is none of the built-in formats.
+bool detect_style(const char * tmpl, chat_style & style) {
+    style = detect_style_or_chatml(tmpl);
+    if (!tmpl) return true;
+    const std::string t = tmpl;
+    return style != chat_style::chatml || t == "chatml" || contains(t, "<|im_start|>");
+}
+
+chat_style detect_style_or_chatml(const char * tmpl) {
     if (!tmpl) return chat_style::chatml;
     const std::string t = tmpl;
     // Names first.
@@ -92,7 +103,9 @@ int32_t llama_chat_apply_template(const char * tmpl, const struct llama_chat_mes
     for (size_t i = 0; i < n_msg; i++) {
         if (!chat[i].role || !chat[i].content) return -1;
     }
-    const std::string out = format_chat(detect_style(tmpl), chat, n_msg, add_ass);
+    chat_style style;
+    if (!detect_style(tmpl, style)) return -1;
+    const std::string out = format_chat(style, chat, n_msg, add_ass);
     if (buf && length > 0) {
         const size_t n = std::min(out.size(), (size_t) length - 1);
         memcpy(buf, out.data(), n);

@@ -521,9 +521,10 @@ LLAMA_API int32_t llama_detokenize(const struct llama_vocab * vocab, const llama
 
 // ---- chat templates ------------------------------------------------------------------------
 // Formats the messages with the template (a Jinja template text from the model, or a name:
-// "llama2", "llama3", "chatml", "zephyr", "mistral"; recognised by its markers; ChatML when
-// unknown or NULL). add_ass: end with the opening of an assistant turn. Returns the length
-// of the formatted text (snprintf semantics), or -1 on error.
+// "llama2", "llama3", "chatml", "zephyr", "mistral", "phi3"; recognised by its markers; ChatML
+// when NULL). add_ass: end with the opening of an assistant turn. Returns the length of the
+// formatted text (snprintf semantics), or -1 on error: a template that is none of those, or a
+// message without role or content (as llama.cpp).
 LLAMA_API int32_t llama_chat_apply_template(const char * tmpl, const struct llama_chat_message * chat, size_t n_msg,
                                             bool add_ass, char * buf, int32_t length);
 // The names of the built-in templates: writes up to len of them, returns how many there are.

@@ -457,6 +457,11 @@ int main(int argc, char ** argv) {
         if (!tmpl) {
             cli_log(LOG_WARN, "llama-cli: the model has no chat template: using chatml (--chat-template NAME picks another)\n");
             tmpl = "chatml";
+        } else if (llama_chat_apply_template(tmpl, nullptr, 0, false, nullptr, 0) < 0) {
+            // (a --chat-template given is checked when parsed: this is the model's own)
+            cli_log(LOG_WARN, "llama-cli: the model's chat template is none of the built-in formats: using chatml "
+                              "(--chat-template NAME picks another)\n");
+            tmpl = "chatml";
         }
         std::vector<std::pair<std::string, std::string>> history;
         if (!params.system_prompt.empty()) history.push_back({"system", params.system_prompt});

@@ -117,7 +117,7 @@ bool jsonl_document(const llama_model * model, const json_value & j, document & 
         std::vector<llama_chat_message> msgs;
         for (size_t i = 0; i < roles.size(); i++) msgs.push_back({roles[i].c_str(), contents[i].c_str()});
         const char * tmpl = llama_model_chat_template(model, nullptr);
-        if (!tmpl) {  // llama_chat_apply_template's default
+        if (!tmpl || llama_chat_apply_template(tmpl, nullptr, 0, false, nullptr, 0) < 0) {  // none, or not a built-in format
             tmpl = "chatml";
             chatml = true;
         }

@@ -219,7 +219,10 @@ TEST(ChatTemplates, RecognisedFromJinjaAndChatMLWhenUnknown) {
     EXPECT_EQ(apply(llama3_jinja, msgs, true), apply("llama3", msgs, true));
     EXPECT_EQ(apply(llama2_jinja, msgs, true), apply("llama2", msgs, true));
     EXPECT_EQ(apply(zephyr_jinja, msgs, true), apply("zephyr", msgs, true));
-    EXPECT_EQ(apply("something unknown", msgs, false), "<|im_start|>user\nHi<|im_end|>\n");
+    // None of the formats: refused, as llama.cpp refuses it (not formatted as ChatML).
+    EXPECT_EQ(llama_chat_apply_template("something unknown", msgs.data(), msgs.size(), false, nullptr, 0), -1);
+    EXPECT_EQ(llama_chat_apply_template("{{ messages }}", nullptr, 0, false, nullptr, 0), -1);
+    EXPECT_EQ(llama_chat_apply_template("chatml", nullptr, 0, false, nullptr, 0), 0);
     EXPECT_EQ(apply(nullptr, msgs, false), "<|im_start|>user\nHi<|im_end|>\n");
     // A buffer too small gets a truncated, terminated copy and the full length.
     char small[8];

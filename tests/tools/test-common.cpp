@@ -286,6 +286,22 @@ TEST(CommonArgs, EveryLlamaCppBenchQuantizeAndExportOptionIsKnown) {
     }
 }
 
+// A chat template that is none of the built-in formats is refused when given (as llama.cpp).
+TEST(CommonArgs, UnknownChatTemplateIsRefused) {
+    std::string err;
+    const tu::run_result r = tu::run_command(bin("llama-cli") + " -m " + model() + " --chat-template nonsense -p hi -n 1", &err);
+    EXPECT_EQ(r.status, 1);
+    EXPECT_NE(err.find("invalid value for --chat-template: the chat template is none of the supported formats (chatml, llama2"),
+              std::string::npos) << err;
+    tu::TempDir dir;
+    std::ofstream(dir.path + "/t.jinja") << "{% for m in messages %}{{ m.content }}{% endfor %}";
+    const tu::run_result f = tu::run_command(bin("llama-cli") + " -m " + model() + " --chat-template-file " + dir.path + "/t.jinja -p hi -n 1", &err);
+    EXPECT_EQ(f.status, 1);
+    EXPECT_NE(err.find("--chat-template-file"), std::string::npos) << err;
+    const tu::run_result ok = tu::run_command(bin("llama-cli") + " -m " + model() + " --chat-template llama3 -p hi -n 1 -no-cnv", &err);
+    EXPECT_EQ(ok.status, 0) << err;
+}
+
 // Options that print and exit: the device list, a bash completion script that bash can read.
 TEST(CommonPrograms, ListDevicesCompletionAndSpecial) {
     const tu::run_result devices = tu::run_command(bin("llama-cli") + " --list-devices");
