@@ -136,6 +136,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
         std::vector<llama_token> tokens;
         use_vocab(llama_model_get_vocab(m), tokens);
         use_metadata(m, f.path.c_str());
+        // A context for tokenizing only: it decodes nothing.
+        llama_context_params cp = llama_context_default_params();
+        cp.n_ctx = 64;
+        llama_context * ctx = llama_init_from_model(m, cp);
+        FUZZ_CHECK(ctx != nullptr);
+        llama_token t = 0;
+        FUZZ_CHECK(llama_decode(ctx, llama_batch_get_one(&t, 1)) == -1);
+        llama_free(ctx);
         llama_model_free(m);
     }
 

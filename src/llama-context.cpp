@@ -276,11 +276,21 @@ llama_context * llama_init_from_model(llama_model * model, llama_context_params 
         LLAMA_LOG_ERROR("llama_init_from_model: no model\n");
         return nullptr;
     }
-    if (model->vocab_only) {
-        LLAMA_LOG_ERROR("llama_init_from_model: the model was loaded with vocab_only (no weights)\n");
-        return nullptr;
-    }
     const llama_hparams & hp = model->hparams;
+    if (model->vocab_only) {
+        // As llama.cpp: a context on a vocabulary-only model (a tokenizer's programs make one), with
+        // no cache, backends or graphs; llama_decode refuses it.
+        llama_context * lctx = new llama_context(*model);
+        lctx->t_start_us = llama_time_us();
+        lctx->n_ctx = params.n_ctx ? params.n_ctx : (hp.n_ctx_train ? hp.n_ctx_train : 512);
+        lctx->n_batch = std::min(params.n_batch ? params.n_batch : 2048u, lctx->n_ctx);
+        lctx->n_ubatch = std::min(params.n_ubatch ? params.n_ubatch : lctx->n_batch, lctx->n_batch);
+        lctx->n_threads = usable_threads(params.n_threads);
+        lctx->n_threads_batch = params.n_threads_batch > 0 ? usable_threads(params.n_threads_batch) : lctx->n_threads;
+        lctx->no_perf = params.no_perf;
+        LLAMA_LOG_INFO("llama_init_from_model: a vocabulary-only model: a context for tokenizing, without a KV cache\n");
+        return lctx;
+    }
     llama_context * lctx = new llama_context(*model);
     lctx->t_start_us = llama_time_us();
     lctx->n_ctx = params.n_ctx ? params.n_ctx : hp.n_ctx_train;
@@ -458,6 +468,10 @@ void llama_batch_free(llama_batch batch) {
 
 // ---- evaluation ----------------------------------------------------------------------------
 int32_t llama_decode(llama_context * ctx, llama_batch batch) {
+    if (ctx->model.vocab_only) {
+        LLAMA_LOG_ERROR("llama_decode: the model was loaded with vocab_only (no weights): nothing to evaluate\n");
+        return -1;
+    }
     llama_kv_cache & kv = ctx->kv;
     const int32_t n_vocab = (int32_t) ctx->model.hparams.n_vocab;
     const int32_t n = batch.n_tokens;

@@ -229,7 +229,7 @@ struct llama_model_params {
     // Metadata overrides (NULL: none), applied before anything is read from the metadata.
     const struct llama_model_kv_override * kv_overrides;
 
-    bool vocab_only;     // load only the tokenizer
+    bool vocab_only;     // load only the tokenizer (a context on it tokenizes; llama_decode refuses it)
     bool use_mmap;       // map the file instead of reading it (default true)
     bool use_mlock;      // lock the weights in memory (a failure is a warning)
     bool check_tensors;  // check that the float values of every tensor are finite

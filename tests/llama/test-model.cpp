@@ -843,9 +843,13 @@ TEST_F(ModelFiles, VocabOnly) {
         ASSERT_NE(m.m, nullptr) << take_errors();
         EXPECT_GT(llama_vocab_n_tokens(llama_model_get_vocab(m)), 0);
         take_errors();
+        // A context for tokenizing (as llama.cpp gives one); decoding is refused.
         llama_context * ctx = llama_init_from_model(m, llama_context_default_params());
-        EXPECT_EQ(ctx, nullptr);
+        ASSERT_NE(ctx, nullptr) << take_errors();
+        llama_token t = 1;
+        EXPECT_EQ(llama_decode(ctx, llama_batch_get_one(&t, 1)), -1);
         EXPECT_NE(take_errors().find("vocab_only"), std::string::npos);
+        llama_free(ctx);
         // Without vocab_only there are no tensors to load.
         expect_load_error(path, strstr(f, "llama") ? "missing tensor" : "unsupported architecture");
     }

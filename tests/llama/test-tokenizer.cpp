@@ -837,3 +837,31 @@ TEST(Tokenizer, LoadErrors) {
 }
 
 }  // namespace
+
+// A vocabulary-only model gets a context, as in llama.cpp (its llama-tokenize makes one): no KV
+// cache, tokenizing works, the cache calls are harmless and llama_decode refuses with -1.
+TEST(Tokenizer, VocabOnlyModelGetsAContext) {
+    const std::string path = vocab_path("llama-spm");
+    TU_REQUIRE_FILE(path);
+    llama_model_params mp = llama_model_default_params();
+    mp.vocab_only = true;
+    llama_model * model = llama_model_load_from_file(path.c_str(), mp);
+    ASSERT_NE(model, nullptr);
+    llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = 128;
+    llama_context * ctx = llama_init_from_model(model, cp);
+    ASSERT_NE(ctx, nullptr);
+    EXPECT_EQ(llama_n_ctx(ctx), 128u);
+    EXPECT_EQ(llama_get_model(ctx), model);
+    const llama_vocab * vocab = llama_model_get_vocab(model);
+    llama_token toks[8];
+    const int32_t n = llama_tokenize(vocab, "Hello world", 11, toks, 8, true, false);
+    ASSERT_EQ(n, 3);
+    EXPECT_EQ(toks[1], 15043);
+    llama_kv_self_clear(ctx);
+    EXPECT_EQ(llama_kv_self_seq_pos_max(ctx, 0), -1);
+    EXPECT_EQ(llama_decode(ctx, llama_batch_get_one(toks, n)), -1);
+    EXPECT_EQ(llama_get_logits_ith(ctx, -1), nullptr);
+    llama_free(ctx);
+    llama_model_free(model);
+}
