@@ -426,8 +426,18 @@ std::vector<common_arg> make_table() {
             p.main_gpu = (int32_t) v;
             p.gpu_flags_given.push_back("-mg");
         })).set_examples(INFER_BENCH).set_env("LLAMA_ARG_MAIN_GPU");
-    add(unsupported({"--check-tensors"}, nullptr, "tensor data is checked by the loader's own rules only")).set_examples(INFER);
-    add(unsupported({"--override-kv"}, "KEY=TYPE:VALUE", "a model's metadata is used as stored")).set_examples(INFER);
+    add(flag({"--check-tensors"}, "check every tensor's data for invalid values (NaN, inf) when loading (default: false)",
+             [](common_params & p) { p.check_tensors = true; })).set_examples(INFER_BENCH);
+    add(text({"--override-kv"}, "KEY=TYPE:VALUE", "override a model metadata value (llama-quantize: set it in the output); "
+             "TYPE int, float, bool or str; repeatable, e.g. --override-kv tokenizer.ggml.add_bos_token=bool:false",
+             [](common_params & p, const std::string & v) {
+                 llama_model_kv_override o;
+                 std::string err;
+                 if (!common_parse_kv_override(v, o, err)) throw_value(err);
+                 if (!p.kv_overrides.empty()) p.kv_overrides.pop_back();  // the terminating empty key
+                 p.kv_overrides.push_back(o);
+                 p.kv_overrides.push_back({});
+             })).set_examples({LLAMA_EXAMPLE_MAIN, LLAMA_EXAMPLE_PERPLEXITY, LLAMA_EXAMPLE_QUANTIZE});
     add(text({"--lora"}, "FNAME", "apply a LoRA adapter (GGUF file or PEFT directory) at scale 1; repeatable",
              [](common_params & p, const std::string & v) { p.lora_adapters.push_back({v, 1.0f}); })).set_examples(LORA);
     {
@@ -692,8 +702,7 @@ std::vector<common_arg> make_table() {
     add(text({"--token-embedding-type"}, "GGML_TYPE", "the type of token_embd.weight",
              [weight_type](common_params & p, const std::string & v) { p.quantize_token_embd_type = weight_type(v); }))
         .set_examples(QUANTIZE);
-    add(text({"--override-kv"}, "KEY=TYPE:VALUE", "set a metadata value in the output (types int, float, bool, str); repeatable",
-             [](common_params & p, const std::string & v) { p.kv_overrides.push_back(v); })).set_examples(QUANTIZE);
+
     for (const char * name : {"--imatrix", "--include-weights", "--exclude-weights"}) {
         add(unsupported({name}, "V", "importance matrices are not implemented yet")).set_examples(QUANTIZE);
     }

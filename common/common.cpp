@@ -4,7 +4,9 @@
 #include <strings.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <cstdlib>
 #include <random>
 #include <thread>
@@ -53,6 +55,56 @@ bool common_parse_cache_type(const std::string & s, ggml_type * out) {
         }
     }
     return false;
+}
+
+bool common_parse_kv_override(const std::string & spec, llama_model_kv_override & out, std::string & err) {
+    out = {};
+    const size_t eq = spec.find('=');
+    if (eq == std::string::npos || eq == 0 || eq >= sizeof(out.key)) {
+        err = "'" + spec + "' is not KEY=TYPE:VALUE";
+        return false;
+    }
+    memcpy(out.key, spec.data(), eq);
+    const std::string rest = spec.substr(eq + 1);
+    auto value_of = [&](const char * prefix) -> const char * {
+        const size_t n = strlen(prefix);
+        return rest.compare(0, n, prefix) == 0 ? rest.c_str() + n : nullptr;
+    };
+    char * end = nullptr;
+    if (const char * v = value_of("int:")) {
+        errno = 0;
+        out.tag = LLAMA_KV_OVERRIDE_TYPE_INT;
+        out.val_i64 = strtoll(v, &end, 10);
+        if (!*v || *end || errno == ERANGE) {
+            err = "'" + spec + "': not an integer";
+            return false;
+        }
+    } else if (const char * v = value_of("float:")) {
+        out.tag = LLAMA_KV_OVERRIDE_TYPE_FLOAT;
+        out.val_f64 = strtod(v, &end);
+        if (!*v || *end) {
+            err = "'" + spec + "': not a number";
+            return false;
+        }
+    } else if (const char * v = value_of("bool:")) {
+        out.tag = LLAMA_KV_OVERRIDE_TYPE_BOOL;
+        if (strcmp(v, "true") != 0 && strcmp(v, "false") != 0) {
+            err = "'" + spec + "': not true or false";
+            return false;
+        }
+        out.val_bool = strcmp(v, "true") == 0;
+    } else if (const char * v = value_of("str:")) {
+        out.tag = LLAMA_KV_OVERRIDE_TYPE_STR;
+        if (strlen(v) >= sizeof(out.val_str)) {
+            err = "'" + spec + "': strings are at most 127 bytes (as llama.cpp)";
+            return false;
+        }
+        strcpy(out.val_str, v);
+    } else {
+        err = "'" + spec + "': TYPE must be int, float, bool or str";
+        return false;
+    }
+    return true;
 }
 
 std::string common_cache_type_names() {
@@ -108,6 +160,8 @@ llama_model_params common_model_params_to_llama(const common_params & params) {
     mp.n_gpu_layers = params.n_gpu_layers;
     mp.split_mode = params.split_mode;
     mp.main_gpu = params.main_gpu;
+    mp.check_tensors = params.check_tensors;
+    mp.kv_overrides = params.kv_overrides.empty() ? nullptr : params.kv_overrides.data();
     return mp;
 }
 

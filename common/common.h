@@ -158,7 +158,8 @@ struct common_params {
     bool quantize_pure = false;                   // --pure
     ggml_type quantize_output_type = GGML_TYPE_COUNT;      // --output-tensor-type (COUNT: the mix's)
     ggml_type quantize_token_embd_type = GGML_TYPE_COUNT;  // --token-embedding-type
-    std::vector<std::string> kv_overrides;        // --override-kv KEY=TYPE:VALUE
+    std::vector<llama_model_kv_override> kv_overrides;  // --override-kv KEY=TYPE:VALUE (ends with an empty key once given)
+    bool check_tensors = false;        // --check-tensors: every tensor value checked at load
 
     // llama-tokenize
     bool ids_only = false;             // --ids
@@ -176,6 +177,10 @@ void string_process_escapes(std::string & s);
 // The KV cache types (the type table's kv_cache rows) by ggml's names, and their list ("f32, f16, ...").
 bool common_parse_cache_type(const std::string & s, ggml_type * out);
 std::string common_cache_type_names();
+
+// llama.cpp's --override-kv KEY=TYPE:VALUE (TYPE int, float, bool or str; a key and a string of at
+// most 127 bytes): false with the reason in err.
+bool common_parse_kv_override(const std::string & spec, llama_model_kv_override & out, std::string & err);
 
 // The types weights may be quantized to (the type table's weight targets with a quantizer), by
 // ggml's names in any case (q4_K, Q4_K); GGML_TYPE_COUNT for another name.

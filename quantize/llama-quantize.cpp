@@ -71,51 +71,23 @@ static void usage(FILE * out) {
     }
 }
 
-// --override-kv KEY=TYPE:VALUE, as llama.cpp parses it, set in the output's metadata.
-static bool apply_override(gguf_context * g, const std::string & spec, std::string & err) {
-    const size_t eq = spec.find('=');
-    if (eq == std::string::npos || eq == 0 || eq >= 128) {
-        err = "'" + spec + "' is not KEY=TYPE:VALUE";
-        return false;
+// --override-kv (parsed by common_parse_kv_override when the options were read), set in the
+// output's metadata as llama.cpp's llama-quantize sets it: integers as int32.
+static bool apply_override(gguf_context * g, const llama_model_kv_override & o, std::string & err) {
+    switch (o.tag) {
+        case LLAMA_KV_OVERRIDE_TYPE_INT:
+            if (o.val_i64 < INT32_MIN || o.val_i64 > INT32_MAX) {
+                err = std::string(o.key) + "=int:" + std::to_string(o.val_i64) + ": not a 32-bit integer";
+                return false;
+            }
+            gguf_set_val_i32(g, o.key, (int32_t) o.val_i64);
+            return true;
+        case LLAMA_KV_OVERRIDE_TYPE_FLOAT: gguf_set_val_f32(g, o.key, (float) o.val_f64); return true;
+        case LLAMA_KV_OVERRIDE_TYPE_BOOL: gguf_set_val_bool(g, o.key, o.val_bool); return true;
+        case LLAMA_KV_OVERRIDE_TYPE_STR: gguf_set_val_str(g, o.key, o.val_str); return true;
     }
-    const std::string key = spec.substr(0, eq), rest = spec.substr(eq + 1);
-    auto value_of = [&](const char * prefix) -> const char * {
-        const size_t n = strlen(prefix);
-        return rest.compare(0, n, prefix) == 0 ? rest.c_str() + n : nullptr;
-    };
-    char * end = nullptr;
-    if (const char * v = value_of("int:")) {
-        errno = 0;
-        const long long x = strtoll(v, &end, 10);
-        if (!*v || *end || errno == ERANGE || x < INT32_MIN || x > INT32_MAX) {
-            err = "'" + spec + "': not a 32-bit integer";
-            return false;
-        }
-        gguf_set_val_i32(g, key.c_str(), (int32_t) x);
-    } else if (const char * v = value_of("float:")) {
-        const double x = strtod(v, &end);
-        if (!*v || *end) {
-            err = "'" + spec + "': not a number";
-            return false;
-        }
-        gguf_set_val_f32(g, key.c_str(), (float) x);
-    } else if (const char * v = value_of("bool:")) {
-        if (strcmp(v, "true") != 0 && strcmp(v, "false") != 0) {
-            err = "'" + spec + "': not true or false";
-            return false;
-        }
-        gguf_set_val_bool(g, key.c_str(), strcmp(v, "true") == 0);
-    } else if (const char * v = value_of("str:")) {
-        if (strlen(v) > 127) {
-            err = "'" + spec + "': strings are at most 127 bytes (as llama.cpp)";
-            return false;
-        }
-        gguf_set_val_str(g, key.c_str(), v);
-    } else {
-        err = "'" + spec + "': TYPE must be int, float, bool or str";
-        return false;
-    }
-    return true;
+    err = std::string(o.key) + ": unknown override type";
+    return false;
 }
 
 static int64_t key_u32_or(const gguf_context * g, const std::string & key, int64_t def) {
@@ -159,7 +131,7 @@ int main(int argc, char ** argv) {
     opt.quantize_output = !cp.quantize_leave_output;
     opt.output_type = cp.quantize_output_type;
     opt.token_embd_type = cp.quantize_token_embd_type;
-    const std::vector<std::string> & overrides = cp.kv_overrides;
+    const std::vector<llama_model_kv_override> & overrides = cp.kv_overrides;  // ends with an empty key
     std::vector<std::string> pos = cp.positional;
     // IN [OUT] TYPE [NTHREADS]: as llama.cpp, the second word is TYPE when it names one.
     if (pos.size() >= 2 && quant_target_find(pos[1])) {
@@ -214,9 +186,9 @@ int main(int argc, char ** argv) {
         gguf_set_val_u32(gout, "general.quantization_version", 2);
         gguf_set_val_u32(gout, "general.file_type", (uint32_t) target->file_type);
     }
-    for (const std::string & o : overrides) {
+    for (const llama_model_kv_override & o : overrides) {
         std::string err;
-        if (!apply_override(gout, o, err)) die("--override-kv %s", err.c_str());
+        if (o.key[0] && !apply_override(gout, o, err)) die("--override-kv %s", err.c_str());
     }
 
     for (int64_t i = 0; i < n_tensors; i++) {

@@ -302,6 +302,20 @@ TEST(CommonArgs, UnknownChatTemplateIsRefused) {
     EXPECT_EQ(ok.status, 0) << err;
 }
 
+// --override-kv and --check-tensors reach the loader (llama_model_params.kv_overrides, check_tensors).
+TEST(CommonPrograms, OverrideKvAndCheckTensors) {
+    std::string err;
+    const std::string base = bin("llama-cli") + " -m " + model() + " -p hi -n 1 -no-cnv --temp 0 ";
+    const tu::run_result ov = tu::run_command(base + "--override-kv general.name=str:renamed --override-kv llama.context_length=int:64 "
+                                              "--check-tensors", &err);
+    EXPECT_EQ(ov.status, 0) << err;
+    EXPECT_NE(err.find("override general.name = 'renamed'"), std::string::npos) << err;
+    EXPECT_NE(err.find("override llama.context_length = 64"), std::string::npos) << err;
+    const tu::run_result bad = tu::run_command(base + "--override-kv general.name=text:x", &err);
+    EXPECT_EQ(bad.status, 1);
+    EXPECT_NE(err.find("invalid value for --override-kv: 'general.name=text:x': TYPE must be int, float, bool or str"), std::string::npos) << err;
+}
+
 // Options that print and exit: the device list, a bash completion script that bash can read.
 TEST(CommonPrograms, ListDevicesCompletionAndSpecial) {
     const tu::run_result devices = tu::run_command(bin("llama-cli") + " --list-devices");
