@@ -252,7 +252,8 @@ std::vector<common_arg> make_table() {
         .set_examples({LLAMA_EXAMPLE_MAIN, LLAMA_EXAMPLE_PERPLEXITY, LLAMA_EXAMPLE_TOKENIZE});
     add(flag({"--no-escape"}, "take them literally", [](common_params & p) { p.escape = false; }))
         .set_examples({LLAMA_EXAMPLE_MAIN, LLAMA_EXAMPLE_PERPLEXITY, LLAMA_EXAMPLE_TOKENIZE});
-    add(unsupported({"-ptc", "--print-token-count"}, "N", "progress token counts are not printed")).set_examples({LLAMA_EXAMPLE_MAIN});
+    add(integer({"-ptc", "--print-token-count"}, "N", -1, INT32_MAX, "print token count every N tokens, with -v (default: -1, never)",
+                [](common_params & p, int64_t v) { p.n_print = (int32_t) v; })).set_examples({LLAMA_EXAMPLE_MAIN});
     add(unsupported({"--prompt-cache"}, "FNAME", NO_STATE)).set_examples({LLAMA_EXAMPLE_MAIN});
     add(unsupported({"--prompt-cache-all"}, nullptr, NO_STATE)).set_examples({LLAMA_EXAMPLE_MAIN});
     add(unsupported({"--prompt-cache-ro"}, nullptr, NO_STATE)).set_examples({LLAMA_EXAMPLE_MAIN});
@@ -279,7 +280,8 @@ std::vector<common_arg> make_table() {
              [](common_params & p) { p.interactive = p.interactive_first = true; })).set_examples({LLAMA_EXAMPLE_MAIN});
     add(unsupported({"-mli", "--multiline-input"}, nullptr, "lines are joined with a trailing '\\' instead"))
         .set_examples({LLAMA_EXAMPLE_MAIN});
-    add(unsupported({"--in-prefix-bos"}, nullptr, "a BOS token is not put before the input prefix")).set_examples({LLAMA_EXAMPLE_MAIN});
+    add(flag({"--in-prefix-bos"}, "prefix BOS to user inputs, preceding the --in-prefix string",
+             [](common_params & p) { p.input_prefix_bos = true; })).set_examples({LLAMA_EXAMPLE_MAIN});
     add(text({"--in-prefix"}, "STRING", "text put before each input line (interactive mode)",
              [](common_params & p, const std::string & v) { p.input_prefix = v; })).set_examples({LLAMA_EXAMPLE_MAIN});
     add(text({"--in-suffix"}, "STRING", "text put after each input line (interactive mode)",

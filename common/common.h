@@ -107,6 +107,8 @@ struct common_params {
     bool display_prompt = true;
     bool verbose_prompt = false;
     bool special = false;              // -sp: print special tokens as their text
+    bool input_prefix_bos = false;     // --in-prefix-bos: BOS before each input (and its prefix)
+    int32_t n_print = -1;              // -ptc N: the token count every N tokens (a debug line)
     bool use_color = false;
 
     // logs and output

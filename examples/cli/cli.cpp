@@ -122,6 +122,7 @@ struct session {
     bool full = false;         // a full context stopped it
     bool interactive = false;  // reverse prompts must end the text exactly
     bool special = false;      // -sp: special tokens printed as their text (as llama.cpp: off)
+    int32_t n_print = -1;      // -ptc: the count of cached tokens every n_print (with -v)
     std::string tail;  // the end of the text evaluated so far, where reverse prompts are looked for
     llama_token last_eog = LLAMA_TOKEN_NULL;  // the end-of-generation token generate() stopped at
 
@@ -221,6 +222,7 @@ struct session {
             remember(s);
             std::vector<llama_token> one = {t};
             if (!eval(one)) return full ? gen_stop::limit : gen_stop::error;
+            if (n_print > 0 && n_past % n_print == 0) cli_log(LOG_DEBUG, "\nTokens consumed so far = %d / %d\n", n_past, n_ctx);
             if (at_reverse_prompt()) {
                 cli_log(LOG_DEBUG, "\nllama-cli: reverse prompt found\n");
                 return gen_stop::reverse_prompt;
@@ -336,6 +338,7 @@ int main(int argc, char ** argv) {
     s.n_batch = (int32_t) llama_n_batch(ctx);
     s.antiprompts = params.antiprompt;
     s.special = params.special;
+    s.n_print = params.n_print;
     s.ctx_shift = params.ctx_shift;
     s.interactive = params.interactive || params.conversation;
     const bool add_bos = llama_vocab_get_add_bos(vocab);
@@ -435,6 +438,7 @@ int main(int argc, char ** argv) {
                 fflush(stdout);
             }
             std::vector<llama_token> toks = tokenize(vocab, params.input_prefix, false, true);
+            if (params.input_prefix_bos && llama_vocab_bos(vocab) != LLAMA_TOKEN_NULL) toks.insert(toks.begin(), llama_vocab_bos(vocab));
             const std::vector<llama_token> inp = tokenize(vocab, line, false, false);
             const std::vector<llama_token> sfx = tokenize(vocab, params.input_suffix, false, true);
             toks.insert(toks.end(), inp.begin(), inp.end());

@@ -316,6 +316,20 @@ TEST(CommonPrograms, OverrideKvAndCheckTensors) {
     EXPECT_NE(err.find("invalid value for --override-kv: 'general.name=text:x': TYPE must be int, float, bool or str"), std::string::npos) << err;
 }
 
+// -ptc N: with -v, a token count every N cached tokens; --in-prefix-bos: a BOS before each input
+// (the input's tokens are then one more: --verbose-prompt is not needed, the count shows it).
+TEST(CommonPrograms, PrintTokenCountAndInPrefixBos) {
+    std::string err;
+    const tu::run_result r = tu::run_command(bin("llama-cli") + " -m " + model() + " -p 'Once upon' -n 12 -no-cnv --temp 0 -ptc 4 -v", &err);
+    EXPECT_EQ(r.status, 0) << err;
+    size_t n = 0;
+    for (size_t at = err.find("Tokens consumed so far = "); at != std::string::npos; at = err.find("Tokens consumed so far = ", at + 1)) n++;
+    EXPECT_EQ(n, 3u) << err;  // at 4, 8 and 12 cached tokens (the prompt is 3 with BOS, then 12 generated: 4, 8, 12)
+    const tu::run_result bos = tu::run_command("printf 'Lily\n' | " + bin("llama-cli") + " -m " + model() +
+                                               " -p 'Once' -n 2 -i --temp 0 --in-prefix-bos --in-prefix ' ' -r 'xyz'", &err);
+    EXPECT_EQ(bos.status, 0) << err;
+}
+
 // Options that print and exit: the device list, a bash completion script that bash can read.
 TEST(CommonPrograms, ListDevicesCompletionAndSpecial) {
     const tu::run_result devices = tu::run_command(bin("llama-cli") + " --list-devices");
