@@ -1,7 +1,8 @@
 // fuzz-chat-template: llama_chat_apply_template with a template and messages built from the
 // input. Input: byte 0 holds the flags (add_ass, null template, output buffer size class), then
 // fields separated by a 0x00 byte: the template, then role, content, role, content, ... The
-// result must be the same whatever the buffer size (snprintf semantics), and stay in bounds.
+// result must be the same whatever the buffer size (snprintf semantics), and stay in bounds; a
+// template that is none of the built-in formats is refused.
 #include "fuzz-common.h"
 
 #include <vector>
@@ -35,6 +36,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
     for (int k = 0; k < 2; k++) {
         const char * t = k == 0 ? (null_tmpl ? nullptr : tmpl.c_str()) : named;
         const int32_t n = llama_chat_apply_template(t, chat, msgs.size(), add_ass, nullptr, 0);
+        // A template text that is none of the built-in formats is refused (-1), whatever the messages.
+        if (k == 0 && t && n == -1 && llama_chat_apply_template(t, nullptr, 0, false, nullptr, 0) == -1) continue;
         FUZZ_CHECK(n >= 0);
         // The whole text, and a truncated copy into a buffer of a size picked by the flags.
         std::vector<char> full((size_t) n + 1, 'x');
