@@ -116,25 +116,29 @@ std::string common_cache_type_names() {
     return names;
 }
 
+namespace {
+// a type weights may be quantized to (a weight target with a quantizer)
+bool weight_type_ok(ggml_type t) {
+    if (!ggml_type_is_valid(t)) return false;
+    const ggml_type_traits * tr = ggml_get_type_traits(t);
+    return tr->weight_target && tr->quantize_row;
+}
+}  // namespace
+
+bool common_type_is_merge_target(ggml_type t) {
+    return weight_type_ok(t) && !ggml_get_type_traits(t)->requires_imatrix;  // a merge has no importance matrix
+}
+
 ggml_type common_parse_weight_type(const std::string & s) {
     for (int i = 0; i < GGML_TYPE_COUNT; i++) {
-        if (!ggml_type_is_valid(i)) continue;
-        const ggml_type_traits * tr = ggml_get_type_traits((ggml_type) i);
-        if (tr->weight_target && tr->quantize_row && strcasecmp(tr->type_name, s.c_str()) == 0) return (ggml_type) i;
+        if (weight_type_ok((ggml_type) i) && strcasecmp(ggml_type_name((ggml_type) i), s.c_str()) == 0) return (ggml_type) i;
     }
     return GGML_TYPE_COUNT;
 }
 
-namespace {
-// a weight type whose quantizer needs no importance matrix (a merge has none)
-bool merge_type_ok(ggml_type t) {
-    return ggml_type_is_valid(t) && common_parse_weight_type(ggml_type_name(t)) == t && !ggml_get_type_traits(t)->requires_imatrix;
-}
-}  // namespace
-
 ggml_type common_parse_merge_type(const std::string & s) {
     for (int i = 0; i < GGML_TYPE_COUNT; i++) {
-        if (merge_type_ok((ggml_type) i) && strcasecmp(s.c_str(), ggml_type_name((ggml_type) i)) == 0) return (ggml_type) i;
+        if (common_type_is_merge_target((ggml_type) i) && strcasecmp(s.c_str(), ggml_type_name((ggml_type) i)) == 0) return (ggml_type) i;
     }
     return GGML_TYPE_COUNT;
 }
@@ -142,7 +146,7 @@ ggml_type common_parse_merge_type(const std::string & s) {
 std::string common_merge_type_names() {
     std::string names;
     for (int i = 0; i < GGML_TYPE_COUNT; i++) {
-        if (!merge_type_ok((ggml_type) i)) continue;
+        if (!common_type_is_merge_target((ggml_type) i)) continue;
         std::string n = ggml_type_name((ggml_type) i);
         for (char & c : n) c = (char) tolower((unsigned char) c);
         names += (names.empty() ? "" : ", ") + n;

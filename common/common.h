@@ -192,6 +192,7 @@ ggml_type common_parse_weight_type(const std::string & s);
 // weight targets whose quantizer needs no importance matrix, by ggml's names (any case);
 // GGML_TYPE_COUNT for another name.
 ggml_type common_parse_merge_type(const std::string & s);
+bool common_type_is_merge_target(ggml_type t);
 std::string common_merge_type_names();
 
 // Model and context parameters from the options (the program's defaults already in params).

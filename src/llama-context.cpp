@@ -277,29 +277,16 @@ llama_context * llama_init_from_model(llama_model * model, llama_context_params 
         return nullptr;
     }
     const llama_hparams & hp = model->hparams;
-    if (model->vocab_only) {
-        // As llama.cpp: a context on a vocabulary-only model (a tokenizer's programs make one), with
-        // no cache, backends or graphs; llama_decode refuses it.
-        llama_context * lctx = new llama_context(*model);
-        lctx->t_start_us = llama_time_us();
-        lctx->n_ctx = params.n_ctx ? params.n_ctx : (hp.n_ctx_train ? hp.n_ctx_train : 512);
-        lctx->n_batch = std::min(params.n_batch ? params.n_batch : 2048u, lctx->n_ctx);
-        lctx->n_ubatch = std::min(params.n_ubatch ? params.n_ubatch : lctx->n_batch, lctx->n_batch);
-        lctx->n_threads = usable_threads(params.n_threads);
-        lctx->n_threads_batch = params.n_threads_batch > 0 ? usable_threads(params.n_threads_batch) : lctx->n_threads;
-        lctx->no_perf = params.no_perf;
-        LLAMA_LOG_INFO("llama_init_from_model: a vocabulary-only model: a context for tokenizing, without a KV cache\n");
-        return lctx;
-    }
     llama_context * lctx = new llama_context(*model);
     lctx->t_start_us = llama_time_us();
     lctx->n_ctx = params.n_ctx ? params.n_ctx : hp.n_ctx_train;
+    if (model->vocab_only && lctx->n_ctx == 0) lctx->n_ctx = 512;  // a vocabulary file may have no training context
     if (lctx->n_ctx > (1u << 24)) {
         LLAMA_LOG_ERROR("llama_init_from_model: n_ctx %u is too large\n", lctx->n_ctx);
         delete lctx;
         return nullptr;
     }
-    if (lctx->n_ctx > hp.n_ctx_train) {
+    if (lctx->n_ctx > hp.n_ctx_train && !model->vocab_only) {
         LLAMA_LOG_WARN("llama_init_from_model: n_ctx %u is larger than the training context %u\n", lctx->n_ctx,
                        hp.n_ctx_train);
     }
@@ -312,6 +299,12 @@ llama_context * llama_init_from_model(llama_model * model, llama_context_params 
     lctx->abort_callback = params.abort_callback;
     lctx->abort_callback_data = params.abort_callback_data;
     warn_unsupported(params);
+    if (model->vocab_only) {
+        // As llama.cpp: a context on a vocabulary-only model (a tokenizer's programs make one), with
+        // no cache, backends or graphs; llama_decode refuses it.
+        LLAMA_LOG_INFO("llama_init_from_model: a vocabulary-only model: a context for tokenizing, without a KV cache\n");
+        return lctx;
+    }
 
     // A cache that cannot fit in memory is refused before anything is allocated.
     // (Unknown types are reported by the cache's own check below.)

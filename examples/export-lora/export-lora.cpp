@@ -49,11 +49,6 @@ const char * const kHelpNotes =
     "of the type's block) is written as F16, with a note. general.file_type is kept from the base.\n"
     "Adapters may cover different sets of tensors (llama.cpp requires the same set).\n";
 
-// Whether merged weights may be written in t (common_parse_merge_type's types).
-bool writable(ggml_type t) {
-    return ggml_type_is_valid(t) && common_parse_merge_type(ggml_type_name(t)) == t;
-}
-
 bool same_file(const std::string & a, const std::string & b) {
     struct stat sa, sb;
     return stat(a.c_str(), &sa) == 0 && stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
@@ -139,7 +134,7 @@ int run(int argc, char ** argv) {
                                          " cannot be read for merging");
             }
             ggml_type type = outtype != GGML_TYPE_COUNT ? outtype : w->type;
-            if (!writable(type)) {
+            if (!common_type_is_merge_target(type)) {
                 fprintf(stderr, "llama-export-lora: %s: %s cannot be produced: writing F16\n", name, ggml_type_name(type));
                 type = GGML_TYPE_F16;
             } else if (w->ne[0] % ggml_blck_size(type) != 0) {
