@@ -3,6 +3,10 @@
 #include "arg.h"
 
 #include "llama-hf.h"  // the LoRA target names
+#include "llama-grammar.h"  // --grammar is checked when given
+#ifdef LLAMA_JSON_SCHEMA
+#include "json-schema-to-grammar.h"
+#endif
 
 #include "ggml-backend.h"
 #include "ggml-cpu.h"
@@ -48,8 +52,7 @@ const std::initializer_list<E> LORA = {LLAMA_EXAMPLE_MAIN, LLAMA_EXAMPLE_PERPLEX
 
 // Why an option of llama.cpp is refused, by feature.
 const char * const NO_PINNING = "threads are not pinned to CPUs, nor given priorities or polling";
-const char * const NO_SAMPLER = "the sampler chain here is penalties, top-k, top-p, min-p, temperature (or Mirostat); this sampler is not implemented";
-const char * const NO_GRAMMAR = "grammars and JSON schemas are not implemented";
+const char * const NO_JSON_SCHEMA = "this build has no JSON schema support (nlohmann-json was not found when it was configured)";
 const char * const NO_ROPE = "RoPE runs with the model's own parameters; scaling them is not implemented";
 const char * const NO_STATE = "saving and loading a context's state is not implemented";
 const char * const NO_DOWNLOAD = "models are not downloaded: give a local GGUF file with -m";
@@ -138,6 +141,13 @@ std::string checked_chat_template(const std::string & t) {
         throw_value("the chat template is none of the supported formats (" + list + ", or a template text of one of them)");
     }
     return t;
+}
+
+// A grammar that parses (from its rule root), or the parser's message.
+std::string checked_grammar(const std::string & g) {
+    std::string err;
+    if (!g.empty() && !llama_gbnf_parse(g, "root", &err)) throw_value("the grammar does not parse: " + err);
+    return g;
 }
 
 std::string read_text_file(const std::string & path, const std::string & what) {
@@ -289,22 +299,73 @@ std::vector<common_arg> make_table() {
     add(flag({"--no-warmup"}, "accepted (no warm-up run is made)", [](common_params &) {})).set_examples(INFER);
 
     // ---- sampling params ----
-    add(unsupported({"--samplers"}, "SAMPLERS", NO_SAMPLER)).set_examples(INFER).set_sparam();
+    add_sampling(text({"--samplers"}, "SAMPLERS", "the samplers in their order, separated by ';' (default: penalties;dry;top_k;typ_p;"
+                      "top_p;min_p;xtc;temperature; also infill, and the aliases top-k, top-p, nucleus, typical, typ, min-p, temp); "
+                      "logit biases come first and the draw (dist) last",
+                      [](common_params & p, const std::string & v) {
+                          std::string err;
+                          if (!common_sampler_types_from_names(v, p.sampling.samplers, err)) throw_value(err);
+                      }));
     add_sampling(integer({"-s", "--seed"}, "SEED", -1, UINT32_MAX, "random seed (default -1: random)",
                 [](common_params & p, int64_t v) { p.sampling.seed = v; }));
-    add(unsupported({"--sampling-seq", "--sampler-seq"}, "SEQUENCE", NO_SAMPLER)).set_examples(INFER).set_sparam();
+    add_sampling(text({"--sampling-seq", "--sampler-seq"}, "SEQUENCE", "--samplers by letters: d dry, k top_k, y typ_p, p top_p, m min_p, "
+                      "x xtc, t temperature, i infill, e penalties (default: edkypmxt)",
+                      [](common_params & p, const std::string & v) {
+                          std::string err;
+                          if (!common_sampler_types_from_chars(v, p.sampling.samplers, err)) throw_value(err);
+                      }));
     add_sampling(flag({"--ignore-eos"}, "never stop at end-of-generation tokens (they get a logit bias of -inf: never sampled)",
              [](common_params & p) { p.sampling.ignore_eos = true; }));
     add_sampling(number({"--temp"}, "N", 0, 1e6, "temperature (default 0.8; 0: greedy)", [](common_params & p, double v) { p.sampling.temp = (float) v; }));
     add_sampling(integer({"--top-k"}, "N", 0, INT32_MAX, "top-k (default 40; 0: off)", [](common_params & p, int64_t v) { p.sampling.top_k = (int32_t) v; }));
     add_sampling(number({"--top-p"}, "N", 0, 1, "top-p (default 0.95; 1: off)", [](common_params & p, double v) { p.sampling.top_p = (float) v; }));
     add_sampling(number({"--min-p"}, "N", 0, 1, "min-p (default 0.05; 0: off)", [](common_params & p, double v) { p.sampling.min_p = (float) v; }));
-    for (const auto & names : std::vector<std::vector<std::string>>{{"--top-nsigma"}, {"--xtc-probability"}, {"--xtc-threshold"}, {"--typical"},
-                                                                    {"--dry-multiplier"}, {"--dry-base"}, {"--dry-allowed-length"},
-                                                                    {"--dry-penalty-last-n"}, {"--dry-sequence-breaker"},
-                                                                    {"--dynatemp-range"}, {"--dynatemp-exp"}, {"-l", "--logit-bias"}}) {
-        add(unsupported(names, "N", NO_SAMPLER)).set_examples(INFER).set_sparam();
-    }
+    add_sampling(number({"--top-nsigma"}, "N", -1, 1e6, "top-n-sigma: keep the tokens within N standard deviations of the largest logit "
+                        "(default -1: off); on, the chain is top-k, temperature, top-n-sigma instead of --samplers",
+                        [](common_params & p, double v) { p.sampling.top_n_sigma = (float) v; }));
+    add_sampling(number({"--xtc-probability"}, "N", 0, 1, "XTC: the chance of removing the likeliest tokens (default 0.0: off)",
+                        [](common_params & p, double v) { p.sampling.xtc_probability = (float) v; }));
+    add_sampling(number({"--xtc-threshold"}, "N", 0, 1, "XTC: the probability above which tokens are removed, all but the least likely "
+                        "of them (default 0.1; above 0.5: off)", [](common_params & p, double v) { p.sampling.xtc_threshold = (float) v; }));
+    add_sampling(number({"--typical"}, "N", 0, 1, "locally typical sampling, parameter p (default 1.0: off). As in llama.cpp's "
+                        "llama-cli, whose min_keep is 0, it keeps every token (the sampler cuts only for min_keep >= 1)",
+                        [](common_params & p, double v) { p.sampling.typ_p = (float) v; }));
+    add_sampling(number({"--dry-multiplier"}, "N", 0, 1e6, "DRY: penalty multiplier for tokens that extend a repetition (default 0.0: off)",
+                        [](common_params & p, double v) { p.sampling.dry_multiplier = (float) v; }));
+    add_sampling(number({"--dry-base"}, "N", 0, 1e6, "DRY: penalty base, multiplier * base ^ (length - allowed length) (default 1.75; "
+                        "a value below 1 is ignored, as llama.cpp)",
+                        [](common_params & p, double v) {
+                            if (v >= 1.0) p.sampling.dry_base = (float) v;
+                        }));
+    add_sampling(integer({"--dry-allowed-length"}, "N", 0, INT32_MAX, "DRY: repetitions this long go unpenalized (default 2)",
+                         [](common_params & p, int64_t v) { p.sampling.dry_allowed_length = (int32_t) v; }));
+    add_sampling(integer({"--dry-penalty-last-n"}, "N", -1, INT32_MAX, "DRY: tokens scanned for repetitions (default -1: the context; 0: off)",
+                         [](common_params & p, int64_t v) { p.sampling.dry_penalty_last_n = (int32_t) v; }));
+    add_sampling(text({"--dry-sequence-breaker"}, "STRING", "DRY: a string that ends a repetition; the first given replaces the defaults "
+                      "('\\n', ':', '\"', '*'), \"none\" clears them (repeatable)",
+                      [](common_params & p, const std::string & v) {
+                          if (!p.sampling.dry_sequence_breakers_given) p.sampling.dry_sequence_breakers.clear();
+                          p.sampling.dry_sequence_breakers_given = true;
+                          if (v == "none") p.sampling.dry_sequence_breakers.clear();
+                          else p.sampling.dry_sequence_breakers.push_back(v);
+                      }));
+    add_sampling(number({"--dynatemp-range"}, "N", 0, 1e6, "dynamic temperature: from temp - N to temp + N by the entropy (default 0.0: off)",
+                        [](common_params & p, double v) { p.sampling.dynatemp_range = (float) v; }));
+    add_sampling(number({"--dynatemp-exp"}, "N", 0, 1e6, "dynamic temperature exponent (default 1.0)",
+                        [](common_params & p, double v) { p.sampling.dynatemp_exponent = (float) v; }));
+    add_sampling(text({"-l", "--logit-bias"}, "TOKEN_ID(+/-)BIAS", "add BIAS to the logit of a token, e.g. 15043+1 or 15043-1 "
+                      "(-inf: never sampled; repeatable)",
+                      [](common_params & p, const std::string & v) {
+                          // TOKEN_ID, a sign, a number (llama.cpp reads "15043+1", "15043-inf")
+                          size_t i = 0;
+                          while (i < v.size() && isdigit((unsigned char) v[i])) i++;
+                          if (i == 0 || i >= v.size() || (v[i] != '+' && v[i] != '-')) throw_value("'" + v + "' (TOKEN_ID(+/-)BIAS)");
+                          char * end = nullptr;
+                          const std::string num = v.substr(i + 1);
+                          const float bias = std::strtof(num.c_str(), &end);
+                          if (num.empty() || *end != '\0') throw_value("'" + v + "' (TOKEN_ID(+/-)BIAS)");
+                          p.sampling.logit_bias.push_back({(llama_token) std::atoi(v.substr(0, i).c_str()), v[i] == '-' ? -bias : bias});
+                      }));
     add_sampling(integer({"--repeat-last-n"}, "N", -1, INT32_MAX, "tokens the penalties look back (default 64; 0: off; -1: context)",
                 [](common_params & p, int64_t v) { p.sampling.penalty_last_n = (int32_t) v; }));
     add_sampling(number({"--repeat-penalty"}, "N", 0, 1e6, "repetition penalty (default 1.0: off)",
@@ -319,9 +380,26 @@ std::vector<common_arg> make_table() {
                [](common_params & p, double v) { p.sampling.mirostat_eta = (float) v; }));
     add_sampling(number({"--mirostat-ent"}, "N", 0, 1e6, "Mirostat target entropy tau (default 5.0)",
                [](common_params & p, double v) { p.sampling.mirostat_tau = (float) v; }));
-    add(unsupported({"--grammar"}, "GRAMMAR", NO_GRAMMAR)).set_examples(INFER).set_sparam();
-    add(unsupported({"--grammar-file"}, "FNAME", NO_GRAMMAR)).set_examples(INFER).set_sparam();
-    add(unsupported({"-j", "--json-schema"}, "SCHEMA", NO_GRAMMAR)).set_examples(INFER).set_sparam();
+    // Grammars: the text is parsed when given (an error names the place); applied before the chain.
+    add_sampling(text({"--grammar"}, "GRAMMAR", "BNF-like grammar to constrain generations (see samples in grammars/ dir) (default: '')",
+                      [](common_params & p, const std::string & v) { p.sampling.grammar = checked_grammar(v); }));
+    add_sampling(text({"--grammar-file"}, "FNAME", "file to read grammar from", [](common_params & p, const std::string & v) {
+        p.sampling.grammar = checked_grammar(p.sampling.grammar + read_text_file(v, "grammar file"));  // appended, as llama.cpp
+    }));
+#ifdef LLAMA_JSON_SCHEMA
+    add_sampling(text({"-j", "--json-schema"}, "SCHEMA", "JSON schema to constrain generations (https://json-schema.org/), e.g. `{}` for any "
+                      "JSON object", [](common_params & p, const std::string & v) {
+                          std::string g;
+                          try {
+                              g = json_schema_to_grammar(nlohmann::ordered_json::parse(v));
+                          } catch (const std::exception & e) {
+                              throw_value(e.what());
+                          }
+                          p.sampling.grammar = checked_grammar(g);
+                      }));
+#else
+    add(unsupported({"-j", "--json-schema"}, "SCHEMA", NO_JSON_SCHEMA)).set_examples(INFER).set_sparam();
+#endif
 
     // ---- model, context and placement ----
     for (const auto & names : std::vector<std::vector<std::string>>{{"--rope-scaling"}, {"--rope-scale"}, {"--rope-freq-base"}, {"--rope-freq-scale"},

@@ -219,39 +219,194 @@ llama_sampler * common_sampler_chain(const llama_model * model, const common_par
     const int32_t n_vocab = llama_vocab_n_tokens(vocab);
     llama_sampler * smpl = llama_sampler_chain_init(llama_sampler_chain_default_params());
     std::string desc = "logits";
-    if (sp.ignore_eos) {
-        std::vector<llama_logit_bias> biases;
-        for (llama_token t = 0; t < n_vocab; t++) {
-            if (llama_vocab_is_eog(vocab, t)) biases.push_back({t, -INFINITY});
+    auto add = [&](llama_sampler * s) {
+        llama_sampler_chain_add(smpl, s);
+        desc += std::string(" -> ") + llama_sampler_name(s);
+    };
+    // The grammar (--grammar, --grammar-file, -j) before the rest: llama.cpp applies it first when the
+    // chain's pick does not fit it (common_sampler_sample); here it always goes first. NULL when the
+    // grammar does not parse (logged).
+    if (!sp.grammar.empty()) {
+        llama_sampler * g = llama_sampler_init_grammar(vocab, sp.grammar.c_str(), "root");
+        if (!g) {
+            llama_sampler_free(smpl);
+            return nullptr;
         }
-        llama_sampler_chain_add(smpl, llama_sampler_init_logit_bias(n_vocab, (int32_t) biases.size(), biases.data()));
-        desc += " -> logit-bias (" + std::to_string(biases.size()) + " end-of-generation tokens at -inf)";
+        add(g);
     }
-    if (sp.mirostat == 0) {
+    // -l's biases, then --ignore-eos's (llama.cpp appends them to the same list).
+    std::vector<llama_logit_bias> biases = sp.logit_bias;
+    size_t n_eog = 0;
+    if (sp.ignore_eos) {
+        for (llama_token t = 0; t < n_vocab; t++) {
+            if (llama_vocab_is_eog(vocab, t)) biases.push_back({t, -INFINITY}), n_eog++;
+        }
+    }
+    if (!biases.empty()) {
+        add(llama_sampler_init_logit_bias(n_vocab, (int32_t) biases.size(), biases.data()));
+        desc += " (";
+        if (!sp.logit_bias.empty()) desc += std::to_string(sp.logit_bias.size()) + " from --logit-bias" + (n_eog ? ", " : "");
+        if (n_eog) desc += std::to_string(n_eog) + " end-of-generation tokens at -inf";
+        desc += ")";
+    }
+    if (sp.mirostat == 0 && sp.top_n_sigma >= 0.0f) {
+        // llama.cpp's --top-nsigma replaces the list.
+        add(llama_sampler_init_top_k(sp.top_k));
+        add(llama_sampler_init_temp(sp.temp));
+        add(llama_sampler_init_top_n_sigma(sp.top_n_sigma));
+        add(llama_sampler_init_dist(seed));
+    } else if (sp.mirostat == 0) {
         const int32_t last_n = sp.penalty_last_n < 0 ? n_ctx : sp.penalty_last_n;
-        llama_sampler_chain_add(smpl, llama_sampler_init_penalties(last_n, sp.penalty_repeat, sp.penalty_freq, sp.penalty_present));
-        desc += " -> penalties";
-        if (sp.temp <= 0.0f) {
-            llama_sampler_chain_add(smpl, llama_sampler_init_greedy());
-            desc += " -> greedy";
-        } else {
-            llama_sampler_chain_add(smpl, llama_sampler_init_top_k(sp.top_k));
-            llama_sampler_chain_add(smpl, llama_sampler_init_top_p(sp.top_p, 1));
-            llama_sampler_chain_add(smpl, llama_sampler_init_min_p(sp.min_p, 1));
-            llama_sampler_chain_add(smpl, llama_sampler_init_temp(sp.temp));
-            llama_sampler_chain_add(smpl, llama_sampler_init_dist(seed));
-            desc += " -> top-k -> top-p -> min-p -> temp -> dist";
+        const int32_t dry_last_n = sp.dry_penalty_last_n < 0 ? n_ctx : sp.dry_penalty_last_n;
+        // Temperature 0 keeps only the most likely token, and nothing after it in the list can
+        // change that: the chain ends there with greedy, which picks the same token as llama.cpp's
+        // temperature 0 and dist. Samplers that are off (they return at once in llama.cpp too)
+        // are left out, and so are top-k, top-p and min-p (they keep the most likely token) when
+        // no penalty follows them before the temperature.
+        const bool greedy = sp.temp <= 0.0f && sp.dynatemp_range <= 0.0f &&
+                            std::find(sp.samplers.begin(), sp.samplers.end(), COMMON_SAMPLER_TYPE_TEMPERATURE) != sp.samplers.end();
+        auto penalty_follows = [&](size_t i) {
+            for (size_t j = i + 1; j < sp.samplers.size() && sp.samplers[j] != COMMON_SAMPLER_TYPE_TEMPERATURE; j++) {
+                if (sp.samplers[j] == COMMON_SAMPLER_TYPE_PENALTIES || sp.samplers[j] == COMMON_SAMPLER_TYPE_DRY) return true;
+            }
+            return false;
+        };
+        bool ended = false;
+        for (size_t i = 0; i < sp.samplers.size() && !ended; i++) {
+            switch (sp.samplers[i]) {
+                case COMMON_SAMPLER_TYPE_PENALTIES:
+                    add(llama_sampler_init_penalties(last_n, sp.penalty_repeat, sp.penalty_freq, sp.penalty_present));
+                    break;
+                case COMMON_SAMPLER_TYPE_DRY:
+                    if (sp.dry_multiplier != 0.0f && sp.dry_base >= 1.0f && dry_last_n != 0) {
+                        std::vector<const char *> br;
+                        for (const auto & b : sp.dry_sequence_breakers) br.push_back(b.c_str());
+                        add(llama_sampler_init_dry(vocab, llama_model_n_ctx_train(model), sp.dry_multiplier, sp.dry_base,
+                                                   sp.dry_allowed_length, dry_last_n, br.data(), br.size()));
+                    }
+                    break;
+                case COMMON_SAMPLER_TYPE_TOP_K:
+                    if (!greedy || penalty_follows(i)) add(llama_sampler_init_top_k(sp.top_k));
+                    break;
+                case COMMON_SAMPLER_TYPE_TOP_P:
+                    if (!greedy || penalty_follows(i)) add(llama_sampler_init_top_p(sp.top_p, (size_t) std::max(sp.min_keep, 0)));
+                    break;
+                case COMMON_SAMPLER_TYPE_MIN_P:
+                    if (!greedy || penalty_follows(i)) add(llama_sampler_init_min_p(sp.min_p, (size_t) std::max(sp.min_keep, 0)));
+                    break;
+                case COMMON_SAMPLER_TYPE_TYPICAL_P:
+                    if (sp.typ_p < 1.0f) add(llama_sampler_init_typical(sp.typ_p, (size_t) std::max(sp.min_keep, 0)));
+                    break;
+                case COMMON_SAMPLER_TYPE_XTC:
+                    if (sp.xtc_probability > 0.0f && sp.xtc_threshold <= 0.5f) {
+                        add(llama_sampler_init_xtc(sp.xtc_probability, sp.xtc_threshold, (size_t) std::max(sp.min_keep, 0), seed));
+                    }
+                    break;
+                case COMMON_SAMPLER_TYPE_TEMPERATURE:
+                    if (greedy) {
+                        add(llama_sampler_init_greedy());
+                        ended = true;
+                    } else if (sp.dynatemp_range > 0.0f) {
+                        add(llama_sampler_init_temp_ext(sp.temp, sp.dynatemp_range, sp.dynatemp_exponent));
+                    } else {
+                        add(llama_sampler_init_temp(sp.temp));
+                    }
+                    break;
+                case COMMON_SAMPLER_TYPE_INFILL:
+                    add(llama_sampler_init_infill(vocab));
+                    break;
+                default:
+                    break;
+            }
         }
+        if (!ended) add(llama_sampler_init_dist(seed));
     } else {
-        llama_sampler_chain_add(smpl, llama_sampler_init_temp(sp.temp));
+        add(llama_sampler_init_temp(sp.temp));
         if (sp.mirostat == 1) {
-            llama_sampler_chain_add(smpl, llama_sampler_init_mirostat(n_vocab, seed, sp.mirostat_tau, sp.mirostat_eta, 100));
+            add(llama_sampler_init_mirostat(n_vocab, seed, sp.mirostat_tau, sp.mirostat_eta, 100));
         } else {
-            llama_sampler_chain_add(smpl, llama_sampler_init_mirostat_v2(seed, sp.mirostat_tau, sp.mirostat_eta));
+            add(llama_sampler_init_mirostat_v2(seed, sp.mirostat_tau, sp.mirostat_eta));
         }
-        desc += sp.mirostat == 1 ? " -> temp -> mirostat" : " -> temp -> mirostat-v2";
     }
     if (seed_out) *seed_out = seed;
     if (desc_out) *desc_out = desc;
     return smpl;
+}
+
+namespace {
+struct sampler_type_info {
+    common_sampler_type type;
+    const char * name;
+    char chr;
+};
+// llama.cpp's names and letters (common/sampling.cpp)
+const sampler_type_info SAMPLER_TYPES[] = {
+    {COMMON_SAMPLER_TYPE_DRY, "dry", 'd'},           {COMMON_SAMPLER_TYPE_TOP_K, "top_k", 'k'},
+    {COMMON_SAMPLER_TYPE_TYPICAL_P, "typ_p", 'y'},   {COMMON_SAMPLER_TYPE_TOP_P, "top_p", 'p'},
+    {COMMON_SAMPLER_TYPE_MIN_P, "min_p", 'm'},       {COMMON_SAMPLER_TYPE_TEMPERATURE, "temperature", 't'},
+    {COMMON_SAMPLER_TYPE_XTC, "xtc", 'x'},           {COMMON_SAMPLER_TYPE_INFILL, "infill", 'i'},
+    {COMMON_SAMPLER_TYPE_PENALTIES, "penalties", 'e'},
+};
+// the other spellings --samplers takes, as llama.cpp's
+const std::pair<const char *, common_sampler_type> SAMPLER_ALIASES[] = {
+    {"top-k", COMMON_SAMPLER_TYPE_TOP_K},       {"top-p", COMMON_SAMPLER_TYPE_TOP_P},     {"nucleus", COMMON_SAMPLER_TYPE_TOP_P},
+    {"typical-p", COMMON_SAMPLER_TYPE_TYPICAL_P}, {"typical", COMMON_SAMPLER_TYPE_TYPICAL_P}, {"typ-p", COMMON_SAMPLER_TYPE_TYPICAL_P},
+    {"typ", COMMON_SAMPLER_TYPE_TYPICAL_P},     {"min-p", COMMON_SAMPLER_TYPE_MIN_P},     {"temp", COMMON_SAMPLER_TYPE_TEMPERATURE},
+};
+}  // namespace
+
+const char * common_sampler_type_name(common_sampler_type t) {
+    for (const auto & i : SAMPLER_TYPES) {
+        if (i.type == t) return i.name;
+    }
+    return "";
+}
+
+char common_sampler_type_chr(common_sampler_type t) {
+    for (const auto & i : SAMPLER_TYPES) {
+        if (i.type == t) return i.chr;
+    }
+    return '?';
+}
+
+bool common_sampler_types_from_names(const std::string & list, std::vector<common_sampler_type> & out, std::string & err) {
+    std::vector<common_sampler_type> types;
+    size_t start = 0;
+    for (;;) {
+        const size_t end = list.find(';', start);
+        const std::string name = list.substr(start, end == std::string::npos ? std::string::npos : end - start);
+        bool found = false;
+        for (const auto & i : SAMPLER_TYPES) {
+            if (name == i.name) types.push_back(i.type), found = true;
+        }
+        for (const auto & a : SAMPLER_ALIASES) {
+            if (!found && name == a.first) types.push_back(a.second), found = true;
+        }
+        // llama.cpp skips an unknown name (and the empty one of a trailing ';'); a misspelt name
+        // is an error here rather than a sampler silently missing.
+        if (!found && !name.empty()) {
+            err = "unknown sampler '" + name + "'";
+            return false;
+        }
+        if (end == std::string::npos) break;
+        start = end + 1;
+    }
+    out = types;
+    return true;
+}
+
+bool common_sampler_types_from_chars(const std::string & chars, std::vector<common_sampler_type> & out, std::string & err) {
+    std::vector<common_sampler_type> types;
+    for (char c : chars) {
+        bool found = false;
+        for (const auto & i : SAMPLER_TYPES) {
+            if (c == i.chr) types.push_back(i.type), found = true;
+        }
+        if (!found) {
+            err = std::string("unknown sampler letter '") + c + "'";
+            return false;
+        }
+    }
+    out = types;
+    return true;
 }

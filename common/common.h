@@ -12,6 +12,21 @@
 #include <utility>
 #include <vector>
 
+// The samplers --samplers / --sampling-seq list, in llama.cpp's names (common_sampler_type_name)
+// and letters (common_sampler_type_chr).
+enum common_sampler_type {
+    COMMON_SAMPLER_TYPE_NONE = 0,
+    COMMON_SAMPLER_TYPE_DRY = 1,
+    COMMON_SAMPLER_TYPE_TOP_K = 2,
+    COMMON_SAMPLER_TYPE_TOP_P = 3,
+    COMMON_SAMPLER_TYPE_MIN_P = 4,
+    COMMON_SAMPLER_TYPE_TYPICAL_P = 6,
+    COMMON_SAMPLER_TYPE_TEMPERATURE = 7,
+    COMMON_SAMPLER_TYPE_XTC = 8,
+    COMMON_SAMPLER_TYPE_INFILL = 9,
+    COMMON_SAMPLER_TYPE_PENALTIES = 10,
+};
+
 // Sampling options (llama.cpp's common_params_sampling).
 struct common_params_sampling {
     int64_t seed = -1;               // -1: random
@@ -27,7 +42,35 @@ struct common_params_sampling {
     float mirostat_tau = 5.0f;
     float mirostat_eta = 0.1f;
     bool ignore_eos = false;
+    std::string grammar;                   // GBNF grammar (--grammar, --grammar-file, -j); "": none
+    int32_t min_keep = 0;                  // the fewest tokens top-p, min-p, typical and XTC leave (0: no minimum)
+    float typ_p = 1.0f;                    // locally typical sampling; 1: off
+    float dynatemp_range = 0.0f;           // dynamic temperature in [temp - range, temp + range]; 0: off
+    float dynatemp_exponent = 1.0f;
+    float xtc_probability = 0.0f;          // 0: off
+    float xtc_threshold = 0.1f;            // > 0.5: off
+    float top_n_sigma = -1.0f;             // < 0: off; >= 0 replaces the list with top-k, temp, top-n-sigma
+    float dry_multiplier = 0.0f;           // 0: off
+    float dry_base = 1.75f;
+    int32_t dry_allowed_length = 2;
+    int32_t dry_penalty_last_n = -1;       // 0: off, -1: the context size
+    std::vector<std::string> dry_sequence_breakers = {"\n", ":", "\"", "*"};
+    bool dry_sequence_breakers_given = false;  // the first --dry-sequence-breaker replaces the defaults
+    std::vector<llama_logit_bias> logit_bias;  // -l/--logit-bias
+    // llama.cpp's default order
+    std::vector<common_sampler_type> samplers = {COMMON_SAMPLER_TYPE_PENALTIES, COMMON_SAMPLER_TYPE_DRY,   COMMON_SAMPLER_TYPE_TOP_K,
+                                                 COMMON_SAMPLER_TYPE_TYPICAL_P, COMMON_SAMPLER_TYPE_TOP_P, COMMON_SAMPLER_TYPE_MIN_P,
+                                                 COMMON_SAMPLER_TYPE_XTC,       COMMON_SAMPLER_TYPE_TEMPERATURE};
 };
+
+// llama.cpp's name ("top_k") and letter ('k') of a sampler.
+const char * common_sampler_type_name(common_sampler_type t);
+char common_sampler_type_chr(common_sampler_type t);
+// The samplers of a --samplers list (names separated by ';', llama.cpp's names and its aliases
+// such as "top-k", "nucleus", "temp"), or of a --sampling-seq string (one letter each). false with
+// err naming the first unknown name or letter.
+bool common_sampler_types_from_names(const std::string & list, std::vector<common_sampler_type> & out, std::string & err);
+bool common_sampler_types_from_chars(const std::string & chars, std::vector<common_sampler_type> & out, std::string & err);
 
 struct common_adapter_lora_info {
     std::string path;
@@ -210,8 +253,12 @@ std::string common_gpu_flags_warning(const common_params & params, const char * 
 bool common_adapters_load(llama_model * model, const common_params & params, std::vector<llama_adapter_lora *> & out, std::string & err);
 bool common_adapters_apply(llama_context * ctx, const common_params & params, const std::vector<llama_adapter_lora *> & adapters);
 
-// The sampler chain of the sampling options, as llama.cpp builds it: [--ignore-eos bias] ->
-// penalties -> top-k -> top-p -> min-p -> temp -> draw, or temp -> Mirostat. n_ctx: what
-// --repeat-last-n -1 means. The seed drawn (for -s -1) and a description of the chain come back.
+// The sampler chain of the sampling options, as llama.cpp builds it: logit bias (-l, and
+// --ignore-eos's -inf for the end-of-generation tokens) -> the --samplers list in its order
+// (default penalties, dry, top_k, typ_p, top_p, min_p, xtc, temperature) -> dist; with
+// --top-nsigma >= 0 top-k -> temp -> top-n-sigma -> dist instead of the list; with --mirostat
+// temp -> Mirostat. n_ctx: what --repeat-last-n -1 and --dry-penalty-last-n -1 mean. The seed
+// drawn (for -s -1) and a description of the chain come back. A --grammar goes first (NULL when
+// it does not parse).
 llama_sampler * common_sampler_chain(const llama_model * model, const common_params_sampling & sp, int32_t n_ctx, uint32_t * seed_out,
                                      std::string * desc_out);

@@ -71,25 +71,36 @@ bool alloc_graph(llama_context & lctx, ggml_cgraph * gf) {
     return ggml_backend_sched_alloc_graph(lctx.sched, gf);
 }
 
-// Re-rotates the cached keys whose positions moved (llama_kv_cache_seq_add / _div).
+// Re-rotates the cached keys whose positions moved (llama_kv_self_seq_add / _div).
 bool apply_k_shift(llama_context & lctx) {
     llama_kv_cache & kv = lctx.kv;
-    if (kv.used == 0) {
+    const uint32_t n_cells = kv.cells_end();
+    if (n_cells == 0) {
         kv.shift_applied();
         return true;
     }
     ggml_context * ctx = graph_context(lctx);
     if (!ctx) return false;
     ggml_tensor * deltas = nullptr;
-    ggml_cgraph * gf = llm_build_k_shift(ctx, lctx.model, kv, kv.used, &deltas);
+    ggml_cgraph * gf = llm_build_k_shift(ctx, lctx.model, kv, n_cells, &deltas);
     bool ok = alloc_graph(lctx, gf);
     if (ok) {
-        ggml_backend_tensor_set(deltas, kv.delta.data(), 0, kv.used * sizeof(int32_t));
+        ggml_backend_tensor_set(deltas, kv.delta.data(), 0, n_cells * sizeof(int32_t));
         ok = compute_graph(lctx, gf, lctx.n_threads_batch) == GGML_STATUS_SUCCESS;
     }
     ggml_free(ctx);
     if (ok) kv.shift_applied();
     return ok;
+}
+
+// Pending K shift, then a requested defragmentation (llama_kv_self_update, and before a decode).
+bool update_cache(llama_context & lctx) {
+    if (lctx.kv.has_shift && !apply_k_shift(lctx)) return false;
+    if (lctx.kv.do_defrag) {
+        lctx.kv.defrag();
+        lctx.reuse.valid = false;  // a kept graph's cells are not where they were
+    }
+    return true;
 }
 
 // Cells a generated token's graph attends to are a multiple of this (the rest masked): a graph
@@ -113,19 +124,22 @@ bool same_loras(const std::vector<llm_lora_entry> & a, const std::vector<llm_lor
     return true;
 }
 
-// One micro-batch: tokens [0, n) with positions pos, whose outputs are the batch-local indices
-// out_ids; logits rows go to dst (n_out rows of n_vocab).
-ggml_status decode_ubatch(llama_context & lctx, const llama_token * tokens, const llama_pos * pos, uint32_t n,
-                   const std::vector<int32_t> & out_ids, float * dst) {
+// One micro-batch: tokens [0, n) with positions pos and sequences seqs, whose outputs are the
+// batch-local indices out_ids; logits rows go to dst (n_out rows of n_vocab). The cells the tokens
+// take are appended to cells (for the caller to release if the batch fails).
+ggml_status decode_ubatch(llama_context & lctx, const llama_token * tokens, const llama_pos * pos,
+                          const llama_kv_cache::seq_set * seqs, const llama_seq_id * seq_first, uint32_t n,
+                          const std::vector<int32_t> & out_ids, float * dst, std::vector<int32_t> & cells) {
     llama_kv_cache & kv = lctx.kv;
     const uint32_t n_out = (uint32_t) out_ids.size();
-    const uint32_t kv_head = kv.used;
-    kv.append(pos, n);
+    kv.place(pos, seqs, n, lctx.inp_kv_idxs);
+    cells.insert(cells.end(), lctx.inp_kv_idxs.begin(), lctx.inp_kv_idxs.end());
     // A generated token attends to the cells padded up (the padding masked), so that the next
-    // tokens can reuse its graph; a batch attends to exactly the used cells.
+    // tokens can reuse its graph; a batch attends to exactly the cells in use.
     const bool generation = n == 1 && n_out == 1;
     const uint32_t pad = kv_on_device(kv) ? GRAPH_REUSE_PAD_DEVICE : GRAPH_REUSE_PAD;
-    const uint32_t n_kv = generation ? std::min(kv.size, (kv.used + pad - 1) / pad * pad) : kv.used;
+    const uint32_t end = kv.cells_end();
+    const uint32_t n_kv = generation ? std::min(kv.size, (end + pad - 1) / pad * pad) : end;
 
     llama_context::reused_graph & reuse = lctx.reuse;
     const bool reusable = generation && !lctx.reuse_disabled && reuse.valid && reuse.n_kv == n_kv &&
@@ -156,18 +170,20 @@ ggml_status decode_ubatch(llama_context & lctx, const llama_token * tokens, cons
 
     ggml_backend_tensor_set(io.tokens, tokens, 0, n * sizeof(int32_t));
     ggml_backend_tensor_set(io.pos, pos, 0, n * sizeof(int32_t));
-    lctx.inp_kv_idxs.resize(n);
-    for (uint32_t t = 0; t < n; t++) lctx.inp_kv_idxs[t] = (int32_t) (kv_head + t);
     ggml_backend_tensor_set(io.kv_idxs, lctx.inp_kv_idxs.data(), 0, n * sizeof(int32_t));
-    // Mask: token t sees cell c when the cell's position is not after its own. Written in
-    // place when the mask is in host memory, else staged.
+    // Mask: token t sees cell c when the cell belongs to the token's (first) sequence and its
+    // position is not after the token's (llama.cpp's rule: a token in several sequences attends
+    // as one of the first). Written in place when the mask is in host memory, else staged.
     const bool mask_host = io.kq_mask->buffer && ggml_backend_buffer_is_host(io.kq_mask->buffer);
     if (!mask_host) lctx.inp_mask.resize((size_t) n * n_kv);
     float * mask = mask_host ? (float *) io.kq_mask->data : lctx.inp_mask.data();
     const float neg_inf = -std::numeric_limits<float>::infinity();
     for (uint32_t t = 0; t < n; t++) {
         float * row = mask + (size_t) t * n_kv;
-        for (uint32_t c = 0; c < n_kv; c++) row[c] = c < kv.used && kv.pos[c] <= pos[t] ? 0.0f : neg_inf;
+        const size_t s = (size_t) seq_first[t];
+        const uint32_t lim = std::min(n_kv, end);
+        for (uint32_t c = 0; c < lim; c++) row[c] = kv.pos[c] >= 0 && kv.pos[c] <= pos[t] && kv.seq[c].test(s) ? 0.0f : neg_inf;
+        for (uint32_t c = lim; c < n_kv; c++) row[c] = neg_inf;
     }
     if (!mask_host) ggml_backend_tensor_set(io.kq_mask, mask, 0, (size_t) n * n_kv * sizeof(float));
     if (io.out_ids) ggml_backend_tensor_set(io.out_ids, out_ids.data(), 0, n_out * sizeof(int32_t));
@@ -179,19 +195,12 @@ ggml_status decode_ubatch(llama_context & lctx, const llama_token * tokens, cons
     return st;
 }
 
-// Whether the batch's tokens all belong to sequence 0 alone (the only one this runtime keeps).
-bool batch_in_seq0(const llama_batch & batch) {
-    if (!batch.seq_id) return true;
-    for (int32_t i = 0; i < batch.n_tokens; i++) {
-        const int32_t n_seq = batch.n_seq_id ? batch.n_seq_id[i] : 1;
-        if (n_seq != 1 || !batch.seq_id[i] || batch.seq_id[i][0] != 0) {
-            const std::string where = n_seq == 1 && batch.seq_id[i] ? "sequence " + std::to_string(batch.seq_id[i][0])
-                                                                    : std::to_string(n_seq) + " sequences";
-            LLAMA_LOG_ERROR("llama_decode: batch token %d is in %s: only sequence 0 is supported\n", i, where.c_str());
-            return false;
-        }
-    }
-    return true;
+// A sequence id that names one of the context's sequences (any < 0 where any_ok); a message for
+// the API function fn otherwise.
+bool seq_id_ok(const llama_context * ctx, llama_seq_id s, const char * fn, bool any_ok) {
+    if ((s < 0 && any_ok) || (s >= 0 && (uint32_t) s < ctx->n_seq_max)) return true;
+    LLAMA_LOG_ERROR("%s: sequence id %d is out of range [0, %u) (n_seq_max)\n", fn, s, ctx->n_seq_max);
+    return false;
 }
 
 }  // namespace
@@ -257,7 +266,6 @@ namespace {
 void warn_unsupported(const llama_context_params & p) {
     const llama_context_params d = llama_context_default_params();
     auto warn = [](const char * what) { LLAMA_LOG_WARN("llama_init_from_model: %s: ignored\n", what); };
-    if (p.n_seq_max > 1) LLAMA_LOG_WARN("llama_init_from_model: n_seq_max %u: only sequence 0 is supported\n", p.n_seq_max);
     if (p.rope_scaling_type != d.rope_scaling_type || p.rope_freq_base != d.rope_freq_base ||
         p.rope_freq_scale != d.rope_freq_scale || p.yarn_ext_factor != d.yarn_ext_factor ||
         p.yarn_attn_factor != d.yarn_attn_factor || p.yarn_beta_fast != d.yarn_beta_fast ||
@@ -295,6 +303,13 @@ llama_context * llama_init_from_model(llama_model * model, llama_context_params 
     lctx->n_threads = usable_threads(params.n_threads);
     lctx->n_threads_batch = params.n_threads_batch > 0 ? usable_threads(params.n_threads_batch) : lctx->n_threads;
     lctx->logits_all = params.logits_all;
+    lctx->n_seq_max = std::max(1u, params.n_seq_max);
+    if (lctx->n_seq_max > LLAMA_MAX_SEQ) {
+        LLAMA_LOG_ERROR("llama_init_from_model: n_seq_max %u is more than the %u sequences a context can hold\n", params.n_seq_max,
+                        LLAMA_MAX_SEQ);
+        delete lctx;
+        return nullptr;
+    }
     lctx->no_perf = params.no_perf;
     lctx->abort_callback = params.abort_callback;
     lctx->abort_callback_data = params.abort_callback_data;
@@ -401,7 +416,7 @@ void llama_free(llama_context * ctx) { delete ctx; }
 uint32_t llama_n_ctx(const llama_context * ctx) { return ctx->n_ctx; }
 uint32_t llama_n_batch(const llama_context * ctx) { return ctx->n_batch; }
 uint32_t llama_n_ubatch(const llama_context * ctx) { return ctx->n_ubatch; }
-uint32_t llama_n_seq_max(const llama_context * ctx) { return (void) ctx, 1; }
+uint32_t llama_n_seq_max(const llama_context * ctx) { return ctx->n_seq_max; }
 const llama_model * llama_get_model(const llama_context * ctx) { return &ctx->model; }
 enum llama_pooling_type llama_pooling_type(const llama_context * ctx) { return (void) ctx, LLAMA_POOLING_TYPE_NONE; }
 
@@ -480,35 +495,90 @@ int32_t llama_decode(llama_context * ctx, llama_batch batch) {
         LLAMA_LOG_ERROR("llama_decode: a batch of %d tokens is more than n_batch %u\n", n, ctx->n_batch);
         return -1;
     }
-    if (!batch_in_seq0(batch)) return -1;
     for (int32_t i = 0; i < n; i++) {
         if (batch.token[i] < 0 || batch.token[i] >= n_vocab) {
             LLAMA_LOG_ERROR("llama_decode: token %d at batch index %d is out of range [0, %d)\n", batch.token[i], i, n_vocab);
             return -1;
         }
     }
-    std::vector<llama_pos> & pos = ctx->inp_pos;
-    pos.resize((size_t) n);
-    if (batch.pos) {
-        for (int32_t i = 0; i < n; i++) {
-            if (batch.pos[i] < 0) {
-                LLAMA_LOG_ERROR("llama_decode: negative position %d at batch index %d\n", batch.pos[i], i);
-                return -1;
-            }
-            pos[i] = batch.pos[i];
+    // The sequences of each token (sequence 0 where the batch names none).
+    std::vector<llama_kv_cache::seq_set> & seqs = ctx->inp_seqs;
+    std::vector<llama_seq_id> & seq_first = ctx->inp_seq_first;
+    seqs.assign((size_t) n, llama_kv_cache::seq_set());
+    seq_first.assign((size_t) n, 0);
+    for (int32_t i = 0; i < n; i++) {
+        if (!batch.seq_id) {
+            seqs[i].set(0);
+            continue;
         }
-    } else {
-        const llama_pos p0 = kv.pos_max() + 1;
-        if ((int64_t) p0 + n > std::numeric_limits<llama_pos>::max()) {
-            LLAMA_LOG_ERROR("llama_decode: positions overflow\n");
+        const int32_t n_seq = batch.n_seq_id ? batch.n_seq_id[i] : 1;
+        if (n_seq <= 0 || !batch.seq_id[i]) {
+            LLAMA_LOG_ERROR("llama_decode: batch token %d belongs to no sequence (n_seq_id %d)\n", i, n_seq);
             return -1;
         }
-        for (int32_t i = 0; i < n; i++) pos[i] = p0 + i;
+        for (int32_t j = 0; j < n_seq; j++) {
+            const llama_seq_id s = batch.seq_id[i][j];
+            if (s < 0 || (uint32_t) s >= ctx->n_seq_max) {
+                LLAMA_LOG_ERROR("llama_decode: batch token %d has sequence id %d, out of range [0, %u) (n_seq_max)\n", i, s,
+                                ctx->n_seq_max);
+                return -1;
+            }
+            seqs[i].set((size_t) s);
+        }
+        seq_first[i] = batch.seq_id[i][0];
     }
-    if ((uint32_t) n > kv.n_free()) return 1;  // the caller makes room (shift or clear)
+    // Where each sequence ends in the cache: a batch continues its sequences (positions given or
+    // following the last of the token's first sequence), never going back inside one (equal
+    // positions are allowed: llama_kv_self_seq_div makes them, and llama.cpp takes them).
+    // (One pass over the cells, looking only at the batch's sequences.)
+    std::vector<llama_pos> & last = ctx->inp_seq_last;
+    last.assign(ctx->n_seq_max, -1);
+    llama_kv_cache::seq_set in_batch;
+    for (int32_t i = 0; i < n; i++) in_batch |= seqs[i];
+    std::vector<uint32_t> batch_seqs;
+    for (uint32_t s = 0; s < ctx->n_seq_max; s++) {
+        if (in_batch.test(s)) batch_seqs.push_back(s);
+    }
+    for (uint32_t c = 0; c < kv.size; c++) {
+        if (kv.empty(c) || (kv.seq[c] & in_batch).none()) continue;
+        for (uint32_t s : batch_seqs) {
+            if (kv.seq[c].test(s) && kv.pos[c] > last[s]) last[s] = kv.pos[c];
+        }
+    }
+    std::vector<llama_pos> & pos = ctx->inp_pos;
+    pos.resize((size_t) n);
+    for (int32_t i = 0; i < n; i++) {
+        if (batch.pos) {
+            pos[i] = batch.pos[i];
+            if (pos[i] < 0) {
+                LLAMA_LOG_ERROR("llama_decode: negative position %d at batch index %d\n", pos[i], i);
+                return -1;
+            }
+        } else {
+            if (last[seq_first[i]] == std::numeric_limits<llama_pos>::max()) {
+                LLAMA_LOG_ERROR("llama_decode: positions overflow\n");
+                return -1;
+            }
+            pos[i] = last[seq_first[i]] + 1;
+        }
+        for (uint32_t s : batch_seqs) {
+            if (!seqs[i].test(s)) continue;
+            if (pos[i] < last[s]) {
+                LLAMA_LOG_ERROR("llama_decode: batch token %d has position %d in sequence %u, which already reaches position %d "
+                                "(positions cannot go back within a sequence: remove the later ones first, llama_kv_self_seq_rm)\n",
+                                i, pos[i], s, last[s]);
+                return -1;
+            }
+            last[s] = pos[i];
+        }
+    }
 
     const int64_t t0 = ctx->no_perf ? 0 : llama_time_us();
-    if (kv.has_shift && !apply_k_shift(*ctx)) return -2;
+    if (!update_cache(*ctx)) return -2;
+    if ((uint32_t) n > kv.n_free()) {
+        LLAMA_LOG_WARN("llama_decode: no room for %d tokens in the KV cache (%u of %u cells free)\n", n, kv.n_free(), kv.size);
+        return 1;  // the caller makes room (removes or shifts tokens, or clears)
+    }
 
     // Which tokens keep logits, and their rows.
     ctx->output_rows.assign((size_t) n, -1);
@@ -520,7 +590,7 @@ int32_t llama_decode(llama_context * ctx, llama_batch batch) {
     ctx->n_outputs = n_outputs;
     ctx->logits.resize((size_t) n_outputs * n_vocab);
 
-    const uint32_t used_before = kv.used;
+    std::vector<int32_t> cells;  // taken by this batch (released if it fails)
     std::vector<int32_t> & out_ids = ctx->inp_out_ids;
     for (int32_t start = 0; start < n; start += (int32_t) ctx->n_ubatch) {
         const int32_t n_ub = std::min<int32_t>((int32_t) ctx->n_ubatch, n - start);
@@ -529,9 +599,10 @@ int32_t llama_decode(llama_context * ctx, llama_batch batch) {
             if (ctx->output_rows[start + i] >= 0) out_ids.push_back(i);
         }
         float * dst = out_ids.empty() ? nullptr : ctx->logits.data() + (size_t) ctx->output_rows[start + out_ids[0]] * n_vocab;
-        const ggml_status st = decode_ubatch(*ctx, batch.token + start, pos.data() + start, (uint32_t) n_ub, out_ids, dst);
+        const ggml_status st = decode_ubatch(*ctx, batch.token + start, pos.data() + start, seqs.data() + start,
+                                             seq_first.data() + start, (uint32_t) n_ub, out_ids, dst, cells);
         if (st != GGML_STATUS_SUCCESS) {
-            kv.drop_tail(kv.used - used_before);
+            kv.release(cells);
             ctx->n_outputs = 0;
             ctx->output_rows.assign((size_t) n, -1);
             return st == GGML_STATUS_ABORTED ? 2 : -2;
@@ -566,60 +637,84 @@ float * llama_get_logits_ith(llama_context * ctx, int32_t i) {
     return ctx->logits.data() + (size_t) row * ctx->model.hparams.n_vocab;
 }
 
-// ---- KV cache (only sequence 0 exists; seq_id < 0 means any) -------------------------------
-int32_t llama_get_kv_cache_token_count(const llama_context * ctx) { return (int32_t) ctx->kv.used; }
-int32_t llama_get_kv_cache_used_cells(const llama_context * ctx) { return (int32_t) ctx->kv.used; }
+// ---- KV cache ------------------------------------------------------------------------------
+// llama.cpp's two sets of names: llama_kv_cache_* (build 4747) and llama_kv_self_* (later).
+int32_t llama_kv_self_n_tokens(const llama_context * ctx) {
+    // Tokens as sequences see them: a cell shared by k sequences counts k times (as llama.cpp).
+    int32_t n = 0;
+    for (uint32_t i = 0; i < ctx->kv.size; i++) n += (int32_t) ctx->kv.seq[i].count();
+    return n;
+}
+int32_t llama_kv_self_used_cells(const llama_context * ctx) { return (int32_t) ctx->kv.used; }
 
-void llama_kv_cache_clear(llama_context * ctx) { ctx->kv.clear(); }
+void llama_kv_self_clear(llama_context * ctx) { ctx->kv.clear(); }
 
-bool llama_kv_cache_seq_rm(llama_context * ctx, llama_seq_id seq_id, llama_pos p0, llama_pos p1) {
-    if (seq_id <= 0) ctx->kv.seq_rm(p0, p1);
+bool llama_kv_self_seq_rm(llama_context * ctx, llama_seq_id seq_id, llama_pos p0, llama_pos p1) {
+    if (!seq_id_ok(ctx, seq_id, "llama_kv_self_seq_rm", true)) return false;
+    ctx->kv.seq_rm(seq_id, p0, p1);
     return true;
 }
 
-void llama_kv_cache_seq_cp(llama_context * ctx, llama_seq_id seq_id_src, llama_seq_id seq_id_dst, llama_pos p0, llama_pos p1) {
-    (void) ctx;
-    (void) p0;
-    (void) p1;
-    if (seq_id_src == seq_id_dst) return;
-    LLAMA_LOG_WARN("llama_kv_cache_seq_cp: sequence %d to %d: only sequence 0 exists, nothing copied\n", seq_id_src, seq_id_dst);
+void llama_kv_self_seq_cp(llama_context * ctx, llama_seq_id seq_id_src, llama_seq_id seq_id_dst, llama_pos p0, llama_pos p1) {
+    if (!seq_id_ok(ctx, seq_id_src, "llama_kv_self_seq_cp", false) || !seq_id_ok(ctx, seq_id_dst, "llama_kv_self_seq_cp", false)) return;
+    ctx->kv.seq_cp(seq_id_src, seq_id_dst, p0, p1);
 }
 
-void llama_kv_cache_seq_keep(llama_context * ctx, llama_seq_id seq_id) {
-    if (seq_id != 0) ctx->kv.clear();
+void llama_kv_self_seq_keep(llama_context * ctx, llama_seq_id seq_id) {
+    if (!seq_id_ok(ctx, seq_id, "llama_kv_self_seq_keep", false)) return;
+    ctx->kv.seq_keep(seq_id);
 }
 
-void llama_kv_cache_seq_add(llama_context * ctx, llama_seq_id seq_id, llama_pos p0, llama_pos p1, llama_pos delta) {
-    if (seq_id <= 0) ctx->kv.seq_add(p0, p1, delta);
-}
-
-void llama_kv_cache_seq_div(llama_context * ctx, llama_seq_id seq_id, llama_pos p0, llama_pos p1, int d) {
-    if (seq_id <= 0 && d > 1) ctx->kv.seq_div(p0, p1, d);
-}
-
-llama_pos llama_kv_cache_seq_pos_max(llama_context * ctx, llama_seq_id seq_id) {
-    return seq_id <= 0 ? ctx->kv.pos_max() : -1;
-}
-
-void llama_kv_cache_defrag(llama_context * ctx) { (void) ctx; }
-
-void llama_kv_cache_update(llama_context * ctx) {
-    if (ctx->kv.has_shift && !apply_k_shift(*ctx)) LLAMA_LOG_ERROR("llama_kv_cache_update: the K shift failed\n");
-}
-
-bool llama_kv_cache_can_shift(llama_context * ctx) { return (void) ctx, true; }
-
-void llama_kv_self_clear(llama_context * ctx) { llama_kv_cache_clear(ctx); }
-int32_t llama_kv_self_used_cells(const llama_context * ctx) { return llama_get_kv_cache_used_cells(ctx); }
-llama_pos llama_kv_self_seq_pos_max(const llama_context * ctx, llama_seq_id seq_id) {
-    return seq_id <= 0 ? ctx->kv.pos_max() : -1;
-}
-bool llama_kv_self_seq_rm(llama_context * ctx, llama_seq_id seq_id, llama_pos p0, llama_pos p1) {
-    return llama_kv_cache_seq_rm(ctx, seq_id, p0, p1);
-}
 void llama_kv_self_seq_add(llama_context * ctx, llama_seq_id seq_id, llama_pos p0, llama_pos p1, llama_pos delta) {
-    llama_kv_cache_seq_add(ctx, seq_id, p0, p1, delta);
+    if (!seq_id_ok(ctx, seq_id, "llama_kv_self_seq_add", true)) return;
+    ctx->kv.seq_add(seq_id, p0, p1, delta);
 }
+
+void llama_kv_self_seq_div(llama_context * ctx, llama_seq_id seq_id, llama_pos p0, llama_pos p1, int d) {
+    if (!seq_id_ok(ctx, seq_id, "llama_kv_self_seq_div", true)) return;
+    if (d <= 0) {
+        LLAMA_LOG_ERROR("llama_kv_self_seq_div: divisor %d must be positive\n", d);
+        return;
+    }
+    ctx->kv.seq_div(seq_id, p0, p1, d);
+}
+
+llama_pos llama_kv_self_seq_pos_min(const llama_context * ctx, llama_seq_id seq_id) {
+    return seq_id_ok(ctx, seq_id, "llama_kv_self_seq_pos_min", true) ? ctx->kv.seq_pos_min(seq_id) : -1;
+}
+
+llama_pos llama_kv_self_seq_pos_max(const llama_context * ctx, llama_seq_id seq_id) {
+    return seq_id_ok(ctx, seq_id, "llama_kv_self_seq_pos_max", true) ? ctx->kv.seq_pos_max(seq_id) : -1;
+}
+
+void llama_kv_self_defrag(llama_context * ctx) { ctx->kv.do_defrag = true; }
+
+void llama_kv_self_update(llama_context * ctx) {
+    if (!update_cache(*ctx)) LLAMA_LOG_ERROR("llama_kv_self_update: the K shift failed\n");
+}
+
+bool llama_kv_self_can_shift(const llama_context * ctx) { return (void) ctx, true; }
+
+int32_t llama_get_kv_cache_token_count(const llama_context * ctx) { return llama_kv_self_n_tokens(ctx); }
+int32_t llama_get_kv_cache_used_cells(const llama_context * ctx) { return llama_kv_self_used_cells(ctx); }
+void llama_kv_cache_clear(llama_context * ctx) { llama_kv_self_clear(ctx); }
+bool llama_kv_cache_seq_rm(llama_context * ctx, llama_seq_id seq_id, llama_pos p0, llama_pos p1) {
+    return llama_kv_self_seq_rm(ctx, seq_id, p0, p1);
+}
+void llama_kv_cache_seq_cp(llama_context * ctx, llama_seq_id seq_id_src, llama_seq_id seq_id_dst, llama_pos p0, llama_pos p1) {
+    llama_kv_self_seq_cp(ctx, seq_id_src, seq_id_dst, p0, p1);
+}
+void llama_kv_cache_seq_keep(llama_context * ctx, llama_seq_id seq_id) { llama_kv_self_seq_keep(ctx, seq_id); }
+void llama_kv_cache_seq_add(llama_context * ctx, llama_seq_id seq_id, llama_pos p0, llama_pos p1, llama_pos delta) {
+    llama_kv_self_seq_add(ctx, seq_id, p0, p1, delta);
+}
+void llama_kv_cache_seq_div(llama_context * ctx, llama_seq_id seq_id, llama_pos p0, llama_pos p1, int d) {
+    llama_kv_self_seq_div(ctx, seq_id, p0, p1, d);
+}
+llama_pos llama_kv_cache_seq_pos_max(llama_context * ctx, llama_seq_id seq_id) { return llama_kv_self_seq_pos_max(ctx, seq_id); }
+void llama_kv_cache_defrag(llama_context * ctx) { llama_kv_self_defrag(ctx); }
+void llama_kv_cache_update(llama_context * ctx) { llama_kv_self_update(ctx); }
+bool llama_kv_cache_can_shift(llama_context * ctx) { return llama_kv_self_can_shift(ctx); }
 
 // ---- timings -------------------------------------------------------------------------------
 llama_perf_context_data llama_perf_context(const llama_context * ctx) {

@@ -38,6 +38,7 @@ struct llama_context {
     uint32_t n_ctx = 0;
     uint32_t n_batch = 0;          // most tokens per llama_decode call
     uint32_t n_ubatch = 0;         // most tokens per graph
+    uint32_t n_seq_max = 1;        // sequence ids are [0, n_seq_max)
     int32_t n_threads = 1;         // for single-token batches
     int32_t n_threads_batch = 1;   // for larger ones
     bool logits_all = false;       // keep every token's logits when the batch does not say
@@ -81,6 +82,9 @@ struct llama_context {
     std::vector<int32_t> inp_out_ids;
     std::vector<float> inp_mask;
     std::vector<int32_t> inp_kv_idxs;  // staging of the cells a batch is written to
+    std::vector<llama_kv_cache::seq_set> inp_seqs;  // each batch token's sequences
+    std::vector<llama_seq_id> inp_seq_first;        // and the first of them (whose cells it sees)
+    std::vector<llama_pos> inp_seq_last;            // each sequence's last position (decode's checks)
 
     // Timings.
     int64_t t_start_us = 0;

@@ -5,6 +5,7 @@
 
 #include "ggml-alloc.h"
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <utility>
@@ -86,102 +87,148 @@ bool llama_kv_cache::init(const llama_hparams & hp, uint32_t n_ctx, ggml_type tk
         // Unused cells are never read unmasked, but zeros keep every read defined.
         ggml_backend_buffer_clear(buf, 0);
     }
-    pos.assign(size, 0);
+    pos.assign(size, -1);
     delta.assign(size, 0);
+    seq.assign(size, seq_set());
     used = 0;
     has_shift = false;
     return true;
 }
 
+uint32_t llama_kv_cache::cells_end() const {
+    uint32_t end = size;
+    while (end > 0 && empty(end - 1)) end--;
+    return end;
+}
+
 void llama_kv_cache::clear() {
+    std::fill(pos.begin(), pos.end(), -1);
+    std::fill(delta.begin(), delta.end(), 0);
+    std::fill(seq.begin(), seq.end(), seq_set());
     used = 0;
     has_shift = false;
 }
 
-llama_pos llama_kv_cache::pos_max() const {
+llama_pos llama_kv_cache::seq_pos_min(llama_seq_id s) const {
     llama_pos m = -1;
-    for (uint32_t i = 0; i < used; i++) m = pos[i] > m ? pos[i] : m;
+    for (uint32_t i = 0; i < size; i++) {
+        if (empty(i) || (s >= 0 && !seq[i].test((size_t) s))) continue;
+        m = m < 0 || pos[i] < m ? pos[i] : m;
+    }
     return m;
 }
 
-void llama_kv_cache::append(const llama_pos * positions, uint32_t n) {
-    for (uint32_t i = 0; i < n; i++) {
-        pos[used + i] = positions[i];
-        delta[used + i] = 0;
+llama_pos llama_kv_cache::seq_pos_max(llama_seq_id s) const {
+    llama_pos m = -1;
+    for (uint32_t i = 0; i < size; i++) {
+        if (empty(i) || (s >= 0 && !seq[i].test((size_t) s))) continue;
+        m = pos[i] > m ? pos[i] : m;
     }
-    used += n;
+    return m;
 }
 
-void llama_kv_cache::drop_tail(uint32_t n) { used = n < used ? used - n : 0; }
-
-void llama_kv_cache::seq_rm(llama_pos p0, llama_pos p1) {
-    if (p0 < 0) p0 = 0;
-    if (p1 < 0) p1 = std::numeric_limits<llama_pos>::max();
-    std::vector<bool> keep(used);
-    bool any = false;
-    for (uint32_t i = 0; i < used; i++) {
-        keep[i] = !(pos[i] >= p0 && pos[i] < p1);
-        any = any || !keep[i];
+void llama_kv_cache::place(const llama_pos * positions, const seq_set * seqs, uint32_t n, std::vector<int32_t> & cells) {
+    cells.clear();
+    for (uint32_t i = 0; i < size && cells.size() < n; i++) {
+        if (!empty(i)) continue;
+        const size_t t = cells.size();
+        pos[i] = positions[t];
+        delta[i] = 0;
+        seq[i] = seqs[t];
+        used++;
+        cells.push_back((int32_t) i);
     }
-    if (any) compact(keep);
 }
 
-void llama_kv_cache::seq_add(llama_pos p0, llama_pos p1, llama_pos d) {
+void llama_kv_cache::free_cell(uint32_t i) {  // i is in use (its position may have gone negative)
+    pos[i] = -1;
+    delta[i] = 0;
+    seq[i].reset();
+    used--;
+}
+
+void llama_kv_cache::release(const std::vector<int32_t> & cells) {
+    for (int32_t c : cells) free_cell((uint32_t) c);
+}
+
+bool llama_kv_cache::in_range(uint32_t i, llama_seq_id s, llama_pos p0, llama_pos p1) const {
+    if (empty(i) || (s >= 0 && !seq[i].test((size_t) s))) return false;
+    return pos[i] >= (p0 < 0 ? 0 : p0) && (p1 < 0 || pos[i] < p1);
+}
+
+void llama_kv_cache::seq_rm(llama_seq_id s, llama_pos p0, llama_pos p1) {
+    for (uint32_t i = 0; i < size; i++) {
+        if (!in_range(i, s, p0, p1)) continue;
+        if (s >= 0) seq[i].reset((size_t) s);
+        if (s < 0 || seq[i].none()) free_cell(i);
+    }
+}
+
+void llama_kv_cache::seq_cp(llama_seq_id src, llama_seq_id dst, llama_pos p0, llama_pos p1) {
+    if (src == dst) return;
+    for (uint32_t i = 0; i < size; i++) {
+        if (in_range(i, src, p0, p1)) seq[i].set((size_t) dst);
+    }
+}
+
+void llama_kv_cache::seq_keep(llama_seq_id s) {
+    for (uint32_t i = 0; i < size; i++) {
+        if (empty(i)) continue;
+        if (!seq[i].test((size_t) s)) {
+            free_cell(i);
+        } else {
+            seq[i].reset();
+            seq[i].set((size_t) s);
+        }
+    }
+}
+
+void llama_kv_cache::seq_add(llama_seq_id s, llama_pos p0, llama_pos p1, llama_pos d) {
     if (d == 0) return;
-    if (p0 < 0) p0 = 0;
-    if (p1 < 0) p1 = std::numeric_limits<llama_pos>::max();
-    std::vector<bool> keep(used, true);
-    bool removed = false;
-    for (uint32_t i = 0; i < used; i++) {
-        if (pos[i] >= p0 && pos[i] < p1) {
-            pos[i] += d;
-            delta[i] += d;
-            has_shift = true;
-            if (pos[i] < 0) {
-                keep[i] = false;
-                removed = true;
-            }
-        }
+    for (uint32_t i = 0; i < size; i++) {
+        if (!in_range(i, s, p0, p1)) continue;
+        pos[i] += d;
+        delta[i] += d;
+        has_shift = true;
+        if (pos[i] < 0) free_cell(i);
     }
-    if (removed) compact(keep);
 }
 
-void llama_kv_cache::seq_div(llama_pos p0, llama_pos p1, int d) {
+void llama_kv_cache::seq_div(llama_seq_id s, llama_pos p0, llama_pos p1, int d) {
     if (d <= 1) return;
-    if (p0 < 0) p0 = 0;
-    if (p1 < 0) p1 = std::numeric_limits<llama_pos>::max();
-    for (uint32_t i = 0; i < used; i++) {
-        if (pos[i] >= p0 && pos[i] < p1) {
-            const llama_pos p = pos[i] / d;
-            delta[i] += p - pos[i];
-            has_shift = has_shift || p != pos[i];
-            pos[i] = p;
-        }
+    for (uint32_t i = 0; i < size; i++) {
+        if (!in_range(i, s, p0, p1)) continue;
+        const llama_pos p = pos[i] / d;
+        delta[i] += p - pos[i];
+        has_shift = has_shift || p != pos[i];
+        pos[i] = p;
     }
 }
 
 void llama_kv_cache::shift_applied() {
-    for (uint32_t i = 0; i < used; i++) delta[i] = 0;
+    std::fill(delta.begin(), delta.end(), 0);
     has_shift = false;
 }
 
-void llama_kv_cache::compact(const std::vector<bool> & keep) {
+void llama_kv_cache::defrag() {
+    do_defrag = false;
     // Cell i moves to j <= i; applying the moves in increasing i never overwrites a cell that
     // is still to be moved.
     std::vector<std::pair<uint32_t, uint32_t>> moves;  // (from, to)
     uint32_t j = 0;
-    for (uint32_t i = 0; i < used; i++) {
-        if (!keep[i]) continue;
+    for (uint32_t i = 0; i < size; i++) {
+        if (empty(i)) continue;
         if (j != i) {
             moves.emplace_back(i, j);
             pos[j] = pos[i];
             delta[j] = delta[i];
+            seq[j] = seq[i];
+            pos[i] = -1;
+            delta[i] = 0;
+            seq[i].reset();
         }
         j++;
     }
-    used = j;
-    has_shift = false;
-    for (uint32_t i = 0; i < used; i++) has_shift = has_shift || delta[i] != 0;
     if (moves.empty()) return;
 
     const size_t k_row = ggml_row_size(type_k, n_embd_k_gqa);

@@ -5,8 +5,8 @@
 // (commit c392e509: same return and parameter types, same struct fields and types, same enum
 // values), so a program written for llama.cpp's API compiles against this header unchanged;
 // tools/check-llama-h.py compares the two headers. What differs is behaviour where this runtime
-// has less: one sequence (seq_id 0), the CPU only (the GPU fields are accepted and ignored), no
-// embeddings output. Such fields are listed where they are declared.
+// has less (no embeddings output, RoPE parameters from the model only); such fields are listed
+// where they are declared.
 #ifndef LLAMA_H
 #define LLAMA_H
 
@@ -174,9 +174,10 @@ typedef bool (*llama_progress_callback)(float progress, void * user_data);
 // The input of llama_decode: n_tokens entries of each array.
 // - token:  the token ids (required here: embd input is not supported).
 // - embd:   token embeddings instead of ids; must be NULL.
-// - pos:    positions; NULL: they follow the last position in the KV cache.
-// - n_seq_id, seq_id: the sequences of each token; NULL: sequence 0. Only sequence 0 exists in
-//           this runtime: every token must belong to it alone.
+// - pos:    positions; NULL: each token follows the last position of its first sequence. Within
+//           a sequence positions must increase, after those already in the cache.
+// - n_seq_id, seq_id: the sequences of each token (ids in [0, n_seq_max)); NULL: sequence 0. A
+//           token in several sequences is stored once and attends as one of the first.
 // - logits: nonzero = keep this token's logits; NULL: the last token's only.
 typedef struct llama_batch {
     int32_t n_tokens;
@@ -243,7 +244,7 @@ struct llama_context_params {
     uint32_t n_ctx;            // context size in tokens (0: the model's training context)
     uint32_t n_batch;          // most tokens one llama_decode call takes (capped to n_ctx)
     uint32_t n_ubatch;         // most tokens evaluated in one graph (capped to n_batch; 0: n_batch)
-    uint32_t n_seq_max;        // sequences: one is supported (more is accepted with a warning)
+    uint32_t n_seq_max;        // sequence ids [0, n_seq_max) (at most 256); they share the n_ctx cells
     int32_t  n_threads;        // threads for single-token evaluation
     int32_t  n_threads_batch;  // threads for batches of more tokens
 
@@ -394,34 +395,54 @@ LLAMA_API int32_t llama_set_adapter_lora(struct llama_context * ctx, struct llam
 LLAMA_API int32_t llama_rm_adapter_lora(struct llama_context * ctx, struct llama_adapter_lora * adapter);
 LLAMA_API void llama_clear_adapter_lora(struct llama_context * ctx);
 
-// ---- KV cache (one sequence, seq_id 0; seq_id < 0 means any) -------------------------------
+// ---- KV cache ------------------------------------------------------------------------------
+// One set of cells for all of a context's sequences (ids [0, n_seq_max)). Each cell holds a
+// token's key and value, its position and the sequences it belongs to. seq_id < 0 means every
+// sequence where noted; [p0, p1) are positions (p0 < 0: from 0; p1 < 0: to the end). A sequence id
+// out of range is an error (a message; false / nothing done).
+// Tokens as the sequences see them (a cell in k sequences counts k times) and cells in use.
+LLAMA_API int32_t   llama_kv_self_n_tokens(const struct llama_context * ctx);
+LLAMA_API int32_t   llama_kv_self_used_cells(const struct llama_context * ctx);
+LLAMA_API void      llama_kv_self_clear(struct llama_context * ctx);
+// Takes sequence seq_id (< 0: all) out of the cells in [p0, p1); cells left in no sequence are freed.
+LLAMA_API bool      llama_kv_self_seq_rm(struct llama_context * ctx, llama_seq_id seq_id, llama_pos p0, llama_pos p1);
+// Adds seq_id_dst to the cells of seq_id_src in [p0, p1): the cells are shared, no data is copied.
+LLAMA_API void      llama_kv_self_seq_cp(struct llama_context * ctx, llama_seq_id seq_id_src, llama_seq_id seq_id_dst,
+                                         llama_pos p0, llama_pos p1);
+// Frees the cells not in seq_id and takes the others out of every other sequence.
+LLAMA_API void      llama_kv_self_seq_keep(struct llama_context * ctx, llama_seq_id seq_id);
+// Adds delta to the positions of seq_id's cells in [p0, p1) (a cell shared with other sequences
+// moves for them too); cells whose position becomes negative are freed. The keys are re-rotated
+// before the next decode (or by llama_kv_self_update).
+LLAMA_API void      llama_kv_self_seq_add(struct llama_context * ctx, llama_seq_id seq_id, llama_pos p0, llama_pos p1,
+                                          llama_pos delta);
+// Divides the positions of seq_id's cells in [p0, p1) by d (re-rotated as for seq_add).
+LLAMA_API void      llama_kv_self_seq_div(struct llama_context * ctx, llama_seq_id seq_id, llama_pos p0, llama_pos p1, int d);
+// The lowest / highest position of seq_id (< 0: any), -1 when it has none.
+LLAMA_API llama_pos llama_kv_self_seq_pos_min(const struct llama_context * ctx, llama_seq_id seq_id);
+LLAMA_API llama_pos llama_kv_self_seq_pos_max(const struct llama_context * ctx, llama_seq_id seq_id);
+// Moves the used cells together (at the next update or decode): attention then reads fewer cells.
+// Results are unchanged. Freed cells are reused anyway, so this is seldom needed.
+LLAMA_API void      llama_kv_self_defrag(struct llama_context * ctx);
+// Applies a pending K shift and defragmentation now.
+LLAMA_API void      llama_kv_self_update(struct llama_context * ctx);
+LLAMA_API bool      llama_kv_self_can_shift(const struct llama_context * ctx);
+
+// The same under llama.cpp build 4747's names.
 LLAMA_API int32_t llama_get_kv_cache_token_count(const struct llama_context * ctx);
 LLAMA_API int32_t llama_get_kv_cache_used_cells(const struct llama_context * ctx);
 LLAMA_API void    llama_kv_cache_clear(struct llama_context * ctx);
-// Removes the cached tokens with positions in [p0, p1) (p0 < 0: from 0; p1 < 0: to the end).
 LLAMA_API bool    llama_kv_cache_seq_rm(struct llama_context * ctx, llama_seq_id seq_id, llama_pos p0, llama_pos p1);
-// Copying to another sequence is not supported (a warning; copying 0 to 0 does nothing).
 LLAMA_API void    llama_kv_cache_seq_cp(struct llama_context * ctx, llama_seq_id seq_id_src, llama_seq_id seq_id_dst,
                                         llama_pos p0, llama_pos p1);
-// Keeping sequence 0 keeps everything; keeping another one clears the cache.
 LLAMA_API void    llama_kv_cache_seq_keep(struct llama_context * ctx, llama_seq_id seq_id);
-// Adds delta to the positions in [p0, p1) (the keys are re-rotated before the next decode).
 LLAMA_API void    llama_kv_cache_seq_add(struct llama_context * ctx, llama_seq_id seq_id, llama_pos p0, llama_pos p1,
                                          llama_pos delta);
-// Divides the positions in [p0, p1) by d > 1 (the keys are re-rotated before the next decode).
 LLAMA_API void    llama_kv_cache_seq_div(struct llama_context * ctx, llama_seq_id seq_id, llama_pos p0, llama_pos p1, int d);
-LLAMA_API llama_pos llama_kv_cache_seq_pos_max(struct llama_context * ctx, llama_seq_id seq_id);  // -1 if empty
-LLAMA_API void    llama_kv_cache_defrag(struct llama_context * ctx);  // nothing to do: the cache is never fragmented
-LLAMA_API void    llama_kv_cache_update(struct llama_context * ctx);  // re-rotates shifted keys now
+LLAMA_API llama_pos llama_kv_cache_seq_pos_max(struct llama_context * ctx, llama_seq_id seq_id);
+LLAMA_API void    llama_kv_cache_defrag(struct llama_context * ctx);
+LLAMA_API void    llama_kv_cache_update(struct llama_context * ctx);
 LLAMA_API bool    llama_kv_cache_can_shift(struct llama_context * ctx);
-
-// The same under llama.cpp's later names (not in llama.cpp c392e509).
-LLAMA_API void      llama_kv_self_clear(struct llama_context * ctx);
-LLAMA_API int32_t   llama_kv_self_used_cells(const struct llama_context * ctx);
-LLAMA_API llama_pos llama_kv_self_seq_pos_max(const struct llama_context * ctx, llama_seq_id seq_id);
-LLAMA_API bool      llama_kv_self_seq_rm(struct llama_context * ctx, llama_seq_id seq_id, llama_pos p0, llama_pos p1);
-LLAMA_API void      llama_kv_self_seq_add(struct llama_context * ctx, llama_seq_id seq_id, llama_pos p0, llama_pos p1,
-                                          llama_pos delta);
 
 // ---- batches and evaluation ----------------------------------------------------------------
 // A batch view of the given tokens (not copied): sequence 0, positions after the cache's last,
@@ -434,8 +455,8 @@ LLAMA_API struct llama_batch llama_batch_get_one(llama_token * tokens, int32_t n
 LLAMA_API struct llama_batch llama_batch_init(int32_t n_tokens, int32_t embd, int32_t n_seq_max);
 LLAMA_API void llama_batch_free(struct llama_batch batch);
 
-// Evaluates the batch (at most n_batch tokens, split into graphs of n_ubatch), appending it to
-// the KV cache. 0: success; 1: not enough room in the KV cache (nothing was evaluated: shift or
+// Evaluates the batch (at most n_batch tokens, split into graphs of n_ubatch consecutive tokens),
+// adding its tokens to the KV cache. 0: success; 1: not enough room in the KV cache (nothing was evaluated: shift or
 // clear it); 2: aborted by the abort callback (the cache is as before); -1: invalid batch (bad
 // token id, position, sequence or size); -2: compute failed.
 LLAMA_API int32_t llama_decode(struct llama_context * ctx, struct llama_batch batch);
@@ -592,6 +613,38 @@ LLAMA_API struct llama_sampler * llama_sampler_init_penalties(int32_t penalty_la
 // Adds bias to the logits of the given tokens (-INFINITY: the token is never sampled).
 LLAMA_API struct llama_sampler * llama_sampler_init_logit_bias(int32_t n_vocab, int32_t n_logit_bias,
                                                                const llama_logit_bias * logit_bias);
+// Locally typical sampling (arXiv 2202.00666): keeps the tokens whose surprise is closest to the
+// entropy until their probabilities reach p (at least min_keep); p >= 1 is off.
+LLAMA_API struct llama_sampler * llama_sampler_init_typical(float p, size_t min_keep);
+// Dynamic temperature (arXiv 2309.02772): with delta > 0 the temperature moves in [t - delta,
+// t + delta] with the normalized entropy raised to exponent; delta <= 0 is temp(t).
+LLAMA_API struct llama_sampler * llama_sampler_init_temp_ext(float t, float delta, float exponent);
+// XTC (exclude top choices): with probability p, removes every token above threshold t but the
+// least likely of them (at least min_keep kept); p <= 0 or t > 0.5 is off.
+LLAMA_API struct llama_sampler * llama_sampler_init_xtc(float p, float t, size_t min_keep, uint32_t seed);
+// Top-n-sigma (arXiv 2411.07641): keeps the tokens whose logit is within n standard deviations of
+// the largest (n = 0: only the largest); n < 0 does nothing (llama.cpp 4747 then makes every logit -inf).
+LLAMA_API struct llama_sampler * llama_sampler_init_top_n_sigma(float n);
+// A GBNF grammar (llama.cpp's grammar format): candidates that cannot continue a string of the
+// grammar from grammar_root are removed; accepting a token advances it. NULL on a grammar that does
+// not parse (a message names the place). An empty grammar_str gives a sampler that does nothing.
+LLAMA_API struct llama_sampler * llama_sampler_init_grammar(const struct llama_vocab * vocab, const char * grammar_str,
+                                                            const char * grammar_root);
+// The same, inactive until one of the trigger words appears in the output or a trigger token is
+// accepted; the grammar then applies from the trigger on.
+LLAMA_API struct llama_sampler * llama_sampler_init_grammar_lazy(const struct llama_vocab * vocab, const char * grammar_str,
+                                                                 const char * grammar_root, const char ** trigger_words,
+                                                                 size_t num_trigger_words, const llama_token * trigger_tokens,
+                                                                 size_t num_trigger_tokens);
+// DRY ("don't repeat yourself"): penalizes the token that would extend a repetition of at least
+// dry_allowed_length tokens of the last dry_penalty_last_n (-1: the context; 0: off) by
+// dry_multiplier * dry_base ^ (length - dry_allowed_length); seq_breakers end a repetition.
+LLAMA_API struct llama_sampler * llama_sampler_init_dry(const struct llama_vocab * vocab, int32_t n_ctx_train, float dry_multiplier,
+                                                        float dry_base, int32_t dry_allowed_length, int32_t dry_penalty_last_n,
+                                                        const char ** seq_breakers, size_t num_breakers);
+// For fill-in-the-middle: picks end-of-generation when it outweighs the rest, merges tokens that
+// are prefixes of each other and drops unlikely ones (after top-k / top-p).
+LLAMA_API struct llama_sampler * llama_sampler_init_infill(const struct llama_vocab * vocab);
 
 // The seed of a dist or Mirostat sampler (the one drawn for LLAMA_DEFAULT_SEED), of a chain's
 // last seeded sampler; LLAMA_DEFAULT_SEED otherwise.

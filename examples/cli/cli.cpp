@@ -320,6 +320,13 @@ int main(int argc, char ** argv) {
     uint32_t seed = 0;
     std::string chain_desc;
     llama_sampler * smpl = common_sampler_chain(model, params.sampling, n_ctx, &seed, &chain_desc);
+    if (!smpl) {
+        cli_log(LOG_ERROR, "llama-cli: the sampler could not be made (the grammar does not parse)\n");
+        llama_free(ctx);
+        free_adapters();
+        llama_model_free(model);
+        return 1;
+    }
     cli_log(LOG_INFO, "llama-cli: sampler seed: %u\n", seed);
     cli_log(LOG_INFO, "llama-cli: sampler chain: %s\n", chain_desc.c_str());
     cli_log(LOG_DEBUG, "llama-cli: n_ctx %d, n_batch %d, n_ubatch %d, n_predict %d, temp %.3f, top_k %d, top_p %.3f, "

@@ -29,6 +29,7 @@ int fuzz_entry_adapter(const uint8_t * data, size_t size);
 int fuzz_entry_checkpoint(const uint8_t * data, size_t size);
 int fuzz_entry_finetune_data(const uint8_t * data, size_t size);
 int fuzz_entry_llama2c(const uint8_t * data, size_t size);
+int fuzz_entry_grammar(const uint8_t * data, size_t size);
 }
 
 namespace {
@@ -51,6 +52,7 @@ const target TARGETS[] = {
     { "fuzz-checkpoint", fuzz_entry_checkpoint },
     { "fuzz-finetune-data", fuzz_entry_finetune_data },
     { "fuzz-llama2c", fuzz_entry_llama2c },
+    { "fuzz-grammar", fuzz_entry_grammar },
 };
 
 struct input_case {

@@ -589,7 +589,9 @@ TEST(Model, ContextShiftMatchesFreshEvaluation) {
             const bool quant_model = strstr(name, "Q4_0") != nullptr;
             EXPECT_LT(kl, quant_model || type == GGML_TYPE_Q8_0 ? 1e-3 : type == GGML_TYPE_F16 ? 1e-4 : 1e-7);
 
-            // Without the re-rotation the keys would sit at their old positions: far off.
+            // Positions are relative: the unshifted cache (9..32) continued at 33 gives the same
+            // logits; position 24 is refused there (it goes back inside the sequence), and a
+            // token 8 positions further on is far off.
             CtxPtr unshifted(model, 28, 16, 2, type, type);
             ASSERT_FALSE(eval_all(unshifted, first, 9).empty());
             llama_batch b = llama_batch_init(1, 0, 1);
@@ -597,9 +599,16 @@ TEST(Model, ContextShiftMatchesFreshEvaluation) {
             b.token[0] = next[0];
             b.pos[0] = 24;
             b.logits[0] = 1;
+            EXPECT_EQ(llama_decode(unshifted, b), -1);
+            EXPECT_NE(take_errors().find("positions cannot go back within a sequence"), std::string::npos);
+            b.pos[0] = 33;
+            ASSERT_EQ(llama_decode(unshifted, b), 0);
+            EXPECT_LT(mean_kl(ref.data(), llama_get_logits_ith(unshifted, 0), 1, n_vocab), 1e-3);
+            llama_kv_self_seq_rm(unshifted, 0, 33, -1);
+            b.pos[0] = 41;
             ASSERT_EQ(llama_decode(unshifted, b), 0);
             llama_batch_free(b);
-            EXPECT_GT(mean_kl(ref.data(), llama_get_logits_ith(unshifted, 0), 1, n_vocab), 100 * kl + 1e-3);
+            EXPECT_GT(mean_kl(ref.data(), llama_get_logits_ith(unshifted, 0), 1, n_vocab), 100 * kl + 1e-5);
         }
     }
 }
@@ -691,20 +700,30 @@ TEST(Model, DecodeRejectsBadBatches) {
     llama_kv_self_clear(ctx);
     EXPECT_EQ(llama_decode(ctx, neg), -1);
     llama_batch_free(neg);
-    // Only sequence 0 exists, and token ids are the only input.
+    // Sequence ids are those of n_seq_max (1 here), and token ids are the only input.
     llama_batch seq = llama_batch_init(1, 0, 2);
     seq.n_tokens = 1;
     seq.token[0] = 5;
     seq.pos[0] = 0;
     seq.seq_id[0][0] = 1;
     EXPECT_EQ(llama_decode(ctx, seq), -1);
-    EXPECT_NE(take_errors().find("is in sequence 1: only sequence 0"), std::string::npos);
+    EXPECT_NE(take_errors().find("has sequence id 1, out of range [0, 1)"), std::string::npos);
     seq.n_seq_id[0] = 2;
     seq.seq_id[0][0] = 0;
+    seq.seq_id[0][1] = 1;
     EXPECT_EQ(llama_decode(ctx, seq), -1);
-    EXPECT_NE(take_errors().find("is in 2 sequences"), std::string::npos);
+    EXPECT_NE(take_errors().find("has sequence id 1"), std::string::npos);
+    seq.n_seq_id[0] = 0;
+    EXPECT_EQ(llama_decode(ctx, seq), -1);
+    EXPECT_NE(take_errors().find("belongs to no sequence"), std::string::npos);
     seq.n_seq_id[0] = 1;
+    EXPECT_EQ(llama_kv_self_used_cells(ctx), 0);
+    seq.pos[0] = 1;
     EXPECT_EQ(llama_decode(ctx, seq), 0);
+    seq.pos[0] = 0;
+    EXPECT_EQ(llama_decode(ctx, seq), -1);  // before position 1 in sequence 0
+    EXPECT_NE(take_errors().find("positions cannot go back"), std::string::npos);
+    EXPECT_EQ(llama_kv_self_used_cells(ctx), 1);
     llama_batch_free(seq);
     llama_batch emb = llama_batch_init(1, 64, 1);
     emb.n_tokens = 1;
@@ -1288,15 +1307,14 @@ TEST(LlamaApi, ContextParams) {
     cp.n_threads = 1;
     cp.n_threads_batch = 2;
     cp.logits_all = true;
-    cp.n_seq_max = 2;               // accepted, with a warning
+    cp.n_seq_max = 2;               // sequence ids 0 and 1
     cp.rope_freq_base = 50000.0f;   // ignored, with a warning
     take_errors();
     llama_context * ctx = llama_init_from_model(model, cp);
     ASSERT_NE(ctx, nullptr);
     const std::string warnings = take_errors();
-    EXPECT_NE(warnings.find("n_seq_max 2: only sequence 0"), std::string::npos) << warnings;
     EXPECT_NE(warnings.find("RoPE parameters"), std::string::npos) << warnings;
-    EXPECT_EQ(llama_n_seq_max(ctx), 1u);
+    EXPECT_EQ(llama_n_seq_max(ctx), 2u);
     EXPECT_EQ(llama_n_threads(ctx), 1);
     EXPECT_EQ(llama_n_threads_batch(ctx), 2);
     EXPECT_EQ(llama_n_batch(ctx), 32u);
@@ -1347,11 +1365,14 @@ TEST(LlamaApi, KvCacheFunctions) {
     llama_kv_cache_seq_keep(ctx, 0);
     EXPECT_EQ(llama_get_kv_cache_used_cells(ctx), 10);
     take_errors();
-    llama_kv_cache_seq_cp(ctx, 0, 1, -1, -1);
-    EXPECT_NE(take_errors().find("only sequence 0 exists"), std::string::npos);
+    llama_kv_cache_seq_cp(ctx, 0, 1, -1, -1);  // the context has one sequence
+    EXPECT_NE(take_errors().find("sequence id 1 is out of range [0, 1)"), std::string::npos);
     EXPECT_TRUE(llama_kv_cache_seq_rm(ctx, 0, 3, -1));  // positions 0 1 2 2 2 stay
     EXPECT_EQ(llama_get_kv_cache_used_cells(ctx), 5);
     llama_kv_cache_seq_keep(ctx, 1);
+    EXPECT_NE(take_errors().find("out of range"), std::string::npos);
+    EXPECT_EQ(llama_get_kv_cache_used_cells(ctx), 5);
+    EXPECT_TRUE(llama_kv_cache_seq_rm(ctx, -1, -1, -1));  // every sequence
     EXPECT_EQ(llama_get_kv_cache_used_cells(ctx), 0);
 }
 

@@ -154,7 +154,8 @@ TEST(CommonArgs, HelpIsGroupedAsLlamaCpps) {
     EXPECT_LT(s, e);
     EXPECT_NE(h.find("(env: LLAMA_ARG_CTX_SIZE)"), std::string::npos);
     EXPECT_NE(h.find("--no-context-shift"), std::string::npos);
-    EXPECT_NE(h.find("not supported: grammars"), std::string::npos);
+    EXPECT_NE(h.find("not supported: RoPE runs with"), std::string::npos);
+    EXPECT_NE(h.find("--grammar GRAMMAR"), std::string::npos);
     EXPECT_GT(h.find("--top-k N"), s) << "sampling options in their group";
     EXPECT_EQ(common_params_help(LLAMA_EXAMPLE_TOKENIZE).find("--temp"), std::string::npos);
 }
@@ -177,9 +178,41 @@ TEST(CommonPrograms, NoContextShiftStopsAtAFullContext) {
     const tu::run_result env = tu::run_command("LLAMA_ARG_NO_CONTEXT_SHIFT=1 " + bin("llama-cli") + args, &err);
     EXPECT_EQ(env.output, stopped.output) << "the same through its environment variable";
     // A llama.cpp option whose feature is absent: "not supported", with the reason, exit 1.
-    const tu::run_result g = tu::run_command(bin("llama-cli") + args + " --grammar 'root ::= \"a\"'", &err);
+    const tu::run_result g = tu::run_command(bin("llama-cli") + args + " --rope-scaling linear", &err);
     EXPECT_EQ(g.status, 1);
-    EXPECT_NE(err.find("'--grammar' is not supported: grammars and JSON schemas are not implemented"), std::string::npos) << err;
+    EXPECT_NE(err.find("'--rope-scaling' is not supported: RoPE runs with the model's own parameters"), std::string::npos) << err;
+}
+
+// --grammar / --grammar-file / -j: the output is a string of the grammar; one that does not parse
+// is refused at startup (exit 1) with the parser's message.
+TEST(CommonPrograms, GrammarConstrainsTheOutput) {
+    TU_REQUIRE_FILE(model());
+    const std::string args = " -m " + model() + " -n 6 --temp 0 -t 2 -p 'Once upon a time' --no-display-prompt";
+    std::string err;
+    const tu::run_result yn = tu::run_command(bin("llama-cli") + args + " --grammar 'root ::= \"yes\" | \"no\"'", &err);
+    ASSERT_EQ(yn.status, 0) << err;
+    EXPECT_TRUE(yn.output == "yes\n" || yn.output == "no\n" || yn.output == "yes" || yn.output == "no") << "'" << yn.output << "'";
+    tu::TempDir dir;
+    std::ofstream(dir.path + "/g.gbnf") << "# a comment\nroot ::= [a-c]{3} \"!\"\n";
+    const tu::run_result file = tu::run_command(bin("llama-cli") + args + " --grammar-file " + dir.path + "/g.gbnf", &err);
+    ASSERT_EQ(file.status, 0) << err;
+    std::string text = file.output;
+    while (!text.empty() && text.back() == '\n') text.pop_back();
+    EXPECT_EQ(text.size(), 4u) << text;
+    EXPECT_EQ(text.find_first_not_of("abc"), 3u) << text;
+    EXPECT_EQ(text.back(), '!') << text;
+#ifdef LLAMA_JSON_SCHEMA
+    const tu::run_result js = tu::run_command(bin("llama-cli") + args + " -j '{\"type\": \"boolean\"}'", &err);
+    ASSERT_EQ(js.status, 0) << err;
+    EXPECT_TRUE(js.output.rfind("true", 0) == 0 || js.output.rfind("false", 0) == 0) << js.output;
+    const tu::run_result badjs = tu::run_command(bin("llama-cli") + args + " -j '{\"type\": \"string\", \"pattern\": \"a+\"}'", &err);
+    EXPECT_EQ(badjs.status, 1);
+    EXPECT_NE(err.find("pattern not supported"), std::string::npos) << err;
+#endif
+    const tu::run_result bad = tu::run_command(bin("llama-cli") + args + " --grammar 'root ::= \"yes\" | maybe'", &err);
+    EXPECT_EQ(bad.status, 1);
+    EXPECT_NE(err.find("undefined rule 'maybe'"), std::string::npos) << err;
+    EXPECT_EQ(bad.output, "");
 }
 
 // llama-tokenize: llama.cpp's flags and output (escapes processed unless --no-escape).
