@@ -10,6 +10,7 @@
 #include "ggml-backend.h"
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -61,6 +62,13 @@ struct llama_context {
     llama_host_floats logits;  // in the first GPU's page-locked memory when the model uses one
     std::vector<int32_t> output_rows;
     int32_t n_outputs = 0;
+    // With embeddings on: the hidden states of the output tokens (pooling NONE: rows of n_embd in
+    // the order of logits' rows), or one pooled row per sequence of the last batch (embd_seq).
+    bool embeddings = false;
+    bool causal_attn = true;
+    llama_pooling_type pooling = LLAMA_POOLING_TYPE_NONE;
+    std::vector<float> embd;
+    std::map<llama_seq_id, std::vector<float>> embd_seq;
 
     // A generated token's graph, kept for the next token (graph reuse, as llama.cpp): with the
     // cells attended to padded to a multiple of GRAPH_REUSE_PAD, successive tokens differ only in

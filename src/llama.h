@@ -477,6 +477,61 @@ LLAMA_API void llama_synchronize(struct llama_context * ctx);
 LLAMA_API float * llama_get_logits(struct llama_context * ctx);
 LLAMA_API float * llama_get_logits_ith(struct llama_context * ctx, int32_t i);
 
+// ---- embeddings ----------------------------------------------------------------------------
+// With embeddings on (llama_context_params.embeddings or llama_set_embeddings), llama_decode
+// keeps the final hidden states (after the output norm) instead of logits. Pooling NONE: one
+// row of n_embd floats per token whose output flag is set, as logits are kept
+// (llama_get_embeddings, _ith). MEAN, CLS, LAST: one row per sequence of the batch
+// (llama_get_embeddings_seq): the mean of its tokens, its first token's (position 0), its last
+// token's. The pooling comes from llama_context_params.pooling_type, else the GGUF's
+// <arch>.pooling_type, else NONE. Not normalized (llama.cpp's programs normalize).
+LLAMA_API void    llama_set_embeddings(struct llama_context * ctx, bool embeddings);
+// Attention over all of a sequence's tokens in the batch (not only earlier ones) when false:
+// for models trained bidirectionally (embedding models).
+LLAMA_API void    llama_set_causal_attn(struct llama_context * ctx, bool causal_attn);
+LLAMA_API float * llama_get_embeddings(struct llama_context * ctx);
+LLAMA_API float * llama_get_embeddings_ith(struct llama_context * ctx, int32_t i);
+LLAMA_API float * llama_get_embeddings_seq(struct llama_context * ctx, llama_seq_id seq_id);
+
+// ---- saved state ---------------------------------------------------------------------------
+// The whole state: the last batch's logits and embeddings and the KV cache cells of every
+// sequence (positions, sequences, keys and values), in llama.cpp's layout. Setting it checks that
+// it comes from a context of the same model shape and cache types and is whole; if not, a message,
+// 0 (false for the file functions) and the context is as it was.
+// The size needed to save the state now (exact: llama_state_get_data writes this many bytes).
+LLAMA_API size_t llama_state_get_size(struct llama_context * ctx);
+// Writes the state into dst (size bytes at most); returns the bytes written, 0 if too small.
+LLAMA_API size_t llama_state_get_data(struct llama_context * ctx, uint8_t * dst, size_t size);
+// Reads a state written by llama_state_get_data; returns the bytes read, 0 on error.
+LLAMA_API size_t llama_state_set_data(struct llama_context * ctx, const uint8_t * src, size_t size);
+// A session file: the prompt tokens then the state (llama.cpp's "ggsn" format). Loading returns
+// the tokens (at most n_token_capacity) and their count.
+LLAMA_API bool llama_state_load_file(struct llama_context * ctx, const char * path_session, llama_token * tokens_out,
+                                     size_t n_token_capacity, size_t * n_token_count_out);
+LLAMA_API bool llama_state_save_file(struct llama_context * ctx, const char * path_session, const llama_token * tokens,
+                                     size_t n_token_count);
+// One sequence's cells (positions, keys and values), to move it between contexts or sequences.
+LLAMA_API size_t llama_state_seq_get_size(struct llama_context * ctx, llama_seq_id seq_id);
+LLAMA_API size_t llama_state_seq_get_data(struct llama_context * ctx, uint8_t * dst, size_t size, llama_seq_id seq_id);
+// Replaces sequence dest_seq_id's cells with the saved ones; returns the bytes read, 0 on error
+// (including no room in the cache).
+LLAMA_API size_t llama_state_seq_set_data(struct llama_context * ctx, const uint8_t * src, size_t size, llama_seq_id dest_seq_id);
+// A sequence file ("ggsq"): its tokens then its state.
+LLAMA_API size_t llama_state_seq_save_file(struct llama_context * ctx, const char * filepath, llama_seq_id seq_id,
+                                           const llama_token * tokens, size_t n_token_count);
+LLAMA_API size_t llama_state_seq_load_file(struct llama_context * ctx, const char * filepath, llama_seq_id dest_seq_id,
+                                           llama_token * tokens_out, size_t n_token_capacity, size_t * n_token_count_out);
+// Older names.
+DEPRECATED(LLAMA_API size_t llama_get_state_size(struct llama_context * ctx), "use llama_state_get_size instead");
+DEPRECATED(LLAMA_API size_t llama_copy_state_data(struct llama_context * ctx, uint8_t * dst), "use llama_state_get_data instead");
+DEPRECATED(LLAMA_API size_t llama_set_state_data(struct llama_context * ctx, const uint8_t * src), "use llama_state_set_data instead");
+DEPRECATED(LLAMA_API bool llama_load_session_file(struct llama_context * ctx, const char * path_session, llama_token * tokens_out,
+                                                  size_t n_token_capacity, size_t * n_token_count_out),
+           "use llama_state_load_file instead");
+DEPRECATED(LLAMA_API bool llama_save_session_file(struct llama_context * ctx, const char * path_session, const llama_token * tokens,
+                                                  size_t n_token_count),
+           "use llama_state_save_file instead");
+
 // ---- vocabulary ----------------------------------------------------------------------------
 LLAMA_API const char * llama_vocab_get_text(const struct llama_vocab * vocab, llama_token token);
 LLAMA_API float        llama_vocab_get_score(const struct llama_vocab * vocab, llama_token token);
