@@ -66,7 +66,7 @@ struct llama_context {
     // the order of logits' rows), or one pooled row per sequence of the last batch (embd_seq).
     bool embeddings = false;
     bool causal_attn = true;
-    llama_pooling_type pooling = LLAMA_POOLING_TYPE_NONE;
+    enum llama_pooling_type pooling = LLAMA_POOLING_TYPE_NONE;
     std::vector<float> embd;
     std::map<llama_seq_id, std::vector<float>> embd_seq;
 
