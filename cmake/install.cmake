@@ -17,7 +17,7 @@ install(FILES ${PROJECT_BINARY_DIR}/ggml-config.cmake ${PROJECT_BINARY_DIR}/ggml
 
 if (TARGET llama)
     install(TARGETS llama EXPORT llama-targets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
-    install(FILES ${PROJECT_SOURCE_DIR}/src/llama.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+    install(FILES ${PROJECT_SOURCE_DIR}/src/llama.h ${PROJECT_SOURCE_DIR}/src/llama-cpp.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
     install(EXPORT llama-targets FILE llama-targets.cmake DESTINATION ${LLAMA_CMAKE_DIR}/llama)
     configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/llama-config.cmake.in ${PROJECT_BINARY_DIR}/llama-config.cmake
                                   INSTALL_DESTINATION ${LLAMA_CMAKE_DIR}/llama)

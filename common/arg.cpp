@@ -42,22 +42,23 @@ namespace {
 using E = llama_example;
 
 // The programs that take the model, context and placement options, and those that generate.
-const std::initializer_list<E> INFER = {LLAMA_EXAMPLE_MAIN, LLAMA_EXAMPLE_PERPLEXITY};
-const std::initializer_list<E> INFER_LOGITS = {LLAMA_EXAMPLE_MAIN, LLAMA_EXAMPLE_PERPLEXITY, LLAMA_EXAMPLE_LOGITS};
+const std::initializer_list<E> INFER = {LLAMA_EXAMPLE_MAIN, LLAMA_EXAMPLE_PERPLEXITY, LLAMA_EXAMPLE_EMBEDDING};
+const std::initializer_list<E> INFER_LOGITS = {LLAMA_EXAMPLE_MAIN, LLAMA_EXAMPLE_PERPLEXITY, LLAMA_EXAMPLE_LOGITS, LLAMA_EXAMPLE_EMBEDDING};
 // ... and llama-bench, where each takes a list of values (a test per value)
-const std::initializer_list<E> INFER_BENCH = {LLAMA_EXAMPLE_MAIN, LLAMA_EXAMPLE_PERPLEXITY, LLAMA_EXAMPLE_BENCH};
-const std::initializer_list<E> INFER_LOGITS_BENCH = {LLAMA_EXAMPLE_MAIN, LLAMA_EXAMPLE_PERPLEXITY, LLAMA_EXAMPLE_LOGITS, LLAMA_EXAMPLE_BENCH};
+const std::initializer_list<E> INFER_BENCH = {LLAMA_EXAMPLE_MAIN, LLAMA_EXAMPLE_PERPLEXITY, LLAMA_EXAMPLE_BENCH, LLAMA_EXAMPLE_EMBEDDING};
+const std::initializer_list<E> INFER_LOGITS_BENCH = {LLAMA_EXAMPLE_MAIN, LLAMA_EXAMPLE_PERPLEXITY, LLAMA_EXAMPLE_LOGITS, LLAMA_EXAMPLE_BENCH,
+                                                     LLAMA_EXAMPLE_EMBEDDING};
 // the programs that apply LoRA adapters (llama-export-lora merges them)
-const std::initializer_list<E> LORA = {LLAMA_EXAMPLE_MAIN, LLAMA_EXAMPLE_PERPLEXITY, LLAMA_EXAMPLE_LOGITS, LLAMA_EXAMPLE_EXPORT_LORA};
+const std::initializer_list<E> LORA = {LLAMA_EXAMPLE_MAIN, LLAMA_EXAMPLE_PERPLEXITY, LLAMA_EXAMPLE_LOGITS, LLAMA_EXAMPLE_EXPORT_LORA,
+                                       LLAMA_EXAMPLE_EMBEDDING};
 
 // Why an option of llama.cpp is refused, by feature.
 const char * const NO_PINNING = "threads are not pinned to CPUs, nor given priorities or polling";
 const char * const NO_JSON_SCHEMA = "this build has no JSON schema support (nlohmann-json was not found when it was configured)";
 const char * const NO_ROPE = "RoPE runs with the model's own parameters; scaling them is not implemented";
-const char * const NO_STATE = "saving and loading a context's state is not implemented";
 const char * const NO_DOWNLOAD = "models are not downloaded: give a local GGUF file with -m";
 const char * const NO_LOG_OPTS = "the log goes to standard error without prefixes, colors or timestamps";
-const char * const ONE_SEQUENCE = "a context holds one sequence";
+const char * const ONE_SEQUENCE = "this program decodes its own sequences (llama-batched, llama-batched-bench and llama-parallel take -np)";
 
 common_arg make(std::vector<std::string> names, const char * hint, common_arg::value_kind kind, std::string help) {
     common_arg a;
@@ -170,7 +171,7 @@ std::vector<common_arg> make_table() {
         return r.set_examples({LLAMA_EXAMPLE_MAIN}).set_no_effect({LLAMA_EXAMPLE_PERPLEXITY}).set_sparam();
     };
     const std::initializer_list<E> ALL = {LLAMA_EXAMPLE_MAIN, LLAMA_EXAMPLE_PERPLEXITY, LLAMA_EXAMPLE_TOKENIZE, LLAMA_EXAMPLE_LOGITS,
-                                          LLAMA_EXAMPLE_BENCH, LLAMA_EXAMPLE_EXPORT_LORA, LLAMA_EXAMPLE_FINETUNE};
+                                          LLAMA_EXAMPLE_BENCH, LLAMA_EXAMPLE_EXPORT_LORA, LLAMA_EXAMPLE_FINETUNE, LLAMA_EXAMPLE_EMBEDDING};
 
     // ---- common params ----
     add(flag({"-h", "--help", "--usage"}, "print usage and exit", nullptr)).set_examples(ALL);
@@ -241,7 +242,8 @@ std::vector<common_arg> make_table() {
                  p.prompt = v;
                  p.prompt_given = true;
                  p.prompt_sources++;
-             })).set_examples({LLAMA_EXAMPLE_MAIN, LLAMA_EXAMPLE_PERPLEXITY, LLAMA_EXAMPLE_TOKENIZE, LLAMA_EXAMPLE_LOGITS});
+             })).set_examples({LLAMA_EXAMPLE_MAIN, LLAMA_EXAMPLE_PERPLEXITY, LLAMA_EXAMPLE_TOKENIZE, LLAMA_EXAMPLE_LOGITS,
+                               LLAMA_EXAMPLE_EMBEDDING});
     add(flag({"--no-perf"}, "no timings at the end", [](common_params & p) { p.no_perf = true; }))
         .set_examples(INFER).set_env("LLAMA_ARG_NO_PERF");
     add(text({"-f", "--file"}, "FNAME", "a file containing the prompt (llama-cli: one trailing newline dropped; "
@@ -249,7 +251,8 @@ std::vector<common_arg> make_table() {
                  p.prompt_file = v;
                  p.prompt_given = true;
                  p.prompt_sources++;
-             })).set_examples({LLAMA_EXAMPLE_MAIN, LLAMA_EXAMPLE_PERPLEXITY, LLAMA_EXAMPLE_TOKENIZE, LLAMA_EXAMPLE_FINETUNE});
+             })).set_examples({LLAMA_EXAMPLE_MAIN, LLAMA_EXAMPLE_PERPLEXITY, LLAMA_EXAMPLE_TOKENIZE, LLAMA_EXAMPLE_FINETUNE,
+                               LLAMA_EXAMPLE_EMBEDDING});
     add(text({"-bf", "--binary-file"}, "FNAME", "a binary file containing the prompt, read as it is (llama-perplexity: "
              "the --multiple-choice tasks)", [](common_params & p, const std::string & v) {
                  p.prompt_file = v;
@@ -259,14 +262,18 @@ std::vector<common_arg> make_table() {
              })).set_examples(INFER);
     add(flag({"-e", "--escape"}, "process escapes (\\n, \\r, \\t, \\', \\\", \\\\, \\xNN) in the prompt, reverse prompts, "
              "--in-prefix/--in-suffix and input lines (default: on, as llama.cpp)", [](common_params & p) { p.escape = true; }))
-        .set_examples({LLAMA_EXAMPLE_MAIN, LLAMA_EXAMPLE_PERPLEXITY, LLAMA_EXAMPLE_TOKENIZE});
+        .set_examples({LLAMA_EXAMPLE_MAIN, LLAMA_EXAMPLE_PERPLEXITY, LLAMA_EXAMPLE_TOKENIZE, LLAMA_EXAMPLE_EMBEDDING});
     add(flag({"--no-escape"}, "take them literally", [](common_params & p) { p.escape = false; }))
-        .set_examples({LLAMA_EXAMPLE_MAIN, LLAMA_EXAMPLE_PERPLEXITY, LLAMA_EXAMPLE_TOKENIZE});
+        .set_examples({LLAMA_EXAMPLE_MAIN, LLAMA_EXAMPLE_PERPLEXITY, LLAMA_EXAMPLE_TOKENIZE, LLAMA_EXAMPLE_EMBEDDING});
     add(integer({"-ptc", "--print-token-count"}, "N", -1, INT32_MAX, "print token count every N tokens, with -v (default: -1, never)",
                 [](common_params & p, int64_t v) { p.n_print = (int32_t) v; })).set_examples({LLAMA_EXAMPLE_MAIN});
-    add(unsupported({"--prompt-cache"}, "FNAME", NO_STATE)).set_examples({LLAMA_EXAMPLE_MAIN});
-    add(unsupported({"--prompt-cache-all"}, nullptr, NO_STATE)).set_examples({LLAMA_EXAMPLE_MAIN});
-    add(unsupported({"--prompt-cache-ro"}, nullptr, NO_STATE)).set_examples({LLAMA_EXAMPLE_MAIN});
+    add(text({"--prompt-cache"}, "FNAME", "file to cache prompt state for faster startup (default: none): a llama.cpp session "
+             "file, loaded when it exists, its matching prefix of the prompt not evaluated again; written after the prompt",
+             [](common_params & p, const std::string & v) { p.path_prompt_cache = v; })).set_examples({LLAMA_EXAMPLE_MAIN});
+    add(flag({"--prompt-cache-all"}, "if specified, saves user input and generations to cache as well (not in interactive mode)",
+             [](common_params & p) { p.prompt_cache_all = true; })).set_examples({LLAMA_EXAMPLE_MAIN});
+    add(flag({"--prompt-cache-ro"}, "if specified, uses the prompt cache but does not update it",
+             [](common_params & p) { p.prompt_cache_ro = true; })).set_examples({LLAMA_EXAMPLE_MAIN});
     add(text({"-r", "--reverse-prompt"}, "PROMPT", "stop generating when the output ends with PROMPT (in interactive mode: read "
              "a line); repeatable", [](common_params & p, const std::string & v) {
                  if (v.empty()) throw_value("an empty reverse prompt");
@@ -448,8 +455,46 @@ std::vector<common_arg> make_table() {
                 [](common_params & p, int64_t v) { p.ppl_stride = (int32_t) v; })).set_examples({LLAMA_EXAMPLE_PERPLEXITY});
     add(integer({"--ppl-output-type"}, "0|1", 0, 1, "output type for perplexity calculation: 0 [chunk]PPL, 1 a line per chunk (default: 0)",
                 [](common_params & p, int64_t v) { p.ppl_output_type = (int32_t) v; })).set_examples({LLAMA_EXAMPLE_PERPLEXITY});
-    add(unsupported({"-dt", "--defrag-thold"}, "N", "the KV cache is never defragmented: a context holds one sequence")).set_examples(INFER);
+    add(unsupported({"-dt", "--defrag-thold"}, "N", "no defragmentation by threshold: freed cells are reused as they are (llama_kv_self_defrag compacts on request)")).set_examples(INFER);
     add(unsupported({"-np", "--parallel"}, "N", ONE_SEQUENCE)).set_examples(INFER);
+    // ---- many sequences: llama-batched, llama-batched-bench, llama-parallel ----
+    const std::initializer_list<E> MULTI = {LLAMA_EXAMPLE_BATCHED, LLAMA_EXAMPLE_BATCHED_BENCH, LLAMA_EXAMPLE_PARALLEL};
+    add(integer({"-np", "--parallel"}, "N", 1, 255, "number of parallel sequences to decode (default: 1; llama-parallel: clients)",
+                [](common_params & p, int64_t v) { p.n_parallel = (int32_t) v; }))
+        .set_examples({LLAMA_EXAMPLE_BATCHED, LLAMA_EXAMPLE_PARALLEL}).set_no_effect({LLAMA_EXAMPLE_BATCHED_BENCH})
+        .set_env("LLAMA_ARG_N_PARALLEL");
+    add(integer({"-ns", "--sequences"}, "N", 1, INT32_MAX, "number of sequences to decode (default: 1)",
+                [](common_params & p, int64_t v) { p.n_sequences = (int32_t) v; })).set_examples({LLAMA_EXAMPLE_PARALLEL});
+    // llama.cpp 4747 has these in llama-server only (llama-parallel batches continuously, its default)
+    add(flag({"-cb", "--cont-batching"}, "enable continuous batching (a.k.a dynamic batching) (default: enabled)",
+             [](common_params & p) { p.cont_batching = true; })).set_examples({LLAMA_EXAMPLE_PARALLEL}).set_env("LLAMA_ARG_CONT_BATCHING");
+    add(flag({"-nocb", "--no-cont-batching"}, "disable continuous batching: new requests wait until every client is done",
+             [](common_params & p) { p.cont_batching = false; })).set_examples({LLAMA_EXAMPLE_PARALLEL}).set_env("LLAMA_ARG_NO_CONT_BATCHING");
+    add(flag({"-pps"}, "is the prompt shared across parallel sequences (default: false)", [](common_params & p) { p.is_pp_shared = true; }))
+        .set_examples({LLAMA_EXAMPLE_BATCHED_BENCH});
+    // -npp, -ntg, -npl: comma-separated lists, appended to when repeated
+    for (const auto & o : std::vector<std::pair<const char *, const char *>>{{"-npp", "number of prompt tokens"},
+                                                                          {"-ntg", "number of text generation tokens"},
+                                                                          {"-npl", "number of parallel prompts"}}) {
+        const std::string name = o.first;
+        add(text({name}, "n0,n1,...", o.second, [name](common_params & p, const std::string & v) {
+                std::vector<int32_t> & list = name == "-npp" ? p.n_pp : name == "-ntg" ? p.n_tg : p.n_pl;
+                const long lo = name == "-ntg" ? 0 : 1, hi = name == "-npl" ? 255 : (1 << 24);
+                for (const std::string & item : split_commas(v)) {
+                    char * end = nullptr;
+                    errno = 0;
+                    const long x = strtol(item.c_str(), &end, 10);
+                    if (item.empty() || *end != '\0' || errno == ERANGE || x < lo || x > hi) {
+                        throw_value("'" + v + "' (comma-separated integers, " + std::to_string(lo) + " .. " + std::to_string(hi) + ")");
+                    }
+                    list.push_back((int32_t) x);
+                }
+            })).set_examples({LLAMA_EXAMPLE_BATCHED_BENCH});
+    }
+    add(text({"--output-format"}, "{md,jsonl}", "output format for batched-bench results (default: md)", [](common_params & p, const std::string & v) {
+            if (v != "md" && v != "jsonl") throw_value("'" + v + "' (md or jsonl)");
+            p.batched_bench_output_jsonl = v == "jsonl";
+        })).set_examples({LLAMA_EXAMPLE_BATCHED_BENCH});
     add(unsupported({"-rpc", "--rpc"}, "SERVERS", "there is no RPC backend")).set_examples(INFER_BENCH);
     add(flag({"--mlock"}, "keep the model's memory resident (a failure is a warning)", [](common_params & p) { p.use_mlock = true; }))
         .set_examples(INFER_BENCH).set_env("LLAMA_ARG_MLOCK");
@@ -569,6 +614,34 @@ std::vector<common_arg> make_table() {
         .set_examples(INFER).set_env("LLAMA_LOG_VERBOSITY");
     add(unsupported({"--log-prefix"}, nullptr, NO_LOG_OPTS)).set_examples(INFER);
     add(unsupported({"--log-timestamps"}, nullptr, NO_LOG_OPTS)).set_examples(INFER);
+
+    // ---- llama-embedding ----
+    const std::initializer_list<E> EMBD = {LLAMA_EXAMPLE_EMBEDDING};
+    add(text({"--pooling"}, "{none,mean,cls,last,rank}", "pooling type for embeddings (default: the model's)",
+             [](common_params & p, const std::string & v) {
+                 if (v == "none") p.pooling_type = LLAMA_POOLING_TYPE_NONE;
+                 else if (v == "mean") p.pooling_type = LLAMA_POOLING_TYPE_MEAN;
+                 else if (v == "cls") p.pooling_type = LLAMA_POOLING_TYPE_CLS;
+                 else if (v == "last") p.pooling_type = LLAMA_POOLING_TYPE_LAST;
+                 else if (v == "rank") throw_value("not supported: rank pooling needs a classifier head, which no model here has");
+                 else throw_value("expected none, mean, cls, last or rank");
+             })).set_examples(EMBD).set_env("LLAMA_ARG_POOLING");
+    add(text({"--attention"}, "{causal,non-causal}", "attention type for embeddings (default: the model's)",
+             [](common_params & p, const std::string & v) {
+                 if (v == "causal") p.attention_type = LLAMA_ATTENTION_TYPE_CAUSAL;
+                 else if (v == "non-causal") p.attention_type = LLAMA_ATTENTION_TYPE_NON_CAUSAL;
+                 else throw_value("expected causal or non-causal");
+             })).set_examples(EMBD);
+    add(integer({"--embd-normalize"}, "N", -1, INT32_MAX, "normalisation of the embeddings (default: 2; -1 none, 0 max "
+                "absolute int16, 1 taxicab, 2 euclidean, >2 p-norm)", [](common_params & p, int64_t v) { p.embd_normalize = (int32_t) v; }))
+        .set_examples(EMBD).set_group(COMMON_ARG_GROUP_EXAMPLE);
+    add(text({"--embd-output-format"}, "FORMAT", "empty: the default text; 'array' [[],[],...]; 'json' an OpenAI-style list; "
+             "'json+' that and the cosine similarity matrix", [](common_params & p, const std::string & v) {
+                 if (v != "" && v != "array" && v != "json" && v != "json+") throw_value("expected array, json or json+");
+                 p.embd_out = v;
+             })).set_examples(EMBD).set_group(COMMON_ARG_GROUP_EXAMPLE);
+    add(text({"--embd-separator"}, "STRING", "separator of the prompts (default \\n); e.g. \"<#sep#>\"",
+             [](common_params & p, const std::string & v) { p.embd_sep = v; })).set_examples(EMBD).set_group(COMMON_ARG_GROUP_EXAMPLE);
 
     // ---- llama-tokenize ----
     add(flag({"--ids"}, "print only the ids, as a list ([1, 2, 3])", [](common_params & p) { p.ids_only = true; }))
@@ -821,6 +894,48 @@ std::vector<common_arg> make_table() {
                  }
              })).set_examples({LLAMA_EXAMPLE_LOGITS}).set_group(COMMON_ARG_GROUP_EXAMPLE);
 
+    // llama-batched, llama-batched-bench and llama-parallel take llama.cpp's common options (its
+    // LLAMA_EXAMPLE_COMMON): those llama-perplexity takes but its own (and -np, above). Where
+    // llama.cpp's program ignores one, it is taken with the note: llama-batched sets the context
+    // and batch sizes itself and samples with top-k, top-p, temperature and the seed only;
+    // llama-batched-bench neither samples nor reads a prompt.
+    for (common_arg & a : t) {
+        if (!a.examples.count(LLAMA_EXAMPLE_PERPLEXITY) || a.examples.size() == 1 || a.args[0] == "-np") continue;
+        const auto named = [&](std::initializer_list<const char *> names) {
+            for (const char * n : names) {
+                if (std::find(a.args.begin(), a.args.end(), n) != a.args.end()) return true;
+            }
+            return false;
+        };
+        const bool sampling = a.group == COMMON_ARG_GROUP_SAMPLING;
+        const bool ignored_by_all = named({"--verbose-prompt", "--no-context-shift", "--keep"});
+        for (E e : MULTI) {
+            a.examples.insert(e);
+            bool no_effect = ignored_by_all;
+            if (e == LLAMA_EXAMPLE_BATCHED) {
+                no_effect |= (sampling && !named({"--temp", "--top-k", "--top-p", "--seed"})) || named({"--ctx-size", "--batch-size"});
+            } else if (e == LLAMA_EXAMPLE_BATCHED_BENCH) {
+                no_effect |= sampling || a.no_effect.count(LLAMA_EXAMPLE_PERPLEXITY) ||
+                             named({"--prompt", "--file", "--binary-file", "--escape", "--no-escape"});
+            }
+            if (no_effect) a.no_effect.insert(e);
+        }
+    }
+
+    // llama-save-load-state takes them too (llama.cpp's LLAMA_EXAMPLE_COMMON program); it samples
+    // with the seed only (a plain draw).
+    for (common_arg & a : t) {
+        if (!a.examples.count(LLAMA_EXAMPLE_PERPLEXITY) || a.examples.size() == 1 || a.args[0] == "-np") continue;
+        a.examples.insert(LLAMA_EXAMPLE_SAVE_LOAD_STATE);
+        const bool seed = std::find(a.args.begin(), a.args.end(), std::string("--seed")) != a.args.end();
+        for (const char * n : {"--verbose-prompt", "--no-context-shift", "--keep"}) {
+            if (std::find(a.args.begin(), a.args.end(), std::string(n)) != a.args.end()) a.no_effect.insert(LLAMA_EXAMPLE_SAVE_LOAD_STATE);
+        }
+        if (a.group == COMMON_ARG_GROUP_SAMPLING && !seed) {
+            a.no_effect.insert(LLAMA_EXAMPLE_SAVE_LOAD_STATE);
+        }
+    }
+
     // Options only one program has are that program's section of --help, as llama.cpp's; every
     // program takes -h.
     for (int e = 0; e < LLAMA_EXAMPLE_COUNT; e++) t[0].examples.insert((E) e);
@@ -909,6 +1024,11 @@ const char * common_example_name(llama_example ex) {
         case LLAMA_EXAMPLE_CONVERT: return "llama-convert";
         case LLAMA_EXAMPLE_TOKENIZE: return "llama-tokenize";
         case LLAMA_EXAMPLE_LOGITS: return "llama-logits";
+        case LLAMA_EXAMPLE_EMBEDDING: return "llama-embedding";
+        case LLAMA_EXAMPLE_BATCHED: return "llama-batched";
+        case LLAMA_EXAMPLE_BATCHED_BENCH: return "llama-batched-bench";
+        case LLAMA_EXAMPLE_PARALLEL: return "llama-parallel";
+        case LLAMA_EXAMPLE_SAVE_LOAD_STATE: return "llama-save-load-state";
         default: return "llama";
     }
 }
@@ -931,6 +1051,13 @@ const char * usage_line(llama_example ex) {
                                               "       llama-perplexity -m MODEL --kl-divergence-base FILE --kl-divergence [options]";
         case LLAMA_EXAMPLE_TOKENIZE: return "llama-tokenize -m MODEL (-p TEXT | -f FILE | --stdin) [options]";
         case LLAMA_EXAMPLE_LOGITS: return "llama-logits -m MODEL (-p PROMPT | --tokens IDS) -o OUT [options]";
+        case LLAMA_EXAMPLE_BATCHED: return "llama-batched -m MODEL [-p PROMPT] [-n N] [-np N] [options]";
+        case LLAMA_EXAMPLE_BATCHED_BENCH: return "llama-batched-bench -m MODEL [-c N] [-b N] [-ub N] -npp 128,256,512 -ntg 128,256 "
+                                                 "-npl 1,2,4,8,16,32 [-pps] [options]";
+        case LLAMA_EXAMPLE_PARALLEL: return "llama-parallel -m MODEL [-np N] [-ns N] [-n N] [-f PROMPTS] [options]";
+        case LLAMA_EXAMPLE_SAVE_LOAD_STATE: return "llama-save-load-state -m MODEL [-p PROMPT] [-n N] [-s SEED] [options]";
+        case LLAMA_EXAMPLE_EMBEDDING: return "llama-embedding -m MODEL (-p TEXT | -f FILE) [--pooling TYPE] [--embd-normalize N] "
+                                             "[--embd-output-format json|json+|array] [options]";
         default: return "";
     }
 }

@@ -28,6 +28,11 @@ enum llama_example {
     LLAMA_EXAMPLE_CONVERT,
     LLAMA_EXAMPLE_TOKENIZE,
     LLAMA_EXAMPLE_LOGITS,
+    LLAMA_EXAMPLE_EMBEDDING,
+    LLAMA_EXAMPLE_BATCHED,        // llama-batched (llama.cpp's LLAMA_EXAMPLE_COMMON program)
+    LLAMA_EXAMPLE_BATCHED_BENCH,  // llama-batched-bench (llama.cpp's LLAMA_EXAMPLE_BENCH)
+    LLAMA_EXAMPLE_PARALLEL,       // llama-parallel
+    LLAMA_EXAMPLE_SAVE_LOAD_STATE,  // llama-save-load-state (llama.cpp's LLAMA_EXAMPLE_COMMON program)
     LLAMA_EXAMPLE_COUNT,
 };
 

@@ -154,6 +154,41 @@ std::string common_merge_type_names() {
     return names;
 }
 
+std::vector<llama_token> common_tokenize(const llama_vocab * vocab, const std::string & text, bool add_special, bool parse_special) {
+    // at most one token per byte, and BOS / EOS
+    std::vector<llama_token> out(text.size() + 2 * (add_special ? 1 : 0));
+    int32_t n = llama_tokenize(vocab, text.data(), (int32_t) text.size(), out.data(), (int32_t) out.size(), add_special, parse_special);
+    if (n < 0) {
+        out.resize((size_t) -n);
+        n = llama_tokenize(vocab, text.data(), (int32_t) text.size(), out.data(), (int32_t) out.size(), add_special, parse_special);
+    }
+    out.resize(n > 0 ? (size_t) n : 0);
+    return out;
+}
+
+std::string common_token_to_piece(const llama_vocab * vocab, llama_token token, bool special) {
+    std::string piece(16, '\0');
+    int32_t n = llama_token_to_piece(vocab, token, &piece[0], (int32_t) piece.size(), 0, special);
+    if (n < 0) {
+        piece.resize((size_t) -n);
+        n = llama_token_to_piece(vocab, token, &piece[0], (int32_t) piece.size(), 0, special);
+    }
+    piece.resize(n > 0 ? (size_t) n : 0);
+    return piece;
+}
+
+void common_batch_clear(llama_batch & batch) { batch.n_tokens = 0; }
+
+void common_batch_add(llama_batch & batch, llama_token id, llama_pos pos, const std::vector<llama_seq_id> & seq_ids, bool logits) {
+    const int32_t i = batch.n_tokens;
+    batch.token[i] = id;
+    batch.pos[i] = pos;
+    batch.n_seq_id[i] = (int32_t) seq_ids.size();
+    for (size_t s = 0; s < seq_ids.size(); s++) batch.seq_id[i][s] = seq_ids[s];
+    batch.logits[i] = logits;
+    batch.n_tokens++;
+}
+
 int32_t common_default_threads() { return (int32_t) std::max(1u, std::thread::hardware_concurrency()); }
 
 llama_model_params common_model_params_to_llama(const common_params & params) {
@@ -181,6 +216,10 @@ llama_context_params common_context_params_to_llama(const common_params & params
     cp.flash_attn = params.flash_attn;
     cp.offload_kqv = !params.no_kv_offload;
     cp.no_perf = params.no_perf;
+    cp.n_seq_max = (uint32_t) std::max(1, params.n_parallel);
+    cp.embeddings = params.embedding;
+    cp.pooling_type = params.pooling_type;
+    cp.attention_type = params.attention_type;
     return cp;
 }
 
@@ -409,4 +448,34 @@ bool common_sampler_types_from_chars(const std::string & chars, std::vector<comm
     }
     out = types;
     return true;
+}
+
+void common_embd_normalize(const float * inp, float * out, int n, int embd_norm) {
+    double norm = 1.0;  // -1: none
+    if (embd_norm == 0) {
+        double m = 0.0;
+        for (int i = 0; i < n; i++) m = std::max(m, (double) std::fabs(inp[i]));
+        norm = m / 32760.0;  // the largest becomes 32760, inside int16
+    } else if (embd_norm == 2) {
+        double ss = 0.0;
+        for (int i = 0; i < n; i++) ss += inp[i] * inp[i];  // float products summed in double, as llama.cpp
+        norm = std::sqrt(ss);
+    } else if (embd_norm > 0) {
+        double sp = 0.0;
+        for (int i = 0; i < n; i++) sp += std::pow(std::fabs((double) inp[i]), embd_norm);
+        norm = std::pow(sp, 1.0 / embd_norm);
+    }
+    const float scale = norm > 0.0 ? (float) (1.0 / norm) : 0.0f;
+    for (int i = 0; i < n; i++) out[i] = inp[i] * scale;
+}
+
+float common_embd_similarity_cos(const float * embd1, const float * embd2, int n) {
+    double dot = 0.0, n1 = 0.0, n2 = 0.0;
+    for (int i = 0; i < n; i++) {
+        dot += embd1[i] * embd2[i];
+        n1 += embd1[i] * embd1[i];
+        n2 += embd2[i] * embd2[i];
+    }
+    if (n1 == 0.0 || n2 == 0.0) return n1 == 0.0 && n2 == 0.0 ? 1.0f : 0.0f;
+    return (float) (dot / (std::sqrt(n1) * std::sqrt(n2)));
 }

@@ -152,6 +152,9 @@ struct common_params {
     bool special = false;              // -sp: print special tokens as their text
     bool input_prefix_bos = false;     // --in-prefix-bos: BOS before each input (and its prefix)
     int32_t n_print = -1;              // -ptc N: the token count every N tokens (a debug line)
+    std::string path_prompt_cache;     // --prompt-cache FNAME: a session file of the prompt's state
+    bool prompt_cache_all = false;     // --prompt-cache-all: saved again at the end, generation included
+    bool prompt_cache_ro = false;      // --prompt-cache-ro: loaded, never written
     bool use_color = false;
 
     // logs and output
@@ -159,6 +162,14 @@ struct common_params {
     bool no_perf = false;
     bool print_version = false;        // --version: print it and exit
     bool completion_bash = false;      // --completion-bash: print the bash completion script and exit
+
+    // many sequences (llama-batched, llama-batched-bench, llama-parallel)
+    int32_t n_parallel = 1;            // -np: sequences decoded together (the context's n_seq_max)
+    int32_t n_sequences = 1;           // -ns: llama-parallel's requests
+    bool cont_batching = true;         // llama-parallel: a new request starts as soon as a client is free
+    bool is_pp_shared = false;         // -pps: llama-batched-bench's prompt shared by the sequences
+    std::vector<int32_t> n_pp, n_tg, n_pl;  // -npp, -ntg, -npl: llama-batched-bench's prompt, generation and parallel sizes
+    bool batched_bench_output_jsonl = false;  // --output-format jsonl
 
     // llama-perplexity
     int32_t n_chunks = -1;             // --chunks; -1: all
@@ -203,6 +214,14 @@ struct common_params {
     bool quantize_pure = false;                   // --pure
     ggml_type quantize_output_type = GGML_TYPE_COUNT;      // --output-tensor-type (COUNT: the mix's)
     ggml_type quantize_token_embd_type = GGML_TYPE_COUNT;  // --token-embedding-type
+
+    // llama-embedding (llama.cpp's names)
+    bool embedding = false;                 // the context returns embeddings, not logits
+    int32_t embd_normalize = 2;             // --embd-normalize: -1 none, 0 max-abs int16, 1 taxicab, 2 euclidean, >2 p-norm
+    std::string embd_out;                   // --embd-output-format: "" (the default text), json, json+, array
+    std::string embd_sep = "\n";            // --embd-separator: between prompts in -p / -f
+    enum llama_pooling_type pooling_type = LLAMA_POOLING_TYPE_UNSPECIFIED;      // --pooling
+    enum llama_attention_type attention_type = LLAMA_ATTENTION_TYPE_UNSPECIFIED;  // --attention
     std::vector<llama_model_kv_override> kv_overrides;  // --override-kv KEY=TYPE:VALUE (ends with an empty key once given)
     bool check_tensors = false;        // --check-tensors: every tensor value checked at load
 
@@ -242,6 +261,15 @@ std::string common_merge_type_names();
 llama_model_params common_model_params_to_llama(const common_params & params);
 llama_context_params common_context_params_to_llama(const common_params & params);
 
+// llama.cpp's helpers of the same names: a text's tokens (add_special: BOS as the model wants it;
+// parse_special: special tokens' texts as those tokens), a token's text (special: special tokens
+// as their text), and a llama_batch (from llama_batch_init) emptied / extended by one token.
+std::vector<llama_token> common_tokenize(const llama_vocab * vocab, const std::string & text, bool add_special,
+                                         bool parse_special = false);
+std::string common_token_to_piece(const llama_vocab * vocab, llama_token token, bool special = true);
+void common_batch_clear(llama_batch & batch);
+void common_batch_add(llama_batch & batch, llama_token id, llama_pos pos, const std::vector<llama_seq_id> & seq_ids, bool logits);
+
 // Threads when -t is not given: every core.
 int32_t common_default_threads();
 
@@ -260,5 +288,11 @@ bool common_adapters_apply(llama_context * ctx, const common_params & params, co
 // temp -> Mirostat. n_ctx: what --repeat-last-n -1 and --dry-penalty-last-n -1 mean. The seed
 // drawn (for -s -1) and a description of the chain come back. A --grammar goes first (NULL when
 // it does not parse).
+// Embeddings (llama.cpp's common): out = inp scaled to unit norm embd_norm (-1 none, 0 max absolute
+// scaled to the int16 range, 1 taxicab, 2 euclidean, p > 2 p-norm); a zero vector stays zero.
+void common_embd_normalize(const float * inp, float * out, int n, int embd_norm);
+// Cosine similarity (two zero vectors: 1; one: 0).
+float common_embd_similarity_cos(const float * embd1, const float * embd2, int n);
+
 llama_sampler * common_sampler_chain(const llama_model * model, const common_params_sampling & sp, int32_t n_ctx, uint32_t * seed_out,
                                      std::string * desc_out);

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <string>
 #include <thread>
 
@@ -125,7 +126,8 @@ bool same_loras(const std::vector<llm_lora_entry> & a, const std::vector<llm_lor
 }
 
 // One micro-batch: tokens [0, n) with positions pos and sequences seqs, whose outputs are the
-// batch-local indices out_ids; logits rows go to dst (n_out rows of n_vocab). The cells the tokens
+// batch-local indices out_ids; their rows (logits of n_vocab, or in embeddings mode hidden states of
+// n_embd) go to dst. The cells the tokens
 // take are appended to cells (for the caller to release if the batch fails).
 ggml_status decode_ubatch(llama_context & lctx, const llama_token * tokens, const llama_pos * pos,
                           const llama_kv_cache::seq_set * seqs, const llama_seq_id * seq_first, uint32_t n,
@@ -143,7 +145,7 @@ ggml_status decode_ubatch(llama_context & lctx, const llama_token * tokens, cons
 
     llama_context::reused_graph & reuse = lctx.reuse;
     const bool reusable = generation && !lctx.reuse_disabled && reuse.valid && reuse.n_kv == n_kv &&
-                          same_loras(reuse.loras, lctx.loras.entries);
+                          reuse.io.want_embd == lctx.embeddings && same_loras(reuse.loras, lctx.loras.entries);
     ggml_cgraph * gf = nullptr;
     llm_graph_io io_batch;  // a batch's; a generated token's graph is built into reuse.io
     llm_graph_io & io = generation ? reuse.io : io_batch;
@@ -157,6 +159,7 @@ ggml_status decode_ubatch(llama_context & lctx, const llama_token * tokens, cons
         if (meta > lctx.graph_meta.size()) lctx.graph_meta.resize(meta);
         ggml_context * ctx = graph_context(lctx);
         if (!ctx) return GGML_STATUS_ALLOC_FAILED;
+        io.want_embd = lctx.embeddings;
         gf = llm_build_forward(ctx, lctx.model, kv, n, n_kv, n_out, io, &lctx.loras);
         ggml_free(ctx);  // the tensors stay in graph_meta until the next graph is built there
         if (!alloc_graph(lctx, gf)) return GGML_STATUS_ALLOC_FAILED;
@@ -173,26 +176,62 @@ ggml_status decode_ubatch(llama_context & lctx, const llama_token * tokens, cons
     ggml_backend_tensor_set(io.kv_idxs, lctx.inp_kv_idxs.data(), 0, n * sizeof(int32_t));
     // Mask: token t sees cell c when the cell belongs to the token's (first) sequence and its
     // position is not after the token's (llama.cpp's rule: a token in several sequences attends
-    // as one of the first). Written in place when the mask is in host memory, else staged.
+    // as one of the first); without causal attention, every cell of that sequence. Written in
+    // place when the mask is in host memory, else staged. (A one-layer model's batch without
+    // outputs reads no mask: the graph then only writes the keys and values.)
+    const bool mask_used = io.kq_mask->data != nullptr;
     const bool mask_host = io.kq_mask->buffer && ggml_backend_buffer_is_host(io.kq_mask->buffer);
     if (!mask_host) lctx.inp_mask.resize((size_t) n * n_kv);
     float * mask = mask_host ? (float *) io.kq_mask->data : lctx.inp_mask.data();
     const float neg_inf = -std::numeric_limits<float>::infinity();
-    for (uint32_t t = 0; t < n; t++) {
+    for (uint32_t t = 0; t < n && mask_used; t++) {
         float * row = mask + (size_t) t * n_kv;
         const size_t s = (size_t) seq_first[t];
         const uint32_t lim = std::min(n_kv, end);
-        for (uint32_t c = 0; c < lim; c++) row[c] = kv.pos[c] >= 0 && kv.pos[c] <= pos[t] && kv.seq[c].test(s) ? 0.0f : neg_inf;
+        const llama_pos p_max = lctx.causal_attn ? pos[t] : std::numeric_limits<llama_pos>::max();
+        for (uint32_t c = 0; c < lim; c++) row[c] = kv.pos[c] >= 0 && kv.pos[c] <= p_max && kv.seq[c].test(s) ? 0.0f : neg_inf;
         for (uint32_t c = lim; c < n_kv; c++) row[c] = neg_inf;
     }
-    if (!mask_host) ggml_backend_tensor_set(io.kq_mask, mask, 0, (size_t) n * n_kv * sizeof(float));
+    if (!mask_host && mask_used) ggml_backend_tensor_set(io.kq_mask, mask, 0, (size_t) n * n_kv * sizeof(float));
     if (io.out_ids) ggml_backend_tensor_set(io.out_ids, out_ids.data(), 0, n_out * sizeof(int32_t));
 
     const ggml_status st = compute_graph(lctx, gf, n == 1 ? lctx.n_threads : lctx.n_threads_batch);
     if (st == GGML_STATUS_SUCCESS && n_out > 0) {
-        ggml_backend_tensor_get(io.logits, dst, 0, (size_t) n_out * lctx.model.hparams.n_vocab * sizeof(float));
+        ggml_tensor * out = lctx.embeddings ? io.embd : io.logits;
+        ggml_backend_tensor_get(out, dst, 0, ggml_nbytes(out));
     }
     return st;
+}
+
+// One embedding per sequence of the batch from its tokens' rows in lctx.embd (every token is an
+// output): their mean, the first one's (CLS) or the last one's.
+void pool_embeddings(llama_context & lctx, const llama_seq_id * seq_first, int32_t n) {
+    const size_t n_embd = lctx.model.hparams.n_embd;
+    lctx.embd_seq.clear();
+    std::map<llama_seq_id, int32_t> count;
+    for (int32_t i = 0; i < n; i++) {
+        const llama_seq_id s = seq_first[i];
+        const float * row = lctx.embd.data() + (size_t) lctx.output_rows[i] * n_embd;
+        std::vector<float> & e = lctx.embd_seq[s];
+        const bool first = count[s]++ == 0;
+        if (first) e.assign(n_embd, 0.0f);
+        switch (lctx.pooling) {
+            case LLAMA_POOLING_TYPE_MEAN:
+                for (size_t k = 0; k < n_embd; k++) e[k] += row[k];
+                break;
+            case LLAMA_POOLING_TYPE_CLS:
+                if (first) e.assign(row, row + n_embd);
+                break;
+            default:  // LAST
+                e.assign(row, row + n_embd);
+                break;
+        }
+    }
+    if (lctx.pooling == LLAMA_POOLING_TYPE_MEAN) {
+        for (auto & kv : lctx.embd_seq) {
+            for (float & v : kv.second) v /= (float) count[kv.first];
+        }
+    }
 }
 
 // A sequence id that names one of the context's sequences (any < 0 where any_ok); a message for
@@ -272,8 +311,6 @@ void warn_unsupported(const llama_context_params & p) {
         p.yarn_beta_slow != d.yarn_beta_slow || p.yarn_orig_ctx != d.yarn_orig_ctx) {
         warn("RoPE parameters (they come from the model)");
     }
-    if (p.attention_type == LLAMA_ATTENTION_TYPE_NON_CAUSAL) warn("non-causal attention");
-    if (p.embeddings) warn("embeddings (no embeddings output)");
     if (p.cb_eval) warn("cb_eval (no scheduler callback)");
 }
 
@@ -304,6 +341,16 @@ llama_context * llama_init_from_model(llama_model * model, llama_context_params 
     lctx->n_threads_batch = params.n_threads_batch > 0 ? usable_threads(params.n_threads_batch) : lctx->n_threads;
     lctx->logits_all = params.logits_all;
     lctx->n_seq_max = std::max(1u, params.n_seq_max);
+    lctx->embeddings = params.embeddings;
+    lctx->causal_attn = params.attention_type == LLAMA_ATTENTION_TYPE_UNSPECIFIED ? hp.causal_attn
+                                                                                  : params.attention_type == LLAMA_ATTENTION_TYPE_CAUSAL;
+    lctx->pooling = params.pooling_type == LLAMA_POOLING_TYPE_UNSPECIFIED ? hp.pooling_type : params.pooling_type;
+    if (lctx->pooling < LLAMA_POOLING_TYPE_NONE || lctx->pooling > LLAMA_POOLING_TYPE_LAST) {
+        LLAMA_LOG_ERROR("llama_init_from_model: pooling type %d is not supported (none, mean, cls, last; rank needs a "
+                        "classifier head)\n", (int) lctx->pooling);
+        delete lctx;
+        return nullptr;
+    }
     if (lctx->n_seq_max > LLAMA_MAX_SEQ) {
         LLAMA_LOG_ERROR("llama_init_from_model: n_seq_max %u is more than the %u sequences a context can hold\n", params.n_seq_max,
                         LLAMA_MAX_SEQ);
@@ -418,7 +465,7 @@ uint32_t llama_n_batch(const llama_context * ctx) { return ctx->n_batch; }
 uint32_t llama_n_ubatch(const llama_context * ctx) { return ctx->n_ubatch; }
 uint32_t llama_n_seq_max(const llama_context * ctx) { return ctx->n_seq_max; }
 const llama_model * llama_get_model(const llama_context * ctx) { return &ctx->model; }
-enum llama_pooling_type llama_pooling_type(const llama_context * ctx) { return (void) ctx, LLAMA_POOLING_TYPE_NONE; }
+enum llama_pooling_type llama_pooling_type(const llama_context * ctx) { return ctx->pooling; }
 
 void llama_set_n_threads(llama_context * ctx, int32_t n_threads, int32_t n_threads_batch) {
     ctx->n_threads = usable_threads(n_threads);
@@ -501,6 +548,11 @@ int32_t llama_decode(llama_context * ctx, llama_batch batch) {
             return -1;
         }
     }
+    if (!ctx->causal_attn && (uint32_t) n > ctx->n_ubatch) {
+        LLAMA_LOG_ERROR("llama_decode: without causal attention a batch must fit one micro-batch: %d tokens, n_ubatch %u\n", n,
+                        ctx->n_ubatch);
+        return -1;
+    }
     // The sequences of each token (sequence 0 where the batch names none).
     std::vector<llama_kv_cache::seq_set> & seqs = ctx->inp_seqs;
     std::vector<llama_seq_id> & seq_first = ctx->inp_seq_first;
@@ -580,15 +632,24 @@ int32_t llama_decode(llama_context * ctx, llama_batch batch) {
         return 1;  // the caller makes room (removes or shifts tokens, or clears)
     }
 
-    // Which tokens keep logits, and their rows.
+    // Which tokens keep logits (or embeddings), and their rows. Pooled embeddings need every token.
+    const bool pooled = ctx->embeddings && ctx->pooling != LLAMA_POOLING_TYPE_NONE;
     ctx->output_rows.assign((size_t) n, -1);
     int32_t n_outputs = 0;
     for (int32_t i = 0; i < n; i++) {
-        const bool keep = batch.logits ? batch.logits[i] != 0 : (ctx->logits_all || i == n - 1);
+        const bool keep = pooled || (batch.logits ? batch.logits[i] != 0 : (ctx->logits_all || i == n - 1));
         if (keep) ctx->output_rows[i] = n_outputs++;
     }
     ctx->n_outputs = n_outputs;
-    ctx->logits.resize((size_t) n_outputs * n_vocab);
+    const size_t row_size = ctx->embeddings ? ctx->model.hparams.n_embd : (size_t) n_vocab;
+    float * rows = nullptr;
+    if (ctx->embeddings) {
+        ctx->embd.resize((size_t) n_outputs * row_size);
+        rows = ctx->embd.data();
+    } else {
+        ctx->logits.resize((size_t) n_outputs * row_size);
+        rows = ctx->logits.data();
+    }
 
     std::vector<int32_t> cells;  // taken by this batch (released if it fails)
     std::vector<int32_t> & out_ids = ctx->inp_out_ids;
@@ -598,16 +659,18 @@ int32_t llama_decode(llama_context * ctx, llama_batch batch) {
         for (int32_t i = 0; i < n_ub; i++) {
             if (ctx->output_rows[start + i] >= 0) out_ids.push_back(i);
         }
-        float * dst = out_ids.empty() ? nullptr : ctx->logits.data() + (size_t) ctx->output_rows[start + out_ids[0]] * n_vocab;
+        float * dst = out_ids.empty() ? nullptr : rows + (size_t) ctx->output_rows[start + out_ids[0]] * row_size;
         const ggml_status st = decode_ubatch(*ctx, batch.token + start, pos.data() + start, seqs.data() + start,
                                              seq_first.data() + start, (uint32_t) n_ub, out_ids, dst, cells);
         if (st != GGML_STATUS_SUCCESS) {
             kv.release(cells);
             ctx->n_outputs = 0;
             ctx->output_rows.assign((size_t) n, -1);
+            ctx->embd_seq.clear();
             return st == GGML_STATUS_ABORTED ? 2 : -2;
         }
     }
+    if (pooled) pool_embeddings(*ctx, seq_first.data(), n);
 
     const int64_t dt = ctx->no_perf ? 0 : llama_time_us() - t0;
     if (n > 1) {
@@ -620,9 +683,51 @@ int32_t llama_decode(llama_context * ctx, llama_batch batch) {
     return 0;
 }
 
-float * llama_get_logits(llama_context * ctx) { return ctx->n_outputs > 0 ? ctx->logits.data() : nullptr; }
+float * llama_get_logits(llama_context * ctx) { return ctx->n_outputs > 0 && !ctx->embeddings ? ctx->logits.data() : nullptr; }
+
+// The output row of batch token i (negative: from the end), -1 with a message for fn.
+static int32_t output_row(const llama_context * ctx, int32_t i, const char * fn) {
+    const int32_t n = (int32_t) ctx->output_rows.size();
+    const int32_t j = i < 0 ? i + n : i;
+    if (j < 0 || j >= n) {
+        LLAMA_LOG_ERROR("%s: index %d is out of range for the last batch of %d tokens\n", fn, i, n);
+        return -1;
+    }
+    if (ctx->output_rows[j] < 0) LLAMA_LOG_ERROR("%s: the outputs of batch token %d were not kept\n", fn, j);
+    return ctx->output_rows[j];
+}
+
+float * llama_get_embeddings(llama_context * ctx) {
+    return ctx->embeddings && ctx->pooling == LLAMA_POOLING_TYPE_NONE && ctx->n_outputs > 0 ? ctx->embd.data() : nullptr;
+}
+
+float * llama_get_embeddings_ith(llama_context * ctx, int32_t i) {
+    if (!ctx->embeddings || ctx->pooling != LLAMA_POOLING_TYPE_NONE) {
+        LLAMA_LOG_ERROR("llama_get_embeddings_ith: no per-token embeddings (%s)\n",
+                        ctx->embeddings ? "pooled: llama_get_embeddings_seq" : "embeddings are off: llama_set_embeddings");
+        return nullptr;
+    }
+    const int32_t row = output_row(ctx, i, "llama_get_embeddings_ith");
+    return row < 0 ? nullptr : ctx->embd.data() + (size_t) row * ctx->model.hparams.n_embd;
+}
+
+float * llama_get_embeddings_seq(llama_context * ctx, llama_seq_id seq_id) {
+    auto it = ctx->embd_seq.find(seq_id);
+    return it == ctx->embd_seq.end() ? nullptr : it->second.data();
+}
+
+void llama_set_embeddings(llama_context * ctx, bool embeddings) {
+    if (ctx->embeddings != embeddings) ctx->n_outputs = 0;  // the last batch's rows are the other kind
+    ctx->embeddings = embeddings;
+}
+
+void llama_set_causal_attn(llama_context * ctx, bool causal_attn) { ctx->causal_attn = causal_attn; }
 
 float * llama_get_logits_ith(llama_context * ctx, int32_t i) {
+    if (ctx->embeddings) {
+        LLAMA_LOG_ERROR("llama_get_logits_ith: embeddings mode keeps no logits\n");
+        return nullptr;
+    }
     const int32_t n = (int32_t) ctx->output_rows.size();
     const int32_t j = i < 0 ? i + n : i;
     if (j < 0 || j >= n) {

@@ -216,7 +216,9 @@ struct kv_batch_source : kv_source {
 // The inputs: tokens, positions, the mask [n_kv, n_tokens], and the ids of the tokens that get
 // logits when only some of them do.
 void make_inputs(ggml_context * ctx, llm_graph_io & io, uint32_t n_tokens, uint32_t n_kv, uint32_t n_outputs) {
+    const bool want_embd = io.want_embd;  // the caller's choice; the rest starts afresh
     io = llm_graph_io();
+    io.want_embd = want_embd;
     io.tokens = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, n_tokens);
     ggml_set_name(io.tokens, "inp_tokens");
     ggml_set_input(io.tokens);
@@ -287,7 +289,12 @@ void build_transformer(ggml_context * ctx, ggml_cgraph * gf, const llama_model &
         io.layer_out.push_back(x);
     }
 
-    if (logits) {
+    if (logits && io.want_embd) {
+        io.embd = rms_norm(ctx, x, model.output_norm, eps);  // [n_embd, n_outputs]
+        ggml_set_name(io.embd, "result_norm");
+        ggml_set_output(io.embd);
+        ggml_build_forward_expand(gf, io.embd);
+    } else if (logits) {
         ggml_tensor * cur = rms_norm(ctx, x, model.output_norm, eps);
         io.logits = lora_mm(ctx, lc, model.output, cur);  // [n_vocab, n_outputs]
         ggml_set_name(io.logits, "logits");

@@ -21,6 +21,10 @@ struct llm_graph_io {
     ggml_tensor * kq_mask = nullptr;  // F32 [n_kv, n_tokens]: 0 visible, -inf hidden
     ggml_tensor * out_ids = nullptr;  // I32 [n_outputs]: which tokens get logits (nullptr: all)
     ggml_tensor * logits = nullptr;   // F32 [n_vocab, n_outputs] (nullptr when n_outputs == 0)
+    // Set by the caller before building: the outputs are the final hidden states (after the output
+    // norm), io.embd F32 [n_embd, n_outputs], instead of logits (embeddings mode).
+    bool want_embd = false;
+    ggml_tensor * embd = nullptr;
     // LoRA dropout (llm_lora_set::dropout): one F32 mask [n_in, n_tokens] per adapted weight,
     // multiplied into the input of its A (0, or 1 / (1 - p) for the kept values).
     std::vector<ggml_tensor *> lora_masks;

@@ -98,6 +98,17 @@ KeyResult get_key_str(const gguf_context * g, const std::string & key, std::stri
     return KeyResult::ok;
 }
 
+KeyResult get_key_bool(const gguf_context * g, const std::string & key, bool & out, std::string & err) {
+    const int64_t id = gguf_find_key(g, key.c_str());
+    if (id < 0) return KeyResult::absent;
+    if (gguf_get_kv_type(g, id) != GGUF_TYPE_BOOL) {
+        err = format("key %s has type %s, expected a bool", key.c_str(), gguf_type_name(gguf_get_kv_type(g, id)));
+        return KeyResult::bad;
+    }
+    out = gguf_get_val_bool(g, id);
+    return KeyResult::ok;
+}
+
 // A required (or defaulted) hyper-parameter with an upper bound that keeps every later size
 // computation far from overflow.
 bool read_u32(const gguf_context * g, const std::string & key, uint32_t & out, bool required, uint64_t max,
@@ -206,6 +217,15 @@ bool load_hparams(llama_model & model, std::string & err) {
     }
 
     hp.rope_type = model.arch == LLM_ARCH_QWEN2 ? GGML_ROPE_TYPE_NEOX : GGML_ROPE_TYPE_NORMAL;
+
+    uint32_t pooling = LLAMA_POOLING_TYPE_NONE;
+    if (!read_u32(g, a + "pooling_type", pooling, false, 16, err)) return false;
+    if (pooling > LLAMA_POOLING_TYPE_LAST) {
+        err = format("unsupported pooling_type %u (supported: 0 none, 1 mean, 2 cls, 3 last)", pooling);
+        return false;
+    }
+    hp.pooling_type = (enum llama_pooling_type) pooling;
+    if (get_key_bool(g, a + "attention.causal", hp.causal_attn, err) == KeyResult::bad) return false;
     return true;
 }
 

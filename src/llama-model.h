@@ -38,6 +38,11 @@ struct llama_hparams {
     float    rope_yarn_beta_slow = 1.0f;
     int      rope_type = 0;             // GGML_ROPE_TYPE_NORMAL or _NEOX
 
+    // Embedding models: how a sequence's embedding is pooled (<arch>.pooling_type) and whether
+    // attention is causal (<arch>.attention.causal).
+    enum llama_pooling_type pooling_type = LLAMA_POOLING_TYPE_NONE;
+    bool causal_attn = true;
+
     uint32_t n_embd_head() const { return n_embd / n_head; }
     uint32_t n_embd_k_gqa() const { return n_embd_head() * n_head_kv; }
     uint32_t n_embd_v_gqa() const { return n_embd_head() * n_head_kv; }

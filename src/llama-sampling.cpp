@@ -75,6 +75,12 @@ llama_sampler * wrap(sampler_impl * impl) { return new llama_sampler{ &builtin_i
 
 llama_sampler * builtin_clone(const llama_sampler * smpl) { return wrap(impl_of(smpl)->clone()); }
 
+// Reused storage of draw_index (one per thread: samplers of different chains may run at once).
+std::vector<float> & draw_scratch() {
+    thread_local std::vector<float> v;
+    return v;
+}
+
 // LLAMA_DEFAULT_SEED asks for a random seed, as in llama.cpp.
 uint32_t resolve_seed(uint32_t seed) {
     if (seed != LLAMA_DEFAULT_SEED) return seed;
@@ -83,18 +89,15 @@ uint32_t resolve_seed(uint32_t seed) {
 }
 
 // A draw from the candidates' probabilities (softmax done): the index of the picked candidate.
+// Drawn as llama.cpp draws it, by std::discrete_distribution over the float probabilities (which
+// normalizes them in double and takes one canonical double from the generator, none for fewer
+// than two candidates), so that a seed gives llama.cpp's tokens.
 size_t draw_index(const llama_token_data_array & cur, std::mt19937 & rng) {
-    const double u = std::uniform_real_distribution<double>(0.0, 1.0)(rng);
-    double acc = 0.0;
-    for (size_t i = 0; i < cur.size; i++) {
-        acc += cur.data[i].p;
-        if (u < acc) return i;
-    }
-    // Rounding: u beyond the summed probabilities; the last candidate with a probability.
-    for (size_t i = cur.size; i-- > 0;) {
-        if (cur.data[i].p > 0.0f) return i;
-    }
-    return cur.size - 1;
+    std::vector<float> & p = draw_scratch();
+    p.resize(cur.size);
+    for (size_t i = 0; i < cur.size; i++) p[i] = cur.data[i].p;
+    std::discrete_distribution<int> dist(p.begin(), p.end());
+    return (size_t) dist(rng);
 }
 
 // The first maximum in id order (so ties resolve the same way as an argmax), or -1 if empty.

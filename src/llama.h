@@ -2,16 +2,18 @@
 // tokenize, evaluate batches, read logits, sample, detokenize, format chats.
 //
 // Every declaration here that llama.cpp also has is declared as llama.cpp's llama.h declares it
-// (commit c392e509: same return and parameter types, same struct fields and types, same enum
-// values), so a program written for llama.cpp's API compiles against this header unchanged;
-// tools/check-llama-h.py compares the two headers. What differs is behaviour where this runtime
-// has less (no embeddings output, RoPE parameters from the model only); such fields are listed
+// (commit c392e509, and build 4747 whose common/ library and example programs build against this
+// header and llama-cpp.h unchanged: same return and parameter types, same struct fields and
+// types, same enum values), so a program written for llama.cpp's API compiles against this header
+// unchanged; tools/check-llama-h.py compares the two headers (nothing of 4747's is missing). What differs is behaviour where this runtime
+// has less (RoPE parameters come from the model only, no encoder models); such fields are listed
 // where they are declared.
 #ifndef LLAMA_H
 #define LLAMA_H
 
 #include "ggml.h"
 #include "ggml-backend.h"
+#include "ggml-cpu.h"  // ggml_numa_strategy, ggml_threadpool_new (llama.cpp's llama.h includes it too)
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -33,6 +35,16 @@
 #define LLAMA_DEFAULT_SEED 0xFFFFFFFF  // as a sampler seed: a random one
 
 #define LLAMA_TOKEN_NULL -1
+
+#define LLAMA_FILE_MAGIC_GGLA 0x67676c61u  // 'ggla': llama.cpp's old LoRA files
+#define LLAMA_FILE_MAGIC_GGSN 0x6767736eu  // 'ggsn': session files
+#define LLAMA_FILE_MAGIC_GGSQ 0x67677371u  // 'ggsq': sequence state files
+
+#define LLAMA_SESSION_MAGIC   LLAMA_FILE_MAGIC_GGSN
+#define LLAMA_SESSION_VERSION 9
+
+#define LLAMA_STATE_SEQ_MAGIC   LLAMA_FILE_MAGIC_GGSQ
+#define LLAMA_STATE_SEQ_VERSION 2
 
 #ifdef __cplusplus
 extern "C" {
@@ -57,12 +69,56 @@ enum llama_vocab_type {
     LLAMA_VOCAB_TYPE_RWKV = 5,  // RWKV: not loaded here
 };
 
+// Pre-tokenizer kinds (tokenizer.ggml.pre), llama.cpp's numbering.
+enum llama_vocab_pre_type {
+    LLAMA_VOCAB_PRE_TYPE_DEFAULT        = 0,
+    LLAMA_VOCAB_PRE_TYPE_LLAMA3         = 1,
+    LLAMA_VOCAB_PRE_TYPE_DEEPSEEK_LLM   = 2,
+    LLAMA_VOCAB_PRE_TYPE_DEEPSEEK_CODER = 3,
+    LLAMA_VOCAB_PRE_TYPE_FALCON         = 4,
+    LLAMA_VOCAB_PRE_TYPE_MPT            = 5,
+    LLAMA_VOCAB_PRE_TYPE_STARCODER      = 6,
+    LLAMA_VOCAB_PRE_TYPE_GPT2           = 7,
+    LLAMA_VOCAB_PRE_TYPE_REFACT         = 8,
+    LLAMA_VOCAB_PRE_TYPE_COMMAND_R      = 9,
+    LLAMA_VOCAB_PRE_TYPE_STABLELM2      = 10,
+    LLAMA_VOCAB_PRE_TYPE_QWEN2          = 11,
+    LLAMA_VOCAB_PRE_TYPE_OLMO           = 12,
+    LLAMA_VOCAB_PRE_TYPE_DBRX           = 13,
+    LLAMA_VOCAB_PRE_TYPE_SMAUG          = 14,
+    LLAMA_VOCAB_PRE_TYPE_PORO           = 15,
+    LLAMA_VOCAB_PRE_TYPE_CHATGLM3       = 16,
+    LLAMA_VOCAB_PRE_TYPE_CHATGLM4       = 17,
+    LLAMA_VOCAB_PRE_TYPE_VIKING         = 18,
+    LLAMA_VOCAB_PRE_TYPE_JAIS           = 19,
+    LLAMA_VOCAB_PRE_TYPE_TEKKEN         = 20,
+    LLAMA_VOCAB_PRE_TYPE_SMOLLM         = 21,
+    LLAMA_VOCAB_PRE_TYPE_CODESHELL      = 22,
+    LLAMA_VOCAB_PRE_TYPE_BLOOM          = 23,
+    LLAMA_VOCAB_PRE_TYPE_GPT3_FINNISH   = 24,
+    LLAMA_VOCAB_PRE_TYPE_EXAONE         = 25,
+    LLAMA_VOCAB_PRE_TYPE_CHAMELEON      = 26,
+    LLAMA_VOCAB_PRE_TYPE_MINERVA        = 27,
+    LLAMA_VOCAB_PRE_TYPE_DEEPSEEK3_LLM  = 28,
+};
+
 enum llama_rope_type {
     LLAMA_ROPE_TYPE_NONE   = -1,
     LLAMA_ROPE_TYPE_NORM   = 0,
     LLAMA_ROPE_TYPE_NEOX   = GGML_ROPE_TYPE_NEOX,
     LLAMA_ROPE_TYPE_MROPE  = 8,   // ggml's GGML_ROPE_TYPE_MROPE (not implemented here)
     LLAMA_ROPE_TYPE_VISION = 24,  // ggml's GGML_ROPE_TYPE_VISION (not implemented here)
+};
+
+// The file's token types (tokenizer.ggml.token_type).
+enum llama_token_type {
+    LLAMA_TOKEN_TYPE_UNDEFINED    = 0,
+    LLAMA_TOKEN_TYPE_NORMAL       = 1,
+    LLAMA_TOKEN_TYPE_UNKNOWN      = 2,
+    LLAMA_TOKEN_TYPE_CONTROL      = 3,
+    LLAMA_TOKEN_TYPE_USER_DEFINED = 4,
+    LLAMA_TOKEN_TYPE_UNUSED       = 5,
+    LLAMA_TOKEN_TYPE_BYTE         = 6,
 };
 
 // Token attributes (llama_vocab_get_attr), from the file's token types.
@@ -250,8 +306,8 @@ struct llama_context_params {
 
     // Accepted and ignored with a warning where not the default: RoPE comes from the model.
     enum llama_rope_scaling_type rope_scaling_type;
-    enum llama_pooling_type      pooling_type;    // no embeddings output: ignored
-    enum llama_attention_type    attention_type;  // attention is causal
+    enum llama_pooling_type      pooling_type;    // embeddings pooling (UNSPECIFIED: the model's; RANK is refused)
+    enum llama_attention_type    attention_type;  // UNSPECIFIED: the model's (causal unless <arch>.attention.causal is false)
 
     float    rope_freq_base;    // ignored (0: from the model)
     float    rope_freq_scale;   // ignored (0: from the model)
@@ -260,7 +316,7 @@ struct llama_context_params {
     float    yarn_beta_fast;    // ignored
     float    yarn_beta_slow;    // ignored
     uint32_t yarn_orig_ctx;     // ignored
-    float    defrag_thold;      // ignored: removing tokens compacts the cache at once
+    float    defrag_thold;      // ignored: freed cells are reused; llama_kv_self_defrag compacts on request
 
     ggml_backend_sched_eval_callback cb_eval;  // not called (a warning when set)
     void * cb_eval_user_data;
@@ -269,7 +325,7 @@ struct llama_context_params {
     enum ggml_type type_v;
 
     bool logits_all;   // keep the logits of every token when batch.logits is NULL
-    bool embeddings;   // embeddings output is not supported (a warning when set)
+    bool embeddings;   // keep the final hidden states instead of logits (llama_get_embeddings*)
     bool offload_kqv;  // an offloaded layer's KV cache in its device's memory (default true)
     bool flash_attn;   // fused attention (ggml_flash_attn_ext) reading the cache as stored
     bool no_perf;      // no timings (the counts are kept); default true, as in llama.cpp
@@ -293,15 +349,45 @@ typedef struct llama_chat_message {
     const char * content;
 } llama_chat_message;
 
+// llama_model_quantize's parameters.
+typedef struct llama_model_quantize_params {
+    int32_t nthread;                     // threads (<= 0: the machine's cores)
+    enum llama_ftype ftype;              // the file type to write (its mix of types)
+    enum ggml_type output_tensor_type;   // output.weight's type (GGML_TYPE_COUNT: the mix's)
+    enum ggml_type token_embedding_type; // token_embd.weight's type (GGML_TYPE_COUNT: the mix's)
+    bool allow_requantize;               // accept an input that is already quantized
+    bool quantize_output_tensor;         // false: output.weight is copied as it is
+    bool only_copy;                      // copy every tensor as it is (ftype and the above ignored)
+    bool pure;                           // every matrix ftype's base type, no mix
+    bool keep_split;                     // write as many shards as the input has
+    void * imatrix;                      // importance matrix (llama.cpp's std::unordered_map<std::string, std::vector<float>> *)
+    void * kv_overrides;                 // metadata to write (llama.cpp's std::vector<llama_model_kv_override> *)
+} llama_model_quantize_params;
+
 struct llama_adapter_lora;
 
-LLAMA_API struct llama_model_params         llama_model_default_params(void);
-LLAMA_API struct llama_context_params       llama_context_default_params(void);
-LLAMA_API struct llama_sampler_chain_params llama_sampler_chain_default_params(void);
+LLAMA_API struct llama_model_params          llama_model_default_params(void);
+LLAMA_API struct llama_context_params        llama_context_default_params(void);
+LLAMA_API struct llama_sampler_chain_params  llama_sampler_chain_default_params(void);
+LLAMA_API struct llama_model_quantize_params llama_model_quantize_default_params(void);
 
 // Nothing to initialize on the CPU; kept for llama.cpp compatibility.
 LLAMA_API void llama_backend_init(void);
 LLAMA_API void llama_backend_free(void);
+
+// Reads the machine's NUMA nodes; the CPU's worker threads are then placed by the strategy
+// (ggml-cpu.h: ggml_numa_init). Optional; once per program.
+LLAMA_API void llama_numa_init(enum ggml_numa_strategy numa);
+
+// The context computes on the given pools (ggml-cpu.h: ggml_threadpool_new) instead of its own
+// CPU backend's, with at most the pool's n_threads threads: threadpool_batch (NULL: threadpool)
+// for every batch, prompt or single token (the context does not switch pools by batch size).
+// The pools must outlive their use; llama_detach_threadpool goes back to the context's own.
+LLAMA_API void llama_attach_threadpool(
+        struct llama_context * ctx,
+           ggml_threadpool_t   threadpool,
+           ggml_threadpool_t   threadpool_batch);
+LLAMA_API void llama_detach_threadpool(struct llama_context * ctx);
 
 // ---- model ---------------------------------------------------------------------------------
 DEPRECATED(LLAMA_API struct llama_model * llama_load_model_from_file(const char * path_model, struct llama_model_params params),
@@ -310,6 +396,10 @@ DEPRECATED(LLAMA_API struct llama_model * llama_load_model_from_file(const char 
 // NULL on any error (missing file, corrupt file, unsupported architecture, missing tensor or
 // wrong shape, cancelled by the progress callback), with a message through the log callback.
 LLAMA_API struct llama_model * llama_model_load_from_file(const char * path_model, struct llama_model_params params);
+
+// A model split into several files, given in order (any names). Only single-file models are
+// read here: one path loads it, several fail with a message (NULL).
+LLAMA_API struct llama_model * llama_model_load_from_splits(const char ** paths, size_t n_paths, struct llama_model_params params);
 
 DEPRECATED(LLAMA_API void llama_free_model(struct llama_model * model), "use llama_model_free instead");
 LLAMA_API void llama_model_free(struct llama_model * model);
@@ -340,7 +430,7 @@ DEPRECATED(LLAMA_API int32_t llama_n_head     (const struct llama_model * model)
 DEPRECATED(LLAMA_API int32_t llama_n_vocab    (const struct llama_vocab * vocab), "use llama_vocab_n_tokens instead");
 
 LLAMA_API const struct llama_model * llama_get_model   (const struct llama_context * ctx);
-LLAMA_API enum llama_pooling_type    llama_pooling_type(const struct llama_context * ctx);  // NONE
+LLAMA_API enum llama_pooling_type    llama_pooling_type(const struct llama_context * ctx);
 
 LLAMA_API const struct llama_vocab * llama_model_get_vocab(const struct llama_model * model);
 LLAMA_API enum llama_rope_type       llama_model_rope_type(const struct llama_model * model);
@@ -380,6 +470,10 @@ LLAMA_API bool        llama_model_has_decoder(const struct llama_model * model);
 LLAMA_API llama_token llama_model_decoder_start_token(const struct llama_model * model);  // -1
 LLAMA_API bool        llama_model_is_recurrent(const struct llama_model * model);         // false
 
+// Writes fname_inp quantized to params->ftype as fname_out, as the llama-quantize program does
+// (its per-tensor mix); 0 on success. See its definition for what is supported.
+LLAMA_API uint32_t llama_model_quantize(const char * fname_inp, const char * fname_out, const llama_model_quantize_params * params);
+
 // ---- LoRA adapters -------------------------------------------------------------------------
 // Loads a LoRA adapter for the model: a GGUF adapter (as llama.cpp's convert_lora_to_gguf.py
 // and llama-finetune write) or a PEFT directory (adapter_config.json, adapter_model.safetensors;
@@ -394,6 +488,11 @@ LLAMA_API int32_t llama_set_adapter_lora(struct llama_context * ctx, struct llam
 // Stops applying it; -1 if it was not applied.
 LLAMA_API int32_t llama_rm_adapter_lora(struct llama_context * ctx, struct llama_adapter_lora * adapter);
 LLAMA_API void llama_clear_adapter_lora(struct llama_context * ctx);
+
+// Control vectors (a vector added to each layer's output) are not supported here: returns -1
+// with a message, except that data NULL (clearing, with nothing applied) returns 0.
+LLAMA_API int32_t llama_apply_adapter_cvec(struct llama_context * ctx, const float * data, size_t len, int32_t n_embd,
+                                           int32_t il_start, int32_t il_end);
 
 // ---- KV cache ------------------------------------------------------------------------------
 // One set of cells for all of a context's sequences (ids [0, n_seq_max)). Each cell holds a
@@ -444,6 +543,28 @@ LLAMA_API void    llama_kv_cache_defrag(struct llama_context * ctx);
 LLAMA_API void    llama_kv_cache_update(struct llama_context * ctx);
 LLAMA_API bool    llama_kv_cache_can_shift(struct llama_context * ctx);
 
+// A snapshot of the cells for debugging (llama.cpp's view): each cell's position (-1: empty)
+// and up to n_seq_max of its sequences (-1 in the unused places), the tokens (a cell counts once
+// per sequence), the cells in use and the longest run of empty cells.
+struct llama_kv_cache_view_cell {
+    llama_pos pos;
+};
+
+struct llama_kv_cache_view {
+    int32_t n_cells;             // the context size
+    int32_t n_seq_max;           // sequences shown per cell
+    int32_t token_count;
+    int32_t used_cells;
+    int32_t max_contiguous;      // the longest run of empty cells
+    int32_t max_contiguous_idx;  // where it starts (-1: none)
+    struct llama_kv_cache_view_cell * cells;
+    llama_seq_id * cells_sequences;  // n_seq_max per cell
+};
+
+LLAMA_API struct llama_kv_cache_view llama_kv_cache_view_init(const struct llama_context * ctx, int32_t n_seq_max);
+LLAMA_API void llama_kv_cache_view_free(struct llama_kv_cache_view * view);
+LLAMA_API void llama_kv_cache_view_update(const struct llama_context * ctx, struct llama_kv_cache_view * view);
+
 // ---- batches and evaluation ----------------------------------------------------------------
 // A batch view of the given tokens (not copied): sequence 0, positions after the cache's last,
 // logits for the last token.
@@ -460,6 +581,9 @@ LLAMA_API void llama_batch_free(struct llama_batch batch);
 // clear it); 2: aborted by the abort callback (the cache is as before); -1: invalid batch (bad
 // token id, position, sequence or size); -2: compute failed.
 LLAMA_API int32_t llama_decode(struct llama_context * ctx, struct llama_batch batch);
+// The encoder of an encoder-decoder model: the models here have none, so it fails (-1, with a
+// message) as llama.cpp's does for a decoder-only model.
+LLAMA_API int32_t llama_encode(struct llama_context * ctx, struct llama_batch batch);
 
 // n_threads for single-token batches, n_threads_batch for larger ones.
 LLAMA_API void    llama_set_n_threads(struct llama_context * ctx, int32_t n_threads, int32_t n_threads_batch);

@@ -5,6 +5,13 @@
 // llama.cpp: a terminal shows them as typed); logs and timings go to standard error. When the
 // context fills up, the oldest half of the tokens after the first --keep (and BOS) is dropped and
 // generation goes on; a prompt longer than the context is evaluated through the same shift.
+//
+// --prompt-cache FNAME (llama.cpp's session file, llama_state_load_file): when the file exists its
+// state is loaded and the prompt's tokens it holds are not evaluated again; the state is written
+// after the prompt (before the first token is sampled) unless it held the whole prompt, and with
+// --prompt-cache-all once more at the end, generation included; --prompt-cache-ro never writes.
+// A context shift stops the cache (the cells no longer follow the tokens); conversation mode
+// does not use it.
 #include "llama.h"
 #include "arg.h"
 #include "common.h"
@@ -26,6 +33,7 @@
 #include <thread>
 #include <vector>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace {
@@ -87,6 +95,7 @@ common_params parse_args(int argc, char ** argv) {
         exit(1);
     };
     if (p.model.empty()) fail("no model given (-m MODEL)");
+    if (p.prompt_cache_all && (p.interactive || p.interactive_first)) fail("--prompt-cache-all not supported in interactive mode yet");
     if (!p.prompt_file.empty()) {
         std::ifstream in(p.prompt_file, std::ios::binary);
         if (!in) fail("cannot read the prompt file '" + p.prompt_file + "'");
@@ -125,6 +134,10 @@ struct session {
     int32_t n_print = -1;      // -ptc: the count of cached tokens every n_print (with -v)
     std::string tail;  // the end of the text evaluated so far, where reverse prompts are looked for
     llama_token last_eog = LLAMA_TOKEN_NULL;  // the end-of-generation token generate() stopped at
+    // --prompt-cache: the tokens whose cells the cache holds, in order (a session file's tokens);
+    // given up at a context shift.
+    bool track = false;
+    std::vector<llama_token> cached;
 
     // Makes room for `need` more positions (at most n_ctx - n_keep) with one shift: drops half of
     // the context after the kept tokens (a fixed share of the context, not of what is left), or
@@ -147,6 +160,11 @@ struct session {
         llama_kv_self_seq_rm(ctx, 0, n_keep, n_keep + n_discard);
         llama_kv_self_seq_add(ctx, 0, n_keep + n_discard, n_past, -n_discard);
         n_past -= n_discard;
+        if (track) {
+            track = false;
+            cached.clear();
+            cli_log(LOG_DEBUG, "\nllama-cli: the context shifted: the prompt cache is no longer written\n");
+        }
         cli_log(LOG_INFO, "\nllama-cli: context full, dropped %d tokens\n", n_discard);
         return true;
     }
@@ -168,6 +186,7 @@ struct session {
                 }
                 n_past += m;
                 done += m;
+                if (track) cached.insert(cached.end(), chunk.begin(), chunk.end());
             }
         }
         return true;
@@ -369,8 +388,49 @@ int main(int argc, char ** argv) {
         return true;
     };
 
+    // --prompt-cache: the session file's tokens, its state loaded into the context (as llama.cpp).
+    std::string path_session = params.path_prompt_cache;
+    std::vector<llama_token> session_tokens;
+    if (!path_session.empty() && params.conversation) {
+        cli_log(LOG_WARN, "llama-cli: --prompt-cache is not used in conversation mode\n");
+        path_session.clear();
+    }
+    if (!path_session.empty()) {
+        cli_log(LOG_INFO, "main: attempting to load saved session from '%s'\n", path_session.c_str());
+        struct stat st;
+        if (stat(path_session.c_str(), &st) != 0) {
+            cli_log(LOG_INFO, "main: session file does not exist, will create.\n");
+        } else if (st.st_size == 0) {
+            cli_log(LOG_INFO, "main: The session file is empty. A new session will be initialized.\n");
+        } else {
+            session_tokens.resize((size_t) n_ctx);
+            size_t n_loaded = 0;
+            if (!llama_state_load_file(ctx, path_session.c_str(), session_tokens.data(), session_tokens.size(), &n_loaded)) {
+                fprintf(stderr, "main: failed to load session file '%s'\n", path_session.c_str());
+                llama_sampler_free(smpl);
+                llama_free(ctx);
+                free_adapters();
+                llama_model_free(model);
+                return 1;
+            }
+            session_tokens.resize(n_loaded);
+            cli_log(LOG_INFO, "main: loaded a session with prompt size of %d tokens\n", (int) session_tokens.size());
+        }
+    }
+    // Writes the cache's tokens and state to the session file.
+    auto save_session = [&]() {
+        if (!llama_state_save_file(ctx, path_session.c_str(), s.cached.data(), s.cached.size())) {
+            cli_log(LOG_WARN, "llama-cli: the prompt cache '%s' could not be written\n", path_session.c_str());
+        } else {
+            cli_log(LOG_DEBUG, "llama-cli: saved session to %s\n", path_session.c_str());
+        }
+    };
+
     if (!params.conversation) {
-        std::vector<llama_token> prompt = tokenize(vocab, params.prompt, true, true);
+        bool need_save = false;  // the prompt's state is to be written (the session did not hold all of it)
+        // No prompt but a session: its tokens are the prompt (as llama.cpp).
+        const bool from_session = params.prompt.empty() && !session_tokens.empty() && !params.interactive_first;
+        std::vector<llama_token> prompt = from_session ? session_tokens : tokenize(vocab, params.prompt, true, true);
         if (prompt.empty()) {
             const llama_token bos = llama_vocab_bos(vocab);
             if (bos == LLAMA_TOKEN_NULL) {
@@ -392,15 +452,48 @@ int main(int argc, char ** argv) {
                                   "through context shifts, keeping its first %d tokens\n", prompt.size(), n_ctx, s.n_keep);
             }
             cli_log(LOG_DEBUG, "llama-cli: prompt: %zu tokens\n", prompt.size());
+            std::string prompt_text = params.prompt;
+            if (from_session) {
+                prompt_text.clear();
+                for (llama_token t : prompt) prompt_text += s.piece(t, params.special);
+            }
             if (params.display_prompt) {
                 if (color) printf("%s", COLOR_PROMPT);
-                fwrite(params.prompt.data(), 1, params.prompt.size(), stdout);
+                fwrite(prompt_text.data(), 1, prompt_text.size(), stdout);
                 if (color) printf("%s", COLOR_RESET);
                 fflush(stdout);
             }
             for (llama_token t : prompt) llama_sampler_accept(smpl, t);
-            s.remember(params.prompt);
-            if (!s.eval(prompt)) rc = 1;
+            s.remember(prompt_text);
+            // The session's cells that continue the prompt are kept, the rest removed; the last
+            // prompt token is evaluated again when the session goes beyond the prompt (its logits
+            // are not those saved), or when the state has no logits.
+            size_t n_reuse = 0;
+            if (!path_session.empty()) {
+                size_t n_match = 0;
+                while (n_match < session_tokens.size() && n_match < prompt.size() && session_tokens[n_match] == prompt[n_match]) n_match++;
+                if (!session_tokens.empty()) {
+                    if (params.prompt.empty() && n_match == prompt.size()) {
+                        cli_log(LOG_INFO, "main: using full prompt from session file\n");
+                    } else if (n_match >= prompt.size()) {
+                        cli_log(LOG_INFO, "main: session file has exact match for prompt!\n");
+                    } else if (n_match < prompt.size() / 2) {
+                        cli_log(LOG_WARN, "main: session file has low similarity to prompt (%zu / %zu tokens); will mostly be reevaluated\n",
+                                n_match, prompt.size());
+                    } else {
+                        cli_log(LOG_INFO, "main: session file matches %zu / %zu tokens of prompt\n", n_match, prompt.size());
+                    }
+                }
+                need_save = n_match < prompt.size();
+                n_reuse = n_match;
+                if (n_reuse > 0 && n_reuse == prompt.size() && (session_tokens.size() > prompt.size() || !llama_get_logits(ctx))) n_reuse--;
+                llama_kv_self_seq_rm(ctx, -1, (llama_pos) n_reuse, -1);
+                s.n_past = (int32_t) n_reuse;
+                s.cached.assign(prompt.begin(), prompt.begin() + (long) n_reuse);
+                s.track = true;
+                cli_log(LOG_DEBUG, "llama-cli: %zu prompt tokens from the prompt cache, %zu to evaluate\n", n_reuse, prompt.size() - n_reuse);
+            }
+            if (!s.eval(std::vector<llama_token>(prompt.begin() + (long) n_reuse, prompt.end()))) rc = 1;
         }
         const bool interactive = params.interactive;
         // Interactive mode reads a line first with -if, or when the prompt ends with a reverse prompt.
@@ -409,6 +502,11 @@ int main(int argc, char ** argv) {
         bool done = rc != 0 || (!interactive && s.at_reverse_prompt());
         while (!done) {
             if (!want_input) {
+                // The prompt's state, saved before the first token is sampled (as llama.cpp).
+                if (need_save) {
+                    need_save = false;
+                    if (!params.prompt_cache_ro && s.track) save_session();
+                }
                 const gen_stop why = s.generate(params.n_predict, nullptr);
                 if (why == gen_stop::error) {
                     rc = 1;
@@ -460,6 +558,10 @@ int main(int argc, char ** argv) {
             }
         }
         if (rc == 0) printf("\n");
+        if (rc == 0 && !path_session.empty() && params.prompt_cache_all && !params.prompt_cache_ro && s.track) {
+            cli_log(LOG_INFO, "\nmain: saving final output to session file '%s'\n", path_session.c_str());
+            save_session();
+        }
     } else {
         // Chat: the whole history is formatted with the template each turn; the part that is new
         // since the last turn is tokenized and evaluated.

@@ -168,23 +168,29 @@ struct evaluator {
     int32_t n_vocab;
     llama_token bos;  // LLAMA_TOKEN_NULL: the first token of a chunk is kept
     llama_batch batch;
+    int32_t n_seq = 1;  // chunks evaluated together, one sequence each (llama.cpp: n_batch / n_ctx)
     int32_t lo = -1;  // the first position whose logits are kept; -1: n_ctx / 2 (the second half is scored)
 
     int32_t first() const { return lo >= 0 ? lo : n_ctx / 2; }
     int32_t n_scored() const { return n_ctx - 1 - first(); }
 
-    // Evaluates the n_ctx tokens of a chunk from an empty cache; rows gets the logits of
-    // positions first() .. n_ctx - 2 (n_scored() rows of n_vocab).
-    bool eval_chunk(const llama_token * tokens, std::vector<float> & rows) {
+    // Evaluates n_chunks (<= n_seq) consecutive chunks of n_ctx tokens from an empty cache, chunk j
+    // as sequence j, in batches of n_batch tokens; rows gets the logits of positions first() ..
+    // n_ctx - 2 of each chunk in turn (n_chunks * n_scored() rows of n_vocab).
+    bool eval_chunks(const llama_token * tokens, int32_t n_chunks, std::vector<float> & rows) {
         llama_kv_self_clear(ctx);
-        rows.resize((size_t) n_scored() * n_vocab);
+        const size_t per_chunk = (size_t) n_scored() * n_vocab;
+        rows.resize(per_chunk * n_chunks);
         const int32_t lo = first(), hi = n_ctx - 1;  // positions whose logits are kept: [lo, hi)
-        for (int32_t start = 0; start < n_ctx; start += n_batch) {
-            const int32_t n = std::min(n_batch, n_ctx - start);
+        const int32_t total = n_ctx * n_chunks;
+        for (int32_t start = 0; start < total; start += n_batch) {
+            const int32_t n = std::min(n_batch, total - start);
             for (int32_t k = 0; k < n; k++) {
-                const int32_t pos = start + k;
-                batch.token[k] = (pos == 0 && bos != LLAMA_TOKEN_NULL) ? bos : tokens[pos];
+                const int32_t j = (start + k) / n_ctx, pos = (start + k) % n_ctx;
+                batch.token[k] = (pos == 0 && bos != LLAMA_TOKEN_NULL) ? bos : tokens[(size_t) j * n_ctx + pos];
                 batch.pos[k] = pos;
+                batch.n_seq_id[k] = 1;
+                batch.seq_id[k][0] = j;
                 batch.logits[k] = pos >= lo && pos < hi;
             }
             batch.n_tokens = n;
@@ -194,18 +200,19 @@ struct evaluator {
                 return false;
             }
             for (int32_t k = 0; k < n; k++) {
-                const int32_t pos = start + k;
+                const int32_t j = (start + k) / n_ctx, pos = (start + k) % n_ctx;
                 if (pos < lo || pos >= hi) continue;
                 const float * row = llama_get_logits_ith(ctx, k);
                 if (!row) {
                     fprintf(stderr, "llama-perplexity: no logits for position %d\n", pos);
                     return false;
                 }
-                memcpy(rows.data() + (size_t) (pos - lo) * n_vocab, row, (size_t) n_vocab * sizeof(float));
+                memcpy(rows.data() + j * per_chunk + (size_t) (pos - lo) * n_vocab, row, (size_t) n_vocab * sizeof(float));
             }
         }
         return true;
     }
+    bool eval_chunk(const llama_token * tokens, std::vector<float> & rows) { return eval_chunks(tokens, 1, rows); }
 };
 
 // ---- base file -----------------------------------------------------------------------------
@@ -570,8 +577,8 @@ int run_perplexity(const common_params & params, evaluator & ev, const std::vect
         }
         fprintf(stderr, "llama-perplexity: saving the logits of the scored positions to %s\n", params.logits_file.c_str());
     }
-    fprintf(stderr, "llama-perplexity: calculating perplexity over %d chunks, n_ctx=%d, batch_size=%d\n", n_chunk,
-            ev.n_ctx, ev.n_batch);
+    fprintf(stderr, "llama-perplexity: calculating perplexity over %d chunks, n_ctx=%d, batch_size=%d, n_seq=%d\n", n_chunk,
+            ev.n_ctx, ev.n_batch, ev.n_seq);
 
     double nll = 0.0, nll2 = 0.0;
     size_t count = 0;
@@ -579,24 +586,28 @@ int run_perplexity(const common_params & params, evaluator & ev, const std::vect
     const size_t nv = row_u16(ev.n_vocab);
     std::vector<uint16_t> stored(w.f ? (size_t) ev.n_scored() * nv : 0);
     const int32_t first = ev.first();
-    for (int32_t c = 0; c < n_chunk; c++) {
+    for (int32_t c0 = 0; c0 < n_chunk; c0 += ev.n_seq) {
         if (ppl_interrupted()) return 1;
+        const int32_t n_group = std::min(ev.n_seq, n_chunk - c0);
         const auto t0 = std::chrono::steady_clock::now();
-        const llama_token * chunk = tokens.data() + (size_t) c * ev.n_ctx;
-        if (!ev.eval_chunk(chunk, rows)) return 1;
-        if (c == 0) print_eta(seconds_since(t0), n_chunk);
-        for (int32_t r = 0; r < ev.n_scored(); r++) {
-            const float * row = rows.data() + (size_t) r * ev.n_vocab;
-            const double v = ppl_log_sum_exp(row, ev.n_vocab) - row[chunk[first + r + 1]];
-            nll += v;
-            nll2 += v * v;
-            count++;
+        if (!ev.eval_chunks(tokens.data() + (size_t) c0 * ev.n_ctx, n_group, rows)) return 1;
+        if (c0 == 0) print_eta(seconds_since(t0) / n_group, n_chunk);
+        for (int32_t c = c0; c < c0 + n_group; c++) {
+            const llama_token * chunk = tokens.data() + (size_t) c * ev.n_ctx;
+            const float * chunk_rows = rows.data() + (size_t) (c - c0) * ev.n_scored() * ev.n_vocab;
+            for (int32_t r = 0; r < ev.n_scored(); r++) {
+                const float * row = chunk_rows + (size_t) r * ev.n_vocab;
+                const double v = ppl_log_sum_exp(row, ev.n_vocab) - row[chunk[first + r + 1]];
+                nll += v;
+                nll2 += v * v;
+                count++;
+            }
+            if (w.f) {
+                for (int32_t r = 0; r < ev.n_scored(); r++) encode_row(chunk_rows + (size_t) r * ev.n_vocab, ev.n_vocab, stored.data() + r * nv);
+                if (!w.write(stored.data(), stored.size() * sizeof(uint16_t))) return 1;
+            }
+            print_running_ppl(params, c, c * ev.n_ctx, nll, nll2, count);
         }
-        if (w.f) {
-            for (int32_t r = 0; r < ev.n_scored(); r++) encode_row(rows.data() + (size_t) r * ev.n_vocab, ev.n_vocab, stored.data() + r * nv);
-            if (!w.write(stored.data(), stored.size() * sizeof(uint16_t))) return 1;
-        }
-        print_running_ppl(params, c, c * ev.n_ctx, nll, nll2, count);
     }
     printf("\n");
 
@@ -622,22 +633,26 @@ int run_kl_divergence(evaluator & ev, base_file & base, int32_t n_chunk) {
     std::vector<uint16_t> stored((size_t) ev.n_scored() * nv);
     const int32_t first = ev.first();
     printf("chunk             PPL               ln(PPL(Q)/PPL(base))          KL Divergence              Δp RMS            Same top p\n");
-    for (int32_t c = 0; c < n_chunk; c++) {
+    for (int32_t c0 = 0; c0 < n_chunk; c0 += ev.n_seq) {
         if (ppl_interrupted()) return 1;
-        if (fread(stored.data(), sizeof(uint16_t), stored.size(), base.f) != stored.size()) {
-            fprintf(stderr, "llama-perplexity: cannot read the logits of chunk %d from the base file\n", c + 1);
-            return 1;
-        }
-        for (int32_t r = 0; r < ev.n_scored(); r++) decode_row(stored.data() + r * nv, ev.n_vocab, base_rows.data() + (size_t) r * ev.n_vocab);
+        const int32_t n_group = std::min(ev.n_seq, n_chunk - c0);
         const auto t0 = std::chrono::steady_clock::now();
-        const llama_token * chunk = base.tokens.data() + (size_t) c * ev.n_ctx;
-        if (!ev.eval_chunk(chunk, rows)) return 1;
-        if (c == 0) print_eta(seconds_since(t0), n_chunk);
-        for (int32_t r = 0; r < ev.n_scored(); r++) {
-            const size_t off = (size_t) r * ev.n_vocab;
-            s.add(rows.data() + off, base_rows.data() + off, ev.n_vocab, chunk[first + r + 1]);
+        if (!ev.eval_chunks(base.tokens.data() + (size_t) c0 * ev.n_ctx, n_group, rows)) return 1;
+        if (c0 == 0) print_eta(seconds_since(t0) / n_group, n_chunk);
+        for (int32_t c = c0; c < c0 + n_group; c++) {
+            if (fread(stored.data(), sizeof(uint16_t), stored.size(), base.f) != stored.size()) {
+                fprintf(stderr, "llama-perplexity: cannot read the logits of chunk %d from the base file\n", c + 1);
+                return 1;
+            }
+            for (int32_t r = 0; r < ev.n_scored(); r++) decode_row(stored.data() + r * nv, ev.n_vocab, base_rows.data() + (size_t) r * ev.n_vocab);
+            const llama_token * chunk = base.tokens.data() + (size_t) c * ev.n_ctx;
+            const float * chunk_rows = rows.data() + (size_t) (c - c0) * ev.n_scored() * ev.n_vocab;
+            for (int32_t r = 0; r < ev.n_scored(); r++) {
+                const size_t off = (size_t) r * ev.n_vocab;
+                s.add(chunk_rows + off, base_rows.data() + off, ev.n_vocab, chunk[first + r + 1]);
+            }
+            print_kl_chunk(c + 1, s);
         }
-        print_kl_chunk(c + 1, s);
     }
     printf("\n");
     print_kl_summary(s);
@@ -784,9 +799,13 @@ int main(int argc, char ** argv) {
                 n_ctx_train, n_ctx);
     }
 
+    // Perplexity and KL divergence evaluate n_batch / n_ctx chunks per batch, each its own
+    // sequence, as llama.cpp's (the context holds them all); the strided mode and the tasks one.
+    const int32_t n_seq = task || params.ppl_stride > 0 ? 1 : std::max(1, std::min(params.n_batch / n_ctx, 256));
     llama_context_params cparams = common_context_params_to_llama(params);
-    cparams.n_ctx = (uint32_t) n_ctx;
-    cparams.n_batch = (uint32_t) std::min(params.n_batch, n_ctx);
+    cparams.n_ctx = (uint32_t) (n_ctx * n_seq);
+    cparams.n_seq_max = (uint32_t) n_seq;
+    cparams.n_batch = (uint32_t) std::min(params.n_batch, n_ctx * n_seq);
     cparams.n_ubatch = params.n_ubatch > 0 ? std::min<uint32_t>((uint32_t) params.n_ubatch, cparams.n_batch) : cparams.n_batch;
     llama_context * ctx = llama_init_from_model(model, cparams);
     if (!ctx) {
@@ -796,7 +815,7 @@ int main(int argc, char ** argv) {
     common_adapters_apply(ctx, params, adapters);
 
     const llama_token bos = llama_vocab_get_add_bos(vocab) ? llama_vocab_bos(vocab) : LLAMA_TOKEN_NULL;
-    evaluator ev{ctx, n_ctx, (int32_t) llama_n_batch(ctx), n_vocab, bos, llama_batch_init((int32_t) llama_n_batch(ctx), 0, 1)};
+    evaluator ev{ctx, n_ctx, (int32_t) llama_n_batch(ctx), n_vocab, bos, llama_batch_init((int32_t) llama_n_batch(ctx), 0, 1), n_seq};
     std::signal(SIGINT, on_sigint);
     int rc;
     if (task) {

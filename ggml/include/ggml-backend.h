@@ -19,13 +19,12 @@ typedef struct ggml_backend_buffer      * ggml_backend_buffer_t;
 typedef struct ggml_backend             * ggml_backend_t;
 typedef struct ggml_backend_device      * ggml_backend_dev_t;
 typedef struct ggml_backend_sched       * ggml_backend_sched_t;
+typedef struct ggml_backend_reg         * ggml_backend_reg_t;
 
 // Called for graph nodes as the scheduler evaluates them (ask: whether the caller wants to see
 // this node's data). llama_context_params.cb_eval has this type.
 typedef bool (*ggml_backend_sched_eval_callback)(struct ggml_tensor * t, bool ask, void * user_data);
 
-// Loads the dynamically built backends. A no-op: the backends of this build are linked in.
-void ggml_backend_load_all(void);
 
 // ---- buffer types --------------------------------------------------------------------------
 const char *          ggml_backend_buft_name(ggml_backend_buffer_type_t buft);
@@ -104,6 +103,67 @@ bool                       ggml_backend_dev_supports_buft(ggml_backend_dev_t dev
 void                       ggml_backend_device_register(ggml_backend_dev_t device);
 // The first device of the type, initialised (NULL if there is none).
 ggml_backend_t             ggml_backend_init_by_type(enum ggml_backend_dev_type type, const char * params);
+
+// What ggml_backend_dev_get_props reports of a device.
+struct ggml_backend_dev_caps {
+    bool async;                 // set/get_tensor_async and compute_async may return before the work ends
+    bool host_buffer;           // ggml_backend_dev_host_buffer_type gives one
+    bool buffer_from_host_ptr;  // ggml_backend_dev_buffer_from_host_ptr works
+    bool events;                // events (none in this build)
+};
+
+struct ggml_backend_dev_props {
+    const char * name;
+    const char * description;
+    size_t memory_free;
+    size_t memory_total;
+    enum ggml_backend_dev_type type;
+    struct ggml_backend_dev_caps caps;
+};
+
+void                       ggml_backend_dev_get_props(ggml_backend_dev_t device, struct ggml_backend_dev_props * props);
+ggml_backend_reg_t         ggml_backend_dev_backend_reg(ggml_backend_dev_t device);
+// A buffer over host memory the caller owns (the CPU only; NULL elsewhere).
+ggml_backend_buffer_t      ggml_backend_dev_buffer_from_host_ptr(ggml_backend_dev_t device, void * ptr, size_t size, size_t max_tensor_size);
+bool                       ggml_backend_dev_offload_op(ggml_backend_dev_t device, const struct ggml_tensor * op);
+
+// ---- the backend registry ------------------------------------------------------------------
+// One entry per backend of the build ("CUDA" when built with it and a GPU is present, then
+// "CPU"; a device added with ggml_backend_device_register gets an entry of its own, named as the
+// device), each with its devices and its extra functions by name (get_proc_address: NULL for a
+// name it does not have). Every backend is linked in: loading backends from dynamic libraries is
+// not supported (ggml_backend_load returns NULL with a message, ggml_backend_load_all and
+// _from_path have nothing to do).
+const char *       ggml_backend_reg_name(ggml_backend_reg_t reg);
+size_t             ggml_backend_reg_dev_count(ggml_backend_reg_t reg);
+ggml_backend_dev_t ggml_backend_reg_dev_get(ggml_backend_reg_t reg, size_t index);
+void *             ggml_backend_reg_get_proc_address(ggml_backend_reg_t reg, const char * name);
+
+// The types of the functions a registry entry may give by name.
+typedef ggml_backend_buffer_type_t   (*ggml_backend_split_buffer_type_t)(int main_device, const float * tensor_split);
+typedef void                         (*ggml_backend_set_n_threads_t)(ggml_backend_t backend, int n_threads);
+typedef ggml_backend_buffer_type_t * (*ggml_backend_dev_get_extra_bufts_t)(ggml_backend_dev_t device);  // NULL-terminated
+typedef void                         (*ggml_backend_set_abort_callback_t)(ggml_backend_t backend, ggml_abort_callback abort_callback, void * abort_callback_data);
+struct ggml_backend_feature {
+    const char * name;
+    const char * value;
+};
+typedef struct ggml_backend_feature * (*ggml_backend_get_features_t)(ggml_backend_reg_t reg);  // ends with {NULL, NULL}
+
+size_t             ggml_backend_reg_count(void);
+ggml_backend_reg_t ggml_backend_reg_get(size_t index);
+ggml_backend_reg_t ggml_backend_reg_by_name(const char * name);  // case-insensitive; NULL if absent
+
+ggml_backend_dev_t ggml_backend_dev_by_name(const char * name);  // case-insensitive; NULL if absent
+// = ggml_backend_dev_init(ggml_backend_dev_by_name(name), params), NULL if there is no such device
+ggml_backend_t     ggml_backend_init_by_name(const char * name, const char * params);
+// The first GPU, else the CPU.
+ggml_backend_t     ggml_backend_init_best(void);
+
+ggml_backend_reg_t ggml_backend_load(const char * path);
+void               ggml_backend_unload(ggml_backend_reg_t reg);
+void               ggml_backend_load_all(void);
+void               ggml_backend_load_all_from_path(const char * dir_path);
 
 // ---- backends ------------------------------------------------------------------------------
 const char *               ggml_backend_name(ggml_backend_t backend);

@@ -17,6 +17,10 @@ extern "C" {
 #define GGML_MAX_NAME       64
 #define GGML_DEFAULT_GRAPH_SIZE 2048
 #define GGML_MEM_ALIGN      64
+#define GGML_MAX_N_THREADS  512  // the size of ggml_threadpool_params.cpumask
+#define GGML_DEFAULT_N_THREADS 4
+
+#define GGML_UNUSED(x) (void) (x)
 
 #define GGML_EXIT_SUCCESS 0
 #define GGML_EXIT_ABORTED 1
@@ -674,6 +678,33 @@ struct ggml_cplan {
 };
 struct ggml_cplan ggml_graph_plan(const struct ggml_cgraph * cgraph, int n_threads);
 enum ggml_status  ggml_graph_compute(struct ggml_cgraph * cgraph, struct ggml_cplan * cplan);
+
+// ---- thread pools --------------------------------------------------------------------------
+// A pool of worker threads for graph computes (ggml-cpu.h: ggml_threadpool_new), as ggml's API
+// has it. The pool in ggml_cplan.threadpool is such a pool.
+enum ggml_sched_priority {
+    GGML_SCHED_PRIO_NORMAL,
+    GGML_SCHED_PRIO_MEDIUM,
+    GGML_SCHED_PRIO_HIGH,
+    GGML_SCHED_PRIO_REALTIME
+};
+
+struct ggml_threadpool_params {
+    bool                cpumask[GGML_MAX_N_THREADS]; // the cores the workers may run on (all false: no placement)
+    int                 n_threads;                   // threads of a compute (the caller's included)
+    enum ggml_sched_priority prio;                   // the workers' scheduling priority
+    uint32_t            poll;                        // 0: idle workers sleep at once ... 100: they poll longest
+    bool                strict_cpu;                  // each worker on one core of the mask (else all on the mask)
+    bool                paused;                      // created paused (the first compute resumes it)
+};
+
+typedef struct ggml_threadpool * ggml_threadpool_t;
+
+// Defaults: n_threads threads, no placement, normal priority, poll 50, not strict, not paused.
+struct ggml_threadpool_params ggml_threadpool_params_default(int n_threads);
+void                          ggml_threadpool_params_init   (struct ggml_threadpool_params * p, int n_threads);
+// Whether the two would make the same pool (every field equal).
+bool                          ggml_threadpool_params_match  (const struct ggml_threadpool_params * p0, const struct ggml_threadpool_params * p1);
 
 // Weights repacked for the CPU: mul_mat reads some quantized matrices faster with their blocks
 // rearranged (same bytes, same results as the scalar reference dot). ggml_cpu_can_repack: this

@@ -82,6 +82,19 @@ struct ggml_backend_device {
     void * context;
 };
 
+// A backend's registry entry: its name, its devices, its extra functions by name.
+struct ggml_backend_reg_i {
+    const char *       (*get_name)(ggml_backend_reg_t reg);
+    size_t             (*get_device_count)(ggml_backend_reg_t reg);
+    ggml_backend_dev_t (*get_device)(ggml_backend_reg_t reg, size_t index);
+    void *             (*get_proc_address)(ggml_backend_reg_t reg, const char * name);  // optional: NULL
+};
+
+struct ggml_backend_reg {
+    struct ggml_backend_reg_i iface;
+    void * context;
+};
+
 // The devices each backend of the build contributes (ggml-backend-reg.cpp lists them).
 ggml_backend_dev_t ggml_backend_cpu_device(void);
 #ifdef GGML_USE_CUDA

@@ -6,9 +6,15 @@
 #include <stdint.h>
 #include <string.h>
 
+#include <strings.h>
+
 #include <algorithm>
 #include <chrono>
+#include <deque>
+#include <string>
 #include <vector>
+
+#include "ggml-cpu.h"
 
 // ---- buffer types --------------------------------------------------------------------------
 const char * ggml_backend_buft_name(ggml_backend_buffer_type_t buft) { return buft->iface.get_name(buft); }
@@ -185,8 +191,6 @@ ggml_backend_buffer_t ggml_backend_alloc_ctx_tensors(struct ggml_context * ctx, 
     return ggml_backend_alloc_ctx_tensors_from_buft(ctx, ggml_backend_get_default_buffer_type(backend));
 }
 
-void ggml_backend_load_all(void) {}
-
 // ---- devices -------------------------------------------------------------------------------
 // The GPUs of this build first (in the order the machine shows them), devices registered at run
 // time after them, the CPU last: the order of preference of the runtime's layer placement.
@@ -202,11 +206,94 @@ static std::vector<ggml_backend_dev_t> & devices() {
     return list;
 }
 
+// ---- the registry ----------------------------------------------------------------------------
+// An entry per backend: CUDA's (when built with it), those of devices registered at run time (one
+// each, named as the device), the CPU's last, in the order of devices().
+namespace {
+struct single_device_reg {
+    std::string name;
+    ggml_backend_dev_t device;
+};
+const char * single_reg_name(ggml_backend_reg_t reg) { return ((single_device_reg *) reg->context)->name.c_str(); }
+size_t single_reg_device_count(ggml_backend_reg_t) { return 1; }
+ggml_backend_dev_t single_reg_device(ggml_backend_reg_t reg, size_t index) {
+    return index == 0 ? ((single_device_reg *) reg->context)->device : nullptr;
+}
+
+#ifdef GGML_USE_CUDA
+const char * cuda_reg_name(ggml_backend_reg_t) { return "CUDA"; }
+size_t cuda_reg_device_count(ggml_backend_reg_t) { return ggml_backend_cuda_device_count(); }
+ggml_backend_dev_t cuda_reg_device(ggml_backend_reg_t, size_t index) {
+    return index < ggml_backend_cuda_device_count() ? ggml_backend_cuda_device(index) : nullptr;
+}
+ggml_backend_reg cuda_reg = { { cuda_reg_name, cuda_reg_device_count, cuda_reg_device, nullptr }, nullptr };
+#endif
+}  // namespace
+
+static std::vector<ggml_backend_reg_t> & registry() {
+    static std::vector<ggml_backend_reg_t> list = [] {
+        std::vector<ggml_backend_reg_t> v;
+#ifdef GGML_USE_CUDA
+        v.push_back(&cuda_reg);
+#endif
+        v.push_back(ggml_backend_cpu_reg());
+        return v;
+    }();
+    return list;
+}
+
 void ggml_backend_device_register(ggml_backend_dev_t device) {
     std::vector<ggml_backend_dev_t> & v = devices();
     if (!device || std::find(v.begin(), v.end(), device) != v.end()) return;
     v.insert(v.end() - 1, device);  // before the CPU
+    static std::deque<single_device_reg> contexts;  // entries live as long as the program
+    static std::deque<ggml_backend_reg> regs;
+    contexts.push_back({ ggml_backend_dev_name(device), device });
+    regs.push_back({ { single_reg_name, single_reg_device_count, single_reg_device, nullptr }, &contexts.back() });
+    std::vector<ggml_backend_reg_t> & r = registry();
+    r.insert(r.end() - 1, &regs.back());
 }
+
+size_t ggml_backend_reg_count(void) { return registry().size(); }
+ggml_backend_reg_t ggml_backend_reg_get(size_t index) { return index < registry().size() ? registry()[index] : nullptr; }
+
+ggml_backend_reg_t ggml_backend_reg_by_name(const char * name) {
+    for (ggml_backend_reg_t r : registry()) {
+        if (name && strcasecmp(ggml_backend_reg_name(r), name) == 0) return r;
+    }
+    return nullptr;
+}
+
+const char * ggml_backend_reg_name(ggml_backend_reg_t reg) { return reg->iface.get_name(reg); }
+size_t ggml_backend_reg_dev_count(ggml_backend_reg_t reg) { return reg->iface.get_device_count(reg); }
+ggml_backend_dev_t ggml_backend_reg_dev_get(ggml_backend_reg_t reg, size_t index) { return reg->iface.get_device(reg, index); }
+
+void * ggml_backend_reg_get_proc_address(ggml_backend_reg_t reg, const char * name) {
+    return reg && reg->iface.get_proc_address ? reg->iface.get_proc_address(reg, name) : nullptr;
+}
+
+ggml_backend_reg_t ggml_backend_dev_backend_reg(ggml_backend_dev_t device) {
+    for (ggml_backend_reg_t r : registry()) {
+        for (size_t i = 0; i < ggml_backend_reg_dev_count(r); i++) {
+            if (ggml_backend_reg_dev_get(r, i) == device) return r;
+        }
+    }
+    return nullptr;
+}
+
+ggml_backend_reg_t ggml_backend_load(const char * path) {
+    ggml_log_error("ggml_backend_load: %s: loading backends from dynamic libraries is not supported (this build's backends are linked in)\n",
+                   path ? path : "(null)");
+    return nullptr;
+}
+
+void ggml_backend_unload(ggml_backend_reg_t reg) {
+    ggml_log_error("ggml_backend_unload: %s is linked in, not loaded: not unloaded\n", reg ? ggml_backend_reg_name(reg) : "(null)");
+}
+
+// Every backend of the build is linked in and registered: nothing to load.
+void ggml_backend_load_all(void) {}
+void ggml_backend_load_all_from_path(const char * dir_path) { (void) dir_path; }
 
 size_t ggml_backend_dev_count(void) { return devices().size(); }
 
@@ -231,6 +318,51 @@ ggml_backend_buffer_type_t ggml_backend_dev_host_buffer_type(ggml_backend_dev_t 
 bool ggml_backend_dev_supports_op(ggml_backend_dev_t device, const struct ggml_tensor * op) { return device->iface.supports_op(device, op); }
 bool ggml_backend_dev_supports_buft(ggml_backend_dev_t device, ggml_backend_buffer_type_t buft) {
     return device->iface.supports_buft(device, buft);
+}
+
+ggml_backend_dev_t ggml_backend_dev_by_name(const char * name) {
+    for (ggml_backend_dev_t d : devices()) {
+        if (name && strcasecmp(ggml_backend_dev_name(d), name) == 0) return d;
+    }
+    return nullptr;
+}
+
+void ggml_backend_dev_get_props(ggml_backend_dev_t device, struct ggml_backend_dev_props * props) {
+    memset(props, 0, sizeof(*props));
+    props->name = ggml_backend_dev_name(device);
+    props->description = ggml_backend_dev_description(device);
+    ggml_backend_dev_memory(device, &props->memory_free, &props->memory_total);
+    props->type = ggml_backend_dev_type(device);
+    const bool cpu = device == ggml_backend_cpu_device();
+    props->caps.async = !cpu && props->type == GGML_BACKEND_DEVICE_TYPE_GPU;  // a GPU's copies and computes run on its stream
+    props->caps.host_buffer = ggml_backend_dev_host_buffer_type(device) != nullptr;
+    props->caps.buffer_from_host_ptr = cpu;
+    props->caps.events = false;
+}
+
+ggml_backend_buffer_t ggml_backend_dev_buffer_from_host_ptr(ggml_backend_dev_t device, void * ptr, size_t size, size_t max_tensor_size) {
+    (void) max_tensor_size;
+    if (device != ggml_backend_cpu_device()) {
+        ggml_log_error("ggml_backend_dev_buffer_from_host_ptr: %s cannot use host memory as its buffer (not supported)\n",
+                       ggml_backend_dev_name(device));
+        return nullptr;
+    }
+    return ggml_backend_cpu_buffer_from_ptr(ptr, size);
+}
+
+bool ggml_backend_dev_offload_op(ggml_backend_dev_t device, const struct ggml_tensor * op) {
+    return device->iface.offload_op && device->iface.offload_op(device, op);
+}
+
+ggml_backend_t ggml_backend_init_by_name(const char * name, const char * params) {
+    ggml_backend_dev_t d = ggml_backend_dev_by_name(name);
+    return d ? ggml_backend_dev_init(d, params) : nullptr;
+}
+
+ggml_backend_t ggml_backend_init_best(void) {
+    ggml_backend_dev_t d = ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_GPU);
+    if (!d) d = ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU);
+    return d ? ggml_backend_dev_init(d, nullptr) : nullptr;
 }
 
 ggml_backend_t ggml_backend_init_by_type(enum ggml_backend_dev_type type, const char * params) {

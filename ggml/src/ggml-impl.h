@@ -238,6 +238,15 @@ static inline int64_t ggml_argmax_f32_row(const float * v, int64_t n) {
 __attribute__((format(printf, 1, 2)))
 #endif
 void ggml_log_error(const char * fmt, ...);
+// Warnings (stderr by default) and debug messages (to a ggml_log_set callback only).
+#ifdef __GNUC__
+__attribute__((format(printf, 1, 2)))
+#endif
+void ggml_log_warn(const char * fmt, ...);
+#ifdef __GNUC__
+__attribute__((format(printf, 1, 2)))
+#endif
+void ggml_log_debug(const char * fmt, ...);
 
 #ifdef __cplusplus
 }

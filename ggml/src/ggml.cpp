@@ -32,22 +32,40 @@ void ggml_log_set(ggml_log_callback log_callback, void * user_data) {
     g_log_user_data = log_callback ? user_data : nullptr;
 }
 
-void ggml_log_error(const char * fmt, ...) {
-    va_list args;
-    va_start(args, fmt);
+static void log_at(ggml_log_level level, const char * fmt, va_list args) {
     va_list copy;
     va_copy(copy, args);
     const int n = vsnprintf(nullptr, 0, fmt, copy);
     va_end(copy);
     std::string text(n > 0 ? (size_t) n : 0, '\0');
     if (n > 0) vsnprintf(&text[0], text.size() + 1, fmt, args);
-    va_end(args);
     std::lock_guard<std::mutex> lock(g_log_mutex);
     if (g_log_callback) {
-        g_log_callback(GGML_LOG_LEVEL_ERROR, text.c_str(), g_log_user_data);
-    } else {
+        g_log_callback(level, text.c_str(), g_log_user_data);
+    } else if (level >= GGML_LOG_LEVEL_WARN) {  // debug messages only reach a callback
         fputs(text.c_str(), stderr);
     }
+}
+
+void ggml_log_error(const char * fmt, ...) {
+    va_list args;
+    va_start(args, fmt);
+    log_at(GGML_LOG_LEVEL_ERROR, fmt, args);
+    va_end(args);
+}
+
+void ggml_log_warn(const char * fmt, ...) {
+    va_list args;
+    va_start(args, fmt);
+    log_at(GGML_LOG_LEVEL_WARN, fmt, args);
+    va_end(args);
+}
+
+void ggml_log_debug(const char * fmt, ...) {
+    va_list args;
+    va_start(args, fmt);
+    log_at(GGML_LOG_LEVEL_DEBUG, fmt, args);
+    va_end(args);
 }
 
 // ---- F16 / BF16 ----------------------------------------------------------------------------

@@ -13,7 +13,7 @@ endfunction()
 set(prefix ${WORK_DIR}/prefix)
 file(REMOVE_RECURSE ${WORK_DIR})
 run(${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
-foreach(f include/llama.h include/ggml.h lib/libllama.a lib/libggml.a lib/cmake/llama/llama-config.cmake
+foreach(f include/llama.h include/llama-cpp.h include/ggml.h include/ggml-cpp.h include/ggml-cpu.h lib/libllama.a lib/libggml.a lib/cmake/llama/llama-config.cmake
           lib/cmake/ggml/ggml-config.cmake lib/pkgconfig/llama.pc lib/pkgconfig/ggml.pc bin/llama-cli bin/llama-quantize)
     if (NOT EXISTS ${prefix}/${f})
         message(FATAL_ERROR "not installed: ${f}")
@@ -28,6 +28,17 @@ if (text STREQUAL "")
     message(FATAL_ERROR "the find_package build generated nothing")
 endif()
 message(STATUS "find_package build generated: ${text}")
+
+# The llama.cpp common-style program (registry, thread pool, several sequences, KV cache view): it
+# checks itself; its greedy text from the same prompt must be the C program's.
+run(${WORK_DIR}/build/common-style ${MODEL})
+string(STRIP "${LAST_OUT}" text_cs)
+string(FIND "${text}" "${text_cs}" at)
+string(FIND "${text_cs}" "${text}" at2)
+if (text_cs STREQUAL "" OR (at EQUAL -1 AND at2 EQUAL -1))
+    message(FATAL_ERROR "common-style generated '${text_cs}', the C program '${text}' (one should begin the other)")
+endif()
+message(STATUS "common-style build generated: ${text_cs}")
 
 # The plain compiler line: what the README shows.
 run(${CC} ${SRC_DIR}/main.c -I${prefix}/include ${prefix}/lib/libllama.a ${prefix}/lib/libggml.a -lstdc++ -lpthread -lm

@@ -30,6 +30,8 @@ int fuzz_entry_checkpoint(const uint8_t * data, size_t size);
 int fuzz_entry_finetune_data(const uint8_t * data, size_t size);
 int fuzz_entry_llama2c(const uint8_t * data, size_t size);
 int fuzz_entry_grammar(const uint8_t * data, size_t size);
+int fuzz_entry_state(const uint8_t * data, size_t size);
+int fuzz_entry_batch(const uint8_t * data, size_t size);
 }
 
 namespace {
@@ -53,6 +55,8 @@ const target TARGETS[] = {
     { "fuzz-finetune-data", fuzz_entry_finetune_data },
     { "fuzz-llama2c", fuzz_entry_llama2c },
     { "fuzz-grammar", fuzz_entry_grammar },
+    { "fuzz-state", fuzz_entry_state },
+    { "fuzz-batch", fuzz_entry_batch },
 };
 
 struct input_case {

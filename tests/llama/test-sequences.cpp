@@ -310,6 +310,73 @@ TEST(Sequences, FullCacheAndBadBatchesChangeNothing) {
     EXPECT_NE(take_errors().find("n_seq_max 257"), std::string::npos);
 }
 
+// Embeddings: pooled per sequence of a batch of several equal each sequence's alone; the pooled
+// rows are the mean / first / last of the per-token ones; the mode switches at run time.
+TEST(Sequences, EmbeddingsPerSequence) {
+    REQUIRE_MODEL("stories260K");
+    const int32_t n_vocab = n_vocab_of(model), n_embd = llama_model_n_embd(model);
+    const std::vector<llama_token> a = some_tokens(9, n_vocab, 31), b = some_tokens(6, n_vocab, 32);
+    auto close = [&](const float * x, const float * y) {
+        double d = 0;
+        for (int i = 0; i < n_embd; i++) d = std::max(d, (double) std::fabs(x[i] - y[i]));
+        return d;
+    };
+    // Per-token rows of one sequence alone.
+    Ctx none(model, 64, 64, 1);
+    ASSERT_NE(none.c, nullptr);
+    llama_set_embeddings(none, true);
+    EXPECT_EQ(llama_pooling_type(none), LLAMA_POOLING_TYPE_NONE);  // the GGUF has no pooling_type
+    std::vector<Tok> ta;
+    for (int i = 0; i < 9; i++) ta.push_back({a[i], i, {0}});
+    ASSERT_EQ(decode(none, ta), 0) << take_errors();
+    std::vector<std::vector<float>> rows;
+    for (int i = 0; i < 9; i++) rows.emplace_back(llama_get_embeddings_ith(none, i), llama_get_embeddings_ith(none, i) + n_embd);
+    EXPECT_EQ(llama_get_logits_ith(none, 0), nullptr);  // embeddings mode keeps no logits
+    EXPECT_EQ(llama_get_embeddings(none), llama_get_embeddings_ith(none, 0));
+    take_errors();
+    for (enum llama_pooling_type pt : { LLAMA_POOLING_TYPE_MEAN, LLAMA_POOLING_TYPE_CLS, LLAMA_POOLING_TYPE_LAST }) {
+        SCOPED_TRACE((int) pt);
+        llama_context_params p = llama_context_default_params();
+        p.n_ctx = 64;
+        p.n_seq_max = 2;
+        p.embeddings = true;
+        p.pooling_type = pt;
+        p.n_threads = p.n_threads_batch = 2;
+        llama_context * ctx = llama_init_from_model(model, p);
+        ASSERT_NE(ctx, nullptr);
+        std::vector<Tok> both;
+        for (int i = 0; i < 9; i++) {
+            both.push_back({a[i], i, {0}});
+            if (i < 6) both.push_back({b[i], i, {1}});
+        }
+        ASSERT_EQ(decode(ctx, both), 0) << take_errors();
+        std::vector<float> want(n_embd, 0.0f);
+        for (int k = 0; k < n_embd; k++) {
+            if (pt == LLAMA_POOLING_TYPE_MEAN) {
+                for (int i = 0; i < 9; i++) want[k] += rows[i][k] / 9.0f;
+            } else {
+                want[k] = rows[pt == LLAMA_POOLING_TYPE_CLS ? 0 : 8][k];
+            }
+        }
+        ASSERT_NE(llama_get_embeddings_seq(ctx, 0), nullptr);
+        ASSERT_NE(llama_get_embeddings_seq(ctx, 1), nullptr);
+        EXPECT_EQ(llama_get_embeddings_seq(ctx, 2), nullptr);
+        EXPECT_EQ(llama_get_embeddings(ctx), nullptr);  // pooled: per sequence only
+        EXPECT_LT(close(llama_get_embeddings_seq(ctx, 0), want.data()), 1e-4);  // unnormalized states of size ~1-10, another batch shape
+        // Back to logits: the same context generates.
+        llama_set_embeddings(ctx, false);
+        ASSERT_EQ(decode(ctx, {{a[0], 9, {0}}}), 0);
+        EXPECT_NE(llama_get_logits_ith(ctx, 0), nullptr);
+        llama_free(ctx);
+    }
+    // Without causal attention a batch must fit one micro-batch.
+    Ctx small(model, 64, 4, 1);
+    llama_set_embeddings(small, true);
+    llama_set_causal_attn(small, false);
+    EXPECT_EQ(decode(small, ta), -1);
+    EXPECT_NE(take_errors().find("without causal attention"), std::string::npos);
+}
+
 // Random batches and sequence operations checked against a plain model of the cache: the cells
 // in use, each sequence's positions, and the codes llama_decode returns.
 TEST(Sequences, RandomOperationsKeepTheBookkeeping) {

@@ -2,6 +2,7 @@
 // shift, long prompts, chat, bad input, llama.cpp's flags), llama-simple and llama-tokenize.
 #include "test-util.h"
 
+#include <algorithm>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -154,6 +155,35 @@ TEST(Cli, SeededSamplingIsReproducible) {
     const run_result a = run("llama-cli", args), b = run("llama-cli", args);
     ASSERT_EQ(a.status, 0) << a.err;
     EXPECT_EQ(a.out, b.out);
+}
+
+// Seeded sampling draws llama.cpp's tokens: llama.cpp build 4747's llama-cli on the same model, seed
+// and sampling flags (tests/data/sampling-reference/llama-cli-seeded.txt: seed, flags, its text
+// with newlines as \r, recorded with `llama-cli -m stories260K.gguf -p "Once upon a time" -n 40
+// -s SEED FLAGS -no-cnv --no-warmup`; its leading space dropped).
+TEST(Cli, SeededSamplingMatchesLlamaCpp) {
+    REQUIRE_PROG("llama-cli");
+    TU_REQUIRE_FILE(model("stories260K.gguf"));
+    std::ifstream in(std::string(LLAMA_TEST_DATA_DIR) + "/sampling-reference/llama-cli-seeded.txt");
+    ASSERT_TRUE(in.good());
+    std::string line;
+    int n = 0;
+    while (std::getline(in, line)) {
+        const size_t t1 = line.find('\t'), t2 = line.find('\t', t1 + 1);
+        const std::string seed = line.substr(0, t1), flags = line.substr(t1 + 1, t2 - t1 - 1);
+        std::string want = line.substr(t2 + 1);
+        std::replace(want.begin(), want.end(), '\r', '\n');
+        SCOPED_TRACE("-s " + seed + " " + flags);
+        const run_result r = run("llama-cli", "-m " + model("stories260K.gguf") + " -p 'Once upon a time' -n 40 -s " + seed + " " +
+                                                  flags + " -no-cnv");
+        ASSERT_EQ(r.status, 0) << r.err;
+        std::string got = lstrip(r.out);
+        while (!got.empty() && got.back() == '\n') got.pop_back();
+        while (!want.empty() && want.back() == '\n') want.pop_back();
+        EXPECT_EQ(got, want);
+        n++;
+    }
+    EXPECT_EQ(n, 8);
 }
 
 TEST(Cli, ChatModeAnswersAndEndsAtEndOfInput) {

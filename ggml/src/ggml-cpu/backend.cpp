@@ -14,6 +14,7 @@
 
 #include <memory>
 #include <thread>
+#include <vector>
 
 const ggml_mm_type_kernels * ggml_quant_mm_kernels(enum ggml_type type);  // quant-matmul.cpp
 
@@ -119,6 +120,7 @@ ggml_backend_buffer_type repack_buft = {
 struct cpu_backend {
     int n_threads = (int) std::max(1u, std::thread::hardware_concurrency());
     ggml_threadpool pool;  // this backend's workers: two backends compute side by side
+    ggml_threadpool * attached = nullptr;  // ggml_backend_cpu_set_threadpool's pool, used instead
     uint8_t * work = nullptr;
     size_t work_size = 0;
     ggml_abort_callback abort_callback = nullptr;
@@ -143,7 +145,10 @@ ggml_status cpu_graph_compute(ggml_backend_t b, ggml_cgraph * cgraph) {
         explicit kernels_scope(const ggml_cpu_kernels * k) { ggml_cpu_kernels_override = k; }
         ~kernels_scope() { ggml_cpu_kernels_override = saved; }
     } scope(cb->kernels);
-    ggml_cplan plan = ggml_graph_plan(cgraph, cb->n_threads);
+    // An attached pool computes with at most its own thread count.
+    ggml_threadpool * pool = cb->attached ? cb->attached : &cb->pool;
+    const int n_threads = pool->n_threads_max > 0 ? std::min(cb->n_threads, pool->n_threads_max) : cb->n_threads;
+    ggml_cplan plan = ggml_graph_plan(cgraph, n_threads);
     if (plan.work_size > cb->work_size) {
         const size_t size = (plan.work_size + GGML_MEM_ALIGN - 1) / GGML_MEM_ALIGN * GGML_MEM_ALIGN;
         uint8_t * w = (uint8_t *) aligned_alloc(GGML_MEM_ALIGN, size);
@@ -158,7 +163,7 @@ ggml_status cpu_graph_compute(ggml_backend_t b, ggml_cgraph * cgraph) {
     plan.work_data = plan.work_size > 0 ? cb->work : nullptr;
     plan.abort_callback = cb->abort_callback;
     plan.abort_callback_data = cb->abort_callback_data;
-    plan.threadpool = &cb->pool;
+    plan.threadpool = pool;
     return ggml_graph_compute(cgraph, &plan);
 }
 
@@ -247,6 +252,64 @@ void ggml_backend_cpu_set_abort_callback(ggml_backend_t backend_cpu, ggml_abort_
     cb->abort_callback = abort_callback;
     cb->abort_callback_data = data;
 }
+
+void ggml_backend_cpu_set_threadpool(ggml_backend_t backend_cpu, ggml_threadpool_t threadpool) {
+    GGML_ASSERT(ggml_backend_is_cpu(backend_cpu));
+    cpu_backend * cb = (cpu_backend *) backend_cpu->context;
+    if (cb->attached && cb->attached != threadpool) cb->attached->pause();  // as ggml: the pool left idles
+    cb->attached = threadpool;
+}
+
+// ---- the registry entry ----------------------------------------------------------------------
+namespace {
+const char * cpu_reg_name(ggml_backend_reg_t) { return "CPU"; }
+size_t cpu_reg_device_count(ggml_backend_reg_t) { return 1; }
+ggml_backend_dev_t cpu_reg_device(ggml_backend_reg_t, size_t index) { return index == 0 ? ggml_backend_cpu_device() : nullptr; }
+
+ggml_backend_buffer_type_t * cpu_extra_bufts(ggml_backend_dev_t) {
+    static ggml_backend_buffer_type_t list[2] = { ggml_backend_cpu_repack_buffer_type(), nullptr };
+    return list;
+}
+
+ggml_backend_feature * cpu_features(ggml_backend_reg_t) {
+    static std::vector<ggml_backend_feature> list = [] {
+        std::vector<ggml_backend_feature> v;
+        v.push_back({ "KERNELS", ggml_cpu_isa_name() });
+        if (ggml_cpu_has_avx2()) v.push_back({ "AVX2", "1" });
+        if (ggml_cpu_has_avx512()) v.push_back({ "AVX512", "1" });
+        if (ggml_cpu_has_avx512_vnni()) v.push_back({ "AVX512_VNNI", "1" });
+        if (ggml_cpu_has_amx_int8()) v.push_back({ "AMX_INT8", "1" });
+        if (ggml_cpu_has_neon()) v.push_back({ "NEON", "1" });
+        if (ggml_cpu_has_dotprod()) v.push_back({ "DOTPROD", "1" });
+        v.push_back({ nullptr, nullptr });
+        return v;
+    }();
+    return list.data();
+}
+
+void * cpu_reg_proc_address(ggml_backend_reg_t, const char * name) {
+    struct entry { const char * name; void * fn; };
+    static const entry table[] = {
+        { "ggml_backend_set_n_threads", (void *) (ggml_backend_set_n_threads_t) ggml_backend_cpu_set_n_threads },
+        { "ggml_backend_set_abort_callback", (void *) (ggml_backend_set_abort_callback_t) ggml_backend_cpu_set_abort_callback },
+        { "ggml_backend_dev_get_extra_bufts", (void *) (ggml_backend_dev_get_extra_bufts_t) cpu_extra_bufts },
+        { "ggml_backend_get_features", (void *) (ggml_backend_get_features_t) cpu_features },
+        { "ggml_backend_cpu_numa_init", (void *) ggml_numa_init },
+        { "ggml_backend_cpu_is_numa", (void *) ggml_is_numa },
+        { "ggml_threadpool_new", (void *) ggml_threadpool_new },
+        { "ggml_threadpool_free", (void *) ggml_threadpool_free },
+        { "ggml_backend_cpu_set_threadpool", (void *) ggml_backend_cpu_set_threadpool },
+    };
+    for (const entry & e : table) {
+        if (name && strcmp(name, e.name) == 0) return e.fn;
+    }
+    return nullptr;
+}
+
+ggml_backend_reg cpu_reg = { { cpu_reg_name, cpu_reg_device_count, cpu_reg_device, cpu_reg_proc_address }, nullptr };
+}  // namespace
+
+ggml_backend_reg_t ggml_backend_cpu_reg(void) { return &cpu_reg; }
 
 int ggml_backend_cpu_n_kernel_sets(void) {
     const ggml_cpu_kernels * sets[4];

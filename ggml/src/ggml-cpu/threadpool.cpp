@@ -1,9 +1,20 @@
 // threadpool.cpp - persistent workers: they spin briefly for the next job (graphs are often
 // computed back to back, one per token), then sleep on a condition variable.
 #include "threadpool.h"
+#include "ggml-cpu.h"
+#include "ggml-impl.h"
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include <dirent.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 static inline void cpu_relax() { __asm__ __volatile__("pause"); }
@@ -20,7 +31,9 @@ static const int SPIN_BEFORE_YIELD = 2000;
 // sleeps: longer than llama's gap between two tokens' graphs (building and placing the next one,
 // ~0.5 ms), so generation does not wake sleeping workers each token (tg64 Q4_K_M: the first
 // node took 69 us a token with 20000 spins, 17 us with 200000).
-static const int SPIN_BEFORE_SLEEP = 200000;
+static const int SPIN_BEFORE_SLEEP = ggml_threadpool::SPIN_BEFORE_SLEEP_DEFAULT;
+
+static bool numa_places_workers();
 
 ggml_threadpool & ggml_threadpool_global() {
     static ggml_threadpool pool;
@@ -45,6 +58,7 @@ void ggml_threadpool::ensure_workers(int n) {
 }
 
 void ggml_threadpool::run(int nth, const std::function<void(int, int)> & fn) {
+    paused.store(false, std::memory_order_relaxed);  // a compute resumes a paused pool
     if (nth <= 1) {
         n_active.store(1, std::memory_order_relaxed);
         fn(0, 1);
@@ -72,19 +86,23 @@ void ggml_threadpool::run(int nth, const std::function<void(int, int)> & fn) {
 }
 
 void ggml_threadpool::worker_loop(int ith) {
+    if (placed || numa_places_workers()) place_worker(ith);
     uint64_t seen = 0;
     for (;;) {
-        // Poll for a new job, then sleep.
+        // Poll for a new job (not while paused), then sleep.
         int spins = 0;
-        while (job_gen.load(std::memory_order_acquire) == seen && spins < SPIN_BEFORE_SLEEP) {
+        while (job_gen.load(std::memory_order_acquire) == seen && spins < spin_before_sleep &&
+               !paused.load(std::memory_order_relaxed)) {
             if (++spins % 64 == 0) std::this_thread::yield(); else cpu_relax();
         }
         const std::function<void(int, int)> * fn;
         int nth;
         {
             std::unique_lock<std::mutex> lock(mutex);
-            wake.wait(lock, [&] { return stopping || job_gen.load(std::memory_order_acquire) != seen; });
+            const uint64_t woken = wake_gen;
+            wake.wait(lock, [&] { return stopping || job_gen.load(std::memory_order_acquire) != seen || wake_gen != woken; });
             if (stopping) return;
+            if (job_gen.load(std::memory_order_acquire) == seen) continue;  // resumed: poll again
             seen = job_gen.load(std::memory_order_acquire);
             fn = job;
             nth = n_active.load(std::memory_order_relaxed);
@@ -161,3 +179,183 @@ bool ggml_threadpool::next_items(int ith, int nth, int64_t n, int64_t * first, i
         }
     }
 }
+
+// ---- pools made to parameters (ggml_threadpool_new) -----------------------------------------
+ggml_threadpool::ggml_threadpool(const ggml_threadpool_params & p) : n_threads_max(p.n_threads), params(p) {
+    // poll 0: sleep at once; 50 (the default): the usual polling; 100: twice as long.
+    spin_before_sleep = (int) std::min<uint64_t>((uint64_t) SPIN_BEFORE_SLEEP * p.poll / 50, 1u << 30);
+    paused.store(p.paused, std::memory_order_relaxed);
+    placed = p.prio != GGML_SCHED_PRIO_NORMAL || std::find(p.cpumask, p.cpumask + GGML_MAX_N_THREADS, true) != p.cpumask + GGML_MAX_N_THREADS;
+}
+
+void ggml_threadpool::pause() { paused.store(true, std::memory_order_relaxed); }
+
+void ggml_threadpool::resume() {
+    {
+        std::lock_guard<std::mutex> lock(mutex);
+        paused.store(false, std::memory_order_relaxed);
+        wake_gen++;
+    }
+    wake.notify_all();
+}
+
+// ---- NUMA ------------------------------------------------------------------------------------
+namespace {
+struct numa_state {
+    bool initialized = false;
+    ggml_numa_strategy strategy = GGML_NUMA_STRATEGY_DISABLED;
+    std::vector<std::vector<int>> node_cpus;  // the cores of each node
+    int home_node = 0;                        // ISOLATE: the node of the thread that called ggml_numa_init
+    cpu_set_t start_mask;                     // NUMACTL: the cores the process started with
+};
+numa_state & numa() {
+    static numa_state st;
+    return st;
+}
+
+std::vector<int> parse_cpu_list(const std::string & text) {  // "0-3,8,10-11"
+    std::vector<int> cpus;
+    size_t i = 0;
+    while (i < text.size()) {
+        char * end = nullptr;
+        const long a = strtol(text.c_str() + i, &end, 10);
+        if (end == text.c_str() + i) break;
+        long b = a;
+        i = end - text.c_str();
+        if (i < text.size() && text[i] == '-') {
+            b = strtol(text.c_str() + i + 1, &end, 10);
+            i = end - text.c_str();
+        }
+        for (long c = a; c <= b; c++) cpus.push_back((int) c);
+        if (i < text.size() && text[i] == ',') i++; else break;
+    }
+    return cpus;
+}
+}  // namespace
+
+static bool numa_places_workers() {
+    const numa_state & st = numa();
+    return st.initialized && st.strategy != GGML_NUMA_STRATEGY_DISABLED && st.node_cpus.size() > 1;
+}
+
+void ggml_numa_init(enum ggml_numa_strategy strategy) {
+    numa_state & st = numa();
+    if (st.initialized) {
+        ggml_log_debug("ggml_numa_init: NUMA already initialized\n");
+        return;
+    }
+    st.initialized = true;
+    if (strategy == GGML_NUMA_STRATEGY_MIRROR) {
+        ggml_log_warn("ggml_numa_init: the MIRROR strategy is not supported: workers are not placed\n");
+        strategy = GGML_NUMA_STRATEGY_DISABLED;
+    }
+    st.strategy = strategy;
+    sched_getaffinity(0, sizeof(st.start_mask), &st.start_mask);
+    for (int node = 0;; node++) {
+        const std::string path = "/sys/devices/system/node/node" + std::to_string(node) + "/cpulist";
+        FILE * f = fopen(path.c_str(), "r");
+        if (!f) break;
+        char buf[4096] = {0};
+        const size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+        fclose(f);
+        st.node_cpus.push_back(parse_cpu_list(std::string(buf, n)));
+    }
+    const int cpu = sched_getcpu();
+    for (size_t n = 0; n < st.node_cpus.size(); n++) {
+        if (std::find(st.node_cpus[n].begin(), st.node_cpus[n].end(), cpu) != st.node_cpus[n].end()) st.home_node = (int) n;
+    }
+    ggml_log_debug("ggml_numa_init: %zu NUMA node(s), strategy %d\n", st.node_cpus.size(), (int) strategy);
+}
+
+bool ggml_is_numa(void) { return numa().node_cpus.size() > 1; }
+
+// Worker ith's cores and priority: the pool's mask (strict: its ith set core, cycling; else all of
+// them), else the NUMA strategy's cores. Refusals are logged once per pool; the worker runs anyway.
+void ggml_threadpool::place_worker(int ith) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    int n_set = 0;
+    if (placed) {
+        std::vector<int> mask;
+        for (int c = 0; c < GGML_MAX_N_THREADS; c++) {
+            if (params.cpumask[c]) mask.push_back(c);
+        }
+        if (!mask.empty()) {
+            if (params.strict_cpu) {
+                CPU_SET(mask[ith % mask.size()], &set);
+                n_set = 1;
+            } else {
+                for (int c : mask) CPU_SET(c, &set);
+                n_set = (int) mask.size();
+            }
+        }
+    }
+    if (n_set == 0 && numa_places_workers()) {
+        const numa_state & st = numa();
+        if (st.strategy == GGML_NUMA_STRATEGY_NUMACTL) {
+            set = st.start_mask;
+            n_set = CPU_COUNT(&set);
+        } else {
+            const int node = st.strategy == GGML_NUMA_STRATEGY_ISOLATE ? st.home_node : ith % (int) st.node_cpus.size();
+            for (int c : st.node_cpus[node]) CPU_SET(c, &set);
+            n_set = (int) st.node_cpus[node].size();
+        }
+    }
+    if (n_set > 0 && pthread_setaffinity_np(pthread_self(), sizeof(set), &set) != 0) {
+        ggml_log_warn("ggml_threadpool: cannot place worker %d on the asked cores\n", ith);
+    }
+    if (placed && params.prio != GGML_SCHED_PRIO_NORMAL) {
+        bool ok;
+        if (params.prio == GGML_SCHED_PRIO_REALTIME) {
+            sched_param sp{};
+            sp.sched_priority = sched_get_priority_min(SCHED_FIFO);
+            ok = pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp) == 0;
+        } else {  // a lower nice value for this thread only
+            const int nice_value = params.prio == GGML_SCHED_PRIO_HIGH ? -10 : -5;
+            ok = setpriority(PRIO_PROCESS, (id_t) syscall(SYS_gettid), nice_value) == 0;
+        }
+        if (!ok) ggml_log_warn("ggml_threadpool: cannot set worker %d's priority %d (not permitted)\n", ith, (int) params.prio);
+    }
+}
+
+// ---- the C API ------------------------------------------------------------------------------
+void ggml_threadpool_params_init(struct ggml_threadpool_params * p, int n_threads) {
+    memset(p, 0, sizeof(*p));
+    p->n_threads = n_threads;
+    p->prio = GGML_SCHED_PRIO_NORMAL;
+    p->poll = 50;
+    p->strict_cpu = false;
+    p->paused = false;
+}
+
+struct ggml_threadpool_params ggml_threadpool_params_default(int n_threads) {
+    ggml_threadpool_params p;
+    ggml_threadpool_params_init(&p, n_threads);
+    return p;
+}
+
+bool ggml_threadpool_params_match(const struct ggml_threadpool_params * p0, const struct ggml_threadpool_params * p1) {
+    return p0->n_threads == p1->n_threads && p0->prio == p1->prio && p0->poll == p1->poll &&
+           p0->strict_cpu == p1->strict_cpu && p0->paused == p1->paused &&
+           memcmp(p0->cpumask, p1->cpumask, sizeof(p0->cpumask)) == 0;
+}
+
+struct ggml_threadpool * ggml_threadpool_new(struct ggml_threadpool_params * params) {
+    if (!params || params->n_threads <= 0 || params->n_threads > ggml_threadpool::MAX_SHARES) {
+        ggml_log_error("ggml_threadpool_new: n_threads must be in [1, %d]\n", ggml_threadpool::MAX_SHARES);
+        return nullptr;
+    }
+    if (params->prio < GGML_SCHED_PRIO_NORMAL || params->prio > GGML_SCHED_PRIO_REALTIME || params->poll > 100) {
+        ggml_log_error("ggml_threadpool_new: bad priority %d or poll %u (0..100)\n", (int) params->prio, params->poll);
+        return nullptr;
+    }
+    return new ggml_threadpool(*params);
+}
+
+void ggml_threadpool_free(struct ggml_threadpool * threadpool) { delete threadpool; }
+
+int ggml_threadpool_get_n_threads(struct ggml_threadpool * threadpool) { return threadpool->n_threads_max; }
+
+void ggml_threadpool_pause(struct ggml_threadpool * threadpool) { threadpool->pause(); }
+
+void ggml_threadpool_resume(struct ggml_threadpool * threadpool) { threadpool->resume(); }

@@ -2,6 +2,8 @@
 // with a spinning barrier for synchronisation inside the job.
 #pragma once
 
+#include "ggml.h"
+
 #include <atomic>
 #include <condition_variable>
 #include <functional>
@@ -27,7 +29,19 @@ struct ggml_threadpool {
     static constexpr int MAX_SHARES = 256;  // threads
     bool next_items(int ith, int nth, int64_t n, int64_t * first, int64_t * end);
 
+    ggml_threadpool() = default;
+    // A pool of ggml_threadpool_new: at most params.n_threads threads a compute, workers placed
+    // and prioritised as the parameters say, polling for `poll`'s share of the usual time.
+    explicit ggml_threadpool(const ggml_threadpool_params & params);
     ~ggml_threadpool();
+
+    // The most threads a compute may use (0: any number, the global and backends' own pools).
+    static constexpr int SPIN_BEFORE_SLEEP_DEFAULT = 200000;  // threadpool.cpp says why
+    int n_threads_max = 0;
+    // Paused: idle workers sleep at once instead of polling; the next run resumes.
+    void pause();
+    void resume();
+    bool is_paused() const { return paused.load(std::memory_order_relaxed); }
 
     std::mutex compute_mutex;  // held by the graph computing on this pool
     // What runs at each node of the graph computing on this pool (compute.cpp), kept with the
@@ -49,6 +63,13 @@ private:
     std::condition_variable wake;
     const std::function<void(int, int)> * job = nullptr;
     bool stopping = false;
+    uint64_t wake_gen = 0;               // bumped by resume: sleeping workers go back to polling
+
+    std::atomic<bool> paused{false};
+    int spin_before_sleep = SPIN_BEFORE_SLEEP_DEFAULT;  // poll iterations before an idle worker sleeps
+    bool placed = false;                 // params says where and how the workers run
+    ggml_threadpool_params params{};
+    void place_worker(int ith);          // applies params (or the NUMA strategy) to worker ith
 
     std::atomic<int>  n_active{0};       // threads of the current job
     std::atomic<uint64_t> job_gen{0};    // bumped for each job; workers wait for a new value
