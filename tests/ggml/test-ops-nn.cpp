@@ -519,7 +519,7 @@ TEST(CrossEntropyLoss, ManyRowsBitIdentical) {
 // ============================================================================================
 // flash_attn_ext
 
-enum class AttnMask { None, Causal, Random, Alibi };
+enum class AttnMask { None, Causal, Random, Alibi, Sequences };
 
 struct AttnCase {
     int64_t D, Dv, n_q, n_kv, H, Hkv, B3;
@@ -531,7 +531,7 @@ struct AttnCase {
 };
 
 std::string attn_case_str(const AttnCase & c) {
-    const char * masks[] = {"none", "causal", "random", "alibi"};
+    const char * masks[] = {"none", "causal", "random", "alibi", "sequences"};
     return "flash_attn D " + std::to_string(c.D) + " Dv " + std::to_string(c.Dv) + " n_q " + std::to_string(c.n_q) +
            " n_kv " + std::to_string(c.n_kv) + " H " + std::to_string(c.H) + "/" + std::to_string(c.Hkv) + " B3 " +
            std::to_string(c.B3) + " kv " + ggml_type_name(c.kv_type) + " mask " + masks[(int) c.mask] + " " +
@@ -552,6 +552,9 @@ void fill_attn_mask(ggml_tensor * m, AttnMask kind, int64_t n_q, std::mt19937 & 
             case AttnMask::Causal: v = causal_hidden ? -kInf : 0.0; break;
             case AttnMask::Alibi:  v = causal_hidden ? -kInf : -(double) (i + n_kv - n_q - j); break;
             case AttnMask::Random: v = causal_hidden || (j * 7 + i2) % 11 == 3 ? -kInf : d(rng); break;
+            // five sequences with interleaved cells (a llama cache of several sequences): query i
+            // sees the keys of its sequence i % 5 up to its position, with bias values
+            case AttnMask::Sequences: v = causal_hidden || j % 5 != i % 5 ? -kInf : d(rng); break;
         }
         if (kind == AttnMask::Random && i == 1 && i2 == 0 && i3 == 0) v = -kInf;
         tu::set(m, v, j, i, i2, i3);
@@ -605,6 +608,10 @@ TEST(FlashAttn, ShapesMasksAndHeads) {
         {24, 40, 1, 37, 6, 2, 2, GGML_TYPE_F32, GGML_TYPE_F32, AttnMask::Random, 6, true, s, 0, 0},
         {16, 16, 1, 70, 12, 4, 1, GGML_TYPE_F16, GGML_TYPE_F32, AttnMask::Alibi, 1, false, s, 4.0f, 3.0f},
         {32, 32, 1, 45, 10, 2, 1, GGML_TYPE_F32, GGML_TYPE_F16, AttnMask::None, 1, true, s, 0, 0},
+        // queries of several sequences that each see a fifth of the keys: only those are multiplied
+        {64, 64, 8, 400, 8, 2, 1, GGML_TYPE_F16, GGML_TYPE_F16, AttnMask::Sequences, 1, false, 0.125f, 0, 0},
+        {24, 40, 70, 150, 6, 3, 2, GGML_TYPE_F32, GGML_TYPE_F32, AttnMask::Sequences, 1, true, s, 4.0f, 0},
+        {16, 16, 5, 90, 4, 4, 1, GGML_TYPE_F16, GGML_TYPE_F16, AttnMask::Sequences, 1, false, s, 0, 0},
     };
     uint32_t seed = 300;
     for (const AttnCase & c : cases) run_flash_attn_case(c, seed++);

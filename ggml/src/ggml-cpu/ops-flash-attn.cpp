@@ -5,6 +5,8 @@
 // item. Per head: S = K^T Q over the keys [lo, hi) that some query of the block sees (found in
 // the mask: the keys outside are -inf for every query of the block and add exactly nothing, so a
 // causal mask halves the work), a softmax per row (the same row pieces as soft_max), O = V P.
+// A block whose queries each see a small part of those keys (several sequences interleaved in a
+// cache) multiplies, per query, only the keys it sees.
 // The products go through gemm-block (the build's GEMM micro-kernel). Items are taken from a
 // shared counter, since a causal mask makes them unequal; what an item computes never depends on
 // which thread computes it.
@@ -24,6 +26,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <vector>
 #include <math.h>
 #include <string.h>
 
@@ -210,6 +213,65 @@ void one_query_grouped(const Attn & at, const KvRows & K, const KvRows & V, int6
     }
 }
 
+// Whether the block's queries see few of the keys [lo, lo + nk) (under half): llama's cache keeps
+// several sequences' cells interleaved, and each query sees only its own sequence's. Then
+// sparse_queries multiplies only the keys each query sees. (A mask shared by the heads, no
+// softcap: the case of a batch of several sequences.)
+bool sparse_block(const Attn & at, int64_t i3, int64_t i0, int64_t nb, int64_t lo, int64_t nk) {
+    if (!at.mask || at.mask->ne[2] != 1 || at.softcap > 0.0f || nb < 2) return false;
+    int64_t seen = 0;
+    for (int64_t r = 0; r < nb; r++) {
+        const char * row = mask_row(at, i0 + r, 0, i3);
+        for (int64_t j = lo; j < lo + nk; j++) seen += !hidden(at.mask, row, j);
+    }
+    return seen * 2 < nb * nk;
+}
+
+// Each query of the block and each head of kv head hk over only the keys the query sees: their
+// scores (the F32 dot tile, one key at a time: the values the dot path computes), the softmax of
+// those alone (the hidden keys' terms are exactly zero), the values they weight.
+void sparse_queries(const Attn & at, const KvRows & K, const KvRows & V, int64_t lo, int64_t nk, int64_t i3, int64_t hk,
+                    int64_t i0, int64_t nb, float * out) {
+    thread_local std::vector<int64_t> idx;
+    thread_local std::vector<float> mv, w;
+    const ggml_mm_type_kernels * mk = ggml_cpu()->mm_type(GGML_TYPE_F32);
+    const ggml_dot_tile_fn dot = mk ? mk->dot_tile : ggml_cpu_kernels_scalar.mm_type(GGML_TYPE_F32)->dot_tile;
+    const ggml_cpu_kernels * vk = ggml_cpu();
+    const bool f16 = at.mask->type == GGML_TYPE_F16;
+    for (int64_t r = 0; r < nb; r++) {
+        const char * row = mask_row(at, i0 + r, 0, i3);
+        idx.clear();
+        mv.clear();
+        for (int64_t j = lo; j < lo + nk; j++) {
+            if (hidden(at.mask, row, j)) continue;
+            idx.push_back(j);
+            mv.push_back(f16 ? GGML_FP16_TO_FP32(((const ggml_fp16_t *) row)[j]) : ((const float *) row)[j]);
+        }
+        const int64_t m = (int64_t) idx.size();
+        w.resize((size_t) std::max<int64_t>(m, 1));
+        for (int64_t g = 0; g < at.G; g++) {
+            const int64_t h = hk * at.G + g;
+            float * o = out + ((i3 * at.n_q + i0 + r) * at.H + h) * at.Dv;
+            memset(o, 0, at.Dv * sizeof(float));
+            if (m == 0) continue;  // this query sees no key: zeros
+            const char * q = (const char *) at.q->data + (i0 + r) * at.q->nb[1] + h * at.q->nb[2] + i3 * at.q->nb[3];
+            for (int64_t t = 0; t < m; t++) {
+                dot(at.D, 1, 1, K.p + idx[t] * K.ld, (size_t) K.ld * sizeof(float), q, at.q->nb[1], &w[t], 1);
+            }
+            const float slope = alibi_slope((uint32_t) h, (uint32_t) at.H, at.max_bias);
+            const float max = logits_max(w.data(), w.data(), mv.data(), false, at.scale, slope, m);
+            const float inv_sum = (float) (1.0 / exp_sub_max_sum(w.data(), m, max));
+            for (int64_t t = 0; t < m; t++) w[t] *= inv_sum;
+            const float * rows[16];
+            for (int64_t t = 0; t < m; t += 16) {
+                const int n = (int) std::min<int64_t>(16, m - t);
+                for (int u = 0; u < n; u++) rows[u] = V.p + idx[t + u] * V.ld;
+                vk->axpy(at.Dv, n, w.data() + t, rows, o);
+            }
+        }
+    }
+}
+
 struct ThreadBufs {
     float * s, * dp, * t, * kbuf, * vbuf;
     void * gemm;
@@ -265,6 +327,10 @@ void ggml_cpu_forward_flash_attn_ext(const struct ggml_compute_params * params, 
         const KvRows K = kv_rows(at.k, hk, i3, lo, hi, tb.kbuf), V = kv_rows(at.v, hk, i3, lo, hi, tb.vbuf);
         if (nb == 1 && at.G > 1 && at.G <= BQ && nk > 0) {
             one_query_grouped(at, K, V, lo, nk, i3, hk, i0, tb.s, out);
+            continue;
+        }
+        if (nk > 0 && sparse_block(at, i3, i0, nb, lo, nk)) {
+            sparse_queries(at, K, V, lo, nk, i3, hk, i0, nb, out);
             continue;
         }
         for (int64_t g = 0; g < at.G; g++) {
