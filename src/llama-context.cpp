@@ -311,7 +311,6 @@ void warn_unsupported(const llama_context_params & p) {
         p.yarn_beta_slow != d.yarn_beta_slow || p.yarn_orig_ctx != d.yarn_orig_ctx) {
         warn("RoPE parameters (they come from the model)");
     }
-    if (p.cb_eval) warn("cb_eval (no scheduler callback)");
 }
 
 }  // namespace
@@ -425,6 +424,8 @@ llama_context * llama_init_from_model(llama_model * model, llama_context_params 
         lctx->logits.buft = host;
     }
     lctx->sched = ggml_backend_sched_new(lctx->backends.data(), bufts.data(), (int) lctx->backends.size(), max_nodes, false, false);
+    // cb_eval sees the nodes as they are computed (llama.cpp's eval-callback and imatrix use it).
+    if (lctx->sched && params.cb_eval) ggml_backend_sched_set_eval_callback(lctx->sched, params.cb_eval, params.cb_eval_user_data);
     ggml_context * ctx = graph_context(*lctx);
     bool ok = lctx->sched && ctx;
     if (ok) {

@@ -563,16 +563,27 @@ bool llama_model_load(llama_model & model, const char * path, const llama_model_
             std::string herr;
             if (!load_hparams(model, herr)) LLAMA_LOG_WARN("llama_model_load: %s (ignored: vocab_only)\n", herr.c_str());
         }
-        if (params.progress_callback && !params.progress_callback(1.0f, params.progress_callback_user_data)) {
-            err = "loading cancelled by the progress callback";
-            return false;
-        }
+        // (As llama.cpp: a vocabulary-only load reports no progress.)
         model.t_load_us = llama_time_us() - model.t_start_us;
         return true;
     }
 
     if (!load_hparams(model, err)) return false;
     if (!load_tensors(model, err)) return false;
+    // The progress callback as llama.cpp calls it: before each tensor, with the fraction of the
+    // tensor bytes before it (0 first), then 1.0 when done; false cancels. (The file's data was
+    // read or mapped in one pass by gguf_init_from_file: these steps walk the tensors after it.)
+    if (params.progress_callback) {
+        size_t done = 0;
+        for (ggml_tensor * t = ggml_get_first_tensor(model.ctx_w); t; t = ggml_get_next_tensor(model.ctx_w, t)) {
+            const float f = model.n_bytes > 0 ? (float) ((double) done / (double) model.n_bytes) : 0.0f;
+            if (!params.progress_callback(f, params.progress_callback_user_data)) {
+                err = "loading cancelled by the progress callback";
+                return false;
+            }
+            done += ggml_nbytes(t);
+        }
+    }
     if (params.check_tensors && !check_tensor_data(model, err)) return false;
     if (!llama_model_place_weights(model, params, err)) return false;
     if (params.use_mlock) lock_weights(model);

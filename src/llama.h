@@ -318,7 +318,7 @@ struct llama_context_params {
     uint32_t yarn_orig_ctx;     // ignored
     float    defrag_thold;      // ignored: freed cells are reused; llama_kv_self_defrag compacts on request
 
-    ggml_backend_sched_eval_callback cb_eval;  // not called (a warning when set)
+    ggml_backend_sched_eval_callback cb_eval;  // sees each graph node as it is computed (ggml_backend_sched_set_eval_callback)
     void * cb_eval_user_data;
 
     enum ggml_type type_k;  // KV cache types: F16 (default), F32, BF16, Q8_0, Q4_0, Q4_1, IQ4_NL, Q5_0, Q5_1

@@ -211,6 +211,13 @@ enum ggml_status     ggml_backend_sched_graph_compute_async(ggml_backend_sched_t
 void                 ggml_backend_sched_synchronize(ggml_backend_sched_t sched);
 // Forgets the last graph's assignments (the next graph may differ).
 void                 ggml_backend_sched_reset(ggml_backend_sched_t sched);
+// Calls callback for each node as the graph is computed: first (ask true) whether the caller
+// wants to see it; the nodes up to the first wanted one are computed, then the callback gets that
+// node again (ask false) with its data ready (the backend synchronized); returning false then
+// cancels the rest of the graph (ggml_backend_sched_graph_compute returns GGML_STATUS_ABORTED).
+// NULL: none (the default).
+void                 ggml_backend_sched_set_eval_callback(ggml_backend_sched_t sched, ggml_backend_sched_eval_callback callback,
+                                                          void * user_data);
 
 #ifdef __cplusplus
 }

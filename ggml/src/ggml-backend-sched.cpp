@@ -43,6 +43,9 @@ struct ggml_backend_sched {
     std::vector<sched_split> splits;
     int n_copies = 0;
 
+    ggml_backend_sched_eval_callback callback_eval = nullptr;  // ggml_backend_sched_set_eval_callback
+    void * callback_eval_user_data = nullptr;
+
     ggml_context * ctx = nullptr;  // the copies and the allocated graph
     std::vector<uint8_t> ctx_mem;  // ctx's memory, kept between graphs (no allocation per token)
     ggml_cgraph * graph = nullptr;
@@ -436,10 +439,34 @@ enum ggml_status ggml_backend_sched_graph_compute_async(ggml_backend_sched_t sch
             ggml_backend_tensor_copy(c->src[0], c);
         }
         if (sp.view.n_nodes == 0) continue;
-        const enum ggml_status st = ggml_backend_graph_compute_async(b, &sp.view);
-        if (st != GGML_STATUS_SUCCESS) return st;
+        if (!sched->callback_eval) {
+            const enum ggml_status st = ggml_backend_graph_compute_async(b, &sp.view);
+            if (st != GGML_STATUS_SUCCESS) return st;
+            continue;
+        }
+        // With an eval callback: the split in runs that end at each node the callback asks for.
+        for (int j0 = 0; j0 < sp.view.n_nodes;) {
+            int j1 = j0;
+            bool want = sched->callback_eval(sp.view.nodes[j1], true, sched->callback_eval_user_data);
+            while (!want && j1 + 1 < sp.view.n_nodes) {
+                want = sched->callback_eval(sp.view.nodes[++j1], true, sched->callback_eval_user_data);
+            }
+            ggml_cgraph run = sp.view;
+            run.nodes = sp.view.nodes + j0;
+            run.n_nodes = run.size = j1 + 1 - j0;
+            const enum ggml_status st = ggml_backend_graph_compute_async(b, &run);
+            if (st != GGML_STATUS_SUCCESS) return st;
+            ggml_backend_synchronize(b);
+            if (want && !sched->callback_eval(sp.view.nodes[j1], false, sched->callback_eval_user_data)) return GGML_STATUS_ABORTED;
+            j0 = j1 + 1;
+        }
     }
     return GGML_STATUS_SUCCESS;
+}
+
+void ggml_backend_sched_set_eval_callback(ggml_backend_sched_t sched, ggml_backend_sched_eval_callback callback, void * user_data) {
+    sched->callback_eval = callback;
+    sched->callback_eval_user_data = user_data;
 }
 
 void ggml_backend_sched_synchronize(ggml_backend_sched_t sched) {

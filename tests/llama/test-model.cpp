@@ -1259,8 +1259,8 @@ TEST_F(ModelFiles, ModelParams) {
     ov[2].val_f64 = 1.0;
     llama_model_params mp = llama_model_default_params();
     mp.kv_overrides = ov;
-    float progress = -1.0f;
-    mp.progress_callback = [](float p, void * ud) { *(float *) ud = p; return true; };
+    std::vector<float> progress;  // every call, as llama.cpp makes them: before each tensor, then 1.0
+    mp.progress_callback = [](float p, void * ud) { ((std::vector<float> *) ud)->push_back(p); return true; };
     mp.progress_callback_user_data = &progress;
     mp.use_mlock = true;
     mp.check_tensors = true;
@@ -1268,7 +1268,18 @@ TEST_F(ModelFiles, ModelParams) {
     llama_model * m = llama_model_load_from_file(src.c_str(), mp);
     ASSERT_NE(m, nullptr) << take_errors();
     EXPECT_NE(take_errors().find("override of 'general.architecture' is a float but the key has type str"), std::string::npos);
-    EXPECT_EQ(progress, 1.0f);
+    ASSERT_GE(progress.size(), 3u);
+    EXPECT_EQ(progress.front(), 0.0f);
+    EXPECT_EQ(progress.back(), 1.0f);
+    EXPECT_TRUE(std::is_sorted(progress.begin(), progress.end()));
+    EXPECT_LT(progress[progress.size() - 2], 1.0f);
+    {
+        gguf_init_params gp = { true, nullptr, false };
+        gguf_context * g = gguf_init_from_file(src.c_str(), gp);
+        ASSERT_NE(g, nullptr);
+        EXPECT_EQ((int64_t) progress.size(), gguf_get_n_tensors(g) + 1);  // one call per tensor, then 1.0
+        gguf_free(g);
+    }
     EXPECT_EQ(llama_model_n_ctx_train(m), 512);
     char buf[64];
     EXPECT_EQ(llama_model_meta_val_str(m, "general.name", buf, sizeof(buf)), 7);
@@ -1279,6 +1290,19 @@ TEST_F(ModelFiles, ModelParams) {
     mp.progress_callback = [](float, void *) { return false; };
     EXPECT_EQ(llama_model_load_from_file(src.c_str(), mp), nullptr);
     EXPECT_NE(take_errors().find("cancelled by the progress callback"), std::string::npos);
+    // Cancelled half way (the fifth call), and at the last one (1.0: as llama.cpp, still honoured).
+    for (int stop_at : { 5, (int) progress.size() }) {
+        int calls = 0;
+        std::pair<int *, int> st = { &calls, stop_at };
+        mp.progress_callback = [](float, void * ud) {
+            auto * s = (std::pair<int *, int> *) ud;
+            return ++*s->first < s->second;
+        };
+        mp.progress_callback_user_data = &st;
+        EXPECT_EQ(llama_model_load_from_file(src.c_str(), mp), nullptr);
+        EXPECT_EQ(calls, stop_at);
+        EXPECT_NE(take_errors().find("cancelled by the progress callback"), std::string::npos);
+    }
 
     ggml_init_params ip = { 1 << 16, nullptr, false };
     ggml_context * extra = ggml_init(ip);
@@ -1343,6 +1367,46 @@ TEST(LlamaApi, ContextParams) {
     EXPECT_EQ(llama_n_threads(ctx), 2);
     EXPECT_EQ(llama_n_threads_batch(ctx), 1);
     llama_synchronize(ctx);
+    llama_free(ctx);
+}
+
+// cb_eval: asked for every node of the graph; the nodes it wants come back computed (the logits
+// equal llama_get_logits'); returning false then cancels the decode (2, the cache unchanged).
+TEST(LlamaApi, EvalCallbackSeesTheNodes) {
+    REQUIRE_MODEL("stories260K");
+    const int32_t n_vocab = n_vocab_of(model);
+    struct seen_t {
+        int asked = 0, shown = 0;
+        std::vector<float> logits;
+        bool stop = false;
+    } seen;
+    llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = 32;
+    cp.n_threads = cp.n_threads_batch = 2;
+    cp.cb_eval = [](ggml_tensor * t, bool ask, void * ud) {
+        seen_t * s = (seen_t *) ud;
+        const bool logits = strcmp(t->name, "logits") == 0;
+        if (ask) {
+            s->asked++;
+            return logits;
+        }
+        s->shown++;
+        s->logits.assign((const float *) t->data, (const float *) t->data + ggml_nelements(t));
+        return !s->stop;
+    };
+    cp.cb_eval_user_data = &seen;
+    llama_context * ctx = llama_init_from_model(model, cp);
+    ASSERT_NE(ctx, nullptr);
+    EXPECT_EQ(take_errors().find("cb_eval"), std::string::npos);
+    std::vector<llama_token> toks = some_tokens(6, n_vocab, 8);
+    ASSERT_EQ(llama_decode(ctx, llama_batch_get_one(toks.data(), 6)), 0);
+    EXPECT_GT(seen.asked, 20);
+    EXPECT_EQ(seen.shown, 1);
+    ASSERT_EQ(seen.logits.size(), (size_t) n_vocab);
+    EXPECT_TRUE(std::equal(seen.logits.begin(), seen.logits.end(), llama_get_logits_ith(ctx, -1)));
+    seen.stop = true;
+    EXPECT_EQ(llama_decode(ctx, llama_batch_get_one(toks.data(), 2)), 2);
+    EXPECT_EQ(llama_kv_self_used_cells(ctx), 6);
     llama_free(ctx);
 }
 

@@ -114,8 +114,15 @@ TEST(Sequences, InterleavedSequencesMatchEachAlone) {
         const int lens[4] = { 13, 5, 21, 9 };
         std::vector<std::vector<llama_token>> seqs;
         for (int s = 0; s < 4; s++) seqs.push_back(some_tokens(lens[s] + 6, n_vocab, 100 + s));
-        for (ggml_type type : { GGML_TYPE_F16, GGML_TYPE_F32, GGML_TYPE_Q8_0 }) {
-            if (type == GGML_TYPE_Q8_0 && !q8_ok) continue;
+        // Every cache type of the type table (block types where the model's heads hold whole blocks).
+        std::vector<ggml_type> types;
+        for (int t = 0; t < GGML_TYPE_COUNT; t++) {
+            if (!ggml_type_is_valid(t) || !ggml_get_type_traits((ggml_type) t)->kv_cache) continue;
+            if (ggml_blck_size((ggml_type) t) > 1 && !q8_ok) continue;
+            types.push_back((ggml_type) t);
+        }
+        EXPECT_GE(types.size(), q8_ok ? 9u : 3u);
+        for (ggml_type type : types) {
             for (bool fa : { false, true }) {
                 SCOPED_TRACE(std::string(name) + " cache " + ggml_type_name(type) + (fa ? " flash" : ""));
                 Ctx ctx(model, 128, 7, 4, type, fa);
