@@ -182,6 +182,69 @@ void expect_flash_attn_on_device(const std::string & path, int32_t n_gpu_layers,
     EXPECT_GT(count(GGML_OP_FLASH_ATTN_EXT), 0);
 }
 
+// Three sequences interleaved in one batch and then generated together, everything on the device
+// (the cache too), with and without flash attention: the device's logits are the CPU's (with
+// the emulated CUDA kernels: as near to them as test-offload's other checks allow).
+TEST_F(Offload, InterleavedSequencesOnTheDevice) {
+    TU_REQUIRE_FILE(model_path("stories260K.gguf"));
+    auto run_seqs = [](llama_model * m, bool fa) {
+        llama_context_params p = llama_context_default_params();
+        p.n_ctx = 128;
+        p.n_batch = 128;
+        p.n_ubatch = 16;
+        p.n_seq_max = 3;
+        p.n_threads = p.n_threads_batch = 2;
+        p.flash_attn = fa;
+        Ctx c(llama_init_from_model(m, p));
+        std::vector<float> out;
+        if (!c) return out;
+        const int32_t n_vocab = tu::n_vocab_of(m);
+        llama_batch b = llama_batch_init(64, 0, 1);
+        const int lens[3] = { 11, 6, 15 };
+        for (int i = 0; i < 15; i++) {
+            for (int s = 0; s < 3; s++) {
+                if (i >= lens[s]) continue;
+                const int32_t j = b.n_tokens++;
+                b.token[j] = 1 + (i * 37 + s * 101) % (n_vocab - 1);
+                b.pos[j] = i;
+                b.n_seq_id[j] = 1;
+                b.seq_id[j][0] = s;
+                b.logits[j] = 1;
+            }
+        }
+        for (int step = 0; step <= 4; step++) {
+            if (llama_decode(c.get(), b) != 0) return std::vector<float>();
+            for (int32_t j = 0; j < b.n_tokens; j++) {
+                const float * r = llama_get_logits_ith(c.get(), j);
+                out.insert(out.end(), r, r + n_vocab);
+            }
+            b.n_tokens = 0;
+            for (int s = 0; s < 3; s++) {
+                const int32_t j = b.n_tokens++;
+                b.token[j] = 3 + (step * 13 + s * 7) % (n_vocab - 3);
+                b.pos[j] = lens[s] + step;
+                b.n_seq_id[j] = 1;
+                b.seq_id[j][0] = s;
+                b.logits[j] = 1;
+            }
+        }
+        llama_batch_free(b);
+        return out;
+    };
+    Model cpu_model = load(model_path("stories260K.gguf"), 0);
+    Model dev_model = load(model_path("stories260K.gguf"), 999);
+    ASSERT_TRUE(cpu_model && dev_model);
+    for (bool fa : { false, true }) {
+        SCOPED_TRACE(fa ? "flash attention" : "soft_max path");
+        const std::vector<float> ref = run_seqs(cpu_model.get(), fa);
+        fake_gpu::ran().clear();
+        const std::vector<float> got = run_seqs(dev_model.get(), fa);
+        ASSERT_FALSE(ref.empty());
+        expect_same_logits(got, ref, 1e-4);
+        EXPECT_GT(count(fa ? GGML_OP_FLASH_ATTN_EXT : GGML_OP_SOFT_MAX), 0) << "attention did not run on the device";
+    }
+}
+
 TEST_F(Offload, DeviceIsListedBeforeTheCpu) {
     const size_t n = ggml_backend_dev_count();
     ASSERT_GE(n, 2u);
