@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <cstdlib>
 #include <random>
@@ -478,4 +479,28 @@ float common_embd_similarity_cos(const float * embd1, const float * embd2, int n
     }
     if (n1 == 0.0 || n2 == 0.0) return n1 == 0.0 && n2 == 0.0 ? 1.0f : 0.0f;
     return (float) (dot / (std::sqrt(n1) * std::sqrt(n2)));
+}
+
+bool common_load_prompt(common_params & params, const char * program) {
+    if (!params.prompt_file.empty()) {
+        FILE * f = fopen(params.prompt_file.c_str(), "rb");
+        if (!f) {
+            fprintf(stderr, "%s: cannot read the prompt file '%s': %s\n", program, params.prompt_file.c_str(), strerror(errno));
+            return false;
+        }
+        std::string text;
+        char buf[1 << 16];
+        size_t n;
+        while ((n = fread(buf, 1, sizeof(buf), f)) > 0) text.append(buf, n);
+        const bool bad = ferror(f) != 0;
+        fclose(f);
+        if (bad) {
+            fprintf(stderr, "%s: cannot read the prompt file '%s'\n", program, params.prompt_file.c_str());
+            return false;
+        }
+        if (!params.prompt_binary && !text.empty() && text.back() == '\n') text.pop_back();
+        params.prompt = std::move(text);
+    }
+    if (params.escape) string_process_escapes(params.prompt);
+    return true;
 }

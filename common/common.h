@@ -288,6 +288,11 @@ bool common_adapters_apply(llama_context * ctx, const common_params & params, co
 // temp -> Mirostat. n_ctx: what --repeat-last-n -1 and --dry-penalty-last-n -1 mean. The seed
 // drawn (for -s -1) and a description of the chain come back. A --grammar goes first (NULL when
 // it does not parse).
+// The prompt as llama.cpp's programs take it: -f's file read into params.prompt (one trailing
+// newline dropped, unless -bf), then escapes processed (-e, the default). False with a message on
+// standard error naming the program when the file cannot be read.
+bool common_load_prompt(common_params & params, const char * program);
+
 // Embeddings (llama.cpp's common): out = inp scaled to unit norm embd_norm (-1 none, 0 max absolute
 // scaled to the int16 range, 1 taxicab, 2 euclidean, p > 2 p-norm); a zero vector stays zero.
 void common_embd_normalize(const float * inp, float * out, int n, int embd_norm);

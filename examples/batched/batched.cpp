@@ -68,15 +68,7 @@ int main(int argc, char ** argv) {
         fprintf(stderr, "llama-batched: no model given (-m MODEL)\n(see llama-batched --help)\n");
         return 1;
     }
-    if (!params.prompt_file.empty()) {
-        std::ifstream in(params.prompt_file, std::ios::binary);
-        if (!in) return fail("cannot read the prompt file '%s'", params.prompt_file);
-        std::stringstream ss;
-        ss << in.rdbuf();
-        params.prompt = ss.str();
-        if (!params.prompt_binary && !params.prompt.empty() && params.prompt.back() == '\n') params.prompt.pop_back();
-    }
-    if (params.escape) string_process_escapes(params.prompt);
+    if (!common_load_prompt(params, "llama-batched")) return 1;
     g_verbosity = params.verbosity;
     llama_log_set(log_callback, nullptr);
     if (const std::string w = common_gpu_flags_warning(params, "llama-batched"); !w.empty()) log_info("%s", w.c_str());

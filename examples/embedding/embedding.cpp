@@ -77,18 +77,7 @@ int main(int argc, char ** argv) {
         fprintf(stderr, "llama-embedding: no model given (-m)\n(see llama-embedding --help)\n");
         return 1;
     }
-    if (!params.prompt_file.empty()) {
-        std::ifstream in(params.prompt_file, std::ios::binary);
-        if (!in) {
-            fprintf(stderr, "llama-embedding: cannot read '%s'\n", params.prompt_file.c_str());
-            return 1;
-        }
-        std::stringstream ss;
-        ss << in.rdbuf();
-        params.prompt = ss.str();
-        if (!params.prompt_binary && !params.prompt.empty() && params.prompt.back() == '\n') params.prompt.pop_back();
-    }
-    if (params.escape) string_process_escapes(params.prompt);  // as llama.cpp: -p and the text of -f
+    if (!common_load_prompt(params, "llama-embedding")) return 1;
     params.embedding = true;
 
     llama_backend_init();

@@ -88,18 +88,7 @@ int main(int argc, char ** argv) {
         fprintf(stderr, "llama-save-load-state: no model given (-m MODEL)\n(see llama-save-load-state --help)\n");
         return 1;
     }
-    if (!params.prompt_file.empty()) {
-        std::ifstream in(params.prompt_file, std::ios::binary);
-        if (!in) {
-            fprintf(stderr, "llama-save-load-state: cannot read the prompt file '%s'\n", params.prompt_file.c_str());
-            return 1;
-        }
-        std::stringstream ss;
-        ss << in.rdbuf();
-        params.prompt = ss.str();
-        if (!params.prompt_binary && !params.prompt.empty() && params.prompt.back() == '\n') params.prompt.pop_back();
-    }
-    if (params.escape) string_process_escapes(params.prompt);
+    if (!common_load_prompt(params, "llama-save-load-state")) return 1;
     g_verbosity = params.verbosity;
     llama_log_set(log_callback, nullptr);
     if (const std::string w = common_gpu_flags_warning(params, "llama-save-load-state"); !w.empty()) fputs(w.c_str(), stderr);
