@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdarg>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -503,4 +504,31 @@ bool common_load_prompt(common_params & params, const char * program) {
     }
     if (params.escape) string_process_escapes(params.prompt);
     return true;
+}
+
+namespace {
+int g_log_verbosity = 1;
+
+void common_log_callback(enum ggml_log_level level, const char * text, void *) {
+    const int need = level == GGML_LOG_LEVEL_ERROR ? 0 : level == GGML_LOG_LEVEL_DEBUG ? 2 : 1;
+    if (g_log_verbosity < need) return;
+    fputs(text, stderr);
+    fflush(stderr);
+}
+}  // namespace
+
+void common_log_init(int verbosity) {
+    g_log_verbosity = verbosity;
+    llama_log_set(common_log_callback, nullptr);
+}
+
+int common_log_verbosity() { return g_log_verbosity; }
+
+void common_log_at(int level, const char * fmt, ...) {
+    if (g_log_verbosity < level) return;
+    va_list args;
+    va_start(args, fmt);
+    vfprintf(stderr, fmt, args);
+    va_end(args);
+    fflush(stderr);
 }

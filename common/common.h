@@ -288,6 +288,16 @@ bool common_adapters_apply(llama_context * ctx, const common_params & params, co
 // temp -> Mirostat. n_ctx: what --repeat-last-n -1 and --dry-penalty-last-n -1 mean. The seed
 // drawn (for -s -1) and a description of the chain come back. A --grammar goes first (NULL when
 // it does not parse).
+// The programs' log at a verbosity (common_params.verbosity: 0 errors only, 1 the log, 2 also debug
+// lines), on standard error as llama.cpp's LOG_INF / LOG_DBG: common_log_init sets it and sends
+// the library's log through it; common_log_at(level, ...) prints when the verbosity reaches level.
+void common_log_init(int verbosity);
+int common_log_verbosity();
+#ifdef __GNUC__
+__attribute__((format(printf, 2, 3)))
+#endif
+void common_log_at(int level, const char * fmt, ...);
+
 // The prompt as llama.cpp's programs take it: -f's file read into params.prompt (one trailing
 // newline dropped, unless -bf), then escapes processed (-e, the default). False with a message on
 // standard error naming the program when the file cannot be read.

@@ -24,15 +24,6 @@
 
 namespace {
 
-int g_verbosity = 1;
-
-void log_callback(enum ggml_log_level level, const char * text, void *) {
-    if (level == GGML_LOG_LEVEL_ERROR || (level == GGML_LOG_LEVEL_DEBUG ? g_verbosity >= 2 : g_verbosity >= 1)) {
-        fputs(text, stderr);
-        fflush(stderr);
-    }
-}
-
 // Decodes the batch in llama_decode calls of at most n_batch tokens.
 bool decode_helper(llama_context * ctx, llama_batch & batch, int32_t n_batch) {
     for (int32_t i = 0; i < batch.n_tokens; i += n_batch) {
@@ -59,8 +50,7 @@ int main(int argc, char ** argv) {
         fprintf(stderr, "llama-batched-bench: no model given (-m MODEL)\n(see llama-batched-bench --help)\n");
         return 1;
     }
-    g_verbosity = params.verbosity;
-    llama_log_set(log_callback, nullptr);
+    common_log_init(params.verbosity);
     if (const std::string w = common_gpu_flags_warning(params, "llama-batched-bench"); !w.empty()) fputs(w.c_str(), stderr);
 
     const bool is_pp_shared = params.is_pp_shared;

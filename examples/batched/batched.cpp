@@ -24,26 +24,7 @@
 
 namespace {
 
-int g_verbosity = 1;  // 0 errors only (--log-disable), 1 the log, 2 also the library's debug lines
-
-void log_callback(enum ggml_log_level level, const char * text, void *) {
-    if (level == GGML_LOG_LEVEL_ERROR || (level == GGML_LOG_LEVEL_DEBUG ? g_verbosity >= 2 : g_verbosity >= 1)) {
-        fputs(text, stderr);
-        fflush(stderr);
-    }
-}
-
-#ifdef __GNUC__
-__attribute__((format(printf, 1, 2)))
-#endif
-void log_info(const char * fmt, ...) {  // llama.cpp's LOG_INF: standard error
-    if (g_verbosity < 1) return;
-    va_list args;
-    va_start(args, fmt);
-    vfprintf(stderr, fmt, args);
-    va_end(args);
-    fflush(stderr);
-}
+#define log_info(...) common_log_at(1, __VA_ARGS__)  // llama.cpp's LOG_INF: standard error
 
 void out(const std::string & s) {  // llama.cpp's LOG: standard output
     fputs(s.c_str(), stdout);
@@ -69,8 +50,7 @@ int main(int argc, char ** argv) {
         return 1;
     }
     if (!common_load_prompt(params, "llama-batched")) return 1;
-    g_verbosity = params.verbosity;
-    llama_log_set(log_callback, nullptr);
+    common_log_init(params.verbosity);
     if (const std::string w = common_gpu_flags_warning(params, "llama-batched"); !w.empty()) log_info("%s", w.c_str());
 
     const int n_parallel = params.n_parallel;  // sequences
@@ -171,7 +151,7 @@ int main(int argc, char ** argv) {
     log_info("%s: decoded %d tokens in %.2f s, speed: %.2f t/s\n", "main", n_decode, (t_main_end - t_main_start) / 1000000.0f,
              n_decode / ((t_main_end - t_main_start) / 1000000.0f));
     out("\n");
-    if (g_verbosity >= 1) {
+    if (common_log_verbosity() >= 1) {
         llama_perf_sampler_print(smpl);
         llama_perf_context_print(ctx);
         fprintf(stderr, "\n");

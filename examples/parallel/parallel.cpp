@@ -32,28 +32,9 @@
 
 namespace {
 
-int g_verbosity = 1;
-
-void log_callback(enum ggml_log_level level, const char * text, void *) {
-    if (level == GGML_LOG_LEVEL_ERROR || (level == GGML_LOG_LEVEL_DEBUG ? g_verbosity >= 2 : g_verbosity >= 1)) {
-        fputs(text, stderr);
-        fflush(stderr);
-    }
-}
-
-#ifdef __GNUC__
-__attribute__((format(printf, 2, 3)))
-#endif
-void log_at(int level, const char * fmt, ...) {  // llama.cpp's LOG_INF (level 1), LOG_DBG (2): standard error
-    if (g_verbosity < level) return;
-    va_list args;
-    va_start(args, fmt);
-    vfprintf(stderr, fmt, args);
-    va_end(args);
-    fflush(stderr);
-}
-#define LOG_INF(...) log_at(1, __VA_ARGS__)
-#define LOG_DBG(...) log_at(2, __VA_ARGS__)
+// llama.cpp's LOG_INF, LOG_DBG: standard error
+#define LOG_INF(...) common_log_at(1, __VA_ARGS__)
+#define LOG_DBG(...) common_log_at(2, __VA_ARGS__)
 
 std::string trim(const std::string & s) {
     size_t b = 0, e = s.size();
@@ -131,8 +112,7 @@ int main(int argc, char ** argv) {
         return 1;
     }
     if (!common_load_prompt(params, "llama-parallel")) return 1;
-    g_verbosity = params.verbosity;
-    llama_log_set(log_callback, nullptr);
+    common_log_init(params.verbosity);
     if (const std::string w = common_gpu_flags_warning(params, "llama-parallel"); !w.empty()) LOG_INF("%s", w.c_str());
 
     const int32_t n_clients = params.n_parallel;  // simultaneous clients

@@ -23,15 +23,6 @@
 
 namespace {
 
-int g_verbosity = 1;
-
-void log_callback(enum ggml_log_level level, const char * text, void *) {
-    if (level == GGML_LOG_LEVEL_ERROR || (level == GGML_LOG_LEVEL_DEBUG ? g_verbosity >= 2 : g_verbosity >= 1)) {
-        fputs(text, stderr);
-        fflush(stderr);
-    }
-}
-
 bool read_file(const char * path, std::vector<uint8_t> & out) {
     std::ifstream f(path, std::ios::binary);
     if (!f) return false;
@@ -89,8 +80,7 @@ int main(int argc, char ** argv) {
         return 1;
     }
     if (!common_load_prompt(params, "llama-save-load-state")) return 1;
-    g_verbosity = params.verbosity;
-    llama_log_set(log_callback, nullptr);
+    common_log_init(params.verbosity);
     if (const std::string w = common_gpu_flags_warning(params, "llama-save-load-state"); !w.empty()) fputs(w.c_str(), stderr);
     if (params.n_predict < 0) params.n_predict = 16;
 
