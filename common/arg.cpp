@@ -55,7 +55,6 @@ const std::initializer_list<E> LORA = {LLAMA_EXAMPLE_MAIN, LLAMA_EXAMPLE_PERPLEX
 // Why an option of llama.cpp is refused, by feature.
 const char * const NO_PINNING = "threads are not pinned to CPUs, nor given priorities or polling";
 const char * const NO_JSON_SCHEMA = "this build has no JSON schema support (nlohmann-json was not found when it was configured)";
-const char * const NO_ROPE = "RoPE runs with the model's own parameters; scaling them is not implemented";
 const char * const NO_DOWNLOAD = "models are not downloaded: give a local GGUF file with -m";
 const char * const NO_LOG_OPTS = "the log goes to standard error without prefixes, colors or timestamps";
 const char * const ONE_SEQUENCE = "this program decodes its own sequences (llama-batched, llama-batched-bench and llama-parallel take -np)";
@@ -409,11 +408,41 @@ std::vector<common_arg> make_table() {
 #endif
 
     // ---- model, context and placement ----
-    for (const auto & names : std::vector<std::vector<std::string>>{{"--rope-scaling"}, {"--rope-scale"}, {"--rope-freq-base"}, {"--rope-freq-scale"},
-                                                                    {"--yarn-orig-ctx"}, {"--yarn-ext-factor"}, {"--yarn-attn-factor"},
-                                                                    {"--yarn-beta-slow"}, {"--yarn-beta-fast"}}) {
-        add(unsupported(names, "N", NO_ROPE)).set_examples(INFER);
+    // RoPE: the model's unless overridden (context extension), as llama.cpp's options.
+    {
+        common_arg a = text({"--rope-scaling"}, "{none,linear,yarn}", "RoPE frequency scaling method, defaults to linear unless "
+                            "specified by the model", [](common_params & p, const std::string & v) {
+                                if (v != "none" && v != "linear" && v != "yarn") throw_value("'" + v + "' (none, linear, yarn)");
+                                p.rope_scaling_type = v == "none" ? LLAMA_ROPE_SCALING_TYPE_NONE
+                                                      : v == "linear" ? LLAMA_ROPE_SCALING_TYPE_LINEAR
+                                                                      : LLAMA_ROPE_SCALING_TYPE_YARN;
+                            });
+        add(a).set_examples(INFER).set_env("LLAMA_ARG_ROPE_SCALING_TYPE");
     }
+    add(number({"--rope-scale"}, "N", 1e-6, 1e6, "RoPE context scaling factor, expands context by a factor of N",
+               [](common_params & p, double v) { p.rope_freq_scale = (float) (1.0 / v); }))
+        .set_examples(INFER).set_env("LLAMA_ARG_ROPE_SCALE");
+    add(number({"--rope-freq-base"}, "N", 1e-6, 1e12, "RoPE base frequency, used by NTK-aware scaling (default: loaded from model)",
+               [](common_params & p, double v) { p.rope_freq_base = (float) v; }))
+        .set_examples(INFER).set_env("LLAMA_ARG_ROPE_FREQ_BASE");
+    add(number({"--rope-freq-scale"}, "N", 1e-6, 1e6, "RoPE frequency scaling factor, expands context by a factor of 1/N",
+               [](common_params & p, double v) { p.rope_freq_scale = (float) v; }))
+        .set_examples(INFER).set_env("LLAMA_ARG_ROPE_FREQ_SCALE");
+    add(integer({"--yarn-orig-ctx"}, "N", 0, 1 << 24, "YaRN: original context size of model (default: 0 = model training context size)",
+                [](common_params & p, int64_t v) { p.yarn_orig_ctx = (int32_t) v; }))
+        .set_examples(INFER).set_env("LLAMA_ARG_YARN_ORIG_CTX");
+    add(number({"--yarn-ext-factor"}, "N", -1, 1e6, "YaRN: extrapolation mix factor (default: -1.0, 0.0 = full interpolation)",
+               [](common_params & p, double v) { p.yarn_ext_factor = (float) v; }))
+        .set_examples(INFER).set_env("LLAMA_ARG_YARN_EXT_FACTOR");
+    add(number({"--yarn-attn-factor"}, "N", 1e-6, 1e6, "YaRN: scale sqrt(t) or attention magnitude (default: 1.0)",
+               [](common_params & p, double v) { p.yarn_attn_factor = (float) v; }))
+        .set_examples(INFER).set_env("LLAMA_ARG_YARN_ATTN_FACTOR");
+    add(number({"--yarn-beta-slow"}, "N", -1e6, 1e6, "YaRN: high correction dim or alpha (default: 1.0)",
+               [](common_params & p, double v) { p.yarn_beta_slow = (float) v; }))
+        .set_examples(INFER).set_env("LLAMA_ARG_YARN_BETA_SLOW");
+    add(number({"--yarn-beta-fast"}, "N", -1e6, 1e6, "YaRN: low correction dim or beta (default: 32.0)",
+               [](common_params & p, double v) { p.yarn_beta_fast = (float) v; }))
+        .set_examples(INFER).set_env("LLAMA_ARG_YARN_BETA_FAST");
     add(unsupported({"-gan", "--grp-attn-n"}, "N", "self-extend (grouped attention) is not implemented")).set_examples({LLAMA_EXAMPLE_MAIN});
     add(unsupported({"-gaw", "--grp-attn-w"}, "N", "self-extend (grouped attention) is not implemented")).set_examples({LLAMA_EXAMPLE_MAIN});
     add(unsupported({"-dkvc", "--dump-kv-cache"}, nullptr, "the KV cache is not dumped")).set_examples(INFER);

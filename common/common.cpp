@@ -222,6 +222,14 @@ llama_context_params common_context_params_to_llama(const common_params & params
     cp.embeddings = params.embedding;
     cp.pooling_type = params.pooling_type;
     cp.attention_type = params.attention_type;
+    cp.rope_scaling_type = params.rope_scaling_type;
+    cp.rope_freq_base = params.rope_freq_base;
+    cp.rope_freq_scale = params.rope_freq_scale;
+    cp.yarn_ext_factor = params.yarn_ext_factor;
+    cp.yarn_attn_factor = params.yarn_attn_factor;
+    cp.yarn_beta_fast = params.yarn_beta_fast;
+    cp.yarn_beta_slow = params.yarn_beta_slow;
+    cp.yarn_orig_ctx = (uint32_t) params.yarn_orig_ctx;
     return cp;
 }
 

@@ -125,6 +125,15 @@ struct common_params {
     bool ctx_shift = true;             // --no-context-shift: stop at a full context instead
     ggml_type cache_type_k = GGML_TYPE_F16;
     ggml_type cache_type_v = GGML_TYPE_F16;
+    // RoPE overrides (0 / -1 / UNSPECIFIED: the model's), as llama_context_params has them.
+    enum llama_rope_scaling_type rope_scaling_type = LLAMA_ROPE_SCALING_TYPE_UNSPECIFIED;
+    float rope_freq_base = 0.0f;
+    float rope_freq_scale = 0.0f;
+    float yarn_ext_factor = -1.0f;
+    float yarn_attn_factor = 1.0f;
+    float yarn_beta_fast = 32.0f;
+    float yarn_beta_slow = 1.0f;
+    int32_t yarn_orig_ctx = 0;
     bool flash_attn = false;
 
     // input

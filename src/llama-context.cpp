@@ -83,7 +83,7 @@ bool apply_k_shift(llama_context & lctx) {
     ggml_context * ctx = graph_context(lctx);
     if (!ctx) return false;
     ggml_tensor * deltas = nullptr;
-    ggml_cgraph * gf = llm_build_k_shift(ctx, lctx.model, kv, n_cells, &deltas);
+    ggml_cgraph * gf = llm_build_k_shift(ctx, lctx.model, kv, n_cells, &deltas, &lctx.rope);
     bool ok = alloc_graph(lctx, gf);
     if (ok) {
         ggml_backend_tensor_set(deltas, kv.delta.data(), 0, n_cells * sizeof(int32_t));
@@ -160,7 +160,7 @@ ggml_status decode_ubatch(llama_context & lctx, const llama_token * tokens, cons
         ggml_context * ctx = graph_context(lctx);
         if (!ctx) return GGML_STATUS_ALLOC_FAILED;
         io.want_embd = lctx.embeddings;
-        gf = llm_build_forward(ctx, lctx.model, kv, n, n_kv, n_out, io, &lctx.loras);
+        gf = llm_build_forward(ctx, lctx.model, kv, n, n_kv, n_out, io, &lctx.loras, &lctx.rope);
         ggml_free(ctx);  // the tensors stay in graph_meta until the next graph is built there
         if (!alloc_graph(lctx, gf)) return GGML_STATUS_ALLOC_FAILED;
         if (generation) {
@@ -179,7 +179,8 @@ ggml_status decode_ubatch(llama_context & lctx, const llama_token * tokens, cons
     // as one of the first); without causal attention, every cell of that sequence. Written in
     // place when the mask is in host memory, else staged. (A one-layer model's batch without
     // outputs reads no mask: the graph then only writes the keys and values.)
-    const bool mask_used = io.kq_mask->data != nullptr;
+    const bool swa_used = io.kq_mask_swa && io.kq_mask_swa->data;
+    const bool mask_used = io.kq_mask->data != nullptr || swa_used;
     const bool mask_host = io.kq_mask->buffer && ggml_backend_buffer_is_host(io.kq_mask->buffer);
     if (!mask_host) lctx.inp_mask.resize((size_t) n * n_kv);
     float * mask = mask_host ? (float *) io.kq_mask->data : lctx.inp_mask.data();
@@ -192,7 +193,20 @@ ggml_status decode_ubatch(llama_context & lctx, const llama_token * tokens, cons
         for (uint32_t c = 0; c < lim; c++) row[c] = kv.pos[c] >= 0 && kv.pos[c] <= p_max && kv.seq[c].test(s) ? 0.0f : neg_inf;
         for (uint32_t c = lim; c < n_kv; c++) row[c] = neg_inf;
     }
-    if (!mask_host && mask_used) ggml_backend_tensor_set(io.kq_mask, mask, 0, (size_t) n * n_kv * sizeof(float));
+    if (!mask_host && io.kq_mask->data) ggml_backend_tensor_set(io.kq_mask, mask, 0, (size_t) n * n_kv * sizeof(float));
+    // Sliding-window layers' mask: the same, less the cells the window leaves behind.
+    if (swa_used) {
+        const bool swa_host = io.kq_mask_swa->buffer && ggml_backend_buffer_is_host(io.kq_mask_swa->buffer);
+        std::vector<float> staged;
+        float * swa = swa_host ? (float *) io.kq_mask_swa->data : (staged.resize((size_t) n * n_kv), staged.data());
+        const uint32_t lim = std::min(n_kv, end);
+        for (uint32_t t = 0; t < n; t++) {
+            float * row = swa + (size_t) t * n_kv;
+            memcpy(row, mask + (size_t) t * n_kv, n_kv * sizeof(float));
+            llm_mask_window(lctx.model, row, kv.pos.data(), lim, pos[t]);
+        }
+        if (!swa_host) ggml_backend_tensor_set(io.kq_mask_swa, swa, 0, (size_t) n * n_kv * sizeof(float));
+    }
     if (io.out_ids) ggml_backend_tensor_set(io.out_ids, out_ids.data(), 0, n_out * sizeof(int32_t));
 
     const ggml_status st = compute_graph(lctx, gf, n == 1 ? lctx.n_threads : lctx.n_threads_batch);
@@ -300,17 +314,26 @@ llama_context_params llama_context_default_params(void) {
 
 namespace {
 
-// The parameters this runtime accepts but does not act on: a warning where they ask for
-// something other than the default.
-void warn_unsupported(const llama_context_params & p) {
-    const llama_context_params d = llama_context_default_params();
-    auto warn = [](const char * what) { LLAMA_LOG_WARN("llama_init_from_model: %s: ignored\n", what); };
-    if (p.rope_scaling_type != d.rope_scaling_type || p.rope_freq_base != d.rope_freq_base ||
-        p.rope_freq_scale != d.rope_freq_scale || p.yarn_ext_factor != d.yarn_ext_factor ||
-        p.yarn_attn_factor != d.yarn_attn_factor || p.yarn_beta_fast != d.yarn_beta_fast ||
-        p.yarn_beta_slow != d.yarn_beta_slow || p.yarn_orig_ctx != d.yarn_orig_ctx) {
-        warn("RoPE parameters (they come from the model)");
-    }
+// RoPE as llama.cpp's context sets it: a base or scale of 0 keeps the model's; a scaling type
+// (unless unspecified) replaces the file's, NONE never scales; a negative YaRN extrapolation
+// factor means 1 for YaRN and 0 otherwise; the attention factor is the context's times the file's.
+llm_rope_params context_rope(const llama_model & model, const llama_context_params & p, uint32_t n_ctx_seq) {
+    const llama_hparams & hp = model.hparams;
+    llm_rope_params r = llm_rope_from_model(model);
+    r.freq_base = p.rope_freq_base != 0.0f ? p.rope_freq_base : hp.rope_freq_base;
+    r.freq_scale = p.rope_freq_scale != 0.0f ? p.rope_freq_scale : hp.rope_freq_scale;
+    const llama_rope_scaling_type type =
+        p.rope_scaling_type == LLAMA_ROPE_SCALING_TYPE_UNSPECIFIED ? hp.rope_scaling : p.rope_scaling_type;
+    if (type == LLAMA_ROPE_SCALING_TYPE_NONE) r.freq_scale = 1.0f;
+    r.ext_factor = p.yarn_ext_factor >= 0.0f ? p.yarn_ext_factor : type == LLAMA_ROPE_SCALING_TYPE_YARN ? 1.0f : 0.0f;
+    r.attn_factor = p.yarn_attn_factor * hp.rope_attn_factor;
+    r.beta_fast = p.yarn_beta_fast;
+    r.beta_slow = p.yarn_beta_slow;
+    r.n_ctx_orig = p.yarn_orig_ctx != 0 ? p.yarn_orig_ctx : hp.rope_n_ctx_orig != 0 ? hp.rope_n_ctx_orig : hp.n_ctx_train;
+    // LongRoPE: the long factors when a sequence's share of the context exceeds the original
+    // context (llama.cpp's rule), else the short ones.
+    if (model.rope_long && n_ctx_seq > (hp.rope_n_ctx_orig ? hp.rope_n_ctx_orig : hp.n_ctx_train)) r.freq_factors = model.rope_long;
+    return r;
 }
 
 }  // namespace
@@ -359,7 +382,14 @@ llama_context * llama_init_from_model(llama_model * model, llama_context_params 
     lctx->no_perf = params.no_perf;
     lctx->abort_callback = params.abort_callback;
     lctx->abort_callback_data = params.abort_callback_data;
-    warn_unsupported(params);
+    lctx->rope = context_rope(*model, params, lctx->n_ctx / lctx->n_seq_max);
+    if (!(lctx->rope.freq_base > 0.0f) || !(lctx->rope.freq_scale > 0.0f) || !std::isfinite(lctx->rope.ext_factor) ||
+        !std::isfinite(lctx->rope.attn_factor) || !std::isfinite(lctx->rope.beta_fast) || !std::isfinite(lctx->rope.beta_slow)) {
+        LLAMA_LOG_ERROR("llama_init_from_model: invalid RoPE parameters (freq_base %g, freq_scale %g)\n",
+                        lctx->rope.freq_base, lctx->rope.freq_scale);
+        delete lctx;
+        return nullptr;
+    }
     if (model->vocab_only) {
         // As llama.cpp: a context on a vocabulary-only model (a tokenizer's programs make one), with
         // no cache, backends or graphs; llama_decode refuses it.
@@ -430,7 +460,7 @@ llama_context * llama_init_from_model(llama_model * model, llama_context_params 
     bool ok = lctx->sched && ctx;
     if (ok) {
         llm_graph_io io;
-        ggml_cgraph * gf = llm_build_forward(ctx, *model, lctx->kv, lctx->n_ubatch, lctx->n_ctx, lctx->n_ubatch, io);
+        ggml_cgraph * gf = llm_build_forward(ctx, *model, lctx->kv, lctx->n_ubatch, lctx->n_ctx, lctx->n_ubatch, io, nullptr, &lctx->rope);
         ok = ggml_backend_sched_reserve(lctx->sched, gf);
     }
     ggml_free(ctx);

@@ -47,6 +47,7 @@ struct llama_context {
     ggml_abort_callback abort_callback = nullptr;
     void * abort_callback_data = nullptr;
 
+    llm_rope_params rope;  // the model's RoPE with llama_context_params' overrides
     llama_kv_cache kv;
     llm_lora_set loras;  // adapters applied to every decode (llama_set_adapter_lora)
 

@@ -19,6 +19,9 @@ struct llm_graph_io {
     ggml_tensor * tokens = nullptr;   // I32 [n_tokens]
     ggml_tensor * pos = nullptr;      // I32 [n_tokens]
     ggml_tensor * kq_mask = nullptr;  // F32 [n_kv, n_tokens]: 0 visible, -inf hidden
+    // The same for the sliding-window layers (models with hparams.n_swa > 0, else nullptr): also
+    // hidden, the cells at or more than n_swa positions before the token (llm_mask_window).
+    ggml_tensor * kq_mask_swa = nullptr;
     ggml_tensor * out_ids = nullptr;  // I32 [n_outputs]: which tokens get logits (nullptr: all)
     ggml_tensor * logits = nullptr;   // F32 [n_vocab, n_outputs] (nullptr when n_outputs == 0)
     // Set by the caller before building: the outputs are the final hidden states (after the output
@@ -38,6 +41,28 @@ struct llm_graph_io {
     ggml_tensor * kv_idxs = nullptr;
 };
 
+// RoPE as a context applies it: the model's trained values unless llama_context_params overrides
+// them (llama.cpp's rules: a base or scale of 0 keeps the model's, scaling NONE never scales, a
+// negative YaRN extrapolation factor means 1 for YaRN and 0 otherwise).
+struct llm_rope_params {
+    float freq_base = 10000.0f;
+    float freq_scale = 1.0f;
+    float ext_factor = 0.0f;
+    float attn_factor = 1.0f;
+    float beta_fast = 32.0f;
+    float beta_slow = 1.0f;
+    uint32_t n_ctx_orig = 0;
+    // Per-dimension frequency divisors (nullptr: none): Llama 3's rope_freqs, or LongRoPE's long
+    // or short factors as the context size decides.
+    ggml_tensor * freq_factors = nullptr;
+};
+// The model's own values (training, and contexts that override nothing).
+llm_rope_params llm_rope_from_model(const llama_model & model);
+
+// Hides, in a mask row of a token at position p built for the full layers, the cells a
+// sliding-window layer of the model does not see (cell positions cell_pos[c] <= p - n_swa).
+void llm_mask_window(const llama_model & model, float * row, const int32_t * cell_pos, uint32_t n_cells, int32_t p);
+
 // Most nodes either graph can have (for sizing the graph and its context), with n_lora adapters.
 size_t llm_graph_max_nodes(const llama_model & model, size_t n_lora = 0);
 
@@ -45,13 +70,15 @@ size_t llm_graph_max_nodes(const llama_model & model, size_t n_lora = 0);
 // writes into io.kv_idxs; attention reads cells [0, n_kv). Logits for n_outputs of the tokens
 // (all when n_outputs == n_tokens; none: only the KV cache is written). lora: adapters applied
 // unmerged to the projections (nullptr: none).
+// rope: the context's RoPE (nullptr: the model's).
 ggml_cgraph * llm_build_forward(ggml_context * ctx, const llama_model & model, const llama_kv_cache & kv,
                                 uint32_t n_tokens, uint32_t n_kv, uint32_t n_outputs, llm_graph_io & io,
-                                const llm_lora_set * lora = nullptr);
+                                const llm_lora_set * lora = nullptr, const llm_rope_params * rope = nullptr);
 
 // The forward pass of n_tokens tokens for training: no KV cache; attention uses the batch's own
 // keys and values under the mask io.kq_mask (F32 [n_tokens, n_tokens], 0 visible, -inf hidden,
-// set by the caller: causal for one sequence), and every token gets logits. The graph is made
+// set by the caller: causal for one sequence; io.kq_mask_swa too for sliding-window models),
+// and every token gets logits. The graph is made
 // with room for gradients (ggml_new_graph_custom(.., llm_graph_max_nodes_train(model), true)):
 // add a loss, flag it and the weights, then ggml_build_backward_expand.
 // With lora, the adapters' tensors flagged as parameters are what gets trained (QLoRA when the
@@ -64,4 +91,4 @@ size_t llm_graph_max_nodes_train(const llama_model & model, size_t n_lora = 0);
 // Rotates the keys of cells [0, n_cells) by their pending position deltas (input I32 [n_cells]
 // returned in *deltas), in place.
 ggml_cgraph * llm_build_k_shift(ggml_context * ctx, const llama_model & model, const llama_kv_cache & kv,
-                                uint32_t n_cells, ggml_tensor ** deltas);
+                                uint32_t n_cells, ggml_tensor ** deltas, const llm_rope_params * rope = nullptr);

@@ -17,13 +17,12 @@ llama_kv_cache::~llama_kv_cache() {
 
 bool llama_kv_cache::init(const llama_hparams & hp, uint32_t n_ctx, ggml_type tk, ggml_type tv, bool fa,
                           const std::vector<ggml_backend_buffer_type_t> & layer_buft, std::string & err) {
-    const uint32_t head_dim = hp.n_embd_head();
     // The cache types are the type table's (kv_cache: llama.cpp's cache types). Rows are cut per
     // head (K multiplied per head), so each head must hold whole blocks. Whether the devices
     // write and read the type is theirs to answer (supports_op), asked by the scheduler when the
     // context reserves its graph: a SET_ROWS into memory no backend that reaches it can write is
     // an error naming the node there.
-    auto check_type = [&](ggml_type t, const char * which) {
+    auto check_type = [&](ggml_type t, const char * which, uint32_t head_dim) {
         if (!ggml_type_is_valid(t) || !ggml_get_type_traits(t)->kv_cache) {
             std::string names;
             for (int i = 0; i < GGML_TYPE_COUNT; i++) {
@@ -42,7 +41,7 @@ bool llama_kv_cache::init(const llama_hparams & hp, uint32_t n_ctx, ggml_type tk
         }
         return true;
     };
-    if (!check_type(tk, "K") || !check_type(tv, "V")) return false;
+    if (!check_type(tk, "K", hp.n_embd_head_k) || !check_type(tv, "V", hp.n_embd_head_v)) return false;
 
     type_k = tk;
     type_v = tv;

@@ -27,14 +27,6 @@ struct weight_move {
     bool keep_src = false;  // the source is still read in place (tied embeddings' input rows)
 };
 
-std::vector<ggml_tensor *> layer_tensors(const llama_layer & l) {
-    std::vector<ggml_tensor *> v;
-    for (ggml_tensor * t : { l.attn_norm, l.wq, l.wk, l.wv, l.wo, l.bq, l.bk, l.bv, l.ffn_norm, l.ffn_gate, l.ffn_up, l.ffn_down }) {
-        if (t) v.push_back(t);
-    }
-    return v;
-}
-
 // The GPU devices the model may use: params.devices (a NULL-terminated list) or every GPU of the
 // build; with split mode NONE only main_gpu.
 std::vector<ggml_backend_dev_t> choose_gpus(const llama_model_params & params) {
@@ -157,6 +149,15 @@ bool move_weights(llama_model & model, ggml_backend_buffer_type_t buft, const st
 
 }  // namespace
 
+std::vector<ggml_tensor *> llama_layer_tensors(const llama_layer & l) {
+    std::vector<ggml_tensor *> v;
+    for (int k = 0; k < LLM_TENSOR_COUNT; k++) {
+        const llm_tensor_info & ti = llm_tensor_get((llm_tensor) k);
+        if (ti.layer_field && l.*ti.layer_field) v.push_back(l.*ti.layer_field);
+    }
+    return v;
+}
+
 bool llama_model_place_weights(llama_model & model, const llama_model_params & params, std::string & err) {
     const int64_t t0 = llama_time_us();
     const int n_layer = (int) model.hparams.n_layer;
@@ -185,7 +186,7 @@ bool llama_model_place_weights(llama_model & model, const llama_model_params & p
         std::vector<weight_move> ws;
         for (int il = 0; il < n_layer; il++) {
             if (model.layer_dev[(size_t) il] != d) continue;
-            for (ggml_tensor * t : layer_tensors(model.layers[(size_t) il])) ws.push_back({ t, t->data });
+            for (ggml_tensor * t : llama_layer_tensors(model.layers[(size_t) il])) ws.push_back({ t, t->data });
         }
         if (model.output_dev == d) {
             if (model.output_norm) ws.push_back({ model.output_norm, model.output_norm->data });

@@ -137,6 +137,58 @@ bool read_f32(const gguf_context * g, const std::string & key, float & out, std:
 }
 
 // ---- hyper-parameters ----------------------------------------------------------------------
+// What sets a family apart beyond the shared keys: sliding windows, soft-caps, scales.
+bool load_family_hparams(llama_model & model, std::string & err) {
+    const gguf_context * g = model.meta;
+    llama_hparams & hp = model.hparams;
+    const std::string a = model.arch_name + ".";
+    hp.swa_layers.assign(hp.n_layer, 0);
+    auto window = [&](uint32_t def) {
+        hp.n_swa = def;
+        return read_u32(g, a + "attention.sliding_window", hp.n_swa, false, 1u << 24, err);
+    };
+    switch (model.arch) {
+        case LLM_ARCH_GEMMA2:
+            // Even layers see a window of 4096 (Gemma 2's default), odd ones everything.
+            if (!window(4096)) return false;
+            for (uint32_t il = 0; il < hp.n_layer; il++) hp.swa_layers[il] = il % 2 == 0;
+            hp.f_attn_logit_softcapping = 50.0f;
+            hp.f_final_logit_softcapping = 30.0f;
+            if (!read_f32(g, a + "attn_logit_softcapping", hp.f_attn_logit_softcapping, err)) return false;
+            if (!read_f32(g, a + "final_logit_softcapping", hp.f_final_logit_softcapping, err)) return false;
+            hp.embd_scale = sqrtf((float) hp.n_embd);
+            // Queries scale by query_pre_attn_scalar^-1/2: the head size in the 2B and 9B models,
+            // n_embd / n_head in the 27B one (46 layers), as llama.cpp decides it.
+            hp.f_attention_scale = 1.0f / sqrtf((float) (hp.n_layer == 46 ? hp.n_embd / hp.n_head : hp.n_embd_head_k));
+            break;
+        case LLM_ARCH_GEMMA3:
+            // Five sliding-window layers, then a global one; the local layers rotate with base 10000.
+            if (!window(4096)) return false;
+            for (uint32_t il = 0; il < hp.n_layer; il++) hp.swa_layers[il] = (il + 1) % 6 != 0;
+            hp.rope_freq_base_swa = 10000.0f;
+            hp.embd_scale = sqrtf((float) hp.n_embd);
+            // query_pre_attn_scalar: the head size, but n_embd / n_head in the 27B model (62 layers).
+            hp.f_attention_scale = 1.0f / sqrtf((float) (hp.n_layer == 62 ? hp.n_embd / hp.n_head : hp.n_embd_head_k));
+            break;
+        case LLM_ARCH_PHI3:
+            // Phi-3 windows every layer when the file says so (Phi-4: no window).
+            if (!window(0)) return false;
+            for (uint32_t il = 0; il < hp.n_layer; il++) hp.swa_layers[il] = 1;
+            if (hp.n_embd_head_k != hp.n_embd_head_v) {
+                err = "phi3: the key and value head sizes must be equal";
+                return false;
+            }
+            break;
+        default:
+            break;
+    }
+    if (hp.f_attn_logit_softcapping < 0.0f || hp.f_final_logit_softcapping < 0.0f) {
+        err = format("%sattn_logit_softcapping / final_logit_softcapping must not be negative", a.c_str());
+        return false;
+    }
+    return true;
+}
+
 bool load_hparams(llama_model & model, std::string & err) {
     const gguf_context * g = model.meta;
     llama_hparams & hp = model.hparams;
@@ -153,14 +205,21 @@ bool load_hparams(llama_model & model, std::string & err) {
         err = "hyper-parameters must be positive (embedding_length, block_count, head_count, head_count_kv, feed_forward_length)";
         return false;
     }
-    if (hp.n_embd % hp.n_head != 0) {
-        err = format("embedding_length %u is not a multiple of head_count %u", hp.n_embd, hp.n_head);
-        return false;
-    }
     if (hp.n_head % hp.n_head_kv != 0) {
         err = format("head_count %u is not a multiple of head_count_kv %u", hp.n_head, hp.n_head_kv);
         return false;
     }
+    // Head sizes: explicit (Gemma, Qwen3) or n_embd / n_head.
+    hp.n_embd_head_k = hp.n_embd_head_v = 0;
+    if (!read_u32(g, a + "attention.key_length", hp.n_embd_head_k, false, 1u << 14, err)) return false;
+    if (!read_u32(g, a + "attention.value_length", hp.n_embd_head_v, false, 1u << 14, err)) return false;
+    if ((hp.n_embd_head_k == 0 || hp.n_embd_head_v == 0) && hp.n_embd % hp.n_head != 0) {
+        err = format("embedding_length %u is not a multiple of head_count %u (and %sattention.key_length / value_length "
+                     "are not given)", hp.n_embd, hp.n_head, a.c_str());
+        return false;
+    }
+    if (hp.n_embd_head_k == 0) hp.n_embd_head_k = hp.n_embd / hp.n_head;
+    if (hp.n_embd_head_v == 0) hp.n_embd_head_v = hp.n_embd / hp.n_head;
 
     hp.n_ctx_train = 0;
     if (!read_u32(g, a + "context_length", hp.n_ctx_train, false, 1u << 24, err)) return false;
@@ -177,11 +236,11 @@ bool load_hparams(llama_model & model, std::string & err) {
                        hp.f_norm_rms_eps);
     }
 
-    hp.n_rot = hp.n_embd_head();
+    hp.n_rot = hp.n_embd_head_k;
     if (!read_u32(g, a + "rope.dimension_count", hp.n_rot, false, 1u << 14, err)) return false;
-    if (hp.n_rot == 0 || hp.n_rot % 2 != 0 || hp.n_rot > hp.n_embd_head()) {
+    if (hp.n_rot == 0 || hp.n_rot % 2 != 0 || hp.n_rot > hp.n_embd_head_k) {
         err = format("rope.dimension_count %u must be even, positive and at most the head size %u", hp.n_rot,
-                     hp.n_embd_head());
+                     hp.n_embd_head_k);
         return false;
     }
 
@@ -191,32 +250,39 @@ bool load_hparams(llama_model & model, std::string & err) {
         return false;
     }
 
-    std::string scaling = "none";
+    // As llama.cpp reads it: the type is linear unless the file says otherwise; a factor of 0 (or
+    // none) scales by 1. The context may choose another type and scale.
+    std::string scaling = "linear";
     if (get_key_str(g, a + "rope.scaling.type", scaling, err) == KeyResult::bad) return false;
     float factor = 0.0f;
-    if (!read_f32(g, a + "rope.scaling.factor", factor, err)) return false;
-    if (scaling == "none" || ((scaling == "linear" || scaling == "yarn") && factor == 0.0f)) {
+    if (!read_f32(g, a + "rope.scale_linear", factor, err)) return false;
+    if (factor == 0.0f && !read_f32(g, a + "rope.scaling.factor", factor, err)) return false;
+    if (scaling == "none") {
         hp.rope_scaling = LLAMA_ROPE_SCALING_TYPE_NONE;
-    } else if (scaling == "linear" || scaling == "yarn") {
-        if (factor < 1.0f) {
+    } else if (scaling == "linear" || scaling == "yarn" || scaling == "longrope") {
+        if (factor != 0.0f && factor < 1.0f) {
             err = format("rope.scaling.factor %g must be at least 1", factor);
             return false;
         }
-        hp.rope_freq_scale = 1.0f / factor;
-        hp.rope_scaling = scaling == "linear" ? LLAMA_ROPE_SCALING_TYPE_LINEAR : LLAMA_ROPE_SCALING_TYPE_YARN;
+        hp.rope_freq_scale = factor == 0.0f ? 1.0f : 1.0f / factor;
+        hp.rope_scaling = scaling == "linear" ? LLAMA_ROPE_SCALING_TYPE_LINEAR
+                          : scaling == "yarn" ? LLAMA_ROPE_SCALING_TYPE_YARN
+                                              : LLAMA_ROPE_SCALING_TYPE_LONGROPE;
     } else {
-        err = format("unsupported rope.scaling.type '%s' (supported: none, linear, yarn)", scaling.c_str());
+        err = format("unsupported rope.scaling.type '%s' (supported: none, linear, yarn, longrope)", scaling.c_str());
         return false;
     }
     hp.rope_n_ctx_orig = hp.n_ctx_train;
     if (!read_u32(g, a + "rope.scaling.original_context_length", hp.rope_n_ctx_orig, false, 1u << 24, err)) return false;
-    if (hp.rope_scaling == LLAMA_ROPE_SCALING_TYPE_YARN) {
-        hp.rope_yarn_ext_factor = 1.0f;
-        hp.rope_yarn_attn_factor = 1.0f;
-        if (!read_f32(g, a + "rope.scaling.attn_factor", hp.rope_yarn_attn_factor, err)) return false;
+    if (hp.rope_scaling == LLAMA_ROPE_SCALING_TYPE_YARN) hp.rope_yarn_ext_factor = 1.0f;
+    if (!read_f32(g, a + "rope.scaling.attn_factor", hp.rope_attn_factor, err)) return false;
+    if (!(hp.rope_attn_factor > 0.0f)) {
+        err = format("rope.scaling.attn_factor %g must be positive", hp.rope_attn_factor);
+        return false;
     }
 
-    hp.rope_type = model.arch == LLM_ARCH_QWEN2 ? GGML_ROPE_TYPE_NEOX : GGML_ROPE_TYPE_NORMAL;
+    hp.rope_type = llm_arch_get(model.arch).rope_type;
+    if (!load_family_hparams(model, err)) return false;
 
     uint32_t pooling = LLAMA_POOLING_TYPE_NONE;
     if (!read_u32(g, a + "pooling_type", pooling, false, 16, err)) return false;
@@ -247,8 +313,6 @@ static bool weight_op_supported(const ggml_tensor * w, ggml_op op) {
     return ok;
 }
 
-enum class TensorUse { matrix, embedding, vector };
-
 struct TensorLoader {
     llama_model & model;
     std::string & err;
@@ -256,7 +320,7 @@ struct TensorLoader {
 
     // The tensor named `name` with shape ne (n_dims entries), or nullptr: absent (err empty when
     // optional) or wrong (err set).
-    ggml_tensor * get(const std::string & name, std::initializer_list<int64_t> ne, TensorUse use, bool required) {
+    ggml_tensor * get(const std::string & name, std::initializer_list<int64_t> ne, llm_tensor_use use, bool required) {
         ggml_tensor * t = ggml_get_tensor(model.ctx_w, name.c_str());
         if (!t) {
             if (required) err = format("missing tensor '%s'", name.c_str());
@@ -276,14 +340,14 @@ struct TensorLoader {
         const ggml_type type = t->type;
         bool type_ok = false;
         switch (use) {
-            case TensorUse::matrix: type_ok = weight_op_supported(t, GGML_OP_MUL_MAT); break;
-            case TensorUse::embedding: type_ok = weight_op_supported(t, GGML_OP_GET_ROWS); break;
-            case TensorUse::vector: type_ok = type == GGML_TYPE_F32; break;
+            case llm_tensor_use::matrix: type_ok = weight_op_supported(t, GGML_OP_MUL_MAT); break;
+            case llm_tensor_use::embedding: type_ok = weight_op_supported(t, GGML_OP_GET_ROWS); break;
+            case llm_tensor_use::vector: type_ok = type == GGML_TYPE_F32; break;
         }
         if (!type_ok) {
             const char * tn = ggml_type_name(type);
             err = format("tensor '%s' has type %s, which is not supported %s", name.c_str(), tn ? tn : "?",
-                         use == TensorUse::vector ? "(norms and biases must be f32)" : "for this use");
+                         use == llm_tensor_use::vector ? "(norms and biases must be f32)" : "for this use");
             return nullptr;
         }
         used.insert(name);
@@ -294,9 +358,6 @@ struct TensorLoader {
 bool load_tensors(llama_model & model, std::string & err) {
     llama_hparams & hp = model.hparams;
     TensorLoader ld{model, err, {}};
-    const int64_t n_embd = hp.n_embd, n_ff = hp.n_ff;
-    const int64_t n_embd_q = (int64_t) hp.n_embd_head() * hp.n_head;
-    const int64_t n_embd_k = hp.n_embd_k_gqa(), n_embd_v = hp.n_embd_v_gqa();
 
     // n_vocab comes from the embedding matrix; <arch>.vocab_size, when present, must agree.
     ggml_tensor * te = model.ctx_w ? ggml_get_tensor(model.ctx_w, "token_embd.weight") : nullptr;
@@ -316,12 +377,29 @@ bool load_tensors(llama_model & model, std::string & err) {
                      hp.n_vocab);
         return false;
     }
-    const int64_t n_vocab = hp.n_vocab;
 
-    if (!(model.tok_embd = ld.get("token_embd.weight", { n_embd, n_vocab }, TensorUse::embedding, true))) return false;
-    if (!(model.output_norm = ld.get("output_norm.weight", { n_embd }, TensorUse::vector, true))) return false;
-    model.output = ld.get("output.weight", { n_embd, n_vocab }, TensorUse::matrix, false);
-    if (!err.empty()) return false;
+    // The architecture's tensors, by the table: global ones once, per-layer ones for each layer.
+    const llm_arch_info & arch = llm_arch_get(model.arch);
+    auto load = [&](const llm_arch_tensor & at, int il) -> ggml_tensor * {
+        const llm_tensor_info & ti = llm_tensor_get(at.id);
+        return ld.get(llm_tensor_name(at.id, il), { llm_dim_size(ti.ne[0], hp), llm_dim_size(ti.ne[1], hp) }, ti.use,
+                      at.required);
+    };
+    for (const llm_arch_tensor & at : arch.tensors) {
+        const llm_tensor_info & ti = llm_tensor_get(at.id);
+        if (ti.layer_field) continue;
+        model.*ti.model_field = load(at, -1);
+        if (!err.empty()) return false;
+    }
+    model.layers.assign(hp.n_layer, llama_layer());
+    for (uint32_t il = 0; il < hp.n_layer; il++) {
+        for (const llm_arch_tensor & at : arch.tensors) {
+            const llm_tensor_info & ti = llm_tensor_get(at.id);
+            if (!ti.layer_field) continue;
+            model.layers[il].*ti.layer_field = load(at, (int) il);
+            if (!err.empty()) return false;
+        }
+    }
     if (!model.output) {
         // Tied embeddings: the output projection is the embedding matrix.
         if (!weight_op_supported(model.tok_embd, GGML_OP_MUL_MAT)) {
@@ -330,30 +408,6 @@ bool load_tensors(llama_model & model, std::string & err) {
             return false;
         }
         model.output = model.tok_embd;
-    }
-    model.rope_freqs = ld.get("rope_freqs.weight", { (int64_t) hp.n_rot / 2 }, TensorUse::vector, false);
-    if (!err.empty()) return false;
-
-    const bool biases_required = model.arch == LLM_ARCH_QWEN2;
-    model.layers.resize(hp.n_layer);
-    for (uint32_t il = 0; il < hp.n_layer; il++) {
-        llama_layer & l = model.layers[il];
-        const std::string p = format("blk.%u.", il);
-        if (!(l.attn_norm = ld.get(p + "attn_norm.weight", { n_embd }, TensorUse::vector, true))) return false;
-        if (!(l.wq = ld.get(p + "attn_q.weight", { n_embd, n_embd_q }, TensorUse::matrix, true))) return false;
-        if (!(l.wk = ld.get(p + "attn_k.weight", { n_embd, n_embd_k }, TensorUse::matrix, true))) return false;
-        if (!(l.wv = ld.get(p + "attn_v.weight", { n_embd, n_embd_v }, TensorUse::matrix, true))) return false;
-        if (!(l.wo = ld.get(p + "attn_output.weight", { n_embd_q, n_embd }, TensorUse::matrix, true))) return false;
-        l.bq = ld.get(p + "attn_q.bias", { n_embd_q }, TensorUse::vector, biases_required);
-        if (!err.empty()) return false;
-        l.bk = ld.get(p + "attn_k.bias", { n_embd_k }, TensorUse::vector, biases_required);
-        if (!err.empty()) return false;
-        l.bv = ld.get(p + "attn_v.bias", { n_embd_v }, TensorUse::vector, biases_required);
-        if (!err.empty()) return false;
-        if (!(l.ffn_norm = ld.get(p + "ffn_norm.weight", { n_embd }, TensorUse::vector, true))) return false;
-        if (!(l.ffn_gate = ld.get(p + "ffn_gate.weight", { n_embd, n_ff }, TensorUse::matrix, true))) return false;
-        if (!(l.ffn_up = ld.get(p + "ffn_up.weight", { n_embd, n_ff }, TensorUse::matrix, true))) return false;
-        if (!(l.ffn_down = ld.get(p + "ffn_down.weight", { n_ff, n_embd }, TensorUse::matrix, true))) return false;
     }
 
     model.n_params = 0;
@@ -524,16 +578,10 @@ bool llama_model_load(llama_model & model, const char * path, const llama_model_
         if (err.empty()) err = "missing key general.architecture";
         return false;
     }
-    if (model.arch_name == "llama") {
-        model.arch = LLM_ARCH_LLAMA;
-    } else if (model.arch_name == "qwen2") {
-        model.arch = LLM_ARCH_QWEN2;
-    } else {
-        model.arch = LLM_ARCH_UNKNOWN;
-        if (!params.vocab_only) {
-            err = format("unsupported architecture '%s' (supported: llama, qwen2)", model.arch_name.c_str());
-            return false;
-        }
+    model.arch = llm_arch_from_name(model.arch_name);
+    if (model.arch == LLM_ARCH_UNKNOWN && !params.vocab_only) {
+        err = format("unsupported architecture '%s' (supported: %s)", model.arch_name.c_str(), llm_arch_names().c_str());
+        return false;
     }
 
     uint64_t ft = 0;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "llama.h"
+#include "llama-arch.h"
 #include "llama-vocab.h"
 
 #include <cstdint>
@@ -10,12 +11,6 @@
 #include <vector>
 
 struct gguf_context;
-
-enum llm_arch {
-    LLM_ARCH_LLAMA,    // Llama 1/2/3, TinyLlama, Mistral, SmolLM: RoPE NORMAL on rows permuted at conversion
-    LLM_ARCH_QWEN2,    // Qwen2: RoPE NEOX, biases on Q, K, V
-    LLM_ARCH_UNKNOWN,  // vocab_only loads of other architectures
-};
 
 struct llama_hparams {
     uint32_t n_ctx_train = 0;
@@ -25,15 +20,34 @@ struct llama_hparams {
     uint32_t n_head_kv = 0;
     uint32_t n_ff = 0;
     uint32_t n_vocab = 0;   // rows of token_embd (what the logits cover)
+    uint32_t n_embd_head_k = 0;  // head size of queries and keys (<arch>.attention.key_length, n_embd / n_head by default)
+    uint32_t n_embd_head_v = 0;  // head size of values (<arch>.attention.value_length)
     uint32_t n_rot = 0;     // dimensions rotated by RoPE (<= head size)
     float    f_norm_rms_eps = 1e-5f;
 
+    // Sliding-window attention: layers with swa_layers[il] set see only the n_swa positions up to
+    // their own (a token at p sees cells at p - n_swa + 1 .. p).
+    uint32_t n_swa = 0;
+    std::vector<uint8_t> swa_layers;
+    bool is_swa(uint32_t il) const { return n_swa > 0 && il < swa_layers.size() && swa_layers[il]; }
+
+    // Gemma: scores soft-capped as c tanh(s / c) before the softmax, logits likewise (0: none);
+    // the token embeddings scaled by embd_scale (0: not scaled); the queries scaled by
+    // f_attention_scale (0: 1 / sqrt(n_embd_head_k)).
+    float f_attn_logit_softcapping = 0.0f;
+    float f_final_logit_softcapping = 0.0f;
+    float embd_scale = 0.0f;
+    float f_attention_scale = 0.0f;
+
+    // RoPE as trained; a context may override the base, the scale and the YaRN fields
+    // (llama_context_params, llm_rope_params).
     float    rope_freq_base = 10000.0f;
     float    rope_freq_scale = 1.0f;    // 1 / scaling factor
+    float    rope_freq_base_swa = 0.0f; // the sliding-window layers' base (Gemma 3), 0: rope_freq_base
+    float    rope_attn_factor = 1.0f;   // rope.scaling.attn_factor: multiplies the context's YaRN attention factor
     enum llama_rope_scaling_type rope_scaling = LLAMA_ROPE_SCALING_TYPE_NONE;  // NONE, LINEAR or YARN
     uint32_t rope_n_ctx_orig = 0;       // YaRN: the original training context
-    float    rope_yarn_ext_factor = 0.0f;
-    float    rope_yarn_attn_factor = 1.0f;
+    float    rope_yarn_ext_factor = 0.0f;  // 1 for YaRN
     float    rope_yarn_beta_fast = 32.0f;
     float    rope_yarn_beta_slow = 1.0f;
     int      rope_type = 0;             // GGML_ROPE_TYPE_NORMAL or _NEOX
@@ -43,9 +57,8 @@ struct llama_hparams {
     enum llama_pooling_type pooling_type = LLAMA_POOLING_TYPE_NONE;
     bool causal_attn = true;
 
-    uint32_t n_embd_head() const { return n_embd / n_head; }
-    uint32_t n_embd_k_gqa() const { return n_embd_head() * n_head_kv; }
-    uint32_t n_embd_v_gqa() const { return n_embd_head() * n_head_kv; }
+    uint32_t n_embd_k_gqa() const { return n_embd_head_k * n_head_kv; }
+    uint32_t n_embd_v_gqa() const { return n_embd_head_v * n_head_kv; }
 };
 
 struct llama_layer {
@@ -54,13 +67,19 @@ struct llama_layer {
     ggml_tensor * wk = nullptr;
     ggml_tensor * wv = nullptr;
     ggml_tensor * wo = nullptr;
+    ggml_tensor * wqkv = nullptr;  // phi3: Q, K and V stacked
     ggml_tensor * bq = nullptr;  // qwen2
     ggml_tensor * bk = nullptr;
     ggml_tensor * bv = nullptr;
+    ggml_tensor * attn_q_norm = nullptr;  // qwen3, gemma3: per-head RMS norms
+    ggml_tensor * attn_k_norm = nullptr;
+    ggml_tensor * attn_post_norm = nullptr;  // gemma: norm of the attention output
     ggml_tensor * ffn_norm = nullptr;
     ggml_tensor * ffn_gate = nullptr;
     ggml_tensor * ffn_up = nullptr;
+    ggml_tensor * ffn_gate_up = nullptr;  // phi3: gate and up stacked
     ggml_tensor * ffn_down = nullptr;
+    ggml_tensor * ffn_post_norm = nullptr;  // gemma: norm of the FFN output
 };
 
 struct llama_model {
@@ -76,6 +95,8 @@ struct llama_model {
     ggml_tensor * output_norm = nullptr;
     ggml_tensor * output = nullptr;      // token_embd itself when the embeddings are tied
     ggml_tensor * rope_freqs = nullptr;  // optional per-dimension frequency factors (Llama 3.1)
+    ggml_tensor * rope_long = nullptr;   // LongRoPE factors (Phi-3 128k): contexts beyond the original one
+    ggml_tensor * rope_short = nullptr;  // and within it
     std::vector<llama_layer> layers;
 
     uint64_t n_params = 0;
@@ -105,6 +126,9 @@ struct llama_model {
 
 // Gives every weight a backend buffer: layers on GPU devices by n_gpu_layers, CPU matrices
 // repacked (use_repack), the rest in place. False with a message in err.
+// Every weight of a layer that the file has (the architecture table's per-layer tensors).
+std::vector<ggml_tensor *> llama_layer_tensors(const llama_layer & l);
+
 bool llama_model_place_weights(llama_model & model, const llama_model_params & params, std::string & err);
 
 // Loads the model; false with a message in err on any problem.

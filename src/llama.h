@@ -304,18 +304,18 @@ struct llama_context_params {
     int32_t  n_threads;        // threads for single-token evaluation
     int32_t  n_threads_batch;  // threads for batches of more tokens
 
-    // Accepted and ignored with a warning where not the default: RoPE comes from the model.
+    // RoPE: the model's unless overridden (UNSPECIFIED, 0 and -1 keep the model's values).
     enum llama_rope_scaling_type rope_scaling_type;
     enum llama_pooling_type      pooling_type;    // embeddings pooling (UNSPECIFIED: the model's; RANK is refused)
     enum llama_attention_type    attention_type;  // UNSPECIFIED: the model's (causal unless <arch>.attention.causal is false)
 
-    float    rope_freq_base;    // ignored (0: from the model)
-    float    rope_freq_scale;   // ignored (0: from the model)
-    float    yarn_ext_factor;   // ignored
-    float    yarn_attn_factor;  // ignored
-    float    yarn_beta_fast;    // ignored
-    float    yarn_beta_slow;    // ignored
-    uint32_t yarn_orig_ctx;     // ignored
+    float    rope_freq_base;    // 0: from the model
+    float    rope_freq_scale;   // 0: from the model
+    float    yarn_ext_factor;   // negative: 1 with YaRN scaling, else 0
+    float    yarn_attn_factor;  // times the model's rope.scaling.attn_factor
+    float    yarn_beta_fast;
+    float    yarn_beta_slow;
+    uint32_t yarn_orig_ctx;     // 0: the model's original context
     float    defrag_thold;      // ignored: freed cells are reused; llama_kv_self_defrag compacts on request
 
     ggml_backend_sched_eval_callback cb_eval;  // sees each graph node as it is computed (ggml_backend_sched_set_eval_callback)

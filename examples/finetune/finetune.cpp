@@ -340,6 +340,12 @@ struct trainer {
                 for (int32_t c = 0; c < n; c++) staged_mask[(size_t) t * n + c] = c <= t ? 0.0f : -std::numeric_limits<float>::infinity();
         }
         ggml_backend_tensor_set(io.kq_mask, staged_mask.data(), 0, ggml_nbytes(io.kq_mask));
+        if (io.kq_mask_swa) {
+            // Sliding-window layers: the causal mask less what the window leaves behind.
+            std::vector<float> swa = staged_mask;
+            for (int32_t t = 0; t < n; t++) llm_mask_window(*model, swa.data() + (size_t) t * n, staged_tokens.data(), (uint32_t) n, t);
+            ggml_backend_tensor_set(io.kq_mask_swa, swa.data(), 0, ggml_nbytes(io.kq_mask_swa));
+        }
     }
 
     float last_loss() {

@@ -10,10 +10,12 @@
 
 #include <algorithm>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
+#include <unistd.h>
 
 namespace tu {
 
@@ -136,6 +138,42 @@ inline bool read_logits_file(const std::string & path, LogitsFile & out) {
 }
 
 // The KL divergence of two sets of logits is tu::mean_kl (test-util.h).
+
+// ---- model files ---------------------------------------------------------------------------
+inline std::string temp_path(const std::string & what) {
+    return testing::TempDir() + "test-llama-" + std::to_string((long) getpid()) + "-" + what;
+}
+
+// A file removed when the test ends.
+struct TempFile {
+    std::string path;
+    explicit TempFile(const std::string & what) : path(temp_path(what)) {}
+    ~TempFile() { unlink(path.c_str()); }
+};
+
+// Writes a copy of the model file src through gguf: its metadata changed by edit_meta, the
+// tensors for which keep() holds, then the tensors in extra. False on failure.
+inline bool rewrite_model(const std::string & src, const std::string & dst, const std::function<void(gguf_context *)> & edit_meta,
+                   const std::function<bool(const ggml_tensor *)> & keep, const std::vector<ggml_tensor *> & extra = {}) {
+    ggml_context * data = nullptr;
+    gguf_init_params ip = { false, &data, false };
+    gguf_context * in = gguf_init_from_file(src.c_str(), ip);
+    if (!in) return false;
+    gguf_context * out = gguf_init_empty();
+    gguf_set_kv(out, in);
+    if (edit_meta) edit_meta(out);
+    for (ggml_tensor * t = ggml_get_first_tensor(data); t; t = ggml_get_next_tensor(data, t)) {
+        if (!keep || keep(t)) gguf_add_tensor(out, t);
+    }
+    for (ggml_tensor * t : extra) gguf_add_tensor(out, t);
+    const bool ok = gguf_write_to_file(out, dst.c_str(), false);
+    gguf_free(out);
+    gguf_free(in);
+    ggml_free(data);
+    return ok;
+}
+
+
 
 // Writes the model file src with every quantized tensor dequantized to F32 (the same values the
 // quantized matrix products multiply by), metadata unchanged but the file type. False on failure.

@@ -186,7 +186,8 @@ TEST(TypeTraits, CacheTypesComeFromTheTable) {
     hp.n_embd = 256;
     hp.n_layer = 1;
     hp.n_head = 4;
-    hp.n_head_kv = 4;  // heads of 64 values: whole blocks of every 32-value type
+    hp.n_head_kv = 4;
+    hp.n_embd_head_k = hp.n_embd_head_v = 64;  // heads of 64 values: whole blocks of every 32-value type
     const std::vector<ggml_backend_buffer_type_t> bufts = { ggml_backend_cpu_buffer_type() };
     int n_cache_types = 0;
     for (ggml_type t : valid_types()) {

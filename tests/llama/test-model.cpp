@@ -32,6 +32,9 @@ using tu::ModelPtr;
 using tu::n_vocab_of;
 using tu::read_logits_file;
 using tu::take_errors;
+using tu::rewrite_model;
+using tu::temp_path;
+using tu::TempFile;
 
 // ---- files ---------------------------------------------------------------------------------
 std::string model_path(const std::string & name) {
@@ -41,39 +44,6 @@ std::string model_path(const std::string & name) {
 std::string reference_path(const std::string & name) {
     return tu::shared_dir() + "/reference/logits/" + name + ".p1.logits";
 }
-std::string temp_path(const std::string & what) {
-    return testing::TempDir() + "test-model-" + std::to_string((long) getpid()) + "-" + what;
-}
-
-// A file removed when the test ends.
-struct TempFile {
-    std::string path;
-    explicit TempFile(const std::string & what) : path(temp_path(what)) {}
-    ~TempFile() { unlink(path.c_str()); }
-};
-
-// Writes a copy of the model file src through gguf: its metadata changed by edit_meta, the
-// tensors for which keep() holds, then the tensors in extra. False on failure.
-bool rewrite_model(const std::string & src, const std::string & dst, const std::function<void(gguf_context *)> & edit_meta,
-                   const std::function<bool(const ggml_tensor *)> & keep, const std::vector<ggml_tensor *> & extra = {}) {
-    ggml_context * data = nullptr;
-    gguf_init_params ip = { false, &data, false };
-    gguf_context * in = gguf_init_from_file(src.c_str(), ip);
-    if (!in) return false;
-    gguf_context * out = gguf_init_empty();
-    gguf_set_kv(out, in);
-    if (edit_meta) edit_meta(out);
-    for (ggml_tensor * t = ggml_get_first_tensor(data); t; t = ggml_get_next_tensor(data, t)) {
-        if (!keep || keep(t)) gguf_add_tensor(out, t);
-    }
-    for (ggml_tensor * t : extra) gguf_add_tensor(out, t);
-    const bool ok = gguf_write_to_file(out, dst.c_str(), false);
-    gguf_free(out);
-    gguf_free(in);
-    ggml_free(data);
-    return ok;
-}
-
 // The KL divergence two evaluation paths of one model may differ by. Float models differ by
 // rounding only; in quantized models a last-bit difference can flip the rounding of an
 // activation quantized for the next matrix product, which the noise-like test models amplify.
@@ -828,7 +798,7 @@ TEST_F(ModelFiles, WrongShapeMissingTensorWrongType) {
                             [](gguf_context * g) { gguf_set_val_u32(g, "llama.vocab_size", 1000); }),
                       "vocab_size");
     expect_load_error(build("bad-rope-scaling", nullptr, nullptr,
-                            [](gguf_context * g) { gguf_set_val_str(g, "llama.rope.scaling.type", "longrope"); }),
+                            [](gguf_context * g) { gguf_set_val_str(g, "llama.rope.scaling.type", "bogus"); }),
                       "rope.scaling.type");
 
     // Without tokenizer metadata the model loads with an empty vocabulary (and a warning).
@@ -870,7 +840,7 @@ TEST_F(ModelFiles, VocabOnly) {
         EXPECT_NE(take_errors().find("vocab_only"), std::string::npos);
         llama_free(ctx);
         // Without vocab_only there are no tensors to load.
-        expect_load_error(path, strstr(f, "llama") ? "missing tensor" : "unsupported architecture");
+        expect_load_error(path, strstr(f, "gpt-2") ? "unsupported architecture" : "missing tensor");
     }
 }
 
@@ -1084,6 +1054,53 @@ TEST(Model, MatchesNaiveForwardPass) {
         }
     }
     ggml_free(extra);
+}
+
+// llama_context_params' RoPE overrides (context extension): a base and a linear scale given by
+// the context rotate as the naive pass does with those values; NONE as the scaling type undoes
+// the scale; the model's own values come back with the defaults.
+TEST(Model, ContextRopeOverridesMatchNaiveForwardPass) {
+    const std::string path = model_path("ktest-F32");
+    TU_REQUIRE_FILE(path);
+    NaiveModel naive;
+    ASSERT_TRUE(naive.load(path));
+    ModelPtr model(path);
+    ASSERT_NE(model.m, nullptr) << take_errors();
+    const int32_t n_vocab = n_vocab_of(model);
+    const std::vector<llama_token> toks = some_tokens(12, n_vocab, 29);
+    struct Case {
+        float base, scale;
+        llama_rope_scaling_type type;
+        double want_base, want_scale;
+    };
+    for (const Case & c : { Case{ 500.0f, 0.25f, LLAMA_ROPE_SCALING_TYPE_UNSPECIFIED, 500.0, 0.25 },
+                            Case{ 0.0f, 0.25f, LLAMA_ROPE_SCALING_TYPE_LINEAR, naive.freq_base, 0.25 },
+                            Case{ 2000.0f, 0.25f, LLAMA_ROPE_SCALING_TYPE_NONE, 2000.0, 1.0 },
+                            Case{ 0.0f, 0.0f, LLAMA_ROPE_SCALING_TYPE_UNSPECIFIED, naive.freq_base, naive.freq_scale } }) {
+        SCOPED_TRACE(std::to_string(c.base) + " " + std::to_string(c.scale) + " " + std::to_string((int) c.type));
+        NaiveModel ref;
+        ASSERT_TRUE(ref.load(path));
+        ref.freq_base = (float) c.want_base;
+        ref.freq_scale = (float) c.want_scale;
+        llama_context_params cp = llama_context_default_params();
+        cp.n_ctx = cp.n_batch = cp.n_ubatch = 32;
+        cp.type_k = cp.type_v = GGML_TYPE_F32;
+        cp.rope_freq_base = c.base;
+        cp.rope_freq_scale = c.scale;
+        cp.rope_scaling_type = c.type;
+        llama_context * ctx = llama_init_from_model(model, cp);
+        ASSERT_NE(ctx, nullptr) << take_errors();
+        const std::vector<float> got = eval_all(ctx, toks);
+        llama_free(ctx);
+        const std::vector<float> want = ref.forward(toks);
+        EXPECT_LT(mean_kl(want.data(), got.data(), (int32_t) toks.size(), n_vocab), 1e-9);
+    }
+    // An invalid base is refused.
+    llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = 32;
+    cp.rope_freq_base = -1.0f;
+    EXPECT_EQ(llama_init_from_model(model, cp), nullptr);
+    EXPECT_NE(take_errors().find("invalid RoPE parameters"), std::string::npos);
 }
 
 // ---- llama-logits ----------------------------------------------------------------------------
@@ -1332,12 +1349,9 @@ TEST(LlamaApi, ContextParams) {
     cp.n_threads_batch = 2;
     cp.logits_all = true;
     cp.n_seq_max = 2;               // sequence ids 0 and 1
-    cp.rope_freq_base = 50000.0f;   // ignored, with a warning
     take_errors();
     llama_context * ctx = llama_init_from_model(model, cp);
     ASSERT_NE(ctx, nullptr);
-    const std::string warnings = take_errors();
-    EXPECT_NE(warnings.find("RoPE parameters"), std::string::npos) << warnings;
     EXPECT_EQ(llama_n_seq_max(ctx), 2u);
     EXPECT_EQ(llama_n_threads(ctx), 1);
     EXPECT_EQ(llama_n_threads_batch(ctx), 2);

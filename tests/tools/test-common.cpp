@@ -154,7 +154,9 @@ TEST(CommonArgs, HelpIsGroupedAsLlamaCpps) {
     EXPECT_LT(s, e);
     EXPECT_NE(h.find("(env: LLAMA_ARG_CTX_SIZE)"), std::string::npos);
     EXPECT_NE(h.find("--no-context-shift"), std::string::npos);
-    EXPECT_NE(h.find("not supported: RoPE runs with"), std::string::npos);
+    EXPECT_NE(h.find("--rope-freq-base N"), std::string::npos);
+    EXPECT_NE(h.find("(env: LLAMA_ARG_YARN_BETA_FAST)"), std::string::npos);
+    EXPECT_NE(h.find("not supported: self-extend"), std::string::npos);
     EXPECT_NE(h.find("--grammar GRAMMAR"), std::string::npos);
     EXPECT_GT(h.find("--top-k N"), s) << "sampling options in their group";
     EXPECT_EQ(common_params_help(LLAMA_EXAMPLE_TOKENIZE).find("--temp"), std::string::npos);
@@ -178,9 +180,33 @@ TEST(CommonPrograms, NoContextShiftStopsAtAFullContext) {
     const tu::run_result env = tu::run_command("LLAMA_ARG_NO_CONTEXT_SHIFT=1 " + bin("llama-cli") + args, &err);
     EXPECT_EQ(env.output, stopped.output) << "the same through its environment variable";
     // A llama.cpp option whose feature is absent: "not supported", with the reason, exit 1.
-    const tu::run_result g = tu::run_command(bin("llama-cli") + args + " --rope-scaling linear", &err);
+    const tu::run_result g = tu::run_command(bin("llama-cli") + args + " -gan 2", &err);
     EXPECT_EQ(g.status, 1);
-    EXPECT_NE(err.find("'--rope-scaling' is not supported: RoPE runs with the model's own parameters"), std::string::npos) << err;
+    EXPECT_NE(err.find("'-gan' is not supported: self-extend (grouped attention) is not implemented"), std::string::npos) << err;
+}
+
+// RoPE overrides (context extension): --rope-freq-base and --rope-scale change the text (the model
+// rotates otherwise), --rope-scaling none with a scale is the default's text; a bad method is refused.
+TEST(CommonPrograms, RopeOptionsAreHonoured) {
+    TU_REQUIRE_FILE(model());
+    const std::string args = " -m " + model() + " -c 64 -n 24 --temp 0 -t 2 -p 'Once upon a time' --no-display-prompt";
+    std::string err;
+    const tu::run_result base = tu::run_command(bin("llama-cli") + args, &err);
+    ASSERT_EQ(base.status, 0) << err;
+    const tu::run_result freq = tu::run_command(bin("llama-cli") + args + " --rope-freq-base 100", &err);
+    ASSERT_EQ(freq.status, 0) << err;
+    EXPECT_NE(freq.output, base.output);
+    const tu::run_result scaled = tu::run_command(bin("llama-cli") + args + " --rope-scale 4", &err);
+    ASSERT_EQ(scaled.status, 0) << err;
+    EXPECT_NE(scaled.output, base.output);
+    const tu::run_result none = tu::run_command(bin("llama-cli") + args + " --rope-scale 4 --rope-scaling none", &err);
+    ASSERT_EQ(none.status, 0) << err;
+    EXPECT_EQ(none.output, base.output);
+    const tu::run_result env = tu::run_command("LLAMA_ARG_ROPE_SCALE=4 " + bin("llama-cli") + args, &err);
+    EXPECT_EQ(env.output, scaled.output);
+    const tu::run_result bad = tu::run_command(bin("llama-cli") + args + " --rope-scaling ntk", &err);
+    EXPECT_EQ(bad.status, 1);
+    EXPECT_NE(err.find("none, linear, yarn"), std::string::npos) << err;
 }
 
 // --grammar / --grammar-file / -j: the output is a string of the grammar; one that does not parse

@@ -1,0 +1,214 @@
+// tiny-models.h - small random-weight GGUF models of every architecture in the runtime's table
+// (src/llama-arch.h), written the same way on every machine (a counter-based generator, no
+// library RNG), so that logits computed offline by other implementations on these files
+// (tools/arch-reference: llama.cpp, a float64 PyTorch forward pass) hold for the files a test
+// writes again. The tokenizer metadata is copied from a donor GGUF (stories260K: 512 tokens).
+#pragma once
+
+#include "ggml.h"
+#include "gguf.h"
+#include "llama-arch.h"
+#include "llama-model.h"
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace tiny {
+
+struct spec {
+    std::string name;   // file stem: "gemma2"
+    llm_arch arch;
+    uint32_t n_embd = 128, n_layer = 2, n_head = 4, n_head_kv = 2, n_ff = 192;
+    uint32_t head_k = 0, head_v = 0;   // 0: n_embd / n_head, not written
+    uint32_t n_swa = 0;                // written when > 0
+    float freq_base = 10000.0f;
+    float rope_linear = 0.0f;          // rope.scaling.factor with type linear, when > 0
+    float attn_softcap = 0.0f, final_softcap = 0.0f;  // written when > 0
+    bool tied = false;                 // no output.weight
+    bool longrope = false;             // phi3: LongRoPE factors, original context 16 (contexts of 32 and more take the long ones), attn_factor 1.19
+    uint64_t seed = 1;
+};
+
+// The models the tests and tools/arch-reference use: every family, head sizes other than 64,
+// grouped-query attention, windows of 8 tokens (prompts are longer).
+inline std::vector<spec> specs() {
+    std::vector<spec> v;
+    spec llama{"llama", LLM_ARCH_LLAMA};
+    llama.seed = 11;
+    v.push_back(llama);
+    spec qwen2{"qwen2", LLM_ARCH_QWEN2};
+    qwen2.tied = true;
+    qwen2.seed = 12;
+    v.push_back(qwen2);
+    spec qwen3{"qwen3", LLM_ARCH_QWEN3};
+    qwen3.head_k = qwen3.head_v = 48;  // n_head * head != n_embd
+    qwen3.freq_base = 1e6f;
+    qwen3.seed = 13;
+    v.push_back(qwen3);
+    spec gemma2{"gemma2", LLM_ARCH_GEMMA2};
+    gemma2.n_layer = 26;  // llama.cpp 4747 knows Gemma 2 only with 26, 42 or 46 layers
+    gemma2.n_embd = 64;
+    gemma2.n_ff = 96;
+    gemma2.head_k = gemma2.head_v = 32;
+    gemma2.n_swa = 8;
+    gemma2.attn_softcap = 2.0f;
+    gemma2.final_softcap = 5.0f;
+    gemma2.tied = true;
+    gemma2.seed = 14;
+    v.push_back(gemma2);
+    spec gemma3{"gemma3", LLM_ARCH_GEMMA3};
+    gemma3.n_layer = 7;  // layer 5 is global, the others local
+    gemma3.head_k = gemma3.head_v = 48;
+    gemma3.n_swa = 8;
+    gemma3.freq_base = 1e6f;
+    gemma3.rope_linear = 2.0f;
+    gemma3.tied = true;
+    gemma3.seed = 15;
+    v.push_back(gemma3);
+    spec phi3{"phi3", LLM_ARCH_PHI3};
+    phi3.n_head = 4;
+    phi3.head_k = phi3.head_v = 32;
+    phi3.n_swa = 8;
+    phi3.seed = 16;
+    v.push_back(phi3);
+    spec phi3_long = phi3;
+    phi3_long.name = "phi3_longrope";
+    phi3_long.longrope = true;
+    phi3_long.seed = 17;
+    v.push_back(phi3_long);
+    return v;
+}
+
+// gtest prints a model by its name.
+inline void PrintTo(const spec & s, std::ostream * os) { *os << s.name; }
+
+// splitmix64 of (seed, tensor, element): uniform in [-1, 1).
+inline float noise(uint64_t seed, uint64_t tensor, uint64_t i) {
+    uint64_t z = seed * 0x9E3779B97F4A7C15ull + tensor * 0xD1B54A32D192ED03ull + i * 0x94D049BB133111EBull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return (float) ((double) (z >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+// Writes the model of s to path with the tokenizer of donor; matrices in wtype (F32 or a
+// quantized type), norms and biases F32. False if a file cannot be read or written.
+inline bool write(const spec & s, const std::string & path, const std::string & donor, ggml_type wtype = GGML_TYPE_F32) {
+    gguf_init_params dp = { true, nullptr, false };
+    gguf_context * src = gguf_init_from_file(donor.c_str(), dp);
+    if (!src) return false;
+    gguf_context * g = gguf_init_empty();
+    for (int64_t i = 0; i < gguf_get_n_kv(src); i++) {
+        const std::string key = gguf_get_key(src, i);
+        if (key.rfind("tokenizer.", 0) != 0) continue;
+        const gguf_type t = gguf_get_kv_type(src, i);
+        if (t == GGUF_TYPE_STRING) {
+            gguf_set_val_str(g, key.c_str(), gguf_get_val_str(src, i));
+        } else if (t == GGUF_TYPE_UINT32) {
+            gguf_set_val_u32(g, key.c_str(), gguf_get_val_u32(src, i));
+        } else if (t == GGUF_TYPE_BOOL) {
+            gguf_set_val_bool(g, key.c_str(), gguf_get_val_bool(src, i));
+        } else if (t == GGUF_TYPE_ARRAY && gguf_get_arr_type(src, i) == GGUF_TYPE_STRING) {
+            std::vector<const char *> strs;
+            for (size_t j = 0; j < gguf_get_arr_n(src, i); j++) strs.push_back(gguf_get_arr_str(src, i, j));
+            gguf_set_arr_str(g, key.c_str(), strs.data(), strs.size());
+        } else if (t == GGUF_TYPE_ARRAY) {
+            gguf_set_arr_data(g, key.c_str(), gguf_get_arr_type(src, i), gguf_get_arr_data(src, i), gguf_get_arr_n(src, i));
+        }
+    }
+    const int64_t tok_id = gguf_find_key(src, "tokenizer.ggml.tokens");
+    const uint32_t n_vocab = tok_id >= 0 ? (uint32_t) gguf_get_arr_n(src, tok_id) : 0;
+    gguf_free(src);
+    if (n_vocab == 0) {
+        gguf_free(g);
+        return false;
+    }
+
+    const llm_arch_info & arch = llm_arch_get(s.arch);
+    const std::string a = std::string(arch.name) + ".";
+    gguf_set_val_str(g, "general.architecture", arch.name);
+    gguf_set_val_str(g, "general.name", "tiny test model");  // (a name with "phi3" in it changes llama.cpp's vocabulary)
+    gguf_set_val_u32(g, (a + "context_length").c_str(), 256);
+    gguf_set_val_u32(g, (a + "embedding_length").c_str(), s.n_embd);
+    gguf_set_val_u32(g, (a + "block_count").c_str(), s.n_layer);
+    gguf_set_val_u32(g, (a + "feed_forward_length").c_str(), s.n_ff);
+    gguf_set_val_u32(g, (a + "attention.head_count").c_str(), s.n_head);
+    gguf_set_val_u32(g, (a + "attention.head_count_kv").c_str(), s.n_head_kv);
+    gguf_set_val_f32(g, (a + "attention.layer_norm_rms_epsilon").c_str(), 1e-6f);
+    gguf_set_val_f32(g, (a + "rope.freq_base").c_str(), s.freq_base);
+    if (s.head_k) gguf_set_val_u32(g, (a + "attention.key_length").c_str(), s.head_k);
+    if (s.head_v) gguf_set_val_u32(g, (a + "attention.value_length").c_str(), s.head_v);
+    if (s.n_swa) gguf_set_val_u32(g, (a + "attention.sliding_window").c_str(), s.n_swa);
+    if (s.rope_linear > 0.0f) {
+        gguf_set_val_str(g, (a + "rope.scaling.type").c_str(), "linear");
+        gguf_set_val_f32(g, (a + "rope.scaling.factor").c_str(), s.rope_linear);
+    }
+    if (s.attn_softcap > 0.0f) gguf_set_val_f32(g, (a + "attn_logit_softcapping").c_str(), s.attn_softcap);
+    if (s.longrope) {
+        gguf_set_val_u32(g, (a + "rope.scaling.original_context_length").c_str(), 16);
+        gguf_set_val_f32(g, (a + "rope.scaling.attn_factor").c_str(), 1.19f);
+    }
+    if (s.final_softcap > 0.0f) gguf_set_val_f32(g, (a + "final_logit_softcapping").c_str(), s.final_softcap);
+    gguf_set_val_u32(g, "general.file_type", wtype == GGML_TYPE_F32 ? 0 : wtype == GGML_TYPE_Q8_0 ? 7 : 1);
+
+    llama_hparams hp;
+    hp.n_embd = s.n_embd;
+    hp.n_layer = s.n_layer;
+    hp.n_head = s.n_head;
+    hp.n_head_kv = s.n_head_kv;
+    hp.n_ff = s.n_ff;
+    hp.n_vocab = n_vocab;
+    hp.n_embd_head_k = s.head_k ? s.head_k : s.n_embd / s.n_head;
+    hp.n_embd_head_v = s.head_v ? s.head_v : s.n_embd / s.n_head;
+    hp.n_rot = hp.n_embd_head_k;
+
+    ggml_init_params ip = { 64u << 20, nullptr, false };
+    ggml_context * ctx = ggml_init(ip);
+    uint64_t tensor_no = 0;
+    auto add = [&](llm_tensor id, int il) {
+        const llm_tensor_info & ti = llm_tensor_get(id);
+        const int64_t ne0 = llm_dim_size(ti.ne[0], hp), ne1 = llm_dim_size(ti.ne[1], hp);
+        const bool vec = ti.use == llm_tensor_use::vector;
+        std::vector<float> v((size_t) (ne0 * ne1));
+        const bool is_norm = strstr(ti.name, "norm") != nullptr;
+        // Norm weights near 1, biases small, matrices scaled like an initialisation (1/sqrt(n_in)).
+        const float amp = is_norm ? 0.2f : vec ? 0.1f : 1.5f / sqrtf((float) ne0);
+        for (size_t i = 0; i < v.size(); i++) v[i] = (is_norm ? 1.0f : 0.0f) + amp * noise(s.seed, tensor_no, i);
+        if (id == LLM_TENSOR_ROPE_FACTORS_LONG || id == LLM_TENSOR_ROPE_FACTORS_SHORT) {
+            for (size_t i = 0; i < v.size(); i++) v[i] = 1.0f + 4.0f * fabsf(noise(s.seed, tensor_no, i));  // divisors >= 1
+        }
+        tensor_no++;
+        const ggml_type type = vec || id == LLM_TENSOR_TOKEN_EMBD ? GGML_TYPE_F32 : wtype;
+        ggml_tensor * t = ne1 > 1 ? ggml_new_tensor_2d(ctx, type, ne0, ne1) : ggml_new_tensor_1d(ctx, type, ne0);
+        ggml_set_name(t, llm_tensor_name(id, il).c_str());
+        if (type == GGML_TYPE_F32) {
+            memcpy(t->data, v.data(), v.size() * sizeof(float));
+        } else {
+            ggml_quantize_chunk(type, v.data(), t->data, 0, ne1, ne0, nullptr);
+        }
+        gguf_add_tensor(g, t);
+    };
+    for (const llm_arch_tensor & at : arch.tensors) {
+        if (llm_tensor_get(at.id).layer_field) continue;
+        if (at.id == LLM_TENSOR_OUTPUT && s.tied) continue;
+        const bool factors = at.id == LLM_TENSOR_ROPE_FACTORS_LONG || at.id == LLM_TENSOR_ROPE_FACTORS_SHORT;
+        if (!at.required && at.id != LLM_TENSOR_OUTPUT && !(factors && s.longrope)) continue;
+        add(at.id, -1);
+    }
+    for (uint32_t il = 0; il < s.n_layer; il++) {
+        for (const llm_arch_tensor & at : arch.tensors) {
+            if (!llm_tensor_get(at.id).layer_field || !at.required) continue;
+            add(at.id, (int) il);
+        }
+    }
+    const bool ok = gguf_write_to_file(g, path.c_str(), false);
+    gguf_free(g);
+    ggml_free(ctx);
+    return ok;
+}
+
+}  // namespace tiny

@@ -1,0 +1,136 @@
+// test-arch: every architecture of the runtime's table on small random-weight models
+// (tests/common/tiny-models.h), held to logits other implementations computed offline on the
+// same files (tests/data/arch-reference/: a float64 PyTorch forward pass written from the
+// published model definitions, and llama.cpp build 4747 for the families it runs; see the
+// README there). Prompts are longer than the sliding windows. Mean KL below 1e-5 with F32
+// weights, 1e-3 with Q8_0; with and without flash attention; batch split into ubatches or token
+// by token gives the same logits; the files' bad variants are refused naming the key or tensor.
+//
+// LLAMA_ARCH_WRITE_MODELS=DIR test-arch --gtest_filter=ArchReference.WriteModels writes the
+// models for the offline tools.
+#include "test-llama.h"
+#include "tiny-models.h"
+
+#include <cstdlib>
+
+using namespace tu;
+
+namespace {
+
+std::string donor() { return tu::models_dir() + "/stories260K.gguf"; }
+
+std::string reference_path(const std::string & name, const char * impl) {
+    return std::string(LLAMA_TEST_DATA_DIR) + "/arch-reference/" + name + "." + impl + ".logits";
+}
+
+// Logits of toks evaluated in ubatches of n_ubatch (one decode call), or one token per call.
+std::vector<float> run(llama_model * m, const std::vector<llama_token> & toks, uint32_t n_ubatch, bool fa, bool one_by_one = false) {
+    CtxPtr ctx(m, 64, n_ubatch, 2, GGML_TYPE_F32, GGML_TYPE_F32, fa);
+    if (!ctx.c) {
+        ADD_FAILURE() << take_errors();
+        return {};
+    }
+    if (!one_by_one) return eval_all(ctx, toks);
+    std::vector<float> out;
+    for (size_t i = 0; i < toks.size(); i++) {
+        const std::vector<float> row = eval_all(ctx, { toks[i] }, (llama_pos) i);
+        out.insert(out.end(), row.begin(), row.end());
+    }
+    return out;
+}
+
+class Arch : public testing::TestWithParam<tiny::spec> {};
+
+TEST_P(Arch, MatchesReferenceImplementations) {
+    const tiny::spec & s = GetParam();
+    TU_REQUIRE_FILE(donor());
+    LogitsFile torch_ref, lcpp_ref;
+    ASSERT_TRUE(read_logits_file(reference_path(s.name, "torch"), torch_ref)) << reference_path(s.name, "torch");
+    const bool has_lcpp = read_logits_file(reference_path(s.name, "llamacpp"), lcpp_ref);
+    for (ggml_type wtype : { GGML_TYPE_F32, GGML_TYPE_Q8_0 }) {
+        SCOPED_TRACE(ggml_type_name(wtype));
+        TempFile file(s.name + "-" + ggml_type_name(wtype) + ".gguf");
+        ASSERT_TRUE(tiny::write(s, file.path, donor(), wtype));
+        ModelPtr m(file.path);
+        ASSERT_NE(m.m, nullptr) << take_errors();
+        ASSERT_EQ(n_vocab_of(m), torch_ref.n_vocab);
+        const int32_t n = (int32_t) torch_ref.tokens.size(), n_vocab = torch_ref.n_vocab;
+        const double bound = wtype == GGML_TYPE_F32 ? 1e-5 : 1e-3;
+        for (bool fa : { false, true }) {
+            const std::vector<float> got = run(m, torch_ref.tokens, 64, fa);
+            ASSERT_EQ(got.size(), torch_ref.logits.size());
+            const double kl = mean_kl(torch_ref.logits.data(), got.data(), n, n_vocab);
+            printf("[ %s %s fa=%d ] mean KL vs float64 PyTorch %.3g", s.name.c_str(), ggml_type_name(wtype), fa, kl);
+            EXPECT_LT(kl, bound);
+            if (has_lcpp) {
+                const double kl2 = mean_kl(lcpp_ref.logits.data(), got.data(), n, n_vocab);
+                printf(", vs llama.cpp %.3g", kl2);
+                EXPECT_LT(kl2, bound);
+            }
+            printf("\n");
+            if (wtype != GGML_TYPE_F32) continue;
+            // Other batch shapes: the same logits to float rounding.
+            for (bool one : { false, true }) {
+                const std::vector<float> other = run(m, torch_ref.tokens, 5, fa, one);
+                ASSERT_EQ(other.size(), got.size());
+                EXPECT_LT(mean_kl(got.data(), other.data(), n, n_vocab), 1e-9) << (one ? "token by token" : "ubatch 5");
+            }
+        }
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, Arch, testing::ValuesIn(tiny::specs()),
+                         [](const testing::TestParamInfo<tiny::spec> & p) { return p.param.name; });
+
+// A file that disagrees with its architecture: the message names the tensor or the key.
+TEST(ArchFiles, BadFilesNameTheProblem) {
+    TU_REQUIRE_FILE(donor());
+    tiny::spec s = tiny::specs()[3];  // gemma2
+    TempFile file("bad.gguf");
+    ASSERT_TRUE(tiny::write(s, file.path, donor()));
+    struct Case {
+        const char * what;
+        std::function<void(gguf_context *)> edit;
+        const char * expect;
+    };
+    const std::vector<Case> cases = {
+        {"no post norm", [](gguf_context * g) { (void) g; }, nullptr},
+        {"head size", [](gguf_context * g) { gguf_set_val_u32(g, "gemma2.attention.key_length", 40); },
+         "blk.0.attn_q.weight' has the wrong shape"},
+        {"softcap", [](gguf_context * g) { gguf_set_val_f32(g, "gemma2.attn_logit_softcapping", -1.0f); }, "softcapping"},
+        {"rope scaling", [](gguf_context * g) { gguf_set_val_str(g, "gemma2.rope.scaling.type", "ntk"); }, "rope.scaling.type"},
+    };
+    for (const Case & c : cases) {
+        if (!c.expect) continue;
+        SCOPED_TRACE(c.what);
+        TempFile bad(std::string("bad-") + c.what + ".gguf");
+        ASSERT_TRUE(rewrite_model(file.path, bad.path, c.edit, nullptr, {}));
+        take_errors();
+        ModelPtr m(bad.path);
+        EXPECT_EQ(m.m, nullptr);
+        const std::string errs = take_errors();
+        EXPECT_NE(errs.find(c.expect), std::string::npos) << errs;
+    }
+    // A missing per-layer tensor of the family.
+    TempFile missing("missing.gguf");
+    ASSERT_TRUE(rewrite_model(file.path, missing.path, nullptr,
+                              [](const ggml_tensor * t) { return strcmp(t->name, "blk.3.post_ffw_norm.weight") != 0; }, {}));
+    take_errors();
+    ModelPtr m(missing.path);
+    EXPECT_EQ(m.m, nullptr);
+    EXPECT_NE(take_errors().find("missing tensor 'blk.3.post_ffw_norm.weight'"), std::string::npos);
+}
+
+// Writes the models for tools/arch-reference (skipped unless LLAMA_ARCH_WRITE_MODELS names a folder).
+TEST(ArchReference, WriteModels) {
+    const char * dir = getenv("LLAMA_ARCH_WRITE_MODELS");
+    if (!dir) GTEST_SKIP() << "set LLAMA_ARCH_WRITE_MODELS=DIR to write the models";
+    for (const tiny::spec & s : tiny::specs()) {
+        for (ggml_type t : { GGML_TYPE_F32, GGML_TYPE_Q8_0 }) {
+            const std::string path = std::string(dir) + "/" + s.name + "-" + ggml_type_name(t) + ".gguf";
+            EXPECT_TRUE(tiny::write(s, path, donor(), t)) << path;
+        }
+    }
+}
+
+}  // namespace
