@@ -107,6 +107,17 @@ static ggml_type preferred_type(const quant_target & t, const quant_model_info &
         }
         return type;
     }
+    if (ends_with(name, "attn_qkv.weight")) {
+        // Fused Q, K and V (Phi-3): V's share of the bits, as llama.cpp gives it.
+        switch (ft) {
+            case FT_Q3_K_M:
+            case FT_Q3_K_L: type = GGML_TYPE_Q4_K; break;
+            case FT_Q4_K_M: type = GGML_TYPE_Q5_K; break;
+            case FT_Q5_K_M: type = GGML_TYPE_Q6_K; break;
+            default: break;
+        }
+        return type;
+    }
     if (ends_with(name, "attn_output.weight")) {
         switch (ft) {
             case FT_Q2_K:   type = GGML_TYPE_Q3_K; break;

@@ -36,6 +36,43 @@ void unpermute_qk_rows(std::vector<uint8_t> & data, int64_t n_rows, size_t row_b
     permute_rows(data, n_rows, row_bytes, n_head, false);
 }
 
+const char * llama_hf_tensor_name(llm_arch arch, llm_tensor t) {
+    const bool gemma = arch == LLM_ARCH_GEMMA2 || arch == LLM_ARCH_GEMMA3;
+    switch (t) {
+        case LLM_TENSOR_TOKEN_EMBD: return "model.embed_tokens.weight";
+        case LLM_TENSOR_OUTPUT_NORM: return "model.norm.weight";
+        case LLM_TENSOR_OUTPUT: return "lm_head.weight";
+        case LLM_TENSOR_ATTN_NORM: return "model.layers.%d.input_layernorm.weight";
+        case LLM_TENSOR_ATTN_Q: return "model.layers.%d.self_attn.q_proj.weight";
+        case LLM_TENSOR_ATTN_K: return "model.layers.%d.self_attn.k_proj.weight";
+        case LLM_TENSOR_ATTN_V: return "model.layers.%d.self_attn.v_proj.weight";
+        case LLM_TENSOR_ATTN_QKV: return "model.layers.%d.self_attn.qkv_proj.weight";
+        case LLM_TENSOR_ATTN_OUT: return "model.layers.%d.self_attn.o_proj.weight";
+        case LLM_TENSOR_ATTN_Q_BIAS: return "model.layers.%d.self_attn.q_proj.bias";
+        case LLM_TENSOR_ATTN_K_BIAS: return "model.layers.%d.self_attn.k_proj.bias";
+        case LLM_TENSOR_ATTN_V_BIAS: return "model.layers.%d.self_attn.v_proj.bias";
+        case LLM_TENSOR_ATTN_Q_NORM: return "model.layers.%d.self_attn.q_norm.weight";
+        case LLM_TENSOR_ATTN_K_NORM: return "model.layers.%d.self_attn.k_norm.weight";
+        // Gemma: post_attention_layernorm is the attention output's norm, the FFN's input norm
+        // is pre_feedforward_layernorm; elsewhere post_attention_layernorm is the FFN's input norm.
+        case LLM_TENSOR_ATTN_POST_NORM: return "model.layers.%d.post_attention_layernorm.weight";
+        case LLM_TENSOR_FFN_NORM:
+            return gemma ? "model.layers.%d.pre_feedforward_layernorm.weight" : "model.layers.%d.post_attention_layernorm.weight";
+        case LLM_TENSOR_FFN_POST_NORM: return "model.layers.%d.post_feedforward_layernorm.weight";
+        case LLM_TENSOR_FFN_GATE: return "model.layers.%d.mlp.gate_proj.weight";
+        case LLM_TENSOR_FFN_UP: return "model.layers.%d.mlp.up_proj.weight";
+        case LLM_TENSOR_FFN_GATE_UP: return "model.layers.%d.mlp.gate_up_proj.weight";
+        case LLM_TENSOR_FFN_DOWN: return "model.layers.%d.mlp.down_proj.weight";
+        default: return nullptr;
+    }
+}
+
+bool llama_hf_norm_plus_one(llm_arch arch, llm_tensor t) {
+    if (arch != LLM_ARCH_GEMMA2 && arch != LLM_ARCH_GEMMA3) return false;
+    const llm_tensor_info & ti = llm_tensor_get(t);
+    return ti.use == llm_tensor_use::vector && strstr(ti.name, "norm") != nullptr;
+}
+
 const std::vector<llama_hf_proj> & llama_hf_projections() {
     static const std::vector<llama_hf_proj> p = {
         {"q", "blk.%d.attn_q.weight", "model.layers.%d.self_attn.q_proj", "q_proj", true},

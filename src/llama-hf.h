@@ -3,6 +3,8 @@
 // adjacent pairs, so the converter permutes the rows of Q and K within each head).
 #pragma once
 
+#include "llama-arch.h"
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -13,6 +15,12 @@
 void permute_qk_rows(std::vector<uint8_t> & data, int64_t n_rows, size_t row_bytes, int64_t n_head);
 // Its inverse: GGUF order back to Hugging Face order.
 void unpermute_qk_rows(std::vector<uint8_t> & data, int64_t n_rows, size_t row_bytes, int64_t n_head);
+
+// The Hugging Face name of a GGUF tensor kind in a family's checkpoints ("%d" for the layer), or
+// nullptr when checkpoints do not store it (RoPE factors come from config.json). Gemma's norms
+// are stored as w where GGUF files hold 1 + w (llama_hf_norm_plus_one).
+const char * llama_hf_tensor_name(llm_arch arch, llm_tensor t);
+bool llama_hf_norm_plus_one(llm_arch arch, llm_tensor t);
 
 // A projection's short name as PEFT's target_modules and llama-finetune's --lora-targets know it.
 struct llama_hf_proj {

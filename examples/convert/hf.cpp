@@ -1,11 +1,14 @@
-// hf.cpp - Hugging Face LlamaForCausalLM directories -> GGUF llama model: config.json for the
-// hyperparameters, safetensors for the weights (Q and K rows permuted from HF's rotate-half
-// layout to the interleaved one of GGUF llama files), tokenizer.json / tokenizer_config.json /
-// generation_config.json for the vocabulary, special tokens and chat template.
+// hf.cpp - Hugging Face checkpoint directories -> GGUF model of the family the architecture table
+// names for config.json's class (Llama, Qwen2, Qwen3, Gemma 2, Gemma 3 text, Phi-3): config.json
+// for the hyperparameters, safetensors for the weights by the table's tensors and their HF names
+// (llama-hf.cpp; llama's Q and K rows permuted from HF's rotate-half layout to the interleaved
+// one of GGUF llama files, Gemma's norms stored as 1 + w), tokenizer.json / tokenizer_config.json
+// / generation_config.json for the vocabulary, special tokens and chat template.
 #include "convert.h"
 
 #include <algorithm>
 #include "llama-hf.h"
+#include "llama-model.h"
 #include "llama-json.h"
 #include "llama-safetensors.h"
 
@@ -216,23 +219,68 @@ void write_tokenizer(gguf_context * g, const std::string & dir, int64_t n_vocab_
     }
 }
 
+
+// The family of config.json's "architectures" entry (the table's Hugging Face classes).
+llm_arch hf_family(const json_value & cfg, std::string & name) {
+    name = "?";
+    if (const json_value * a = cfg.get("architectures")) {
+        for (const auto & e : a->arr) {
+            if (!e.is_string()) continue;
+            name = e.str;
+            for (int i = 0; i < LLM_ARCH_UNKNOWN; i++) {
+                if (e.str == llm_arch_get((llm_arch) i).hf_class) return (llm_arch) i;
+            }
+        }
+    } else if (const json_value * mt = cfg.get("model_type"); mt && mt->is_string()) {
+        name = mt->str;
+        return llm_arch_from_name(mt->str == "gemma3_text" ? "gemma3" : mt->str);
+    }
+    return LLM_ARCH_UNKNOWN;
+}
+
+std::string hf_classes() {
+    std::string s;
+    for (int i = 0; i < LLM_ARCH_UNKNOWN; i++) s += std::string(s.empty() ? "" : ", ") + llm_arch_get((llm_arch) i).hf_class;
+    return s;
+}
+
+// Values of a float array in config.json (LongRoPE's factors).
+std::vector<float> get_floats(const json_value & obj, const char * key, size_t n) {
+    const json_value * v = obj.get(key);
+    if (!v || v->kind != json_value::ARRAY || v->arr.size() != n) {
+        throw convert_error(std::string("config.json: rope_scaling.") + key + " must be an array of " + std::to_string(n) + " numbers");
+    }
+    std::vector<float> out;
+    for (const auto & e : v->arr) {
+        if (!e.is_number() || !(e.num > 0)) throw convert_error(std::string("config.json: rope_scaling.") + key + " has a value that is not a positive number");
+        out.push_back((float) e.num);
+    }
+    return out;
+}
+
+// An HF tensor's values as F32 (for the ones the converter changes: Gemma's norms).
+std::vector<float> to_f32(const st_tensor & t) {
+    const int64_t n = (int64_t) (t.nbytes / ggml_type_size(t.type));
+    std::vector<float> out((size_t) n);
+    if (t.type == GGML_TYPE_F32) memcpy(out.data(), t.data, t.nbytes);
+    else if (t.type == GGML_TYPE_F16) for (int64_t i = 0; i < n; i++) out[(size_t) i] = ggml_fp16_to_fp32(((const ggml_fp16_t *) t.data)[i]);
+    else if (t.type == GGML_TYPE_BF16) for (int64_t i = 0; i < n; i++) out[(size_t) i] = ggml_bf16_to_fp32(((const ggml_bf16_t *) t.data)[i]);
+    else throw convert_error("unsupported tensor type for a norm");
+    return out;
+}
+
 }  // namespace
 
 model_plan load_hf(const std::string & dir) {
     const json_value cfg = load_json(dir + "/config.json", true);
     if (!cfg.is_object()) throw convert_error("config.json is not an object");
-    bool is_llama = false;
-    std::string arch_name = "?";
-    if (const json_value * a = cfg.get("architectures")) {
-        for (const auto & e : a->arr) {
-            if (e.is_string()) arch_name = e.str;
-            if (e.is_string() && e.str == "LlamaForCausalLM") is_llama = true;
-        }
-    } else if (const json_value * mt = cfg.get("model_type")) {
-        if (mt->is_string()) arch_name = mt->str;
-        is_llama = mt->is_string() && mt->str == "llama";
+    std::string arch_name;
+    const llm_arch arch = hf_family(cfg, arch_name);
+    if (arch == LLM_ARCH_UNKNOWN) {
+        throw convert_error("unknown architecture '" + arch_name + "' in config.json (supported: " + hf_classes() + ")");
     }
-    if (!is_llama) throw convert_error("unknown architecture '" + arch_name + "' in config.json (LlamaForCausalLM only)");
+    const llm_arch_info & info = llm_arch_get(arch);
+    const std::string p = std::string(info.name) + ".";
 
     const int64_t n_embd = get_int(cfg, "hidden_size", 0, true);
     const int64_t n_ff = get_int(cfg, "intermediate_size", 0, true);
@@ -248,46 +296,84 @@ model_plan load_hf(const std::string & dir) {
     if (head_dim == 0 || head_dim % 2 != 0) throw convert_error("config.json: head size is not an even integer");
     const bool tied = [&] {
         const json_value * t = cfg.get("tie_word_embeddings");
-        return t && t->kind == json_value::BOOL && t->b;
+        // Gemma ties by default.
+        if (!t || t->kind != json_value::BOOL) return arch == LLM_ARCH_GEMMA2 || arch == LLM_ARCH_GEMMA3;
+        return t->b;
     }();
-    if (const json_value * b = cfg.get("attention_bias"); b && b->kind == json_value::BOOL && b->b) {
-        throw convert_error("config.json: attention_bias is not supported");
+    const bool biases = arch == LLM_ARCH_QWEN2;
+    if (!biases) {
+        if (const json_value * b = cfg.get("attention_bias"); b && b->kind == json_value::BOOL && b->b) {
+            throw convert_error("config.json: attention_bias is not supported for " + arch_name);
+        }
     }
 
     model_plan plan;
     gguf_context * g = gguf_init_empty();
     plan.meta = g;
-    gguf_set_val_str(g, "general.architecture", "llama");
+    gguf_set_val_str(g, "general.architecture", info.name);
     {
         std::string name = dir;
         while (name.size() > 1 && name.back() == '/') name.pop_back();
         name = name.substr(name.rfind('/') == std::string::npos ? 0 : name.rfind('/') + 1);
         gguf_set_val_str(g, "general.name", name.c_str());
     }
-    gguf_set_val_u32(g, "llama.block_count", (uint32_t) n_layer);
-    gguf_set_val_u32(g, "llama.context_length", (uint32_t) n_ctx);
-    gguf_set_val_u32(g, "llama.embedding_length", (uint32_t) n_embd);
-    gguf_set_val_u32(g, "llama.feed_forward_length", (uint32_t) n_ff);
-    gguf_set_val_u32(g, "llama.attention.head_count", (uint32_t) n_head);
-    gguf_set_val_u32(g, "llama.attention.head_count_kv", (uint32_t) n_head_kv);
-    gguf_set_val_f32(g, "llama.rope.freq_base", (float) get_num(cfg, "rope_theta", 10000.0));
-    gguf_set_val_f32(g, "llama.attention.layer_norm_rms_epsilon", (float) get_num(cfg, "rms_norm_eps", 1e-6));
-    gguf_set_val_u32(g, "llama.vocab_size", (uint32_t) n_vocab);
-    gguf_set_val_u32(g, "llama.rope.dimension_count", (uint32_t) head_dim);
+    auto u32 = [&](const char * key, int64_t v) { gguf_set_val_u32(g, (p + key).c_str(), (uint32_t) v); };
+    auto f32 = [&](const char * key, double v) { gguf_set_val_f32(g, (p + key).c_str(), (float) v); };
+    u32("block_count", n_layer);
+    u32("context_length", n_ctx);
+    u32("embedding_length", n_embd);
+    u32("feed_forward_length", n_ff);
+    u32("attention.head_count", n_head);
+    u32("attention.head_count_kv", n_head_kv);
+    f32("rope.freq_base", get_num(cfg, "rope_theta", arch == LLM_ARCH_GEMMA3 ? 1e6 : 10000.0));
+    f32("attention.layer_norm_rms_epsilon", get_num(cfg, "rms_norm_eps", 1e-6));
+    u32("vocab_size", n_vocab);
+    // Phi-3 may rotate part of each head.
+    const int64_t n_rot = (int64_t) std::lround((double) head_dim * get_num(cfg, "partial_rotary_factor", 1.0));
+    u32("rope.dimension_count", n_rot);
+    if (head_dim * n_head != n_embd || cfg.get("head_dim")) {
+        u32("attention.key_length", head_dim);
+        u32("attention.value_length", head_dim);
+    }
+    if (arch == LLM_ARCH_GEMMA2 || arch == LLM_ARCH_GEMMA3 || arch == LLM_ARCH_PHI3) {
+        const int64_t window = get_int(cfg, "sliding_window", 0);
+        if (window > 0) u32("attention.sliding_window", window);
+        else if (arch == LLM_ARCH_PHI3 && cfg.get("sliding_window") && !cfg.get("sliding_window")->is_null()) u32("attention.sliding_window", 0);
+    }
+    if (arch == LLM_ARCH_GEMMA2) {
+        f32("attn_logit_softcapping", get_num(cfg, "attn_logit_softcapping", 50.0));
+        f32("final_logit_softcapping", get_num(cfg, "final_logit_softcapping", 30.0));
+    }
+    if (arch == LLM_ARCH_GEMMA2 || arch == LLM_ARCH_GEMMA3) {
+        // The runtime takes the query scale from the head size (n_embd / n_head in the 27B models,
+        // as llama.cpp): a checkpoint that says otherwise would be converted wrongly.
+        const double qs = get_num(cfg, "query_pre_attn_scalar", (double) head_dim);
+        const double want = (arch == LLM_ARCH_GEMMA2 && n_layer == 46) || (arch == LLM_ARCH_GEMMA3 && n_layer == 62)
+                                ? (double) (n_embd / n_head) : (double) head_dim;
+        if (qs != want) throw convert_error("config.json: query_pre_attn_scalar " + std::to_string(qs) + " is not supported (the runtime uses " + std::to_string(want) + ")");
+    }
+    std::vector<float> rope_long, rope_short;
     if (const json_value * rs = cfg.get("rope_scaling"); rs && rs->is_object()) {
         const json_value * t = rs->get("rope_type");
         if (!t) t = rs->get("type");
         const std::string type = t && t->is_string() ? t->str : "";
         const double factor = get_num(*rs, "factor", 1.0);
         if (type == "linear" || type == "yarn") {
-            gguf_set_val_str(g, "llama.rope.scaling.type", type.c_str());
-            gguf_set_val_f32(g, "llama.rope.scaling.factor", (float) factor);
-            if (type == "yarn") {
-                gguf_set_val_u32(g, "llama.rope.scaling.original_context_length",
-                                 (uint32_t) get_int(*rs, "original_max_position_embeddings", n_ctx));
-            }
+            gguf_set_val_str(g, (p + "rope.scaling.type").c_str(), type.c_str());
+            f32("rope.scaling.factor", factor);
+            if (type == "yarn") u32("rope.scaling.original_context_length", get_int(*rs, "original_max_position_embeddings", n_ctx));
+        } else if ((type == "longrope" || type == "su") && arch == LLM_ARCH_PHI3) {
+            // LongRoPE: factor tensors, the original context and the magnitude factor.
+            const int64_t orig = get_int(cfg, "original_max_position_embeddings", 0, true);
+            if (orig == 0) throw convert_error("config.json: original_max_position_embeddings must be positive");
+            rope_long = get_floats(*rs, "long_factor", (size_t) n_rot / 2);
+            rope_short = get_floats(*rs, "short_factor", (size_t) n_rot / 2);
+            const double scale = (double) n_ctx / (double) orig;
+            u32("rope.scaling.original_context_length", orig);
+            f32("rope.scaling.attn_factor", scale > 1.0 ? std::sqrt(1.0 + std::log(scale) / std::log((double) orig)) : 1.0);
         } else if (!type.empty() && type != "default") {
-            throw convert_error("config.json: rope_scaling type '" + type + "' is not supported (linear, yarn)");
+            throw convert_error("config.json: rope_scaling type '" + type + "' is not supported for " + arch_name + " (linear, yarn" +
+                                (arch == LLM_ARCH_PHI3 ? ", longrope)" : ")"));
         }
     }
 
@@ -296,8 +382,9 @@ model_plan load_hf(const std::string & dir) {
     auto st = std::make_shared<std::map<std::string, st_tensor>>(safetensors_load_dir(dir));
     std::map<std::string, bool> used;
     // Adds GGUF tensor `name` from HF tensor `hf` whose stored shape must be {rows, cols}
-    // (or {cols} for vectors); permute_heads > 0 applies the Q/K row permutation.
-    auto add = [&](const std::string & name, const std::string & hf, std::vector<int64_t> shape, int64_t permute_heads) {
+    // (or {cols} for vectors); permute_heads > 0 applies the Q/K row permutation; plus_one stores
+    // 1 + w in F32 (Gemma's norms).
+    auto add = [&](const std::string & name, const std::string & hf, std::vector<int64_t> shape, int64_t permute_heads, bool plus_one) {
         auto it = st->find(hf);
         if (it == st->end()) throw convert_error("tensor '" + hf + "' is missing from the safetensors files");
         used[hf] = true;
@@ -309,29 +396,67 @@ model_plan load_hf(const std::string & dir) {
         }
         const st_tensor * t = &it->second;
         std::vector<int64_t> ne(shape.rbegin(), shape.rend());
+        if (plus_one) {
+            plan.tensors.push_back({name, ne, GGML_TYPE_F32, [st, t](std::vector<uint8_t> & out) {
+                                        std::vector<float> v = to_f32(*t);
+                                        for (float & x : v) x += 1.0f;
+                                        out.assign((const uint8_t *) v.data(), (const uint8_t *) (v.data() + v.size()));
+                                    }});
+            return;
+        }
         plan.tensors.push_back({name, ne, t->type, [st, t, shape, permute_heads](std::vector<uint8_t> & out) {
                                     out.assign(t->data, t->data + t->nbytes);
                                     release_pages(t->data, t->nbytes);
                                     if (permute_heads > 0) permute_qk_rows(out, shape[0], t->nbytes / (size_t) shape[0], permute_heads);
                                 }});
     };
-    const bool has_embed = st->count("model.embed_tokens.weight") > 0;
-    // Tied weights may be saved once, under either name.
-    add("token_embd.weight", has_embed || !tied ? "model.embed_tokens.weight" : "lm_head.weight", {n_vocab, n_embd}, 0);
-    add("output_norm.weight", "model.norm.weight", {n_embd}, 0);
-    if (!tied) add("output.weight", "lm_head.weight", {n_vocab, n_embd}, 0);
-    else used["lm_head.weight"] = true;
+    // Shapes come from the architecture table (GGUF order, reversed for safetensors).
+    llama_hparams hp;
+    hp.n_embd = (uint32_t) n_embd;
+    hp.n_ff = (uint32_t) n_ff;
+    hp.n_head = (uint32_t) n_head;
+    hp.n_head_kv = (uint32_t) n_head_kv;
+    hp.n_vocab = (uint32_t) n_vocab;
+    hp.n_embd_head_k = hp.n_embd_head_v = (uint32_t) head_dim;
+    hp.n_rot = (uint32_t) n_rot;
+    const bool permute = info.rope_type == GGML_ROPE_TYPE_NORMAL;  // llama: GGUF's interleaved Q/K rows
+    auto add_kind = [&](llm_tensor id, int il) {
+        const llm_tensor_info & ti = llm_tensor_get(id);
+        const char * hf_fmt = llama_hf_tensor_name(arch, id);
+        if (!hf_fmt) return;
+        std::vector<int64_t> shape = {llm_dim_size(ti.ne[1], hp), llm_dim_size(ti.ne[0], hp)};
+        if (ti.ne[1] == llm_dim::one) shape = {llm_dim_size(ti.ne[0], hp)};
+        const int64_t heads = !permute ? 0 : id == LLM_TENSOR_ATTN_Q ? n_head : id == LLM_TENSOR_ATTN_K ? n_head_kv : 0;
+        add(llm_tensor_name(id, il), llama_hf_name(hf_fmt, il), shape, heads, llama_hf_norm_plus_one(arch, id));
+    };
+    for (const llm_arch_tensor & at : info.tensors) {
+        const llm_tensor_info & ti = llm_tensor_get(at.id);
+        if (ti.layer_field) continue;
+        if (at.id == LLM_TENSOR_TOKEN_EMBD) {
+            // Tied weights may be saved once, under either name.
+            const bool has_embed = st->count("model.embed_tokens.weight") > 0;
+            add("token_embd.weight", has_embed || !tied ? "model.embed_tokens.weight" : "lm_head.weight", {n_vocab, n_embd}, 0, false);
+        } else if (at.id == LLM_TENSOR_OUTPUT) {
+            if (!tied) add_kind(at.id, -1);
+            else used["lm_head.weight"] = true;
+        } else if (at.required || at.id == LLM_TENSOR_ROPE_FREQS) {
+            if (at.required) add_kind(at.id, -1);
+        }
+    }
     for (int64_t l = 0; l < n_layer; l++) {
-        const std::string b = "blk." + std::to_string(l) + ".", h = "model.layers." + std::to_string(l) + ".";
-        add(b + "attn_q.weight", h + "self_attn.q_proj.weight", {n_head * head_dim, n_embd}, n_head);
-        add(b + "attn_k.weight", h + "self_attn.k_proj.weight", {n_head_kv * head_dim, n_embd}, n_head_kv);
-        add(b + "attn_v.weight", h + "self_attn.v_proj.weight", {n_head_kv * head_dim, n_embd}, 0);
-        add(b + "attn_output.weight", h + "self_attn.o_proj.weight", {n_embd, n_head * head_dim}, 0);
-        add(b + "attn_norm.weight", h + "input_layernorm.weight", {n_embd}, 0);
-        add(b + "ffn_gate.weight", h + "mlp.gate_proj.weight", {n_ff, n_embd}, 0);
-        add(b + "ffn_down.weight", h + "mlp.down_proj.weight", {n_embd, n_ff}, 0);
-        add(b + "ffn_up.weight", h + "mlp.up_proj.weight", {n_ff, n_embd}, 0);
-        add(b + "ffn_norm.weight", h + "post_attention_layernorm.weight", {n_embd}, 0);
+        for (const llm_arch_tensor & at : info.tensors) {
+            if (!llm_tensor_get(at.id).layer_field) continue;
+            if (at.required || (biases && strstr(llm_tensor_get(at.id).name, ".bias"))) add_kind(at.id, (int) l);
+        }
+    }
+    // LongRoPE factors: from config.json, as F32 vectors.
+    for (auto * f : {&rope_long, &rope_short}) {
+        if (f->empty()) continue;
+        const std::vector<float> v = *f;
+        plan.tensors.push_back({f == &rope_long ? "rope_factors_long.weight" : "rope_factors_short.weight", {(int64_t) v.size()},
+                                GGML_TYPE_F32, [v](std::vector<uint8_t> & out) {
+                                    out.assign((const uint8_t *) v.data(), (const uint8_t *) (v.data() + v.size()));
+                                }});
     }
     for (const auto & kv : *st) {
         if (!used.count(kv.first) && kv.first.find("rotary_emb.inv_freq") == std::string::npos) {

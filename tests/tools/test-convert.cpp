@@ -6,6 +6,7 @@
 #include "gguf.h"
 #include "llama-json.h"
 #include "llama.h"
+#include "tiny-models.h"
 
 #include <dirent.h>
 #include <stdio.h>
@@ -380,5 +381,150 @@ TEST(Convert, ShardedSafetensorsAndHalfPrecisionOutputs) {
         EXPECT_EQ(gguf_get_tensor_type(g.g, id), want) << v.outtype;
         EXPECT_EQ(gguf_get_tensor_type(g.g, gguf_find_tensor(g.g, "output_norm.weight")), GGML_TYPE_F32);
         EXPECT_LT(mean_kl(base, logits_for(out, lref, d.path + "/l-" + v.outtype)), v.max_kl) << v.outtype;
+    }
+}
+
+// ---- llama-convert --hf for every family ----------------------------------------------------
+// Each tiny model of tests/common/tiny-models.h (the ones test-arch holds to PyTorch and
+// llama.cpp), written out as a Hugging Face checkpoint by the names and layouts of transformers'
+// modeling files (spelled out here, not taken from the converter's table: llama's Q/K rows in
+// rotate-half order, Gemma's norms as w = stored - 1, Phi-3's LongRoPE factors in config.json),
+// converted back: the same logits as the GGUF written directly (F32: to rounding).
+namespace {
+
+// The HF name of a GGUF tensor of a family, as transformers names it.
+std::string hf_name(const std::string & family, const std::string & gguf) {
+    const bool gemma = family.rfind("gemma", 0) == 0;
+    if (gguf == "token_embd.weight") return "model.embed_tokens.weight";
+    if (gguf == "output_norm.weight") return "model.norm.weight";
+    if (gguf == "output.weight") return "lm_head.weight";
+    const size_t dot = gguf.find('.', 4);
+    const std::string layer = gguf.substr(4, dot - 4), rest = gguf.substr(dot + 1), h = "model.layers." + layer + ".";
+    static const std::vector<std::pair<std::string, std::string>> names = {
+        {"attn_norm.weight", "input_layernorm.weight"}, {"attn_q.weight", "self_attn.q_proj.weight"},
+        {"attn_k.weight", "self_attn.k_proj.weight"}, {"attn_v.weight", "self_attn.v_proj.weight"},
+        {"attn_q.bias", "self_attn.q_proj.bias"}, {"attn_k.bias", "self_attn.k_proj.bias"}, {"attn_v.bias", "self_attn.v_proj.bias"},
+        {"attn_qkv.weight", "self_attn.qkv_proj.weight"}, {"attn_output.weight", "self_attn.o_proj.weight"},
+        {"attn_q_norm.weight", "self_attn.q_norm.weight"}, {"attn_k_norm.weight", "self_attn.k_norm.weight"},
+        {"post_attention_norm.weight", "post_attention_layernorm.weight"}, {"post_ffw_norm.weight", "post_feedforward_layernorm.weight"},
+        {"ffn_gate.weight", "mlp.gate_proj.weight"}, {"ffn_down.weight", "mlp.down_proj.weight"},
+    };
+    if (rest == "ffn_norm.weight") return h + (gemma ? "pre_feedforward_layernorm.weight" : "post_attention_layernorm.weight");
+    if (rest == "ffn_up.weight") return h + (family.rfind("phi3", 0) == 0 ? "mlp.gate_up_proj.weight" : "mlp.up_proj.weight");
+    for (const auto & n : names) {
+        if (n.first == rest) return h + n.second;
+    }
+    return "";
+}
+
+const char * hf_class(const std::string & family) {
+    if (family == "llama") return "LlamaForCausalLM";
+    if (family == "qwen2") return "Qwen2ForCausalLM";
+    if (family == "qwen3") return "Qwen3ForCausalLM";
+    if (family == "gemma2") return "Gemma2ForCausalLM";
+    if (family == "gemma3") return "Gemma3ForCausalLM";
+    return "Phi3ForCausalLM";
+}
+
+}  // namespace
+
+TEST(Convert, HfCheckpointsOfEveryFamily) {
+    const std::string src = models() + "/tinystories-656k", donor = models() + "/TinyStories-656K-Q8_0.gguf";
+    if (!have(src + "/tokenizer.json") || !have(donor)) GTEST_SKIP() << "tinystories-656k files absent";
+    temp_dir d;
+    for (const tiny::spec & s : tiny::specs()) {
+        SCOPED_TRACE(s.name);
+        const std::string direct = d.path + "/" + s.name + ".gguf", hf = d.path + "/" + s.name + "-hf";
+        ASSERT_TRUE(tiny::write(s, direct, donor));
+        std::system(("mkdir -p " + hf + " && cp " + src + "/tokenizer.json " + src + "/tokenizer_config.json " + hf).c_str());
+        ggml_context * data = nullptr;
+        gguf_init_params ip = {false, &data, false};
+        gguf_context * g = gguf_init_from_file(direct.c_str(), ip);
+        ASSERT_NE(g, nullptr);
+        const bool gemma = s.name.rfind("gemma", 0) == 0, llama = s.name == "llama";
+        const uint32_t head = s.head_k ? s.head_k : s.n_embd / s.n_head;
+        // The safetensors file: every tensor in F32, names and layouts as transformers has them.
+        std::string hdr = "{", blob;
+        for (ggml_tensor * t = ggml_get_first_tensor(data); t; t = ggml_get_next_tensor(data, t)) {
+            const std::string name = t->name;
+            if (name.rfind("rope_factors", 0) == 0) continue;  // config.json's
+            const std::string hn = hf_name(s.name, name);
+            ASSERT_FALSE(hn.empty()) << name;
+            std::vector<float> v((const float *) t->data, (const float *) t->data + ggml_nelements(t));
+            const bool is_norm = name.find("norm") != std::string::npos;
+            if (gemma && is_norm) for (float & x : v) x -= 1.0f;
+            if (llama && (name.find("attn_q.weight") != std::string::npos || name.find("attn_k.weight") != std::string::npos)) {
+                // GGUF row i * 2 + j of a head is HF row j * (hd / 2) + i.
+                std::vector<float> u(v.size());
+                const int64_t cols = t->ne[0], rows = t->ne[1];
+                for (int64_t r = 0; r < rows; r++) {
+                    const int64_t hh = r / head, w = r % head, hf_row = hh * head + (w % 2) * (head / 2) + w / 2;
+                    std::copy(v.begin() + r * cols, v.begin() + (r + 1) * cols, u.begin() + hf_row * cols);
+                }
+                v.swap(u);
+            }
+            std::string shape = t->ne[1] > 1 ? std::to_string(t->ne[1]) + "," + std::to_string(t->ne[0]) : std::to_string(t->ne[0]);
+            hdr += std::string(hdr.size() > 1 ? "," : "") + "\"" + hn + "\":{\"dtype\":\"F32\",\"shape\":[" + shape +
+                   "],\"data_offsets\":[" + std::to_string(blob.size()) + "," + std::to_string(blob.size() + 4 * v.size()) + "]}";
+            blob.append((const char *) v.data(), 4 * v.size());
+        }
+        hdr += "}";
+        const uint64_t hl = hdr.size();
+        std::ofstream st(hf + "/model.safetensors", std::ios::binary);
+        st.write((const char *) &hl, 8);
+        st << hdr << blob;
+        st.close();
+        std::ostringstream cfg;
+        cfg << "{\"architectures\": [\"" << hf_class(s.name) << "\"], \"hidden_size\": " << s.n_embd
+            << ", \"intermediate_size\": " << s.n_ff << ", \"num_hidden_layers\": " << s.n_layer
+            << ", \"num_attention_heads\": " << s.n_head << ", \"num_key_value_heads\": " << s.n_head_kv
+            << ", \"vocab_size\": 2048, \"max_position_embeddings\": 256, \"rms_norm_eps\": 1e-6, \"rope_theta\": " << s.freq_base
+            << ", \"tie_word_embeddings\": " << (s.tied ? "true" : "false");
+        if (s.head_k) cfg << ", \"head_dim\": " << s.head_k;
+        if (s.n_swa) cfg << ", \"sliding_window\": " << s.n_swa;
+        if (gemma) cfg << ", \"query_pre_attn_scalar\": " << head;
+        if (s.attn_softcap > 0) cfg << ", \"attn_logit_softcapping\": " << s.attn_softcap << ", \"final_logit_softcapping\": " << s.final_softcap;
+        if (s.rope_linear > 0) cfg << ", \"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": " << s.rope_linear << "}";
+        if (s.longrope) {
+            auto factors = [&](const char * name) {
+                const ggml_tensor * t = ggml_get_tensor(data, name);
+                std::string out = "[";
+                for (int64_t i = 0; i < t->ne[0]; i++) {
+                    char buf[32];
+                    snprintf(buf, sizeof(buf), "%.9g", ((const float *) t->data)[i]);
+                    out += (i ? "," : "") + std::string(buf);
+                }
+                return out + "]";
+            };
+            // attn_factor sqrt(1 + ln(256/16) / ln(16)) = sqrt(2): the tiny model's 1.19 is not
+            // what a checkpoint implies, so the direct file gets the converter's value below.
+            cfg << ", \"original_max_position_embeddings\": 16, \"rope_scaling\": {\"type\": \"longrope\", \"long_factor\": "
+                << factors("rope_factors_long.weight") << ", \"short_factor\": " << factors("rope_factors_short.weight") << "}";
+        }
+        cfg << "}";
+        std::ofstream(hf + "/config.json") << cfg.str();
+        std::string direct_file = direct;
+        if (s.longrope) {
+            // The direct file with the attention factor a checkpoint of this shape implies.
+            gguf_set_val_f32(g, "phi3.rope.scaling.attn_factor", (float) std::sqrt(2.0));
+            direct_file = d.path + "/" + s.name + "-fixed.gguf";
+            ASSERT_TRUE(gguf_write_to_file(g, direct_file.c_str(), false));
+        }
+        gguf_free(g);
+        ggml_free(data);
+
+        const std::string out = d.path + "/" + s.name + "-converted.gguf";
+        const auto r = run_prog("llama-convert", "--hf " + hf + " -o " + out + " --outtype f32");
+        ASSERT_EQ(r.status, 0) << r.output;
+        EXPECT_EQ(r.output.find("ignoring tensor"), std::string::npos) << r.output;
+        logits_file ref;
+        ref.tokens = {1, 400, 30, 12, 200, 7, 99, 300, 5, 17, 250, 31, 77, 420, 3, 66, 128, 256, 9, 44, 333, 101, 18, 480};
+        const logits_file a = logits_for(direct_file, ref, d.path + "/a.logits");
+        const logits_file b = logits_for(out, ref, d.path + "/b.logits");
+        ASSERT_EQ(a.logits.size(), b.logits.size());
+        ASSERT_FALSE(a.logits.empty());
+        const double kl = mean_kl(a, b);
+        printf("[ %s ] converted from HF vs written directly: mean KL %.3g\n", s.name.c_str(), kl);
+        EXPECT_LT(kl, 1e-9);
     }
 }
