@@ -4,10 +4,16 @@
 //   tiny-qwen2-bpe.gguf  qwen2, byte-level BPE vocabulary with merges, biases, f32
 //   tiny-llama-q4_0.gguf llama, the same vocabulary, Q4_0 matrices (quantized matmuls), n_embd 32
 //   tiny-vocab-only.gguf another architecture's tokenizer (loads with vocab_only only)
+//   tiny-qwen3.gguf      qwen3: per-head Q/K norms, head size 6 (n_head * head != n_embd)
+//   tiny-gemma2.gguf     gemma2: two layers (one windowed, window 3), soft-caps, post-norms
+//   tiny-gemma3.gguf     gemma3: Q/K norms, windowed layers, linear RoPE scaling
+//   tiny-phi3.gguf       phi3: fused QKV and gate-up, window 4, LongRoPE factors
 //   all-types.gguf       one key of every value type and array type, tensors of several types
 // Usage: fuzz-make-seeds OUT_DIR
 #include "ggml.h"
 #include "gguf.h"
+#include "llama-arch.h"
+#include "llama-model.h"
 
 #include <cmath>
 #include <cstdio>
@@ -95,9 +101,11 @@ void bpe_vocab(builder & b, vocab_spec & v, const char * pre) {
     gguf_set_val_str(b.g, "tokenizer.chat_template", "{{ '<|im_start|>' + message['role'] }}");
 }
 
-// Hyper-parameters and weights of a llama-shaped model.
+// Hyper-parameters and weights of a model of the architecture table's family `arch`: its
+// required tensors (biases too when asked), by the table's names and shapes. head_k: explicit
+// head size (0: n_embd / n_head).
 void weights(builder & b, const char * arch, uint32_t n_layer, int64_t n_embd, uint32_t n_head, uint32_t n_head_kv,
-             int64_t n_ff, int64_t n_vocab, ggml_type mat, bool tied, bool biases) {
+             int64_t n_ff, int64_t n_vocab, ggml_type mat, bool tied, bool biases, uint32_t head_k = 0) {
     const std::string a = arch;
     gguf_set_val_str(b.g, "general.architecture", arch);
     gguf_set_val_str(b.g, "general.name", "tiny");
@@ -109,27 +117,36 @@ void weights(builder & b, const char * arch, uint32_t n_layer, int64_t n_embd, u
     gguf_set_val_u32(b.g, (a + ".attention.head_count_kv").c_str(), n_head_kv);
     gguf_set_val_f32(b.g, (a + ".attention.layer_norm_rms_epsilon").c_str(), 1e-5f);
     gguf_set_val_f32(b.g, (a + ".rope.freq_base").c_str(), 10000.0f);
-    gguf_set_val_u32(b.g, (a + ".rope.dimension_count").c_str(), (uint32_t) (n_embd / n_head));
-    const int64_t hd = n_embd / n_head, n_kv = hd * n_head_kv;
-    b.tensor("token_embd.weight", mat, n_embd, n_vocab);
-    b.tensor("output_norm.weight", GGML_TYPE_F32, n_embd, 1, 1.0f);
-    if (!tied) b.tensor("output.weight", mat, n_embd, n_vocab);
+    llama_hparams hp;
+    hp.n_embd = (uint32_t) n_embd;
+    hp.n_layer = n_layer;
+    hp.n_head = n_head;
+    hp.n_head_kv = n_head_kv;
+    hp.n_ff = (uint32_t) n_ff;
+    hp.n_vocab = (uint32_t) n_vocab;
+    hp.n_embd_head_k = hp.n_embd_head_v = head_k ? head_k : (uint32_t) (n_embd / n_head);
+    hp.n_rot = hp.n_embd_head_k;
+    gguf_set_val_u32(b.g, (a + ".rope.dimension_count").c_str(), hp.n_rot);
+    if (head_k) {
+        gguf_set_val_u32(b.g, (a + ".attention.key_length").c_str(), head_k);
+        gguf_set_val_u32(b.g, (a + ".attention.value_length").c_str(), head_k);
+    }
+    const llm_arch_info & info = llm_arch_get(llm_arch_from_name(arch));
+    auto add = [&](const llm_arch_tensor & at, int il) {
+        const llm_tensor_info & ti = llm_tensor_get(at.id);
+        const bool vec = ti.use == llm_tensor_use::vector, norm = strstr(ti.name, "norm") != nullptr;
+        b.tensor(llm_tensor_name(at.id, il), vec ? GGML_TYPE_F32 : mat, llm_dim_size(ti.ne[0], hp), llm_dim_size(ti.ne[1], hp),
+                 norm ? 1.0f : NAN);
+    };
+    for (const llm_arch_tensor & at : info.tensors) {
+        if (llm_tensor_get(at.id).layer_field) continue;
+        if (at.required || (at.id == LLM_TENSOR_OUTPUT && !tied)) add(at, -1);
+    }
     for (uint32_t il = 0; il < n_layer; il++) {
-        const std::string p = "blk." + std::to_string(il) + ".";
-        b.tensor(p + "attn_norm.weight", GGML_TYPE_F32, n_embd, 1, 1.0f);
-        b.tensor(p + "attn_q.weight", mat, n_embd, n_embd);
-        b.tensor(p + "attn_k.weight", mat, n_embd, n_kv);
-        b.tensor(p + "attn_v.weight", mat, n_embd, n_kv);
-        if (biases) {
-            b.tensor(p + "attn_q.bias", GGML_TYPE_F32, n_embd);
-            b.tensor(p + "attn_k.bias", GGML_TYPE_F32, n_kv);
-            b.tensor(p + "attn_v.bias", GGML_TYPE_F32, n_kv);
+        for (const llm_arch_tensor & at : info.tensors) {
+            if (!llm_tensor_get(at.id).layer_field) continue;
+            if (at.required || (biases && strstr(llm_tensor_get(at.id).name, ".bias"))) add(at, (int) il);
         }
-        b.tensor(p + "attn_output.weight", mat, n_embd, n_embd);
-        b.tensor(p + "ffn_norm.weight", GGML_TYPE_F32, n_embd, 1, 1.0f);
-        b.tensor(p + "ffn_gate.weight", mat, n_embd, n_ff);
-        b.tensor(p + "ffn_up.weight", mat, n_embd, n_ff);
-        b.tensor(p + "ffn_down.weight", mat, n_ff, n_embd);
     }
 }
 
@@ -165,6 +182,45 @@ int main(int argc, char ** argv) {
         spm_vocab(b, v);
         weights(b, "llama", 1, 32, 4, 1, 32, (int64_t) v.tokens.size(), GGML_TYPE_Q4_0, false, false);
         ok = b.write(dir + "/tiny-llama-q4_0.gguf") && ok;
+    }
+    {
+        builder b;
+        vocab_spec v;
+        spm_vocab(b, v);
+        weights(b, "qwen3", 1, 8, 2, 1, 16, (int64_t) v.tokens.size(), GGML_TYPE_F32, true, false, 6);
+        ok = b.write(dir + "/tiny-qwen3.gguf") && ok;
+    }
+    {
+        builder b;
+        vocab_spec v;
+        spm_vocab(b, v);
+        weights(b, "gemma2", 2, 8, 2, 1, 16, (int64_t) v.tokens.size(), GGML_TYPE_F16, true, false, 4);
+        gguf_set_val_u32(b.g, "gemma2.attention.sliding_window", 3);
+        gguf_set_val_f32(b.g, "gemma2.attn_logit_softcapping", 5.0f);
+        gguf_set_val_f32(b.g, "gemma2.final_logit_softcapping", 3.0f);
+        ok = b.write(dir + "/tiny-gemma2.gguf") && ok;
+    }
+    {
+        builder b;
+        vocab_spec v;
+        spm_vocab(b, v);
+        weights(b, "gemma3", 2, 8, 2, 2, 16, (int64_t) v.tokens.size(), GGML_TYPE_F32, true, false);
+        gguf_set_val_u32(b.g, "gemma3.attention.sliding_window", 3);
+        gguf_set_val_str(b.g, "gemma3.rope.scaling.type", "linear");
+        gguf_set_val_f32(b.g, "gemma3.rope.scaling.factor", 4.0f);
+        ok = b.write(dir + "/tiny-gemma3.gguf") && ok;
+    }
+    {
+        builder b;
+        vocab_spec v;
+        spm_vocab(b, v);
+        weights(b, "phi3", 1, 8, 2, 2, 16, (int64_t) v.tokens.size(), GGML_TYPE_F32, false, false);
+        gguf_set_val_u32(b.g, "phi3.attention.sliding_window", 4);
+        gguf_set_val_u32(b.g, "phi3.rope.scaling.original_context_length", 8);
+        gguf_set_val_f32(b.g, "phi3.rope.scaling.attn_factor", 1.2f);
+        b.tensor("rope_factors_long.weight", GGML_TYPE_F32, 2, 1, 2.0f);
+        b.tensor("rope_factors_short.weight", GGML_TYPE_F32, 2, 1, 1.0f);
+        ok = b.write(dir + "/tiny-phi3.gguf") && ok;
     }
     {
         builder b;
