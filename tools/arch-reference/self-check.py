@@ -1,11 +1,12 @@
 #!/usr/bin/python3
 """Self-consistency checks of reference.py, for the architectures llama.cpp 4747 cannot run
 (qwen3, gemma3) and, as controls, the ones it can. An offline developer tool (tests and CI never
-run it). Give it the models make-test-models.py wrote:
+run it). Give it the models test-arch writes (LLAMA_ARCH_WRITE_MODELS=DIR test-arch
+--gtest_filter=ArchReference.WriteModels):
 
     /usr/bin/python3 tools/arch-reference/self-check.py /tmp/arch-models [--tokens 1,2,3,...]
 
-For each of llama / qwen2 / qwen3 / phi3 / gemma2 / gemma3 found there (NAME.gguf) it checks:
+For each of llama / qwen2 / qwen3 / phi3 / gemma2 / gemma3 found there (NAME-f32.gguf) it checks:
   1. causality: the logits of every prefix equal the first rows of the full prompt's logits;
   2. an independent second implementation (plain numpy, loops over heads and positions,
      explicit rotations and window tests) gives the same logits (max abs < 1e-9);
@@ -194,7 +195,7 @@ class Scaled:
 
 def main():
     ap = argparse.ArgumentParser(description="self-consistency checks of reference.py")
-    ap.add_argument("models", help="folder with NAME.gguf from make-test-models.py")
+    ap.add_argument("models", help="folder with NAME-f32.gguf from test-arch (LLAMA_ARCH_WRITE_MODELS)")
     ap.add_argument("--tokens", default="1,400,30,12,200,7,99,300,5,17,250,3,88,451,61,120,9,333,42,500")
     args = ap.parse_args()
     tokens = [int(t) for t in args.tokens.split(",")]
@@ -206,9 +207,7 @@ def main():
         print(f"{'ok  ' if ok else 'FAIL'} {name}: {detail}")
 
     for arch in ["llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3"]:
-        path = os.path.join(args.models, arch + ".gguf")
-        if arch == "llama" and not os.path.exists(path):
-            path = os.path.join(args.models, "llama-f16.gguf")
+        path = os.path.join(args.models, arch + "-f32.gguf")  # test-arch's ArchReference.WriteModels
         if not os.path.exists(path):
             continue
         g = ref.GGUF(path)
