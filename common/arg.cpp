@@ -625,7 +625,7 @@ std::vector<common_arg> make_table() {
     add(unsupported({"--jinja"}, nullptr, "there is no Jinja engine: --chat-template takes the built-in templates by name or "
                     "recognizes a template text")).set_examples({LLAMA_EXAMPLE_MAIN});
     add(unsupported({"--reasoning-format"}, "FORMAT", "reasoning output is not parsed")).set_examples({LLAMA_EXAMPLE_MAIN});
-    add(text({"--chat-template"}, "JINJA_TEMPLATE", "llama2, llama3, chatml, zephyr, mistral, phi3, or a template text recognized as one",
+    add(text({"--chat-template"}, "JINJA_TEMPLATE", "llama2, llama3, chatml, zephyr, mistral, phi3, gemma, or a template text recognized as one",
              [](common_params & p, const std::string & v) { p.chat_template = checked_chat_template(v); })).set_examples({LLAMA_EXAMPLE_MAIN})
         .set_env("LLAMA_ARG_CHAT_TEMPLATE");
     add(text({"--chat-template-file"}, "JINJA_TEMPLATE_FILE", "the --chat-template text read from a file",

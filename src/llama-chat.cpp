@@ -3,15 +3,23 @@
 // is none of them is refused (-1), as llama.cpp refuses it, rather than formatted as another.
 #include "llama.h"
 
+#include <cctype>
 #include <cstring>
 #include <string>
 #include <vector>
 
 namespace {
 
-enum class chat_style { chatml, llama2, llama3, zephyr, mistral, phi3 };
+enum class chat_style { chatml, llama2, llama3, zephyr, mistral, phi3, gemma };
 
 bool contains(const std::string & s, const char * needle) { return s.find(needle) != std::string::npos; }
+
+std::string trim(const std::string & s) {
+    size_t a = 0, b = s.size();
+    while (a < b && isspace((unsigned char) s[a])) a++;
+    while (b > a && isspace((unsigned char) s[b - 1])) b--;
+    return s.substr(a, b - a);
+}
 
 chat_style detect_style_or_chatml(const char * tmpl);
 
@@ -33,11 +41,13 @@ chat_style detect_style_or_chatml(const char * tmpl) {
     if (t == "zephyr") return chat_style::zephyr;
     if (t == "mistral" || t == "mistral-v1") return chat_style::mistral;
     if (t == "phi3" || t == "phi-3") return chat_style::phi3;
+    if (t == "gemma") return chat_style::gemma;
     // Then the markers a Jinja template of each family writes.
     if (contains(t, "<|im_start|>")) return chat_style::chatml;
     if (contains(t, "<|start_header_id|>")) return chat_style::llama3;
     if (contains(t, "[INST]")) return contains(t, "<<SYS>>") ? chat_style::llama2 : chat_style::mistral;
     if (contains(t, "<|user|>")) return contains(t, "<|end|>") ? chat_style::phi3 : chat_style::zephyr;
+    if (contains(t, "<start_of_turn>")) return chat_style::gemma;
     return chat_style::chatml;
 }
 
@@ -63,6 +73,27 @@ std::string format_chat(chat_style style, const llama_chat_message * chat, size_
                 out += "<|" + std::string(chat[i].role) + "|>\n" + chat[i].content + end + "\n";
             }
             if (add_ass) out += "<|assistant|>\n";
+            break;
+        }
+        case chat_style::gemma: {
+            // <start_of_turn>ROLE\n...<end_of_turn>\n with "model" for the assistant; Gemma has no
+            // system role: the system text opens the next user turn (as llama.cpp formats it).
+            std::string system;
+            for (size_t i = 0; i < n; i++) {
+                std::string role = chat[i].role;
+                if (role == "system") {
+                    system = trim(chat[i].content);
+                    continue;
+                }
+                if (role == "assistant") role = "model";
+                out += "<start_of_turn>" + role + "\n";
+                if (!system.empty() && role != "model") {
+                    out += system + "\n\n";
+                    system.clear();
+                }
+                out += trim(chat[i].content) + "<end_of_turn>\n";
+            }
+            if (add_ass) out += "<start_of_turn>model\n";
             break;
         }
         case chat_style::llama2:
@@ -115,7 +146,7 @@ int32_t llama_chat_apply_template(const char * tmpl, const struct llama_chat_mes
 }
 
 int32_t llama_chat_builtin_templates(const char ** output, size_t len) {
-    static const char * const names[] = { "chatml", "llama2", "llama3", "mistral", "phi3", "zephyr" };
+    static const char * const names[] = { "chatml", "gemma", "llama2", "llama3", "mistral", "phi3", "zephyr" };
     const size_t n = sizeof(names) / sizeof(names[0]);
     for (size_t i = 0; output && i < len && i < n; i++) output[i] = names[i];
     return (int32_t) n;

@@ -207,6 +207,14 @@ TEST(ChatTemplates, NamedStyles) {
     EXPECT_EQ(apply("mistral", msgs, true), "[INST] Be brief.\n\nHi [/INST] Hello!</s>[INST] How are you? [/INST]");
     EXPECT_EQ(apply("zephyr", msgs, true),
               "<|system|>\nBe brief.</s>\n<|user|>\nHi</s>\n<|assistant|>\nHello!</s>\n<|user|>\nHow are you?</s>\n<|assistant|>\n");
+    // Gemma (llama.cpp 4747's output for these messages, with the spaces it trims): no system
+    // role, "model" for the assistant; recognised by <start_of_turn> in a Jinja template.
+    const std::vector<llama_chat_message> padded = {
+        {"system", " Be brief. "}, {"user", "Hi\n"}, {"assistant", "Hello!"}, {"user", "How are you?"}};
+    const std::string gemma = "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello!<end_of_turn>\n"
+                              "<start_of_turn>user\nHow are you?<end_of_turn>\n<start_of_turn>model\n";
+    EXPECT_EQ(apply("gemma", padded, true), gemma);
+    EXPECT_EQ(apply("{{ '<start_of_turn>' + role + '\\n' }}", padded, true), gemma);
 }
 
 TEST(ChatTemplates, RecognisedFromJinjaAndChatMLWhenUnknown) {
