@@ -140,12 +140,12 @@ void weights(builder & b, const char * arch, uint32_t n_layer, int64_t n_embd, u
     };
     for (const llm_arch_tensor & at : info.tensors) {
         if (llm_tensor_get(at.id).layer_field) continue;
-        if (at.required || (at.id == LLM_TENSOR_OUTPUT && !tied)) add(at, -1);
+        if (at.required(hp) || (at.id == LLM_TENSOR_OUTPUT && !tied)) add(at, -1);
     }
     for (uint32_t il = 0; il < n_layer; il++) {
         for (const llm_arch_tensor & at : info.tensors) {
             if (!llm_tensor_get(at.id).layer_field) continue;
-            if (at.required || (biases && strstr(llm_tensor_get(at.id).name, ".bias"))) add(at, (int) il);
+            if (at.required(hp) || (biases && strstr(llm_tensor_get(at.id).name, ".bias"))) add(at, (int) il);
         }
     }
 }

@@ -146,8 +146,9 @@ ggml_type quant_choose_type(const quant_target & target, const quant_model_info 
                             int n_dims, const int64_t * ne, ggml_type current, const quant_options & opt, std::string & fallback) {
     fallback.clear();
     if (target.base == GGML_TYPE_COUNT) return current;  // COPY
-    // Only matrices are quantized: norms, biases and other vectors stay F32.
-    if (n_dims < 2 || !ends_with(name, ".weight")) return GGML_TYPE_F32;
+    // Only matrices are quantized: norms, biases and other vectors stay F32; so does a mixture's
+    // router (its small errors would change which experts run), as llama.cpp keeps it.
+    if (n_dims < 2 || !ends_with(name, ".weight") || ends_with(name, "ffn_gate_inp.weight")) return GGML_TYPE_F32;
     if (!opt.quantize_output && name == "output.weight") return current;
     ggml_type type = opt.pure ? target.base : preferred_type(target, info, name);
     if (opt.token_embd_type != GGML_TYPE_COUNT && name == "token_embd.weight") type = opt.token_embd_type;

@@ -38,20 +38,37 @@ const llm_tensor_info kTensors[LLM_TENSOR_COUNT] = {
     {LLM_TENSOR_FFN_GATE_UP, "blk.%d.ffn_up.weight", U::matrix, {D::embd, D::ff2}, &llama_layer::ffn_gate_up, nullptr, "gate_up"},
     {LLM_TENSOR_FFN_DOWN, "blk.%d.ffn_down.weight", U::matrix, {D::ff, D::embd}, &llama_layer::ffn_down, nullptr, "down"},
     {LLM_TENSOR_FFN_POST_NORM, "blk.%d.post_ffw_norm.weight", U::vector, {D::embd, one}, &llama_layer::ffn_post_norm, nullptr, nullptr},
+    {LLM_TENSOR_FFN_GATE_INP, "blk.%d.ffn_gate_inp.weight", U::matrix, {D::embd, D::expert}, &llama_layer::ffn_gate_inp, nullptr, "router"},
+    {LLM_TENSOR_FFN_GATE_EXPS, "blk.%d.ffn_gate_exps.weight", U::matrix, {D::embd, D::ff_exp, D::expert}, &llama_layer::ffn_gate_exps, nullptr, nullptr},
+    {LLM_TENSOR_FFN_UP_EXPS, "blk.%d.ffn_up_exps.weight", U::matrix, {D::embd, D::ff_exp, D::expert}, &llama_layer::ffn_up_exps, nullptr, nullptr},
+    {LLM_TENSOR_FFN_DOWN_EXPS, "blk.%d.ffn_down_exps.weight", U::matrix, {D::ff_exp, D::embd, D::expert}, &llama_layer::ffn_down_exps, nullptr, nullptr},
+    {LLM_TENSOR_FFN_GATE_INP_SHEXP, "blk.%d.ffn_gate_inp_shexp.weight", U::matrix, {D::embd, one}, &llama_layer::ffn_gate_inp_shexp, nullptr, nullptr},
+    {LLM_TENSOR_FFN_GATE_SHEXP, "blk.%d.ffn_gate_shexp.weight", U::matrix, {D::embd, D::ff_shexp}, &llama_layer::ffn_gate_shexp, nullptr, nullptr},
+    {LLM_TENSOR_FFN_UP_SHEXP, "blk.%d.ffn_up_shexp.weight", U::matrix, {D::embd, D::ff_shexp}, &llama_layer::ffn_up_shexp, nullptr, nullptr},
+    {LLM_TENSOR_FFN_DOWN_SHEXP, "blk.%d.ffn_down_shexp.weight", U::matrix, {D::ff_shexp, D::embd}, &llama_layer::ffn_down_shexp, nullptr, nullptr},
 };
 
-constexpr bool REQ = true, OPT = false;
+constexpr llm_need REQ = llm_need::required, OPT = llm_need::optional, DENSE = llm_need::dense, EXPERTS = llm_need::experts;
 
-// The decoder block every family here shares: norm, Q/K/V, output; norm, gate/up, down.
-std::vector<llm_arch_tensor> with_common(std::vector<llm_arch_tensor> extra, bool fused = false) {
+// What sets a family's FFN apart: dense (gate, up, down), experts only, or either as the file
+// says (llama), or fused (Phi-3's stacked gate-up).
+enum class ffn_kind { dense, experts, either, fused };
+
+// The decoder block every family here shares: norm, Q/K/V, output; norm and its FFN.
+std::vector<llm_arch_tensor> with_common(std::vector<llm_arch_tensor> extra, ffn_kind ffn = ffn_kind::dense) {
     std::vector<llm_arch_tensor> v = {
         {LLM_TENSOR_TOKEN_EMBD, REQ}, {LLM_TENSOR_OUTPUT_NORM, REQ}, {LLM_TENSOR_OUTPUT, OPT},
         {LLM_TENSOR_ATTN_NORM, REQ},  {LLM_TENSOR_ATTN_OUT, REQ},    {LLM_TENSOR_FFN_NORM, REQ},
-        {LLM_TENSOR_FFN_DOWN, REQ},
     };
-    if (!fused) {
-        v.insert(v.end(), {{LLM_TENSOR_ATTN_Q, REQ}, {LLM_TENSOR_ATTN_K, REQ}, {LLM_TENSOR_ATTN_V, REQ},
-                           {LLM_TENSOR_FFN_GATE, REQ}, {LLM_TENSOR_FFN_UP, REQ}});
+    if (ffn != ffn_kind::fused) v.insert(v.end(), {{LLM_TENSOR_ATTN_Q, REQ}, {LLM_TENSOR_ATTN_K, REQ}, {LLM_TENSOR_ATTN_V, REQ}});
+    const llm_need dense = ffn == ffn_kind::either ? DENSE : REQ, experts = ffn == ffn_kind::either ? EXPERTS : REQ;
+    if (ffn == ffn_kind::fused) v.push_back({LLM_TENSOR_FFN_DOWN, REQ});
+    if (ffn == ffn_kind::dense || ffn == ffn_kind::either) {
+        v.insert(v.end(), {{LLM_TENSOR_FFN_GATE, dense}, {LLM_TENSOR_FFN_UP, dense}, {LLM_TENSOR_FFN_DOWN, dense}});
+    }
+    if (ffn == ffn_kind::experts || ffn == ffn_kind::either) {
+        v.insert(v.end(), {{LLM_TENSOR_FFN_GATE_INP, experts}, {LLM_TENSOR_FFN_GATE_EXPS, experts},
+                           {LLM_TENSOR_FFN_UP_EXPS, experts}, {LLM_TENSOR_FFN_DOWN_EXPS, experts}});
     }
     v.insert(v.end(), extra.begin(), extra.end());
     return v;
@@ -61,7 +78,7 @@ const std::vector<llm_arch_info> & arch_table() {
     static const std::vector<llm_arch_info> t = {
         {LLM_ARCH_LLAMA, "llama", GGML_ROPE_TYPE_NORMAL, "LlamaForCausalLM",
          with_common({{LLM_TENSOR_ROPE_FREQS, OPT}, {LLM_TENSOR_ATTN_Q_BIAS, OPT}, {LLM_TENSOR_ATTN_K_BIAS, OPT},
-                      {LLM_TENSOR_ATTN_V_BIAS, OPT}})},
+                      {LLM_TENSOR_ATTN_V_BIAS, OPT}}, ffn_kind::either)},
         {LLM_ARCH_QWEN2, "qwen2", GGML_ROPE_TYPE_NEOX, "Qwen2ForCausalLM",
          with_common({{LLM_TENSOR_ATTN_Q_BIAS, REQ}, {LLM_TENSOR_ATTN_K_BIAS, REQ}, {LLM_TENSOR_ATTN_V_BIAS, REQ}})},
         {LLM_ARCH_QWEN3, "qwen3", GGML_ROPE_TYPE_NEOX, "Qwen3ForCausalLM",
@@ -73,7 +90,13 @@ const std::vector<llm_arch_info> & arch_table() {
                       {LLM_TENSOR_FFN_POST_NORM, REQ}})},
         {LLM_ARCH_PHI3, "phi3", GGML_ROPE_TYPE_NEOX, "Phi3ForCausalLM",
          with_common({{LLM_TENSOR_ATTN_QKV, REQ}, {LLM_TENSOR_FFN_GATE_UP, REQ}, {LLM_TENSOR_ROPE_FACTORS_LONG, OPT},
-                      {LLM_TENSOR_ROPE_FACTORS_SHORT, OPT}}, true)},
+                      {LLM_TENSOR_ROPE_FACTORS_SHORT, OPT}}, ffn_kind::fused)},
+        {LLM_ARCH_QWEN2MOE, "qwen2moe", GGML_ROPE_TYPE_NEOX, "Qwen2MoeForCausalLM",
+         with_common({{LLM_TENSOR_ATTN_Q_BIAS, REQ}, {LLM_TENSOR_ATTN_K_BIAS, REQ}, {LLM_TENSOR_ATTN_V_BIAS, REQ},
+                      {LLM_TENSOR_FFN_GATE_INP_SHEXP, REQ}, {LLM_TENSOR_FFN_GATE_SHEXP, REQ}, {LLM_TENSOR_FFN_UP_SHEXP, REQ},
+                      {LLM_TENSOR_FFN_DOWN_SHEXP, REQ}}, ffn_kind::experts)},
+        {LLM_ARCH_QWEN3MOE, "qwen3moe", GGML_ROPE_TYPE_NEOX, "Qwen3MoeForCausalLM",
+         with_common({{LLM_TENSOR_ATTN_Q_NORM, REQ}, {LLM_TENSOR_ATTN_K_NORM, REQ}}, ffn_kind::experts)},
     };
     return t;
 }
@@ -107,8 +130,21 @@ int64_t llm_dim_size(llm_dim d, const llama_hparams & hp) {
         case D::attn_out: return (int64_t) hp.n_embd_head_v * hp.n_head;
         case D::head_k: return hp.n_embd_head_k;
         case D::rot_half: return hp.n_rot / 2;
+        case D::expert: return hp.n_expert;
+        case D::ff_exp: return hp.n_ff_exp;
+        case D::ff_shexp: return hp.n_ff_shexp;
     }
     return 0;
+}
+
+bool llm_arch_tensor::required(const llama_hparams & hp) const {
+    switch (need) {
+        case llm_need::required: return true;
+        case llm_need::optional: return false;
+        case llm_need::dense: return hp.n_expert == 0;
+        case llm_need::experts: return hp.n_expert > 0;
+    }
+    return false;
 }
 
 llm_arch llm_arch_from_name(const std::string & name) {

@@ -22,6 +22,8 @@ enum llm_arch {
     LLM_ARCH_GEMMA2,   // Gemma 2: scaled embeddings, post-norms, soft-capping, sliding window on even layers, GELU
     LLM_ARCH_GEMMA3,   // Gemma 3: Gemma 2 with Q/K norms, 5 local : 1 global layers, no soft-capping
     LLM_ARCH_PHI3,     // Phi-3 / Phi-4: fused QKV and gate-up projections, sliding window on every layer
+    LLM_ARCH_QWEN2MOE, // Qwen2-MoE: qwen2's attention, experts (top-k, not renormalised) plus a gated shared expert
+    LLM_ARCH_QWEN3MOE, // Qwen3-MoE: qwen3's attention, experts (top-k renormalised)
     LLM_ARCH_UNKNOWN,  // vocab_only loads of other architectures
 };
 
@@ -51,6 +53,14 @@ enum llm_tensor {
     LLM_TENSOR_FFN_GATE_UP,  // gate and up stacked in one matrix (Phi-3's ffn_up, 2 n_ff rows)
     LLM_TENSOR_FFN_DOWN,
     LLM_TENSOR_FFN_POST_NORM,
+    LLM_TENSOR_FFN_GATE_INP,        // the router: expert logits [n_embd, n_expert]
+    LLM_TENSOR_FFN_GATE_EXPS,       // the experts, stacked [n_embd, n_ff_exp, n_expert]
+    LLM_TENSOR_FFN_UP_EXPS,
+    LLM_TENSOR_FFN_DOWN_EXPS,       // [n_ff_exp, n_embd, n_expert]
+    LLM_TENSOR_FFN_GATE_INP_SHEXP,  // Qwen2-MoE's shared expert: its gate (a vector), and its FFN
+    LLM_TENSOR_FFN_GATE_SHEXP,
+    LLM_TENSOR_FFN_UP_SHEXP,
+    LLM_TENSOR_FFN_DOWN_SHEXP,
     LLM_TENSOR_COUNT,
 };
 
@@ -75,13 +85,16 @@ enum class llm_dim : uint8_t {
     attn_out, // n_head * head size of V (the input of the output projection)
     head_k,   // head size of K (per-head norms)
     rot_half, // n_rot / 2 (frequency factors)
+    expert,   // n_expert
+    ff_exp,   // an expert's FFN size
+    ff_shexp, // the shared expert's FFN size
 };
 
 struct llm_tensor_info {
     llm_tensor id;
     const char * name;         // GGUF name, "%d" for the layer: "blk.%d.attn_q.weight"
     llm_tensor_use use;
-    llm_dim ne[2];             // shape, dimension 0 first
+    llm_dim ne[3];             // shape, dimension 0 first (unlisted: 1)
     ggml_tensor * llama_layer::* layer_field;  // where a per-layer tensor goes (nullptr: global)
     ggml_tensor * llama_model::* model_field;  // where a global tensor goes
     const char * lora_target;  // the short name LoRA targets it by (q, k, v, o, gate, up, down, output) or nullptr
@@ -93,9 +106,15 @@ std::string llm_tensor_name(llm_tensor t, int il = 0);
 // The size of a dimension for a model's hyper-parameters.
 int64_t llm_dim_size(llm_dim d, const llama_hparams & hp);
 
+// Whether a file of the family must have the tensor: always, never, or as its FFN is dense or
+// made of experts (<arch>.expert_count > 0: llama's Mixtral-style files).
+enum class llm_need { required, optional, dense, experts };
+
 struct llm_arch_tensor {
     llm_tensor id;
-    bool required;
+    llm_need need;
+    // Whether a model with these hyper-parameters must have it (else it is optional).
+    bool required(const llama_hparams & hp) const;
 };
 
 struct llm_arch_info {

@@ -1,6 +1,7 @@
 // llama-build-llama.cpp - the pre-norm decoder block of Llama and the families that share its
 // shape (Qwen2: Q/K/V biases; Qwen3: per-head Q/K norms; Phi-3: fused QKV and gate-up
-// projections), which differ only in tensors the shared pieces act on when present:
+// projections; Mixtral-style llama, Qwen2-MoE, Qwen3-MoE: a mixture of experts for the FFN),
+// which differ only in tensors the shared pieces act on when present:
 //   x = embeddings
 //   per layer: h = x + Wo attn(rope(Wq n(x)), rope(Wk n(x)), Wv n(x)),  n = RMSNorm * weight
 //              x = h + Wdown (silu(Wgate n(h)) * Wup n(h))
@@ -17,7 +18,8 @@ void llm_build_llama(llm_graph_builder & b) {
         b.keep_outputs(il, cur, x);
         ggml_tensor * h = ggml_add(b.ctx, cur, x);
         b.io.matmul_out.push_back(h);
-        cur = b.ffn(il, b.rms_norm(h, L.ffn_norm), llm_ffn_act::silu);
+        cur = b.rms_norm(h, L.ffn_norm);
+        cur = L.ffn_gate_inp ? b.moe_ffn(il, cur) : b.ffn(il, cur, llm_ffn_act::silu);
         x = ggml_add(b.ctx, cur, h);
         b.io.layer_out.push_back(x);
     }

@@ -60,6 +60,11 @@ struct llm_graph_builder {
     ggml_tensor * self_attention(int il, ggml_tensor * x);
     // act(gate x) * (up x), then down; gate and up separate or stacked in one matrix.
     ggml_tensor * ffn(int il, ggml_tensor * x, llm_ffn_act act);
+    // A mixture of experts: the router's softmax over the experts, the top n_expert_used of them
+    // per token (renormalised when hparams.expert_weights_norm), each a SiLU-gated FFN on the
+    // token, summed by weight; plus the shared expert, gated by sigmoid(w . x), where the layer
+    // has one.
+    ggml_tensor * moe_ffn(int il, ggml_tensor * x);
     // In the last layer, keeps only the rows of the tokens that get outputs (cur and the residual).
     void keep_outputs(int il, ggml_tensor *& cur, ggml_tensor *& residual);
     // The output head on the last hidden states: norm, then logits (soft-capped when the model
@@ -69,5 +74,5 @@ struct llm_graph_builder {
 
 // The builders, one per block shape (families whose blocks differ only in which tensors they
 // have share one).
-void llm_build_llama(llm_graph_builder & b);  // llama, qwen2, qwen3, phi3
+void llm_build_llama(llm_graph_builder & b);  // llama (dense or Mixtral-style experts), qwen2, qwen3, phi3, qwen2moe, qwen3moe
 void llm_build_gemma(llm_graph_builder & b);  // gemma2, gemma3

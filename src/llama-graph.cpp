@@ -173,7 +173,9 @@ void build_family(llm_graph_builder & b) {
         case LLM_ARCH_LLAMA:
         case LLM_ARCH_QWEN2:
         case LLM_ARCH_QWEN3:
-        case LLM_ARCH_PHI3: llm_build_llama(b); break;
+        case LLM_ARCH_PHI3:
+        case LLM_ARCH_QWEN2MOE:
+        case LLM_ARCH_QWEN3MOE: llm_build_llama(b); break;
         case LLM_ARCH_GEMMA2:
         case LLM_ARCH_GEMMA3: llm_build_gemma(b); break;
         case LLM_ARCH_UNKNOWN: GGML_ABORT("no graph for a vocabulary-only model");
@@ -299,6 +301,37 @@ ggml_tensor * llm_graph_builder::ffn(int il, ggml_tensor * x, llm_ffn_act act) {
     }
     gate = act == llm_ffn_act::silu ? ggml_silu(ctx, gate) : ggml_gelu(ctx, gate);
     return mm(L.ffn_down, ggml_mul(ctx, gate, up));
+}
+
+ggml_tensor * llm_graph_builder::moe_ffn(int il, ggml_tensor * x) {
+    const llama_layer & L = model.layers[(size_t) il];
+    const int64_t n_embd = x->ne[0], n_tok = x->ne[1], n_expert = hp.n_expert, k = hp.n_expert_used;
+    ggml_tensor * probs = ggml_soft_max(ctx, mm(L.ffn_gate_inp, x));  // [n_expert, n_tok]
+    ggml_tensor * chosen = ggml_cont(ctx, ggml_top_k(ctx, probs, (int) k));  // I32 [k, n_tok]
+    ggml_tensor * w = ggml_get_rows(ctx, ggml_reshape_3d(ctx, probs, 1, n_expert, n_tok), chosen);  // [1, k, n_tok]
+    if (hp.expert_weights_norm) {
+        ggml_tensor * w2 = ggml_reshape_2d(ctx, w, k, n_tok);
+        w = ggml_reshape_3d(ctx, ggml_div(ctx, w2, ggml_sum_rows(ctx, w2)), 1, k, n_tok);
+    }
+    ggml_tensor * x3 = ggml_reshape_3d(ctx, x, n_embd, 1, n_tok);
+    ggml_tensor * gate = ggml_mul_mat_id(ctx, L.ffn_gate_exps, x3, chosen);  // [n_ff_exp, k, n_tok]
+    ggml_tensor * up = ggml_mul_mat_id(ctx, L.ffn_up_exps, x3, chosen);
+    expand_together({gate, up});
+    ggml_tensor * experts = ggml_mul_mat_id(ctx, L.ffn_down_exps, ggml_mul(ctx, ggml_silu(ctx, gate), up), chosen);
+    experts = ggml_mul(ctx, experts, w);  // [n_embd, k, n_tok]
+    ggml_tensor * out = nullptr;
+    for (int64_t i = 0; i < k; i++) {
+        ggml_tensor * e = ggml_view_2d(ctx, experts, n_embd, n_tok, experts->nb[2], (size_t) i * experts->nb[1]);
+        out = out ? ggml_add(ctx, out, e) : ggml_cont(ctx, e);
+    }
+    if (L.ffn_gate_inp_shexp) {
+        ggml_tensor * sg = mm(L.ffn_gate_shexp, x), * su = mm(L.ffn_up_shexp, x);
+        expand_together({sg, su});
+        ggml_tensor * shared = mm(L.ffn_down_shexp, ggml_mul(ctx, ggml_silu(ctx, sg), su));
+        shared = ggml_mul(ctx, shared, ggml_sigmoid(ctx, mm(L.ffn_gate_inp_shexp, x)));  // [1, n_tok] gate
+        out = ggml_add(ctx, out, shared);
+    }
+    return out;
 }
 
 void llm_graph_builder::keep_outputs(int il, ggml_tensor *& cur, ggml_tensor *& residual) {

@@ -221,8 +221,12 @@ bool llama_model_place_weights(llama_model & model, const llama_model_params & p
         for (int il = 0; il < n_layer; il++) {
             if (model.layer_dev[(size_t) il]) continue;
             const llama_layer & l = model.layers[(size_t) il];
-            for (ggml_tensor * t : { l.wq, l.wk, l.wv, l.wo, l.ffn_gate, l.ffn_up, l.ffn_down }) {
-                if (moves(t)) mats.push_back({ t, t->data });
+            // The table's matrices (2D: the stacked experts are read by mul_mat_id, in place).
+            for (int k = 0; k < LLM_TENSOR_COUNT; k++) {
+                const llm_tensor_info & ti = llm_tensor_get((llm_tensor) k);
+                if (!ti.layer_field || ti.use != llm_tensor_use::matrix || ti.ne[2] != llm_dim::one) continue;
+                ggml_tensor * t = l.*ti.layer_field;
+                if (t && t->ne[1] > 1 && moves(t)) mats.push_back({ t, t->data });
             }
         }
         if (!model.output_dev && model.output != model.tok_embd && moves(model.output)) {

@@ -281,6 +281,31 @@ bool load_hparams(llama_model & model, std::string & err) {
         return false;
     }
 
+    // Mixture of experts.
+    if (!read_u32(g, a + "expert_count", hp.n_expert, false, 4096, err)) return false;
+    if (!read_u32(g, a + "expert_used_count", hp.n_expert_used, false, 4096, err)) return false;
+    // (Qwen2-MoE files without the key: n_ff / n_expert_used, as llama.cpp reads them.)
+    hp.n_ff_exp = hp.n_ff_shexp = hp.n_ff;
+    if (model.arch == LLM_ARCH_QWEN2MOE && hp.n_expert_used > 0) hp.n_ff_exp = hp.n_ff / hp.n_expert_used;
+    if (!read_u32(g, a + "expert_feed_forward_length", hp.n_ff_exp, false, 1u << 22, err)) return false;
+    if (!read_u32(g, a + "expert_shared_feed_forward_length", hp.n_ff_shexp, false, 1u << 22, err)) return false;
+    const bool moe_family = model.arch == LLM_ARCH_QWEN2MOE || model.arch == LLM_ARCH_QWEN3MOE;
+    if (moe_family && hp.n_expert == 0) {
+        err = format("%sexpert_count is missing or 0: %s is a mixture of experts", a.c_str(), model.arch_name.c_str());
+        return false;
+    }
+    if (hp.n_expert > 0 && (hp.n_expert_used == 0 || hp.n_expert_used > hp.n_expert)) {
+        err = format("%sexpert_used_count %u must be in [1, expert_count %u]", a.c_str(), hp.n_expert_used, hp.n_expert);
+        return false;
+    }
+    if (hp.n_expert > 0 && (hp.n_ff_exp == 0 || hp.n_ff_shexp == 0)) {
+        err = format("%sexpert_feed_forward_length must be positive", a.c_str());
+        return false;
+    }
+    // Qwen2-MoE weighs the chosen experts by their softmax probabilities as they are; Mixtral
+    // and Qwen3-MoE renormalise them to sum 1.
+    hp.expert_weights_norm = model.arch != LLM_ARCH_QWEN2MOE;
+
     hp.rope_type = llm_arch_get(model.arch).rope_type;
     if (!load_family_hparams(model, err)) return false;
 
@@ -382,8 +407,8 @@ bool load_tensors(llama_model & model, std::string & err) {
     const llm_arch_info & arch = llm_arch_get(model.arch);
     auto load = [&](const llm_arch_tensor & at, int il) -> ggml_tensor * {
         const llm_tensor_info & ti = llm_tensor_get(at.id);
-        return ld.get(llm_tensor_name(at.id, il), { llm_dim_size(ti.ne[0], hp), llm_dim_size(ti.ne[1], hp) }, ti.use,
-                      at.required);
+        return ld.get(llm_tensor_name(at.id, il), { llm_dim_size(ti.ne[0], hp), llm_dim_size(ti.ne[1], hp), llm_dim_size(ti.ne[2], hp) },
+                      ti.use, at.required(hp));
     };
     for (const llm_arch_tensor & at : arch.tensors) {
         const llm_tensor_info & ti = llm_tensor_get(at.id);

@@ -20,6 +20,16 @@ struct llama_hparams {
     uint32_t n_head_kv = 0;
     uint32_t n_ff = 0;
     uint32_t n_vocab = 0;   // rows of token_embd (what the logits cover)
+    // Mixture of experts (<arch>.expert_count > 0): n_expert_used of n_expert experts per token,
+    // each an FFN of n_ff_exp; their weights the softmax of the router's logits over the chosen
+    // ones renormalised to sum 1 (expert_weights_norm) or as they are; a shared expert of
+    // n_ff_shexp (qwen2moe).
+    uint32_t n_expert = 0;
+    uint32_t n_expert_used = 0;
+    uint32_t n_ff_exp = 0;
+    uint32_t n_ff_shexp = 0;
+    bool expert_weights_norm = true;
+
     uint32_t n_embd_head_k = 0;  // head size of queries and keys (<arch>.attention.key_length, n_embd / n_head by default)
     uint32_t n_embd_head_v = 0;  // head size of values (<arch>.attention.value_length)
     uint32_t n_rot = 0;     // dimensions rotated by RoPE (<= head size)
@@ -80,6 +90,14 @@ struct llama_layer {
     ggml_tensor * ffn_gate_up = nullptr;  // phi3: gate and up stacked
     ggml_tensor * ffn_down = nullptr;
     ggml_tensor * ffn_post_norm = nullptr;  // gemma: norm of the FFN output
+    ggml_tensor * ffn_gate_inp = nullptr;   // mixture of experts: the router and the stacked experts
+    ggml_tensor * ffn_gate_exps = nullptr;
+    ggml_tensor * ffn_up_exps = nullptr;
+    ggml_tensor * ffn_down_exps = nullptr;
+    ggml_tensor * ffn_gate_inp_shexp = nullptr;  // qwen2moe: the shared expert and its gate
+    ggml_tensor * ffn_gate_shexp = nullptr;
+    ggml_tensor * ffn_up_shexp = nullptr;
+    ggml_tensor * ffn_down_shexp = nullptr;
 };
 
 struct llama_model {

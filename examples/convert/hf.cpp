@@ -439,14 +439,14 @@ model_plan load_hf(const std::string & dir) {
         } else if (at.id == LLM_TENSOR_OUTPUT) {
             if (!tied) add_kind(at.id, -1);
             else used["lm_head.weight"] = true;
-        } else if (at.required || at.id == LLM_TENSOR_ROPE_FREQS) {
-            if (at.required) add_kind(at.id, -1);
+        } else if (at.required(hp) || at.id == LLM_TENSOR_ROPE_FREQS) {
+            if (at.required(hp)) add_kind(at.id, -1);
         }
     }
     for (int64_t l = 0; l < n_layer; l++) {
         for (const llm_arch_tensor & at : info.tensors) {
             if (!llm_tensor_get(at.id).layer_field) continue;
-            if (at.required || (biases && strstr(llm_tensor_get(at.id).name, ".bias"))) add_kind(at.id, (int) l);
+            if (at.required(hp) || (biases && strstr(llm_tensor_get(at.id).name, ".bias"))) add_kind(at.id, (int) l);
         }
     }
     // LongRoPE factors: from config.json, as F32 vectors.

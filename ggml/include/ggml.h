@@ -144,12 +144,14 @@ enum ggml_op {
     GGML_OP_SUM_ROWS,
     GGML_OP_MEAN,
     GGML_OP_ARGMAX,
+    GGML_OP_ARGSORT,
     GGML_OP_REPEAT,
     GGML_OP_CONCAT,
     GGML_OP_NORM,
     GGML_OP_RMS_NORM,
 
     GGML_OP_MUL_MAT,
+    GGML_OP_MUL_MAT_ID,
     GGML_OP_OUT_PROD,
 
     GGML_OP_SCALE,
@@ -180,6 +182,7 @@ enum ggml_op {
     GGML_OP_SOFT_MAX_BACK,
     GGML_OP_ROPE_BACK,
     GGML_OP_GET_ROWS_BACK,            // rows of grad added into zeros at the picked indices
+    GGML_OP_MUL_MAT_ID_BACK,          // the gradient of mul_mat_id for its b
     GGML_OP_FLASH_ATTN_BACK,          // the gradients of flash_attn_ext for q, k and v, packed
     GGML_OP_CROSS_ENTROPY_LOSS_BACK,
     GGML_OP_OPT_STEP_ADAMW,
@@ -453,6 +456,15 @@ struct ggml_tensor * ggml_sum_rows(struct ggml_context * ctx, struct ggml_tensor
 struct ggml_tensor * ggml_mean(struct ggml_context * ctx, struct ggml_tensor * a);      // -> [1, ne1, ne2, ne3]
 struct ggml_tensor * ggml_argmax(struct ggml_context * ctx, struct ggml_tensor * a);    // I32 [ne1], a is a matrix
 
+enum ggml_sort_order {
+    GGML_SORT_ORDER_ASC,
+    GGML_SORT_ORDER_DESC,
+};
+// I32 of a's shape: each row's indices in the order of its values (equal values: lower index first).
+struct ggml_tensor * ggml_argsort(struct ggml_context * ctx, struct ggml_tensor * a, enum ggml_sort_order order);
+// I32 [k, ne1, ne2, ne3]: the indices of each row's k largest values, largest first (a view of argsort).
+struct ggml_tensor * ggml_top_k(struct ggml_context * ctx, struct ggml_tensor * a, int k);
+
 // Shape ops.
 struct ggml_tensor * ggml_repeat(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);  // a tiled to b's shape
 struct ggml_tensor * ggml_concat(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, int dim);
@@ -466,6 +478,12 @@ struct ggml_tensor * ggml_rms_norm_inplace(struct ggml_context * ctx, struct ggm
 // a: [K, M, ...], b: [K, N, ...] -> F32 [M, N, ...]: each output is a row of a dot a row of b.
 // b broadcasts a over dims 2 and 3 (b->ne[2] a multiple of a->ne[2], same for dim 3).
 struct ggml_tensor * ggml_mul_mat(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
+// Mixture of experts: as [K, N, n_as] (a stack of matrices, any type mul_mat takes), b F32 [K,
+// n_b, n_tokens] with n_b 1 or n_used, ids I32 [n_used, n_tokens] (0 <= id < n_as): F32 [N,
+// n_used, n_tokens], column (i, t) = as[:, :, ids[i, t]] x b[:, i % n_b, t]. Only the matrices
+// named in ids are read.
+struct ggml_tensor * ggml_mul_mat_id(struct ggml_context * ctx, struct ggml_tensor * as, struct ggml_tensor * b,
+                                     struct ggml_tensor * ids);
 // a: [M, K, ...], b: [N, K, ...] -> F32 [M, N, ...]: sum over k of a[:, k] x b[:, k] (outer products).
 // a may be any type with a to_float conversion, also repacked for the CPU; b is F32.
 struct ggml_tensor * ggml_out_prod(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);

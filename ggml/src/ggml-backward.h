@@ -48,6 +48,7 @@ GGML_BACKWARD_RULE(view);
 GGML_BACKWARD_RULE(permute);
 GGML_BACKWARD_RULE(transpose);
 GGML_BACKWARD_RULE(get_rows);
+GGML_BACKWARD_RULE(mul_mat_id);
 GGML_BACKWARD_RULE(set_rows);
 GGML_BACKWARD_RULE(diag_mask_inf);
 GGML_BACKWARD_RULE(soft_max);

@@ -99,6 +99,10 @@ static inline void ggml_set_op_params_f32(struct ggml_tensor * t, uint32_t i, fl
 //   CPY: src[0] source, src[1] destination; the node is a view of src[1].
 //   VIEW: size_t offset at op_params[0..1] (informative; view_offs is authoritative).
 //   OUT_PROD: i32[0] enum ggml_prec (0: F32 products).
+//   ARGSORT: i32[0] enum ggml_sort_order.
+//   MUL_MAT_ID: src[0] as, src[1] b, src[2] I32 ids (ggml_mul_mat_id).
+//   MUL_MAT_ID_BACK: src[0] as, src[1] grad [N, n_used, n_tokens], src[2] ids; F32 result of the
+//        forward op's b's shape: column (j, t) = sum over i with i % n_b == j of as[ids[i, t]]^T grad(i, t).
 //   PERMUTE: i32[0..3] axes.
 //   ACC: size_t[0..3] at op_params: nb1, nb2, nb3, offset of the view of src[0] that src[1] is
 //        added into; the result has src[0]'s shape (a view of src[0] for ggml_acc_inplace).

@@ -186,6 +186,23 @@ struct ggml_tensor * ggml_argmax(struct ggml_context * ctx, struct ggml_tensor *
     return r;
 }
 
+struct ggml_tensor * ggml_argsort(struct ggml_context * ctx, struct ggml_tensor * a, enum ggml_sort_order order) {
+    GGML_ASSERT(a->type == GGML_TYPE_F32 && "argsort takes F32 values");
+    GGML_ASSERT(a->ne[0] <= INT32_MAX);
+    GGML_ASSERT((order == GGML_SORT_ORDER_ASC || order == GGML_SORT_ORDER_DESC) && "argsort: unknown order");
+    ggml_tensor * r = ggml_new_tensor(ctx, GGML_TYPE_I32, GGML_MAX_DIMS, a->ne);
+    r->op = GGML_OP_ARGSORT;
+    r->src[0] = a;
+    ggml_set_op_params_i32(r, 0, (int32_t) order);
+    return r;
+}
+
+struct ggml_tensor * ggml_top_k(struct ggml_context * ctx, struct ggml_tensor * a, int k) {
+    GGML_ASSERT(k > 0 && k <= a->ne[0] && "top_k: k must be in [1, row length]");
+    ggml_tensor * s = ggml_argsort(ctx, a, GGML_SORT_ORDER_DESC);
+    return ggml_view_4d(ctx, s, k, s->ne[1], s->ne[2], s->ne[3], s->nb[1], s->nb[2], s->nb[3], 0);
+}
+
 // Reductions spread their gradient back over what they summed.
 GGML_BACKWARD_RULE(sum) {
     if (ggml_bw_needs(bw, node->src[0])) ggml_bw_add(bw, node->src[0], ggml_repeat(ggml_bw_ctx(bw), grad, node->src[0]));
@@ -277,6 +294,39 @@ struct ggml_tensor * ggml_mul_mat(struct ggml_context * ctx, struct ggml_tensor 
     r->src[0] = a;
     r->src[1] = b;
     return r;
+}
+
+struct ggml_tensor * ggml_mul_mat_id(struct ggml_context * ctx, struct ggml_tensor * as, struct ggml_tensor * b,
+                                     struct ggml_tensor * ids) {
+    GGML_ASSERT(ids->type == GGML_TYPE_I32 && ids->ne[2] == 1 && ids->ne[3] == 1 && "mul_mat_id: ids must be an I32 matrix");
+    GGML_ASSERT(as->ne[3] == 1 && b->ne[3] == 1 && "mul_mat_id: as and b have at most 3 dimensions");
+    GGML_ASSERT(b->type == GGML_TYPE_F32 && "mul_mat_id: b must be F32");
+    GGML_ASSERT(as->ne[0] == b->ne[0] && "mul_mat_id: as and b must have the same row length");
+    GGML_ASSERT(ids->ne[1] == b->ne[2] && "mul_mat_id: one column of ids per token of b");
+    GGML_ASSERT((b->ne[1] == 1 || b->ne[1] == ids->ne[0]) && "mul_mat_id: b has 1 or n_used rows per token");
+    GGML_ASSERT(!ggml_is_transposed(as) && as->nb[0] == ggml_type_size(as->type) && "mul_mat_id: as must have packed rows");
+    const int64_t ne[4] = { as->ne[1], ids->ne[0], b->ne[2], 1 };
+    ggml_tensor * r = ggml_new_tensor(ctx, GGML_TYPE_F32, 4, ne);
+    r->op = GGML_OP_MUL_MAT_ID;
+    r->src[0] = as;
+    r->src[1] = b;
+    r->src[2] = ids;
+    return r;
+}
+
+// The gradient reaches b (the activations: LoRA on the layers before, the router through the
+// weights that scale the result); the experts themselves are frozen (no rule for as).
+GGML_BACKWARD_RULE(mul_mat_id) {
+    ggml_tensor * as = node->src[0], * b = node->src[1], * ids = node->src[2];
+    GGML_ASSERT(!ggml_bw_needs(bw, as) && "mul_mat_id: no gradient for the experts (they are frozen)");
+    if (!ggml_bw_needs(bw, b)) return;
+    ggml_context * ctx = ggml_bw_ctx(bw);
+    ggml_tensor * r = ggml_new_tensor(ctx, GGML_TYPE_F32, GGML_MAX_DIMS, b->ne);
+    r->op = GGML_OP_MUL_MAT_ID_BACK;
+    r->src[0] = as;
+    r->src[1] = ggml_is_contiguous(grad) ? grad : ggml_cont(ctx, grad);
+    r->src[2] = ids;
+    ggml_bw_add(bw, b, r);
 }
 
 struct ggml_tensor * ggml_out_prod(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b) {

@@ -29,6 +29,7 @@ struct spec {
     float rope_linear = 0.0f;          // rope.scaling.factor with type linear, when > 0
     float attn_softcap = 0.0f, final_softcap = 0.0f;  // written when > 0
     bool tied = false;                 // no output.weight
+    uint32_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0, n_ff_shexp = 0;  // mixtures of experts (keys written when > 0)
     bool longrope = false;             // phi3: LongRoPE factors, original context 16 (contexts of 32 and more take the long ones), attn_factor 1.19
     uint64_t seed = 1;
 };
@@ -80,6 +81,28 @@ inline std::vector<spec> specs() {
     phi3_long.longrope = true;
     phi3_long.seed = 17;
     v.push_back(phi3_long);
+    spec llama_moe{"llama_moe", LLM_ARCH_LLAMA};  // Mixtral-style: experts of n_ff
+    llama_moe.n_expert = 4;
+    llama_moe.n_expert_used = 2;
+    llama_moe.seed = 18;
+    v.push_back(llama_moe);
+    spec qwen2moe{"qwen2moe", LLM_ARCH_QWEN2MOE};
+    qwen2moe.n_expert = 4;
+    qwen2moe.n_expert_used = 2;
+    qwen2moe.n_ff_exp = 64;
+    qwen2moe.n_ff_shexp = 96;
+    qwen2moe.freq_base = 1e6f;
+    qwen2moe.seed = 19;
+    v.push_back(qwen2moe);
+    spec qwen3moe{"qwen3moe", LLM_ARCH_QWEN3MOE};
+    qwen3moe.head_k = qwen3moe.head_v = 32;
+    qwen3moe.n_expert = 8;
+    qwen3moe.n_expert_used = 3;
+    qwen3moe.n_ff_exp = 64;
+    qwen3moe.tied = true;
+    qwen3moe.freq_base = 1e6f;
+    qwen3moe.seed = 20;
+    v.push_back(qwen3moe);
     return v;
 }
 
@@ -148,6 +171,12 @@ inline bool write(const spec & s, const std::string & path, const std::string & 
         gguf_set_val_f32(g, (a + "rope.scaling.factor").c_str(), s.rope_linear);
     }
     if (s.attn_softcap > 0.0f) gguf_set_val_f32(g, (a + "attn_logit_softcapping").c_str(), s.attn_softcap);
+    if (s.n_expert) {
+        gguf_set_val_u32(g, (a + "expert_count").c_str(), s.n_expert);
+        gguf_set_val_u32(g, (a + "expert_used_count").c_str(), s.n_expert_used);
+    }
+    if (s.n_ff_exp) gguf_set_val_u32(g, (a + "expert_feed_forward_length").c_str(), s.n_ff_exp);
+    if (s.n_ff_shexp) gguf_set_val_u32(g, (a + "expert_shared_feed_forward_length").c_str(), s.n_ff_shexp);
     if (s.longrope) {
         gguf_set_val_u32(g, (a + "rope.scaling.original_context_length").c_str(), 16);
         gguf_set_val_f32(g, (a + "rope.scaling.attn_factor").c_str(), 1.19f);
@@ -165,30 +194,41 @@ inline bool write(const spec & s, const std::string & path, const std::string & 
     hp.n_embd_head_k = s.head_k ? s.head_k : s.n_embd / s.n_head;
     hp.n_embd_head_v = s.head_v ? s.head_v : s.n_embd / s.n_head;
     hp.n_rot = hp.n_embd_head_k;
+    hp.n_expert = s.n_expert;
+    hp.n_expert_used = s.n_expert_used;
+    hp.n_ff_exp = s.n_ff_exp ? s.n_ff_exp : s.n_ff;
+    hp.n_ff_shexp = s.n_ff_shexp ? s.n_ff_shexp : s.n_ff;
 
     ggml_init_params ip = { 64u << 20, nullptr, false };
     ggml_context * ctx = ggml_init(ip);
-    uint64_t tensor_no = 0;
     auto add = [&](llm_tensor id, int il) {
+        // The values depend on the tensor's name, not on the order the table lists it in.
+        uint64_t tensor_no = 1469598103934665603ull;
+        for (char ch : llm_tensor_name(id, il)) tensor_no = (tensor_no ^ (uint8_t) ch) * 1099511628211ull;
         const llm_tensor_info & ti = llm_tensor_get(id);
-        const int64_t ne0 = llm_dim_size(ti.ne[0], hp), ne1 = llm_dim_size(ti.ne[1], hp);
+        const int64_t ne0 = llm_dim_size(ti.ne[0], hp), ne1 = llm_dim_size(ti.ne[1], hp), ne2 = llm_dim_size(ti.ne[2], hp);
         const bool vec = ti.use == llm_tensor_use::vector;
-        std::vector<float> v((size_t) (ne0 * ne1));
+        std::vector<float> v((size_t) (ne0 * ne1 * ne2));
         const bool is_norm = strstr(ti.name, "norm") != nullptr;
         // Norm weights near 1, biases small, matrices scaled like an initialisation (1/sqrt(n_in)).
-        const float amp = is_norm ? 0.2f : vec ? 0.1f : 1.5f / sqrtf((float) ne0);
+        // Routers larger (decisive choices): near ties between the k-th and the next expert, which a
+        // Q8_0 file's rounding flips, would make its KL a matter of luck (amplitude 1.5: 1.4e-3).
+        const bool router_w = id == LLM_TENSOR_FFN_GATE_INP;
+        const float amp = is_norm ? 0.2f : vec ? 0.1f : (router_w ? 10.0f : 1.5f) / sqrtf((float) ne0);
         for (size_t i = 0; i < v.size(); i++) v[i] = (is_norm ? 1.0f : 0.0f) + amp * noise(s.seed, tensor_no, i);
         if (id == LLM_TENSOR_ROPE_FACTORS_LONG || id == LLM_TENSOR_ROPE_FACTORS_SHORT) {
             for (size_t i = 0; i < v.size(); i++) v[i] = 1.0f + 4.0f * fabsf(noise(s.seed, tensor_no, i));  // divisors >= 1
         }
-        tensor_no++;
-        const ggml_type type = vec || id == LLM_TENSOR_TOKEN_EMBD ? GGML_TYPE_F32 : wtype;
-        ggml_tensor * t = ne1 > 1 ? ggml_new_tensor_2d(ctx, type, ne0, ne1) : ggml_new_tensor_1d(ctx, type, ne0);
+        // The router stays F32 in quantized files (as llama.cpp's quantizer leaves it).
+        const bool router = id == LLM_TENSOR_FFN_GATE_INP || id == LLM_TENSOR_FFN_GATE_INP_SHEXP;
+        const ggml_type type = vec || router || id == LLM_TENSOR_TOKEN_EMBD ? GGML_TYPE_F32 : wtype;
+        ggml_tensor * t = ne2 > 1 ? ggml_new_tensor_3d(ctx, type, ne0, ne1, ne2)
+                          : ne1 > 1 ? ggml_new_tensor_2d(ctx, type, ne0, ne1) : ggml_new_tensor_1d(ctx, type, ne0);
         ggml_set_name(t, llm_tensor_name(id, il).c_str());
         if (type == GGML_TYPE_F32) {
             memcpy(t->data, v.data(), v.size() * sizeof(float));
         } else {
-            ggml_quantize_chunk(type, v.data(), t->data, 0, ne1, ne0, nullptr);
+            ggml_quantize_chunk(type, v.data(), t->data, 0, ne1 * ne2, ne0, nullptr);
         }
         gguf_add_tensor(g, t);
     };
@@ -196,12 +236,12 @@ inline bool write(const spec & s, const std::string & path, const std::string & 
         if (llm_tensor_get(at.id).layer_field) continue;
         if (at.id == LLM_TENSOR_OUTPUT && s.tied) continue;
         const bool factors = at.id == LLM_TENSOR_ROPE_FACTORS_LONG || at.id == LLM_TENSOR_ROPE_FACTORS_SHORT;
-        if (!at.required && at.id != LLM_TENSOR_OUTPUT && !(factors && s.longrope)) continue;
+        if (!at.required(hp) && at.id != LLM_TENSOR_OUTPUT && !(factors && s.longrope)) continue;
         add(at.id, -1);
     }
     for (uint32_t il = 0; il < s.n_layer; il++) {
         for (const llm_arch_tensor & at : arch.tensors) {
-            if (!llm_tensor_get(at.id).layer_field || !at.required) continue;
+            if (!llm_tensor_get(at.id).layer_field || !at.required(hp)) continue;
             add(at.id, (int) il);
         }
     }

@@ -600,6 +600,42 @@ TEST(Grad, MulMatQuantizedWeights) {
     if (!missing.empty()) GTEST_SKIP() << "out_prod of this build cannot read " << missing << " weights (not yet merged)";
 }
 
+// mul_mat_id: the gradient reaches b (the experts are frozen constants): F32 and quantized
+// experts, b shared by the slots (n_b 1) or one row per slot; the router's choice (ids) repeats
+// experts across tokens.
+TEST(Grad, MulMatId) {
+    uint32_t seed = 1040;
+    for (ggml_type type : {GGML_TYPE_F32, GGML_TYPE_Q8_0}) {
+        for (int64_t n_b : {int64_t(1), int64_t(2)}) {
+            GradCheck g(seed++);
+            const int64_t K = 32, N = 6, n_as = 4, n_used = 2, T = 3;
+            ggml_tensor * as;
+            if (type == GGML_TYPE_F32) {
+                Arr a(Shape{K, N, n_as, 1});
+                std::uniform_real_distribution<double> d(-1.0, 1.0);
+                for (double & x : a.v) x = d(g.rng());
+                as = g.constant(a);
+            } else {
+                as = g.quantized({K, N, n_as, 1}, type);
+            }
+            ggml_tensor * b = g.input({K, n_b, T, 1});
+            const std::vector<int32_t> ids = {2, 0, 1, 2, 2, 3};
+            ggml_tensor * id = g.ints({n_used, T, 1, 1}, ids);
+            Tol tol;
+            if (type != GGML_TYPE_F32) tol.fwd = 2e-2;  // b is rounded to q8 for the product
+            g.run(ggml_mul_mat_id(g.ctx(), as, b, id), [&](const std::vector<Arr> & in) {
+                Arr r(Shape{N, n_used, T, 1});
+                r.each([&](int64_t n, int64_t i, int64_t t, int64_t) {
+                    double acc = 0;
+                    for (int64_t k = 0; k < K; k++) acc += in[0](k, n, ids[(size_t) (i + n_used * t)]) * in[1](k, i % n_b, t);
+                    r(n, i, t) = acc;
+                });
+                return r;
+            }, std::string("mul_mat_id ") + ggml_type_name(type) + " n_b " + std::to_string(n_b), tol);
+        }
+    }
+}
+
 // y[m, n, i2, i3] = sum_k a[m, k, i2, i3] b[n, k, i2, i3]
 TEST(Grad, OutProd) {
     struct Case {

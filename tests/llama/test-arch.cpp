@@ -2,7 +2,8 @@
 // (tests/common/tiny-models.h), held to logits other implementations computed offline on the
 // same files (tests/data/arch-reference/: a float64 PyTorch forward pass written from the
 // published model definitions, and llama.cpp build 4747 for the families it runs; see the
-// README there). Prompts are longer than the sliding windows. Mean KL below 1e-5 with F32
+// README there). Prompts are longer than the sliding windows; the mixtures of experts (Mixtral-style
+// llama, qwen2moe with its shared expert, qwen3moe) route each token to 2 or 3 of 4 or 8 experts. Mean KL below 1e-5 with F32
 // weights, 1e-3 with Q8_0; with and without flash attention; batch split into ubatches or token
 // by token gives the same logits; the files' bad variants are refused naming the key or tensor.
 //
@@ -119,6 +120,40 @@ TEST(ArchFiles, BadFilesNameTheProblem) {
     ModelPtr m(missing.path);
     EXPECT_EQ(m.m, nullptr);
     EXPECT_NE(take_errors().find("missing tensor 'blk.3.post_ffw_norm.weight'"), std::string::npos);
+}
+
+// Mixtures of experts: an expert count or a choice count that disagrees with the file, a missing
+// expert tensor.
+TEST(ArchFiles, BadExpertFilesNameTheProblem) {
+    TU_REQUIRE_FILE(donor());
+    const tiny::spec s = tiny::specs()[8];  // qwen2moe
+    ASSERT_EQ(s.name, "qwen2moe");
+    TempFile file("moe.gguf");
+    ASSERT_TRUE(tiny::write(s, file.path, donor()));
+    struct Case {
+        const char * what;
+        std::function<void(gguf_context *)> edit;
+        std::function<bool(const ggml_tensor *)> keep;
+        const char * expect;
+    };
+    const std::vector<Case> cases = {
+        {"expert count", [](gguf_context * g) { gguf_set_val_u32(g, "qwen2moe.expert_count", 5); }, nullptr,
+         "tensor 'blk.0.ffn_gate_inp.weight' has the wrong shape"},
+        {"used count", [](gguf_context * g) { gguf_set_val_u32(g, "qwen2moe.expert_used_count", 9); }, nullptr, "expert_used_count 9"},
+        {"no experts", [](gguf_context * g) { gguf_remove_key(g, "qwen2moe.expert_count"); }, nullptr, "expert_count is missing"},
+        {"missing expert", nullptr, [](const ggml_tensor * t) { return strcmp(t->name, "blk.1.ffn_up_exps.weight") != 0; },
+         "missing tensor 'blk.1.ffn_up_exps.weight'"},
+    };
+    for (const Case & c : cases) {
+        SCOPED_TRACE(c.what);
+        TempFile bad(std::string("bad-moe-") + c.what + ".gguf");
+        ASSERT_TRUE(rewrite_model(file.path, bad.path, c.edit, c.keep, {}));
+        take_errors();
+        ModelPtr m(bad.path);
+        EXPECT_EQ(m.m, nullptr);
+        const std::string errs = take_errors();
+        EXPECT_NE(errs.find(c.expect), std::string::npos) << errs;
+    }
 }
 
 // Writes the models for tools/arch-reference (skipped unless LLAMA_ARCH_WRITE_MODELS names a folder).

@@ -3,15 +3,20 @@
 
 An offline developer tool (tests and CI never run it). It computes the logits of every position
 of a token list, written from the published model definitions (Hugging Face transformers'
-modeling_llama / modeling_qwen2 / modeling_qwen3 / modeling_gemma2 / modeling_gemma3 (text) /
-modeling_phi3 semantics), applied to the weights as llama.cpp's converters store them in GGUF:
+modeling_llama / modeling_mixtral / modeling_qwen2 / modeling_qwen2_moe / modeling_qwen3 /
+modeling_qwen3_moe / modeling_gemma2 / modeling_gemma3 (text) / modeling_phi3 semantics), applied
+to the weights as llama.cpp's converters store them in GGUF:
 
   - a ggml matrix with ne = [in, out] is a PyTorch Linear weight of shape (out, in);
   - llama: the converter permutes the rows of Q and K so that RoPE rotates adjacent pairs
     (2i, 2i+1) ("normal" rope); every other family here rotates (i, i + n_rot/2) ("neox"), which
     is HF's rotate_half on unpermuted weights;
   - gemma: RMSNorm weights are stored with HF's "+1" already added, so the norm multiplies by w;
-  - phi3: Q, K, V are one fused attn_qkv matrix (rows q | k | v) and ffn_up stacks gate over up.
+  - phi3: Q, K, V are one fused attn_qkv matrix (rows q | k | v) and ffn_up stacks gate over up;
+  - mixture of experts (llama with expert_count > 0 = Mixtral, qwen2moe, qwen3moe): the experts of a
+    layer are stacked in 3-d tensors, ffn_{gate,up}_exps ne = [n_embd, n_ff, n_expert] (torch
+    (n_expert, n_ff, n_embd): expert e's Linear weight is [e]) and ffn_down_exps ne = [n_ff,
+    n_embd, n_expert]; the router ffn_gate_inp ne = [n_embd, n_expert] (see moe_ffn).
 
 Usage (Debian's /usr/bin/python3 with python3-torch and python3-numpy):
 
@@ -188,6 +193,11 @@ class HParams:
         self.rope_attn_factor = float(key("rope.scaling.attn_factor", 1.0))
         self.eps = float(key("attention.layer_norm_rms_epsilon", 1e-5))
         self.sliding_window = int(key("attention.sliding_window", 0) or 0)
+        # mixture of experts (0 = dense); the experts' own n_ff is read from the tensors' shapes
+        self.n_expert = int(key("expert_count", 0) or 0)
+        self.n_expert_used = int(key("expert_used_count", 0) or 0)
+        self.n_ff_exp = int(key("expert_feed_forward_length", 0) or 0)
+        self.n_ff_shexp = int(key("expert_shared_feed_forward_length", 0) or 0)
         self.attn_softcap = key("attn_logit_softcapping")
         self.final_softcap = key("final_logit_softcapping")
 
@@ -282,6 +292,51 @@ def ffn_gated(x, w_gate, w_up, w_down, act):
     return linear(act(linear(x, w_gate)) * linear(x, w_up), w_down)
 
 
+def moe_ffn(x, router, gate_exps, up_exps, down_exps, k, renorm):
+    """Sparse mixture-of-experts SwiGLU FFN: transformers' MixtralSparseMoeBlock,
+    Qwen2MoeSparseMoeBlock (its routed part) and Qwen3MoeSparseMoeBlock, and llama.cpp's
+    llm_build_moe_ffn with softmax gating.
+
+    x (T, C); router (E, C) (ffn_gate_inp); gate_exps, up_exps (E, F, C); down_exps (E, C, F).
+    Per token: p = softmax(router x) over all E experts; the k largest p_e are selected; with
+    renorm (Mixtral; Qwen3-MoE, norm_topk_prob=True) their weights are p_e / sum of the k selected
+    p (= softmax over the selected logits), without (Qwen2-MoE, norm_topk_prob=False) they are the
+    p_e themselves (summing to less than 1). out = sum over the selected e of
+    w_e * down_e(silu(gate_e x) * up_e x). Like HF, a loop over experts on the tokens routed to
+    each (unselected experts contribute nothing, not even 0 * inf)."""
+    E = router.shape[0]
+    if not 1 <= k <= E:
+        raise ValueError(f"expert_used_count {k} not in 1..{E}")
+    probs = torch.softmax(linear(x, router), dim=-1)           # (T, E)
+    w, sel = torch.topk(probs, k, dim=-1)                      # (T, k), (T, k)
+    if renorm:
+        w = w / w.sum(dim=-1, keepdim=True)
+    out = torch.zeros_like(x)
+    for e in range(E):
+        rows, slot = (sel == e).nonzero(as_tuple=True)
+        if rows.numel() == 0:
+            continue
+        y = ffn_gated(x[rows], gate_exps[e], up_exps[e], down_exps[e], silu)
+        out.index_add_(0, rows, y * w[rows, slot, None])
+    return out
+
+
+def moe_layer_ffn(L, h, hp, renorm):
+    """moe_ffn on block L's router and stacked experts (ffn_gate_inp, ffn_{gate,up,down}_exps),
+    with top-k = expert_used_count; checks the shapes against expert_count (and, when the file
+    has it, expert_feed_forward_length)."""
+    router = L("ffn_gate_inp.weight")
+    gate, up, down = L("ffn_gate_exps.weight"), L("ffn_up_exps.weight"), L("ffn_down_exps.weight")
+    E, C = router.shape
+    F = gate.shape[1]
+    if (E != hp.n_expert or gate.shape != (E, F, C) or up.shape != (E, F, C)
+            or down.shape != (E, C, F) or (hp.n_ff_exp and F != hp.n_ff_exp)):
+        raise ValueError(f"MoE tensor shapes do not fit expert_count {hp.n_expert}, expert_feed_forward_length "
+                         f"{hp.n_ff_exp}: router {tuple(router.shape)} gate {tuple(gate.shape)} "
+                         f"up {tuple(up.shape)} down {tuple(down.shape)}")
+    return moe_ffn(h, router, gate, up, down, hp.n_expert_used, renorm)
+
+
 # --------------------------------------------------------------------------------------------
 # Model families
 # --------------------------------------------------------------------------------------------
@@ -329,7 +384,11 @@ def qkv_separate(L, x, hp):
 
 def forward_llama(g, hp, tokens, opts):
     """LlamaForCausalLM (transformers modeling_llama): pre-norm decoder, RoPE (adjacent pairs on
-    the GGUF's permuted Q/K), GQA, SwiGLU; optional q/k/v/o biases; llama3 rope_freqs."""
+    the GGUF's permuted Q/K), GQA, SwiGLU; optional q/k/v/o biases; llama3 rope_freqs.
+    With llama.expert_count > 0 it is MixtralForCausalLM (modeling_mixtral, which llama.cpp runs as
+    the llama architecture): every layer's FFN is a sparse MoE, softmax router, top
+    expert_used_count experts, their weights renormalized to sum 1 (llama.cpp 4747 build_llama:
+    llm_build_moe_ffn(..., norm_w = true, softmax gating))."""
     T = len(tokens)
     tok_embd, x = embed(g, tokens)
     ang = rope_angles(T, hp.n_rot, hp.rope_base, hp.rope_freq_scale, g.get("rope_freqs.weight"))
@@ -341,7 +400,10 @@ def forward_llama(g, hp, tokens, opts):
         q, k = rope_norm(q, ang), rope_norm(k, ang)
         x = x + linear(attention(q, k, v, scale), L("attn_output.weight"), L("attn_output.bias", False))
         h = rms_norm(x, L("ffn_norm.weight"), hp.eps)
-        x = x + ffn_gated(h, L("ffn_gate.weight"), L("ffn_up.weight"), L("ffn_down.weight"), silu)
+        if hp.n_expert:
+            x = x + moe_layer_ffn(L, h, hp, renorm=True)
+        else:
+            x = x + ffn_gated(h, L("ffn_gate.weight"), L("ffn_up.weight"), L("ffn_down.weight"), silu)
     return lm_head(g, x, tok_embd, hp.eps)
 
 
@@ -381,6 +443,61 @@ def forward_qwen3(g, hp, tokens, opts):
         x = x + linear(attention(q, k, v, scale), L("attn_output.weight"), L("attn_output.bias", False))
         h = rms_norm(x, L("ffn_norm.weight"), hp.eps)
         x = x + ffn_gated(h, L("ffn_gate.weight"), L("ffn_up.weight"), L("ffn_down.weight"), silu)
+    return lm_head(g, x, tok_embd, hp.eps)
+
+
+def forward_qwen2moe(g, hp, tokens, opts):
+    """Qwen2MoeForCausalLM (modeling_qwen2_moe): Qwen2's attention (q/k/v biases, rotate_half RoPE,
+    head_dim n_embd / n_head) and in every layer a Qwen2MoeSparseMoeBlock: the routed experts
+    (softmax, top expert_used_count, NOT renormalized: norm_topk_prob=False; expert n_ff =
+    qwen2moe.expert_feed_forward_length) plus a shared expert (ffn_{gate,up,down}_shexp, n_ff =
+    expert_shared_feed_forward_length) scaled per token by sigmoid(ffn_gate_inp_shexp . x)
+    (HF's shared_expert_gate, Linear(n_embd, 1); in the GGUF a vector ne = [n_embd]).
+    Released checkpoints use every layer sparse (decoder_sparse_step 1, no mlp_only_layers), as
+    llama.cpp assumes."""
+    T = len(tokens)
+    tok_embd, x = embed(g, tokens)
+    ang = rope_angles(T, hp.n_rot, hp.rope_base, hp.rope_freq_scale)
+    scale = 1.0 / math.sqrt(hp.head_dim_k)
+    for il in range(hp.n_layer):
+        L = Layer(g, il)
+        h = rms_norm(x, L("attn_norm.weight"), hp.eps)
+        q, k, v = qkv_separate(L, h, hp)
+        q, k = rope_neox(q, ang), rope_neox(k, ang)
+        x = x + linear(attention(q, k, v, scale), L("attn_output.weight"), L("attn_output.bias", False))
+        h = rms_norm(x, L("ffn_norm.weight"), hp.eps)
+        y = moe_layer_ffn(L, h, hp, renorm=False)
+        if L.t.get("ffn_up_shexp.weight"):
+            sg, su, sd = L("ffn_gate_shexp.weight"), L("ffn_up_shexp.weight"), L("ffn_down_shexp.weight")
+            if hp.n_ff_shexp and sg.shape[0] != hp.n_ff_shexp:
+                raise ValueError(f"ffn_gate_shexp {tuple(sg.shape)} does not fit "
+                                 f"expert_shared_feed_forward_length {hp.n_ff_shexp}")
+            shared = ffn_gated(h, sg, su, sd, silu)
+            y = y + torch.sigmoid(h @ L("ffn_gate_inp_shexp.weight").reshape(-1))[:, None] * shared
+        x = x + y
+    return lm_head(g, x, tok_embd, hp.eps)
+
+
+def forward_qwen3moe(g, hp, tokens, opts):
+    """Qwen3MoeForCausalLM (modeling_qwen3_moe): Qwen3's attention (per-head q/k RMSNorm before
+    RoPE, explicit head_dim = qwen3moe.attention.key_length, rotate_half RoPE) and in every layer
+    a Qwen3MoeSparseMoeBlock: softmax router, top expert_used_count experts, renormalized
+    (norm_topk_prob=True in the released checkpoints; llama.cpp's build_qwen3moe passes norm_w =
+    true), expert n_ff = qwen3moe.expert_feed_forward_length, no shared expert."""
+    T = len(tokens)
+    tok_embd, x = embed(g, tokens)
+    ang = rope_angles(T, hp.n_rot, hp.rope_base, hp.rope_freq_scale)
+    scale = 1.0 / math.sqrt(hp.head_dim_k)
+    for il in range(hp.n_layer):
+        L = Layer(g, il)
+        h = rms_norm(x, L("attn_norm.weight"), hp.eps)
+        q, k, v = qkv_separate(L, h, hp)
+        q = rms_norm(q, L("attn_q_norm.weight"), hp.eps)
+        k = rms_norm(k, L("attn_k_norm.weight"), hp.eps)
+        q, k = rope_neox(q, ang), rope_neox(k, ang)
+        x = x + linear(attention(q, k, v, scale), L("attn_output.weight"), L("attn_output.bias", False))
+        h = rms_norm(x, L("ffn_norm.weight"), hp.eps)
+        x = x + moe_layer_ffn(L, h, hp, renorm=True)
     return lm_head(g, x, tok_embd, hp.eps)
 
 
@@ -504,6 +621,8 @@ FAMILIES = {
     "llama": forward_llama,
     "qwen2": forward_qwen2,
     "qwen3": forward_qwen3,
+    "qwen2moe": forward_qwen2moe,
+    "qwen3moe": forward_qwen3moe,
     "phi3": forward_phi3,
     "gemma2": forward_gemma2,
     "gemma3": forward_gemma3,

@@ -208,6 +208,11 @@ bool cpu_dev_supports_op(ggml_backend_dev_t, const ggml_tensor * op) {
             if (a->flags & GGML_TENSOR_FLAG_REPACKED) return ggml_repack_get_traits(a->type) != nullptr;
             return ggml_is_quantized(a->type) ? ggml_quant_mm_kernels(a->type) != nullptr : ggml_cpu()->mm_type(a->type) != nullptr;
         }
+        case GGML_OP_MUL_MAT_ID: {
+            const ggml_tensor * a = op->src[0];
+            if (a->flags & GGML_TENSOR_FLAG_REPACKED) return false;
+            return ggml_is_quantized(a->type) ? ggml_quant_mm_kernels(a->type) != nullptr : ggml_cpu()->mm_type(a->type) != nullptr;
+        }
         case GGML_OP_CPY: case GGML_OP_DUP: case GGML_OP_CONT:
             if (op->src[0] && op->src[0]->type == op->type) return true;  // blocks copied as they are
             break;

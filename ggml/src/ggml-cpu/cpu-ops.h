@@ -93,6 +93,11 @@ size_t ggml_cpu_flash_attn_ext_work_size (const struct ggml_tensor * node, int n
 size_t ggml_cpu_flash_attn_back_work_size(const struct ggml_tensor * node, int n_threads);
 // ops-loss.cpp
 void ggml_cpu_forward_cross_entropy_loss(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+// matmul-id.cpp: mul_mat_id (experts), its gradient for b, argsort
+void ggml_cpu_forward_mul_mat_id     (const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_forward_mul_mat_id_back(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_forward_argsort        (const struct ggml_compute_params * params, struct ggml_tensor * dst);
+size_t ggml_cpu_mul_mat_id_work_size(const struct ggml_tensor * node, int n_threads);
 // matmul.cpp: mul_mat; out-prod.cpp: out_prod
 void ggml_cpu_forward_mul_mat (const struct ggml_compute_params * params, struct ggml_tensor * dst);
 void ggml_cpu_forward_out_prod(const struct ggml_compute_params * params, struct ggml_tensor * dst);
