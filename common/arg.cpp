@@ -792,12 +792,12 @@ std::vector<common_arg> make_table() {
                 p.finetune.alpha_set = true;
             })).set_examples(FT);
         real({"--lora-dropout"}, 0.0, 0.99, false, "dropout on the input of A, as PEFT (default 0)", &F::dropout);
-        add(text({"--lora-targets"}, "LIST", "comma-separated from q,k,v,o,gate,up,down,output (default q,k,v,o)",
+        add(text({"--lora-targets"}, "LIST", "comma-separated from q,k,v,o,gate,up,down,output, qkv,gate_up (Phi-3), router (experts); default: the attention projections",
                  [](common_params & p, const std::string & v) {
                      std::vector<std::string> targets;
                      for (const std::string & name : split_commas(v)) {
                          if (name.empty()) continue;
-                         if (!llama_hf_find_target(name)) throw_arg("unknown LoRA target '" + name + "' (q, k, v, o, gate, up, down, output)");
+                         if (!llama_hf_is_target(name)) throw_arg("unknown LoRA target '" + name + "' (" + llama_hf_target_names() + ")");
                          if (std::find(targets.begin(), targets.end(), name) == targets.end()) targets.push_back(name);
                      }
                      if (targets.empty()) throw_arg("--lora-targets is empty");

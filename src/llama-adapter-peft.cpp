@@ -18,7 +18,7 @@ namespace {
 
 // The base weight a PEFT module path names (nullptr if none), with the projection and layer.
 const ggml_tensor * find_module(const llama_model & model, const std::string & module, const llama_hf_proj ** proj) {
-    for (const auto & p : llama_hf_projections()) {
+    for (const auto & p : llama_hf_projections(model.arch)) {
         const int n = p.per_layer ? (int) model.hparams.n_layer : 1;
         for (int il = 0; il < n; il++) {
             if (llama_hf_name(p.hf, il) != module) continue;
@@ -33,8 +33,8 @@ const ggml_tensor * find_module(const llama_model & model, const std::string & m
 // Q/K rows permuted at conversion; qwen2 (NEOX RoPE) keeps Hugging Face's order.
 int64_t qk_heads(const llama_model & model, const llama_hf_proj & p) {
     if (model.arch != LLM_ARCH_LLAMA) return 0;
-    if (strcmp(p.target, "q") == 0) return model.hparams.n_head;
-    if (strcmp(p.target, "k") == 0) return model.hparams.n_head_kv;
+    if (p.target == "q") return model.hparams.n_head;
+    if (p.target == "k") return model.hparams.n_head_kv;
     return 0;
 }
 
@@ -230,7 +230,7 @@ bool llama_adapter_lora_save_peft(const llama_adapter_lora & ad, const llama_mod
     std::vector<st_out_tensor> out;
     std::vector<std::string> modules;
     int32_t r = 0;
-    for (const auto & p : llama_hf_projections()) {
+    for (const auto & p : llama_hf_projections(model.arch)) {
         const int n = p.per_layer ? (int) model.hparams.n_layer : 1;
         bool used = false;
         for (int il = 0; il < n; il++) {

@@ -128,7 +128,7 @@ float llama_adapter_lora::effective_scale(const llama_adapter_lora_weight & w, f
 
 const ggml_tensor * llama_adapter_base_tensor(const llama_model & model, const std::string & name) {
     // Only the projections the graph multiplies through lora_mm can be adapted (not token_embd).
-    for (const auto & p : llama_hf_projections()) {
+    for (const auto & p : llama_hf_projections(model.arch)) {
         const int n = p.per_layer ? (int) model.hparams.n_layer : 1;
         for (int il = 0; il < n; il++) {
             if (llama_hf_name(p.gguf, il) == name) return model.ctx_w ? ggml_get_tensor(model.ctx_w, name.c_str()) : nullptr;
@@ -198,9 +198,12 @@ bool llama_adapter_lora_create(llama_adapter_lora & ad, const llama_model & mode
     std::vector<std::pair<const ggml_tensor *, int32_t>> ws;
     ad.targets.clear();
     for (const std::string & t : targets) {
-        const llama_hf_proj * p = llama_hf_find_target(t);
+        const llama_hf_proj * p = llama_hf_find_target(model.arch, t);
         if (!p) {
-            err = "unknown LoRA target '" + t + "' (q, k, v, o, gate, up, down, output)";
+            std::string have;
+            for (const auto & q : llama_hf_projections(model.arch)) have += (have.empty() ? "" : ", ") + q.target;
+            err = (llama_hf_is_target(t) ? "LoRA target '" + t + "' is not a projection of " + model.arch_name
+                                         : "unknown LoRA target '" + t + "'") + " (" + have + ")";
             return false;
         }
         const int n = p->per_layer ? (int) model.hparams.n_layer : 1;
@@ -356,7 +359,7 @@ bool load_gguf(llama_adapter_lora & ad, const llama_model & model, const std::st
 
 void llama_adapter_lora_list_targets(llama_adapter_lora & ad, const llama_model & model) {
     ad.targets.clear();
-    for (const auto & p : llama_hf_projections()) {
+    for (const auto & p : llama_hf_projections(model.arch)) {
         const int n = p.per_layer ? (int) model.hparams.n_layer : 1;
         for (int il = 0; il < n; il++) {
             const ggml_tensor * w = llama_adapter_base_tensor(model, llama_hf_name(p.gguf, il));

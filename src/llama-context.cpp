@@ -319,7 +319,7 @@ namespace {
 // factor means 1 for YaRN and 0 otherwise; the attention factor is the context's times the file's.
 llm_rope_params context_rope(const llama_model & model, const llama_context_params & p, uint32_t n_ctx_seq) {
     const llama_hparams & hp = model.hparams;
-    llm_rope_params r = llm_rope_from_model(model);
+    llm_rope_params r = llm_rope_from_model(model, n_ctx_seq);
     r.freq_base = p.rope_freq_base != 0.0f ? p.rope_freq_base : hp.rope_freq_base;
     r.freq_scale = p.rope_freq_scale != 0.0f ? p.rope_freq_scale : hp.rope_freq_scale;
     const llama_rope_scaling_type type =
@@ -330,9 +330,6 @@ llm_rope_params context_rope(const llama_model & model, const llama_context_para
     r.beta_fast = p.yarn_beta_fast;
     r.beta_slow = p.yarn_beta_slow;
     r.n_ctx_orig = p.yarn_orig_ctx != 0 ? p.yarn_orig_ctx : hp.rope_n_ctx_orig != 0 ? hp.rope_n_ctx_orig : hp.n_ctx_train;
-    // LongRoPE: the long factors when a sequence's share of the context exceeds the original
-    // context (llama.cpp's rule), else the short ones.
-    if (model.rope_long && n_ctx_seq > (hp.rope_n_ctx_orig ? hp.rope_n_ctx_orig : hp.n_ctx_train)) r.freq_factors = model.rope_long;
     return r;
 }
 

@@ -361,7 +361,7 @@ void llm_graph_builder::output(ggml_tensor * x) {
     ggml_build_forward_expand(gf, io.logits);
 }
 
-llm_rope_params llm_rope_from_model(const llama_model & model) {
+llm_rope_params llm_rope_from_model(const llama_model & model, uint32_t n_ctx_seq) {
     const llama_hparams & hp = model.hparams;
     llm_rope_params r;
     r.freq_base = hp.rope_freq_base;
@@ -372,6 +372,9 @@ llm_rope_params llm_rope_from_model(const llama_model & model) {
     r.beta_slow = hp.rope_yarn_beta_slow;
     r.n_ctx_orig = hp.rope_n_ctx_orig ? hp.rope_n_ctx_orig : hp.n_ctx_train;
     r.freq_factors = model.rope_freqs ? model.rope_freqs : model.rope_short;
+    // LongRoPE: the long factors when a sequence's share of the context exceeds the original
+    // context (llama.cpp's rule), else the short ones.
+    if (model.rope_long && n_ctx_seq > r.n_ctx_orig) r.freq_factors = model.rope_long;
     return r;
 }
 
@@ -411,7 +414,7 @@ ggml_cgraph * llm_build_forward_train(ggml_context * ctx, const llama_model & mo
     ggml_cgraph * gf = ggml_new_graph_custom(ctx, llm_graph_max_nodes_train(model, lora ? lora->entries.size() : 0), true);
     make_inputs(ctx, model, io, n_tokens, n_tokens, n_tokens);
     kv_batch_source src(ctx, model, n_tokens);
-    const llm_rope_params rp = llm_rope_from_model(model);
+    const llm_rope_params rp = llm_rope_from_model(model, n_tokens);  // the batch is the sequence's context
     llm_graph_builder b{ctx, gf, model, model.hparams, rp, n_tokens, true, io, src, lora && !lora->empty() ? lora : nullptr};
     build_family(b);
     return gf;

@@ -56,8 +56,9 @@ struct llm_rope_params {
     // or short factors as the context size decides.
     ggml_tensor * freq_factors = nullptr;
 };
-// The model's own values (training, and contexts that override nothing).
-llm_rope_params llm_rope_from_model(const llama_model & model);
+// The model's own values (training, and contexts that override nothing) for sequences of up to
+// n_ctx_seq tokens (which picks LongRoPE's factors; 0: the short ones).
+llm_rope_params llm_rope_from_model(const llama_model & model, uint32_t n_ctx_seq = 0);
 
 // Hides, in a mask row of a token at position p built for the full layers, the cells a
 // sliding-window layer of the model does not see (cell positions cell_pos[c] <= p - n_swa).

@@ -63,8 +63,33 @@ const char * llama_hf_tensor_name(llm_arch arch, llm_tensor t) {
         case LLM_TENSOR_FFN_UP: return "model.layers.%d.mlp.up_proj.weight";
         case LLM_TENSOR_FFN_GATE_UP: return "model.layers.%d.mlp.gate_up_proj.weight";
         case LLM_TENSOR_FFN_DOWN: return "model.layers.%d.mlp.down_proj.weight";
+        // The router: Mixtral's block_sparse_moe.gate, Qwen-MoE's mlp.gate (and its shared expert).
+        case LLM_TENSOR_FFN_GATE_INP:
+            return arch == LLM_ARCH_LLAMA ? "model.layers.%d.block_sparse_moe.gate.weight" : "model.layers.%d.mlp.gate.weight";
+        case LLM_TENSOR_FFN_GATE_INP_SHEXP: return "model.layers.%d.mlp.shared_expert_gate.weight";
+        case LLM_TENSOR_FFN_GATE_SHEXP: return "model.layers.%d.mlp.shared_expert.gate_proj.weight";
+        case LLM_TENSOR_FFN_UP_SHEXP: return "model.layers.%d.mlp.shared_expert.up_proj.weight";
+        case LLM_TENSOR_FFN_DOWN_SHEXP: return "model.layers.%d.mlp.shared_expert.down_proj.weight";
         default: return nullptr;
     }
+}
+
+const char * llama_hf_expert_name(llm_arch arch, llm_tensor t) {
+    const bool mixtral = arch == LLM_ARCH_LLAMA;
+    switch (t) {
+        case LLM_TENSOR_FFN_GATE_EXPS: return mixtral ? "model.layers.%d.block_sparse_moe.experts.%d.w1.weight" : "model.layers.%d.mlp.experts.%d.gate_proj.weight";
+        case LLM_TENSOR_FFN_UP_EXPS: return mixtral ? "model.layers.%d.block_sparse_moe.experts.%d.w3.weight" : "model.layers.%d.mlp.experts.%d.up_proj.weight";
+        case LLM_TENSOR_FFN_DOWN_EXPS: return mixtral ? "model.layers.%d.block_sparse_moe.experts.%d.w2.weight" : "model.layers.%d.mlp.experts.%d.down_proj.weight";
+        default: return nullptr;
+    }
+}
+
+llm_arch llama_hf_arch_of_class(const std::string & hf_class) {
+    if (hf_class == "MistralForCausalLM" || hf_class == "MixtralForCausalLM") return LLM_ARCH_LLAMA;
+    for (int i = 0; i < (int) LLM_ARCH_UNKNOWN; i++) {
+        if (hf_class == llm_arch_get((llm_arch) i).hf_class) return (llm_arch) i;
+    }
+    return LLM_ARCH_UNKNOWN;
 }
 
 bool llama_hf_norm_plus_one(llm_arch arch, llm_tensor t) {
@@ -73,30 +98,76 @@ bool llama_hf_norm_plus_one(llm_arch arch, llm_tensor t) {
     return ti.use == llm_tensor_use::vector && strstr(ti.name, "norm") != nullptr;
 }
 
-const std::vector<llama_hf_proj> & llama_hf_projections() {
-    static const std::vector<llama_hf_proj> p = {
-        {"q", "blk.%d.attn_q.weight", "model.layers.%d.self_attn.q_proj", "q_proj", true},
-        {"k", "blk.%d.attn_k.weight", "model.layers.%d.self_attn.k_proj", "k_proj", true},
-        {"v", "blk.%d.attn_v.weight", "model.layers.%d.self_attn.v_proj", "v_proj", true},
-        {"o", "blk.%d.attn_output.weight", "model.layers.%d.self_attn.o_proj", "o_proj", true},
-        {"gate", "blk.%d.ffn_gate.weight", "model.layers.%d.mlp.gate_proj", "gate_proj", true},
-        {"up", "blk.%d.ffn_up.weight", "model.layers.%d.mlp.up_proj", "up_proj", true},
-        {"down", "blk.%d.ffn_down.weight", "model.layers.%d.mlp.down_proj", "down_proj", true},
-        {"output", "output.weight", "lm_head", "lm_head", false},
-    };
-    return p;
+namespace {
+
+// The order llama-finetune lists targets in (and PEFT's target_modules are written in).
+const char * const kTargetOrder[] = {"q", "k", "v", "qkv", "o", "gate", "up", "gate_up", "down", "router", "output"};
+
+std::vector<llama_hf_proj> make_projections(llm_arch arch) {
+    std::vector<llama_hf_proj> v;
+    const llm_arch_info & info = llm_arch_get(arch);
+    for (const char * target : kTargetOrder) {
+        for (const llm_arch_tensor & at : info.tensors) {
+            const llm_tensor_info & ti = llm_tensor_get(at.id);
+            if (!ti.lora_target || strcmp(ti.lora_target, target) != 0) continue;
+            const char * hf = llama_hf_tensor_name(arch, at.id);
+            if (!hf) continue;
+            std::string path = hf;
+            const std::string suffix = ".weight";
+            if (path.size() > suffix.size() && path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0) {
+                path.resize(path.size() - suffix.size());
+            }
+            const size_t dot = path.rfind('.');
+            v.push_back({target, ti.name, path, dot == std::string::npos ? path : path.substr(dot + 1), ti.layer_field != nullptr});
+        }
+    }
+    return v;
 }
 
-const llama_hf_proj * llama_hf_find_target(const std::string & name) {
-    for (const auto & p : llama_hf_projections()) {
-        if (name == p.target || name == p.module) return &p;
+const std::vector<std::vector<llama_hf_proj>> & all_projections() {
+    static const std::vector<std::vector<llama_hf_proj>> all = [] {
+        std::vector<std::vector<llama_hf_proj>> v;
+        for (int a = 0; a < (int) LLM_ARCH_UNKNOWN; a++) v.push_back(make_projections((llm_arch) a));
+        return v;
+    }();
+    return all;
+}
+
+}  // namespace
+
+const std::vector<llama_hf_proj> & llama_hf_projections(llm_arch arch) {
+    static const std::vector<llama_hf_proj> none;
+    return arch >= 0 && arch < LLM_ARCH_UNKNOWN ? all_projections()[(size_t) arch] : none;
+}
+
+const llama_hf_proj * llama_hf_find_target(llm_arch arch, const std::string & name) {
+    for (const auto & p : llama_hf_projections(arch)) {
+        if (name == p.target) return &p;
+    }
+    for (const auto & p : llama_hf_projections(arch)) {
+        if (name == p.module) return &p;
     }
     return nullptr;
 }
 
-std::string llama_hf_name(const char * fmt, int layer) {
-    if (!strstr(fmt, "%d")) return fmt;
-    char buf[256];
-    snprintf(buf, sizeof(buf), fmt, layer);
-    return buf;
+bool llama_hf_is_target(const std::string & name) {
+    for (const auto & ps : all_projections()) {
+        for (const auto & p : ps) {
+            if (name == p.target || name == p.module) return true;
+        }
+    }
+    return false;
+}
+
+std::string llama_hf_target_names() {
+    std::string s;
+    for (const char * t : kTargetOrder) s += (s.empty() ? "" : ", ") + std::string(t);
+    return s;
+}
+
+std::string llama_hf_name(const std::string & fmt, int layer) {
+    std::string s = fmt;
+    const size_t at = s.find("%d");
+    if (at != std::string::npos) s.replace(at, 2, std::to_string(layer));
+    return s;
 }

@@ -227,9 +227,8 @@ llm_arch hf_family(const json_value & cfg, std::string & name) {
         for (const auto & e : a->arr) {
             if (!e.is_string()) continue;
             name = e.str;
-            for (int i = 0; i < LLM_ARCH_UNKNOWN; i++) {
-                if (e.str == llm_arch_get((llm_arch) i).hf_class) return (llm_arch) i;
-            }
+            const llm_arch a = llama_hf_arch_of_class(e.str);
+            if (a != LLM_ARCH_UNKNOWN) return a;
         }
     } else if (const json_value * mt = cfg.get("model_type"); mt && mt->is_string()) {
         name = mt->str;
@@ -307,6 +306,33 @@ model_plan load_hf(const std::string & dir) {
         }
     }
 
+    // Mixtures of experts: Mixtral (llama with num_local_experts, experts of intermediate_size),
+    // Qwen2-MoE (plus a shared expert) and Qwen3-MoE (experts of moe_intermediate_size).
+    const bool qwen_moe = arch == LLM_ARCH_QWEN2MOE || arch == LLM_ARCH_QWEN3MOE;
+    const int64_t n_expert = get_int(cfg, qwen_moe ? "num_experts" : "num_local_experts", 0, qwen_moe);
+    int64_t n_expert_used = 0, n_ff_exp = n_ff, n_ff_shexp = 0;
+    if (n_expert > 0) {
+        n_expert_used = get_int(cfg, "num_experts_per_tok", 0, true);
+        if (n_expert_used < 1 || n_expert_used > n_expert) {
+            throw convert_error("config.json: num_experts_per_tok " + std::to_string(n_expert_used) + " is not between 1 and the " +
+                                std::to_string(n_expert) + " experts");
+        }
+        if (qwen_moe) n_ff_exp = get_int(cfg, "moe_intermediate_size", 0, true);
+        if (arch == LLM_ARCH_QWEN2MOE) n_ff_shexp = get_int(cfg, "shared_expert_intermediate_size", 0, true);
+        if (n_ff_exp <= 0 || (arch == LLM_ARCH_QWEN2MOE && n_ff_shexp <= 0)) throw convert_error("config.json: an expert's FFN size is not positive");
+        // The runtime renormalises the chosen experts' weights in Mixtral and Qwen3-MoE, not in
+        // Qwen2-MoE (as llama.cpp): a checkpoint that says otherwise would be converted wrongly.
+        const json_value * ntp = cfg.get("norm_topk_prob");
+        const bool renorm = arch != LLM_ARCH_QWEN2MOE;
+        if (qwen_moe && ntp && ntp->kind == json_value::BOOL && ntp->b != renorm) {
+            throw convert_error(std::string("config.json: norm_topk_prob ") + (ntp->b ? "true" : "false") + " is not supported for " + arch_name);
+        }
+        if (qwen_moe && (get_int(cfg, "decoder_sparse_step", 1) != 1 ||
+                         (cfg.get("mlp_only_layers") && cfg.get("mlp_only_layers")->is_array() && !cfg.get("mlp_only_layers")->arr.empty()))) {
+            throw convert_error("config.json: dense layers among the experts' (decoder_sparse_step, mlp_only_layers) are not supported");
+        }
+    }
+
     model_plan plan;
     gguf_context * g = gguf_init_empty();
     plan.meta = g;
@@ -328,6 +354,12 @@ model_plan load_hf(const std::string & dir) {
     f32("rope.freq_base", get_num(cfg, "rope_theta", arch == LLM_ARCH_GEMMA3 ? 1e6 : 10000.0));
     f32("attention.layer_norm_rms_epsilon", get_num(cfg, "rms_norm_eps", 1e-6));
     u32("vocab_size", n_vocab);
+    if (n_expert > 0) {
+        u32("expert_count", n_expert);
+        u32("expert_used_count", n_expert_used);
+        if (qwen_moe) u32("expert_feed_forward_length", n_ff_exp);
+        if (n_ff_shexp > 0) u32("expert_shared_feed_forward_length", n_ff_shexp);
+    }
     // Phi-3 may rotate part of each head.
     const int64_t n_rot = (int64_t) std::lround((double) head_dim * get_num(cfg, "partial_rotary_factor", 1.0));
     u32("rope.dimension_count", n_rot);
@@ -419,13 +451,44 @@ model_plan load_hf(const std::string & dir) {
     hp.n_vocab = (uint32_t) n_vocab;
     hp.n_embd_head_k = hp.n_embd_head_v = (uint32_t) head_dim;
     hp.n_rot = (uint32_t) n_rot;
+    hp.n_expert = (uint32_t) n_expert;
+    hp.n_expert_used = (uint32_t) n_expert_used;
+    hp.n_ff_exp = (uint32_t) n_ff_exp;
+    hp.n_ff_shexp = (uint32_t) n_ff_shexp;
     const bool permute = info.rope_type == GGML_ROPE_TYPE_NORMAL;  // llama: GGUF's interleaved Q/K rows
+    // The experts of a layer: one HF matrix per expert, stacked into one GGUF tensor.
+    auto add_experts = [&](llm_tensor id, int il, const char * hf_fmt) {
+        const llm_tensor_info & ti = llm_tensor_get(id);
+        const int64_t cols = llm_dim_size(ti.ne[0], hp), rows = llm_dim_size(ti.ne[1], hp);
+        std::vector<const st_tensor *> parts;
+        for (int64_t e = 0; e < n_expert; e++) {
+            const std::string hf = llama_hf_name(llama_hf_name(hf_fmt, il), (int) e);
+            auto it = st->find(hf);
+            if (it == st->end()) throw convert_error("tensor '" + hf + "' is missing from the safetensors files");
+            if (it->second.shape != std::vector<int64_t>{rows, cols}) {
+                throw convert_error("tensor '" + hf + "' does not have the shape [" + std::to_string(rows) + ", " + std::to_string(cols) +
+                                    "] config.json implies");
+            }
+            if (!parts.empty() && it->second.type != parts[0]->type) throw convert_error("tensor '" + hf + "' has another type than expert 0's");
+            used[hf] = true;
+            parts.push_back(&it->second);
+        }
+        plan.tensors.push_back({llm_tensor_name(id, il), {cols, rows, n_expert}, parts[0]->type, [st, parts](std::vector<uint8_t> & out) {
+                                    out.clear();
+                                    for (const st_tensor * t : parts) {
+                                        out.insert(out.end(), t->data, t->data + t->nbytes);
+                                        release_pages(t->data, t->nbytes);
+                                    }
+                                }});
+    };
     auto add_kind = [&](llm_tensor id, int il) {
         const llm_tensor_info & ti = llm_tensor_get(id);
+        if (const char * expert_fmt = llama_hf_expert_name(arch, id)) return add_experts(id, il, expert_fmt);
         const char * hf_fmt = llama_hf_tensor_name(arch, id);
         if (!hf_fmt) return;
         std::vector<int64_t> shape = {llm_dim_size(ti.ne[1], hp), llm_dim_size(ti.ne[0], hp)};
         if (ti.ne[1] == llm_dim::one) shape = {llm_dim_size(ti.ne[0], hp)};
+        if (id == LLM_TENSOR_FFN_GATE_INP_SHEXP) shape = {1, n_embd};  // a Linear(n_embd, 1)
         const int64_t heads = !permute ? 0 : id == LLM_TENSOR_ATTN_Q ? n_head : id == LLM_TENSOR_ATTN_K ? n_head_kv : 0;
         add(llm_tensor_name(id, il), llama_hf_name(hf_fmt, il), shape, heads, llama_hf_norm_plus_one(arch, id));
     };

@@ -339,8 +339,9 @@ struct trainer {
             for (int32_t t = 0; t < n; t++)
                 for (int32_t c = 0; c < n; c++) staged_mask[(size_t) t * n + c] = c <= t ? 0.0f : -std::numeric_limits<float>::infinity();
         }
-        ggml_backend_tensor_set(io.kq_mask, staged_mask.data(), 0, ggml_nbytes(io.kq_mask));
-        if (io.kq_mask_swa) {
+        // A mask no layer reads is not allocated (Phi-3: every layer has the window).
+        if (io.kq_mask->buffer) ggml_backend_tensor_set(io.kq_mask, staged_mask.data(), 0, ggml_nbytes(io.kq_mask));
+        if (io.kq_mask_swa && io.kq_mask_swa->buffer) {
             // Sliding-window layers: the causal mask less what the window leaves behind.
             std::vector<float> swa = staged_mask;
             for (int32_t t = 0; t < n; t++) llm_mask_window(*model, swa.data() + (size_t) t * n, staged_tokens.data(), (uint32_t) n, t);
@@ -414,7 +415,7 @@ ggml_prec backward_prec(const options & o, const llama_model & m, bool on_gpu) {
     // TinyLlama Q4_0 the fastest of the three, and on stories260K Q8_0 as close to F32's curve),
     // and for any weights with layers on a GPU (its tensor cores multiply BF16, its F32 products
     // run at a tenth of their rate: half precision is what GPU fine-tuning uses); F32 otherwise.
-    const ggml_tensor * w = m.layers.empty() ? nullptr : m.layers[0].wq;
+    const ggml_tensor * w = m.layers.empty() ? nullptr : m.layers[0].wo;
     return on_gpu || (w && ggml_is_quantized(w->type)) ? GGML_PREC_BF16 : GGML_PREC_DEFAULT;
 }
 
@@ -495,7 +496,15 @@ int run(int argc, char ** argv, ft_dist & dist) {
             fprintf(stderr, "llama-finetune: note: --lora-in's rank %d, alpha %g and targets apply\n", tr.ad.rank(), tr.ad.alpha);
         }
     } else {
-        if (!llama_adapter_lora_create(tr.ad, m, o.targets, o.r, o.alpha, err)) die(err);
+        // By default the attention projections the family has (q, k, v, o; Phi-3's fused qkv, o).
+        std::vector<std::string> targets = o.targets;
+        if (!o.targets_set) {
+            targets.clear();
+            for (const llama_hf_proj & p : llama_hf_projections(m.arch)) {
+                if (p.target == "q" || p.target == "k" || p.target == "v" || p.target == "qkv" || p.target == "o") targets.push_back(p.target);
+            }
+        }
+        if (!llama_adapter_lora_create(tr.ad, m, targets, o.r, o.alpha, err)) die(err);
         init_lora_a(tr.ad, o.seed);  // rank 0's is sent to the others below
     }
     tr.ad.dropout = o.dropout;
@@ -692,7 +701,7 @@ int run(int argc, char ** argv, ft_dist & dist) {
             "llama-finetune: %s, %s base; LoRA r %d alpha %g on %s (%lld parameters); %lld training sequences "
             "(%lld tokens), %zu validation; %lld sequences of <= %d tokens per step, %lld steps; %s lr %g; %d threads; "
             "backward %s\n",
-            o.model.c_str(), ggml_type_name(m.layers[0].wq->type), tr.ad.rank(), tr.ad.alpha, targets.c_str(),
+            o.model.c_str(), ggml_type_name(m.layers[0].wo->type), tr.ad.rank(), tr.ad.alpha, targets.c_str(),
             (long long) n_params, (long long) n_train, (long long) n_tokens_train, tr.val.size(), (long long) tr.seqs_per_step,
             n, (long long) tr.total_steps, ggml_opt_optimizer_name(o.opt), o.lr, o.n_threads,
             tr.lora.base_prec == GGML_PREC_INT8 ? "int8" : tr.lora.base_prec == GGML_PREC_BF16 ? "bf16" : "f32");
@@ -828,7 +837,7 @@ int run(int argc, char ** argv, ft_dist & dist) {
         for (size_t i = 0; i < slowest.size(); i++) exposed.push_back(std::max(0.0, bench_step[i] - slowest[i]));
         if (lead) {
             printf("| model | type | targets | batch x seq | threads | backward | train tokens/s | peak RSS |\n");
-            printf("| %s | %s | %s | %lld x %d | %d | %s | %.1f | %.2f GB |\n", o.model.c_str(), ggml_type_name(m.layers[0].wq->type),
+            printf("| %s | %s | %s | %lld x %d | %d | %s | %.1f | %.2f GB |\n", o.model.c_str(), ggml_type_name(m.layers[0].wo->type),
                    targets.c_str(), (long long) tr.seqs_per_step, n, o.n_threads,
                    tr.lora.base_prec == GGML_PREC_INT8 ? "int8" : tr.lora.base_prec == GGML_PREC_BF16 ? "bf16" : "f32", med,
                    peak_rss_gb());

@@ -388,8 +388,9 @@ TEST(Convert, ShardedSafetensorsAndHalfPrecisionOutputs) {
 // Each tiny model of tests/common/tiny-models.h (the ones test-arch holds to PyTorch and
 // llama.cpp), written out as a Hugging Face checkpoint by the names and layouts of transformers'
 // modeling files (spelled out here, not taken from the converter's table: llama's Q/K rows in
-// rotate-half order, Gemma's norms as w = stored - 1, Phi-3's LongRoPE factors in config.json),
-// converted back: the same logits as the GGUF written directly (F32: to rounding).
+// rotate-half order, Gemma's norms as w = stored - 1, Phi-3's LongRoPE factors in config.json,
+// Mixtral's and Qwen-MoE's experts one matrix each), converted back: the same logits as the GGUF
+// written directly (F32: to rounding); bad expert settings in config.json are named.
 namespace {
 
 // The HF name of a GGUF tensor of a family, as transformers names it.
@@ -408,7 +409,15 @@ std::string hf_name(const std::string & family, const std::string & gguf) {
         {"attn_q_norm.weight", "self_attn.q_norm.weight"}, {"attn_k_norm.weight", "self_attn.k_norm.weight"},
         {"post_attention_norm.weight", "post_attention_layernorm.weight"}, {"post_ffw_norm.weight", "post_feedforward_layernorm.weight"},
         {"ffn_gate.weight", "mlp.gate_proj.weight"}, {"ffn_down.weight", "mlp.down_proj.weight"},
+        {"ffn_gate_inp_shexp.weight", "mlp.shared_expert_gate.weight"}, {"ffn_gate_shexp.weight", "mlp.shared_expert.gate_proj.weight"},
+        {"ffn_up_shexp.weight", "mlp.shared_expert.up_proj.weight"}, {"ffn_down_shexp.weight", "mlp.shared_expert.down_proj.weight"},
     };
+    // Mixtral's router and experts (w1 gate, w3 up, w2 down); Qwen-MoE's; "%d" for the expert.
+    const bool mixtral = family == "llama_moe";
+    if (rest == "ffn_gate_inp.weight") return h + (mixtral ? "block_sparse_moe.gate.weight" : "mlp.gate.weight");
+    if (rest == "ffn_gate_exps.weight") return h + (mixtral ? "block_sparse_moe.experts.%d.w1.weight" : "mlp.experts.%d.gate_proj.weight");
+    if (rest == "ffn_up_exps.weight") return h + (mixtral ? "block_sparse_moe.experts.%d.w3.weight" : "mlp.experts.%d.up_proj.weight");
+    if (rest == "ffn_down_exps.weight") return h + (mixtral ? "block_sparse_moe.experts.%d.w2.weight" : "mlp.experts.%d.down_proj.weight");
     if (rest == "ffn_norm.weight") return h + (gemma ? "pre_feedforward_layernorm.weight" : "post_attention_layernorm.weight");
     if (rest == "ffn_up.weight") return h + (family.rfind("phi3", 0) == 0 ? "mlp.gate_up_proj.weight" : "mlp.up_proj.weight");
     for (const auto & n : names) {
@@ -423,6 +432,9 @@ const char * hf_class(const std::string & family) {
     if (family == "qwen3") return "Qwen3ForCausalLM";
     if (family == "gemma2") return "Gemma2ForCausalLM";
     if (family == "gemma3") return "Gemma3ForCausalLM";
+    if (family == "llama_moe") return "MixtralForCausalLM";
+    if (family == "qwen2moe") return "Qwen2MoeForCausalLM";
+    if (family == "qwen3moe") return "Qwen3MoeForCausalLM";
     return "Phi3ForCausalLM";
 }
 
@@ -433,7 +445,6 @@ TEST(Convert, HfCheckpointsOfEveryFamily) {
     if (!have(src + "/tokenizer.json") || !have(donor)) GTEST_SKIP() << "tinystories-656k files absent";
     temp_dir d;
     for (const tiny::spec & s : tiny::specs()) {
-        if (s.n_expert) continue;  // checkpoints of mixtures of experts: not converted yet
         SCOPED_TRACE(s.name);
         const std::string direct = d.path + "/" + s.name + ".gguf", hf = d.path + "/" + s.name + "-hf";
         ASSERT_TRUE(tiny::write(s, direct, donor));
@@ -442,7 +453,7 @@ TEST(Convert, HfCheckpointsOfEveryFamily) {
         gguf_init_params ip = {false, &data, false};
         gguf_context * g = gguf_init_from_file(direct.c_str(), ip);
         ASSERT_NE(g, nullptr);
-        const bool gemma = s.name.rfind("gemma", 0) == 0, llama = s.name == "llama";
+        const bool gemma = s.name.rfind("gemma", 0) == 0, llama = s.arch == LLM_ARCH_LLAMA;
         const uint32_t head = s.head_k ? s.head_k : s.n_embd / s.n_head;
         // The safetensors file: every tensor in F32, names and layouts as transformers has them.
         std::string hdr = "{", blob;
@@ -464,10 +475,23 @@ TEST(Convert, HfCheckpointsOfEveryFamily) {
                 }
                 v.swap(u);
             }
-            std::string shape = t->ne[1] > 1 ? std::to_string(t->ne[1]) + "," + std::to_string(t->ne[0]) : std::to_string(t->ne[0]);
-            hdr += std::string(hdr.size() > 1 ? "," : "") + "\"" + hn + "\":{\"dtype\":\"F32\",\"shape\":[" + shape +
-                   "],\"data_offsets\":[" + std::to_string(blob.size()) + "," + std::to_string(blob.size() + 4 * v.size()) + "]}";
-            blob.append((const char *) v.data(), 4 * v.size());
+            auto put = [&](const std::string & n, const std::string & shape, const float * x, size_t count) {
+                hdr += std::string(hdr.size() > 1 ? "," : "") + "\"" + n + "\":{\"dtype\":\"F32\",\"shape\":[" + shape +
+                       "],\"data_offsets\":[" + std::to_string(blob.size()) + "," + std::to_string(blob.size() + 4 * count) + "]}";
+                blob.append((const char *) x, 4 * count);
+            };
+            const std::string rows_cols = std::to_string(t->ne[1]) + "," + std::to_string(t->ne[0]);
+            if (t->ne[2] > 1) {  // stacked experts: one matrix each
+                const size_t per = (size_t) (t->ne[0] * t->ne[1]);
+                for (int64_t e = 0; e < t->ne[2]; e++) {
+                    const size_t at = hn.find("%d");
+                    put(hn.substr(0, at) + std::to_string(e) + hn.substr(at + 2), rows_cols, v.data() + e * per, per);
+                }
+            } else if (name.find("ffn_gate_inp_shexp") != std::string::npos) {
+                put(hn, "1," + std::to_string(t->ne[0]), v.data(), v.size());  // a Linear(n_embd, 1)
+            } else {
+                put(hn, t->ne[1] > 1 ? rows_cols : std::to_string(t->ne[0]), v.data(), v.size());
+            }
         }
         hdr += "}";
         const uint64_t hl = hdr.size();
@@ -482,6 +506,13 @@ TEST(Convert, HfCheckpointsOfEveryFamily) {
             << ", \"vocab_size\": 2048, \"max_position_embeddings\": 256, \"rms_norm_eps\": 1e-6, \"rope_theta\": " << s.freq_base
             << ", \"tie_word_embeddings\": " << (s.tied ? "true" : "false");
         if (s.head_k) cfg << ", \"head_dim\": " << s.head_k;
+        if (s.n_expert) {
+            cfg << ", \"" << (s.arch == LLM_ARCH_LLAMA ? "num_local_experts" : "num_experts") << "\": " << s.n_expert
+                << ", \"num_experts_per_tok\": " << s.n_expert_used;
+            if (s.n_ff_exp) cfg << ", \"moe_intermediate_size\": " << s.n_ff_exp;
+            if (s.n_ff_shexp) cfg << ", \"shared_expert_intermediate_size\": " << s.n_ff_shexp;
+            if (s.arch != LLM_ARCH_LLAMA) cfg << ", \"norm_topk_prob\": " << (s.arch == LLM_ARCH_QWEN3MOE ? "true" : "false");
+        }
         if (s.n_swa) cfg << ", \"sliding_window\": " << s.n_swa;
         if (gemma) cfg << ", \"query_pre_attn_scalar\": " << head;
         if (s.attn_softcap > 0) cfg << ", \"attn_logit_softcapping\": " << s.attn_softcap << ", \"final_logit_softcapping\": " << s.final_softcap;
@@ -527,5 +558,30 @@ TEST(Convert, HfCheckpointsOfEveryFamily) {
         const double kl = mean_kl(a, b);
         printf("[ %s ] converted from HF vs written directly: mean KL %.3g\n", s.name.c_str(), kl);
         EXPECT_LT(kl, 1e-9);
+
+        if (s.n_expert) {
+            // Bad expert settings: named, and no file written.
+            const std::string n_key = s.arch == LLM_ARCH_LLAMA ? "num_local_experts" : "num_experts";
+            const std::string good = cfg.str(), used = "\"num_experts_per_tok\": " + std::to_string(s.n_expert_used),
+                              count = "\"" + n_key + "\": " + std::to_string(s.n_expert);
+            struct bad_cfg { std::string from, to, message; };
+            std::vector<bad_cfg> bads = {
+                {used, "\"num_experts_per_tok\": " + std::to_string(s.n_expert + 1), "num_experts_per_tok"},
+                {count, "\"" + n_key + "\": " + std::to_string(s.n_expert + 1), "config.json implies [" + std::to_string(s.n_expert + 1) + ", "},  // the router, read first
+            };
+            if (s.arch == LLM_ARCH_QWEN2MOE) bads.push_back({"\"norm_topk_prob\": false", "\"norm_topk_prob\": true", "norm_topk_prob"});
+            for (const bad_cfg & b : bads) {
+                std::string text = good;
+                const size_t at = text.find(b.from);
+                ASSERT_NE(at, std::string::npos) << b.from;
+                text.replace(at, b.from.size(), b.to);
+                std::ofstream(hf + "/config.json") << text;
+                const std::string bad_out = d.path + "/" + s.name + "-bad.gguf";
+                const auto rb = run_prog("llama-convert", "--hf " + hf + " -o " + bad_out + " --outtype f32");
+                EXPECT_NE(rb.status, 0) << b.to;
+                EXPECT_NE(rb.output.find(b.message), std::string::npos) << b.to << ": " << rb.output;
+                EXPECT_FALSE(have(bad_out)) << b.to;
+            }
+        }
     }
 }

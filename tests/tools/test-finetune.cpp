@@ -10,6 +10,7 @@
 //  - resuming from a checkpoint (also one written on Ctrl-C) against an uninterrupted run;
 //  - bad input refused without a crash or a half-written file.
 #include "test-llama.h"
+#include "tiny-models.h"
 
 #include "llama.h"
 #include "llama-adapter.h"
@@ -369,6 +370,98 @@ TEST(Finetune, TrainedAdapterMatchesMergedWeightsAndPeftCopy) {
     llama_adapter_lora_free(ad);
 }
 
+// LoRA on the other families' projections: Phi-3's fused qkv and gate_up, the routers of the
+// mixtures of experts (the experts frozen), Gemma 2's soft-capped, sliding-window attention. On
+// each tiny model (tests/common/tiny-models.h): llama-finetune with the family's default targets
+// (its attention projections) plus the listed ones lowers the loss; the adapter applied
+// unmerged equals the weights merged in plain loops; the PEFT copy names the modules as
+// transformers does and reads back equal.
+struct family_case {
+    const char * name;
+    const char * extra_targets;
+    std::vector<std::string> modules;  // PEFT target_modules expected
+};
+
+void PrintTo(const family_case & c, std::ostream * os) { *os << c.name; }
+
+class FinetuneFamily : public testing::TestWithParam<family_case> {};
+
+TEST_P(FinetuneFamily, LoraTrainsAndMatchesMergedWeightsAndPeftCopy) {
+    const family_case & fc = GetParam();
+    TU_REQUIRE_FILE(model_path());
+    TU_REQUIRE_FILE(text_path());
+    tiny::spec spec;
+    for (const tiny::spec & s : tiny::specs()) if (s.name == fc.name) spec = s;
+    ASSERT_EQ(spec.name, fc.name);
+    tu::TempDir dir;
+    const std::string model = dir.path + "/model.gguf", ad_path = dir.path + "/a.gguf", peft = dir.path + "/peft";
+    ASSERT_TRUE(tiny::write(spec, model, model_path()));
+    const tu::run_result r = finetune("-m " + model + " -f " + text_path() + " -c 32 --steps 12 --lr 1e-2 --lora-r 4 -t 2" +
+                                      std::string(*fc.extra_targets ? " --lora-targets " : "") + fc.extra_targets + " -o " +
+                                      ad_path + " --peft-out " + peft + " --loss-log " + dir.path + "/loss.tsv");
+    ASSERT_EQ(r.status, 0) << r.output;
+    const std::vector<double> losses = read_loss_log(dir.path + "/loss.tsv");
+    ASSERT_GE(losses.size(), 12u);
+    EXPECT_LT(losses.back(), losses.front() - 0.1) << "the loss should fall";
+
+    const std::string cfg = read_text(peft + "/adapter_config.json");
+    for (const std::string & m : fc.modules) EXPECT_NE(cfg.find("\"" + m + "\""), std::string::npos) << m << " in " << cfg;
+
+    llama_log_set(quiet_log, nullptr);
+    llama_model_params mp = llama_model_default_params();
+    mp.use_mmap = false;
+    mp.use_repack = false;
+    mp.n_gpu_layers = 0;
+    std::unique_ptr<llama_model, ModelDeleter> base(llama_model_load_from_file(model.c_str(), mp));
+    std::unique_ptr<llama_model, ModelDeleter> merged(llama_model_load_from_file(model.c_str(), mp));
+    ASSERT_TRUE(base && merged);
+    llama_adapter_lora * ad = llama_adapter_lora_init(base.get(), ad_path.c_str());
+    ASSERT_TRUE(ad);
+    llama_adapter_lora from_peft;
+    std::string err;
+    ASSERT_TRUE(llama_adapter_lora_load(from_peft, *base, peft, err)) << err;
+    ASSERT_EQ(from_peft.weights.size(), ad->weights.size());
+    for (const auto & kv : ad->weights) {
+        const llama_adapter_lora_weight * p = from_peft.get(kv.first);
+        ASSERT_TRUE(p) << kv.first->name;
+        EXPECT_EQ(0, memcmp(p->a->data, kv.second.a->data, ggml_nbytes(p->a))) << kv.first->name;
+        EXPECT_EQ(0, memcmp(p->b->data, kv.second.b->data, ggml_nbytes(p->b))) << kv.first->name;
+    }
+
+    merge_into(*merged, *ad);
+    llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = 64;
+    cp.n_threads = cp.n_threads_batch = 2;
+    cp.type_k = cp.type_v = GGML_TYPE_F32;
+    std::unique_ptr<llama_context, CtxDeleter> c1(llama_init_from_model(base.get(), cp)), c2(llama_init_from_model(merged.get(), cp));
+    ASSERT_TRUE(c1 && c2);
+    const std::vector<llama_token> prompt = tokenize(base.get(), "Once upon a time, there was a little dog who liked to run in the park", true);
+    const std::vector<float> plain = all_logits(c1.get(), prompt);
+    ASSERT_EQ(llama_set_adapter_lora(c1.get(), ad, 1.0f), 0);
+    const std::vector<float> unmerged = all_logits(c1.get(), prompt), ref = all_logits(c2.get(), prompt);
+    double worst = 0, moved = 0, scale = 0;
+    for (size_t i = 0; i < ref.size(); i++) {
+        worst = std::max(worst, (double) std::fabs(unmerged[i] - ref[i]));
+        moved = std::max(moved, (double) std::fabs(plain[i] - ref[i]));
+        scale = std::max(scale, (double) std::fabs(ref[i]));
+    }
+    printf("  %s: loss %.4f -> %.4f; adapter unmerged vs merged max |diff| %.2e (moves logits by up to %.3f)\n", fc.name,
+           losses.front(), losses.back(), worst, moved);
+    EXPECT_GT(moved, 0.05) << "the trained adapter should change the logits";
+    EXPECT_LT(worst, 1e-4 * std::max(1.0, scale));
+    llama_adapter_lora_free(ad);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Tiny, FinetuneFamily,
+    testing::Values(family_case{"phi3", "qkv,o,gate_up,down", {"qkv_proj", "o_proj", "gate_up_proj", "down_proj"}},
+                    family_case{"gemma2", "", {"q_proj", "k_proj", "v_proj", "o_proj"}},
+                    family_case{"qwen3", "", {"q_proj", "k_proj", "v_proj", "o_proj"}},
+                    family_case{"llama_moe", "q,v,router", {"q_proj", "v_proj", "gate"}},
+                    family_case{"qwen2moe", "q,k,v,o,router", {"q_proj", "gate"}},
+                    family_case{"qwen3moe", "q,k,v,o,router", {"q_proj", "gate"}}),
+    [](const testing::TestParamInfo<family_case> & i) { return std::string(i.param.name); });
+
 // Options that exercise every path of the data order: shuffled JSONL, two sequences per step
 // with accumulation, dropout, a validation split, a cosine schedule with warm-up, clipping.
 std::string resume_data(const std::string & dir) {
@@ -487,6 +580,7 @@ TEST(Finetune, BadInputIsRefusedWithoutOutput) {
         {"-m " + model_path() + " -f " + dir.path + "/empty.txt -o " + out, "empty"},
         {"-m " + model_path() + " -f " + dir.path + "/bad.jsonl --data-format jsonl -o " + out, "bad.jsonl:2"},
         {"-m " + model_path() + base + " --lora-targets q,nope", "unknown LoRA target"},
+        {"-m " + model_path() + base + " --lora-targets qkv", "LoRA target 'qkv' is not a projection of llama"},
         {"-m " + model_path() + base + " --lora-r 0", "--lora-r"},
         {"-m " + model_path() + base + " --lora-r -3", "--lora-r"},
         {"-m " + model_path() + base + " --lr 100", "--lr"},
