@@ -38,17 +38,6 @@ int64_t qk_heads(const llama_model & model, const llama_hf_proj & p) {
     return 0;
 }
 
-bool to_f32(const st_tensor & t, std::vector<float> & out, std::string & err) {
-    const size_t n = t.nbytes / ggml_type_size(t.type);
-    out.resize(n);
-    switch (t.type) {
-        case GGML_TYPE_F32: memcpy(out.data(), t.data, n * sizeof(float)); return true;
-        case GGML_TYPE_F16: ggml_fp16_to_fp32_row((const ggml_fp16_t *) t.data, out.data(), (int64_t) n); return true;
-        case GGML_TYPE_BF16: ggml_bf16_to_fp32_row((const ggml_bf16_t *) t.data, out.data(), (int64_t) n); return true;
-        default: err = "tensor " + t.name + " has an unsupported type"; return false;
-    }
-}
-
 double num(const json_value & cfg, const char * key, double def) {
     const json_value * v = cfg.get(key);
     return v && v->is_number() ? v->num : def;
@@ -194,7 +183,8 @@ bool llama_adapter_lora_load_peft(llama_adapter_lora & ad, const llama_model & m
         const llama_hf_proj * proj = bases[i++].second;
         const st_tensor * a = kv.second.a, * b = kv.second.b;
         if (!llama_adapter_lora_add(ad, w, (int32_t) a->shape[0], err)) return false;
-        if (!to_f32(*a, va, err) || !to_f32(*b, vb, err)) return false;
+        va = safetensors_to_f32(*a);
+        vb = safetensors_to_f32(*b);
         for (const auto & [t, v] : {std::pair{a, &va}, std::pair{b, &vb}}) {
             err = llama_adapter_non_finite_error(v->data(), v->size(), t->name);
             if (!err.empty()) {

@@ -310,3 +310,10 @@ std::vector<std::string> remove_stale_temporaries(const std::string & path) {
     closedir(d);
     return removed;
 }
+
+std::vector<float> safetensors_to_f32(const st_tensor & t) {
+    const size_t n = t.nbytes / ggml_type_size(t.type);
+    std::vector<float> out(n);
+    ggml_get_type_traits(t.type)->to_float(t.data, out.data(), (int64_t) n);
+    return out;
+}

@@ -34,6 +34,9 @@ struct st_tensor {
     size_t nbytes = 0;
 };
 
+// The tensor's values as F32 (its type's row converter).
+std::vector<float> safetensors_to_f32(const st_tensor & t);
+
 // Every tensor of the model in dir (model.safetensors, or the shards of the index, or all
 // *.safetensors files). Throws std::runtime_error on a missing, malformed or inconsistent file.
 std::map<std::string, st_tensor> safetensors_load_dir(const std::string & dir);

@@ -257,17 +257,6 @@ std::vector<float> get_floats(const json_value & obj, const char * key, size_t n
     return out;
 }
 
-// An HF tensor's values as F32 (for the ones the converter changes: Gemma's norms).
-std::vector<float> to_f32(const st_tensor & t) {
-    const int64_t n = (int64_t) (t.nbytes / ggml_type_size(t.type));
-    std::vector<float> out((size_t) n);
-    if (t.type == GGML_TYPE_F32) memcpy(out.data(), t.data, t.nbytes);
-    else if (t.type == GGML_TYPE_F16) for (int64_t i = 0; i < n; i++) out[(size_t) i] = ggml_fp16_to_fp32(((const ggml_fp16_t *) t.data)[i]);
-    else if (t.type == GGML_TYPE_BF16) for (int64_t i = 0; i < n; i++) out[(size_t) i] = ggml_bf16_to_fp32(((const ggml_bf16_t *) t.data)[i]);
-    else throw convert_error("unsupported tensor type for a norm");
-    return out;
-}
-
 }  // namespace
 
 model_plan load_hf(const std::string & dir) {
@@ -430,7 +419,7 @@ model_plan load_hf(const std::string & dir) {
         std::vector<int64_t> ne(shape.rbegin(), shape.rend());
         if (plus_one) {
             plan.tensors.push_back({name, ne, GGML_TYPE_F32, [st, t](std::vector<uint8_t> & out) {
-                                        std::vector<float> v = to_f32(*t);
+                                        std::vector<float> v = safetensors_to_f32(*t);
                                         for (float & x : v) x += 1.0f;
                                         out.assign((const uint8_t *) v.data(), (const uint8_t *) (v.data() + v.size()));
                                     }});

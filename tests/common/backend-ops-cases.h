@@ -386,6 +386,30 @@ std::vector<Case> make_cases() {
             return same(ggml_get_rows(m.ctx, m.in(t, {256, 20}), m.in(GGML_TYPE_I32, {9}, indices(20))));
         }, 1e-12);  // block scales times levels: a fused multiply-add may round differently
     }
+    // a mixture's experts: 6 experts, 2 used per token; b one column per token (gate, up) or one
+    // per slot (down); generation and a batch
+    for (ggml_type t : kWeightTypes) {
+        for (int64_t n_tok : { 1, 9 }) {
+            for (int64_t n_b1 : { 1, 2 }) {
+                add(std::string("mul_mat_id ") + ggml_type_name(t) + " tokens " + std::to_string(n_tok) + " b cols " + std::to_string(n_b1),
+                    [=](Maker & m) {
+                        return same(ggml_mul_mat_id(m.ctx, m.in(t, {256, 33, 6}), m.in(GGML_TYPE_F32, {256, n_b1, n_tok}),
+                                                    m.in(GGML_TYPE_I32, {2, n_tok}, indices(6))));
+                    }, mm_tol(t));
+            }
+        }
+    }
+    // the router's choice: argsort both ways, rows with ties (integer values: the stable order),
+    // top-k of a softmax
+    for (ggml_sort_order o : { GGML_SORT_ORDER_ASC, GGML_SORT_ORDER_DESC }) {
+        const std::string os = o == GGML_SORT_ORDER_ASC ? " asc" : " desc";
+        add("argsort" + os, [=](Maker & m) { return same(ggml_argsort(m.ctx, m.in(GGML_TYPE_F32, {60, 7, 2}), o)); }, 0.0);
+        add("argsort ties" + os, [=](Maker & m) { return same(ggml_argsort(m.ctx, m.in(GGML_TYPE_F32, {37, 4}, indices(5)), o)); }, 0.0);
+        add("argsort long rows" + os, [=](Maker & m) { return same(ggml_argsort(m.ctx, m.in(GGML_TYPE_F32, {1000, 3}), o)); }, 0.0);
+    }
+    add("top_k of soft_max", [=](Maker & m) {
+        return same(ggml_cont(m.ctx, ggml_top_k(m.ctx, ggml_soft_max(m.ctx, m.in(GGML_TYPE_F32, {8, 5}, uniform(-4.0f, 4.0f))), 2)));
+    }, 0.0);
     // a weight matrix of a million values and more, one column: the GPU takes another path
     for (ggml_type t : { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16 }) {
         add(std::string("mul_mat big weight ") + ggml_type_name(t), [=](Maker & m) {

@@ -106,6 +106,22 @@ inline std::vector<spec> specs() {
     return v;
 }
 
+// A model for speed measurements, not for tests: Mixtral's shape (8 experts, 2 used per token,
+// the expert FFN 3.5 times the width, 4 query heads per KV head, heads of 128) at a quarter of
+// its width and 8 layers: 0.73 B parameters, 0.42 GB in Q4_0 (tools/arch-reference/README.md).
+inline spec moe_bench_spec() {
+    spec s{"moe-bench", LLM_ARCH_LLAMA};
+    s.n_embd = 1024;
+    s.n_ff = 3584;
+    s.n_head = 8;
+    s.n_head_kv = 2;
+    s.n_layer = 8;
+    s.n_expert = 8;
+    s.n_expert_used = 2;
+    s.seed = 21;
+    return s;
+}
+
 // gtest prints a model by its name.
 inline void PrintTo(const spec & s, std::ostream * os) { *os << s.name; }
 
@@ -182,7 +198,7 @@ inline bool write(const spec & s, const std::string & path, const std::string & 
         gguf_set_val_f32(g, (a + "rope.scaling.attn_factor").c_str(), 1.19f);
     }
     if (s.final_softcap > 0.0f) gguf_set_val_f32(g, (a + "final_logit_softcapping").c_str(), s.final_softcap);
-    gguf_set_val_u32(g, "general.file_type", wtype == GGML_TYPE_F32 ? 0 : wtype == GGML_TYPE_Q8_0 ? 7 : 1);
+    gguf_set_val_u32(g, "general.file_type", wtype == GGML_TYPE_F32 ? 0 : wtype == GGML_TYPE_Q8_0 ? 7 : wtype == GGML_TYPE_Q4_0 ? 2 : 1);
 
     llama_hparams hp;
     hp.n_embd = s.n_embd;
@@ -199,7 +215,28 @@ inline bool write(const spec & s, const std::string & path, const std::string & 
     hp.n_ff_exp = s.n_ff_exp ? s.n_ff_exp : s.n_ff;
     hp.n_ff_shexp = s.n_ff_shexp ? s.n_ff_shexp : s.n_ff;
 
-    ggml_init_params ip = { 64u << 20, nullptr, false };
+    // The tensors of the file, then a context that holds them all.
+    std::vector<std::pair<llm_tensor, int>> list;
+    for (const llm_arch_tensor & at : arch.tensors) {
+        if (llm_tensor_get(at.id).layer_field) continue;
+        if (at.id == LLM_TENSOR_OUTPUT && s.tied) continue;
+        const bool factors = at.id == LLM_TENSOR_ROPE_FACTORS_LONG || at.id == LLM_TENSOR_ROPE_FACTORS_SHORT;
+        if (!at.required(hp) && at.id != LLM_TENSOR_OUTPUT && !(factors && s.longrope)) continue;
+        list.push_back({at.id, -1});
+    }
+    for (uint32_t il = 0; il < s.n_layer; il++) {
+        for (const llm_arch_tensor & at : arch.tensors) {
+            if (!llm_tensor_get(at.id).layer_field || !at.required(hp)) continue;
+            list.push_back({at.id, (int) il});
+        }
+    }
+    size_t ctx_bytes = 1u << 20;
+    for (const auto & e : list) {
+        const llm_tensor_info & ti = llm_tensor_get(e.first);
+        ctx_bytes += ggml_tensor_overhead() + 64 +
+                     (size_t) (llm_dim_size(ti.ne[0], hp) * llm_dim_size(ti.ne[1], hp) * llm_dim_size(ti.ne[2], hp)) * sizeof(float);
+    }
+    ggml_init_params ip = { ctx_bytes, nullptr, false };
     ggml_context * ctx = ggml_init(ip);
     auto add = [&](llm_tensor id, int il) {
         // The values depend on the tensor's name, not on the order the table lists it in.
@@ -232,19 +269,7 @@ inline bool write(const spec & s, const std::string & path, const std::string & 
         }
         gguf_add_tensor(g, t);
     };
-    for (const llm_arch_tensor & at : arch.tensors) {
-        if (llm_tensor_get(at.id).layer_field) continue;
-        if (at.id == LLM_TENSOR_OUTPUT && s.tied) continue;
-        const bool factors = at.id == LLM_TENSOR_ROPE_FACTORS_LONG || at.id == LLM_TENSOR_ROPE_FACTORS_SHORT;
-        if (!at.required(hp) && at.id != LLM_TENSOR_OUTPUT && !(factors && s.longrope)) continue;
-        add(at.id, -1);
-    }
-    for (uint32_t il = 0; il < s.n_layer; il++) {
-        for (const llm_arch_tensor & at : arch.tensors) {
-            if (!llm_tensor_get(at.id).layer_field || !at.required(hp)) continue;
-            add(at.id, (int) il);
-        }
-    }
+    for (const auto & e : list) add(e.first, e.second);
     const bool ok = gguf_write_to_file(g, path.c_str(), false);
     gguf_free(g);
     ggml_free(ctx);

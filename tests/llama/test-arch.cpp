@@ -8,7 +8,8 @@
 // by token gives the same logits; the files' bad variants are refused naming the key or tensor.
 //
 // LLAMA_ARCH_WRITE_MODELS=DIR test-arch --gtest_filter=ArchReference.WriteModels writes the
-// models for the offline tools.
+// models for the offline tools (and with LLAMA_ARCH_WRITE_BENCH=1 the Q4_0 speed-measurement
+// model tiny::moe_bench_spec, moe-bench-q4_0.gguf).
 #include "test-llama.h"
 #include "tiny-models.h"
 
@@ -165,6 +166,10 @@ TEST(ArchReference, WriteModels) {
             const std::string path = std::string(dir) + "/" + s.name + "-" + ggml_type_name(t) + ".gguf";
             EXPECT_TRUE(tiny::write(s, path, donor(), t)) << path;
         }
+    }
+    if (getenv("LLAMA_ARCH_WRITE_BENCH")) {
+        const std::string path = std::string(dir) + "/moe-bench-q4_0.gguf";
+        EXPECT_TRUE(tiny::write(tiny::moe_bench_spec(), path, donor(), GGML_TYPE_Q4_0)) << path;
     }
 }
 

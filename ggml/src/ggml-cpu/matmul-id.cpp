@@ -9,6 +9,7 @@
 // depend on the thread count or on which other columns share the expert.
 #include "cpu-ops.h"
 #include "ops-common.h"
+#include "vec.h"
 
 #include <algorithm>
 #include <numeric>
@@ -17,9 +18,9 @@
 
 namespace {
 
-constexpr size_t ALIGN = 64;
-size_t align_up(size_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }
-char * align_ptr(void * p) { return (char *) (((uintptr_t) p + ALIGN - 1) / ALIGN * ALIGN); }
+using ggml_mm_buf::ALIGN;
+using ggml_mm_buf::align_ptr;
+using ggml_mm_buf::align_up;
 
 struct IdDims {
     int64_t K, N, n_as, n_b, n_used, n_tokens;

@@ -91,8 +91,8 @@ extern int ggml_out_prod_gemm_min_n;
 #endif
 
 #ifdef __cplusplus
-// Work-buffer arithmetic shared by the matrix kernels (matmul.cpp, out-prod.cpp): slices of the
-// work buffer start on cache lines.
+// Work-buffer arithmetic shared by the matrix kernels (matmul.cpp, out-prod.cpp, matmul-id.cpp):
+// slices of the work buffer start on cache lines.
 namespace ggml_mm_buf {
 constexpr size_t ALIGN = 64;
 inline size_t align_up(size_t x) { return (x + ALIGN - 1) & ~(ALIGN - 1); }

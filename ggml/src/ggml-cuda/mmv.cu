@@ -5,6 +5,8 @@
 // units (32 values) l, l + 32, ... of the row, decodes each into registers once and multiplies
 // it with every column of b; the warp's partial sums are then reduced with shuffles. Planes
 // broadcast as the CPU's mul_mat (b->ne[2] a multiple of a->ne[2], same for dim 3).
+// mul_mat_id (a mixture's experts) runs the same kernels with a plane per (slot, token): the
+// plane of a is the expert ids names, so only the chosen experts' rows are read.
 #include "ops.cuh"
 #include "quant.cuh"
 
@@ -22,7 +24,19 @@ struct MmvArgs {
     int64_t M, K, N, ne12, r2, r3;  // r2, r3: planes of b per plane of a
     int b_vec4;                     // b's rows are 16-byte aligned: float4 loads
     int L;                          // lanes per row of a: 32, or fewer for short rows (a warp then takes 32 / L rows)
+    // mul_mat_id: plane (i12, i13) = (slot, token) takes a's plane ids[i12, i13] (nullptr: mul_mat)
+    const char * ids;
+    int64_t ids_nb0, ids_nb1;
+    int64_t z0;                     // the first plane of this launch (grids hold at most 65535)
 };
+
+// The offset of plane (i12, i13)'s matrix in a: broadcast as mul_mat's planes, or the expert
+// ids names for mul_mat_id.
+template <typename P>
+__device__ __forceinline__ int64_t a_plane(const P & p, int64_t i12, int64_t i13) {
+    if (p.ids) return (int64_t) *(const int32_t *) (p.ids + i12 * p.ids_nb0 + i13 * p.ids_nb1) * p.a_nb2;
+    return (i12 / p.r2) * p.a_nb2 + (i13 / p.r3) * p.a_nb3;
+}
 
 // b's value as the CPU multiplies it with a row of type T: rounded to F16 / BF16 for those rows
 // (their vec_dot_type), as it is for F32 rows. Attention's products in generation (an F16 cache)
@@ -42,9 +56,9 @@ __global__ void __launch_bounds__(WARP * kWarpsPerBlock) k_mmv(MmvArgs p) {
     if (m0 >= p.M) return;  // whole warps leave: the shuffles below see full warps
     const int64_t m = m0 + lane / p.L;
     const bool active = m < p.M;
-    const int64_t i12 = blockIdx.z % p.ne12, i13 = blockIdx.z / p.ne12;
+    const int64_t z = p.z0 + blockIdx.z, i12 = z % p.ne12, i13 = z / p.ne12;
     const int64_t n0 = (int64_t) blockIdx.y * NC;
-    const char * arow = p.a + (active ? m : m0) * p.a_nb1 + (i12 / p.r2) * p.a_nb2 + (i13 / p.r3) * p.a_nb3;
+    const char * arow = p.a + (active ? m : m0) * p.a_nb1 + a_plane(p, i12, i13);
     const char * bbase = p.b + i12 * p.b_nb2 + i13 * p.b_nb3;
 
     float s[NC];
@@ -117,6 +131,10 @@ struct MmvqArgs {
     int64_t d_nb1, d_nb2, d_nb3;
     int64_t M, K, N, ne12, r2, r3;
     int L;  // lanes per row group: 32, or fewer for short rows
+    // mul_mat_id, as MmvArgs; b's column of plane (slot, token) is slot % n_b1 + n_b1 * token
+    const char * ids;
+    int64_t ids_nb0, ids_nb1, n_b1;
+    int64_t z0;
 };
 
 // R rows of a per lane group (each column of b read once for R rows), NC columns per block; bx:
@@ -127,15 +145,16 @@ __device__ __forceinline__ void mmvq_block(const MmvqArgs & p, int64_t bx) {
     const int64_t m0 = (bx * kWarpsPerBlock + threadIdx.x / WARP) * (WARP / p.L) * R;
     if (m0 >= p.M) return;  // whole warps leave: the shuffles below see full warps
     const int64_t mg = m0 + (lane / p.L) * R;  // this lane group's first row
-    const int64_t i12 = blockIdx.z % p.ne12, i13 = blockIdx.z / p.ne12;
+    const int64_t z = p.z0 + blockIdx.z, i12 = z % p.ne12, i13 = z / p.ne12;
     const int64_t n0 = (int64_t) blockIdx.y * NC;
-    const int64_t c0 = n0 + p.N * (i12 + p.ne12 * i13);
+    const int64_t c0 = p.ids ? i12 % p.n_b1 + p.n_b1 * i13 : n0 + p.N * (i12 + p.ne12 * i13);
     const int64_t upc = p.K / 32;
+    const int64_t plane = a_plane(p, i12, i13);
     const char * arow[R];
 #pragma unroll
     for (int r = 0; r < R; r++) {
         const int64_t m = mg + r < p.M ? mg + r : p.M - 1;  // rows past the end compute row M - 1, unstored
-        arow[r] = p.a + m * p.a_nb1 + (i12 / p.r2) * p.a_nb2 + (i13 / p.r3) * p.a_nb3;
+        arow[r] = p.a + m * p.a_nb1 + plane;
     }
 
     float s[R][NC];
@@ -229,7 +248,7 @@ bool ggml_cuda_mmv_supported(const ggml_tensor * a) { return is_float_type(a->ty
 // dst = mul_mat(a, b) for a of a plain float type and b->ne[1] <= MMV_MAX_COLS (more columns:
 // several column groups).
 void ggml_cuda_mmv(ggml_cuda_ctx & ctx, const ggml_tensor * a, const ggml_tensor * b, ggml_tensor * dst) {
-    MmvArgs p;
+    MmvArgs p = {};
     p.a = (const char *) a->data;
     p.a_nb1 = a->nb[1]; p.a_nb2 = a->nb[2]; p.a_nb3 = a->nb[3];
     p.b = (const char *) b->data;
@@ -295,7 +314,7 @@ void quantized_b(ggml_cuda_ctx & ctx, ggml_type a_type, const ggml_tensor * b, c
 }
 
 MmvqArgs mmvq_args(const ggml_tensor * a, const ggml_tensor * b, ggml_tensor * dst, const int8_t * qs, const float4 * ds) {
-    MmvqArgs p;
+    MmvqArgs p = {};
     p.a = (const char *) a->data;
     p.a_nb1 = a->nb[1]; p.a_nb2 = a->nb[2]; p.a_nb3 = a->nb[3];
     p.qs = qs;
@@ -437,4 +456,77 @@ void ggml_cuda_mmvq_multi(ggml_cuda_ctx & ctx, ggml_tensor * const * nodes, int 
         });
     }
     CUDA_CHECK_LAUNCH();
+}
+
+// ---- mul_mat_id: the experts of a mixture -------------------------------------------------------
+
+bool ggml_cuda_mul_mat_id_supported(const ggml_tensor * dst) {
+    const ggml_tensor * as = dst->src[0], * b = dst->src[1], * ids = dst->src[2];
+    if (!as || !b || !ids || ids->type != GGML_TYPE_I32 || b->type != GGML_TYPE_F32 || b->nb[0] != sizeof(float)) return false;
+    if (dst->type != GGML_TYPE_F32 || dst->nb[0] != sizeof(float) || as->nb[0] != ggml_type_size(as->type)) return false;
+    if (is_float_type(as->type)) return true;
+    return cuda_quant_supported(as->type) && as->ne[0] % act_block_size(as->type) == 0;
+}
+
+// dst[:, s, t] = as[:, :, ids[s, t]] b[:, s % b->ne[1], t]: one plane per (slot, token), each a
+// product of one column (the generation kernels), in launches of at most 65535 planes.
+void ggml_cuda_op_mul_mat_id(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
+    const ggml_tensor * as = dst->src[0], * b = dst->src[1], * ids = dst->src[2];
+    const int64_t n_used = ids->ne[0], n_tok = ids->ne[1], planes = n_used * n_tok, M = as->ne[1];
+    if (M == 0 || planes == 0) return;
+    const dim3 block(WARP * kWarpsPerBlock);
+    auto launch_planes = [&](auto launch) {
+        for (int64_t z0 = 0; z0 < planes; z0 += 65535) launch(z0, (unsigned int) std::min<int64_t>(planes - z0, 65535));
+    };
+    if (is_float_type(as->type)) {
+        MmvArgs p = {};
+        p.a = (const char *) as->data;
+        p.a_nb1 = as->nb[1]; p.a_nb2 = as->nb[2];
+        p.b = (const char *) b->data;
+        p.b_nb2 = b->ne[1] == 1 ? 0 : b->nb[1];  // the slot's column (or the token's one column)
+        p.b_nb3 = b->nb[2];
+        p.d = (char *) dst->data;
+        p.d_nb2 = dst->nb[1]; p.d_nb3 = dst->nb[2];
+        p.M = M; p.K = as->ne[0]; p.N = 1; p.ne12 = n_used; p.r2 = p.r3 = 1;
+        p.b_vec4 = ((uintptr_t) b->data % 16 == 0) && p.b_nb2 % 16 == 0 && p.b_nb3 % 16 == 0;
+        p.ids = (const char *) ids->data;
+        p.ids_nb0 = ids->nb[0]; p.ids_nb1 = ids->nb[1];
+        const int64_t units = (p.K + 31) / 32;
+        p.L = WARP;
+        while (p.L > 1 && p.L / 2 >= units) p.L /= 2;
+        const int64_t rows_per_block = (int64_t) kWarpsPerBlock * (WARP / p.L);
+        const unsigned int gx = (unsigned int) ((M + rows_per_block - 1) / rows_per_block);
+        launch_planes([&](int64_t z0, unsigned int n) {
+            p.z0 = z0;
+            switch (as->type) {
+                case GGML_TYPE_F32: GGML_CUDA_LAUNCH(k_mmv<GGML_TYPE_F32 GGML_COMMA 1>, dim3(gx, 1, n), block, 0, ctx.stream)(p); break;
+                case GGML_TYPE_F16: GGML_CUDA_LAUNCH(k_mmv<GGML_TYPE_F16 GGML_COMMA 1>, dim3(gx, 1, n), block, 0, ctx.stream)(p); break;
+                case GGML_TYPE_BF16: GGML_CUDA_LAUNCH(k_mmv<GGML_TYPE_BF16 GGML_COMMA 1>, dim3(gx, 1, n), block, 0, ctx.stream)(p); break;
+                default: GGML_ABORT("ggml_cuda_op_mul_mat_id: unsupported type %s", ggml_type_name(as->type));
+            }
+            CUDA_CHECK_LAUNCH();
+        });
+        return;
+    }
+    // Block types: b's columns quantized once (kept for the next product of the same b: the up
+    // projection after the gate), then the integer products.
+    const int8_t * qs;
+    const float4 * ds;
+    quantized_b(ctx, as->type, b, &qs, &ds);
+    MmvqArgs p = mmvq_args(as, b, dst, qs, ds);
+    p.a_nb3 = 0;
+    p.N = 1; p.ne12 = n_used; p.r2 = p.r3 = 1;
+    p.d_nb1 = 0; p.d_nb2 = dst->nb[1]; p.d_nb3 = dst->nb[2];
+    p.ids = (const char *) ids->data;
+    p.ids_nb0 = ids->nb[0]; p.ids_nb1 = ids->nb[1];
+    p.n_b1 = b->ne[1];
+    const int64_t rows_per_block = (int64_t) kWarpsPerBlock * (WARP / p.L);
+    const unsigned int gx = (unsigned int) ((M + rows_per_block - 1) / rows_per_block);
+    launch_planes([&](int64_t z0, unsigned int n) {
+        p.z0 = z0;
+        mmvq_dispatch_type(as->type, [&](auto t) {
+            GGML_CUDA_LAUNCH(k_mmvq<decltype(t)::value GGML_COMMA 1 GGML_COMMA 1>, dim3(gx, 1, n), block, 0, ctx.stream)(p);
+        });
+        CUDA_CHECK_LAUNCH();
+    });
 }

@@ -79,6 +79,10 @@ bool ggml_cuda_supports_op(const ggml_tensor * op) {
             return f32(s0) && f32(op) && same_shape(s0, op);
         case GGML_OP_MUL_MAT:
             return ggml_cuda_mul_mat_supported(op);
+        case GGML_OP_MUL_MAT_ID:
+            return ggml_cuda_mul_mat_id_supported(op);
+        case GGML_OP_ARGSORT:
+            return ggml_cuda_argsort_supported(op);
         case GGML_OP_OUT_PROD:
             return ggml_cuda_out_prod_supported(op);
         case GGML_OP_GET_ROWS:
@@ -153,6 +157,8 @@ bool ggml_cuda_compute_node(ggml_cuda_ctx & ctx, ggml_tensor * node) {
         case GGML_OP_NORM:                    ggml_cuda_op_norm(ctx, node); return true;
         case GGML_OP_RMS_NORM:                ggml_cuda_op_rms_norm(ctx, node); return true;
         case GGML_OP_MUL_MAT:                 ggml_cuda_op_mul_mat(ctx, node); return true;
+        case GGML_OP_MUL_MAT_ID:              ggml_cuda_op_mul_mat_id(ctx, node); return true;
+        case GGML_OP_ARGSORT:                 ggml_cuda_op_argsort(ctx, node); return true;
         case GGML_OP_OUT_PROD:                ggml_cuda_op_out_prod(ctx, node); return true;
         case GGML_OP_GET_ROWS:                ggml_cuda_op_get_rows(ctx, node); return true;
         case GGML_OP_SET_ROWS:                ggml_cuda_op_set_rows(ctx, node); return true;

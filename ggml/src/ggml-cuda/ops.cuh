@@ -64,6 +64,14 @@ void ggml_cuda_op_rms_norm_mul(ggml_cuda_ctx & ctx, ggml_tensor * norm, ggml_ten
 bool ggml_cuda_add_rms_norm_mul_fusable(const ggml_tensor * add, const ggml_tensor * norm, const ggml_tensor * mul);
 void ggml_cuda_op_add_rms_norm_mul(ggml_cuda_ctx & ctx, ggml_tensor * add, ggml_tensor * norm, ggml_tensor * mul, const ggml_tensor * product);
 
+// mmv.cu: mul_mat_id (a mixture's experts: only the chosen experts' rows read)
+bool ggml_cuda_mul_mat_id_supported(const ggml_tensor * dst);
+void ggml_cuda_op_mul_mat_id(ggml_cuda_ctx & ctx, ggml_tensor * dst);
+
+// argsort.cu: argsort of rows of at most 1024 values (a router's choice of experts)
+bool ggml_cuda_argsort_supported(const ggml_tensor * dst);
+void ggml_cuda_op_argsort(ggml_cuda_ctx & ctx, ggml_tensor * dst);
+
 // softmax.cu
 // product: as for ggml_cuda_op_cpy_product (the values' product after the probabilities)
 void ggml_cuda_op_soft_max(ggml_cuda_ctx & ctx, ggml_tensor * dst, const ggml_tensor * product = nullptr);
