@@ -221,10 +221,11 @@ bool llama_model_place_weights(llama_model & model, const llama_model_params & p
         for (int il = 0; il < n_layer; il++) {
             if (model.layer_dev[(size_t) il]) continue;
             const llama_layer & l = model.layers[(size_t) il];
-            // The table's matrices (2D: the stacked experts are read by mul_mat_id, in place).
+            // The table's matrices, the stacked experts too (each expert a run of 16-row groups,
+            // read by mul_mat_id through the same kernels).
             for (int k = 0; k < LLM_TENSOR_COUNT; k++) {
                 const llm_tensor_info & ti = llm_tensor_get((llm_tensor) k);
-                if (!ti.layer_field || ti.use != llm_tensor_use::matrix || ti.ne[2] != llm_dim::one) continue;
+                if (!ti.layer_field || ti.use != llm_tensor_use::matrix) continue;
                 ggml_tensor * t = l.*ti.layer_field;
                 if (t && t->ne[1] > 1 && moves(t)) mats.push_back({ t, t->data });
             }

@@ -52,11 +52,12 @@ struct MoeCase {
     ggml_type type;
     int64_t K, N, n_as, n_used, n_tokens, n_b;
     double tol;
+    bool repack = false;  // the experts in the CPU's repacked layout (as the loader stores them)
 };
 
 void check_mul_mat_id(const MoeCase & m, uint32_t seed) {
     SCOPED_TRACE(std::string(ggml_type_name(m.type)) + " K " + std::to_string(m.K) + " tokens " + std::to_string(m.n_tokens) +
-                 " n_b " + std::to_string(m.n_b));
+                 " n_b " + std::to_string(m.n_b) + (m.repack ? " repacked" : ""));
     tu::Ctx c(256u << 20);
     std::mt19937 rng(seed);
     std::uniform_real_distribution<float> d(-1.0f, 1.0f);
@@ -72,6 +73,7 @@ void check_mul_mat_id(const MoeCase & m, uint32_t seed) {
         if (m.type == GGML_TYPE_F32) memcpy(wq.data() + r * m.K, w.data() + r * m.K, m.K * sizeof(float));
         else tt->to_float((const char *) as->data + r * as->nb[1], wq.data() + r * m.K, m.K);
     }
+    if (m.repack && !ggml_cpu_repack(as)) return;  // no repacked kernels for the type in this build (scalar)
     ggml_tensor * b = ggml_new_tensor_3d(c.ctx, GGML_TYPE_F32, m.K, m.n_b, m.n_tokens);
     for (int64_t i = 0; i < ggml_nelements(b); i++) ((float *) b->data)[i] = d(rng);
     // Each token picks n_used distinct experts; the last expert is never picked (its rows are
@@ -118,6 +120,45 @@ TEST(Moe, MulMatIdMatchesReference) {
                 check_mul_mat_id({type, K, 48, 5, 2, n_tokens, n_b, tol}, seed++);
             }
         }
+    }
+    // Experts repacked for the quantized kernels, as the loader stores them: generation, a prompt.
+    for (ggml_type type : {GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_K}) {
+        const int64_t K = type == GGML_TYPE_Q4_K ? 256 : 96;
+        for (int64_t n_tokens : {1, 40}) check_mul_mat_id({type, K, 48, 5, 2, n_tokens, 1, 2e-2, true}, seed++);
+    }
+}
+
+// The gradient for b reads repacked experts as it reads the file's layout: the same bits.
+TEST(Moe, MulMatIdBackReadsRepackedExperts) {
+    for (ggml_type type : {GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_K}) {
+        SCOPED_TRACE(ggml_type_name(type));
+        const int64_t K = type == GGML_TYPE_Q4_K ? 256 : 96, N = 48, n_as = 4, n_used = 2, n_tokens = 5;
+        std::vector<double> results[2];
+        for (bool repack : {false, true}) {
+            tu::Ctx c(64u << 20);
+            std::mt19937 rng(7);
+            std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+            ggml_tensor * as = ggml_new_tensor_3d(c.ctx, type, K, N, n_as);
+            std::vector<float> w((size_t) (K * N * n_as));
+            for (float & x : w) x = d(rng);
+            ggml_quantize_chunk(type, w.data(), as->data, 0, N * n_as, K, nullptr);
+            if (repack && !ggml_cpu_repack(as)) return;  // no repacked kernels for the type in this build (scalar)
+            ggml_tensor * b = ggml_new_tensor_3d(c.ctx, GGML_TYPE_F32, K, 1, n_tokens);
+            for (int64_t i = 0; i < ggml_nelements(b); i++) ((float *) b->data)[i] = d(rng);
+            ggml_set_param(b);
+            ggml_tensor * ids = ggml_new_tensor_2d(c.ctx, GGML_TYPE_I32, n_used, n_tokens);
+            for (int64_t i = 0; i < n_used * n_tokens; i++) ((int32_t *) ids->data)[i] = (int32_t) ((i * 3 + i / n_used) % n_as);
+            ggml_tensor * loss = ggml_sum(c.ctx, ggml_sqr(c.ctx, ggml_mul_mat_id(c.ctx, as, b, ids)));
+            ggml_set_loss(loss);
+            ggml_cgraph * gf = ggml_new_graph_custom(c.ctx, 64, true);
+            ggml_build_forward_expand(gf, loss);
+            ggml_build_backward_expand(c.ctx, gf, nullptr);
+            ggml_graph_reset(gf);
+            ASSERT_EQ(ggml_graph_compute_with_ctx(c.ctx, gf, 2), GGML_STATUS_SUCCESS);
+            results[repack] = tu::to_double(ggml_graph_get_grad(gf, b));
+        }
+        // the forward products may sum in another order: close, not equal
+        tu::expect_close(results[1], results[0], 1e-4, 1e-4, "gradient with repacked experts");
     }
 }
 

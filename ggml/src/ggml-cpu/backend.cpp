@@ -210,7 +210,7 @@ bool cpu_dev_supports_op(ggml_backend_dev_t, const ggml_tensor * op) {
         }
         case GGML_OP_MUL_MAT_ID: {
             const ggml_tensor * a = op->src[0];
-            if (a->flags & GGML_TENSOR_FLAG_REPACKED) return false;
+            if (a->flags & GGML_TENSOR_FLAG_REPACKED) return ggml_repack_get_traits(a->type) != nullptr;
             return ggml_is_quantized(a->type) ? ggml_quant_mm_kernels(a->type) != nullptr : ggml_cpu()->mm_type(a->type) != nullptr;
         }
         case GGML_OP_CPY: case GGML_OP_DUP: case GGML_OP_CONT:

@@ -402,11 +402,13 @@ static bool graph_has_data(const ggml_cgraph * g) {
                 ggml_log_error("ggml_graph_compute: tensor '%s' read by '%s' has no data\n", s->name, n->name);
                 return false;
             }
-            // Repacked data means something only to the kernels that know the layout: mul_mat's
-            // and out_prod's, as their src0 (even views are noops that would pass on wrong bytes).
+            // Repacked data means something only to the kernels that know the layout: mul_mat's,
+            // out_prod's and mul_mat_id's (forward and back), as their src0 (even views are noops
+            // that would pass on wrong bytes).
             const ggml_tensor * owner = s && s->view_src ? s->view_src : s;
-            if (owner && (owner->flags & GGML_TENSOR_FLAG_REPACKED) &&
-                !((n->op == GGML_OP_MUL_MAT || n->op == GGML_OP_OUT_PROD) && j == 0 && s == owner)) {
+            const bool reads_repacked = n->op == GGML_OP_MUL_MAT || n->op == GGML_OP_OUT_PROD || n->op == GGML_OP_MUL_MAT_ID ||
+                                        n->op == GGML_OP_MUL_MAT_ID_BACK;
+            if (owner && (owner->flags & GGML_TENSOR_FLAG_REPACKED) && !(reads_repacked && j == 0 && s == owner)) {
                 ggml_log_error("ggml_graph_compute: tensor '%s' is repacked for the CPU matrix products and cannot be read by '%s' (%s)\n",
                                owner->name, n->name, ggml_op_desc(n));
                 return false;

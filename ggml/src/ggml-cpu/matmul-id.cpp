@@ -9,6 +9,7 @@
 // depend on the thread count or on which other columns share the expert.
 #include "cpu-ops.h"
 #include "ops-common.h"
+#include "quant-repack.h"
 #include "vec.h"
 
 #include <algorithm>
@@ -36,8 +37,8 @@ int32_t id_at(const ggml_tensor * ids, int64_t i, int64_t t) {
     return v;
 }
 
-// The headers of expert e's 2D mul_mat over cnt gathered columns: a = as[:, :, e], b and d in
-// the work buffer.
+// The headers of expert e's 2D mul_mat over cnt gathered columns: a = as[:, :, e] (repacked
+// experts too: each expert is a run of whole 16-row groups), b and d in the work buffer.
 struct SubMatMul {
     ggml_tensor a, b, d;
     SubMatMul(const ggml_tensor * as, int64_t e, int64_t cnt, float * b_data, float * d_data) {
@@ -100,7 +101,6 @@ size_t ggml_cpu_mul_mat_id_work_size(const struct ggml_tensor * node, int n_thre
 void ggml_cpu_forward_mul_mat_id(const struct ggml_compute_params * params, struct ggml_tensor * dst) {
     const ggml_tensor * as = dst->src[0], * b = dst->src[1], * ids = dst->src[2];
     const IdDims x = dims_of(as, ids, b);
-    GGML_ASSERT(!(as->flags & GGML_TENSOR_FLAG_REPACKED) && "mul_mat_id: experts are not repacked");
     const IdLayout l = layout_of(dst, params->nth);
     GGML_ASSERT(params->wsize >= l.total() && "mul_mat_id: work buffer too small");
     char * w = align_ptr(params->wdata);
@@ -156,6 +156,10 @@ void ggml_cpu_forward_mul_mat_id_back(const struct ggml_compute_params * params,
     GGML_ASSERT(dst->type == GGML_TYPE_F32 && ggml_is_contiguous(dst));
     const ggml_type_traits * tt = ggml_get_type_traits(as->type);
     GGML_ASSERT(as->type == GGML_TYPE_F32 || (tt && tt->to_float));
+    // Repacked experts: a row is read from its 16-row group unpacked to the file's layout.
+    const bool repacked = (as->flags & GGML_TENSOR_FLAG_REPACKED) != 0;
+    std::vector<char> group(repacked ? (size_t) GGML_REPACK_ROWS * as->nb[1] : 0);
+    int64_t group_at = -1;  // the group unpacked in group (expert * groups + group), -1: none
     std::vector<float> row((size_t) K);
     int64_t t0, t1;
     ggml_cpu_split_rows(n_tokens, params->ith, params->nth, &t0, &t1);
@@ -169,6 +173,15 @@ void ggml_cpu_forward_mul_mat_id_back(const struct ggml_compute_params * params,
             const float * gr = (const float *) ((const char *) g->data + i * g->nb[1] + t * g->nb[2]);
             for (int64_t n = 0; n < N; n++) {
                 const char * a_row = (const char *) as->data + n * as->nb[1] + e * as->nb[2];
+                if (repacked) {
+                    const int64_t g_no = n / GGML_REPACK_ROWS, key = e * (N / GGML_REPACK_ROWS) + g_no;
+                    if (key != group_at) {
+                        ggml_repack_unpack(as->type, (const char *) as->data + e * as->nb[2] + g_no * GGML_REPACK_ROWS * as->nb[1],
+                                           group.data(), GGML_REPACK_ROWS, K);
+                        group_at = key;
+                    }
+                    a_row = group.data() + (n % GGML_REPACK_ROWS) * as->nb[1];
+                }
                 const float * r;
                 if (as->type == GGML_TYPE_F32) {
                     r = (const float *) a_row;
