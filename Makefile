@@ -27,9 +27,7 @@ QEMU_SKIP = GradFamily|TrainLlama\.|Sequences\.|Tokenizer\.|Offload\.|FuzzRegres
 
 # Scalar reference kernels only, in build-scalar/: the kernels' and the runtime's tests.
 scalar:
-	@test -f build-scalar/CMakeCache.txt || cmake -S . -B build-scalar -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=OFF -DGGML_SCALAR=ON $(CMAKE_FLAGS)
-	cmake --build build-scalar -j $(JOBS) --target tests-ggml tests-llama
-	cd build-scalar && ctest --output-on-failure -j $(JOBS) $(KERNEL_TESTS) $(CTEST_ARGS)
+	$(MAKE) BUILD=build-scalar CMAKE_FLAGS="-DGGML_NATIVE=OFF -DGGML_SCALAR=ON" CTEST_ARGS="$(KERNEL_TESTS) $(CTEST_ARGS)" test
 
 # The test suite built with AddressSanitizer + UndefinedBehaviorSanitizer, in build-asan/; any
 # sanitizer report fails the test that triggered it.
@@ -55,7 +53,7 @@ fuzz: fuzz-build
 aarch64:
 	@test -f build-aarch64/CMakeCache.txt || cmake -S . -B build-aarch64 -DCMAKE_BUILD_TYPE=Release \
 		-DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake
-	cmake --build build-aarch64 -j $(JOBS) --target tests-ggml tests-llama
+	cmake --build build-aarch64 -j $(JOBS)
 
 test-aarch64: aarch64
 	cd build-aarch64 && ctest --output-on-failure -j $(JOBS) $(KERNEL_TESTS) -E '$(QEMU_SKIP)' $(CTEST_ARGS)
