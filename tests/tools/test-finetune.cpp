@@ -277,6 +277,50 @@ void merge_into(llama_model & m, const llama_adapter_lora & ad) {
     }
 }
 
+// The adapter's PEFT copy in dir reads back bit-equal to the GGUF one.
+void expect_peft_copy_equal(const llama_model & base, const llama_adapter_lora & ad, const std::string & dir) {
+    llama_adapter_lora from_peft;
+    std::string err;
+    ASSERT_TRUE(llama_adapter_lora_load(from_peft, base, dir, err)) << err;
+    ASSERT_EQ(from_peft.weights.size(), ad.weights.size());
+    EXPECT_EQ(from_peft.alpha, ad.alpha);
+    for (const auto & kv : ad.weights) {
+        const llama_adapter_lora_weight * p = from_peft.get(kv.first);
+        ASSERT_TRUE(p) << kv.first->name;
+        EXPECT_EQ(0, memcmp(p->a->data, kv.second.a->data, ggml_nbytes(p->a))) << kv.first->name;
+        EXPECT_EQ(0, memcmp(p->b->data, kv.second.b->data, ggml_nbytes(p->b))) << kv.first->name;
+    }
+}
+
+// The prompt's logits of base alone (plain), of base with ad applied unmerged, and of merged
+// (ad merged into it in plain loops: ref), in contexts of n_ctx with F32 KV caches (an F16
+// cache rounds the two paths' keys and values apart, which some builds (NEON) amplify past the
+// tolerance); worst: the largest |unmerged - ref|, moved: |plain - ref|, scale: |ref|.
+struct merge_check {
+    std::vector<float> plain, ref;
+    double worst = 0, moved = 0, scale = 0;
+};
+
+void unmerged_against_merged(llama_model * base, llama_model * merged, llama_adapter_lora * ad, uint32_t n_ctx,
+                             const std::vector<llama_token> & prompt, merge_check & out) {
+    merge_into(*merged, *ad);
+    llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = n_ctx;
+    cp.n_threads = cp.n_threads_batch = 2;
+    cp.type_k = cp.type_v = GGML_TYPE_F32;
+    std::unique_ptr<llama_context, CtxDeleter> c1(llama_init_from_model(base, cp)), c2(llama_init_from_model(merged, cp));
+    ASSERT_TRUE(c1 && c2);
+    out.plain = all_logits(c1.get(), prompt);
+    ASSERT_EQ(llama_set_adapter_lora(c1.get(), ad, 1.0f), 0);
+    const std::vector<float> unmerged = all_logits(c1.get(), prompt);
+    out.ref = all_logits(c2.get(), prompt);
+    for (size_t i = 0; i < out.ref.size(); i++) {
+        out.worst = std::max(out.worst, (double) std::fabs(unmerged[i] - out.ref[i]));
+        out.moved = std::max(out.moved, (double) std::fabs(out.plain[i] - out.ref[i]));
+        out.scale = std::max(out.scale, (double) std::fabs(out.ref[i]));
+    }
+}
+
 // A trained adapter (every target, so output and the FFN are covered) applied unmerged through
 // the C API gives the logits of the weights merged in plain loops; the PEFT copy reads back
 // equal to the GGUF one (Q/K rows permuted to Hugging Face order and back).
@@ -302,37 +346,13 @@ TEST(Finetune, TrainedAdapterMatchesMergedWeightsAndPeftCopy) {
     EXPECT_EQ(ad->weights.size(), 5u * 7u + 1u);
     EXPECT_EQ(ad->alpha, 16.0f);
 
-    llama_adapter_lora from_peft;
-    std::string err;
-    ASSERT_TRUE(llama_adapter_lora_load(from_peft, *base, peft, err)) << err;
-    ASSERT_EQ(from_peft.weights.size(), ad->weights.size());
-    EXPECT_EQ(from_peft.alpha, ad->alpha);
-    for (const auto & kv : ad->weights) {
-        const llama_adapter_lora_weight * p = from_peft.get(kv.first);
-        ASSERT_TRUE(p) << kv.first->name;
-        EXPECT_EQ(0, memcmp(p->a->data, kv.second.a->data, ggml_nbytes(p->a))) << kv.first->name;
-        EXPECT_EQ(0, memcmp(p->b->data, kv.second.b->data, ggml_nbytes(p->b))) << kv.first->name;
-    }
+    expect_peft_copy_equal(*base, *ad, peft);
 
-    merge_into(*merged, *ad);
-    // F32 KV caches: an F16 cache rounds the two paths' keys and values apart, which some
-    // builds (NEON) amplify past the tolerance.
-    llama_context_params cp = llama_context_default_params();
-    cp.n_ctx = 128;
-    cp.n_threads = cp.n_threads_batch = 2;
-    cp.type_k = cp.type_v = GGML_TYPE_F32;
-    std::unique_ptr<llama_context, CtxDeleter> c1(llama_init_from_model(base.get(), cp)), c2(llama_init_from_model(merged.get(), cp));
-    ASSERT_TRUE(c1 && c2);
     const std::vector<llama_token> prompt = tokenize(base.get(), "Once upon a time, there was a little dog", true);
-    const std::vector<float> plain = all_logits(c1.get(), prompt);
-    ASSERT_EQ(llama_set_adapter_lora(c1.get(), ad, 1.0f), 0);
-    const std::vector<float> unmerged = all_logits(c1.get(), prompt), ref = all_logits(c2.get(), prompt);
-    double worst = 0, moved = 0, scale = 0;
-    for (size_t i = 0; i < ref.size(); i++) {
-        worst = std::max(worst, (double) std::fabs(unmerged[i] - ref[i]));
-        moved = std::max(moved, (double) std::fabs(plain[i] - ref[i]));
-        scale = std::max(scale, (double) std::fabs(ref[i]));
-    }
+    merge_check mc;
+    unmerged_against_merged(base.get(), merged.get(), ad, 128, prompt, mc);
+    const std::vector<float> & plain = mc.plain, & ref = mc.ref;
+    const double worst = mc.worst, moved = mc.moved, scale = mc.scale;
     printf("  logits: adapter unmerged vs merged max |diff| %.2e (the adapter moves them by up to %.3f, |logit| <= %.2f)\n", worst,
            moved, scale);
     EXPECT_GT(moved, 0.05) << "the trained adapter should change the logits";
@@ -342,6 +362,9 @@ TEST(Finetune, TrainedAdapterMatchesMergedWeightsAndPeftCopy) {
     // the same prompt, against the plain-loop merge. llama-logits keeps an F16 KV cache, so
     // the comparison is the mean KL divergence (a correct F32 path lands below 1e-5 nats,
     // the shared test data's README), against the merged weights evaluated the same way.
+    llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = 128;
+    cp.n_threads = cp.n_threads_batch = 2;
     cp.type_k = cp.type_v = GGML_TYPE_F16;
     std::unique_ptr<llama_context, CtxDeleter> c3(llama_init_from_model(merged.get(), cp));
     ASSERT_TRUE(c3);
@@ -417,34 +440,12 @@ TEST_P(FinetuneFamily, LoraTrainsAndMatchesMergedWeightsAndPeftCopy) {
     ASSERT_TRUE(base && merged);
     llama_adapter_lora * ad = llama_adapter_lora_init(base.get(), ad_path.c_str());
     ASSERT_TRUE(ad);
-    llama_adapter_lora from_peft;
-    std::string err;
-    ASSERT_TRUE(llama_adapter_lora_load(from_peft, *base, peft, err)) << err;
-    ASSERT_EQ(from_peft.weights.size(), ad->weights.size());
-    for (const auto & kv : ad->weights) {
-        const llama_adapter_lora_weight * p = from_peft.get(kv.first);
-        ASSERT_TRUE(p) << kv.first->name;
-        EXPECT_EQ(0, memcmp(p->a->data, kv.second.a->data, ggml_nbytes(p->a))) << kv.first->name;
-        EXPECT_EQ(0, memcmp(p->b->data, kv.second.b->data, ggml_nbytes(p->b))) << kv.first->name;
-    }
+    expect_peft_copy_equal(*base, *ad, peft);
 
-    merge_into(*merged, *ad);
-    llama_context_params cp = llama_context_default_params();
-    cp.n_ctx = 64;
-    cp.n_threads = cp.n_threads_batch = 2;
-    cp.type_k = cp.type_v = GGML_TYPE_F32;
-    std::unique_ptr<llama_context, CtxDeleter> c1(llama_init_from_model(base.get(), cp)), c2(llama_init_from_model(merged.get(), cp));
-    ASSERT_TRUE(c1 && c2);
     const std::vector<llama_token> prompt = tokenize(base.get(), "Once upon a time, there was a little dog who liked to run in the park", true);
-    const std::vector<float> plain = all_logits(c1.get(), prompt);
-    ASSERT_EQ(llama_set_adapter_lora(c1.get(), ad, 1.0f), 0);
-    const std::vector<float> unmerged = all_logits(c1.get(), prompt), ref = all_logits(c2.get(), prompt);
-    double worst = 0, moved = 0, scale = 0;
-    for (size_t i = 0; i < ref.size(); i++) {
-        worst = std::max(worst, (double) std::fabs(unmerged[i] - ref[i]));
-        moved = std::max(moved, (double) std::fabs(plain[i] - ref[i]));
-        scale = std::max(scale, (double) std::fabs(ref[i]));
-    }
+    merge_check mc;
+    unmerged_against_merged(base.get(), merged.get(), ad, 64, prompt, mc);
+    const double worst = mc.worst, moved = mc.moved, scale = mc.scale;
     printf("  %s: loss %.4f -> %.4f; adapter unmerged vs merged max |diff| %.2e (moves logits by up to %.3f)\n", fc.name,
            losses.front(), losses.back(), worst, moved);
     EXPECT_GT(moved, 0.05) << "the trained adapter should change the logits";
