@@ -46,6 +46,17 @@ const llm_tensor_info kTensors[LLM_TENSOR_COUNT] = {
     {LLM_TENSOR_FFN_GATE_SHEXP, "blk.%d.ffn_gate_shexp.weight", U::matrix, {D::embd, D::ff_shexp}, &llama_layer::ffn_gate_shexp, nullptr, nullptr},
     {LLM_TENSOR_FFN_UP_SHEXP, "blk.%d.ffn_up_shexp.weight", U::matrix, {D::embd, D::ff_shexp}, &llama_layer::ffn_up_shexp, nullptr, nullptr},
     {LLM_TENSOR_FFN_DOWN_SHEXP, "blk.%d.ffn_down_shexp.weight", U::matrix, {D::ff_shexp, D::embd}, &llama_layer::ffn_down_shexp, nullptr, nullptr},
+    {LLM_TENSOR_TOKEN_TYPES, "token_types.weight", U::embedding, {D::embd, D::token_types}, nullptr, &llama_model::type_embd, nullptr},
+    {LLM_TENSOR_POS_EMBD, "position_embd.weight", U::embedding, {D::embd, D::ctx_train}, nullptr, &llama_model::pos_embd, nullptr},
+    {LLM_TENSOR_TOKEN_EMBD_NORM, "token_embd_norm.weight", U::vector, {D::embd, one}, nullptr, &llama_model::tok_norm, nullptr},
+    {LLM_TENSOR_TOKEN_EMBD_NORM_BIAS, "token_embd_norm.bias", U::vector, {D::embd, one}, nullptr, &llama_model::tok_norm_b, nullptr},
+    {LLM_TENSOR_ATTN_OUT_BIAS, "blk.%d.attn_output.bias", U::vector, {D::embd, one}, &llama_layer::bo, nullptr, nullptr},
+    {LLM_TENSOR_ATTN_OUT_NORM, "blk.%d.attn_output_norm.weight", U::vector, {D::embd, one}, &llama_layer::attn_out_norm, nullptr, nullptr},
+    {LLM_TENSOR_ATTN_OUT_NORM_BIAS, "blk.%d.attn_output_norm.bias", U::vector, {D::embd, one}, &llama_layer::attn_out_norm_b, nullptr, nullptr},
+    {LLM_TENSOR_FFN_UP_BIAS, "blk.%d.ffn_up.bias", U::vector, {D::ff, one}, &llama_layer::ffn_up_b, nullptr, nullptr},
+    {LLM_TENSOR_FFN_DOWN_BIAS, "blk.%d.ffn_down.bias", U::vector, {D::embd, one}, &llama_layer::ffn_down_b, nullptr, nullptr},
+    {LLM_TENSOR_LAYER_OUT_NORM, "blk.%d.layer_output_norm.weight", U::vector, {D::embd, one}, &llama_layer::layer_out_norm, nullptr, nullptr},
+    {LLM_TENSOR_LAYER_OUT_NORM_BIAS, "blk.%d.layer_output_norm.bias", U::vector, {D::embd, one}, &llama_layer::layer_out_norm_b, nullptr, nullptr},
 };
 
 constexpr llm_need REQ = llm_need::required, OPT = llm_need::optional, DENSE = llm_need::dense, EXPERTS = llm_need::experts;
@@ -97,6 +108,17 @@ const std::vector<llm_arch_info> & arch_table() {
                       {LLM_TENSOR_FFN_DOWN_SHEXP, REQ}}, ffn_kind::experts)},
         {LLM_ARCH_QWEN3MOE, "qwen3moe", GGML_ROPE_TYPE_NEOX, "Qwen3MoeForCausalLM",
          with_common({{LLM_TENSOR_ATTN_Q_NORM, REQ}, {LLM_TENSOR_ATTN_K_NORM, REQ}}, ffn_kind::experts)},
+        // An encoder: no output head or final norm, every norm a LayerNorm with a bias, after the
+        // residual sum; an ungated FFN.
+        {LLM_ARCH_BERT, "bert", -1, "BertModel",
+         {{LLM_TENSOR_TOKEN_EMBD, REQ}, {LLM_TENSOR_TOKEN_TYPES, REQ}, {LLM_TENSOR_POS_EMBD, REQ},
+          {LLM_TENSOR_TOKEN_EMBD_NORM, REQ}, {LLM_TENSOR_TOKEN_EMBD_NORM_BIAS, REQ},
+          {LLM_TENSOR_ATTN_Q, REQ}, {LLM_TENSOR_ATTN_Q_BIAS, REQ}, {LLM_TENSOR_ATTN_K, REQ}, {LLM_TENSOR_ATTN_K_BIAS, REQ},
+          {LLM_TENSOR_ATTN_V, REQ}, {LLM_TENSOR_ATTN_V_BIAS, REQ}, {LLM_TENSOR_ATTN_OUT, REQ}, {LLM_TENSOR_ATTN_OUT_BIAS, REQ},
+          {LLM_TENSOR_ATTN_OUT_NORM, REQ}, {LLM_TENSOR_ATTN_OUT_NORM_BIAS, REQ},
+          {LLM_TENSOR_FFN_UP, REQ}, {LLM_TENSOR_FFN_UP_BIAS, REQ}, {LLM_TENSOR_FFN_DOWN, REQ}, {LLM_TENSOR_FFN_DOWN_BIAS, REQ},
+          {LLM_TENSOR_LAYER_OUT_NORM, REQ}, {LLM_TENSOR_LAYER_OUT_NORM_BIAS, REQ}},
+         true},
     };
     return t;
 }
@@ -133,6 +155,8 @@ int64_t llm_dim_size(llm_dim d, const llama_hparams & hp) {
         case D::expert: return hp.n_expert;
         case D::ff_exp: return hp.n_ff_exp;
         case D::ff_shexp: return hp.n_ff_shexp;
+        case D::token_types: return hp.n_token_types;
+        case D::ctx_train: return hp.n_ctx_train;
     }
     return 0;
 }

@@ -24,6 +24,7 @@ enum llm_arch {
     LLM_ARCH_PHI3,     // Phi-3 / Phi-4: fused QKV and gate-up projections, sliding window on every layer
     LLM_ARCH_QWEN2MOE, // Qwen2-MoE: qwen2's attention, experts (top-k, not renormalised) plus a gated shared expert
     LLM_ARCH_QWEN3MOE, // Qwen3-MoE: qwen3's attention, experts (top-k renormalised)
+    LLM_ARCH_BERT,     // BERT: an encoder for embeddings; learned positions, post-LayerNorm blocks, no output head
     LLM_ARCH_UNKNOWN,  // vocab_only loads of other architectures
 };
 
@@ -61,6 +62,17 @@ enum llm_tensor {
     LLM_TENSOR_FFN_GATE_SHEXP,
     LLM_TENSOR_FFN_UP_SHEXP,
     LLM_TENSOR_FFN_DOWN_SHEXP,
+    LLM_TENSOR_TOKEN_TYPES,          // BERT: token type (segment) embeddings [n_embd, n_token_types]
+    LLM_TENSOR_POS_EMBD,             // learned absolute position embeddings [n_embd, n_ctx_train]
+    LLM_TENSOR_TOKEN_EMBD_NORM,      // LayerNorm of the summed embeddings (weight, bias)
+    LLM_TENSOR_TOKEN_EMBD_NORM_BIAS,
+    LLM_TENSOR_ATTN_OUT_BIAS,
+    LLM_TENSOR_ATTN_OUT_NORM,        // post-attention LayerNorm of the residual sum
+    LLM_TENSOR_ATTN_OUT_NORM_BIAS,
+    LLM_TENSOR_FFN_UP_BIAS,
+    LLM_TENSOR_FFN_DOWN_BIAS,
+    LLM_TENSOR_LAYER_OUT_NORM,       // post-FFN LayerNorm of the residual sum
+    LLM_TENSOR_LAYER_OUT_NORM_BIAS,
     LLM_TENSOR_COUNT,
 };
 
@@ -88,6 +100,8 @@ enum class llm_dim : uint8_t {
     expert,   // n_expert
     ff_exp,   // an expert's FFN size
     ff_shexp, // the shared expert's FFN size
+    token_types, // n_token_types (BERT's segments)
+    ctx_train,   // n_ctx_train (learned positions)
 };
 
 struct llm_tensor_info {
@@ -120,9 +134,12 @@ struct llm_arch_tensor {
 struct llm_arch_info {
     llm_arch arch;
     const char * name;       // general.architecture
-    int rope_type;           // GGML_ROPE_TYPE_NORMAL or _NEOX
+    int rope_type;           // GGML_ROPE_TYPE_NORMAL or _NEOX, LLAMA_ROPE_TYPE_NONE (-1): no RoPE (learned positions)
     const char * hf_class;   // the Hugging Face architectures entry (config.json)
     std::vector<llm_arch_tensor> tensors;
+    // An encoder (BERT): LayerNorms (<arch>.attention.layer_norm_epsilon), bidirectional attention
+    // unless the file says otherwise, learned positions, no output head (embeddings only).
+    bool encoder = false;
 };
 
 // The architecture of a general.architecture value (LLM_ARCH_UNKNOWN if none).

@@ -576,6 +576,11 @@ int32_t llama_decode(llama_context * ctx, llama_batch batch) {
             return -1;
         }
     }
+    if (!ctx->model.output && !ctx->embeddings) {
+        LLAMA_LOG_ERROR("llama_decode: %s is an embedding model (no output head, no logits): turn embeddings on "
+                        "(llama_context_params.embeddings, llama_set_embeddings)\n", ctx->model.arch_name.c_str());
+        return -1;
+    }
     if (!ctx->causal_attn && (uint32_t) n > ctx->n_ubatch) {
         LLAMA_LOG_ERROR("llama_decode: without causal attention a batch must fit one micro-batch: %d tokens, n_ubatch %u\n", n,
                         ctx->n_ubatch);
@@ -650,6 +655,12 @@ int32_t llama_decode(llama_context * ctx, llama_batch batch) {
                 return -1;
             }
             last[s] = pos[i];
+        }
+        // Learned positions (BERT) exist only up to the training context.
+        if (ctx->model.pos_embd && pos[i] >= (llama_pos) ctx->model.hparams.n_ctx_train) {
+            LLAMA_LOG_ERROR("llama_decode: batch token %d has position %d, but %s learned positions only up to %u "
+                            "(its context_length)\n", i, pos[i], ctx->model.arch_name.c_str(), ctx->model.hparams.n_ctx_train - 1);
+            return -1;
         }
     }
 
@@ -798,13 +809,23 @@ void llama_kv_self_seq_keep(llama_context * ctx, llama_seq_id seq_id) {
     ctx->kv.seq_keep(seq_id);
 }
 
+// Whether the cache's positions can move (llama_kv_self_can_shift), with a message for fn if not.
+static bool can_shift(llama_context * ctx, const char * fn) {
+    if (llama_kv_self_can_shift(ctx)) return true;
+    LLAMA_LOG_ERROR("%s: %s has learned positions, not RoPE: cached tokens cannot change position (nothing done)\n", fn,
+                    ctx->model.arch_name.c_str());
+    return false;
+}
+
 void llama_kv_self_seq_add(llama_context * ctx, llama_seq_id seq_id, llama_pos p0, llama_pos p1, llama_pos delta) {
     if (!seq_id_ok(ctx, seq_id, "llama_kv_self_seq_add", true)) return;
+    if (delta != 0 && !can_shift(ctx, "llama_kv_self_seq_add")) return;
     ctx->kv.seq_add(seq_id, p0, p1, delta);
 }
 
 void llama_kv_self_seq_div(llama_context * ctx, llama_seq_id seq_id, llama_pos p0, llama_pos p1, int d) {
     if (!seq_id_ok(ctx, seq_id, "llama_kv_self_seq_div", true)) return;
+    if (d != 1 && !can_shift(ctx, "llama_kv_self_seq_div")) return;
     if (d <= 0) {
         LLAMA_LOG_ERROR("llama_kv_self_seq_div: divisor %d must be positive\n", d);
         return;
@@ -826,7 +847,8 @@ void llama_kv_self_update(llama_context * ctx) {
     if (!update_cache(*ctx)) LLAMA_LOG_ERROR("llama_kv_self_update: the K shift failed\n");
 }
 
-bool llama_kv_self_can_shift(const llama_context * ctx) { return (void) ctx, true; }
+// Keys rotated by RoPE can move; learned positions (BERT) are in the hidden states and cannot.
+bool llama_kv_self_can_shift(const llama_context * ctx) { return ctx && ctx->model.hparams.rope_type >= 0; }
 
 int32_t llama_get_kv_cache_token_count(const llama_context * ctx) { return llama_kv_self_n_tokens(ctx); }
 int32_t llama_get_kv_cache_used_cells(const llama_context * ctx) { return llama_kv_self_used_cells(ctx); }

@@ -39,6 +39,8 @@ struct llm_graph_builder {
     // The token embeddings, scaled by hparams.embd_scale when set.
     ggml_tensor * inp_embd();
     ggml_tensor * rms_norm(ggml_tensor * x, ggml_tensor * weight);
+    // LayerNorm (hparams.f_norm_eps) times weight plus bias.
+    ggml_tensor * layer_norm(ggml_tensor * x, ggml_tensor * weight, ggml_tensor * bias);
     // w x plus the adapters of w (and dropout masks when training with dropout).
     ggml_tensor * mm(ggml_tensor * w, ggml_tensor * x);
     // mm plus an optional bias.
@@ -67,8 +69,8 @@ struct llm_graph_builder {
     ggml_tensor * moe_ffn(int il, ggml_tensor * x);
     // In the last layer, keeps only the rows of the tokens that get outputs (cur and the residual).
     void keep_outputs(int il, ggml_tensor *& cur, ggml_tensor *& residual);
-    // The output head on the last hidden states: norm, then logits (soft-capped when the model
-    // says so) or, in embeddings mode, the normed states.
+    // The output head on the last hidden states: norm (when the model has one), then logits
+    // (soft-capped when the model says so) or, in embeddings mode, the normed states.
     void output(ggml_tensor * x);
 };
 
@@ -76,3 +78,4 @@ struct llm_graph_builder {
 // have share one).
 void llm_build_llama(llm_graph_builder & b);  // llama (dense or Mixtral-style experts), qwen2, qwen3, phi3, qwen2moe, qwen3moe
 void llm_build_gemma(llm_graph_builder & b);  // gemma2, gemma3
+void llm_build_bert(llm_graph_builder & b);   // bert

@@ -178,6 +178,7 @@ void build_family(llm_graph_builder & b) {
         case LLM_ARCH_QWEN3MOE: llm_build_llama(b); break;
         case LLM_ARCH_GEMMA2:
         case LLM_ARCH_GEMMA3: llm_build_gemma(b); break;
+        case LLM_ARCH_BERT: llm_build_bert(b); break;
         case LLM_ARCH_UNKNOWN: GGML_ABORT("no graph for a vocabulary-only model");
     }
 }
@@ -193,6 +194,10 @@ ggml_tensor * llm_graph_builder::inp_embd() {
 
 ggml_tensor * llm_graph_builder::rms_norm(ggml_tensor * x, ggml_tensor * weight) {
     return ggml_mul(ctx, ggml_rms_norm(ctx, x, hp.f_norm_rms_eps), weight);
+}
+
+ggml_tensor * llm_graph_builder::layer_norm(ggml_tensor * x, ggml_tensor * weight, ggml_tensor * bias) {
+    return ggml_add(ctx, ggml_mul(ctx, ggml_norm(ctx, x, hp.f_norm_eps), weight), bias);
 }
 
 // The scale goes on A x ([r, n_tokens]), the small end; A x is a checkpoint (training).
@@ -342,8 +347,8 @@ void llm_graph_builder::keep_outputs(int il, ggml_tensor *& cur, ggml_tensor *& 
 
 void llm_graph_builder::output(ggml_tensor * x) {
     if (!logits) return;
-    ggml_tensor * cur = rms_norm(x, model.output_norm);
-    if (io.want_embd) {
+    ggml_tensor * cur = model.output_norm ? rms_norm(x, model.output_norm) : x;
+    if (io.want_embd || !model.output) {  // (an encoder has no head: its contexts decode only with embeddings)
         io.embd = cur;  // [n_embd, n_outputs]
         ggml_set_name(io.embd, "result_norm");
         ggml_set_output(io.embd);

@@ -36,7 +36,36 @@ void unpermute_qk_rows(std::vector<uint8_t> & data, int64_t n_rows, size_t row_b
     permute_rows(data, n_rows, row_bytes, n_head, false);
 }
 
+// BERT (BertModel's names; the converter drops BertForMaskedLM's "bert." prefix).
+static const char * bert_tensor_name(llm_tensor t) {
+    switch (t) {
+        case LLM_TENSOR_TOKEN_EMBD: return "embeddings.word_embeddings.weight";
+        case LLM_TENSOR_TOKEN_TYPES: return "embeddings.token_type_embeddings.weight";
+        case LLM_TENSOR_POS_EMBD: return "embeddings.position_embeddings.weight";
+        case LLM_TENSOR_TOKEN_EMBD_NORM: return "embeddings.LayerNorm.weight";
+        case LLM_TENSOR_TOKEN_EMBD_NORM_BIAS: return "embeddings.LayerNorm.bias";
+        case LLM_TENSOR_ATTN_Q: return "encoder.layer.%d.attention.self.query.weight";
+        case LLM_TENSOR_ATTN_Q_BIAS: return "encoder.layer.%d.attention.self.query.bias";
+        case LLM_TENSOR_ATTN_K: return "encoder.layer.%d.attention.self.key.weight";
+        case LLM_TENSOR_ATTN_K_BIAS: return "encoder.layer.%d.attention.self.key.bias";
+        case LLM_TENSOR_ATTN_V: return "encoder.layer.%d.attention.self.value.weight";
+        case LLM_TENSOR_ATTN_V_BIAS: return "encoder.layer.%d.attention.self.value.bias";
+        case LLM_TENSOR_ATTN_OUT: return "encoder.layer.%d.attention.output.dense.weight";
+        case LLM_TENSOR_ATTN_OUT_BIAS: return "encoder.layer.%d.attention.output.dense.bias";
+        case LLM_TENSOR_ATTN_OUT_NORM: return "encoder.layer.%d.attention.output.LayerNorm.weight";
+        case LLM_TENSOR_ATTN_OUT_NORM_BIAS: return "encoder.layer.%d.attention.output.LayerNorm.bias";
+        case LLM_TENSOR_FFN_UP: return "encoder.layer.%d.intermediate.dense.weight";
+        case LLM_TENSOR_FFN_UP_BIAS: return "encoder.layer.%d.intermediate.dense.bias";
+        case LLM_TENSOR_FFN_DOWN: return "encoder.layer.%d.output.dense.weight";
+        case LLM_TENSOR_FFN_DOWN_BIAS: return "encoder.layer.%d.output.dense.bias";
+        case LLM_TENSOR_LAYER_OUT_NORM: return "encoder.layer.%d.output.LayerNorm.weight";
+        case LLM_TENSOR_LAYER_OUT_NORM_BIAS: return "encoder.layer.%d.output.LayerNorm.bias";
+        default: return nullptr;
+    }
+}
+
 const char * llama_hf_tensor_name(llm_arch arch, llm_tensor t) {
+    if (arch == LLM_ARCH_BERT) return bert_tensor_name(t);
     const bool gemma = arch == LLM_ARCH_GEMMA2 || arch == LLM_ARCH_GEMMA3;
     switch (t) {
         case LLM_TENSOR_TOKEN_EMBD: return "model.embed_tokens.weight";

@@ -230,7 +230,7 @@ bool llama_model_place_weights(llama_model & model, const llama_model_params & p
                 if (t && t->ne[1] > 1 && moves(t)) mats.push_back({ t, t->data });
             }
         }
-        if (!model.output_dev && model.output != model.tok_embd && moves(model.output)) {
+        if (!model.output_dev && model.output && model.output != model.tok_embd && moves(model.output)) {
             mats.push_back({ model.output, model.output->data });
         }
         if (!mats.empty()) {

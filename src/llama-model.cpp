@@ -228,7 +228,8 @@ bool load_hparams(llama_model & model, std::string & err) {
         LLAMA_LOG_WARN("llama_model_load: %scontext_length missing, assuming %u\n", a.c_str(), hp.n_ctx_train);
     }
 
-    hp.f_norm_rms_eps = -1.0f;
+    const bool encoder = llm_arch_get(model.arch).encoder;
+    hp.f_norm_rms_eps = encoder ? 1e-5f : -1.0f;  // (encoders' norms are LayerNorms: below)
     if (!read_f32(g, a + "attention.layer_norm_rms_epsilon", hp.f_norm_rms_eps, err)) return false;
     if (hp.f_norm_rms_eps < 0.0f) {
         hp.f_norm_rms_eps = 1e-5f;
@@ -316,7 +317,24 @@ bool load_hparams(llama_model & model, std::string & err) {
         return false;
     }
     hp.pooling_type = (enum llama_pooling_type) pooling;
+    hp.causal_attn = !encoder;
     if (get_key_bool(g, a + "attention.causal", hp.causal_attn, err) == KeyResult::bad) return false;
+    if (encoder) {
+        // LayerNorm's epsilon is required (as llama.cpp reads it); the token types default to
+        // BERT's two segments.
+        hp.f_norm_eps = -1.0f;
+        if (!read_f32(g, a + "attention.layer_norm_epsilon", hp.f_norm_eps, err)) return false;
+        if (!(hp.f_norm_eps >= 0.0f)) {
+            err = format("missing or negative hyper-parameter %sattention.layer_norm_epsilon", a.c_str());
+            return false;
+        }
+        hp.n_token_types = 2;
+        if (!read_u32(g, "tokenizer.ggml.token_type_count", hp.n_token_types, false, 1u << 16, err)) return false;
+        if (hp.n_token_types == 0) {
+            err = "tokenizer.ggml.token_type_count must be positive";
+            return false;
+        }
+    }
     return true;
 }
 
@@ -425,7 +443,7 @@ bool load_tensors(llama_model & model, std::string & err) {
             if (!err.empty()) return false;
         }
     }
-    if (!model.output) {
+    if (!model.output && !arch.encoder) {
         // Tied embeddings: the output projection is the embedding matrix.
         if (!weight_op_supported(model.tok_embd, GGML_OP_MUL_MAT)) {
             err = format("token_embd.weight (used as the output projection) has unsupported type %s",
@@ -721,6 +739,7 @@ void llama_free_model(llama_model * model) { llama_model_free(model); }
 const llama_vocab * llama_model_get_vocab(const llama_model * model) { return &model->vocab; }
 enum llama_rope_type llama_model_rope_type(const llama_model * model) {
     if (model->arch == LLM_ARCH_UNKNOWN) return LLAMA_ROPE_TYPE_NONE;
+    if (model->hparams.rope_type < 0) return LLAMA_ROPE_TYPE_NONE;
     return model->hparams.rope_type == GGML_ROPE_TYPE_NEOX ? LLAMA_ROPE_TYPE_NEOX : LLAMA_ROPE_TYPE_NORM;
 }
 float llama_model_rope_freq_scale_train(const llama_model * model) { return model->hparams.rope_freq_scale; }

@@ -67,6 +67,11 @@ struct llama_hparams {
     enum llama_pooling_type pooling_type = LLAMA_POOLING_TYPE_NONE;
     bool causal_attn = true;
 
+    // BERT: LayerNorm's epsilon (<arch>.attention.layer_norm_epsilon) and the number of token
+    // types (tokenizer.ggml.token_type_count, 2 when absent); learned positions cover n_ctx_train.
+    float    f_norm_eps = 1e-12f;
+    uint32_t n_token_types = 0;
+
     uint32_t n_embd_k_gqa() const { return n_embd_head_k * n_head_kv; }
     uint32_t n_embd_v_gqa() const { return n_embd_head_v * n_head_kv; }
 };
@@ -98,6 +103,13 @@ struct llama_layer {
     ggml_tensor * ffn_gate_shexp = nullptr;
     ggml_tensor * ffn_up_shexp = nullptr;
     ggml_tensor * ffn_down_shexp = nullptr;
+    ggml_tensor * bo = nullptr;               // bert: the output projection's bias, post-norms (LayerNorm
+    ggml_tensor * attn_out_norm = nullptr;    // weight and bias) after attention and after the FFN, the
+    ggml_tensor * attn_out_norm_b = nullptr;  // FFN's biases
+    ggml_tensor * layer_out_norm = nullptr;
+    ggml_tensor * layer_out_norm_b = nullptr;
+    ggml_tensor * ffn_up_b = nullptr;
+    ggml_tensor * ffn_down_b = nullptr;
 };
 
 struct llama_model {
@@ -115,6 +127,10 @@ struct llama_model {
     ggml_tensor * rope_freqs = nullptr;  // optional per-dimension frequency factors (Llama 3.1)
     ggml_tensor * rope_long = nullptr;   // LongRoPE factors (Phi-3 128k): contexts beyond the original one
     ggml_tensor * rope_short = nullptr;  // and within it
+    ggml_tensor * type_embd = nullptr;   // bert: token type embeddings, learned positions, the
+    ggml_tensor * pos_embd = nullptr;    // LayerNorm of the summed embeddings
+    ggml_tensor * tok_norm = nullptr;
+    ggml_tensor * tok_norm_b = nullptr;
     std::vector<llama_layer> layers;
 
     uint64_t n_params = 0;

@@ -64,6 +64,21 @@ uint8_t llama_unicode_flags(uint32_t cp) {
     return flags_of_category(category_by_search(cp));  // no White_Space beyond the BMP
 }
 
+uint32_t llama_unicode_tolower(uint32_t cp) {
+    const uint32_t (*end)[2] = llama_unicode_lowercase + llama_unicode_lowercase_n;
+    const uint32_t (*it)[2] = std::lower_bound(llama_unicode_lowercase, end, cp,
+                                               [](const uint32_t (&e)[2], uint32_t c) { return e[0] < c; });
+    return it != end && (*it)[0] == cp ? (*it)[1] : cp;
+}
+
+uint32_t llama_unicode_nfd_base(uint32_t cp) {
+    const uint32_t (*end)[3] = llama_unicode_nfd_ranges + llama_unicode_nfd_ranges_n;
+    // The first range whose last code point is at or after cp.
+    const uint32_t (*it)[3] = std::lower_bound(llama_unicode_nfd_ranges, end, cp,
+                                               [](const uint32_t (&e)[3], uint32_t c) { return e[1] < c; });
+    return it != end && (*it)[0] <= cp ? (*it)[2] : cp;
+}
+
 // ---- UTF-8 ---------------------------------------------------------------------------------
 size_t llama_utf8_decode(const char * text, size_t len, size_t i, uint32_t * cp) {
     const unsigned char * s = (const unsigned char *) text + i;

@@ -19,9 +19,14 @@ enum llama_unicode_category : uint8_t {
     LLAMA_UCAT_CC, LLAMA_UCAT_CF, LLAMA_UCAT_CS, LLAMA_UCAT_CO, LLAMA_UCAT_CN,
 };
 
-// The generated table (llama-unicode-data.cpp): sorted (first code point << 5) | category.
+// The generated tables (llama-unicode-data.cpp): sorted (first code point << 5) | category;
+// the simple lowercase mappings; the first code point of canonical decompositions.
 extern const uint32_t llama_unicode_category_runs[];
 extern const size_t   llama_unicode_category_runs_n;
+extern const uint32_t llama_unicode_lowercase[][2];
+extern const size_t   llama_unicode_lowercase_n;
+extern const uint32_t llama_unicode_nfd_ranges[][3];
+extern const size_t   llama_unicode_nfd_ranges_n;
 
 // A byte that is not part of valid UTF-8 decodes to this plus the byte's value: a "code point"
 // outside Unicode, in no category (not a letter, number or space), so it stays one unit.
@@ -36,6 +41,12 @@ enum : uint8_t {
 
 enum llama_unicode_category llama_unicode_category_of(uint32_t cp);  // CN for invalid values
 uint8_t llama_unicode_flags(uint32_t cp);
+// The simple lowercase mapping (cp itself when it has none).
+uint32_t llama_unicode_tolower(uint32_t cp);
+// The first code point of cp's canonical decomposition (NFD): the base letter of an accented one
+// (U+00E9 -> 'e'), cp itself when it does not decompose. What llama.cpp's WordPiece tokenizer
+// calls NFD normalization.
+uint32_t llama_unicode_nfd_base(uint32_t cp);
 
 // Decodes the character at text[i] (i < len) into *cp and returns its length in bytes (1..4).
 // Overlong forms, surrogates, values past U+10FFFF and truncated sequences decode one byte at a

@@ -1,6 +1,8 @@
 // llama-vocab.cpp - the vocabulary and tokenizers: loading tokenizer.ggml.* from GGUF metadata,
 // SentencePiece-style BPE over scores ("llama"), byte-level BPE over merge ranks ("gpt2") with
-// the model's pre-tokenizer, special-token splitting, detokenization, and the C API.
+// the model's pre-tokenizer, WordPiece ("bert": greedy longest match over a vocabulary whose
+// word-initial pieces start with U+2581, as llama.cpp's converter writes BERT's), special-token
+// splitting, detokenization, and the C API.
 #include "llama-vocab.h"
 
 #include "gguf.h"
@@ -216,6 +218,7 @@ struct llama_vocab::impl {
     bool add_bos = false, add_eos = false, add_space_prefix = false;
     std::vector<llama_token> eog;
 
+    size_t max_token_len = 0;     // WPM: the longest token text, in bytes
     llama_token byte_token[256];  // SPM: the <0xXX> tokens; BPE: the token of each byte's character
     std::unordered_map<uint64_t, bpe_merge> merges;
     special_trie specials;
@@ -234,6 +237,7 @@ struct llama_vocab::impl {
     void split_special(const std::string & text, bool parse_special, std::vector<fragment> & out) const;
     void encode_spm(const std::string & escaped, std::vector<llama_token> & out) const;
     void encode_bpe(const char * text, size_t len, std::vector<llama_token> & out) const;
+    void encode_wpm(const char * text, size_t len, std::vector<llama_token> & out) const;
     void encode_bpe_piece(const char * text, size_t len, std::vector<symbol> & syms,
                           std::vector<merge_candidate> & heap, std::string & scratch, std::vector<llama_token> & out) const;
 };
@@ -251,11 +255,13 @@ bool llama_vocab::impl::load(const gguf_context * meta, std::string & err) {
         type = LLAMA_VOCAB_TYPE_SPM;
     } else if (model == "gpt2") {
         type = LLAMA_VOCAB_TYPE_BPE;
+    } else if (model == "bert") {
+        type = LLAMA_VOCAB_TYPE_WPM;
     } else if (model == "none" || model == "no_vocab") {
         type = LLAMA_VOCAB_TYPE_NONE;
         return true;
     } else {
-        err = "unsupported tokenizer model '" + model + "' (supported: llama, gpt2)";
+        err = "unsupported tokenizer model '" + model + "' (supported: llama, gpt2, bert)";
         return false;
     }
 
@@ -309,7 +315,10 @@ bool llama_vocab::impl::load(const gguf_context * meta, std::string & err) {
     }
 
     text_to_id.reserve(n);
-    for (size_t i = 0; i < n; i++) text_to_id.emplace(std::string_view(texts[i]), (llama_token) i);  // first wins
+    for (size_t i = 0; i < n; i++) {
+        text_to_id.emplace(std::string_view(texts[i]), (llama_token) i);  // first wins
+        max_token_len = std::max(max_token_len, texts[i].size());
+    }
 
     // Byte tokens.
     std::fill(std::begin(byte_token), std::end(byte_token), LLAMA_TOKEN_NULL);
@@ -318,7 +327,7 @@ bool llama_vocab::impl::load(const gguf_context * meta, std::string & err) {
             const int b = types[i] == TOKEN_TYPE_BYTE ? parse_byte_token(texts[i]) : -1;
             if (b >= 0 && byte_token[b] == LLAMA_TOKEN_NULL) byte_token[b] = (llama_token) i;
         }
-    } else {
+    } else if (type == LLAMA_VOCAB_TYPE_BPE) {
         for (int b = 0; b < 256; b++) {
             std::string ch;
             llama_utf8_append(ch, llama_byte_to_unicode((uint8_t) b));
@@ -327,8 +336,9 @@ bool llama_vocab::impl::load(const gguf_context * meta, std::string & err) {
     }
 
     // Special ids and flags; ids outside the vocabulary (like u32 -1) mean "none".
-    const bool spm = type == LLAMA_VOCAB_TYPE_SPM;
+    const bool spm = type == LLAMA_VOCAB_TYPE_SPM, wpm = type == LLAMA_VOCAB_TYPE_WPM;
     if (spm) { bos = 1; eos = 2; unk = 0; }  // SentencePiece's defaults, for files that omit them
+    if (wpm) { bos = 101; unk = 100; sep = 102; pad = 0; }  // BERT's [CLS], [UNK], [SEP], [PAD]
     struct { const char * key; llama_token * id; } ids[] = {
         { "tokenizer.ggml.bos_token_id", &bos }, { "tokenizer.ggml.eos_token_id", &eos },
         { "tokenizer.ggml.eot_token_id", &eot }, { "tokenizer.ggml.unknown_token_id", &unk },
@@ -348,9 +358,16 @@ bool llama_vocab::impl::load(const gguf_context * meta, std::string & err) {
         if (present) *k.id = (v >= 0 && v < (int64_t) n) ? (llama_token) v : LLAMA_TOKEN_NULL;
         if (present && k.id == &eot) eot_given = true;
     }
-    for (llama_token * id : { &bos, &eos, &unk }) if (!valid(*id)) *id = LLAMA_TOKEN_NULL;
+    if (wpm && gguf_find_key(meta, "tokenizer.ggml.bos_token_id") < 0) {
+        // llama.cpp's converter writes BERT's [CLS] as the cls token: it opens the text as a BOS.
+        int64_t v = 0;
+        if (!r.get_integer("tokenizer.ggml.cls_token_id", v, &present)) return false;
+        if (present) bos = (v >= 0 && v < (int64_t) n) ? (llama_token) v : LLAMA_TOKEN_NULL;
+    }
+    for (llama_token * id : { &bos, &eos, &unk, &sep, &pad }) if (!valid(*id)) *id = LLAMA_TOKEN_NULL;
 
-    add_bos = spm || pretok == llama_pretok::LLAMA3;
+    // WordPiece: [CLS] text [SEP] (the [SEP] comes with add_bos, as in llama.cpp).
+    add_bos = spm || wpm || pretok == llama_pretok::LLAMA3;
     add_eos = false;
     add_space_prefix = spm;
     if (!r.get_bool("tokenizer.ggml.add_bos_token", add_bos)) return false;
@@ -417,6 +434,7 @@ void llama_vocab::impl::build_pieces() {
     pieces.resize(n);
     piece_special.assign(n, 0);
     const bool spm = type == LLAMA_VOCAB_TYPE_SPM;
+    const bool space_marker = spm || type == LLAMA_VOCAB_TYPE_WPM;  // U+2581 renders as a space
     for (size_t i = 0; i < n; i++) {
         const std::string & t = texts[i];
         std::string & p = pieces[i];
@@ -443,7 +461,7 @@ void llama_vocab::impl::build_pieces() {
                 if (!spm) { p = t; break; }  // added tokens of BPE models hold raw text
                 [[fallthrough]];
             default:
-                if (spm) {
+                if (space_marker) {
                     // U+2581 -> space
                     for (size_t k = 0; k < t.size();) {
                         if (t.compare(k, 3, SPM_SPACE) == 0) { p += ' '; k += 3; } else { p += t[k++]; }
@@ -615,6 +633,100 @@ void llama_vocab::impl::encode_bpe(const char * text, size_t len, std::vector<ll
     }
 }
 
+// Code points that make a word of their own: CJK ideographs (the blocks BERT's tokenizer lists).
+static bool is_cjk_ideograph(uint32_t c) {
+    return (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) || (c >= 0x20000 && c <= 0x2A6DF) ||
+           (c >= 0x2A700 && c <= 0x2B73F) || (c >= 0x2B740 && c <= 0x2B81F) || (c >= 0x2B920 && c <= 0x2CEAF) ||
+           (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x2F800 && c <= 0x2FA1F);
+}
+
+// WordPiece as llama.cpp runs it: each character reduced to the first code point of its NFD
+// (accents dropped) and lowercased; whitespace ends a word; control and format characters, NUL and
+// U+FFFD vanish; punctuation, ASCII symbols and CJK ideographs are words of one character. Each
+// word, prefixed with U+2581, is cut into the longest tokens from the left; a word with a piece no
+// token matches becomes one unknown token.
+void llama_vocab::impl::encode_wpm(const char * text, size_t len, std::vector<llama_token> & out) const {
+    std::vector<std::string> words(1);
+    for (size_t i = 0; i < len;) {
+        uint32_t cp;
+        i += llama_utf8_decode(text, len, i, &cp);
+        if (cp >= LLAMA_UNICODE_INVALID_BASE) continue;  // a byte outside UTF-8: dropped, as U+FFFD is
+        cp = llama_unicode_nfd_base(cp);
+        if (llama_unicode_flags(cp) & LLAMA_UFLAG_SPACE) {
+            if (!words.back().empty()) words.emplace_back();
+            continue;
+        }
+        const enum llama_unicode_category cat = llama_unicode_category_of(cp);
+        if (cp == 0 || cp == 0xFFFD || cat == LLAMA_UCAT_CC || cat == LLAMA_UCAT_CF || cat == LLAMA_UCAT_CO ||
+            cat == LLAMA_UCAT_CS) {
+            continue;
+        }
+        const bool punct = cat >= LLAMA_UCAT_PC && cat <= LLAMA_UCAT_PO;
+        const bool symbol = cat >= LLAMA_UCAT_SM && cat <= LLAMA_UCAT_SO;
+        if (punct || (cp < 0x7F && symbol) || is_cjk_ideograph(cp)) {
+            if (!words.back().empty()) words.emplace_back();
+            llama_utf8_append(words.back(), llama_unicode_tolower(cp));
+            words.emplace_back();
+        } else {
+            llama_utf8_append(words.back(), llama_unicode_tolower(cp));
+        }
+    }
+    std::string word;
+    for (const std::string & w : words) {
+        if (w.empty()) continue;
+        word = SPM_SPACE + w;
+        const size_t n = word.size(), first = out.size();
+        bool ok = true;
+        for (size_t i = 0; i < n && ok;) {
+            ok = false;
+            for (size_t j = std::min(n, i + max_token_len); j > i; j--) {
+                const llama_token t = find(std::string_view(word.data() + i, j - i));
+                if (t == LLAMA_TOKEN_NULL) continue;
+                out.push_back(t);
+                i = j;
+                ok = true;
+                break;
+            }
+        }
+        if (!ok) out.resize(first);
+        if (out.size() == first && unk != LLAMA_TOKEN_NULL) out.push_back(unk);
+    }
+}
+
+// llama.cpp's clean_up_tokenization_spaces for WordPiece output, three passes over the text in
+// place: no space before ? ! . , ; a lone apostrophe between spaces loses both (and the character
+// after it no longer counts as following a space); no space before 's 'm 're 've.
+static std::string clean_spaces(std::string t) {
+    size_t n = t.size(), w = n ? 1 : 0;
+    for (size_t i = 1; i < n; i++) {
+        const char x = t[i];
+        if (t[i - 1] == ' ' && (x == '?' || x == '!' || x == '.' || x == ',')) w--;
+        t[w++] = x;
+    }
+    n = w;
+    w = n ? 1 : 0;
+    for (size_t i = 1; i < n; i++) {
+        const char x = t[i];
+        if (x == '\'' && i + 1 < n && t[i - 1] == ' ' && t[i + 1] == ' ') {
+            w--;
+            t[++i] = '\0';
+        }
+        t[w++] = x;
+    }
+    n = w;
+    w = n ? 1 : 0;
+    for (size_t i = 1; i < n; i++) {
+        const char x = t[i];
+        if (t[i - 1] == ' ' && x == '\'' && i + 1 < n) {
+            const char x1 = t[i + 1], x2 = i + 2 < n ? t[i + 2] : '\0';
+            if (x1 == 's' || x1 == 'm' || (x1 == 'r' && x2 == 'e') || (x1 == 'v' && x2 == 'e')) w--;
+        }
+        t[w++] = x;
+    }
+    t.resize(w);
+    return t;
+}
+
 // ---- llama_vocab ---------------------------------------------------------------------------
 static const std::string empty_string;
 
@@ -693,6 +805,8 @@ std::vector<llama_token> llama_vocab::tokenize(const std::string & text, bool ad
                 if (text[i] == ' ') escaped += SPM_SPACE; else escaped += text[i];
             }
             v.encode_spm(escaped, out);
+        } else if (v.type == LLAMA_VOCAB_TYPE_WPM) {
+            v.encode_wpm(text.data() + f.begin, f.end - f.begin, out);
         } else {
             v.encode_bpe(text.data() + f.begin, f.end - f.begin, out);
         }
@@ -700,6 +814,7 @@ std::vector<llama_token> llama_vocab::tokenize(const std::string & text, bool ad
     }
 
     if (add_special && add_eos()) out.push_back(v.eos);
+    if (add_special && v.type == LLAMA_VOCAB_TYPE_WPM && add_bos() && v.sep != LLAMA_TOKEN_NULL) out.push_back(v.sep);
     return out;
 }
 
@@ -726,7 +841,7 @@ std::string llama_vocab::detokenize(const std::vector<llama_token> & tokens, boo
         out += v.pieces[t];
     }
     if (strip_space && !out.empty() && out[0] == ' ') out.erase(0, 1);
-    return out;
+    return v.type == LLAMA_VOCAB_TYPE_WPM ? clean_spaces(out) : out;
 }
 
 // ---- C API ---------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 // hf.cpp - Hugging Face checkpoint directories -> GGUF model of the family the architecture table
-// names for config.json's class (Llama, Qwen2, Qwen3, Gemma 2, Gemma 3 text, Phi-3): config.json
+// names for config.json's class (Llama, Qwen2, Qwen3, Gemma 2, Gemma 3 text, Phi-3, the mixtures
+// of experts, BERT with its sentence-transformers pooling and WordPiece vocabulary): config.json
 // for the hyperparameters, safetensors for the weights by the table's tensors and their HF names
 // (llama-hf.cpp; llama's Q and K rows permuted from HF's rotate-half layout to the interleaved
 // one of GGUF llama files, Gemma's norms stored as 1 + w), tokenizer.json / tokenizer_config.json
@@ -68,9 +69,10 @@ void write_tokenizer(gguf_context * g, const std::string & dir, int64_t n_vocab_
     const json_value * model = tj.get("model");
     if (!model || !model->is_object()) throw convert_error("tokenizer.json has no model");
     const json_value * mtype = model->get("type");
-    if (!mtype || !mtype->is_string() || mtype->str != "BPE") {
+    const bool wordpiece = mtype && mtype->is_string() && mtype->str == "WordPiece";
+    if (!mtype || !mtype->is_string() || (mtype->str != "BPE" && !wordpiece)) {
         throw convert_error("tokenizer.json: model type '" + (mtype && mtype->is_string() ? mtype->str : std::string("?")) +
-                            "' is not supported (BPE only)");
+                            "' is not supported (BPE, WordPiece)");
     }
     const json_value * vocab = model->get("vocab");
     if (!vocab || !vocab->is_object()) throw convert_error("tokenizer.json has no model.vocab");
@@ -118,8 +120,8 @@ void write_tokenizer(gguf_context * g, const std::string & dir, int64_t n_vocab_
         return s;
     }();
     const json_value * bf = model->get("byte_fallback");
-    const bool spm = (bf && bf->kind == json_value::BOOL && bf->b) || text.find("Metaspace") != std::string::npos ||
-                     text.find("\xE2\x96\x81") != std::string::npos;
+    const bool spm = !wordpiece && ((bf && bf->kind == json_value::BOOL && bf->b) || text.find("Metaspace") != std::string::npos ||
+                                    text.find("\xE2\x96\x81") != std::string::npos);
 
     // Merges: "a b" strings or ["a", "b"] pairs.
     std::vector<std::string> merges;
@@ -156,10 +158,29 @@ void write_tokenizer(gguf_context * g, const std::string & dir, int64_t n_vocab_
         std::fill(scores.begin(), scores.end(), -1000.0f);
     }
 
+    if (wordpiece) {
+        // As llama.cpp's converter writes BERT's vocabulary: word-initial pieces get U+2581, the
+        // continuations lose their prefix ("##"), [BRACKETED] specials stay as they are.
+        const json_value * pfx = model->get("continuing_subword_prefix");
+        const std::string cont = pfx && pfx->is_string() ? pfx->str : "##";
+        for (int64_t i = 0; i < n_vocab; i++) {
+            std::string & t = tokens[(size_t) i];
+            if (types[(size_t) i] == 5 || (t.size() >= 2 && t.front() == '[' && t.back() == ']')) continue;
+            if (!cont.empty() && t.compare(0, cont.size(), cont) == 0 && t.size() > cont.size()) t = t.substr(cont.size());
+            else t = "\xE2\x96\x81" + t;
+        }
+        if (const json_value * lc = tj.get("normalizer") ? tj.get("normalizer")->get("lowercase") : nullptr;
+            lc && lc->kind == json_value::BOOL && !lc->b) {
+            // The runtime lowercases as llama.cpp does; a cased vocabulary would lose its capitals.
+            throw convert_error("tokenizer.json: a cased WordPiece vocabulary (normalizer.lowercase false) is not supported");
+        }
+    }
     std::vector<const char *> ptrs;
     for (const auto & t : tokens) ptrs.push_back(t.c_str());
-    gguf_set_val_str(g, "tokenizer.ggml.model", spm ? "llama" : "gpt2");
-    if (spm) {
+    gguf_set_val_str(g, "tokenizer.ggml.model", wordpiece ? "bert" : spm ? "llama" : "gpt2");
+    if (wordpiece) {
+        gguf_set_val_str(g, "tokenizer.ggml.pre", "default");
+    } else if (spm) {
         gguf_set_val_str(g, "tokenizer.ggml.pre", "default");
     } else {
         // Pre-tokenizer name: the Llama 3 split regex, GPT-2's byte-level one, or the default.
@@ -171,7 +192,7 @@ void write_tokenizer(gguf_context * g, const std::string & dir, int64_t n_vocab_
     gguf_set_arr_str(g, "tokenizer.ggml.tokens", ptrs.data(), ptrs.size());
     if (spm) gguf_set_arr_data(g, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, scores.data(), scores.size());
     gguf_set_arr_data(g, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, types.data(), types.size());
-    if (!spm) {
+    if (!spm && !wordpiece) {
         std::vector<const char *> mp;
         for (const auto & m : merges) mp.push_back(m.c_str());
         gguf_set_arr_str(g, "tokenizer.ggml.merges", mp.data(), mp.size());
@@ -199,6 +220,12 @@ void write_tokenizer(gguf_context * g, const std::string & dir, int64_t n_vocab_
     set_id("tokenizer.ggml.eos_token_id", "eos_token", "eos_token_id");
     set_id("tokenizer.ggml.unknown_token_id", "unk_token", "unk_token_id");
     set_id("tokenizer.ggml.padding_token_id", "pad_token", "pad_token_id");
+    if (wordpiece) {
+        // BERT's [CLS] opens a text (the runtime's BOS), its [SEP] closes it.
+        set_id("tokenizer.ggml.bos_token_id", "cls_token", "cls_token_id");
+        set_id("tokenizer.ggml.seperator_token_id", "sep_token", "sep_token_id");
+        set_id("tokenizer.ggml.mask_token_id", "mask_token", "mask_token_id");
+    }
     for (const char * k : {"add_bos_token", "add_eos_token"}) {
         const json_value * v = tc.get(k);
         if (v && v->kind == json_value::BOOL) gguf_set_val_bool(g, (std::string("tokenizer.ggml.") + k).c_str(), v->b);
@@ -276,7 +303,7 @@ model_plan load_hf(const std::string & dir) {
     const int64_t n_head = get_int(cfg, "num_attention_heads", 0, true);
     const int64_t n_head_kv = get_int(cfg, "num_key_value_heads", n_head);
     const int64_t n_vocab = get_int(cfg, "vocab_size", 0, true);
-    const int64_t n_ctx = get_int(cfg, "max_position_embeddings", 2048);
+    const int64_t n_ctx = get_int(cfg, "max_position_embeddings", info.encoder ? 512 : 2048);
     if (n_embd == 0 || n_ff == 0 || n_layer == 0 || n_head == 0 || n_head_kv == 0 || n_vocab == 0 || n_head % n_head_kv != 0) {
         throw convert_error("config.json: inconsistent sizes (hidden_size, intermediate_size, layers, heads, vocab_size)");
     }
@@ -322,6 +349,24 @@ model_plan load_hf(const std::string & dir) {
         }
     }
 
+    // BERT: learned absolute positions, exact GELU, post-LayerNorms (what the runtime computes).
+    int64_t n_token_types = 0;
+    if (info.encoder) {
+        const json_value * act = cfg.get("hidden_act");
+        if (act && (!act->is_string() || act->str != "gelu")) {
+            throw convert_error("config.json: hidden_act '" + (act->is_string() ? act->str : std::string("?")) +
+                                "' is not supported for " + arch_name + " (gelu)");
+        }
+        const json_value * pe = cfg.get("position_embedding_type");
+        if (pe && (!pe->is_string() || pe->str != "absolute")) {
+            throw convert_error("config.json: position_embedding_type '" + (pe->is_string() ? pe->str : std::string("?")) +
+                                "' is not supported (absolute)");
+        }
+        if (n_head_kv != n_head) throw convert_error("config.json: num_key_value_heads is not supported for " + arch_name);
+        n_token_types = get_int(cfg, "type_vocab_size", 2);
+        if (n_token_types == 0) throw convert_error("config.json: type_vocab_size must be positive");
+    }
+
     model_plan plan;
     gguf_context * g = gguf_init_empty();
     plan.meta = g;
@@ -340,8 +385,26 @@ model_plan load_hf(const std::string & dir) {
     u32("feed_forward_length", n_ff);
     u32("attention.head_count", n_head);
     u32("attention.head_count_kv", n_head_kv);
-    f32("rope.freq_base", get_num(cfg, "rope_theta", arch == LLM_ARCH_GEMMA3 ? 1e6 : 10000.0));
-    f32("attention.layer_norm_rms_epsilon", get_num(cfg, "rms_norm_eps", 1e-6));
+    if (info.encoder) {
+        f32("attention.layer_norm_epsilon", get_num(cfg, "layer_norm_eps", 1e-12));
+        gguf_set_val_bool(g, (p + "attention.causal").c_str(), false);
+        gguf_set_val_u32(g, "tokenizer.ggml.token_type_count", (uint32_t) n_token_types);
+        // The pooling of a sentence-transformers model: modules.json names its Pooling module.
+        const json_value modules = load_json(dir + "/modules.json", false);
+        for (const json_value & m : modules.arr) {
+            const json_value * type = m.get("type"), * path = m.get("path");
+            if (!type || !type->is_string() || type->str != "sentence_transformers.models.Pooling" || !path || !path->is_string()) continue;
+            const json_value pc = load_json(dir + "/" + path->str + "/config.json", true);
+            auto on = [&](const char * k) { const json_value * v = pc.get(k); return v && v->kind == json_value::BOOL && v->b; };
+            if (on("pooling_mode_mean_tokens")) u32("pooling_type", LLAMA_POOLING_TYPE_MEAN);
+            else if (on("pooling_mode_cls_token")) u32("pooling_type", LLAMA_POOLING_TYPE_CLS);
+            else if (on("pooling_mode_lasttoken")) u32("pooling_type", LLAMA_POOLING_TYPE_LAST);
+            else throw convert_error(path->str + "/config.json: only mean, CLS and last-token pooling are supported");
+        }
+    } else {
+        f32("rope.freq_base", get_num(cfg, "rope_theta", arch == LLM_ARCH_GEMMA3 ? 1e6 : 10000.0));
+        f32("attention.layer_norm_rms_epsilon", get_num(cfg, "rms_norm_eps", 1e-6));
+    }
     u32("vocab_size", n_vocab);
     if (n_expert > 0) {
         u32("expert_count", n_expert);
@@ -351,7 +414,7 @@ model_plan load_hf(const std::string & dir) {
     }
     // Phi-3 may rotate part of each head.
     const int64_t n_rot = (int64_t) std::lround((double) head_dim * get_num(cfg, "partial_rotary_factor", 1.0));
-    u32("rope.dimension_count", n_rot);
+    if (!info.encoder) u32("rope.dimension_count", n_rot);
     if (head_dim * n_head != n_embd || cfg.get("head_dim")) {
         u32("attention.key_length", head_dim);
         u32("attention.value_length", head_dim);
@@ -402,6 +465,12 @@ model_plan load_hf(const std::string & dir) {
 
     auto st = std::make_shared<std::map<std::string, st_tensor>>(safetensors_load_dir(dir));
     std::map<std::string, bool> used;
+    // BertForMaskedLM and the like save the encoder under "bert.": the names without it.
+    if (info.encoder && !st->count("embeddings.word_embeddings.weight") && st->count("bert.embeddings.word_embeddings.weight")) {
+        std::map<std::string, st_tensor> renamed;
+        for (auto & kv : *st) renamed[kv.first.compare(0, 5, "bert.") == 0 ? kv.first.substr(5) : kv.first] = kv.second;
+        st->swap(renamed);
+    }
     // Adds GGUF tensor `name` from HF tensor `hf` whose stored shape must be {rows, cols}
     // (or {cols} for vectors); permute_heads > 0 applies the Q/K row permutation; plus_one stores
     // 1 + w in F32 (Gemma's norms).
@@ -444,6 +513,8 @@ model_plan load_hf(const std::string & dir) {
     hp.n_expert_used = (uint32_t) n_expert_used;
     hp.n_ff_exp = (uint32_t) n_ff_exp;
     hp.n_ff_shexp = (uint32_t) n_ff_shexp;
+    hp.n_ctx_train = (uint32_t) n_ctx;
+    hp.n_token_types = (uint32_t) n_token_types;
     const bool permute = info.rope_type == GGML_ROPE_TYPE_NORMAL;  // llama: GGUF's interleaved Q/K rows
     // The experts of a layer: one HF matrix per expert, stacked into one GGUF tensor.
     auto add_experts = [&](llm_tensor id, int il, const char * hf_fmt) {
@@ -484,7 +555,9 @@ model_plan load_hf(const std::string & dir) {
     for (const llm_arch_tensor & at : info.tensors) {
         const llm_tensor_info & ti = llm_tensor_get(at.id);
         if (ti.layer_field) continue;
-        if (at.id == LLM_TENSOR_TOKEN_EMBD) {
+        if (at.id == LLM_TENSOR_TOKEN_EMBD && info.encoder) {
+            add_kind(at.id, -1);
+        } else if (at.id == LLM_TENSOR_TOKEN_EMBD) {
             // Tied weights may be saved once, under either name.
             const bool has_embed = st->count("model.embed_tokens.weight") > 0;
             add("token_embd.weight", has_embed || !tied ? "model.embed_tokens.weight" : "lm_head.weight", {n_vocab, n_embd}, 0, false);
@@ -511,7 +584,10 @@ model_plan load_hf(const std::string & dir) {
                                 }});
     }
     for (const auto & kv : *st) {
-        if (!used.count(kv.first) && kv.first.find("rotary_emb.inv_freq") == std::string::npos) {
+        // (BERT's position ids, pooler and pre-training heads are not part of the encoder.)
+        const bool bert_extra = info.encoder && (kv.first == "embeddings.position_ids" || kv.first.compare(0, 7, "pooler.") == 0 ||
+                                                 kv.first.compare(0, 4, "cls.") == 0);
+        if (!used.count(kv.first) && !bert_extra && kv.first.find("rotary_emb.inv_freq") == std::string::npos) {
             fprintf(stderr, "llama-convert: warning: ignoring tensor '%s'\n", kv.first.c_str());
         }
     }

@@ -487,6 +487,10 @@ int run(int argc, char ** argv, ft_dist & dist) {
     tr.model = model.get();
     const llama_model & m = *model;
     tr.n_vocab = (int32_t) m.hparams.n_vocab;
+    if (!m.output) {
+        die("'" + o.model + "' is an embedding model (" + m.arch_name + ", no output head): fine-tuning trains next-token "
+            "prediction, which it cannot do (not supported)");
+    }
 
     std::string err;
     if (!o.lora_in.empty()) {

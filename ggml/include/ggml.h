@@ -202,6 +202,7 @@ enum ggml_unary_op {
     GGML_UNARY_OP_GELU,
     GGML_UNARY_OP_SILU,
     GGML_UNARY_OP_EXP,
+    GGML_UNARY_OP_GELU_ERF,  // the exact GELU, x Phi(x) = x (1 + erf(x / sqrt 2)) / 2 (BERT's)
 
     GGML_UNARY_OP_COUNT,
 };
@@ -445,6 +446,8 @@ struct ggml_tensor * ggml_sigmoid(struct ggml_context * ctx, struct ggml_tensor 
 struct ggml_tensor * ggml_sigmoid_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
 struct ggml_tensor * ggml_gelu(struct ggml_context * ctx, struct ggml_tensor * a);  // tanh approximation
 struct ggml_tensor * ggml_gelu_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+struct ggml_tensor * ggml_gelu_erf(struct ggml_context * ctx, struct ggml_tensor * a);  // exact (erf) form
+struct ggml_tensor * ggml_gelu_erf_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
 struct ggml_tensor * ggml_silu(struct ggml_context * ctx, struct ggml_tensor * a);
 struct ggml_tensor * ggml_silu_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
 struct ggml_tensor * ggml_exp(struct ggml_context * ctx, struct ggml_tensor * a);

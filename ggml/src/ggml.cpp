@@ -92,7 +92,7 @@ void ggml_fp32_to_bf16_row(const float * x, ggml_bf16_t * y, int64_t n) {
 
 // ---- op names ------------------------------------------------------------------------------
 static const char * const unary_op_names[GGML_UNARY_OP_COUNT] = {
-    "ABS", "SGN", "NEG", "STEP", "TANH", "RELU", "SIGMOID", "GELU", "SILU", "EXP",
+    "ABS", "SGN", "NEG", "STEP", "TANH", "RELU", "SIGMOID", "GELU", "SILU", "EXP", "GELU_ERF",
 };
 
 const char * ggml_unary_op_name(enum ggml_unary_op op) {

@@ -31,6 +31,7 @@ struct spec {
     bool tied = false;                 // no output.weight
     uint32_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0, n_ff_shexp = 0;  // mixtures of experts (keys written when > 0)
     bool longrope = false;             // phi3: LongRoPE factors, original context 16 (contexts of 32 and more take the long ones), attn_factor 1.19
+    uint32_t pooling = 0;              // encoders: <arch>.pooling_type (1 mean, 2 cls)
     uint64_t seed = 1;
 };
 
@@ -103,6 +104,12 @@ inline std::vector<spec> specs() {
     qwen3moe.freq_base = 1e6f;
     qwen3moe.seed = 20;
     v.push_back(qwen3moe);
+    spec bert{"bert", LLM_ARCH_BERT};  // bidirectional, learned positions, mean pooling
+    bert.n_head_kv = bert.n_head;
+    bert.n_layer = 3;
+    bert.pooling = 1;
+    bert.seed = 22;
+    v.push_back(bert);
     return v;
 }
 
@@ -177,8 +184,16 @@ inline bool write(const spec & s, const std::string & path, const std::string & 
     gguf_set_val_u32(g, (a + "feed_forward_length").c_str(), s.n_ff);
     gguf_set_val_u32(g, (a + "attention.head_count").c_str(), s.n_head);
     gguf_set_val_u32(g, (a + "attention.head_count_kv").c_str(), s.n_head_kv);
-    gguf_set_val_f32(g, (a + "attention.layer_norm_rms_epsilon").c_str(), 1e-6f);
-    gguf_set_val_f32(g, (a + "rope.freq_base").c_str(), s.freq_base);
+    if (arch.encoder) {
+        // As llama.cpp's converter writes BERT: LayerNorm epsilon, no causal mask, the pooling.
+        gguf_set_val_f32(g, (a + "attention.layer_norm_epsilon").c_str(), 1e-12f);
+        gguf_set_val_bool(g, (a + "attention.causal").c_str(), false);
+        gguf_set_val_u32(g, (a + "pooling_type").c_str(), s.pooling);
+        gguf_set_val_u32(g, "tokenizer.ggml.token_type_count", 2);
+    } else {
+        gguf_set_val_f32(g, (a + "attention.layer_norm_rms_epsilon").c_str(), 1e-6f);
+        gguf_set_val_f32(g, (a + "rope.freq_base").c_str(), s.freq_base);
+    }
     if (s.head_k) gguf_set_val_u32(g, (a + "attention.key_length").c_str(), s.head_k);
     if (s.head_v) gguf_set_val_u32(g, (a + "attention.value_length").c_str(), s.head_v);
     if (s.n_swa) gguf_set_val_u32(g, (a + "attention.sliding_window").c_str(), s.n_swa);
@@ -214,6 +229,8 @@ inline bool write(const spec & s, const std::string & path, const std::string & 
     hp.n_expert_used = s.n_expert_used;
     hp.n_ff_exp = s.n_ff_exp ? s.n_ff_exp : s.n_ff;
     hp.n_ff_shexp = s.n_ff_shexp ? s.n_ff_shexp : s.n_ff;
+    hp.n_ctx_train = 256;  // the context_length written above (BERT's learned positions)
+    hp.n_token_types = 2;
 
     // The tensors of the file, then a context that holds them all.
     std::vector<std::pair<llm_tensor, int>> list;
@@ -246,7 +263,8 @@ inline bool write(const spec & s, const std::string & path, const std::string & 
         const int64_t ne0 = llm_dim_size(ti.ne[0], hp), ne1 = llm_dim_size(ti.ne[1], hp), ne2 = llm_dim_size(ti.ne[2], hp);
         const bool vec = ti.use == llm_tensor_use::vector;
         std::vector<float> v((size_t) (ne0 * ne1 * ne2));
-        const bool is_norm = strstr(ti.name, "norm") != nullptr;
+        const std::string tname = ti.name;
+        const bool is_norm = tname.find("norm") != std::string::npos && tname.compare(tname.size() - 7, 7, ".weight") == 0;
         // Norm weights near 1, biases small, matrices scaled like an initialisation (1/sqrt(n_in)).
         // Routers larger (decisive choices): near ties between the k-th and the next expert, which a
         // Q8_0 file's rounding flips, would make its KL a matter of luck (amplitude 1.5: 1.4e-3).
@@ -258,7 +276,7 @@ inline bool write(const spec & s, const std::string & path, const std::string & 
         }
         // The router stays F32 in quantized files (as llama.cpp's quantizer leaves it).
         const bool router = id == LLM_TENSOR_FFN_GATE_INP || id == LLM_TENSOR_FFN_GATE_INP_SHEXP;
-        const ggml_type type = vec || router || id == LLM_TENSOR_TOKEN_EMBD ? GGML_TYPE_F32 : wtype;
+        const ggml_type type = vec || router || ti.use == llm_tensor_use::embedding ? GGML_TYPE_F32 : wtype;
         ggml_tensor * t = ne2 > 1 ? ggml_new_tensor_3d(ctx, type, ne0, ne1, ne2)
                           : ne1 > 1 ? ggml_new_tensor_2d(ctx, type, ne0, ne1) : ggml_new_tensor_1d(ctx, type, ne0);
         ggml_set_name(t, llm_tensor_name(id, il).c_str());

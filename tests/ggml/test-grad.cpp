@@ -372,6 +372,7 @@ TEST(Grad, Unary) {
         {GGML_UNARY_OP_SIGMOID, [](double x) { return 1.0 / (1.0 + std::exp(-x)); }},
         {GGML_UNARY_OP_TANH, [](double x) { return std::tanh(x); }},
         {GGML_UNARY_OP_EXP, [](double x) { return std::exp(x); }},
+        {GGML_UNARY_OP_GELU_ERF, [](double x) { return 0.5 * x * std::erfc(-x / std::sqrt(2.0)); }},
     };
     uint32_t seed = 400;
     for (const Op & op : ops) {

@@ -296,6 +296,7 @@ TEST(GetRowsBackDeathTest, IndexOutOfRangeAborts) {
 const ggml_unary_op kAllUnaryOps[] = {
     GGML_UNARY_OP_ABS,  GGML_UNARY_OP_SGN,     GGML_UNARY_OP_NEG,  GGML_UNARY_OP_STEP, GGML_UNARY_OP_TANH,
     GGML_UNARY_OP_RELU, GGML_UNARY_OP_SIGMOID, GGML_UNARY_OP_GELU, GGML_UNARY_OP_SILU, GGML_UNARY_OP_EXP,
+    GGML_UNARY_OP_GELU_ERF,
 };
 static_assert(sizeof(kAllUnaryOps) / sizeof(kAllUnaryOps[0]) == GGML_UNARY_OP_COUNT, "every unary op is tested");
 
@@ -317,6 +318,7 @@ double unary_forward_d(ggml_unary_op op, double x) {
         case GGML_UNARY_OP_GELU:    return 0.5 * x * (1.0 + std::tanh(kGeluC * (x + kGeluK * x * x * x)));
         case GGML_UNARY_OP_SILU:    return x * sigmoid_d(x);
         case GGML_UNARY_OP_EXP:     return std::exp(x);
+        case GGML_UNARY_OP_GELU_ERF: return 0.5 * x * std::erfc(-x / std::sqrt(2.0));
         default: ADD_FAILURE() << "unknown unary op"; return 0.0;
     }
 }
@@ -337,6 +339,7 @@ double unary_derivative_d(ggml_unary_op op, double x) {
         }
         case GGML_UNARY_OP_SILU:    { const double s = sigmoid_d(x); return s * (1.0 + x * (1.0 - s)); }
         case GGML_UNARY_OP_EXP:     return std::exp(x);
+        case GGML_UNARY_OP_GELU_ERF: return 0.5 * std::erfc(-x / std::sqrt(2.0)) + x * std::exp(-0.5 * x * x) / std::sqrt(2.0 * M_PI);
         default: ADD_FAILURE() << "unknown unary op"; return 0.0;
     }
 }

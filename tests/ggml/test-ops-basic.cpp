@@ -246,6 +246,7 @@ std::vector<ElemOp> elem_ops() {
         unary("gelu", GGML_UNARY_OP_GELU, gelu_ref, -5, 5, 1e-5),
         unary("silu", GGML_UNARY_OP_SILU, [](double x) { return x / (1.0 + std::exp(-x)); }, -12, 12, 1e-6),
         unary("exp", GGML_UNARY_OP_EXP, [](double x) { return std::exp(x); }, -20, 20, 1e-6, 0),
+        unary("gelu_erf", GGML_UNARY_OP_GELU_ERF, [](double x) { return 0.5 * x * std::erfc(-x / std::sqrt(2.0)); }, -8, 8, 1e-6),
     };
 }
 

@@ -41,6 +41,95 @@ std::vector<float> run(llama_model * m, const std::vector<llama_token> & toks, u
     return out;
 }
 
+// An encoder's hidden states for toks (one sequence, one decode call): per token with pooling
+// NONE ([n][n_embd]), else the sequence's pooled row ([n_embd]); empty on failure.
+std::vector<float> encode(llama_model * m, const std::vector<llama_token> & toks, enum llama_pooling_type pooling,
+                          bool fa, uint32_t n_ubatch = 64) {
+    llama_context_params p = llama_context_default_params();
+    p.n_ctx = p.n_batch = 64;
+    p.n_ubatch = n_ubatch;
+    p.n_threads = p.n_threads_batch = 2;
+    p.embeddings = true;
+    p.pooling_type = pooling;
+    p.flash_attn = fa;
+    p.type_k = p.type_v = GGML_TYPE_F32;
+    llama_context * ctx = llama_init_from_model(m, p);
+    if (!ctx) return {};
+    const int32_t n = (int32_t) toks.size(), n_embd = llama_model_n_embd(m);
+    llama_batch b = llama_batch_init(n, 0, 1);
+    for (int32_t i = 0; i < n; i++) {
+        b.token[i] = toks[i];
+        b.pos[i] = i;
+        b.n_seq_id[i] = 1;
+        b.seq_id[i][0] = 0;
+        b.logits[i] = 1;
+    }
+    b.n_tokens = n;
+    std::vector<float> out;
+    if (llama_decode(ctx, b) == 0) {
+        if (pooling == LLAMA_POOLING_TYPE_NONE) {
+            for (int32_t i = 0; i < n; i++) {
+                const float * e = llama_get_embeddings_ith(ctx, i);
+                if (e) out.insert(out.end(), e, e + n_embd);
+            }
+        } else if (const float * e = llama_get_embeddings_seq(ctx, 0)) {
+            out.assign(e, e + n_embd);
+        }
+    }
+    llama_batch_free(b);
+    llama_free(ctx);
+    return out;
+}
+
+// max |a - b| / max |b|.
+double rel_max_err(const std::vector<float> & a, const std::vector<float> & b) {
+    double err = 0.0, mag = 0.0;
+    for (size_t i = 0; i < a.size() && i < b.size(); i++) {
+        err = std::max(err, (double) std::fabs(a[i] - b[i]));
+        mag = std::max(mag, (double) std::fabs(b[i]));
+    }
+    return mag > 0.0 ? err / mag : err;
+}
+
+// An encoder (BERT): the last hidden states against the reference's (which holds them in place
+// of logits), and the mean and CLS pooling of them; a batch that does not fit one micro-batch is
+// refused (bidirectional attention needs the whole sequence).
+void check_encoder(const tiny::spec & s, const LogitsFile & ref) {
+    const int32_t n = (int32_t) ref.tokens.size(), n_embd = ref.n_vocab;
+    std::vector<float> mean((size_t) n_embd, 0.0f);
+    for (int32_t t = 0; t < n; t++) {
+        for (int32_t d = 0; d < n_embd; d++) mean[(size_t) d] += ref.logits[(size_t) t * n_embd + d] / (float) n;
+    }
+    const std::vector<float> cls(ref.logits.begin(), ref.logits.begin() + n_embd);
+    for (ggml_type wtype : { GGML_TYPE_F32, GGML_TYPE_Q8_0 }) {
+        SCOPED_TRACE(ggml_type_name(wtype));
+        TempFile file(s.name + "-" + ggml_type_name(wtype) + ".gguf");
+        ASSERT_TRUE(tiny::write(s, file.path, donor(), wtype));
+        ModelPtr m(file.path);
+        ASSERT_NE(m.m, nullptr) << take_errors();
+        ASSERT_EQ(llama_model_n_embd(m), n_embd);
+        const double bound = wtype == GGML_TYPE_F32 ? 1e-5 : 2e-2;
+        for (bool fa : { false, true }) {
+            const std::vector<float> got = encode(m, ref.tokens, LLAMA_POOLING_TYPE_NONE, fa);
+            ASSERT_EQ(got.size(), ref.logits.size()) << take_errors();
+            const double err = rel_max_err(got, ref.logits);
+            printf("[ %s %s fa=%d ] hidden states: max err / max |ref| vs float64 PyTorch %.3g\n", s.name.c_str(),
+                   ggml_type_name(wtype), fa, err);
+            EXPECT_LT(err, bound);
+            EXPECT_LT(rel_max_err(encode(m, ref.tokens, LLAMA_POOLING_TYPE_MEAN, fa), mean), bound) << "mean pooling";
+            EXPECT_LT(rel_max_err(encode(m, ref.tokens, LLAMA_POOLING_TYPE_CLS, fa), cls), bound) << "CLS pooling";
+        }
+    }
+    // Split into micro-batches, bidirectional attention would miss the later tokens: refused.
+    TempFile file(s.name + "-split.gguf");
+    ASSERT_TRUE(tiny::write(s, file.path, donor()));
+    ModelPtr m(file.path);
+    ASSERT_NE(m.m, nullptr);
+    take_errors();
+    EXPECT_TRUE(encode(m, ref.tokens, LLAMA_POOLING_TYPE_NONE, false, 5).empty());
+    EXPECT_NE(take_errors().find("must fit one micro-batch"), std::string::npos);
+}
+
 class Arch : public testing::TestWithParam<tiny::spec> {};
 
 TEST_P(Arch, MatchesReferenceImplementations) {
@@ -48,6 +137,10 @@ TEST_P(Arch, MatchesReferenceImplementations) {
     TU_REQUIRE_FILE(donor());
     LogitsFile torch_ref, lcpp_ref;
     ASSERT_TRUE(read_logits_file(reference_path(s.name, "torch"), torch_ref)) << reference_path(s.name, "torch");
+    if (llm_arch_get(s.arch).encoder) {
+        check_encoder(s, torch_ref);
+        return;
+    }
     const bool has_lcpp = read_logits_file(reference_path(s.name, "llamacpp"), lcpp_ref);
     for (ggml_type wtype : { GGML_TYPE_F32, GGML_TYPE_Q8_0 }) {
         SCOPED_TRACE(ggml_type_name(wtype));
@@ -152,6 +245,86 @@ TEST(ArchFiles, BadExpertFilesNameTheProblem) {
         take_errors();
         ModelPtr m(bad.path);
         EXPECT_EQ(m.m, nullptr);
+        const std::string errs = take_errors();
+        EXPECT_NE(errs.find(c.expect), std::string::npos) << errs;
+    }
+}
+
+// An encoder: what it cannot do is refused with a message (logits without an output head,
+// positions past its learned ones, moving cached positions), and its files' own keys and tensors
+// are checked.
+TEST(ArchFiles, EncoderRefusesWhatItCannotDo) {
+    TU_REQUIRE_FILE(donor());
+    tiny::spec s;
+    for (const tiny::spec & t : tiny::specs()) {
+        if (t.arch == LLM_ARCH_BERT) s = t;
+    }
+    ASSERT_EQ(s.name, "bert");
+    TempFile file("bert.gguf");
+    ASSERT_TRUE(tiny::write(s, file.path, donor()));
+    ModelPtr m(file.path);
+    ASSERT_NE(m.m, nullptr) << take_errors();
+    EXPECT_EQ(llama_model_rope_type(m), LLAMA_ROPE_TYPE_NONE);
+    {
+        CtxPtr ctx(m, 64, 64);  // embeddings off
+        ASSERT_NE(ctx.c, nullptr);
+        EXPECT_FALSE(llama_kv_self_can_shift(ctx));
+        std::vector<llama_token> toks = { 1, 2, 3 };
+        take_errors();
+        EXPECT_NE(llama_decode(ctx, llama_batch_get_one(toks.data(), 3)), 0);
+        EXPECT_NE(take_errors().find("embedding model"), std::string::npos);
+    }
+    {
+        llama_context_params p = llama_context_default_params();
+        p.n_ctx = 512;  // beyond the 256 learned positions (allowed, with a warning)
+        p.n_batch = p.n_ubatch = 64;
+        p.embeddings = true;
+        llama_context * ctx = llama_init_from_model(m, p);
+        ASSERT_NE(ctx, nullptr);
+        llama_batch b = llama_batch_init(2, 0, 1);
+        b.n_tokens = 2;
+        for (int i = 0; i < 2; i++) {
+            b.token[i] = 5 + i;
+            b.pos[i] = 255 + i;  // 256 is past the last
+            b.n_seq_id[i] = 1;
+            b.seq_id[i][0] = 0;
+            b.logits[i] = 1;
+        }
+        take_errors();
+        EXPECT_NE(llama_decode(ctx, b), 0);
+        EXPECT_NE(take_errors().find("learned positions only up to 255"), std::string::npos);
+        b.pos[0] = 0;
+        b.pos[1] = 1;
+        EXPECT_EQ(llama_decode(ctx, b), 0) << take_errors();
+        llama_kv_self_seq_add(ctx, 0, 0, -1, 3);
+        EXPECT_NE(take_errors().find("cannot change position"), std::string::npos);
+        EXPECT_EQ(llama_kv_self_seq_pos_max(ctx, 0), 1);  // nothing moved
+        llama_batch_free(b);
+        llama_free(ctx);
+    }
+    struct Case {
+        const char * what;
+        std::function<void(gguf_context *)> edit;
+        std::function<bool(const ggml_tensor *)> keep;
+        const char * expect;
+    };
+    const std::vector<Case> cases = {
+        {"no epsilon", [](gguf_context * g) { gguf_remove_key(g, "bert.attention.layer_norm_epsilon"); }, nullptr,
+         "bert.attention.layer_norm_epsilon"},
+        {"token types", [](gguf_context * g) { gguf_set_val_u32(g, "tokenizer.ggml.token_type_count", 3); }, nullptr,
+         "tensor 'token_types.weight' has the wrong shape"},
+        {"positions", [](gguf_context * g) { gguf_set_val_u32(g, "bert.context_length", 512); }, nullptr,
+         "tensor 'position_embd.weight' has the wrong shape"},
+        {"no layer norm bias", nullptr, [](const ggml_tensor * t) { return strcmp(t->name, "blk.1.layer_output_norm.bias") != 0; },
+         "missing tensor 'blk.1.layer_output_norm.bias'"},
+    };
+    for (const Case & c : cases) {
+        SCOPED_TRACE(c.what);
+        TempFile bad(std::string("bad-bert-") + c.what + ".gguf");
+        ASSERT_TRUE(rewrite_model(file.path, bad.path, c.edit, c.keep, {}));
+        take_errors();
+        ModelPtr b(bad.path);
+        EXPECT_EQ(b.m, nullptr);
         const std::string errs = take_errors();
         EXPECT_NE(errs.find(c.expect), std::string::npos) << errs;
     }

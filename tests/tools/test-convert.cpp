@@ -445,6 +445,7 @@ TEST(Convert, HfCheckpointsOfEveryFamily) {
     if (!have(src + "/tokenizer.json") || !have(donor)) GTEST_SKIP() << "tinystories-656k files absent";
     temp_dir d;
     for (const tiny::spec & s : tiny::specs()) {
+        if (llm_arch_get(s.arch).encoder) continue;  // BertModel checkpoints: not converted yet
         SCOPED_TRACE(s.name);
         const std::string direct = d.path + "/" + s.name + ".gguf", hf = d.path + "/" + s.name + "-hf";
         ASSERT_TRUE(tiny::write(s, direct, donor));
@@ -583,5 +584,163 @@ TEST(Convert, HfCheckpointsOfEveryFamily) {
                 EXPECT_FALSE(have(bad_out)) << b.to;
             }
         }
+    }
+}
+
+namespace {
+
+// BertForMaskedLM's name of a GGUF tensor of the bert family (transformers' modeling_bert).
+std::string bert_hf_name(const std::string & gguf) {
+    static const std::vector<std::pair<std::string, std::string>> globals = {
+        {"token_embd.weight", "embeddings.word_embeddings.weight"}, {"token_types.weight", "embeddings.token_type_embeddings.weight"},
+        {"position_embd.weight", "embeddings.position_embeddings.weight"}, {"token_embd_norm.weight", "embeddings.LayerNorm.weight"},
+        {"token_embd_norm.bias", "embeddings.LayerNorm.bias"},
+    };
+    static const std::vector<std::pair<std::string, std::string>> layer = {
+        {"attn_q", "attention.self.query"}, {"attn_k", "attention.self.key"}, {"attn_v", "attention.self.value"},
+        {"attn_output", "attention.output.dense"}, {"attn_output_norm", "attention.output.LayerNorm"},
+        {"ffn_up", "intermediate.dense"}, {"ffn_down", "output.dense"}, {"layer_output_norm", "output.LayerNorm"},
+    };
+    for (const auto & g : globals) {
+        if (g.first == gguf) return "bert." + g.second;
+    }
+    const size_t dot = gguf.find('.', 4), last = gguf.rfind('.');
+    const std::string il = gguf.substr(4, dot - 4), kind = gguf.substr(dot + 1, last - dot - 1), suffix = gguf.substr(last);
+    for (const auto & l : layer) {
+        if (l.first == kind) return "bert.encoder.layer." + il + "." + l.second + suffix;
+    }
+    return "";
+}
+
+}  // namespace
+
+// A sentence-transformers BERT checkpoint (BertForMaskedLM's "bert." names, a pooler and an MLM
+// head to leave out, a WordPiece tokenizer.json, CLS pooling in 1_Pooling): the tensors come out
+// as the tiny model has them, with llama.cpp's keys and its phantom-space vocabulary.
+TEST(Convert, HfBertCheckpoint) {
+    const std::string donor = models() + "/stories260K.gguf";
+    if (!have(donor)) GTEST_SKIP() << "stories260K.gguf absent";
+    tiny::spec s;
+    for (const tiny::spec & t : tiny::specs()) {
+        if (t.arch == LLM_ARCH_BERT) s = t;
+    }
+    ASSERT_EQ(s.name, "bert");
+    temp_dir d;
+    const std::string direct = d.path + "/bert.gguf", hf = d.path + "/bert-hf";
+    ASSERT_TRUE(tiny::write(s, direct, donor));
+    ASSERT_EQ(std::system(("mkdir -p " + hf + "/1_Pooling").c_str()), 0);
+    gguf_ptr src(direct);
+    ASSERT_NE(src.g, nullptr);
+    std::string hdr = "{", blob;
+    auto put = [&](const std::string & n, const std::string & shape, const float * x, size_t count) {
+        hdr += std::string(hdr.size() > 1 ? "," : "") + "\"" + n + "\":{\"dtype\":\"F32\",\"shape\":[" + shape +
+               "],\"data_offsets\":[" + std::to_string(blob.size()) + "," + std::to_string(blob.size() + 4 * count) + "]}";
+        blob.append((const char *) x, 4 * count);
+    };
+    int64_t n_vocab = 0;
+    for (ggml_tensor * t = ggml_get_first_tensor(src.c); t; t = ggml_get_next_tensor(src.c, t)) {
+        const std::string hn = bert_hf_name(t->name);
+        ASSERT_FALSE(hn.empty()) << t->name;
+        if (std::string(t->name) == "token_embd.weight") n_vocab = t->ne[1];
+        put(hn, t->ne[1] > 1 ? std::to_string(t->ne[1]) + "," + std::to_string(t->ne[0]) : std::to_string(t->ne[0]),
+            (const float *) t->data, (size_t) ggml_nelements(t));
+    }
+    const std::vector<float> extra(s.n_embd * s.n_embd, 0.5f);
+    put("bert.pooler.dense.weight", std::to_string(s.n_embd) + "," + std::to_string(s.n_embd), extra.data(), extra.size());
+    put("cls.predictions.transform.dense.bias", std::to_string(s.n_embd), extra.data(), s.n_embd);
+    hdr += "}";
+    const uint64_t hl = hdr.size();
+    {
+        std::ofstream st(hf + "/model.safetensors", std::ios::binary);
+        st.write((const char *) &hl, 8);
+        st << hdr << blob;
+    }
+    std::ostringstream cfg;
+    cfg << "{\"architectures\": [\"BertModel\"], \"hidden_size\": " << s.n_embd << ", \"intermediate_size\": " << s.n_ff
+        << ", \"num_hidden_layers\": " << s.n_layer << ", \"num_attention_heads\": " << s.n_head << ", \"vocab_size\": " << n_vocab
+        << ", \"max_position_embeddings\": 256, \"type_vocab_size\": 2, \"layer_norm_eps\": 1e-12, \"hidden_act\": \"gelu\", "
+           "\"position_embedding_type\": \"absolute\"}";
+    std::ofstream(hf + "/config.json") << cfg.str();
+    // The vocabulary: BERT's five specials, a few words and pieces, fillers.
+    std::vector<std::string> vocab = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "world", "##s", "un", "##aff", "##able"};
+    while ((int64_t) vocab.size() < n_vocab) vocab.push_back("w" + std::to_string(vocab.size()));
+    std::string tj = "{\"version\": \"1.0\", \"added_tokens\": [";
+    for (int i = 0; i < 5; i++) {
+        tj += std::string(i ? "," : "") + "{\"id\": " + std::to_string(i) + ", \"content\": \"" + vocab[i] + "\", \"special\": true}";
+    }
+    tj += "], \"normalizer\": {\"type\": \"BertNormalizer\", \"lowercase\": true}, \"model\": {\"type\": \"WordPiece\", "
+          "\"unk_token\": \"[UNK]\", \"continuing_subword_prefix\": \"##\", \"vocab\": {";
+    for (size_t i = 0; i < vocab.size(); i++) tj += std::string(i ? "," : "") + "\"" + vocab[i] + "\": " + std::to_string(i);
+    tj += "}}}";
+    std::ofstream(hf + "/tokenizer.json") << tj;
+    std::ofstream(hf + "/tokenizer_config.json")
+        << "{\"cls_token\": \"[CLS]\", \"sep_token\": \"[SEP]\", \"unk_token\": \"[UNK]\", \"pad_token\": \"[PAD]\", \"mask_token\": \"[MASK]\"}";
+    std::ofstream(hf + "/modules.json") << "[{\"idx\": 0, \"name\": \"0\", \"path\": \"\", \"type\": \"sentence_transformers.models.Transformer\"}, "
+                                           "{\"idx\": 1, \"name\": \"1\", \"path\": \"1_Pooling\", \"type\": \"sentence_transformers.models.Pooling\"}]";
+    std::ofstream(hf + "/1_Pooling/config.json") << "{\"word_embedding_dimension\": " << s.n_embd
+                                                 << ", \"pooling_mode_cls_token\": true, \"pooling_mode_mean_tokens\": false}";
+
+    const std::string out = d.path + "/bert-converted.gguf";
+    const auto r = run_prog("llama-convert", "--hf " + hf + " -o " + out + " --outtype f32");
+    ASSERT_EQ(r.status, 0) << r.output;
+    EXPECT_EQ(r.output.find("ignoring tensor"), std::string::npos) << r.output;
+
+    // The weights, bit for bit.
+    gguf_ptr conv(out);
+    ASSERT_NE(conv.g, nullptr);
+    int n_tensors = 0;
+    for (ggml_tensor * t = ggml_get_first_tensor(src.c); t; t = ggml_get_next_tensor(src.c, t), n_tensors++) {
+        const ggml_tensor * c = ggml_get_tensor(conv.c, t->name);
+        ASSERT_NE(c, nullptr) << t->name;
+        ASSERT_TRUE(ggml_are_same_shape(t, c)) << t->name;
+        EXPECT_EQ(memcmp(t->data, c->data, ggml_nbytes(t)), 0) << t->name;
+    }
+    EXPECT_EQ(gguf_get_n_tensors(conv.g), n_tensors);
+    // The keys llama.cpp's converter writes for it.
+    auto u32 = [&](const char * k) { const int64_t id = gguf_find_key(conv.g, k); return id < 0 ? -1 : (int64_t) gguf_get_val_u32(conv.g, id); };
+    EXPECT_EQ(u32("bert.pooling_type"), 2);
+    EXPECT_EQ(u32("tokenizer.ggml.token_type_count"), 2);
+    EXPECT_EQ(u32("tokenizer.ggml.bos_token_id"), 2);
+    EXPECT_EQ(u32("tokenizer.ggml.seperator_token_id"), 3);
+    const int64_t causal = gguf_find_key(conv.g, "bert.attention.causal");
+    ASSERT_GE(causal, 0);
+    EXPECT_FALSE(gguf_get_val_bool(conv.g, causal));
+    EXPECT_STREQ(gguf_get_val_str(conv.g, gguf_find_key(conv.g, "tokenizer.ggml.model")), "bert");
+    const int64_t toks = gguf_find_key(conv.g, "tokenizer.ggml.tokens");
+    EXPECT_STREQ(gguf_get_arr_str(conv.g, toks, 5), "\xe2\x96\x81hello");
+    EXPECT_STREQ(gguf_get_arr_str(conv.g, toks, 7), "s");
+    EXPECT_STREQ(gguf_get_arr_str(conv.g, toks, 2), "[CLS]");
+
+    // The model loads, tokenizes as BERT does and embeds with CLS pooling.
+    llama_model_params mp = llama_model_default_params();
+    llama_model * m = llama_model_load_from_file(out.c_str(), mp);
+    ASSERT_NE(m, nullptr);
+    const llama_vocab * v = llama_model_get_vocab(m);
+    llama_token ids[16];
+    const int n = llama_tokenize(v, "Hello worlds, unaffable", 23, ids, 16, true, false);
+    EXPECT_EQ(std::vector<llama_token>(ids, ids + std::max(n, 0)), (std::vector<llama_token>{2, 5, 6, 7, 1, 8, 9, 10, 3}));
+    llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = 32;
+    cp.embeddings = true;
+    llama_context * ctx = llama_init_from_model(m, cp);
+    ASSERT_NE(ctx, nullptr);
+    EXPECT_EQ(llama_pooling_type(ctx), LLAMA_POOLING_TYPE_CLS);
+    ASSERT_EQ(llama_decode(ctx, llama_batch_get_one(ids, n)), 0);
+    EXPECT_NE(llama_get_embeddings_seq(ctx, 0), nullptr);
+    llama_free(ctx);
+    llama_model_free(m);
+
+    // What the runtime does not compute is refused: another activation, relative positions.
+    const std::pair<std::string, std::string> bad_cfgs[] = {{"\"gelu\"", "\"relu\""}, {"\"absolute\"", "\"relative_key\""}};
+    for (const auto & bad : bad_cfgs) {
+        SCOPED_TRACE(bad.second);
+        std::string c = cfg.str();
+        c.replace(c.find(bad.first), bad.first.size(), bad.second);
+        std::ofstream(hf + "/config.json") << c;
+        const std::string bad_out = d.path + "/bad.gguf";
+        const auto rb = run_prog("llama-convert", "--hf " + hf + " -o " + bad_out + " --outtype f32");
+        EXPECT_NE(rb.status, 0);
+        EXPECT_NE(rb.output.find("not supported"), std::string::npos) << rb.output;
+        EXPECT_FALSE(have(bad_out));
     }
 }

@@ -1,13 +1,14 @@
 // lcpp-logits: logits of every position of a token list, computed by llama.cpp itself.
 //
-//   lcpp-logits MODEL.gguf --tokens 1,2,3 -o OUT.logits [-t N] [--kv-f16] [--quiet]
+//   lcpp-logits MODEL.gguf --tokens 1,2,3 -o OUT.logits [-t N] [--kv-f16] [--embd] [--quiet]
 //
 // An offline reference tool (tests and CI never build or run it): it is compiled against a
 // llama.cpp source tree (build 4747) by build-lcpp-logits.sh and uses only llama.cpp's public C
 // API (llama.h). The tokens given are the whole input (no BOS is added), evaluated as one
 // sequence at positions 0..n-1 in a single causal batch, flash attention off, logits requested
 // for every token. The KV cache is F32 by default (llama.cpp's default F16 cache rounds K and V,
-// which costs ~1e-3 relative accuracy; --kv-f16 restores the default).
+// which costs ~1e-3 relative accuracy; --kv-f16 restores the default). --embd: an embedding model
+// (BERT): the last hidden states of every token (pooling none) in place of logits.
 //
 // OUT (little-endian, the format of our llama-logits): int32 n_tokens, int32 n_vocab,
 // int32 tokens[n_tokens], float32 logits[n_tokens][n_vocab].
@@ -50,7 +51,7 @@ static bool parse_tokens(const char * s, std::vector<llama_token> & out) {
 }
 
 static int usage(const char * argv0) {
-    fprintf(stderr, "usage: %s MODEL.gguf --tokens 1,2,3 -o OUT.logits [-t N] [--kv-f16] [--quiet]\n", argv0);
+    fprintf(stderr, "usage: %s MODEL.gguf --tokens 1,2,3 -o OUT.logits [-t N] [--kv-f16] [--embd] [--quiet]\n", argv0);
     return 2;
 }
 
@@ -58,7 +59,7 @@ int main(int argc, char ** argv) {
     std::string model_path, out_path;
     std::vector<llama_token> tokens;
     int n_threads = -1;
-    bool kv_f16 = false;
+    bool kv_f16 = false, embd = false;
     for (int i = 1; i < argc; i++) {
         const std::string a = argv[i];
         if (a == "--tokens" && i + 1 < argc) {
@@ -72,6 +73,8 @@ int main(int argc, char ** argv) {
             model_path = argv[++i];
         } else if (a == "-t" && i + 1 < argc) {
             n_threads = atoi(argv[++i]);
+        } else if (a == "--embd") {
+            embd = true;
         } else if (a == "--kv-f16") {
             kv_f16 = true;
         } else if (a == "--quiet" || a == "-q") {
@@ -97,10 +100,11 @@ int main(int argc, char ** argv) {
         return 1;
     }
     const llama_vocab * vocab = llama_model_get_vocab(model);
-    const int32_t n_vocab = llama_vocab_n_tokens(vocab);
+    const int32_t n_vocab_tok = llama_vocab_n_tokens(vocab);
+    const int32_t n_vocab = embd ? llama_model_n_embd(model) : n_vocab_tok;  // the row size written
     for (llama_token t : tokens) {
-        if (t >= n_vocab) {
-            fprintf(stderr, "lcpp-logits: token %d out of range (n_vocab %d)\n", t, n_vocab);
+        if (t >= n_vocab_tok) {
+            fprintf(stderr, "lcpp-logits: token %d out of range (n_vocab %d)\n", t, n_vocab_tok);
             return 1;
         }
     }
@@ -114,6 +118,8 @@ int main(int argc, char ** argv) {
     cp.n_ubatch = n_ctx;
     cp.n_seq_max = 1;
     cp.flash_attn = false;
+    cp.embeddings = embd;
+    if (embd) cp.pooling_type = LLAMA_POOLING_TYPE_NONE;
     cp.no_perf = true;
     cp.type_k = kv_f16 ? GGML_TYPE_F16 : GGML_TYPE_F32;
     cp.type_v = kv_f16 ? GGML_TYPE_F16 : GGML_TYPE_F32;
@@ -145,7 +151,7 @@ int main(int argc, char ** argv) {
     } else {
         std::vector<float> logits((size_t) n_tokens * n_vocab);
         for (int32_t i = 0; i < n_tokens; i++) {
-            const float * l = llama_get_logits_ith(ctx, i);
+            const float * l = embd ? llama_get_embeddings_ith(ctx, i) : llama_get_logits_ith(ctx, i);
             if (!l) {
                 fprintf(stderr, "lcpp-logits: no logits for token %d\n", i);
                 rc = 1;

@@ -192,6 +192,7 @@ class HParams:
         self.n_ctx_orig = int(key("rope.scaling.original_context_length", key("context_length", 0)) or 0)
         self.rope_attn_factor = float(key("rope.scaling.attn_factor", 1.0))
         self.eps = float(key("attention.layer_norm_rms_epsilon", 1e-5))
+        self.ln_eps = float(key("attention.layer_norm_epsilon", 1e-12))  # bert's LayerNorms
         self.sliding_window = int(key("attention.sliding_window", 0) or 0)
         # mixture of experts (0 = dense); the experts' own n_ff is read from the tensors' shapes
         self.n_expert = int(key("expert_count", 0) or 0)
@@ -245,11 +246,12 @@ def rope_norm(x, ang):
     return torch.cat([rot, rest], dim=-1)
 
 
-def attention(q, k, v, scale, softcap=None, window=None):
+def attention(q, k, v, scale, softcap=None, window=None, causal=True):
     """Causal grouped-query attention. q (T, H, Dk), k (T, Hkv, Dk), v (T, Hkv, Dv) -> (T, H*Dv).
     Query head h reads key/value head h // (H / Hkv) (HF repeat_kv). scores = q.k * scale, then
     optional soft-capping cap * tanh(s / cap) (Gemma 2), then the mask: key j is visible to query
-    i when j <= i and, with a sliding window W, i - j < W (HF's sliding_window mask)."""
+    i when j <= i (every key without causal) and, with a sliding window W, i - j < W (HF's
+    sliding_window mask)."""
     T, H, _ = q.shape
     rep = H // k.shape[1]
     k = k.repeat_interleave(rep, dim=1)
@@ -259,7 +261,7 @@ def attention(q, k, v, scale, softcap=None, window=None):
         s = softcap * torch.tanh(s / softcap)
     i = torch.arange(T)[:, None]
     j = torch.arange(T)[None, :]
-    visible = j <= i
+    visible = (j <= i) if causal else torch.ones(T, T, dtype=torch.bool)
     if window:
         visible = visible & (i - j < window)
     s = s.masked_fill(~visible, float("-inf"))
@@ -269,6 +271,18 @@ def attention(q, k, v, scale, softcap=None, window=None):
 
 def silu(x):
     return x * torch.sigmoid(x)
+
+
+def gelu_erf(x):
+    """The exact GELU, x Phi(x): HF's "gelu" activation (BERT's hidden_act)."""
+    return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
+
+
+def layer_norm(x, w, b, eps):
+    """torch.nn.LayerNorm over the last dimension (biased variance), times w plus b."""
+    mu = x.mean(-1, keepdim=True)
+    var = (x - mu).pow(2).mean(-1, keepdim=True)
+    return (x - mu) / torch.sqrt(var + eps) * w + b
 
 
 def gelu_tanh(x):
@@ -617,7 +631,31 @@ def forward_gemma3(g, hp, tokens, opts):
     return lm_head(g, x, tok_embd, hp.eps)
 
 
+def forward_bert(g, hp, tokens, opts):
+    """BertModel (transformers modeling_bert), the encoder's last hidden states (T, n_embd): no
+    LM head, so the output file holds them in place of logits. Embeddings: word + learned
+    position (0..T-1) + token type 0, then LayerNorm; each layer: bidirectional multi-head
+    self-attention with biases (scale 1/sqrt(head)), output dense + bias, LayerNorm of the
+    residual sum; intermediate dense + GELU (erf), output dense, LayerNorm of the residual sum.
+    GGUF names as llama.cpp's converter writes them (token_types, position_embd,
+    token_embd_norm, attn_output_norm, layer_output_norm)."""
+    T = len(tokens)
+    ids = torch.tensor(tokens, dtype=torch.long)
+    x = g.tensor("token_embd.weight")[ids] + g.tensor("position_embd.weight")[:T] + g.tensor("token_types.weight")[0]
+    x = layer_norm(x, g.tensor("token_embd_norm.weight"), g.tensor("token_embd_norm.bias"), hp.ln_eps)
+    scale = 1.0 / math.sqrt(hp.head_dim_k)
+    for il in range(hp.n_layer):
+        L = Layer(g, il)
+        q, k, v = qkv_separate(L, x, hp)
+        a = linear(attention(q, k, v, scale, causal=False), L("attn_output.weight"), L("attn_output.bias"))
+        x = layer_norm(x + a, L("attn_output_norm.weight"), L("attn_output_norm.bias"), hp.ln_eps)
+        f = linear(gelu_erf(linear(x, L("ffn_up.weight"), L("ffn_up.bias"))), L("ffn_down.weight"), L("ffn_down.bias"))
+        x = layer_norm(x + f, L("layer_output_norm.weight"), L("layer_output_norm.bias"), hp.ln_eps)
+    return x
+
+
 FAMILIES = {
+    "bert": forward_bert,
     "llama": forward_llama,
     "qwen2": forward_qwen2,
     "qwen3": forward_qwen3,

@@ -1,5 +1,5 @@
 // ops-unary.cpp - GGML_OP_UNARY kernels (abs, sgn, neg, step, tanh, relu, sigmoid, gelu, silu,
-// exp) and unary_back (grad * f'(x) for each of them).
+// exp, gelu_erf) and unary_back (grad * f'(x) for each of them).
 //
 // The exponentials come from the build's table (kernels.h: vec_exp, vec_silu, vec_sigmoid,
 // vec_gelu), every instruction set running the steps of vec-math.h.
@@ -69,6 +69,12 @@ void ggml_cpu_forward_unary(const struct ggml_compute_params * params, struct gg
         case GGML_UNARY_OP_GELU:    ggml_cpu_map_rows_f32(params, dst, src, vec_apply<ExpKind::gelu>);    break;
         case GGML_UNARY_OP_SILU:    ggml_cpu_map_rows_f32(params, dst, src, vec_apply<ExpKind::silu>);    break;
         case GGML_UNARY_OP_EXP:     ggml_cpu_map_rows_f32(params, dst, src, vec_apply<ExpKind::exp>);     break;
+        case GGML_UNARY_OP_GELU_ERF:
+            // BERT's exact GELU: not hot enough (one FFN activation) for a vectorized erf
+            ggml_cpu_map_rows_f32(params, dst, src, [](float * y, const float * x, int64_t n) {
+                for (int64_t i = 0; i < n; i++) y[i] = 0.5f * x[i] * erfcf(-x[i] * 0.70710678118654752f);
+            });
+            break;
         default:
             GGML_ABORT("ggml_cpu_forward_unary: unknown unary op %d", (int) op);
     }
@@ -139,6 +145,14 @@ void unary_back_chunk(ggml_unary_op op, float * d, const float * g, const float 
         case GGML_UNARY_OP_EXP:
             vec_apply<ExpKind::exp>(t, x, n);
             for (int64_t i = 0; i < n; i++) d[i] = g[i] * t[i];
+            break;
+        case GGML_UNARY_OP_GELU_ERF:
+            // Phi(x) + x phi(x)
+            for (int64_t i = 0; i < n; i++) {
+                const float cdf = 0.5f * erfcf(-x[i] * 0.70710678118654752f);  // erfc: no cancellation for x < 0
+                const float pdf = 0.39894228040143268f * expf(-0.5f * x[i] * x[i]);
+                d[i] = g[i] * (cdf + x[i] * pdf);
+            }
             break;
         default:
             GGML_ABORT("unary_back: unknown unary op %d", (int) op);

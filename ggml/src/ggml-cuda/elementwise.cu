@@ -38,7 +38,7 @@ void binary(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
 }
 
 // ---- one-source maps ----------------------------------------------------------------------
-enum class Map { scale, sqr, sqrt, log, abs, sgn, neg, step, tanh, relu, sigmoid, gelu, silu, exp };
+enum class Map { scale, sqr, sqrt, log, abs, sgn, neg, step, tanh, relu, sigmoid, gelu, silu, exp, gelu_erf };
 
 // v * sigmoid(w) without overflow: e = exp(-|w|) never overflows (the CPU's formulation).
 __device__ __forceinline__ float mul_sigmoid(float v, float w) {
@@ -66,6 +66,7 @@ __device__ __forceinline__ float map_apply(float x, float s) {
     if constexpr (M == Map::gelu) return mul_sigmoid(x, -x * fmaf(GELU_B, x * x, GELU_A));
     if constexpr (M == Map::silu) return mul_sigmoid(x, x);
     if constexpr (M == Map::exp) return expf(x);
+    if constexpr (M == Map::gelu_erf) return 0.5f * x * erfcf(-x * 0.70710678118654752f);
     return x;
 }
 
@@ -146,6 +147,8 @@ __device__ __forceinline__ float unary_grad(int op, float g, float x) {
             return g * (s * (1.0f + x * sm * wp));
         }
         case GGML_UNARY_OP_EXP: return g * expf(x);
+        case GGML_UNARY_OP_GELU_ERF:
+            return g * (0.5f * erfcf(-x * 0.70710678118654752f) + x * 0.39894228040143268f * expf(-0.5f * x * x));
         default: return 0.0f;
     }
 }
@@ -196,6 +199,7 @@ void ggml_cuda_op_unary(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
         case GGML_UNARY_OP_GELU:    map<Map::gelu>(ctx, dst); break;
         case GGML_UNARY_OP_SILU:    map<Map::silu>(ctx, dst); break;
         case GGML_UNARY_OP_EXP:     map<Map::exp>(ctx, dst); break;
+        case GGML_UNARY_OP_GELU_ERF: map<Map::gelu_erf>(ctx, dst); break;
         default: GGML_ABORT("ggml_cuda: unknown unary op %d", ggml_get_op_params_i32(dst, 0));
     }
 }
