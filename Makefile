@@ -17,7 +17,8 @@ test: all
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) $(CTEST_ARGS)
 
 # Builds other than the native one test what differs in them: the kernels (label ggml) and the
-# runtime on them (label llama), not the programs (label tools: the same code in every build).
+# runtime on them (label llama), not the programs (label tools: the same code in every build,
+# not even compiled there: -DLLAMA_TOOL_TESTS=OFF).
 # Under qemu (~25x slower) the NEON build also skips the tests whose subject runs the same code
 # on every ISA (graph reuse and planning, sequences' bookkeeping, tokenizers, the simulated GPU,
 # the fuzzers' regressions, the other families' finite differences, the PyTorch training run);
@@ -27,7 +28,7 @@ QEMU_SKIP = GradFamily|TrainLlama\.|Sequences\.|Tokenizer\.|Offload\.|FuzzRegres
 
 # Scalar reference kernels only, in build-scalar/: the kernels' and the runtime's tests.
 scalar:
-	$(MAKE) BUILD=build-scalar CMAKE_FLAGS="-DGGML_NATIVE=OFF -DGGML_SCALAR=ON" CTEST_ARGS="$(KERNEL_TESTS) $(CTEST_ARGS)" test
+	$(MAKE) BUILD=build-scalar CMAKE_FLAGS="-DGGML_NATIVE=OFF -DGGML_SCALAR=ON -DLLAMA_TOOL_TESTS=OFF" CTEST_ARGS="$(KERNEL_TESTS) $(CTEST_ARGS)" test
 
 # The test suite built with AddressSanitizer + UndefinedBehaviorSanitizer, in build-asan/; any
 # sanitizer report fails the test that triggered it.
@@ -52,7 +53,7 @@ fuzz: fuzz-build
 # Cross build for aarch64 (NEON + dot product), tests run under qemu-aarch64.
 aarch64:
 	@test -f build-aarch64/CMakeCache.txt || cmake -S . -B build-aarch64 -DCMAKE_BUILD_TYPE=Release \
-		-DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake
+		-DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DLLAMA_TOOL_TESTS=OFF
 	cmake --build build-aarch64 -j $(JOBS)
 
 test-aarch64: aarch64
