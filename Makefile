@@ -30,25 +30,33 @@ QEMU_SKIP = GradFamily|TrainLlama\.|Sequences\.|Tokenizer\.|Offload\.|FuzzRegres
 scalar:
 	$(MAKE) BUILD=build-scalar CMAKE_FLAGS="-DGGML_NATIVE=OFF -DGGML_SCALAR=ON -DLLAMA_TOOL_TESTS=OFF" CTEST_ARGS="$(KERNEL_TESTS) $(CTEST_ARGS)" test
 
-# The test suite built with AddressSanitizer + UndefinedBehaviorSanitizer, in build-asan/; any
-# sanitizer report fails the test that triggered it.
+# The test suite built with AddressSanitizer + UndefinedBehaviorSanitizer (clang, -O1), in
+# build-asan/; any sanitizer report fails the test that triggered it. The libFuzzer harnesses are
+# built there too, on the same instrumented libraries (CI runs them from there:
+# make fuzz FUZZ_BUILD=build-asan, one instrumented build instead of two).
+ASAN_CC  ?= clang
+ASAN_CXX ?= clang++
 asan:
+	@test -f build-asan/CMakeCache.txt || CC=$(ASAN_CC) CXX=$(ASAN_CXX) cmake -S . -B build-asan \
+		-DCMAKE_BUILD_TYPE=Release -DGGML_SANITIZE=ON -DLLAMA_FUZZ=ON $(CMAKE_FLAGS)
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ASAN_OPTIONS=detect_leaks=1 \
-		$(MAKE) BUILD=build-asan CMAKE_FLAGS="-DGGML_SANITIZE=ON" test
+		$(MAKE) BUILD=build-asan test
 
-# libFuzzer harnesses (fuzz/), built with clang + ASan + UBSan into build-fuzz/, each run for
-# FUZZ_SECONDS; fails on any crash, hang (> 1 s), leak or sanitizer report (see fuzz/run.sh).
+# libFuzzer harnesses (fuzz/), built with clang + ASan + UBSan into FUZZ_BUILD (default
+# build-fuzz/, the harnesses only), each run for FUZZ_SECONDS; fails on any crash, hang (> 1 s),
+# leak or sanitizer report (see fuzz/run.sh).
 FUZZ_SECONDS ?= 60
+FUZZ_BUILD ?= build-fuzz
 FUZZ_CC  ?= clang
 FUZZ_CXX ?= clang++
 
 fuzz-build:
-	@test -f build-fuzz/CMakeCache.txt || CC=$(FUZZ_CC) CXX=$(FUZZ_CXX) cmake -S . -B build-fuzz \
+	@test -f $(FUZZ_BUILD)/CMakeCache.txt || CC=$(FUZZ_CC) CXX=$(FUZZ_CXX) cmake -S . -B $(FUZZ_BUILD) \
 		-DCMAKE_BUILD_TYPE=RelWithDebInfo -DLLAMA_FUZZ=ON -DGGML_BUILD_TESTS=OFF
-	cmake --build build-fuzz -j $(JOBS) --target fuzz-all
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz-all
 
 fuzz: fuzz-build
-	FUZZ_SECONDS=$(FUZZ_SECONDS) fuzz/run.sh build-fuzz
+	FUZZ_SECONDS=$(FUZZ_SECONDS) fuzz/run.sh $(FUZZ_BUILD)
 
 # Cross build for aarch64 (NEON + dot product), tests run under qemu-aarch64.
 aarch64:
@@ -60,11 +68,14 @@ test-aarch64: aarch64
 	cd build-aarch64 && ctest --output-on-failure -j $(JOBS) $(KERNEL_TESTS) -E '$(QEMU_SKIP)' $(CTEST_ARGS)
 
 # Data-parallel fine-tuning over MPI (needs Open MPI or MPICH, e.g. Debian's libopenmpi-dev and
-# openmpi-bin), in build-mpi/: llama-finetune with -DGGML_MPI=ON, and its tests under mpirun.
+# openmpi-bin), in MPI_BUILD (default build-mpi/): llama-finetune with -DGGML_MPI=ON, and its tests
+# under mpirun. MPI touches llama-finetune only, so MPI_BUILD=build turns the native build's one
+# into the MPI one and recompiles nothing else (what CI does).
+MPI_BUILD ?= build-mpi
 mpi:
-	@test -f build-mpi/CMakeCache.txt || cmake -S . -B build-mpi -DCMAKE_BUILD_TYPE=Release -DGGML_MPI=ON $(CMAKE_FLAGS)
-	cmake --build build-mpi -j $(JOBS) --target llama-finetune test-finetune-mpi
-	cd build-mpi && ctest --output-on-failure -R FinetuneMpi
+	cmake -S . -B $(MPI_BUILD) -DCMAKE_BUILD_TYPE=Release -DGGML_MPI=ON $(CMAKE_FLAGS) > /dev/null
+	cmake --build $(MPI_BUILD) -j $(JOBS) --target llama-finetune test-finetune-mpi
+	cd $(MPI_BUILD) && ctest --output-on-failure -R FinetuneMpi
 
 # The CUDA backend (needs the CUDA Toolkit: nvcc, cuBLAS), in build-cuda/, then the test suite:
 # test-backend-ops compares every op on the GPU with the CPU (it skips, with a message, where no

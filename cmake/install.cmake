@@ -27,11 +27,11 @@ if (TARGET llama)
 endif()
 
 # pkg-config: the libraries are static, so their own dependencies are listed in Libs (with the
-# sanitizer runtimes of a GGML_SANITIZE build).
+# sanitizer runtimes of a sanitized build: GGML_SANITIZE_LINK_FLAGS, top CMakeLists.txt).
 set(GGML_PC_LIBS_EXTRA "")
-if (GGML_SANITIZE)
-    set(GGML_PC_LIBS_EXTRA " -fsanitize=address,undefined")
-endif()
+foreach(flag ${GGML_SANITIZE_LINK_FLAGS})
+    string(APPEND GGML_PC_LIBS_EXTRA " ${flag}")
+endforeach()
 if (GGML_CUDA)
     set(GGML_PC_LIBS_EXTRA "${GGML_PC_LIBS_EXTRA} -L${CUDAToolkit_LIBRARY_DIR} -lcublas -lcudart")
 endif()

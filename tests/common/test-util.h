@@ -29,6 +29,16 @@
 #define LLAMA_EMULATOR ""
 #endif
 
+// LLAMA_TEST_UNDER_ASAN: built with AddressSanitizer (gcc says so with __SANITIZE_ADDRESS__,
+// clang with __has_feature): timings are not asserted, ASan's allocator is not replaced.
+#if defined(__SANITIZE_ADDRESS__)
+#define LLAMA_TEST_UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define LLAMA_TEST_UNDER_ASAN 1
+#endif
+#endif
+
 namespace tu {
 
 // A context freed at scope exit.

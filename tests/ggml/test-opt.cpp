@@ -19,8 +19,8 @@
 
 // ---- counting heap allocations ---------------------------------------------------------------
 // Every allocation of the process (operator new included) goes through these while a test
-// counts; they forward to glibc's allocator.
-#if !defined(__SANITIZE_ADDRESS__) && defined(__GLIBC__)
+// counts; they forward to glibc's allocator (not under ASan, whose allocator they would replace).
+#if !defined(LLAMA_TEST_UNDER_ASAN) && defined(__GLIBC__)
 #define TEST_OPT_COUNTS_ALLOCATIONS 1
 static std::atomic<bool> g_counting{false};
 static std::atomic<long> g_allocations{0};

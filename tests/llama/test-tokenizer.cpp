@@ -392,7 +392,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 // Timing is asserted only on a native, optimized, unsanitized x86-64 build; elsewhere (qemu,
 // sanitizers, debug) it is reported.
-#if defined(__x86_64__) && defined(NDEBUG) && !defined(__SANITIZE_ADDRESS__)
+#if defined(__x86_64__) && defined(NDEBUG) && !defined(LLAMA_TEST_UNDER_ASAN)
 constexpr bool k_assert_speed = true;
 #else
 constexpr bool k_assert_speed = false;

@@ -39,19 +39,12 @@ namespace {
 
 std::string bin(const std::string & prog) { return std::string(LLAMA_EMULATOR) + " " + LLAMA_BIN_DIR + "/" + prog; }
 
-#if defined(__SANITIZE_ADDRESS__)
-#define FINETUNE_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define FINETUNE_SANITIZED 1
-#endif
-#endif
 
 // Under a cross build's emulator (qemu, ~100x slower) and the sanitizers (which look for memory
 // errors, not for the numbers of 200 steps) the curves are run over their first 20 steps (row k
 // depends on the first k steps only); natively over all 200.
 int curve_steps() {
-#ifdef FINETUNE_SANITIZED
+#ifdef LLAMA_TEST_UNDER_ASAN
     return 20;
 #endif
     return std::string(LLAMA_EMULATOR).find_first_not_of(' ') == std::string::npos ? 200 : 20;
@@ -152,7 +145,7 @@ TEST(Finetune, LoraCurveFollowsPyTorch) {
 // the size of such bumps and early on, where a wrong scale, decay or init shows, is nothing.
 constexpr double CURVE_FLOOR = 1e-3;
 TEST(Finetune, QLoraCurvesOnQuantizedBasesStayClose) {
-#ifdef FINETUNE_SANITIZED
+#ifdef LLAMA_TEST_UNDER_ASAN
     GTEST_SKIP() << "sanitizer build: the QLoRA curve tolerances hold for optimized builds only (see above)";
 #endif
     TU_REQUIRE_FILE(model_path());
