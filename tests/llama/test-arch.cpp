@@ -177,43 +177,44 @@ TEST_P(Arch, MatchesReferenceImplementations) {
 INSTANTIATE_TEST_SUITE_P(Families, Arch, testing::ValuesIn(tiny::specs()),
                          [](const testing::TestParamInfo<tiny::spec> & p) { return p.param.name; });
 
-// A file that disagrees with its architecture: the message names the tensor or the key.
-TEST(ArchFiles, BadFilesNameTheProblem) {
-    TU_REQUIRE_FILE(donor());
-    tiny::spec s = tiny::specs()[3];  // gemma2
-    TempFile file("bad.gguf");
-    ASSERT_TRUE(tiny::write(s, file.path, donor()));
-    struct Case {
-        const char * what;
-        std::function<void(gguf_context *)> edit;
-        const char * expect;
-    };
-    const std::vector<Case> cases = {
-        {"no post norm", [](gguf_context * g) { (void) g; }, nullptr},
-        {"head size", [](gguf_context * g) { gguf_set_val_u32(g, "gemma2.attention.key_length", 40); },
-         "blk.0.attn_q.weight' has the wrong shape"},
-        {"softcap", [](gguf_context * g) { gguf_set_val_f32(g, "gemma2.attn_logit_softcapping", -1.0f); }, "softcapping"},
-        {"rope scaling", [](gguf_context * g) { gguf_set_val_str(g, "gemma2.rope.scaling.type", "ntk"); }, "rope.scaling.type"},
-    };
-    for (const Case & c : cases) {
-        if (!c.expect) continue;
+// A bad variant of a good file, its keys edited (edit) or some tensors dropped (keep says false):
+// it must fail to load, with a message that holds `expect` (naming the tensor or the key).
+struct BadFile {
+    const char * what;
+    std::function<void(gguf_context *)> edit;
+    std::function<bool(const ggml_tensor *)> keep;
+    const char * expect;
+};
+
+static void expect_bad_files_refused(const std::string & good, const std::string & tag, const std::vector<BadFile> & cases) {
+    for (const BadFile & c : cases) {
         SCOPED_TRACE(c.what);
-        TempFile bad(std::string("bad-") + c.what + ".gguf");
-        ASSERT_TRUE(rewrite_model(file.path, bad.path, c.edit, nullptr, {}));
+        TempFile bad("bad-" + tag + "-" + c.what + ".gguf");
+        ASSERT_TRUE(rewrite_model(good, bad.path, c.edit, c.keep, {}));
         take_errors();
         ModelPtr m(bad.path);
         EXPECT_EQ(m.m, nullptr);
         const std::string errs = take_errors();
         EXPECT_NE(errs.find(c.expect), std::string::npos) << errs;
     }
-    // A missing per-layer tensor of the family.
-    TempFile missing("missing.gguf");
-    ASSERT_TRUE(rewrite_model(file.path, missing.path, nullptr,
-                              [](const ggml_tensor * t) { return strcmp(t->name, "blk.3.post_ffw_norm.weight") != 0; }, {}));
-    take_errors();
-    ModelPtr m(missing.path);
-    EXPECT_EQ(m.m, nullptr);
-    EXPECT_NE(take_errors().find("missing tensor 'blk.3.post_ffw_norm.weight'"), std::string::npos);
+}
+
+// A file that disagrees with its architecture: the message names the tensor or the key.
+TEST(ArchFiles, BadFilesNameTheProblem) {
+    TU_REQUIRE_FILE(donor());
+    tiny::spec s = tiny::specs()[3];  // gemma2
+    ASSERT_EQ(s.name, "gemma2");
+    TempFile file("bad.gguf");
+    ASSERT_TRUE(tiny::write(s, file.path, donor()));
+    expect_bad_files_refused(file.path, "gemma2", {
+        {"head size", [](gguf_context * g) { gguf_set_val_u32(g, "gemma2.attention.key_length", 40); }, nullptr,
+         "blk.0.attn_q.weight' has the wrong shape"},
+        {"softcap", [](gguf_context * g) { gguf_set_val_f32(g, "gemma2.attn_logit_softcapping", -1.0f); }, nullptr, "softcapping"},
+        {"rope scaling", [](gguf_context * g) { gguf_set_val_str(g, "gemma2.rope.scaling.type", "ntk"); }, nullptr,
+         "rope.scaling.type"},
+        {"missing layer tensor", nullptr, [](const ggml_tensor * t) { return strcmp(t->name, "blk.3.post_ffw_norm.weight") != 0; },
+         "missing tensor 'blk.3.post_ffw_norm.weight'"},
+    });
 }
 
 // Mixtures of experts: an expert count or a choice count that disagrees with the file, a missing
@@ -224,30 +225,14 @@ TEST(ArchFiles, BadExpertFilesNameTheProblem) {
     ASSERT_EQ(s.name, "qwen2moe");
     TempFile file("moe.gguf");
     ASSERT_TRUE(tiny::write(s, file.path, donor()));
-    struct Case {
-        const char * what;
-        std::function<void(gguf_context *)> edit;
-        std::function<bool(const ggml_tensor *)> keep;
-        const char * expect;
-    };
-    const std::vector<Case> cases = {
+    expect_bad_files_refused(file.path, "moe", {
         {"expert count", [](gguf_context * g) { gguf_set_val_u32(g, "qwen2moe.expert_count", 5); }, nullptr,
          "tensor 'blk.0.ffn_gate_inp.weight' has the wrong shape"},
         {"used count", [](gguf_context * g) { gguf_set_val_u32(g, "qwen2moe.expert_used_count", 9); }, nullptr, "expert_used_count 9"},
         {"no experts", [](gguf_context * g) { gguf_remove_key(g, "qwen2moe.expert_count"); }, nullptr, "expert_count is missing"},
         {"missing expert", nullptr, [](const ggml_tensor * t) { return strcmp(t->name, "blk.1.ffn_up_exps.weight") != 0; },
          "missing tensor 'blk.1.ffn_up_exps.weight'"},
-    };
-    for (const Case & c : cases) {
-        SCOPED_TRACE(c.what);
-        TempFile bad(std::string("bad-moe-") + c.what + ".gguf");
-        ASSERT_TRUE(rewrite_model(file.path, bad.path, c.edit, c.keep, {}));
-        take_errors();
-        ModelPtr m(bad.path);
-        EXPECT_EQ(m.m, nullptr);
-        const std::string errs = take_errors();
-        EXPECT_NE(errs.find(c.expect), std::string::npos) << errs;
-    }
+    });
 }
 
 // An encoder: what it cannot do is refused with a message (logits without an output head,
@@ -302,13 +287,7 @@ TEST(ArchFiles, EncoderRefusesWhatItCannotDo) {
         llama_batch_free(b);
         llama_free(ctx);
     }
-    struct Case {
-        const char * what;
-        std::function<void(gguf_context *)> edit;
-        std::function<bool(const ggml_tensor *)> keep;
-        const char * expect;
-    };
-    const std::vector<Case> cases = {
+    expect_bad_files_refused(file.path, "bert", {
         {"no epsilon", [](gguf_context * g) { gguf_remove_key(g, "bert.attention.layer_norm_epsilon"); }, nullptr,
          "bert.attention.layer_norm_epsilon"},
         {"token types", [](gguf_context * g) { gguf_set_val_u32(g, "tokenizer.ggml.token_type_count", 3); }, nullptr,
@@ -317,17 +296,7 @@ TEST(ArchFiles, EncoderRefusesWhatItCannotDo) {
          "tensor 'position_embd.weight' has the wrong shape"},
         {"no layer norm bias", nullptr, [](const ggml_tensor * t) { return strcmp(t->name, "blk.1.layer_output_norm.bias") != 0; },
          "missing tensor 'blk.1.layer_output_norm.bias'"},
-    };
-    for (const Case & c : cases) {
-        SCOPED_TRACE(c.what);
-        TempFile bad(std::string("bad-bert-") + c.what + ".gguf");
-        ASSERT_TRUE(rewrite_model(file.path, bad.path, c.edit, c.keep, {}));
-        take_errors();
-        ModelPtr b(bad.path);
-        EXPECT_EQ(b.m, nullptr);
-        const std::string errs = take_errors();
-        EXPECT_NE(errs.find(c.expect), std::string::npos) << errs;
-    }
+    });
 }
 
 // Writes the models for tools/arch-reference (skipped unless LLAMA_ARCH_WRITE_MODELS names a folder).
