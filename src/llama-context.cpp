@@ -125,6 +125,105 @@ bool same_loras(const std::vector<llm_lora_entry> & a, const std::vector<llm_lor
     return true;
 }
 
+// Attention by groups (llm_attn_groups) for a micro-batch of n tokens: each group is the tokens
+// that attend as one sequence, and its cells that sequence's (those after the group's last
+// position left out under causal attention). Chosen where V is stored as rows (a context of
+// several sequences, no flash attention) and the groups score fewer cells than the ordinary
+// path would (n tokens against n_kv cells) and gather at most twice the cache's cells; a
+// generated token's cells are padded like n_kv so that its graph serves the next tokens.
+void plan_groups(const llama_context & lctx, const llama_pos * pos, const llama_seq_id * seq_first, uint32_t n,
+                 uint32_t n_kv, uint32_t pad, bool generation, llama_group_plan & gp) {
+    const llama_kv_cache & kv = lctx.kv;
+    gp.sizes = llm_attn_groups();
+    if (kv.v_trans || kv.flash_attn || lctx.n_seq_max == 1) return;
+    std::vector<int32_t> group_of(LLAMA_MAX_SEQ, -1);
+    std::vector<llama_pos> last;  // each group's last position
+    gp.tokens.clear();
+    gp.cells.clear();
+    for (uint32_t t = 0; t < n; t++) {
+        int32_t & g = group_of[(size_t) seq_first[t]];
+        if (g < 0) {
+            g = (int32_t) gp.tokens.size();
+            gp.tokens.emplace_back();
+            last.push_back(pos[t]);
+        }
+        gp.tokens[(size_t) g].push_back(t);
+        last[(size_t) g] = std::max(last[(size_t) g], pos[t]);
+    }
+    const uint32_t n_g = (uint32_t) gp.tokens.size();
+    gp.cells.assign(n_g, {});
+    const uint32_t end = kv.cells_end();
+    for (uint32_t c = 0; c < end; c++) {
+        if (kv.pos[c] < 0) continue;
+        for (uint32_t g = 0; g < n_g; g++) {
+            const llama_seq_id s = seq_first[gp.tokens[g][0]];
+            if (kv.seq[c].test((size_t) s) && (!lctx.causal_attn || kv.pos[c] <= last[g])) gp.cells[g].push_back(c);
+        }
+    }
+    uint32_t n_tq = 0, n_kc = 0;
+    for (uint32_t g = 0; g < n_g; g++) {
+        n_tq = std::max(n_tq, (uint32_t) gp.tokens[g].size());
+        n_kc = std::max(n_kc, (uint32_t) gp.cells[g].size());
+    }
+    if (generation) n_kc = std::min(kv.size, (n_kc + pad - 1) / pad * pad);
+    // The gathered rows are bounded by twice the cache (what the graph memory is planned for:
+    // sequences sharing a long prompt each gather it).
+    if (n_kc == 0 || (uint64_t) n_g * n_tq * n_kc >= (uint64_t) n * n_kv || (uint64_t) n_g * n_kc > 2ull * kv.size) return;
+    gp.sizes.n_groups = n_g;
+    gp.sizes.n_tq = n_tq;
+    gp.sizes.n_kc = n_kc;
+
+    // The inputs. A padding row sees its group's first cell only (a row of -inf would be NaN).
+    const float neg_inf = -std::numeric_limits<float>::infinity();
+    const bool swa = lctx.model.hparams.n_swa > 0;
+    gp.q_rows.assign((size_t) n_tq * n_g, 0);
+    gp.kv_rows.assign((size_t) n_kc * n_g, 0);
+    gp.out_rows.assign(n, 0);
+    gp.mask.assign((size_t) n_kc * n_tq * n_g, neg_inf);
+    gp.mask_swa.assign(swa ? gp.mask.size() : 0, neg_inf);
+    std::vector<int32_t> cell_pos(n_kc);
+    for (uint32_t g = 0; g < n_g; g++) {
+        const std::vector<uint32_t> & cells = gp.cells[g];
+        for (uint32_t i = 0; i < n_kc; i++) {
+            const uint32_t c = i < cells.size() ? cells[i] : cells[0];
+            gp.kv_rows[(size_t) g * n_kc + i] = (int32_t) c;
+            cell_pos[i] = kv.pos[c];
+        }
+        for (uint32_t j = 0; j < n_tq; j++) {
+            const size_t r = (size_t) g * n_tq + j;
+            float * row = gp.mask.data() + r * n_kc;
+            if (j >= gp.tokens[g].size()) {
+                row[0] = 0.0f;
+                if (swa) gp.mask_swa[r * n_kc] = 0.0f;
+                continue;
+            }
+            const uint32_t t = gp.tokens[g][j];
+            gp.q_rows[r] = (int32_t) t;
+            gp.out_rows[t] = (int32_t) r;
+            const llama_pos p_max = lctx.causal_attn ? pos[t] : std::numeric_limits<llama_pos>::max();
+            for (uint32_t i = 0; i < cells.size(); i++) row[i] = cell_pos[i] <= p_max ? 0.0f : neg_inf;
+            if (swa) {
+                float * row_swa = gp.mask_swa.data() + r * n_kc;
+                memcpy(row_swa, row, n_kc * sizeof(float));
+                llm_mask_window(lctx.model, row_swa, cell_pos.data(), (uint32_t) cells.size(), pos[t]);
+            }
+        }
+    }
+}
+
+// Fills the group inputs of a built graph (host or device memory alike).
+// Those the graph reads: a one-layer model's batch without outputs reads none.
+void set_group_inputs(const llm_attn_groups & g, const llama_group_plan & gp) {
+    const auto set = [](ggml_tensor * t, const void * data, size_t bytes) {
+        if (t && t->data) ggml_backend_tensor_set(t, data, 0, bytes);
+    };
+    set(g.q_rows, gp.q_rows.data(), gp.q_rows.size() * sizeof(int32_t));
+    set(g.kv_rows, gp.kv_rows.data(), gp.kv_rows.size() * sizeof(int32_t));
+    set(g.out_rows, gp.out_rows.data(), gp.out_rows.size() * sizeof(int32_t));
+    set(g.mask, gp.mask.data(), gp.mask.size() * sizeof(float));
+    set(g.mask_swa, gp.mask_swa.data(), gp.mask_swa.size() * sizeof(float));
+}
+
 // One micro-batch: tokens [0, n) with positions pos and sequences seqs, whose outputs are the
 // batch-local indices out_ids; their rows (logits of n_vocab, or in embeddings mode hidden states of
 // n_embd) go to dst. The cells the tokens
@@ -142,9 +241,12 @@ ggml_status decode_ubatch(llama_context & lctx, const llama_token * tokens, cons
     const uint32_t pad = kv_on_device(kv) ? GRAPH_REUSE_PAD_DEVICE : GRAPH_REUSE_PAD;
     const uint32_t end = kv.cells_end();
     const uint32_t n_kv = generation ? std::min(kv.size, (end + pad - 1) / pad * pad) : end;
+    llama_group_plan & gp = lctx.groups;
+    plan_groups(lctx, pos, seq_first, n, n_kv, pad, generation, gp);
 
     llama_context::reused_graph & reuse = lctx.reuse;
     const bool reusable = generation && !lctx.reuse_disabled && reuse.valid && reuse.n_kv == n_kv &&
+                          reuse.io.groups.n_groups == gp.sizes.n_groups && reuse.io.groups.n_kc == gp.sizes.n_kc &&
                           reuse.io.want_embd == lctx.embeddings && same_loras(reuse.loras, lctx.loras.entries);
     ggml_cgraph * gf = nullptr;
     llm_graph_io io_batch;  // a batch's; a generated token's graph is built into reuse.io
@@ -160,6 +262,7 @@ ggml_status decode_ubatch(llama_context & lctx, const llama_token * tokens, cons
         ggml_context * ctx = graph_context(lctx);
         if (!ctx) return GGML_STATUS_ALLOC_FAILED;
         io.want_embd = lctx.embeddings;
+        io.groups = gp.sizes;
         gf = llm_build_forward(ctx, lctx.model, kv, n, n_kv, n_out, io, &lctx.loras, &lctx.rope);
         ggml_free(ctx);  // the tensors stay in graph_meta until the next graph is built there
         if (!alloc_graph(lctx, gf)) return GGML_STATUS_ALLOC_FAILED;
@@ -208,6 +311,7 @@ ggml_status decode_ubatch(llama_context & lctx, const llama_token * tokens, cons
         if (!swa_host) ggml_backend_tensor_set(io.kq_mask_swa, swa, 0, (size_t) n * n_kv * sizeof(float));
     }
     if (io.out_ids) ggml_backend_tensor_set(io.out_ids, out_ids.data(), 0, n_out * sizeof(int32_t));
+    if (io.groups.n_groups > 0) set_group_inputs(io.groups, gp);
 
     const ggml_status st = compute_graph(lctx, gf, n == 1 ? lctx.n_threads : lctx.n_threads_batch);
     if (st == GGML_STATUS_SUCCESS && n_out > 0) {
@@ -431,7 +535,7 @@ llama_context * llama_init_from_model(llama_model * model, llama_context_params 
             if (model->layer_dev[il]) kv_buft[il] = ggml_backend_dev_buffer_type(model->layer_dev[il]);
         }
     }
-    if (!lctx->kv.init(hp, lctx->n_ctx, params.type_k, params.type_v, params.flash_attn, kv_buft, err)) {
+    if (!lctx->kv.init(hp, lctx->n_ctx, params.type_k, params.type_v, params.flash_attn, kv_buft, err, lctx->n_seq_max)) {
         LLAMA_LOG_ERROR("llama_init_from_model: %s\n", err.c_str());
         delete lctx;
         return nullptr;
@@ -461,6 +565,22 @@ llama_context * llama_init_from_model(llama_model * model, llama_context_params 
         ok = ggml_backend_sched_reserve(lctx->sched, gf);
     }
     ggml_free(ctx);
+    // And for attention by groups (several sequences, V as rows): one group of all the tokens,
+    // and two of half of them, each gathering the whole cache (plan_groups' bounds: as many
+    // scores as the graph above, twice the cache's rows).
+    for (uint32_t n_groups = 1; ok && n_groups <= 2 && !lctx->kv.v_trans && !lctx->kv.flash_attn && lctx->n_seq_max > 1; n_groups++) {
+        ctx = graph_context(*lctx);
+        ok = ctx != nullptr;
+        if (ok) {
+            llm_graph_io io;
+            io.groups.n_groups = n_groups;
+            io.groups.n_tq = (lctx->n_ubatch + n_groups - 1) / n_groups;
+            io.groups.n_kc = lctx->n_ctx;
+            ggml_cgraph * gf = llm_build_forward(ctx, *model, lctx->kv, lctx->n_ubatch, lctx->n_ctx, lctx->n_ubatch, io, nullptr, &lctx->rope);
+            ok = ggml_backend_sched_reserve(lctx->sched, gf);
+        }
+        ggml_free(ctx);
+    }
     if (!ok) {
         LLAMA_LOG_ERROR("llama_init_from_model: cannot allocate the compute buffers\n");
         delete lctx;

@@ -33,6 +33,14 @@ private:
     ggml_backend_buffer_t buf = nullptr;
 };
 
+// The groups of a micro-batch's attention and their inputs (llm_attn_groups; llama-context.cpp).
+struct llama_group_plan {
+    llm_attn_groups sizes;  // n_groups 0: the ordinary path
+    std::vector<std::vector<uint32_t>> tokens, cells;
+    std::vector<int32_t> q_rows, kv_rows, out_rows;
+    std::vector<float> mask, mask_swa;
+};
+
 struct llama_context {
     const llama_model & model;
 
@@ -94,6 +102,7 @@ struct llama_context {
     std::vector<llama_kv_cache::seq_set> inp_seqs;  // each batch token's sequences
     std::vector<llama_seq_id> inp_seq_first;        // and the first of them (whose cells it sees)
     std::vector<llama_pos> inp_seq_last;            // each sequence's last position (decode's checks)
+    llama_group_plan groups;                        // attention by groups (several sequences)
 
     // Timings.
     int64_t t_start_us = 0;

@@ -76,8 +76,47 @@ ggml_tensor * attend_fused(ggml_context * ctx, ggml_tensor * q, ggml_tensor * k,
     return ggml_reshape_2d(ctx, o, head_v * n_head, n_tokens);  // [head_v, n_head, n_tokens] in memory
 }
 
+// Rows idx (I32 [n]) of a cache tensor [n_embd, size], copied as they are: get_rows on the cache
+// seen as I32 (get_rows itself converts to F32), the result seen as the cache's type again.
+ggml_tensor * gather_rows(ggml_context * ctx, ggml_tensor * cache, ggml_tensor * idx) {
+    const size_t row = cache->nb[1];
+    if (cache->type == GGML_TYPE_F32) return ggml_get_rows(ctx, cache, idx);
+    if (row % sizeof(int32_t) != 0) return ggml_cast(ctx, ggml_get_rows(ctx, cache, idx), cache->type);  // exact
+    ggml_tensor * raw = ggml_get_rows(ctx, ggml_view_2d_as(ctx, cache, GGML_TYPE_I32, (int64_t) (row / 4), cache->ne[1]), idx);
+    return ggml_view_2d_as(ctx, raw, cache->type, cache->ne[0], idx->ne[0]);
+}
+
+// Attention by groups (llm_attn_groups): q [head_k, n_head, n_tokens]; k_cache, v_cache the
+// layer's cache, one row per cell (any type); mask g.mask or
+// g.mask_swa. Returns [n_head * head_v, n_tokens] in the batch's token order.
+ggml_tensor * attend_grouped(ggml_context * ctx, const llm_attn_groups & g, ggml_tensor * q, ggml_tensor * k_cache,
+                             ggml_tensor * v_cache, ggml_tensor * mask, int64_t head_k, int64_t head_v, int64_t n_head_kv,
+                             float kq_scale, float softcap, uint32_t n_tokens) {
+    const int64_t n_head = q->ne[1], n_g = g.n_groups, n_tq = g.n_tq, n_kc = g.n_kc;
+    if (!ggml_is_contiguous(q)) q = ggml_cont(ctx, q);
+    ggml_tensor * qg = ggml_get_rows(ctx, ggml_reshape_2d(ctx, q, head_k * n_head, n_tokens), g.q_rows);
+    qg = ggml_permute(ctx, ggml_reshape_4d(ctx, qg, head_k, n_head, n_tq, n_g), 0, 2, 1, 3);  // [head_k, n_tq, n_head, n_g]
+    // The gathered rows keep the cache's type, so that the products round the queries and the
+    // probabilities as the ordinary path does (to F16 for an F16 cache, to the K type's
+    // dot-product type): a sequence gives the same logits alone or among others.
+    ggml_tensor * kg = gather_rows(ctx, k_cache, g.kv_rows);  // [n_embd_k_gqa, n_kc * n_g]
+    kg = ggml_permute(ctx, ggml_reshape_4d(ctx, kg, head_k, n_head_kv, n_kc, n_g), 0, 2, 1, 3);  // [head_k, n_kc, n_head_kv, n_g]
+    ggml_tensor * vg = gather_rows(ctx, v_cache, g.kv_rows);  // [n_embd_v_gqa, n_kc * n_g]
+    if (ggml_is_quantized(vg->type)) vg = ggml_cast(ctx, vg, GGML_TYPE_F32);  // as the ordinary path
+    vg = ggml_cont(ctx, ggml_permute(ctx, ggml_reshape_4d(ctx, vg, head_v, n_head_kv, n_kc, n_g), 1, 2, 0, 3));  // [n_kc, head_v, n_head_kv, n_g]
+    ggml_tensor * kq = ggml_mul_mat(ctx, kg, qg);  // [n_kc, n_tq, n_head, n_g]
+    if (softcap > 0.0f) {
+        kq = ggml_scale(ctx, ggml_tanh(ctx, ggml_scale(ctx, kq, kq_scale / softcap)), softcap);
+        kq_scale = 1.0f;
+    }
+    kq = ggml_soft_max_ext(ctx, kq, mask, kq_scale, 0.0f);
+    ggml_tensor * kqv = ggml_mul_mat(ctx, vg, kq);  // [head_v, n_tq, n_head, n_g]
+    kqv = ggml_cont_2d(ctx, ggml_permute(ctx, kqv, 0, 2, 1, 3), head_v * n_head, n_tq * n_g);
+    return ggml_get_rows(ctx, kqv, g.out_rows);
+}
+
 // The cache: this batch's keys and values go to the cells io.kv_idxs names; attention reads
-// cells [0, n_kv).
+// cells [0, n_kv), or each group of tokens its own sequence's cells (io.groups).
 struct kv_cache_source : llm_kv_source {
     ggml_context * ctx;
     ggml_cgraph * gf;
@@ -96,6 +135,10 @@ struct kv_cache_source : llm_kv_source {
         const llama_hparams & hp = model.hparams;
         const int64_t head_k = hp.n_embd_head_k, head_v = hp.n_embd_head_v, n_head_kv = hp.n_head_kv;
         ggml_tensor * k_cache = kv.k_l[il], * v_cache = kv.v_l[il];
+        if (io.groups.n_groups > 0) {
+            ggml_tensor * mask = kq_mask == io.kq_mask_swa ? io.groups.mask_swa : io.groups.mask;
+            return attend_grouped(ctx, io.groups, q, k_cache, v_cache, mask, head_k, head_v, n_head_kv, kq_scale, softcap, n_tokens);
+        }
         ggml_tensor * k = ggml_view_3d(ctx, k_cache, head_k, n_kv, n_head_kv, k_cache->nb[1], ggml_row_size(k_cache->type, head_k), 0);
         if (kv.flash_attn) {
             // K and V read as stored (F16, Q8_0, ...).
@@ -106,10 +149,11 @@ struct kv_cache_source : llm_kv_source {
         if (kv.v_trans) {
             v = ggml_view_3d(ctx, v_cache, n_kv, head_v, n_head_kv, v_cache->nb[1], v_cache->nb[1] * head_v, 0);
         } else {
-            // Block-typed V: convert the used cells, then transpose.
+            // V stored as rows (a block type, or several sequences): the used cells transposed,
+            // a block type converted to F32 first (F16 stays F16: the product rounds as above).
             ggml_tensor * vq = ggml_view_2d(ctx, v_cache, kv.n_embd_v_gqa, n_kv, v_cache->nb[1], 0);
-            ggml_tensor * vf = ggml_reshape_3d(ctx, ggml_cast(ctx, vq, GGML_TYPE_F32), head_v, n_head_kv, n_kv);
-            v = ggml_cont(ctx, ggml_permute(ctx, vf, 1, 2, 0, 3));
+            if (ggml_is_quantized(v_cache->type)) vq = ggml_cast(ctx, vq, GGML_TYPE_F32);
+            v = ggml_cont(ctx, ggml_permute(ctx, ggml_reshape_3d(ctx, vq, head_v, n_head_kv, n_kv), 1, 2, 0, 3));
         }
         return attend(ctx, q, k, v, kq_mask, kq_scale, softcap, n_tokens);
     }
@@ -144,9 +188,13 @@ struct kv_batch_source : llm_kv_source {
 // logits when only some of them do.
 void make_inputs(ggml_context * ctx, const llama_model & model, llm_graph_io & io, uint32_t n_tokens, uint32_t n_kv,
                  uint32_t n_outputs) {
-    const bool want_embd = io.want_embd;  // the caller's choice; the rest starts afresh
+    const bool want_embd = io.want_embd;  // the caller's choices; the rest starts afresh
+    const llm_attn_groups groups = io.groups;
     io = llm_graph_io();
     io.want_embd = want_embd;
+    io.groups.n_groups = groups.n_groups;
+    io.groups.n_tq = groups.n_tq;
+    io.groups.n_kc = groups.n_kc;
     io.tokens = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, n_tokens);
     ggml_set_name(io.tokens, "inp_tokens");
     ggml_set_input(io.tokens);
@@ -406,6 +454,22 @@ ggml_cgraph * llm_build_forward(ggml_context * ctx, const llama_model & model, c
     io.kv_idxs = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, n_tokens);
     ggml_set_name(io.kv_idxs, "inp_kv_idxs");
     ggml_set_input(io.kv_idxs);
+    llm_attn_groups & g = io.groups;
+    if (g.n_groups > 0) {
+        GGML_ASSERT(!kv.v_trans && "attention by groups reads V as rows");
+        const auto input = [&](ggml_tensor * t, const char * name) {
+            ggml_set_name(t, name);
+            ggml_set_input(t);
+            return t;
+        };
+        g.q_rows = input(ggml_new_tensor_1d(ctx, GGML_TYPE_I32, (int64_t) g.n_tq * g.n_groups), "inp_group_q_rows");
+        g.kv_rows = input(ggml_new_tensor_1d(ctx, GGML_TYPE_I32, (int64_t) g.n_kc * g.n_groups), "inp_group_kv_rows");
+        g.out_rows = input(ggml_new_tensor_1d(ctx, GGML_TYPE_I32, n_tokens), "inp_group_out_rows");
+        g.mask = input(ggml_new_tensor_4d(ctx, GGML_TYPE_F32, g.n_kc, g.n_tq, 1, g.n_groups), "group_kq_mask");
+        if (model.hparams.n_swa > 0) {
+            g.mask_swa = input(ggml_new_tensor_4d(ctx, GGML_TYPE_F32, g.n_kc, g.n_tq, 1, g.n_groups), "group_kq_mask_swa");
+        }
+    }
     kv_cache_source src(ctx, gf, model, kv, n_tokens, n_kv, io);
     const llm_rope_params rp = rope ? *rope : llm_rope_from_model(model);
     llm_graph_builder b{ctx, gf, model, model.hparams, rp, n_tokens, n_outputs > 0, io, src,

@@ -14,6 +14,23 @@ struct llama_model;
 struct llama_kv_cache;
 struct llm_lora_set;
 
+// Attention by groups (contexts of several sequences, without flash attention): the micro-batch's
+// tokens are grouped by the sequence they attend as, and each group's queries meet only that
+// sequence's cells, gathered from the cache (rows of K and V), instead of every token scoring every
+// cell under a mask. n tokens of n sequences interleaved in n * m cells then cost n * m scores,
+// not n * n * m. The caller sizes the groups before building (n_groups 0: the ordinary path);
+// the graph makes the inputs, which the caller fills.
+struct llm_attn_groups {
+    uint32_t n_groups = 0;
+    uint32_t n_tq = 0;                 // tokens per group (the largest group's; the others padded)
+    uint32_t n_kc = 0;                 // cells per group (likewise)
+    ggml_tensor * q_rows = nullptr;    // I32 [n_tq * n_groups]: the batch token of each group row (padding: any)
+    ggml_tensor * kv_rows = nullptr;   // I32 [n_kc * n_groups]: the cell of each group column (padding: any, masked)
+    ggml_tensor * out_rows = nullptr;  // I32 [n_tokens]: each token's row among the groups' n_tq * n_groups
+    ggml_tensor * mask = nullptr;      // F32 [n_kc, n_tq, 1, n_groups]: 0 visible, -inf hidden
+    ggml_tensor * mask_swa = nullptr;  // the same for the sliding-window layers (hparams.n_swa > 0)
+};
+
 // What the forward graph reads and produces.
 struct llm_graph_io {
     ggml_tensor * tokens = nullptr;   // I32 [n_tokens]
@@ -39,6 +56,8 @@ struct llm_graph_io {
     // I32 [n_tokens]: the cache cells this batch's keys and values go to (ggml_set_rows), an input
     // like the others, so that a generated token's graph serves the next tokens unchanged.
     ggml_tensor * kv_idxs = nullptr;
+    // Set by the caller before building (sizes) like want_embd; the graph adds the inputs.
+    llm_attn_groups groups;
 };
 
 // RoPE as a context applies it: the model's trained values unless llama_context_params overrides

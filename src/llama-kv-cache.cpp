@@ -16,7 +16,7 @@ llama_kv_cache::~llama_kv_cache() {
 }
 
 bool llama_kv_cache::init(const llama_hparams & hp, uint32_t n_ctx, ggml_type tk, ggml_type tv, bool fa,
-                          const std::vector<ggml_backend_buffer_type_t> & layer_buft, std::string & err) {
+                          const std::vector<ggml_backend_buffer_type_t> & layer_buft, std::string & err, uint32_t n_seq_max) {
     // The cache types are the type table's (kv_cache: llama.cpp's cache types). Rows are cut per
     // head (K multiplied per head), so each head must hold whole blocks. Whether the devices
     // write and read the type is theirs to answer (supports_op), asked by the scheduler when the
@@ -49,7 +49,9 @@ bool llama_kv_cache::init(const llama_hparams & hp, uint32_t n_ctx, ggml_type tk
     n_embd_k_gqa = hp.n_embd_k_gqa();
     n_embd_v_gqa = hp.n_embd_v_gqa();
     flash_attn = fa;
-    v_trans = !ggml_is_quantized(tv) && !fa;
+    // Transposed only for one sequence: with several, attention gathers each sequence's cells
+    // (rows of K and V) and reads those alone (llm_attn_groups).
+    v_trans = !ggml_is_quantized(tv) && !fa && n_seq_max == 1;
 
     // One context and one buffer per buffer type (each layer's cache lives with its weights).
     std::vector<ggml_backend_buffer_type_t> bufts;

@@ -5,7 +5,9 @@
 // stored transposed, [size, n_embd_v_gqa], for F32/F16 so that attention multiplies it without
 // a copy; a block type (Q8_0) cannot be written one element per row, so V is then stored like
 // K and converted for attention. With flash attention V is always stored like K: the fused op
-// reads rows of both as they are.
+// reads rows of both as they are. So it is too in a context of several sequences: attention then
+// gathers the rows of each sequence's cells (llm_attn_groups in llama-graph.h), so that tokens of
+// many sequences in one micro-batch do not each score every other sequence's cells.
 //
 // Each cell holds one token's key and value, its position and the set of sequences it belongs to
 // (a prompt shared by several sequences is stored once; llama_kv_self_seq_cp adds a sequence to
@@ -37,7 +39,7 @@ struct llama_kv_cache {
     uint32_t size = 0;          // cells (n_ctx)
     uint32_t n_embd_k_gqa = 0;
     uint32_t n_embd_v_gqa = 0;
-    bool v_trans = true;        // V stored transposed (F32, F16 without flash attention)
+    bool v_trans = true;        // V stored transposed (F32, F16 without flash attention, one sequence)
     bool flash_attn = false;    // attention through ggml_flash_attn_ext (V stored like K)
 
     std::vector<ggml_tensor *> k_l;  // per layer
@@ -58,7 +60,7 @@ struct llama_kv_cache {
     // Allocates (and zeroes) the cache, layer il's K and V in memory of layer_buft[il]; false with
     // a message in err.
     bool init(const llama_hparams & hp, uint32_t n_ctx, ggml_type type_k, ggml_type type_v, bool flash_attn,
-              const std::vector<ggml_backend_buffer_type_t> & layer_buft, std::string & err);
+              const std::vector<ggml_backend_buffer_type_t> & layer_buft, std::string & err, uint32_t n_seq_max = 1);
     size_t total_size() const { return buf_size; }
 
     bool empty(uint32_t i) const { return pos[i] < 0; }

@@ -277,6 +277,7 @@ struct cache_plan {
     std::vector<llama_pos> pos;
     std::vector<llama_kv_cache::seq_set> seqs;
     size_t data_off = 0;  // the K and V data (after v_trans and n_layer)
+    bool v_trans = false;  // the state's V layout (the cache's may differ: converted on loading)
 };
 
 struct state_plan {
@@ -356,11 +357,13 @@ bool check_cache(llama_context * ctx, state_reader & r, llama_seq_id s, cache_pl
         err = "the state has " + std::to_string(n_layer) + " layers, the model " + std::to_string(kv.k_l.size());
         return false;
     }
-    if (v_trans > 1 || (v_trans == 1) != kv.v_trans) {
-        err = std::string("the state's V cache is ") + (v_trans == 1 ? "transposed" : v_trans == 0 ? "not transposed" : "of unknown layout") +
-              ", this context's " + (kv.v_trans ? "is" : "is not") + " (flash attention or the V type differ)";
+    // A transposed V (F32 / F16) loads into a cache that stores rows (flash attention, several
+    // sequences) and the other way round: the elements are the same, only their order differs.
+    if (v_trans > 1) {
+        err = "the state's V cache is of unknown layout (" + std::to_string(v_trans) + ")";
         return false;
     }
+    plan.v_trans = v_trans == 1;
     plan.data_off = r.off;
     const auto type_name = [](int32_t t) {
         return t >= 0 && t < GGML_TYPE_COUNT && ggml_type_is_valid((ggml_type) t) ? std::string(ggml_type_name((ggml_type) t))
@@ -386,7 +389,7 @@ bool check_cache(llama_context * ctx, state_reader & r, llama_seq_id s, cache_pl
         if (!check_type("K", t, kv.type_k, il) || !check_size("K row", row, k_row, il)) return false;
         if (!r.skip(cell_count * k_row)) return trunc("the K data");
     }
-    if (!kv.v_trans) {
+    if (!plan.v_trans) {
         const uint64_t v_row = ggml_row_size(kv.type_v, kv.n_embd_v_gqa);
         for (uint32_t il = 0; il < n_layer; il++) {
             int32_t t = 0;
@@ -462,23 +465,30 @@ bool apply_cache(llama_context * ctx, state_reader & r, llama_seq_id s, const ca
         if (!src) return fail();
         if (n) scatter(kv.k_l[il], src, 0, k_row);
     }
-    if (!kv.v_trans) {
-        const size_t v_row = ggml_row_size(kv.type_v, kv.n_embd_v_gqa);
-        for (uint32_t il = 0; il < n_layer; il++) {
-            if (!r.skip(sizeof(int32_t) + sizeof(uint64_t))) return fail();
-            const uint8_t * src = r.data((size_t) n * v_row);
-            if (!src) return fail();
-            if (n) scatter(kv.v_l[il], src, 0, v_row);
+    // V as the state holds it (rows of cells, or per dimension the cells' elements), written in
+    // the cache's layout: a layout that differs (a state of another number of sequences, or of
+    // flash attention on against off) is transposed here first.
+    const size_t el = ggml_type_size(kv.type_v);
+    const size_t n_embd_v = kv.n_embd_v_gqa;
+    std::vector<uint8_t> turned(plan.v_trans != kv.v_trans ? (size_t) n * n_embd_v * el : 0);
+    const auto transpose = [&](const uint8_t * src, size_t rows, size_t cols) {  // src [rows][cols] of el bytes
+        for (size_t i = 0; i < rows; i++) {
+            for (size_t j = 0; j < cols; j++) memcpy(turned.data() + (j * rows + i) * el, src + (i * cols + j) * el, el);
         }
-    } else {
-        const size_t el = ggml_type_size(kv.type_v);
-        for (uint32_t il = 0; il < n_layer; il++) {
-            if (!r.skip(sizeof(int32_t) + 2 * sizeof(uint32_t))) return fail();
-            ggml_tensor * v = kv.v_l[il];
-            const uint8_t * src = r.data((size_t) n * kv.n_embd_v_gqa * el);
-            if (!src) return fail();
-            if (!n) continue;
-            for (uint32_t d = 0; d < kv.n_embd_v_gqa; d++) scatter(v, src + (size_t) d * n * el, d * v->nb[1], el);
+        return (const uint8_t *) turned.data();
+    };
+    const size_t v_row = ggml_row_size(kv.type_v, kv.n_embd_v_gqa);
+    for (uint32_t il = 0; il < n_layer; il++) {
+        if (!r.skip(plan.v_trans ? sizeof(int32_t) + 2 * sizeof(uint32_t) : sizeof(int32_t) + sizeof(uint64_t))) return fail();
+        ggml_tensor * v = kv.v_l[il];
+        const uint8_t * src = r.data(plan.v_trans ? (size_t) n * n_embd_v * el : (size_t) n * v_row);
+        if (!src) return fail();
+        if (!n) continue;
+        if (plan.v_trans != kv.v_trans) src = plan.v_trans ? transpose(src, n_embd_v, n) : transpose(src, n, n_embd_v);
+        if (!kv.v_trans) {
+            scatter(v, src, 0, v_row);
+        } else {
+            for (size_t d = 0; d < n_embd_v; d++) scatter(v, src + d * n * el, d * v->nb[1], el);
         }
     }
     return true;

@@ -529,6 +529,10 @@ struct ggml_tensor * ggml_view_1d(struct ggml_context * ctx, struct ggml_tensor 
 struct ggml_tensor * ggml_view_2d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0, int64_t ne1, size_t nb1, size_t offset);
 struct ggml_tensor * ggml_view_3d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2, size_t nb1, size_t nb2, size_t offset);
 struct ggml_tensor * ggml_view_4d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3, size_t nb1, size_t nb2, size_t nb3, size_t offset);
+// The bytes of a contiguous tensor a seen as ne1 rows of ne0 elements of another type (this
+// project's extension; ggml has no such view): a raw row copy of any type is get_rows on an I32
+// view, seen again as the original type. No data moves; there is no gradient through it.
+struct ggml_tensor * ggml_view_2d_as(struct ggml_context * ctx, struct ggml_tensor * a, enum ggml_type type, int64_t ne0, int64_t ne1);
 // axis_i: where dimension i of a goes in the result.
 struct ggml_tensor * ggml_permute(struct ggml_context * ctx, struct ggml_tensor * a, int axis0, int axis1, int axis2, int axis3);
 struct ggml_tensor * ggml_transpose(struct ggml_context * ctx, struct ggml_tensor * a);

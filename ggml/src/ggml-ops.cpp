@@ -11,6 +11,9 @@
 struct ggml_tensor * ggml_new_view_impl(struct ggml_context * ctx, struct ggml_tensor * src, int n_dims,
                                         const int64_t * ne, size_t offset);
 
+struct ggml_tensor * ggml_new_view_as_impl(struct ggml_context * ctx, struct ggml_tensor * src, enum ggml_type type, int n_dims,
+                                           const int64_t * ne, size_t offset);
+
 struct ggml_tensor * ggml_view_tensor(struct ggml_context * ctx, struct ggml_tensor * src) {
     ggml_tensor * r = ggml_new_view_impl(ctx, src, GGML_MAX_DIMS, src->ne, 0);
     ggml_format_name(r, "%.58s (view)", src->name);
@@ -552,6 +555,20 @@ struct ggml_tensor * ggml_view_4d(struct ggml_context * ctx, struct ggml_tensor 
     return r;
 }
 
+struct ggml_tensor * ggml_view_2d_as(struct ggml_context * ctx, struct ggml_tensor * a, enum ggml_type type, int64_t ne0, int64_t ne1) {
+    GGML_ASSERT(ggml_is_contiguous(a) && "view_2d_as: a must be contiguous");
+    GGML_ASSERT(ne0 % ggml_blck_size(type) == 0 && ggml_row_size(type, ne0) * (size_t) ne1 == ggml_nbytes(a) &&
+                "view_2d_as: the rows must cover a's bytes exactly");
+    const int64_t ne[2] = { ne0, ne1 };
+    ggml_tensor * r = ggml_new_view_as_impl(ctx, a, type, 2, ne, 0);
+    ggml_format_name(r, "%.58s (as %s)", a->name, ggml_type_name(type));
+    const size_t offset = 0;
+    ggml_set_op_params(r, &offset, sizeof(offset));
+    r->op = GGML_OP_VIEW;
+    r->src[0] = a;
+    return r;
+}
+
 static ggml_tensor * acc_zero_based(ggml_context * ctx, ggml_tensor * like, ggml_tensor * b, size_t nb1, size_t nb2,
                                     size_t nb3, size_t offset);
 
@@ -560,6 +577,7 @@ static ggml_tensor * acc_zero_based(ggml_context * ctx, ggml_tensor * like, ggml
 GGML_BACKWARD_RULE(view) {
     ggml_tensor * a = node->src[0];
     if (!ggml_bw_needs(bw, a)) return;
+    if (node->type != a->type) GGML_ABORT("backward of view: no gradient through '%s' seen as another type", a->name);
     if (!ggml_is_contiguous(a)) GGML_ABORT("backward of view: the viewed tensor '%s' must be contiguous", a->name);
     size_t offset;
     memcpy(&offset, node->op_params, sizeof(offset));

@@ -269,6 +269,14 @@ struct ggml_tensor * ggml_new_view_impl(struct ggml_context * ctx, struct ggml_t
     return new_tensor_impl(ctx, src->type, n_dims, ne, src, offset);
 }
 
+// A view of src's memory as another type (ggml_view_2d_as).
+struct ggml_tensor * ggml_new_view_as_impl(struct ggml_context * ctx, struct ggml_tensor * src, enum ggml_type type, int n_dims,
+                                           const int64_t * ne, size_t offset);
+struct ggml_tensor * ggml_new_view_as_impl(struct ggml_context * ctx, struct ggml_tensor * src, enum ggml_type type, int n_dims,
+                                           const int64_t * ne, size_t offset) {
+    return new_tensor_impl(ctx, type, n_dims, ne, src, offset);
+}
+
 struct ggml_tensor * ggml_new_i32(struct ggml_context * ctx, int32_t value) {
     GGML_ASSERT(!ctx->no_alloc);
     ggml_tensor * t = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, 1);

@@ -674,6 +674,35 @@ TEST(Copy, DupAndCast) {
         }
 }
 
+// Transposed planes large enough for the tiled copy (32 x 32 tiles, partial ones at the edges):
+// a transpose, and attention's V (head_v, heads, cells) -> (cells, head_v, heads).
+TEST(Copy, ContOfTransposedPlanesInTiles) {
+    std::mt19937 rng(35);
+    struct Case { int64_t ne[4]; int ax[4]; };
+    const Case cases[] = { { {37, 45, 3, 2}, {1, 0, 2, 3} }, { {37, 5, 45, 2}, {1, 2, 0, 3} }, { {64, 33, 1, 1}, {1, 0, 2, 3} } };
+    for (ggml_type type : {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_I32})
+        for (const Case & cs : cases) {
+            SCOPED_TRACE(std::string(ggml_type_name(type)) + " " + std::to_string(cs.ne[0]) + "x" + std::to_string(cs.ne[1]) + "x" +
+                         std::to_string(cs.ne[2]));
+            tu::Ctx ctx(16u << 20);
+            ggml_tensor * base = ggml_new_tensor_4d(ctx, type, cs.ne[0], cs.ne[1], cs.ne[2], cs.ne[3]);
+            const Values bv = fill_for_copy(base, rng);
+            ggml_tensor * p = ggml_permute(ctx, base, cs.ax[0], cs.ax[1], cs.ax[2], cs.ax[3]);
+            ASSERT_EQ(p->nb[1], ggml_type_size(type));  // the tiled path's case
+            ggml_tensor * c = ggml_cont(ctx, p);
+            const Shape pne = shape_of(p);
+            const Shape bne = {cs.ne[0], cs.ne[1], cs.ne[2], cs.ne[3]};
+            Values ref(bv.size());
+            tu::for_each(base, [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+                int64_t j[4];
+                const int64_t i[4] = {i0, i1, i2, i3};
+                for (int k = 0; k < 4; k++) j[cs.ax[k]] = i[k];
+                ref[flat_index(pne, j[0], j[1], j[2], j[3])] = bv[flat_index(bne, i0, i1, i2, i3)];
+            });
+            tu::expect_close(tu::compute_all_threads(ctx, c), ref, 0, 0, "cont");
+        }
+}
+
 TEST(Copy, ContOfPermutedAndReshaped) {
     std::mt19937 rng(33);
     const int axes[][4] = {{0, 1, 2, 3}, {1, 0, 2, 3}, {2, 0, 3, 1}, {3, 2, 1, 0}, {0, 2, 1, 3}, {1, 2, 3, 0}};

@@ -428,14 +428,12 @@ TEST_F(State, TruncatedOrCorruptBufferLeavesContextAsItWas) {
         { o_cell0 + 4, u32(0), "no sequence" },
         { o_cell0 + 8, u32(4), "out of range" },
         { o_cell1 + 4, u32(0x40000000u), "ends early" },
-        { o_vtrans, u32(0), "transposed" },
         { o_vtrans, u32(7), "unknown layout" },
         { o_vtrans + 4, u32(4), "layers" },
         { o_k0, u32(GGML_TYPE_F32), "K cache is f32" },
         { o_k0 + 4, u64(66), "K row" },
-        { o_v_last, u32(GGML_TYPE_Q8_0), "V cache is q8_0" },
-        { o_v_last + 4, u32(4), "V element" },
-        { o_v_last + 8, u32(16), "dimensions" },
+        { o_v_last, u32(GGML_TYPE_Q8_0), "V cache is q8_0" },  // V as rows (a context of several sequences)
+        { o_v_last + 4, u64(66), "V row" },
     };
     for (const Edit & e : edits) {
         SCOPED_TRACE(e.word);
@@ -443,6 +441,21 @@ TEST_F(State, TruncatedOrCorruptBufferLeavesContextAsItWas) {
         ASSERT_LE(e.off + e.bytes.size(), bad.size());
         memcpy(bad.data() + e.off, e.bytes.data(), e.bytes.size());
         EXPECT_REFUSED(llama_state_set_data(ctx, bad.data(), bad.size()), ctx, before, e.word);
+    }
+    // V transposed (a context of one sequence): its header's element size and dimensions.
+    {
+        Ctx one(m(), 1), dst(m(), 1);
+        ASSERT_EQ(decode(one, { { 1, 0, { 0 }, false }, { 403, 1, { 0 }, true } }), 0);
+        ASSERT_EQ(decode(dst, { { 1, 0, { 0 }, true } }), 0);
+        const std::vector<uint8_t> good1 = state_of(one), before1 = state_of(dst);
+        const size_t o_v1 = good1.size() - (size_t) n_embd_v * 2 * sizeof(ggml_fp16_t) - 12;
+        for (const Edit & e : { Edit{ o_v1, u32(GGML_TYPE_Q8_0), "V cache is q8_0" }, Edit{ o_v1 + 4, u32(4), "V element" },
+                                Edit{ o_v1 + 8, u32(16), "dimensions" } }) {
+            SCOPED_TRACE(e.word);
+            std::vector<uint8_t> bad = good1;
+            memcpy(bad.data() + e.off, e.bytes.data(), e.bytes.size());
+            EXPECT_REFUSED(llama_state_set_data(dst, bad.data(), bad.size()), dst, before1, e.word);
+        }
     }
     // A sequence's state must not name sequences; a whole one is not a sequence's.
     EXPECT_REFUSED(llama_state_seq_set_data(ctx, good.data() + o_cells, good.size() - o_cells, 3), ctx, before, "names sequences");
@@ -462,7 +475,7 @@ TEST_F(State, OtherModelOrCacheTypeIsRefused) {
     const std::vector<uint8_t> good = state_of(src);
     const std::vector<uint8_t> seq_good = seq_state_of(src, 1);
     struct Case { ggml_type type; bool fa; const char * word; };
-    for (const Case & c : { Case{ GGML_TYPE_F32, false, "f32" }, Case{ GGML_TYPE_F16, true, "transposed" } }) {
+    for (const Case & c : { Case{ GGML_TYPE_F32, false, "f32" }, Case{ GGML_TYPE_F32, true, "f32" } }) {
         SCOPED_TRACE(c.word);
         Ctx ctx(m(), 4, 64, c.type, c.fa);
         ASSERT_EQ(decode(ctx, { { 1, 0, { 0 }, true } }), 0);
@@ -484,6 +497,38 @@ TEST_F(State, OtherModelOrCacheTypeIsRefused) {
     EXPECT_FALSE(llama_state_seq_set_data(ctx, seq_good.data(), seq_good.size(), 1));
     EXPECT_NE(take_errors(), "");
     EXPECT_TRUE(state_of(ctx) == before);
+}
+
+// V is stored transposed in a context of one sequence without flash attention, as rows otherwise;
+// a state moves between them (llama.cpp's, whose layout depends on flash attention alone, too):
+// the same outputs, and the same continuation to the rounding of another attention path.
+TEST_F(State, StatesMoveBetweenVLayouts) {
+    struct Cfg { uint32_t n_seq; bool fa; const char * name; };
+    const Cfg cfgs[] = { { 1, false, "one sequence (V transposed)" }, { 4, false, "four sequences (V rows)" },
+                         { 1, true, "flash attention (V rows)" } };
+    const std::vector<Tok> prompt = { { 1, 0, { 0 }, false }, { 403, 1, { 0 }, false }, { 261, 2, { 0 }, false }, { 378, 3, { 0 }, true } };
+    for (const Cfg & from : cfgs) {
+        Ctx src(m(), from.n_seq, 64, GGML_TYPE_F16, from.fa);
+        ASSERT_EQ(decode(src, prompt), 0);
+        const std::vector<uint8_t> saved = state_of(src), seq_saved = seq_state_of(src, 0);
+        const std::vector<float> out = logits(src, 3);
+        ASSERT_EQ(decode(src, { { 343, 4, { 0 }, true } }), 0);
+        const std::vector<float> next = logits(src, 0);
+        for (const Cfg & to : cfgs) {
+            SCOPED_TRACE(std::string(from.name) + " into " + to.name);
+            Ctx dst(m(), to.n_seq, 64, GGML_TYPE_F16, to.fa);
+            ASSERT_EQ(llama_state_set_data(dst, saved.data(), saved.size()), saved.size()) << take_errors();
+            EXPECT_EQ(logits(dst, 3), out);
+            ASSERT_EQ(decode(dst, { { 343, 4, { 0 }, true } }), 0);
+            EXPECT_LT(kl(next, logits(dst, 0)), 1e-6);
+            // A sequence's state, into the last sequence.
+            Ctx dst2(m(), to.n_seq, 64, GGML_TYPE_F16, to.fa);
+            const llama_seq_id s = (llama_seq_id) to.n_seq - 1;
+            ASSERT_EQ(llama_state_seq_set_data(dst2, seq_saved.data(), seq_saved.size(), s), seq_saved.size()) << take_errors();
+            ASSERT_EQ(decode(dst2, { { 343, 4, { s }, true } }), 0);
+            EXPECT_LT(kl(next, logits(dst2, 0)), 1e-6);
+        }
+    }
 }
 
 TEST_F(State, SequenceThatDoesNotFitIsRefused) {

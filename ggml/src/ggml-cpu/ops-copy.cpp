@@ -142,6 +142,32 @@ void for_each_run(const struct ggml_tensor * t, int64_t flat, int64_t n, F && f)
     }
 }
 
+// dst (packed) = src whose dimension 1 is the contiguous one (a transposed view, as attention's
+// V), same plain type: square tiles of TILE x TILE, so that src is read and dst written a cache
+// line at a time (walking dst's rows in order strides through src one element per line). The
+// work is split by planes and bands of TILE rows.
+template <size_t ES>
+void transpose_tiles(const struct ggml_compute_params * params, struct ggml_tensor * dst, const struct ggml_tensor * src) {
+    constexpr int64_t TILE = 32;
+    const int64_t ne0 = dst->ne[0], ne1 = dst->ne[1], ne2 = dst->ne[2];
+    const int64_t bands = (ne1 + TILE - 1) / TILE, items = bands * ne2 * dst->ne[3];
+    int64_t w0, w1;
+    ggml_cpu_split_rows(items, params->ith, params->nth, &w0, &w1);
+    for (int64_t w = w0; w < w1; w++) {
+        const int64_t b = w % bands, i2 = (w / bands) % ne2, i3 = w / (bands * ne2);
+        const int64_t i1s = b * TILE, i1e = std::min(ne1, i1s + TILE);
+        const char * x = (const char *) src->data + i2 * src->nb[2] + i3 * src->nb[3];
+        char * y = (char *) dst->data + i2 * dst->nb[2] + i3 * dst->nb[3];
+        for (int64_t i0s = 0; i0s < ne0; i0s += TILE) {
+            const int64_t i0e = std::min(ne0, i0s + TILE);
+            for (int64_t i0 = i0s; i0 < i0e; i0++) {
+                const char * xr = x + i0 * src->nb[0];
+                for (int64_t i1 = i1s; i1 < i1e; i1++) memcpy(y + i1 * dst->nb[1] + i0 * ES, xr + i1 * ES, ES);
+            }
+        }
+    }
+}
+
 }  // namespace
 
 // dst gets src's elements in logical order (i0 fastest), converted to dst's type. Used for DUP,
@@ -164,6 +190,17 @@ void ggml_cpu_forward_dup(const struct ggml_compute_params * params, struct ggml
         const size_t row_bytes = ggml_row_size(dst->type, dst->ne[0]);
         if (r0 < r1) {
             memcpy((char *) dst->data + r0 * row_bytes, (const char *) src->data + r0 * row_bytes, (size_t) (r1 - r0) * row_bytes);
+        }
+        return;
+    }
+
+    const size_t es = ggml_type_size(src->type);
+    if (src->type == dst->type && !src_blocks && ggml_are_same_shape(src, dst) && ggml_is_contiguous(dst) && src->nb[1] == es && src->nb[0] > es &&
+        dst->ne[0] >= 8 && dst->ne[1] >= 8 && (es == 2 || es == 4)) {
+        if (es == 2) {
+            transpose_tiles<2>(params, dst, src);
+        } else {
+            transpose_tiles<4>(params, dst, src);
         }
         return;
     }
