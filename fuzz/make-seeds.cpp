@@ -8,6 +8,8 @@
 //   tiny-gemma2.gguf     gemma2: two layers (one windowed, window 3), soft-caps, post-norms
 //   tiny-gemma3.gguf     gemma3: Q/K norms, windowed layers, linear RoPE scaling
 //   tiny-phi3.gguf       phi3: fused QKV and gate-up, window 4, LongRoPE factors
+//   tiny-mixtral.gguf    llama with 4 stacked experts, 2 per token (router ffn_gate_inp)
+//   tiny-qwen2moe.gguf   qwen2moe: 4 experts of FFN 8, a gated shared expert of FFN 16, biases
 //   all-types.gguf       one key of every value type and array type, tensors of several types
 // Usage: fuzz-make-seeds OUT_DIR
 #include "ggml.h"
@@ -39,15 +41,16 @@ struct builder {
         seed = seed * 1664525u + 1013904223u;
         return ((seed >> 8) / 16777216.0f - 0.5f) * 0.5f;
     }
-    void tensor(const std::string & name, ggml_type type, int64_t ne0, int64_t ne1 = 1, float fill = NAN) {
-        ggml_tensor * t = ne1 == 1 ? ggml_new_tensor_1d(ctx, type, ne0) : ggml_new_tensor_2d(ctx, type, ne0, ne1);
+    void tensor(const std::string & name, ggml_type type, int64_t ne0, int64_t ne1 = 1, float fill = NAN, int64_t ne2 = 1) {
+        ggml_tensor * t = ne2 > 1   ? ggml_new_tensor_3d(ctx, type, ne0, ne1, ne2)
+                          : ne1 == 1 ? ggml_new_tensor_1d(ctx, type, ne0) : ggml_new_tensor_2d(ctx, type, ne0, ne1);
         ggml_set_name(t, name.c_str());
-        const int64_t n = ne0 * ne1;
+        const int64_t n = ne0 * ne1 * ne2;
         std::vector<float> f((size_t) n);
         for (float & v : f) v = std::isnan(fill) ? rnd() : fill;
         if (type == GGML_TYPE_F32) memcpy(t->data, f.data(), f.size() * sizeof(float));
         else if (type == GGML_TYPE_F16) for (int64_t i = 0; i < n; i++) ((ggml_fp16_t *) t->data)[i] = ggml_fp32_to_fp16(f[i]);
-        else ggml_quantize_chunk(type, f.data(), t->data, 0, ne1, ne0, nullptr);
+        else ggml_quantize_chunk(type, f.data(), t->data, 0, ne1 * ne2, ne0, nullptr);
         gguf_add_tensor(g, t);
     }
     void strs(const char * key, const std::vector<std::string> & v) {
@@ -104,8 +107,15 @@ void bpe_vocab(builder & b, vocab_spec & v, const char * pre) {
 // Hyper-parameters and weights of a model of the architecture table's family `arch`: its
 // required tensors (biases too when asked), by the table's names and shapes. head_k: explicit
 // head size (0: n_embd / n_head).
+// A mixture of experts: n_expert experts (n_used per token) of FFN size n_ff_exp, and a shared
+// expert of n_ff_shexp (0: none).
+struct moe_spec {
+    uint32_t n_expert = 0, n_used = 0, n_ff_exp = 0, n_ff_shexp = 0;
+};
+
 void weights(builder & b, const char * arch, uint32_t n_layer, int64_t n_embd, uint32_t n_head, uint32_t n_head_kv,
-             int64_t n_ff, int64_t n_vocab, ggml_type mat, bool tied, bool biases, uint32_t head_k = 0) {
+             int64_t n_ff, int64_t n_vocab, ggml_type mat, bool tied, bool biases, uint32_t head_k = 0,
+             const moe_spec & moe = moe_spec()) {
     const std::string a = arch;
     gguf_set_val_str(b.g, "general.architecture", arch);
     gguf_set_val_str(b.g, "general.name", "tiny");
@@ -127,6 +137,16 @@ void weights(builder & b, const char * arch, uint32_t n_layer, int64_t n_embd, u
     hp.n_embd_head_k = hp.n_embd_head_v = head_k ? head_k : (uint32_t) (n_embd / n_head);
     hp.n_rot = hp.n_embd_head_k;
     gguf_set_val_u32(b.g, (a + ".rope.dimension_count").c_str(), hp.n_rot);
+    if (moe.n_expert) {
+        hp.n_expert = moe.n_expert;
+        hp.n_expert_used = moe.n_used;
+        hp.n_ff_exp = moe.n_ff_exp ? moe.n_ff_exp : hp.n_ff;
+        hp.n_ff_shexp = moe.n_ff_shexp;
+        gguf_set_val_u32(b.g, (a + ".expert_count").c_str(), moe.n_expert);
+        gguf_set_val_u32(b.g, (a + ".expert_used_count").c_str(), moe.n_used);
+        if (moe.n_ff_exp) gguf_set_val_u32(b.g, (a + ".expert_feed_forward_length").c_str(), moe.n_ff_exp);
+        if (moe.n_ff_shexp) gguf_set_val_u32(b.g, (a + ".expert_shared_feed_forward_length").c_str(), moe.n_ff_shexp);
+    }
     if (head_k) {
         gguf_set_val_u32(b.g, (a + ".attention.key_length").c_str(), head_k);
         gguf_set_val_u32(b.g, (a + ".attention.value_length").c_str(), head_k);
@@ -136,7 +156,7 @@ void weights(builder & b, const char * arch, uint32_t n_layer, int64_t n_embd, u
         const llm_tensor_info & ti = llm_tensor_get(at.id);
         const bool vec = ti.use == llm_tensor_use::vector, norm = strstr(ti.name, "norm") != nullptr;
         b.tensor(llm_tensor_name(at.id, il), vec ? GGML_TYPE_F32 : mat, llm_dim_size(ti.ne[0], hp), llm_dim_size(ti.ne[1], hp),
-                 norm ? 1.0f : NAN);
+                 norm ? 1.0f : NAN, llm_dim_size(ti.ne[2], hp));
     };
     for (const llm_arch_tensor & at : info.tensors) {
         if (llm_tensor_get(at.id).layer_field) continue;
@@ -221,6 +241,28 @@ int main(int argc, char ** argv) {
         b.tensor("rope_factors_long.weight", GGML_TYPE_F32, 2, 1, 2.0f);
         b.tensor("rope_factors_short.weight", GGML_TYPE_F32, 2, 1, 1.0f);
         ok = b.write(dir + "/tiny-phi3.gguf") && ok;
+    }
+    {
+        builder b;  // Mixtral-style: 4 experts, 2 per token, in the llama architecture
+        vocab_spec v;
+        spm_vocab(b, v);
+        moe_spec moe;
+        moe.n_expert = 4;
+        moe.n_used = 2;
+        weights(b, "llama", 1, 8, 2, 1, 16, (int64_t) v.tokens.size(), GGML_TYPE_F32, true, false, 0, moe);
+        ok = b.write(dir + "/tiny-mixtral.gguf") && ok;
+    }
+    {
+        builder b;  // experts of their own FFN size and a gated shared expert
+        vocab_spec v;
+        bpe_vocab(b, v, "qwen2");
+        moe_spec moe;
+        moe.n_expert = 4;
+        moe.n_used = 2;
+        moe.n_ff_exp = 8;
+        moe.n_ff_shexp = 16;
+        weights(b, "qwen2moe", 1, 8, 2, 2, 16, (int64_t) v.tokens.size(), GGML_TYPE_F32, false, true, 0, moe);
+        ok = b.write(dir + "/tiny-qwen2moe.gguf") && ok;
     }
     {
         builder b;

@@ -175,6 +175,7 @@ int main(int argc, char ** argv) {
     info.n_layer = (int) key_u32_or(gin, arch + ".block_count", 0);
     info.n_head = (int) key_u32_or(gin, arch + ".attention.head_count", 0);
     info.n_head_kv = (int) key_u32_or(gin, arch + ".attention.head_count_kv", info.n_head);
+    info.n_expert = (int) key_u32_or(gin, arch + ".expert_count", 0);
     info.has_output = gguf_find_tensor(gin, "output.weight") >= 0;
 
     const int64_t n_tensors = gguf_get_n_tensors(gin);

@@ -3,6 +3,10 @@
 // The _S/_M/_L mixes spend more bits where quantization error hurts most: the output matrix
 // (it maps straight to logits), attention V and FFN down in a subset of layers (the first and
 // last eighth of the model and every third layer in between), as users of llama.cpp expect.
+// llama.cpp's rules (build 4747) are the reference, tensor for tensor: a mixture's stacked
+// experts and shared expert follow the FFN down rules ("ffn_down" anywhere in the name), and a
+// model of 8 experts (Mixtral) keeps attention K and V in Q8_0 and its output in Q5_K for the
+// smaller mixes (the attention is a small part of such a model).
 #include "quant-mix.h"
 
 #include <stdlib.h>
@@ -83,23 +87,28 @@ static ggml_type preferred_type(const quant_target & t, const quant_model_info &
         if (ft != FT_Q8_0 && ft != FT_F16 && ft != FT_BF16 && ft != FT_ALL_F32) type = GGML_TYPE_Q6_K;
         return type;
     }
+    const bool gqa4 = info.n_head_kv > 0 && info.n_head / info.n_head_kv >= 4;
+    const bool experts8 = info.n_expert == 8;
     if (ends_with(name, "attn_v.weight")) {
         switch (ft) {
-            case FT_Q2_K:   type = info.n_head_kv > 0 && info.n_head / info.n_head_kv >= 4 ? GGML_TYPE_Q4_K : GGML_TYPE_Q3_K; break;
+            case FT_Q2_K:   type = gqa4 ? GGML_TYPE_Q4_K : GGML_TYPE_Q3_K; break;
             case FT_Q3_K_M: type = il < 2 ? GGML_TYPE_Q5_K : GGML_TYPE_Q4_K; break;
             case FT_Q3_K_L: type = GGML_TYPE_Q5_K; break;
+            case FT_IQ4_NL: if (gqa4) type = GGML_TYPE_Q5_K; break;
             case FT_Q4_K_S: if (il >= 0 && il < 4) type = GGML_TYPE_Q5_K; break;
             case FT_Q4_K_M:
             case FT_Q5_K_M: if (il >= 0 && use_more_bits(il, nl)) type = GGML_TYPE_Q6_K; break;
             default: break;
         }
-        return type;
+        return experts8 ? GGML_TYPE_Q8_0 : type;
     }
-    if (ends_with(name, "ffn_down.weight")) {
+    if (ends_with(name, "attn_k.weight")) return experts8 ? GGML_TYPE_Q8_0 : type;
+    if (name.find("ffn_down") != std::string::npos) {  // ffn_down, ffn_down_exps, ffn_down_shexp
         switch (ft) {
             case FT_Q2_K:   type = GGML_TYPE_Q3_K; break;
-            case FT_Q3_K_M: type = il >= 0 && il < nl / 16 ? GGML_TYPE_Q5_K : (il >= 0 && use_more_bits(il, nl) ? GGML_TYPE_Q4_K : GGML_TYPE_Q3_K); break;
+            case FT_Q3_K_M: type = il >= 0 && il < nl / 16 ? GGML_TYPE_Q5_K : GGML_TYPE_Q4_K; break;
             case FT_Q3_K_L: type = GGML_TYPE_Q5_K; break;
+            case FT_IQ4_NL: if (il >= 0 && il < nl / 8) type = GGML_TYPE_Q5_K; break;  // (without an imatrix)
             case FT_Q4_K_S: if (il >= 0 && il < nl / 8) type = GGML_TYPE_Q5_K; break;
             case FT_Q4_K_M:
             case FT_Q5_K_M: if (il >= 0 && use_more_bits(il, nl)) type = GGML_TYPE_Q6_K; break;
@@ -119,6 +128,15 @@ static ggml_type preferred_type(const quant_target & t, const quant_model_info &
         return type;
     }
     if (ends_with(name, "attn_output.weight")) {
+        if (experts8) {
+            switch (ft) {
+                case FT_Q2_K: case FT_Q3_K_S: case FT_Q3_K_M: case FT_IQ4_NL: case FT_Q4_K_S: case FT_Q4_K_M:
+                    type = GGML_TYPE_Q5_K;
+                    break;
+                default: break;
+            }
+            return type;
+        }
         switch (ft) {
             case FT_Q2_K:   type = GGML_TYPE_Q3_K; break;
             case FT_Q3_K_M: type = GGML_TYPE_Q4_K; break;

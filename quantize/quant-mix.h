@@ -26,6 +26,7 @@ struct quant_model_info {
     int n_layer = 0;       // transformer blocks
     int n_head = 0;
     int n_head_kv = 0;
+    int n_expert = 0;      // experts of a mixture (0: a dense model); 8 (Mixtral) moves attention up
     bool has_output = true;  // false: embeddings tied, token_embd doubles as the output matrix
 };
 

@@ -222,12 +222,12 @@ bool llama_adapter_lora_save_peft(const llama_adapter_lora & ad, const llama_mod
     int32_t r = 0;
     for (const auto & p : llama_hf_projections(model.arch)) {
         const int n = p.per_layer ? (int) model.hparams.n_layer : 1;
-        bool used = false;
+        std::vector<int> used;  // the layers adapted
         for (int il = 0; il < n; il++) {
             const ggml_tensor * w = ggml_get_tensor(model.ctx_w, llama_hf_name(p.gguf, il).c_str());
             const llama_adapter_lora_weight * lw = w ? ad.get(w) : nullptr;
             if (!lw) continue;
-            used = true;
+            used.push_back(il);
             if (r != 0 && r != (int32_t) lw->a->ne[1]) {
                 // PEFT would need a rank_pattern; nothing writes such adapters here.
                 err = "the adapter's ranks differ between weights: not written as PEFT";
@@ -244,7 +244,14 @@ bool llama_adapter_lora_save_peft(const llama_adapter_lora & ad, const llama_mod
             out.push_back(std::move(a));
             out.push_back(std::move(b));
         }
-        if (used) modules.push_back(p.module);
+        if (used.empty()) continue;
+        // A module name other projections share (BERT's "dense") would make PEFT adapt them too:
+        // the adapted modules' full paths instead (PEFT matches a whole path as well).
+        if (llama_hf_module_sharers(model.arch, p.module).empty()) {
+            modules.push_back(p.module);
+        } else {
+            for (int il : used) modules.push_back(llama_hf_name(p.hf, il));
+        }
     }
     if (out.empty()) {
         err = "the adapter has no tensors";

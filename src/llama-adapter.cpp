@@ -199,6 +199,14 @@ bool llama_adapter_lora_create(llama_adapter_lora & ad, const llama_model & mode
     ad.targets.clear();
     for (const std::string & t : targets) {
         const llama_hf_proj * p = llama_hf_find_target(model.arch, t);
+        const std::vector<const llama_hf_proj *> sharers = llama_hf_module_sharers(model.arch, t);
+        if (!p && !sharers.empty()) {
+            std::string which;
+            for (const llama_hf_proj * q : sharers) which += (which.empty() ? "" : ", ") + q->target + " (" + llama_hf_name(q->hf, 0) + ")";
+            err = "LoRA target '" + t + "' is ambiguous in " + model.arch_name + ": it is the module name of " + which +
+                  "; name the projection";
+            return false;
+        }
         if (!p) {
             std::string have;
             for (const auto & q : llama_hf_projections(model.arch)) have += (have.empty() ? "" : ", ") + q.target;

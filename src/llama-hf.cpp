@@ -173,10 +173,20 @@ const llama_hf_proj * llama_hf_find_target(llm_arch arch, const std::string & na
     for (const auto & p : llama_hf_projections(arch)) {
         if (name == p.target) return &p;
     }
+    if (!llama_hf_module_sharers(arch, name).empty()) return nullptr;  // ambiguous
     for (const auto & p : llama_hf_projections(arch)) {
         if (name == p.module) return &p;
     }
     return nullptr;
+}
+
+std::vector<const llama_hf_proj *> llama_hf_module_sharers(llm_arch arch, const std::string & module) {
+    std::vector<const llama_hf_proj *> v;
+    for (const auto & p : llama_hf_projections(arch)) {
+        if (p.module == module) v.push_back(&p);
+    }
+    if (v.size() < 2) v.clear();
+    return v;
 }
 
 bool llama_hf_is_target(const std::string & name) {

@@ -39,8 +39,13 @@ struct llama_hf_proj {
 };
 // The projections of a family LoRA can target, in llama-finetune's order.
 const std::vector<llama_hf_proj> & llama_hf_projections(llm_arch arch);
-// A family's projection by short target name, PEFT module name (nullptr if none).
+// A family's projection by short target name, PEFT module name (nullptr if none, or if the module
+// name is shared: see llama_hf_module_sharers).
 const llama_hf_proj * llama_hf_find_target(llm_arch arch, const std::string & name);
+// The projections of a family whose PEFT module name is the same (BERT: attention.output.dense,
+// intermediate.dense and output.dense are all "dense"); empty when fewer than two share it.
+// PEFT matches target_modules by the end of the module path, so such a name adapts them all.
+std::vector<const llama_hf_proj *> llama_hf_module_sharers(llm_arch arch, const std::string & module);
 // Whether some family has a projection of that short or PEFT name (options are checked before a
 // model is loaded), and the short names of all families for messages: "q, k, v, ...".
 bool llama_hf_is_target(const std::string & name);

@@ -129,6 +129,39 @@ inline spec moe_bench_spec() {
     return s;
 }
 
+// Models whose shapes let every quantization mix rule act, for comparing the per-tensor types with
+// llama.cpp's llama-quantize (tools/quant-reference): rows of 256 (k-quants without fallbacks),
+// enough layers for the first-eighth / first-sixteenth rules, 4 query heads per KV head, Mixtral's
+// 8 experts (its own attention rules), and a mixture with a shared expert.
+inline std::vector<spec> quant_mix_specs() {
+    spec dense{"mix-llama", LLM_ARCH_LLAMA};
+    dense.n_embd = 256;
+    dense.n_ff = 512;
+    dense.n_layer = 16;
+    dense.n_head = 8;
+    dense.n_head_kv = 2;
+    dense.seed = 31;
+    spec mixtral = dense;
+    mixtral.name = "mix-mixtral";
+    mixtral.n_ff = 256;
+    mixtral.n_layer = 8;
+    mixtral.n_expert = 8;
+    mixtral.n_expert_used = 2;
+    mixtral.seed = 32;
+    spec qwen2moe{"mix-qwen2moe", LLM_ARCH_QWEN2MOE};
+    qwen2moe.n_embd = 256;
+    qwen2moe.n_layer = 8;
+    qwen2moe.n_head = 4;
+    qwen2moe.n_head_kv = 4;
+    qwen2moe.n_expert = 4;
+    qwen2moe.n_expert_used = 2;
+    qwen2moe.n_ff_exp = 256;
+    qwen2moe.n_ff_shexp = 512;
+    qwen2moe.freq_base = 1e6f;
+    qwen2moe.seed = 33;
+    return { dense, mixtral, qwen2moe };
+}
+
 // gtest prints a model by its name.
 inline void PrintTo(const spec & s, std::ostream * os) { *os << s.name; }
 

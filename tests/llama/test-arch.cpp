@@ -9,7 +9,8 @@
 //
 // LLAMA_ARCH_WRITE_MODELS=DIR test-arch --gtest_filter=ArchReference.WriteModels writes the
 // models for the offline tools (and with LLAMA_ARCH_WRITE_BENCH=1 the Q4_0 speed-measurement
-// model tiny::moe_bench_spec, moe-bench-q4_0.gguf).
+// model tiny::moe_bench_spec, moe-bench-q4_0.gguf; with LLAMA_ARCH_WRITE_QUANT_MIX=1 the F16
+// models of tiny::quant_mix_specs for tools/quant-reference).
 #include "test-llama.h"
 #include "tiny-models.h"
 
@@ -38,6 +39,47 @@ std::vector<float> run(llama_model * m, const std::vector<llama_token> & toks, u
         const std::vector<float> row = eval_all(ctx, { toks[i] }, (llama_pos) i);
         out.insert(out.end(), row.begin(), row.end());
     }
+    return out;
+}
+
+// The logits of toks as sequence 0 of a context of two sequences, decoded interleaved token by
+// token with another sequence (toks reversed) in micro-batches of n_ubatch: attention by groups
+// when flash attention is off, the windows and soft-caps of the family included.
+std::vector<float> run_beside_another(llama_model * m, const std::vector<llama_token> & toks, uint32_t n_ubatch, bool fa) {
+    llama_context_params p = llama_context_default_params();
+    p.n_ctx = p.n_batch = 128;
+    p.n_ubatch = n_ubatch;
+    p.n_seq_max = 2;
+    p.n_threads = p.n_threads_batch = 2;
+    p.type_k = p.type_v = GGML_TYPE_F32;
+    p.flash_attn = fa;
+    llama_context * ctx = llama_init_from_model(m, p);
+    if (!ctx) {
+        ADD_FAILURE() << take_errors();
+        return {};
+    }
+    const int32_t n = (int32_t) toks.size(), n_vocab = n_vocab_of(m);
+    llama_batch b = llama_batch_init(2 * n, 0, 1);
+    for (int32_t i = 0; i < 2 * n; i++) {
+        const int32_t t = i / 2;
+        b.token[i] = i % 2 == 0 ? toks[t] : toks[n - 1 - t];
+        b.pos[i] = t;
+        b.n_seq_id[i] = 1;
+        b.seq_id[i][0] = i % 2;
+        b.logits[i] = i % 2 == 0;
+    }
+    b.n_tokens = 2 * n;
+    std::vector<float> out;
+    if (llama_decode(ctx, b) == 0) {
+        for (int32_t t = 0; t < n; t++) {
+            const float * r = llama_get_logits_ith(ctx, 2 * t);
+            if (r) out.insert(out.end(), r, r + n_vocab);
+        }
+    } else {
+        ADD_FAILURE() << take_errors();
+    }
+    llama_batch_free(b);
+    llama_free(ctx);
     return out;
 }
 
@@ -181,6 +223,10 @@ TEST_P(Arch, MatchesReferenceImplementations) {
                 ASSERT_EQ(other.size(), got.size());
                 EXPECT_LT(mean_kl(got.data(), other.data(), n, n_vocab), 1e-9) << (one ? "token by token" : "ubatch 5");
             }
+            // Beside another sequence in the same micro-batches.
+            const std::vector<float> beside = run_beside_another(m, torch_ref.tokens, 8, fa);
+            ASSERT_EQ(beside.size(), got.size());
+            EXPECT_LT(mean_kl(got.data(), beside.data(), n, n_vocab), 1e-9) << "beside another sequence";
         }
     }
 }
@@ -318,6 +364,12 @@ TEST(ArchReference, WriteModels) {
         for (ggml_type t : { GGML_TYPE_F32, GGML_TYPE_Q8_0 }) {
             const std::string path = std::string(dir) + "/" + s.name + "-" + ggml_type_name(t) + ".gguf";
             EXPECT_TRUE(tiny::write(s, path, donor(), t)) << path;
+        }
+    }
+    if (getenv("LLAMA_ARCH_WRITE_QUANT_MIX")) {  // F16, for tools/quant-reference
+        for (const tiny::spec & s : tiny::quant_mix_specs()) {
+            const std::string path = std::string(dir) + "/" + s.name + "-F16.gguf";
+            EXPECT_TRUE(tiny::write(s, path, donor(), GGML_TYPE_F16)) << path;
         }
     }
     if (getenv("LLAMA_ARCH_WRITE_BENCH")) {

@@ -5,6 +5,7 @@
 // (which checks the Q/K row permutation of lora_B); bad files; llama-cli and llama-logits with
 // --lora / --lora-scaled.
 #include "test-llama.h"
+#include "tiny-models.h"
 
 #include "gguf.h"
 #include "llama-adapter.h"
@@ -15,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <sstream>
@@ -613,6 +615,37 @@ TEST(Lora, PeftOnQwen2IsNotPermuted) {
     F32Ctx ctx(base), mctx(merged);
     llama_set_adapter_lora(ctx, back, 1.0f);
     EXPECT_LT(max_rel_diff(logits_of(ctx), logits_of(mctx)), 1e-4);
+}
+
+// BERT's attention output, FFN up and FFN down are all modules named "dense": that name is
+// refused as ambiguous, and a PEFT copy names the adapted ones by their paths (PEFT matches the
+// end of a module's path: "dense" would adapt all three there).
+TEST(Lora, BertDenseModulesAreNamedByTheirPaths) {
+    TU_REQUIRE_FILE(stories());
+    tu::TempDir d;
+    const std::string path = d.path + "/bert.gguf";
+    for (const tiny::spec & s : tiny::specs()) {
+        if (s.name == "bert") ASSERT_TRUE(tiny::write(s, path, stories()));
+    }
+    PlainModel base(path);
+    ASSERT_NE(base.m, nullptr) << take_errors();
+    ASSERT_EQ(base.m->arch, LLM_ARCH_BERT);
+    llama_adapter_lora ad;
+    std::string err;
+    EXPECT_FALSE(llama_adapter_lora_create(ad, *base.m, {"dense"}, 2, 4.0f, err));
+    EXPECT_NE(err.find("ambiguous"), std::string::npos) << err;
+    EXPECT_NE(err.find("intermediate.dense"), std::string::npos) << err;
+    ASSERT_TRUE(llama_adapter_lora_create(ad, *base.m, {"q", "down"}, 2, 4.0f, err)) << err;
+    const lora_values v = fill_random(ad, 16, kAmp);
+    ASSERT_TRUE(llama_adapter_lora_save_peft(ad, *base.m, d.path + "/p", err)) << err;
+    std::ifstream f(d.path + "/p/adapter_config.json");
+    const std::string cfg((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    std::string want = "\"target_modules\": [\"query\"";
+    for (uint32_t il = 0; il < base.m->hparams.n_layer; il++) want += ", \"encoder.layer." + std::to_string(il) + ".output.dense\"";
+    EXPECT_NE(cfg.find(want + "]"), std::string::npos) << cfg;
+    AdapterPtr back(llama_adapter_lora_init(base, (d.path + "/p").c_str()));
+    ASSERT_NE(back.a, nullptr) << take_errors();
+    EXPECT_EQ(count_mismatches(*back.a, v), 0u);
 }
 
 namespace {

@@ -375,6 +375,68 @@ TEST_F(Offload, EveryFamilyOnTheDevice) {
     }
 }
 
+// An encoder (bert: bidirectional attention, learned positions, layer norms, GELU) with its layers
+// on the device: the pooled embeddings of two sequences in one batch are the CPU's.
+TEST_F(Offload, EncoderEmbeddingsOnTheDevice) {
+    TU_REQUIRE_FILE(model_path("stories260K.gguf"));
+    for (const tiny::spec & s : tiny::specs()) {
+        if (!llm_arch_get(s.arch).encoder) continue;
+        SCOPED_TRACE(s.name);
+        tu::TempFile file("offload-" + s.name + ".gguf");
+        ASSERT_TRUE(tiny::write(s, file.path, model_path("stories260K.gguf")));
+        const auto embed = [&](llama_model * m, std::vector<std::vector<float>> & out) {
+            llama_context_params p = llama_context_default_params();
+            p.n_ctx = 64;
+            p.n_batch = p.n_ubatch = 32;
+            p.n_seq_max = 2;
+            p.n_threads = p.n_threads_batch = 2;
+            p.embeddings = true;
+            p.pooling_type = LLAMA_POOLING_TYPE_MEAN;
+            p.type_k = p.type_v = GGML_TYPE_F32;
+            Ctx c(llama_init_from_model(m, p));
+            ASSERT_TRUE(c) << tu::take_errors();
+            const std::vector<std::vector<llama_token>> seqs = { { 1, 40, 99, 7, 300, 12, 5 }, { 1, 77, 250, 31, 8 } };
+            llama_batch b = llama_batch_init(32, 0, 1);
+            for (size_t q = 0; q < seqs.size(); q++) {
+                for (size_t i = 0; i < seqs[q].size(); i++) {
+                    const int32_t k = b.n_tokens++;
+                    b.token[k] = seqs[q][i];
+                    b.pos[k] = (llama_pos) i;
+                    b.n_seq_id[k] = 1;
+                    b.seq_id[k][0] = (llama_seq_id) q;
+                    b.logits[k] = true;
+                }
+            }
+            ASSERT_EQ(llama_decode(c.get(), b), 0) << tu::take_errors();
+            llama_batch_free(b);
+            const int32_t n_embd = llama_model_n_embd(m);
+            for (size_t q = 0; q < seqs.size(); q++) {
+                const float * e = llama_get_embeddings_seq(c.get(), (llama_seq_id) q);
+                ASSERT_NE(e, nullptr);
+                out.emplace_back(e, e + n_embd);
+            }
+        };
+        Model cpu_model = load(file.path, 0);
+        ASSERT_TRUE(cpu_model) << tu::take_errors();
+        std::vector<std::vector<float>> ref, got;
+        embed(cpu_model.get(), ref);
+        fake_gpu::ran().clear();
+        Model m = load(file.path, 999);
+        ASSERT_TRUE(m) << tu::take_errors();
+        embed(m.get(), got);
+        ASSERT_EQ(got.size(), ref.size());
+        for (size_t q = 0; q < ref.size(); q++) {
+            double err = 0, mag = 0;
+            for (size_t i = 0; i < ref[q].size(); i++) {
+                err = std::max(err, (double) std::fabs(got[q][i] - ref[q][i]));
+                mag = std::max(mag, (double) std::fabs(ref[q][i]));
+            }
+            EXPECT_LT(err, 1e-4 * mag) << "sequence " << q;
+        }
+        EXPECT_GT(count(GGML_OP_MUL_MAT), 0) << "no product ran on the device";
+    }
+}
+
 // The device declines RoPE and the softmax: every layer splits between the device and the CPU
 // several times, and the tensors crossing are copied both ways.
 TEST_F(Offload, SplitsWithinEachLayer) {

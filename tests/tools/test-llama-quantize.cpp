@@ -1,8 +1,11 @@
 // llama-quantize, run as a program: the mixes and errors against llama.cpp's own files of the
-// ktest model, every target type, row-length fallbacks, thread-count independence, bad input.
+// ktest model, every target type, row-length fallbacks, thread-count independence, bad input;
+// and its mixes (quant-mix.cpp) tensor for tensor against llama.cpp's on models where every rule
+// acts, mixtures of experts included.
 #include "test-util.h"
 
 #include "gguf.h"
+#include "quant-mix.h"
 
 #include <dirent.h>
 #include <stdio.h>
@@ -13,6 +16,7 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <vector>
 
 #define LLAMA_QUANTIZE_BIN LLAMA_BIN_DIR "/llama-quantize"
 
@@ -119,6 +123,59 @@ TEST(LlamaQuantize, SameMixesAsLlamaCppAndNoWorseError) {
             sum_theirs += et;
         }
         printf("  %-7s summed relative RMSE over tensors: ours %.5f, llama.cpp %.5f\n", name, sum_ours, sum_theirs);
+    }
+}
+
+// The type of every tensor for every mix as llama.cpp's llama-quantize (build 4747) chose it, on
+// the models of tiny::quant_mix_specs: 16 dense layers with rows of 256 (no fallbacks), 4 query
+// heads per KV head, Mixtral's 8 experts (attention K and V in Q8_0, the output in Q5_K), a
+// mixture with a shared expert (the stacked and shared experts' down projections follow the FFN
+// down rules). tests/data/quant-reference/*.types, written by tools/quant-reference/gen.py.
+TEST(LlamaQuantize, MixesAreLlamaCppsTensorForTensor) {
+    for (const char * model : {"mix-llama", "mix-mixtral", "mix-qwen2moe"}) {
+        SCOPED_TRACE(model);
+        std::ifstream f(std::string(LLAMA_TEST_DATA_DIR) + "/quant-reference/" + model + ".types");
+        ASSERT_TRUE(f.good());
+        std::vector<std::string> targets;
+        quant_model_info info;
+        size_t n_checked = 0, n_raised = 0;
+        std::string line;
+        while (std::getline(f, line)) {
+            std::istringstream ss(line);
+            std::string kind;
+            ss >> kind;
+            if (kind == "targets") {
+                for (std::string t; ss >> t;) targets.push_back(t);
+            } else if (kind == "info") {
+                std::string k;
+                int v = 0;
+                while (ss >> k >> v) {
+                    if (k == "n_layer") info.n_layer = v;
+                    if (k == "n_head") info.n_head = v;
+                    if (k == "n_head_kv") info.n_head_kv = v;
+                    if (k == "n_expert") info.n_expert = v;
+                    if (k == "has_output") info.has_output = v != 0;
+                }
+            } else if (kind == "tensor") {
+                std::string name;
+                int n_dims = 0;
+                int64_t ne[3] = {1, 1, 1};
+                ss >> name >> n_dims >> ne[0] >> ne[1] >> ne[2];
+                for (const std::string & tn : targets) {
+                    std::string want;
+                    ss >> want;
+                    const quant_target * q = quant_target_find(tn);
+                    ASSERT_NE(q, nullptr) << tn;
+                    std::string fallback;
+                    const ggml_type got = quant_choose_type(*q, info, name, n_dims, ne, GGML_TYPE_F16, quant_options(), fallback);
+                    EXPECT_EQ(ggml_type_name(got), want) << tn << " " << name;
+                    n_checked++;
+                    n_raised += n_dims > 1 && got != q->base;
+                }
+            }
+        }
+        EXPECT_GT(n_checked, 500u);
+        EXPECT_GT(n_raised, 20u) << "the mixes move some tensors off the base type";
     }
 }
 

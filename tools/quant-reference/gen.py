@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""The type llama.cpp's llama-quantize gives each tensor of a model, for every mix: the reference
+tests/tools/test-quant-mix.cpp holds our quantizer's choices to.
+
+    tools/quant-reference/gen.py LLAMA_CPP_QUANTIZE MODEL.gguf OUT.types
+
+MODEL.gguf: an F16 model of tiny::quant_mix_specs (test-arch --gtest_filter=ArchReference.WriteModels
+with LLAMA_ARCH_WRITE_MODELS=DIR LLAMA_ARCH_WRITE_QUANT_MIX=1). LLAMA_CPP_QUANTIZE: llama.cpp's
+llama-quantize (build 4747). OUT.types, a text file:
+
+    targets Q2_K Q3_K_S ...
+    info n_layer 16 n_head 8 n_head_kv 2 n_expert 0 has_output 1
+    tensor NAME N_DIMS NE0 NE1 NE2 TYPE-FOR-EACH-TARGET...
+
+Only the tensors' headers are read (GGUF v3: the key-value pairs are skipped by their types)."""
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+
+TARGETS = ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K_S", "Q3_K_M", "Q3_K_L", "Q4_K_S", "Q4_K_M",
+           "Q5_K_S", "Q5_K_M", "Q6_K", "IQ4_NL"]
+# ggml type ids (ggml.h) to the names ggml_type_name gives.
+TYPE_NAMES = {0: "f32", 1: "f16", 2: "q4_0", 3: "q4_1", 6: "q5_0", 7: "q5_1", 8: "q8_0", 9: "q8_1", 10: "q2_K",
+              11: "q3_K", 12: "q4_K", 13: "q5_K", 14: "q6_K", 15: "q8_K", 20: "iq4_nl", 23: "iq4_xs", 30: "bf16"}
+SCALAR = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+
+
+class Reader:
+    def __init__(self, data):
+        self.d, self.o = data, 0
+
+    def take(self, fmt):
+        v = struct.unpack_from(fmt, self.d, self.o)[0]
+        self.o += struct.calcsize(fmt)
+        return v
+
+    def string(self):
+        n = self.take("<Q")
+        s = self.d[self.o:self.o + n].decode("utf-8")
+        self.o += n
+        return s
+
+    def value(self, t):
+        if t in SCALAR:
+            return self.take(SCALAR[t])
+        if t == 8:
+            return self.string()
+        if t == 9:
+            et, n = self.take("<I"), self.take("<Q")
+            return [self.value(et) for _ in range(n)]
+        raise ValueError("unknown GGUF value type %d" % t)
+
+
+def read_gguf(path):
+    """The key-value pairs and the tensors (name, ne, type name) of a GGUF file."""
+    with open(path, "rb") as f:
+        data = f.read(64 << 20)  # the header is at the start
+    r = Reader(data)
+    if r.take("<I") != 0x46554747 or r.take("<I") != 3:
+        raise ValueError(path + ": not a GGUF v3 file")
+    n_tensors, n_kv = r.take("<Q"), r.take("<Q")
+    kv = {}
+    for _ in range(n_kv):
+        k = r.string()
+        kv[k] = r.value(r.take("<I"))
+    tensors = []
+    for _ in range(n_tensors):
+        name = r.string()
+        ne = [r.take("<Q") for _ in range(r.take("<I"))]
+        t = r.take("<I")
+        r.take("<Q")  # offset
+        tensors.append((name, ne, TYPE_NAMES.get(t, "type%d" % t)))
+    return kv, tensors
+
+
+def main():
+    if len(sys.argv) != 4:
+        sys.exit(__doc__)
+    quantize, model, out = sys.argv[1:]
+    kv, tensors = read_gguf(model)
+    arch = kv["general.architecture"]
+    info = [("n_layer", kv[arch + ".block_count"]), ("n_head", kv[arch + ".attention.head_count"]),
+            ("n_head_kv", kv.get(arch + ".attention.head_count_kv", kv[arch + ".attention.head_count"])),
+            ("n_expert", kv.get(arch + ".expert_count", 0)),
+            ("has_output", int(any(t[0] == "output.weight" for t in tensors)))]
+    types = {t[0]: [] for t in tensors}
+    with tempfile.TemporaryDirectory() as tmp:
+        for target in TARGETS:
+            q = os.path.join(tmp, target + ".gguf")
+            subprocess.run([quantize, model, q, target, "2"], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            for name, _, t in read_gguf(q)[1]:
+                types[name].append(t)
+            os.remove(q)
+    with open(out, "w") as f:
+        f.write("# llama.cpp build 4747's llama-quantize on %s (tools/quant-reference/gen.py)\n" % os.path.basename(model))
+        f.write("targets " + " ".join(TARGETS) + "\n")
+        f.write("info " + " ".join("%s %d" % p for p in info) + "\n")
+        for name, ne, _ in tensors:
+            full = ne + [1] * (3 - len(ne))
+            f.write("tensor %s %d %d %d %d %s\n" % (name, len(ne), full[0], full[1], full[2], " ".join(types[name])))
+
+
+if __name__ == "__main__":
+    main()
