@@ -119,6 +119,16 @@ const std::vector<llm_arch_info> & arch_table() {
           {LLM_TENSOR_FFN_UP, REQ}, {LLM_TENSOR_FFN_UP_BIAS, REQ}, {LLM_TENSOR_FFN_DOWN, REQ}, {LLM_TENSOR_FFN_DOWN_BIAS, REQ},
           {LLM_TENSOR_LAYER_OUT_NORM, REQ}, {LLM_TENSOR_LAYER_OUT_NORM_BIAS, REQ}},
          true},
+        // BERT's block with rotary positions in place of learned ones, one QKV product, a SiLU-gated
+        // FFN, and no biases but the LayerNorms'.
+        {LLM_ARCH_NOMIC_BERT, "nomic-bert", GGML_ROPE_TYPE_NEOX, "NomicBertModel",
+         {{LLM_TENSOR_TOKEN_EMBD, REQ}, {LLM_TENSOR_TOKEN_TYPES, REQ},
+          {LLM_TENSOR_TOKEN_EMBD_NORM, REQ}, {LLM_TENSOR_TOKEN_EMBD_NORM_BIAS, REQ},
+          {LLM_TENSOR_ATTN_QKV, REQ}, {LLM_TENSOR_ATTN_OUT, REQ},
+          {LLM_TENSOR_ATTN_OUT_NORM, REQ}, {LLM_TENSOR_ATTN_OUT_NORM_BIAS, REQ},
+          {LLM_TENSOR_FFN_UP, REQ}, {LLM_TENSOR_FFN_GATE, REQ}, {LLM_TENSOR_FFN_DOWN, REQ},
+          {LLM_TENSOR_LAYER_OUT_NORM, REQ}, {LLM_TENSOR_LAYER_OUT_NORM_BIAS, REQ}},
+         true},
     };
     return t;
 }

@@ -25,6 +25,7 @@ enum llm_arch {
     LLM_ARCH_QWEN2MOE, // Qwen2-MoE: qwen2's attention, experts (top-k, not renormalised) plus a gated shared expert
     LLM_ARCH_QWEN3MOE, // Qwen3-MoE: qwen3's attention, experts (top-k renormalised)
     LLM_ARCH_BERT,     // BERT: an encoder for embeddings; learned positions, post-LayerNorm blocks, no output head
+    LLM_ARCH_NOMIC_BERT, // nomic-bert: BERT's post-LayerNorm encoder with RoPE (NEOX), a fused QKV, a SwiGLU FFN, no biases
     LLM_ARCH_UNKNOWN,  // vocab_only loads of other architectures
 };
 
@@ -137,8 +138,8 @@ struct llm_arch_info {
     int rope_type;           // GGML_ROPE_TYPE_NORMAL or _NEOX, LLAMA_ROPE_TYPE_NONE (-1): no RoPE (learned positions)
     const char * hf_class;   // the Hugging Face architectures entry (config.json)
     std::vector<llm_arch_tensor> tensors;
-    // An encoder (BERT): LayerNorms (<arch>.attention.layer_norm_epsilon), bidirectional attention
-    // unless the file says otherwise, learned positions, no output head (embeddings only).
+    // An encoder (BERT, nomic-bert): LayerNorms (<arch>.attention.layer_norm_epsilon), bidirectional
+    // attention unless the file says otherwise, no output head (embeddings only).
     bool encoder = false;
 };
 

@@ -46,3 +46,32 @@ void llm_build_bert(llm_graph_builder & b) {
     }
     b.output(x);
 }
+
+// nomic-bert (nomic-embed-text): BERT's post-LayerNorm block with rotary positions (NEOX, on
+// the whole head) in place of learned ones, one QKV product, a SiLU-gated FFN, and no biases but
+// the LayerNorms':
+//   x = LN(E[token] + T[0])
+//   per layer: h = LN(x + Wo attn(rope(Wq x), rope(Wk x), Wv x))
+//              x = LN(h + Wdown (silu(Wgate h) * Wup h))
+void llm_build_nomic_bert(llm_graph_builder & b) {
+    ggml_context * ctx = b.ctx;
+    const llama_model & m = b.model;
+    const llama_hparams & hp = b.hp;
+
+    ggml_tensor * x = b.inp_embd();
+    x = ggml_add(ctx, x, ggml_view_1d(ctx, m.type_embd, hp.n_embd, 0));  // type 0
+    x = b.layer_norm(x, m.tok_norm, m.tok_norm_b);
+
+    for (int il = 0; il < (int) hp.n_layer; il++) {
+        const llama_layer & L = m.layers[(size_t) il];
+        b.io.matmul_out.push_back(x);
+        ggml_tensor * cur = b.self_attention(il, x);
+        if (!cur) return;  // the last layer's keys and values only
+        b.keep_outputs(il, cur, x);
+        ggml_tensor * h = b.layer_norm(ggml_add(ctx, cur, x), L.attn_out_norm, L.attn_out_norm_b);
+        b.io.matmul_out.push_back(h);
+        x = b.layer_norm(ggml_add(ctx, b.ffn(il, h, llm_ffn_act::silu), h), L.layer_out_norm, L.layer_out_norm_b);
+        b.io.layer_out.push_back(x);
+    }
+    b.output(x);
+}

@@ -79,3 +79,4 @@ struct llm_graph_builder {
 void llm_build_llama(llm_graph_builder & b);  // llama (dense or Mixtral-style experts), qwen2, qwen3, phi3, qwen2moe, qwen3moe
 void llm_build_gemma(llm_graph_builder & b);  // gemma2, gemma3
 void llm_build_bert(llm_graph_builder & b);   // bert
+void llm_build_nomic_bert(llm_graph_builder & b);  // nomic-bert

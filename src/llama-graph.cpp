@@ -227,6 +227,7 @@ void build_family(llm_graph_builder & b) {
         case LLM_ARCH_GEMMA2:
         case LLM_ARCH_GEMMA3: llm_build_gemma(b); break;
         case LLM_ARCH_BERT: llm_build_bert(b); break;
+        case LLM_ARCH_NOMIC_BERT: llm_build_nomic_bert(b); break;
         case LLM_ARCH_UNKNOWN: GGML_ABORT("no graph for a vocabulary-only model");
     }
 }

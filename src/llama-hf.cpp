@@ -64,8 +64,29 @@ static const char * bert_tensor_name(llm_tensor t) {
     }
 }
 
+// nomic-bert (NomicBertModel's names, as nomic-embed-text's checkpoints have them).
+static const char * nomic_bert_tensor_name(llm_tensor t) {
+    switch (t) {
+        case LLM_TENSOR_TOKEN_EMBD: return "embeddings.word_embeddings.weight";
+        case LLM_TENSOR_TOKEN_TYPES: return "embeddings.token_type_embeddings.weight";
+        case LLM_TENSOR_TOKEN_EMBD_NORM: return "emb_ln.weight";
+        case LLM_TENSOR_TOKEN_EMBD_NORM_BIAS: return "emb_ln.bias";
+        case LLM_TENSOR_ATTN_QKV: return "encoder.layers.%d.attn.Wqkv.weight";
+        case LLM_TENSOR_ATTN_OUT: return "encoder.layers.%d.attn.out_proj.weight";
+        case LLM_TENSOR_ATTN_OUT_NORM: return "encoder.layers.%d.norm1.weight";
+        case LLM_TENSOR_ATTN_OUT_NORM_BIAS: return "encoder.layers.%d.norm1.bias";
+        case LLM_TENSOR_FFN_UP: return "encoder.layers.%d.mlp.fc11.weight";  // y = fc11(x) * silu(fc12(x))
+        case LLM_TENSOR_FFN_GATE: return "encoder.layers.%d.mlp.fc12.weight";
+        case LLM_TENSOR_FFN_DOWN: return "encoder.layers.%d.mlp.fc2.weight";
+        case LLM_TENSOR_LAYER_OUT_NORM: return "encoder.layers.%d.norm2.weight";
+        case LLM_TENSOR_LAYER_OUT_NORM_BIAS: return "encoder.layers.%d.norm2.bias";
+        default: return nullptr;
+    }
+}
+
 const char * llama_hf_tensor_name(llm_arch arch, llm_tensor t) {
     if (arch == LLM_ARCH_BERT) return bert_tensor_name(t);
+    if (arch == LLM_ARCH_NOMIC_BERT) return nomic_bert_tensor_name(t);
     const bool gemma = arch == LLM_ARCH_GEMMA2 || arch == LLM_ARCH_GEMMA3;
     switch (t) {
         case LLM_TENSOR_TOKEN_EMBD: return "model.embed_tokens.weight";

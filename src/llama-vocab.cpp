@@ -374,11 +374,13 @@ bool llama_vocab::impl::load(const gguf_context * meta, std::string & err) {
     if (!r.get_bool("tokenizer.ggml.add_eos_token", add_eos)) return false;
     if (!r.get_bool("tokenizer.ggml.add_space_prefix", add_space_prefix)) return false;
 
-    auto is_special = [&](llama_token id) { return types[id] == TOKEN_TYPE_CONTROL || types[id] == TOKEN_TYPE_USER_DEFINED; };
+    // End-of-turn and end-of-generation tokens are found by their texts whatever their type, and
+    // become control tokens as llama.cpp makes them (a Gemma file's user-defined <end_of_turn> is
+    // then not matched in plain text, and is not printed unless special tokens are).
     if (!eot_given) {
         for (const char * t : EOT_TEXTS) {
             const llama_token id = find(t);
-            if (id != LLAMA_TOKEN_NULL && is_special(id)) { eot = id; break; }
+            if (id != LLAMA_TOKEN_NULL) { eot = id; break; }
         }
     }
     auto add_eog = [&](llama_token id) {
@@ -388,7 +390,9 @@ bool llama_vocab::impl::load(const gguf_context * meta, std::string & err) {
     add_eog(eot);
     auto add_eog_text = [&](const char * t) {
         const llama_token id = find(t);
-        if (id != LLAMA_TOKEN_NULL && is_special(id)) add_eog(id);
+        if (id == LLAMA_TOKEN_NULL) return;
+        types[id] = TOKEN_TYPE_CONTROL;
+        add_eog(id);
     };
     for (const char * t : EOT_TEXTS) add_eog_text(t);
     for (const char * t : EOG_TEXTS) add_eog_text(t);

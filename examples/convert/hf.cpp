@@ -297,13 +297,26 @@ model_plan load_hf(const std::string & dir) {
     const llm_arch_info & info = llm_arch_get(arch);
     const std::string p = std::string(info.name) + ".";
 
-    const int64_t n_embd = get_int(cfg, "hidden_size", 0, true);
-    const int64_t n_ff = get_int(cfg, "intermediate_size", 0, true);
-    const int64_t n_layer = get_int(cfg, "num_hidden_layers", 0, true);
-    const int64_t n_head = get_int(cfg, "num_attention_heads", 0, true);
+    // nomic-bert's config.json is GPT-2's (NomicBertConfig): its names for the same sizes.
+    const bool nomic = arch == LLM_ARCH_NOMIC_BERT;
+    auto key = [nomic](const char * k) -> const char * {
+        static const std::pair<const char *, const char *> gpt2[] = {
+            {"hidden_size", "n_embd"}, {"intermediate_size", "n_inner"}, {"num_hidden_layers", "n_layer"},
+            {"num_attention_heads", "n_head"}, {"layer_norm_eps", "layer_norm_epsilon"}, {"rope_theta", "rotary_emb_base"}};
+        for (const auto & a : gpt2) {
+            if (nomic && strcmp(a.first, k) == 0) return a.second;
+        }
+        return k;
+    };
+    const int64_t n_embd = get_int(cfg, key("hidden_size"), 0, true);
+    const int64_t n_ff = get_int(cfg, key("intermediate_size"), 0, true);
+    const int64_t n_layer = get_int(cfg, key("num_hidden_layers"), 0, true);
+    const int64_t n_head = get_int(cfg, key("num_attention_heads"), 0, true);
     const int64_t n_head_kv = get_int(cfg, "num_key_value_heads", n_head);
     const int64_t n_vocab = get_int(cfg, "vocab_size", 0, true);
-    const int64_t n_ctx = get_int(cfg, "max_position_embeddings", info.encoder ? 512 : 2048);
+    // (nomic-embed-text claims 8192 positions through a RoPE scaling it does not describe; llama.cpp
+    // writes 2048.)
+    const int64_t n_ctx = nomic ? 2048 : get_int(cfg, "max_position_embeddings", info.encoder ? 512 : 2048);
     if (n_embd == 0 || n_ff == 0 || n_layer == 0 || n_head == 0 || n_head_kv == 0 || n_vocab == 0 || n_head % n_head_kv != 0) {
         throw convert_error("config.json: inconsistent sizes (hidden_size, intermediate_size, layers, heads, vocab_size)");
     }
@@ -351,7 +364,22 @@ model_plan load_hf(const std::string & dir) {
 
     // BERT: learned absolute positions, exact GELU, post-LayerNorms (what the runtime computes).
     int64_t n_token_types = 0;
-    if (info.encoder) {
+    if (nomic) {
+        // What the runtime computes: SwiGLU, post-LayerNorms, RoPE on whole heads in halves, no
+        // biases. A checkpoint that says otherwise would be converted wrongly.
+        auto expect = [&](const char * k, const char * want, bool ok) {
+            if (!ok) throw convert_error(std::string("config.json: ") + k + " other than " + want + " is not supported for " + arch_name);
+        };
+        auto is = [&](const char * k, bool b) { const json_value * v = cfg.get(k); return !v || (v->kind == json_value::BOOL && v->b == b); };
+        const json_value * act = cfg.get("activation_function");
+        expect("activation_function", "swiglu", !act || (act->is_string() && act->str == "swiglu"));
+        for (const char * k : {"causal", "qkv_proj_bias", "mlp_fc1_bias", "mlp_fc2_bias", "prenorm", "rotary_emb_interleaved"}) {
+            expect(k, "false", is(k, false));
+        }
+        expect("rotary_emb_fraction", "1.0", get_num(cfg, "rotary_emb_fraction", 1.0) == 1.0);
+        const json_value * sb = cfg.get("rotary_emb_scale_base");
+        expect("rotary_emb_scale_base", "null", !sb || sb->is_null());
+    } else if (info.encoder) {
         const json_value * act = cfg.get("hidden_act");
         if (act && (!act->is_string() || act->str != "gelu")) {
             throw convert_error("config.json: hidden_act '" + (act->is_string() ? act->str : std::string("?")) +
@@ -362,6 +390,8 @@ model_plan load_hf(const std::string & dir) {
             throw convert_error("config.json: position_embedding_type '" + (pe->is_string() ? pe->str : std::string("?")) +
                                 "' is not supported (absolute)");
         }
+    }
+    if (info.encoder) {
         if (n_head_kv != n_head) throw convert_error("config.json: num_key_value_heads is not supported for " + arch_name);
         n_token_types = get_int(cfg, "type_vocab_size", 2);
         if (n_token_types == 0) throw convert_error("config.json: type_vocab_size must be positive");
@@ -386,7 +416,8 @@ model_plan load_hf(const std::string & dir) {
     u32("attention.head_count", n_head);
     u32("attention.head_count_kv", n_head_kv);
     if (info.encoder) {
-        f32("attention.layer_norm_epsilon", get_num(cfg, "layer_norm_eps", 1e-12));
+        f32("attention.layer_norm_epsilon", get_num(cfg, key("layer_norm_eps"), 1e-12));
+        if (nomic) f32("rope.freq_base", get_num(cfg, key("rope_theta"), 1000.0));
         gguf_set_val_bool(g, (p + "attention.causal").c_str(), false);
         gguf_set_val_u32(g, "tokenizer.ggml.token_type_count", (uint32_t) n_token_types);
         // The pooling of a sentence-transformers model: modules.json names its Pooling module.

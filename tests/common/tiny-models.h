@@ -110,6 +110,13 @@ inline std::vector<spec> specs() {
     bert.pooling = 1;
     bert.seed = 22;
     v.push_back(bert);
+    spec nomic{"nomic_bert", LLM_ARCH_NOMIC_BERT};  // bidirectional, RoPE (base 1000 as nomic-embed-text), SwiGLU, mean pooling
+    nomic.n_head_kv = nomic.n_head;
+    nomic.n_layer = 3;
+    nomic.pooling = 1;
+    nomic.freq_base = 1000.0f;
+    nomic.seed = 23;
+    v.push_back(nomic);
     return v;
 }
 
@@ -223,6 +230,7 @@ inline bool write(const spec & s, const std::string & path, const std::string & 
         gguf_set_val_bool(g, (a + "attention.causal").c_str(), false);
         gguf_set_val_u32(g, (a + "pooling_type").c_str(), s.pooling);
         gguf_set_val_u32(g, "tokenizer.ggml.token_type_count", 2);
+        if (arch.rope_type >= 0) gguf_set_val_f32(g, (a + "rope.freq_base").c_str(), s.freq_base);
     } else {
         gguf_set_val_f32(g, (a + "attention.layer_norm_rms_epsilon").c_str(), 1e-6f);
         gguf_set_val_f32(g, (a + "rope.freq_base").c_str(), s.freq_base);

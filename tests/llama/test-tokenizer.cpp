@@ -26,6 +26,7 @@ std::string read_text(const std::string & path) {
 struct file_vocab {
     llama_vocab vocab;
     bool ok = false;
+    bool space_prefix = true;  // SentencePiece's leading space (Gemma's files turn it off)
     std::string err;
     explicit file_vocab(const std::string & path) {
         gguf_init_params params = {};
@@ -34,6 +35,8 @@ struct file_vocab {
         gguf_context * meta = gguf_init_from_file(path.c_str(), params);
         if (!meta) { err = "cannot read " + path; return; }
         ok = vocab.load(meta, err);
+        const int64_t k = gguf_find_key(meta, "tokenizer.ggml.add_space_prefix");
+        if (k >= 0) space_prefix = gguf_get_val_bool(meta, k);
         gguf_free(meta);
     }
 };
@@ -166,7 +169,7 @@ TEST_P(VocabFile, MatchesReferenceIdsAndRoundTrips) {
         if (spm) {
             std::vector<llama_token> with_bos = concat({ { v.bos() }, ids });
             EXPECT_EQ(v.detokenize(with_bos, true, false), c.text);
-            EXPECT_EQ(v.detokenize(ids, false, false), c.text.empty() ? "" : " " + c.text);
+            EXPECT_EQ(v.detokenize(ids, false, false), c.text.empty() || !fv.space_prefix ? c.text : " " + c.text);
         } else {
             EXPECT_EQ(v.detokenize(ids, false, false), c.text);
         }
@@ -175,7 +178,7 @@ TEST_P(VocabFile, MatchesReferenceIdsAndRoundTrips) {
     EXPECT_GE(n_checked, 40);
 }
 
-INSTANTIATE_TEST_SUITE_P(Tokenizer, VocabFile, testing::Values("llama-spm", "phi-3", "gpt-2", "bert-bge"),
+INSTANTIATE_TEST_SUITE_P(Tokenizer, VocabFile, testing::Values("llama-spm", "phi-3", "gpt-2", "bert-bge", "gemma-spm", "qwen-bpe"),
                          [](const testing::TestParamInfo<const char *> & info) {
                              std::string name = info.param;
                              for (char & ch : name) if (!isalnum((unsigned char) ch)) ch = '_';
@@ -225,6 +228,31 @@ TEST(Tokenizer, VocabFileProperties) {
     EXPECT_EQ(c.vocab.token_to_piece(220, false), " ");  // "Ġ"
     EXPECT_EQ(c.vocab.token_to_piece(50256, false), "");
     EXPECT_EQ(c.vocab.token_to_piece(50256, true), "<|endoftext|>");
+}
+
+// Gemma's settings: no leading space; <end_of_turn>, user-defined in the file, found by its text
+// as the end of a turn and made a control token (as llama.cpp does: not matched in plain text, not
+// printed unless special tokens are); <start_of_turn> stays user-defined (matched, printed).
+TEST(Tokenizer, GemmaVocabularyTurnTokens) {
+    const std::string path = vocab_path("gemma-spm");
+    TU_REQUIRE_FILE(path);
+    file_vocab g(path);
+    ASSERT_TRUE(g.ok) << g.err;
+    const llama_vocab & v = g.vocab;
+    EXPECT_FALSE(g.space_prefix);
+    EXPECT_EQ(v.text(5), "<start_of_turn>");
+    EXPECT_EQ(v.text(6), "<end_of_turn>");
+    EXPECT_EQ(v.eot(), 6);
+    EXPECT_TRUE(v.is_eog(6));
+    EXPECT_TRUE(v.is_eog(1));  // <eos>
+    EXPECT_FALSE(v.is_eog(5));
+    EXPECT_TRUE(v.is_control(6));
+    EXPECT_FALSE(v.is_control(5));
+    EXPECT_EQ(v.token_to_piece(6, false), "");
+    EXPECT_EQ(v.token_to_piece(6, true), "<end_of_turn>");
+    EXPECT_EQ(v.token_to_piece(5, false), "<start_of_turn>");
+    EXPECT_EQ(v.tokenize("<end_of_turn>", false, true), (std::vector<llama_token>{ 6 }));
+    EXPECT_EQ(v.tokenize("Hi", true, false).front(), v.bos());
 }
 
 // ---- the prompts of the reference logits ---------------------------------------------------

@@ -612,6 +612,25 @@ std::string bert_hf_name(const std::string & gguf) {
     return "";
 }
 
+// A WordPiece tokenizer.json (BERT's five specials, a few words and pieces, fillers up to n_vocab)
+// and tokenizer_config.json, as bert-base-uncased's checkpoints have them.
+void write_wordpiece_tokenizer(const std::string & hf, int64_t n_vocab) {
+    // The vocabulary: BERT's five specials, a few words and pieces, fillers.
+    std::vector<std::string> vocab = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "world", "##s", "un", "##aff", "##able"};
+    while ((int64_t) vocab.size() < n_vocab) vocab.push_back("w" + std::to_string(vocab.size()));
+    std::string tj = "{\"version\": \"1.0\", \"added_tokens\": [";
+    for (int i = 0; i < 5; i++) {
+        tj += std::string(i ? "," : "") + "{\"id\": " + std::to_string(i) + ", \"content\": \"" + vocab[i] + "\", \"special\": true}";
+    }
+    tj += "], \"normalizer\": {\"type\": \"BertNormalizer\", \"lowercase\": true}, \"model\": {\"type\": \"WordPiece\", "
+          "\"unk_token\": \"[UNK]\", \"continuing_subword_prefix\": \"##\", \"vocab\": {";
+    for (size_t i = 0; i < vocab.size(); i++) tj += std::string(i ? "," : "") + "\"" + vocab[i] + "\": " + std::to_string(i);
+    tj += "}}}";
+    std::ofstream(hf + "/tokenizer.json") << tj;
+    std::ofstream(hf + "/tokenizer_config.json")
+        << "{\"cls_token\": \"[CLS]\", \"sep_token\": \"[SEP]\", \"unk_token\": \"[UNK]\", \"pad_token\": \"[PAD]\", \"mask_token\": \"[MASK]\"}";
+}
+
 }  // namespace
 
 // A sentence-transformers BERT checkpoint (BertForMaskedLM's "bert." names, a pooler and an MLM
@@ -661,20 +680,7 @@ TEST(Convert, HfBertCheckpoint) {
         << ", \"max_position_embeddings\": 256, \"type_vocab_size\": 2, \"layer_norm_eps\": 1e-12, \"hidden_act\": \"gelu\", "
            "\"position_embedding_type\": \"absolute\"}";
     std::ofstream(hf + "/config.json") << cfg.str();
-    // The vocabulary: BERT's five specials, a few words and pieces, fillers.
-    std::vector<std::string> vocab = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "world", "##s", "un", "##aff", "##able"};
-    while ((int64_t) vocab.size() < n_vocab) vocab.push_back("w" + std::to_string(vocab.size()));
-    std::string tj = "{\"version\": \"1.0\", \"added_tokens\": [";
-    for (int i = 0; i < 5; i++) {
-        tj += std::string(i ? "," : "") + "{\"id\": " + std::to_string(i) + ", \"content\": \"" + vocab[i] + "\", \"special\": true}";
-    }
-    tj += "], \"normalizer\": {\"type\": \"BertNormalizer\", \"lowercase\": true}, \"model\": {\"type\": \"WordPiece\", "
-          "\"unk_token\": \"[UNK]\", \"continuing_subword_prefix\": \"##\", \"vocab\": {";
-    for (size_t i = 0; i < vocab.size(); i++) tj += std::string(i ? "," : "") + "\"" + vocab[i] + "\": " + std::to_string(i);
-    tj += "}}}";
-    std::ofstream(hf + "/tokenizer.json") << tj;
-    std::ofstream(hf + "/tokenizer_config.json")
-        << "{\"cls_token\": \"[CLS]\", \"sep_token\": \"[SEP]\", \"unk_token\": \"[UNK]\", \"pad_token\": \"[PAD]\", \"mask_token\": \"[MASK]\"}";
+    write_wordpiece_tokenizer(hf, n_vocab);
     std::ofstream(hf + "/modules.json") << "[{\"idx\": 0, \"name\": \"0\", \"path\": \"\", \"type\": \"sentence_transformers.models.Transformer\"}, "
                                            "{\"idx\": 1, \"name\": \"1\", \"path\": \"1_Pooling\", \"type\": \"sentence_transformers.models.Pooling\"}]";
     std::ofstream(hf + "/1_Pooling/config.json") << "{\"word_embedding_dimension\": " << s.n_embd
@@ -732,6 +738,139 @@ TEST(Convert, HfBertCheckpoint) {
 
     // What the runtime does not compute is refused: another activation, relative positions.
     const std::pair<std::string, std::string> bad_cfgs[] = {{"\"gelu\"", "\"relu\""}, {"\"absolute\"", "\"relative_key\""}};
+    for (const auto & bad : bad_cfgs) {
+        SCOPED_TRACE(bad.second);
+        std::string c = cfg.str();
+        c.replace(c.find(bad.first), bad.first.size(), bad.second);
+        std::ofstream(hf + "/config.json") << c;
+        const std::string bad_out = d.path + "/bad.gguf";
+        const auto rb = run_prog("llama-convert", "--hf " + hf + " -o " + bad_out + " --outtype f32");
+        EXPECT_NE(rb.status, 0);
+        EXPECT_NE(rb.output.find("not supported"), std::string::npos) << rb.output;
+        EXPECT_FALSE(have(bad_out));
+    }
+}
+
+// A nomic-embed-text checkpoint (NomicBertModel's names, GPT-2's config keys, mean pooling in
+// 1_Pooling): the tensors come out bit for bit, with the keys llama.cpp's converter writes (RoPE
+// base from rotary_emb_base, 2048 positions), and the converted model embeds as the tiny model
+// does; what the runtime does not compute (another activation, partial or interleaved rotation,
+// biases) is refused.
+TEST(Convert, HfNomicBertCheckpoint) {
+    const std::string donor = models() + "/stories260K.gguf";
+    if (!have(donor)) GTEST_SKIP() << "stories260K.gguf absent";
+    tiny::spec s;
+    for (const tiny::spec & t : tiny::specs()) {
+        if (t.arch == LLM_ARCH_NOMIC_BERT) s = t;
+    }
+    ASSERT_EQ(s.name, "nomic_bert");
+    temp_dir d;
+    const std::string direct = d.path + "/nomic.gguf", hf = d.path + "/nomic-hf";
+    ASSERT_TRUE(tiny::write(s, direct, donor));
+    ASSERT_EQ(std::system(("mkdir -p " + hf + "/1_Pooling").c_str()), 0);
+    gguf_ptr src(direct);
+    ASSERT_NE(src.g, nullptr);
+    // nomic-ai's modeling_hf_nomic_bert names.
+    const std::vector<std::pair<std::string, std::string>> globals = {
+        {"token_embd.weight", "embeddings.word_embeddings.weight"}, {"token_types.weight", "embeddings.token_type_embeddings.weight"},
+        {"token_embd_norm.weight", "emb_ln.weight"}, {"token_embd_norm.bias", "emb_ln.bias"}};
+    const std::vector<std::pair<std::string, std::string>> layer = {
+        {"attn_qkv", "attn.Wqkv"}, {"attn_output", "attn.out_proj"}, {"attn_output_norm", "norm1"},
+        {"ffn_up", "mlp.fc11"}, {"ffn_gate", "mlp.fc12"}, {"ffn_down", "mlp.fc2"}, {"layer_output_norm", "norm2"}};
+    auto hf_name = [&](const std::string & gguf) -> std::string {
+        for (const auto & g : globals) {
+            if (g.first == gguf) return g.second;
+        }
+        const size_t dot = gguf.find('.', 4), last = gguf.rfind('.');
+        const std::string il = gguf.substr(4, dot - 4), kind = gguf.substr(dot + 1, last - dot - 1);
+        for (const auto & l : layer) {
+            if (l.first == kind) return "encoder.layers." + il + "." + l.second + gguf.substr(last);
+        }
+        return "";
+    };
+    std::string hdr = "{", blob;
+    int64_t n_vocab = 0;
+    for (ggml_tensor * t = ggml_get_first_tensor(src.c); t; t = ggml_get_next_tensor(src.c, t)) {
+        const std::string hn = hf_name(t->name);
+        ASSERT_FALSE(hn.empty()) << t->name;
+        if (std::string(t->name) == "token_embd.weight") n_vocab = t->ne[1];
+        const std::string shape = t->ne[1] > 1 ? std::to_string(t->ne[1]) + "," + std::to_string(t->ne[0]) : std::to_string(t->ne[0]);
+        const size_t bytes = 4 * (size_t) ggml_nelements(t);
+        hdr += std::string(hdr.size() > 1 ? "," : "") + "\"" + hn + "\":{\"dtype\":\"F32\",\"shape\":[" + shape +
+               "],\"data_offsets\":[" + std::to_string(blob.size()) + "," + std::to_string(blob.size() + bytes) + "]}";
+        blob.append((const char *) t->data, bytes);
+    }
+    hdr += "}";
+    const uint64_t hl = hdr.size();
+    {
+        std::ofstream st(hf + "/model.safetensors", std::ios::binary);
+        st.write((const char *) &hl, 8);
+        st << hdr << blob;
+    }
+    std::ostringstream cfg;
+    cfg << "{\"architectures\": [\"NomicBertModel\"], \"model_type\": \"nomic_bert\", \"n_embd\": " << s.n_embd
+        << ", \"n_inner\": " << s.n_ff << ", \"n_layer\": " << s.n_layer << ", \"n_head\": " << s.n_head
+        << ", \"vocab_size\": " << n_vocab
+        << ", \"n_positions\": 8192, \"type_vocab_size\": 2, \"layer_norm_epsilon\": 1e-12, \"activation_function\": \"swiglu\", "
+           "\"causal\": false, \"qkv_proj_bias\": false, \"mlp_fc1_bias\": false, \"mlp_fc2_bias\": false, \"prenorm\": false, "
+           "\"rotary_emb_fraction\": 1.0, \"rotary_emb_interleaved\": false, \"rotary_emb_scale_base\": null, \"rotary_emb_base\": 1000}";
+    std::ofstream(hf + "/config.json") << cfg.str();
+    write_wordpiece_tokenizer(hf, n_vocab);
+    std::ofstream(hf + "/modules.json") << "[{\"idx\": 0, \"name\": \"0\", \"path\": \"\", \"type\": \"sentence_transformers.models.Transformer\"}, "
+                                           "{\"idx\": 1, \"name\": \"1\", \"path\": \"1_Pooling\", \"type\": \"sentence_transformers.models.Pooling\"}]";
+    std::ofstream(hf + "/1_Pooling/config.json") << "{\"word_embedding_dimension\": " << s.n_embd << ", \"pooling_mode_mean_tokens\": true}";
+
+    const std::string out = d.path + "/nomic-converted.gguf";
+    const auto r = run_prog("llama-convert", "--hf " + hf + " -o " + out + " --outtype f32");
+    ASSERT_EQ(r.status, 0) << r.output;
+    EXPECT_EQ(r.output.find("ignoring tensor"), std::string::npos) << r.output;
+    gguf_ptr conv(out);
+    ASSERT_NE(conv.g, nullptr);
+    int n_tensors = 0;
+    for (ggml_tensor * t = ggml_get_first_tensor(src.c); t; t = ggml_get_next_tensor(src.c, t), n_tensors++) {
+        const ggml_tensor * c = ggml_get_tensor(conv.c, t->name);
+        ASSERT_NE(c, nullptr) << t->name;
+        ASSERT_TRUE(ggml_are_same_shape(t, c)) << t->name;
+        EXPECT_EQ(memcmp(t->data, c->data, ggml_nbytes(t)), 0) << t->name;
+    }
+    EXPECT_EQ(gguf_get_n_tensors(conv.g), n_tensors);
+    auto u32 = [&](const char * k) { const int64_t id = gguf_find_key(conv.g, k); return id < 0 ? -1 : (int64_t) gguf_get_val_u32(conv.g, id); };
+    EXPECT_EQ(u32("nomic-bert.pooling_type"), 1);
+    EXPECT_EQ(u32("nomic-bert.context_length"), 2048);
+    EXPECT_EQ(u32("nomic-bert.embedding_length"), s.n_embd);
+    EXPECT_EQ(u32("nomic-bert.feed_forward_length"), s.n_ff);
+    const int64_t base = gguf_find_key(conv.g, "nomic-bert.rope.freq_base");
+    ASSERT_GE(base, 0);
+    EXPECT_EQ(gguf_get_val_f32(conv.g, base), 1000.0f);
+    EXPECT_STREQ(gguf_get_val_str(conv.g, gguf_find_key(conv.g, "tokenizer.ggml.model")), "bert");
+
+    // The converted model's pooled embedding equals the tiny model's (same weights, same keys).
+    auto embed = [](const std::string & path, std::vector<float> & e) {
+        llama_model * m = llama_model_load_from_file(path.c_str(), llama_model_default_params());
+        ASSERT_NE(m, nullptr);
+        llama_context_params cp = llama_context_default_params();
+        cp.n_ctx = 32;
+        cp.embeddings = true;
+        cp.pooling_type = LLAMA_POOLING_TYPE_MEAN;
+        llama_context * ctx = llama_init_from_model(m, cp);
+        ASSERT_NE(ctx, nullptr);
+        llama_token ids[] = {2, 5, 6, 7, 9, 3};
+        ASSERT_EQ(llama_decode(ctx, llama_batch_get_one(ids, 6)), 0);
+        const float * p = llama_get_embeddings_seq(ctx, 0);
+        ASSERT_NE(p, nullptr);
+        e.assign(p, p + llama_model_n_embd(m));
+        llama_free(ctx);
+        llama_model_free(m);
+    };
+    std::vector<float> a, b;
+    embed(direct, a);
+    embed(out, b);
+    ASSERT_EQ(a.size(), b.size());
+    EXPECT_EQ(a, b);
+
+    const std::pair<std::string, std::string> bad_cfgs[] = {
+        {"\"swiglu\"", "\"gelu\""}, {"\"rotary_emb_fraction\": 1.0", "\"rotary_emb_fraction\": 0.5"},
+        {"\"rotary_emb_interleaved\": false", "\"rotary_emb_interleaved\": true"}, {"\"qkv_proj_bias\": false", "\"qkv_proj_bias\": true"}};
     for (const auto & bad : bad_cfgs) {
         SCOPED_TRACE(bad.second);
         std::string c = cfg.str();

@@ -1,12 +1,14 @@
 #!/bin/bash
-# build-lcpp-logits.sh LLAMA_CPP_SRC [OUT]: builds llama.cpp's static libraries in LLAMA_CPP_SRC/build
-# (CPU only, 2 jobs) and links lcpp-logits.cpp against them into OUT (default: LLAMA_CPP_SRC/build/lcpp-logits).
+# build-lcpp-logits.sh LLAMA_CPP_SRC [OUT [SOURCE.cpp]]: builds llama.cpp's static libraries in
+# LLAMA_CPP_SRC/build (CPU only, 2 jobs) and links SOURCE.cpp (default lcpp-logits.cpp) against them
+# into OUT (default: LLAMA_CPP_SRC/build/lcpp-logits).
 # An offline developer tool; tests and CI never run it. Checked with llama.cpp build 4747.
 set -euo pipefail
-SRC=${1:?usage: build-lcpp-logits.sh LLAMA_CPP_SRC [OUT]}
+SRC=${1:?usage: build-lcpp-logits.sh LLAMA_CPP_SRC [OUT [SOURCE.cpp]]}
 SRC=$(cd "$SRC" && pwd)
 OUT=${2:-$SRC/build/lcpp-logits}
 HERE=$(cd "$(dirname "$0")" && pwd)
+TOOL=${3:-$HERE/lcpp-logits.cpp}
 JOBS=${JOBS:-2}
 
 cmake -S "$SRC" -B "$SRC/build" -DLLAMA_CURL=OFF -DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF \
@@ -22,7 +24,7 @@ lib() { # first static library of this name under the build folder
 # order matters for static linking: llama, then ggml (backend registry), the CPU backend, ggml-base
 LIBS=("$(lib libllama.a)" "$(lib libggml.a)" "$(lib libggml-cpu.a)" "$(lib libggml-base.a)")
 
-g++ -std=c++17 -O2 "$HERE/lcpp-logits.cpp" -o "$OUT" \
+g++ -std=c++17 -O2 "$TOOL" -o "$OUT" \
     -I "$SRC/include" -I "$SRC/ggml/include" \
     "${LIBS[@]}" -fopenmp -lpthread -ldl -lm
 echo "built $OUT"

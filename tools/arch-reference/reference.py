@@ -654,8 +654,37 @@ def forward_bert(g, hp, tokens, opts):
     return x
 
 
+def forward_nomic_bert(g, hp, tokens, opts):
+    """NomicBertModel (nomic-ai's modeling_hf_nomic_bert, as nomic-embed-text runs it), the last
+    hidden states (T, n_embd). Embeddings: word + token type 0 (no learned positions), then
+    LayerNorm (emb_ln); each layer (prenorm false): Wqkv (rows q | k | v, no bias), rotary
+    embeddings on whole heads in halves (rotary_emb_interleaved false, base
+    `nomic-bert.rope.freq_base`), bidirectional attention (scale 1/sqrt(head)), out_proj, norm1 of
+    the residual sum; the gated MLP fc2(fc11(x) * silu(fc12(x))) (GGUF ffn_up = fc11, ffn_gate =
+    fc12, ffn_down = fc2), norm2 of the residual sum."""
+    T = len(tokens)
+    ids = torch.tensor(tokens, dtype=torch.long)
+    x = g.tensor("token_embd.weight")[ids] + g.tensor("token_types.weight")[0]
+    x = layer_norm(x, g.tensor("token_embd_norm.weight"), g.tensor("token_embd_norm.bias"), hp.ln_eps)
+    ang = rope_angles(T, hp.head_dim_k, hp.rope_base)
+    scale = 1.0 / math.sqrt(hp.head_dim_k)
+    nq = hp.n_head * hp.head_dim_k
+    for il in range(hp.n_layer):
+        L = Layer(g, il)
+        qkv = linear(x, L("attn_qkv.weight"))
+        q = qkv[:, :nq].reshape(T, hp.n_head, hp.head_dim_k)
+        k = qkv[:, nq:2 * nq].reshape(T, hp.n_head, hp.head_dim_k)
+        v = qkv[:, 2 * nq:].reshape(T, hp.n_head, hp.head_dim_v)
+        a = linear(attention(rope_neox(q, ang), rope_neox(k, ang), v, scale, causal=False), L("attn_output.weight"))
+        x = layer_norm(x + a, L("attn_output_norm.weight"), L("attn_output_norm.bias"), hp.ln_eps)
+        f = ffn_gated(x, L("ffn_gate.weight"), L("ffn_up.weight"), L("ffn_down.weight"), silu)
+        x = layer_norm(x + f, L("layer_output_norm.weight"), L("layer_output_norm.bias"), hp.ln_eps)
+    return x
+
+
 FAMILIES = {
     "bert": forward_bert,
+    "nomic-bert": forward_nomic_bert,
     "llama": forward_llama,
     "qwen2": forward_qwen2,
     "qwen3": forward_qwen3,
