@@ -61,8 +61,9 @@ double bench_result::avg_ts() const { return mean(samples_ts()); }
 double bench_result::stddev_ts() const { return stddev(samples_ts()); }
 
 double bench_result::ceiling_pct() const {
-    if (ceiling_gbps <= 0 || inst.n_prompt != 0 || inst.n_gen <= 0 || model_size == 0) return -1;
-    const double ceiling_ts = ceiling_gbps / ((double) model_size / 1e9);
+    const uint64_t bytes = token_bytes ? token_bytes : model_size;
+    if (ceiling_gbps <= 0 || inst.n_prompt != 0 || inst.n_gen <= 0 || bytes == 0) return -1;
+    const double ceiling_ts = ceiling_gbps / ((double) bytes / 1e9);
     return 100.0 * avg_ts() / ceiling_ts;
 }
 
@@ -382,9 +383,9 @@ public:
     void footer() override {
         if (ceiling_auto_) {
             fprintf(out_, "\n%% of ceiling: tg t/s against the read bandwidth measured beside the test (the higher of "
-                          "before and after) / model size (each weight byte read once per token)\n");
+                          "before and after) / the weight bytes a token reads (the model size; of a mixture's experts, the share chosen)\n");
         } else if (ceiling_gbps_ > 0) {
-            fprintf(out_, "\n%% of ceiling: tg t/s against %.1f GB/s / model size (each weight byte read once per token)\n",
+            fprintf(out_, "\n%% of ceiling: tg t/s against %.1f GB/s / the weight bytes a token reads (the model size; of a mixture's experts, the share chosen)\n",
                     ceiling_gbps_);
         }
         fprintf(out_, "\nbuild: unknown (0)\n");

@@ -78,6 +78,7 @@ struct bench_result {
     bench_instance inst;
     std::string model_type;  // llama_model_desc
     uint64_t model_size = 0;
+    uint64_t token_bytes = 0;  // weight bytes a generated token reads: model_size less the experts it does not choose
     uint64_t model_n_params = 0;
     std::string test_time;  // RFC 3339, UTC
     std::vector<uint64_t> samples_ns;
@@ -90,7 +91,8 @@ struct bench_result {
     uint64_t stddev_ns() const;
     double avg_ts() const;
     double stddev_ts() const;
-    // Mean tokens/s as a percentage of GBPS / model size (every weight byte read once per token);
+    // Mean tokens/s as a percentage of GBPS / token_bytes (every weight byte read once per token, of
+    // a mixture of experts' experts the expert_used_count of expert_count);
     // negative when it does not apply (no --ceiling, or not a plain tg test).
     double ceiling_pct() const;
 };

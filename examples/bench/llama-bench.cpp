@@ -10,6 +10,7 @@
 #include "llama.h"
 #include "arg.h"
 #include "common.h"
+#include "gguf.h"
 
 #include <algorithm>
 #include <cctype>
@@ -24,6 +25,32 @@
 #include <thread>
 
 namespace {
+
+// The weight bytes a generated token reads (the ceiling's divisor): model_size, less, in a mixture
+// of experts, the share of the stacked experts ("*_exps" tensors) a token does not choose (of
+// expert_count, expert_used_count are read). model_size when the file says no experts.
+uint64_t token_bytes(const std::string & path, uint64_t model_size) {
+    gguf_init_params gp = { true, nullptr, false };
+    gguf_context * g = gguf_init_from_file(path.c_str(), gp);
+    if (!g) return model_size;
+    uint64_t exps = 0;
+    double used = 1.0;
+    const int64_t ak = gguf_find_key(g, "general.architecture");
+    if (ak >= 0 && gguf_get_kv_type(g, ak) == GGUF_TYPE_STRING) {
+        const std::string arch = gguf_get_val_str(g, ak);
+        const int64_t ne = gguf_find_key(g, (arch + ".expert_count").c_str()), nu = gguf_find_key(g, (arch + ".expert_used_count").c_str());
+        if (ne >= 0 && nu >= 0 && gguf_get_kv_type(g, ne) == GGUF_TYPE_UINT32 && gguf_get_kv_type(g, nu) == GGUF_TYPE_UINT32 &&
+            gguf_get_val_u32(g, ne) > 0) {
+            used = std::min(1.0, (double) gguf_get_val_u32(g, nu) / gguf_get_val_u32(g, ne));
+            for (int64_t i = 0; i < gguf_get_n_tensors(g); i++) {
+                if (strstr(gguf_get_tensor_name(g, i), "_exps.")) exps += gguf_get_tensor_size(g, i);
+            }
+        }
+    }
+    gguf_free(g);
+    const uint64_t skipped = (uint64_t) ((double) exps * (1.0 - used));
+    return skipped < model_size ? model_size - skipped : model_size;
+}
 
 int default_threads() { return llama_context_default_params().n_threads; }
 
@@ -248,6 +275,7 @@ int run(bench_params & params) {
         llama_model_desc(model.get(), desc, sizeof(desc));
         r.model_type = desc;
         r.model_size = llama_model_size(model.get());
+        r.token_bytes = token_bytes(inst.model, r.model_size);
         r.model_n_params = llama_model_n_params(model.get());
         r.test_time = utc_now();
         r.ceiling_gbps = params.ceiling_gbps;

@@ -122,9 +122,44 @@ TEST(Moe, MulMatIdMatchesReference) {
         }
     }
     // Experts repacked for the quantized kernels, as the loader stores them: generation, a prompt.
+    // (1 and 3 tokens: the few-columns path; 40: expert by expert.)
     for (ggml_type type : {GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_K}) {
         const int64_t K = type == GGML_TYPE_Q4_K ? 256 : 96;
-        for (int64_t n_tokens : {1, 40}) check_mul_mat_id({type, K, 48, 5, 2, n_tokens, 1, 2e-2, true}, seed++);
+        for (int64_t n_tokens : {1, 3, 40}) {
+            for (int64_t n_b : {int64_t(1), int64_t(2)}) check_mul_mat_id({type, K, 48, 5, 2, n_tokens, n_b, 2e-2, true}, seed++);
+        }
+    }
+}
+
+// Repacked experts: a token's columns come out with the same bits whether its batch is small (the
+// few-columns path, every expert's groups shared out at once) or large (expert by expert through
+// mul_mat), and whatever the thread count.
+TEST(Moe, MulMatIdFewColumnsAreTheBatchsBits) {
+    for (ggml_type type : {GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_K}) {
+        SCOPED_TRACE(ggml_type_name(type));
+        const int64_t K = type == GGML_TYPE_Q4_K ? 256 : 128, N = 64, n_as = 6, n_used = 2, n_big = 48, n_small = 2;
+        tu::Ctx c(64u << 20);
+        std::mt19937 rng(5);
+        std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+        ggml_tensor * as = ggml_new_tensor_3d(c.ctx, type, K, N, n_as);
+        std::vector<float> w((size_t) (K * N * n_as));
+        for (float & x : w) x = d(rng);
+        ggml_quantize_chunk(type, w.data(), as->data, 0, N * n_as, K, nullptr);
+        if (!ggml_cpu_repack(as)) GTEST_SKIP() << "no repacked kernels in this build";
+        ggml_tensor * b = ggml_new_tensor_3d(c.ctx, GGML_TYPE_F32, K, 1, n_big);
+        for (int64_t i = 0; i < ggml_nelements(b); i++) ((float *) b->data)[i] = d(rng);
+        ggml_tensor * ids = ggml_new_tensor_2d(c.ctx, GGML_TYPE_I32, n_used, n_big);
+        for (int64_t t = 0; t < n_big; t++) {
+            ((int32_t *) ids->data)[t * n_used] = (int32_t) (rng() % n_as);
+            ((int32_t *) ids->data)[t * n_used + 1] = (int32_t) ((((int32_t *) ids->data)[t * n_used] + 1 + rng() % (n_as - 1)) % n_as);
+        }
+        ggml_tensor * big = ggml_mul_mat_id(c.ctx, as, b, ids);  // 96 columns: expert by expert
+        ggml_tensor * small = ggml_mul_mat_id(c.ctx, as, ggml_view_3d(c.ctx, b, K, 1, n_small, b->nb[1], b->nb[2], 0),
+                                              ggml_view_2d(c.ctx, ids, n_used, n_small, ids->nb[1], 0));  // 4 columns
+        const std::vector<double> all = tu::compute_all_threads(c.ctx, big);
+        const std::vector<double> few = tu::compute_all_threads(c.ctx, small);
+        ASSERT_EQ(few.size(), (size_t) (N * n_used * n_small));
+        for (size_t i = 0; i < few.size(); i++) ASSERT_EQ(few[i], all[i]) << "value " << i;
     }
 }
 

@@ -1,6 +1,9 @@
 // llama-bench as a user runs it on the smallest model: llama.cpp's table, csv and json outputs,
 // pg and depth tests, the ceiling column, and clean refusals of bad command lines.
 #include "test-util.h"
+#include "gguf.h"
+
+#include <cstring>
 
 #include <fstream>
 #include <regex>
@@ -168,6 +171,45 @@ TEST(Bench, CeilingAutoMeasuresTheBandwidth) {
     EXPECT_NE(lines(md.out).at(0).find("| ceiling GB/s | % of ceiling |"), std::string::npos) << md.out;
     EXPECT_TRUE(std::regex_search(md.out, std::regex("tg4 \\|[^|]+\\| +[0-9]+\\.[0-9] \\| +[0-9]+\\.[0-9] \\|"))) << md.out;
     unsetenv("LLAMA_BENCH_MEMBW_MIB");
+}
+
+// A mixture of experts: a generated token reads expert_used_count of the expert_count experts, so
+// the ceiling's divisor is the model size less the unchosen share of the "*_exps" tensors.
+TEST(Bench, CeilingOfAMixtureCountsTheChosenExperts) {
+    REQUIRE_BENCH();
+    const std::string moe = std::string(LLAMA_TEST_DATA_DIR) + "/../../fuzz/corpus/fuzz-model/tiny-mixtral.gguf";
+    TU_REQUIRE_FILE(moe);
+    gguf_init_params gp = { true, nullptr, false };
+    gguf_context * g = gguf_init_from_file(moe.c_str(), gp);
+    ASSERT_NE(g, nullptr);
+    const double n_exp = gguf_get_val_u32(g, gguf_find_key(g, "llama.expert_count"));
+    const double n_used = gguf_get_val_u32(g, gguf_find_key(g, "llama.expert_used_count"));
+    double exps = 0;
+    for (int64_t i = 0; i < gguf_get_n_tensors(g); i++) {
+        if (strstr(gguf_get_tensor_name(g, i), "_exps.")) exps += (double) gguf_get_tensor_size(g, i);
+    }
+    gguf_free(g);
+    ASSERT_GT(exps, 0.0);
+    ASSERT_LT(n_used, n_exp);
+    const run_result c = run_bench("-m " + moe + " -r 2 -t 1 -p 0 -n 4 -o csv --ceiling 10");
+    ASSERT_EQ(c.status, 0) << c.err;
+    const std::vector<std::string> ls = lines(c.out);
+    ASSERT_EQ(ls.size(), 2u) << c.out;
+    auto field = [&](const std::string & name) {
+        std::vector<std::string> head, row;
+        for (auto * v : { &head, &row }) {
+            std::stringstream ss(v == &head ? ls[0] : ls[1]);
+            for (std::string f; std::getline(ss, f, ',');) v->push_back(f.size() >= 2 && f[0] == '"' ? f.substr(1, f.size() - 2) : f);
+        }
+        for (size_t i = 0; i < head.size() && i < row.size(); i++) {
+            if (head[i] == name) return std::stod(row[i]);
+        }
+        ADD_FAILURE() << "no column " << name << " in " << ls[0];
+        return 0.0;
+    };
+    const double size = field("model_size"), ts = field("avg_ts"), pct = field("ceiling_pct");
+    const double bytes = size - exps * (1.0 - n_used / n_exp);
+    EXPECT_NEAR(pct, 100.0 * ts * bytes / 1e9 / 10.0, 1e-3 * pct);
 }
 
 TEST(Bench, BadCommandLinesAreRefusedCleanly) {

@@ -73,11 +73,24 @@ struct SubMatMul {
     }
 };
 
-// Work buffer: gathered columns (K x cap floats), results (N x cap), then the mul_mat's own.
+// Generation and small batches take the few-columns path (below) when the experts are repacked:
+// at most this many (slot, token) columns in all.
+constexpr int64_t FEW_COLUMNS = 64;
+
+// The repack traits of as when the few-columns path applies to this node, else nullptr.
+const ggml_repack_traits * few_columns_traits(const ggml_tensor * as, const ggml_tensor * b, const IdDims & x) {
+    if (!(as->flags & GGML_TENSOR_FLAG_REPACKED) || x.n_used * x.n_tokens > FEW_COLUMNS || b->nb[0] != sizeof(float)) return nullptr;
+    const ggml_repack_traits * rt = ggml_repack_get_traits(as->type);
+    return rt && x.N % GGML_REPACK_ROWS == 0 && x.K % rt->act_blck == 0 ? rt : nullptr;
+}
+
+// Work buffer: gathered columns (K x cap floats), results (N x cap), then the mul_mat's own; or,
+// on the few-columns path, b's columns converted to the activation blocks.
 struct IdLayout {
     int64_t cap;  // most columns one expert can get
     size_t gather, out, sub;
-    size_t total() const { return ALIGN + gather + out + sub; }
+    size_t conv_row, conv;  // few columns: bytes per converted column, and of all of them
+    size_t total() const { return ALIGN + std::max(gather + out + sub, conv); }
 };
 
 IdLayout layout_of(const ggml_tensor * dst, int n_threads) {
@@ -89,7 +102,81 @@ IdLayout layout_of(const ggml_tensor * dst, int n_threads) {
     l.out = align_up((size_t) (x.N * l.cap) * sizeof(float));
     SubMatMul s(as, 0, l.cap, nullptr, nullptr);
     l.sub = ggml_cpu_mul_mat_work_size(&s.d, n_threads);  // the most any expert's needs
+    l.conv_row = l.conv = 0;
+    if (const ggml_repack_traits * rt = few_columns_traits(as, b, x)) {
+        l.conv_row = align_up((size_t) (x.K / rt->act_blck) * rt->act_size);
+        l.conv = l.conv_row * (size_t) (x.n_b * x.n_tokens);
+    }
     return l;
+}
+
+// The few-columns path: each column of b is converted once (gate's and up's input, which all
+// slots of a token share, once per token, not once per expert), then the items (an expert some
+// column chose, a group of 16 of its rows) are shared out with stealing, each multiplying its
+// group by the expert's columns straight into dst. One barrier in all, where the expert-by-expert
+// path has three per expert, and no expert waits for the previous one. The kernel and the
+// blocks are the repacked mul_mat's, and a column's value does not depend on the columns beside
+// it, so the results are the other path's bits.
+void mul_mat_id_few_columns(const ggml_compute_params * params, ggml_tensor * dst, const ggml_repack_traits * rt,
+                            const IdLayout & l) {
+    const ggml_tensor * as = dst->src[0], * b = dst->src[1], * ids = dst->src[2];
+    const IdDims x = dims_of(as, ids, b);
+    char * conv = align_ptr(params->wdata);
+    int64_t r0, r1;
+    ggml_cpu_split_rows(x.n_b * x.n_tokens, params->ith, params->nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) {
+        const int64_t j = r % x.n_b, t = r / x.n_b;
+        rt->act_from_float((const float *) ((const char *) b->data + j * b->nb[1] + t * b->nb[2]), conv + r * l.conv_row, x.K);
+    }
+    // The experts chosen, each with its columns (slot + n_used * token), in expert order; every
+    // thread lists them the same way while the others convert.
+    int64_t n_cols[FEW_COLUMNS], cols[FEW_COLUMNS], first[FEW_COLUMNS + 1];
+    int32_t experts[FEW_COLUMNS];
+    int64_t n_active = 0;
+    {
+        int32_t chosen[FEW_COLUMNS];
+        for (int64_t c = 0; c < x.n_used * x.n_tokens; c++) {
+            chosen[c] = id_at(ids, c % x.n_used, c / x.n_used);
+            GGML_ASSERT(chosen[c] >= 0 && chosen[c] < x.n_as && "mul_mat_id: an id outside [0, n_as)");
+        }
+        int64_t n = 0;
+        for (int64_t c = 0; c < x.n_used * x.n_tokens; c++) {
+            bool seen = false;
+            for (int64_t a = 0; a < n_active && !seen; a++) seen = experts[a] == chosen[c];
+            if (seen) continue;
+            experts[n_active] = chosen[c];
+            first[n_active] = n;
+            for (int64_t c2 = c; c2 < x.n_used * x.n_tokens; c2++) {
+                if (chosen[c2] == chosen[c]) cols[n++] = c2;
+            }
+            n_cols[n_active] = n - first[n_active];
+            n_active++;
+        }
+        first[n_active] = n;
+    }
+    ggml_cpu_barrier(params);
+
+    const int R = GGML_REPACK_ROWS;
+    const int64_t groups = x.N / R, nb = x.K / rt->blck;
+    auto item = [&](int64_t it) {
+        const int64_t a = it / groups, m0 = (it % groups) * R;
+        const char * rows = (const char *) as->data + experts[a] * as->nb[2] + m0 * as->nb[1];
+        for (int64_t k = first[a]; k < first[a] + n_cols[a]; k++) {
+            const int64_t i = cols[k] % x.n_used, t = cols[k] / x.n_used;
+            float * d = (float *) ((char *) dst->data + i * dst->nb[1] + t * dst->nb[2]) + m0;
+            ggml_repack_gemm_cols(rt, nb, rows, conv + ((i % x.n_b) + x.n_b * t) * l.conv_row, l.conv_row, 1, d, 0);
+        }
+    };
+    const int64_t items = n_active * groups;
+    if (ggml_cpu_can_share_items(params, items)) {
+        for (int64_t it0, it1; ggml_cpu_next_items(params, items, &it0, &it1);) {
+            for (int64_t it = it0; it < it1; it++) item(it);
+        }
+        return;
+    }
+    int64_t it0, it1;
+    ggml_cpu_split_rows(items, params->ith, params->nth, &it0, &it1);
+    for (int64_t it = it0; it < it1; it++) item(it);
 }
 
 }  // namespace
@@ -103,6 +190,10 @@ void ggml_cpu_forward_mul_mat_id(const struct ggml_compute_params * params, stru
     const IdDims x = dims_of(as, ids, b);
     const IdLayout l = layout_of(dst, params->nth);
     GGML_ASSERT(params->wsize >= l.total() && "mul_mat_id: work buffer too small");
+    if (const ggml_repack_traits * rt = few_columns_traits(as, b, x)) {
+        mul_mat_id_few_columns(params, dst, rt, l);
+        return;
+    }
     char * w = align_ptr(params->wdata);
     float * gathered = (float *) w;
     float * out = (float *) (w + l.gather);
