@@ -387,9 +387,10 @@ std::vector<Case> make_cases() {
         }, 1e-12);  // block scales times levels: a fused multiply-add may round differently
     }
     // a mixture's experts: 6 experts, 2 used per token; b one column per token (gate, up) or one
-    // per slot (down); generation and a batch
+    // per slot (down); generation, and batches by expert (an expert's planes kGroupCols to a
+    // group: 9 tokens one group per expert, 40 tokens two or more)
     for (ggml_type t : kWeightTypes) {
-        for (int64_t n_tok : { 1, 9 }) {
+        for (int64_t n_tok : { 1, 9, 40 }) {
             for (int64_t n_b1 : { 1, 2 }) {
                 add(std::string("mul_mat_id ") + ggml_type_name(t) + " tokens " + std::to_string(n_tok) + " b cols " + std::to_string(n_b1),
                     [=](Maker & m) {

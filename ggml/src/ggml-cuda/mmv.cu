@@ -6,7 +6,9 @@
 // it with every column of b; the warp's partial sums are then reduced with shuffles. Planes
 // broadcast as the CPU's mul_mat (b->ne[2] a multiple of a->ne[2], same for dim 3).
 // mul_mat_id (a mixture's experts) runs the same kernels with a plane per (slot, token): the
-// plane of a is the expert ids names, so only the chosen experts' rows are read.
+// plane of a is the expert ids names, so only the chosen experts' rows are read. A prompt's
+// planes go by expert instead (k_moe_groups, then k_mmvq_groups: the grouped product, each
+// expert's rows read once per 8 of its columns, not once per column).
 #include "ops.cuh"
 #include "quant.cuh"
 
@@ -135,21 +137,78 @@ struct MmvqArgs {
     const char * ids;
     int64_t ids_nb0, ids_nb1, n_b1;
     int64_t z0;
+    // mul_mat_id by expert (prompts): k_moe_groups' groups, and how many it made
+    const int32_t * groups;
+    const int32_t * n_groups;
+};
+
+// mul_mat_id by expert: a group is up to kGroupCols (slot, token) planes that chose one expert,
+// [expert, count, plane 0, plane 1, ...] (plane = slot + n_used * token), kGroupInts ints.
+constexpr int kGroupCols = 8;
+constexpr int kGroupInts = 2 + kGroupCols;
+
+// The columns a block of the integer products multiplies, and where their results go.
+// mul_mat's (and mul_mat_id's one-plane-per-column): NC columns of b from blockIdx.y * NC, of
+// plane blockIdx.z (+ z0).
+struct PlaneCols {
+    int64_t n0, c0, i12, i13, plane;
+    __device__ __forceinline__ PlaneCols(const MmvqArgs & p, int NC) {
+        const int64_t z = p.z0 + blockIdx.z;
+        i12 = z % p.ne12;
+        i13 = z / p.ne12;
+        n0 = (int64_t) blockIdx.y * NC;
+        c0 = p.ids ? i12 % p.n_b1 + p.n_b1 * i13 : n0 + p.N * (i12 + p.ne12 * i13);
+        plane = a_plane(p, i12, i13);
+    }
+    __device__ __forceinline__ bool valid() const { return true; }
+    __device__ __forceinline__ bool has(const MmvqArgs & p, int c) const { return n0 + c < p.N; }
+    __device__ __forceinline__ int64_t act(const MmvqArgs &, int c) const { return c0 + c; }
+    __device__ __forceinline__ float * dst(const MmvqArgs & p, int c, int64_t m) const {
+        return (float *) (p.d + m * 4 + (n0 + c) * p.d_nb1 + i12 * p.d_nb2 + i13 * p.d_nb3);
+    }
+};
+
+// mul_mat_id by expert: group blockIdx.y (+ z0) of k_moe_groups' list, its expert's rows
+// against each of its planes' columns (none past the groups made).
+struct GroupCols {
+    const int32_t * g;
+    int n;
+    int64_t plane;
+    __device__ __forceinline__ GroupCols(const MmvqArgs & p, int) {
+        const int64_t gi = p.z0 + blockIdx.y;
+        n = gi < *p.n_groups ? 1 : 0;
+        g = p.groups + gi * kGroupInts;
+        if (n) {
+            n = g[1];
+            plane = (int64_t) g[0] * p.a_nb2;
+        } else {
+            plane = 0;
+        }
+    }
+    __device__ __forceinline__ bool valid() const { return n > 0; }
+    __device__ __forceinline__ bool has(const MmvqArgs &, int c) const { return c < n; }
+    __device__ __forceinline__ int64_t act(const MmvqArgs & p, int c) const {
+        const int64_t z = g[2 + c], slot = z % p.ne12, tok = z / p.ne12;
+        return slot % p.n_b1 + p.n_b1 * tok;
+    }
+    __device__ __forceinline__ float * dst(const MmvqArgs & p, int c, int64_t m) const {
+        const int64_t z = g[2 + c], slot = z % p.ne12, tok = z / p.ne12;
+        return (float *) (p.d + m * 4 + slot * p.d_nb2 + tok * p.d_nb3);
+    }
 };
 
 // R rows of a per lane group (each column of b read once for R rows), NC columns per block; bx:
 // the block's index along the rows of a.
-template <int T, int R, int NC>
+template <int T, int R, int NC, typename Cols = PlaneCols>
 __device__ __forceinline__ void mmvq_block(const MmvqArgs & p, int64_t bx) {
     const int lane = threadIdx.x % WARP, li = lane % p.L;
     const int64_t m0 = (bx * kWarpsPerBlock + threadIdx.x / WARP) * (WARP / p.L) * R;
     if (m0 >= p.M) return;  // whole warps leave: the shuffles below see full warps
+    const Cols cols(p, NC);
+    if (!cols.valid()) return;  // (the whole block)
     const int64_t mg = m0 + (lane / p.L) * R;  // this lane group's first row
-    const int64_t z = p.z0 + blockIdx.z, i12 = z % p.ne12, i13 = z / p.ne12;
-    const int64_t n0 = (int64_t) blockIdx.y * NC;
-    const int64_t c0 = p.ids ? i12 % p.n_b1 + p.n_b1 * i13 : n0 + p.N * (i12 + p.ne12 * i13);
     const int64_t upc = p.K / 32;
-    const int64_t plane = a_plane(p, i12, i13);
+    const int64_t plane = cols.plane;
     const char * arow[R];
 #pragma unroll
     for (int r = 0; r < R; r++) {
@@ -171,10 +230,11 @@ __device__ __forceinline__ void mmvq_block(const MmvqArgs & p, int64_t bx) {
         for (int r = 0; r < R; r++) int_unit<T>(arow[r], u, w[r]);
 #pragma unroll
         for (int c = 0; c < NC; c++) {
-            if (n0 + c >= p.N) break;
-            const int4 * bp = (const int4 *) (p.qs + (c0 + c) * p.K + 32 * u);
+            if (!cols.has(p, c)) break;
+            const int64_t col = cols.act(p, c);
+            const int4 * bp = (const int4 *) (p.qs + col * p.K + 32 * u);
             const int4 b0 = bp[0], b1 = bp[1];
-            const float4 ds = p.ds[(c0 + c) * upc + u];
+            const float4 ds = p.ds[col * upc + u];
 #pragma unroll
             for (int r = 0; r < R; r++) {
                 int lo = dp4a(w[r].q[0], b0.x, 0);
@@ -191,12 +251,12 @@ __device__ __forceinline__ void mmvq_block(const MmvqArgs & p, int64_t bx) {
     }
 #pragma unroll
     for (int c = 0; c < NC; c++) {
-        if (n0 + c >= p.N) break;  // uniform across the warp
+        if (!cols.has(p, c)) break;  // uniform across the warp
 #pragma unroll
         for (int r = 0; r < R; r++) {
             float v = s[r][c];
             for (int o = p.L / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);  // within each group's lanes
-            if (li == 0 && mg + r < p.M) *(float *) (p.d + (mg + r) * 4 + (n0 + c) * p.d_nb1 + i12 * p.d_nb2 + i13 * p.d_nb3) = v;
+            if (li == 0 && mg + r < p.M) *cols.dst(p, c, mg + r) = v;
         }
     }
 }
@@ -204,6 +264,50 @@ __device__ __forceinline__ void mmvq_block(const MmvqArgs & p, int64_t bx) {
 template <int T, int R, int NC>
 __global__ void __launch_bounds__(WARP * kWarpsPerBlock) k_mmvq(MmvqArgs p) {
     mmvq_block<T, R, NC>(p, blockIdx.x);
+}
+
+template <int T>
+__global__ void __launch_bounds__(WARP * kWarpsPerBlock) k_mmvq_groups(MmvqArgs p) {
+    mmvq_block<T, 4, kGroupCols, GroupCols>(p, blockIdx.x);
+}
+
+// The groups of mul_mat_id by expert (one block): each thread lists the planes of its experts in
+// plane order, kGroupCols to a group; the groups go expert after expert, so the order (and the
+// sums, each a column's own) does not depend on the threads. counts: n_as ints of scratch.
+__global__ void __launch_bounds__(256) k_moe_groups(const char * ids, int64_t ids_nb0, int64_t ids_nb1, int n_used, int64_t n_tok,
+                                                     int n_as, int32_t * counts, int32_t * groups, int32_t * n_groups) {
+    const int64_t planes = (int64_t) n_used * n_tok;
+    auto id_of = [&](int64_t z) { return *(const int32_t *) (ids + (z % n_used) * ids_nb0 + (z / n_used) * ids_nb1); };
+    for (int e = threadIdx.x; e < n_as; e += blockDim.x) {
+        int32_t n = 0;
+        for (int64_t z = 0; z < planes; z++) n += id_of(z) == e;
+        counts[e] = (n + kGroupCols - 1) / kGroupCols;  // this expert's groups
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int32_t at = 0;
+        for (int e = 0; e < n_as; e++) {
+            const int32_t g = counts[e];
+            counts[e] = at;  // its first group
+            at += g;
+        }
+        *n_groups = at;
+    }
+    __syncthreads();
+    for (int e = threadIdx.x; e < n_as; e += blockDim.x) {
+        int32_t * g = groups + (int64_t) counts[e] * kGroupInts;
+        int k = 0;
+        for (int64_t z = 0; z < planes; z++) {
+            if (id_of(z) != e) continue;
+            if (k == kGroupCols) {
+                g += kGroupInts;
+                k = 0;
+            }
+            g[0] = e;
+            g[1] = k + 1;
+            g[2 + k++] = (int32_t) z;
+        }
+    }
 }
 
 // Generation's products of one activation with two or three weights of one type (q, k and v;
@@ -294,10 +398,15 @@ namespace {
 // b quantized to 8 bits as the CPU does for a's type (into scratch), or found already so
 // (ctx.act: the previous product's b, or the kernel that produced b, when nothing wrote over it
 // since). Returns the bytes and scales for MmvqArgs.
-void quantized_b(ggml_cuda_ctx & ctx, ggml_type a_type, const ggml_tensor * b, const int8_t ** qs, const float4 ** ds) {
+// extra_bytes > 0: that much more scratch after them, at *extra.
+void quantized_b(ggml_cuda_ctx & ctx, ggml_type a_type, const ggml_tensor * b, const int8_t ** qs, const float4 ** ds,
+                 size_t extra_bytes = 0, void ** extra = nullptr) {
     const int act_block = act_block_size(a_type);
-    const bool quantized = ggml_cuda_act_ready(ctx, b, act_block);
-    const ActArgs q = ggml_cuda_act_args(ctx, b, act_block);
+    const uint64_t gen = ctx.scratch_gen;
+    const bool ready = ggml_cuda_act_ready(ctx, b, act_block);
+    const ActArgs q = ggml_cuda_act_args(ctx, b, act_block, extra_bytes);
+    const bool quantized = ready && gen == ctx.scratch_gen;  // (the buffer did not grow and move)
+    if (extra) *extra = q.extra;
     if (quantized) {
         ctx.n_act_reused++;
     } else {
@@ -509,10 +618,20 @@ void ggml_cuda_op_mul_mat_id(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
         return;
     }
     // Block types: b's columns quantized once (kept for the next product of the same b: the up
-    // projection after the gate), then the integer products.
+    // projection after the gate), then the integer products. A prompt's planes go by expert
+    // (when the experts get two columns each on average): k_moe_groups lists each expert's
+    // planes, kGroupCols to a group, and a block multiplies 4 rows per lane group of its expert
+    // with a group's columns, so an expert's rows are read once per group instead of once per
+    // column. No count comes back to the host (nothing waits, a CUDA graph can hold it): the
+    // grid has room for the most groups there can be, and the blocks past the groups made leave.
+    const int n_as = (int) as->ne[2];
+    const bool by_expert = n_tok > 1 && planes >= 2 * (int64_t) n_as;
+    const int64_t max_groups = by_expert ? (planes + kGroupCols - 1) / kGroupCols + n_as : 0;
+    const size_t group_bytes = by_expert ? (size_t) (n_as + 1 + max_groups * kGroupInts) * sizeof(int32_t) : 0;
     const int8_t * qs;
     const float4 * ds;
-    quantized_b(ctx, as->type, b, &qs, &ds);
+    void * extra = nullptr;
+    quantized_b(ctx, as->type, b, &qs, &ds, group_bytes, &extra);
     MmvqArgs p = mmvq_args(as, b, dst, qs, ds);
     p.a_nb3 = 0;
     p.N = 1; p.ne12 = n_used; p.r2 = p.r3 = 1;
@@ -520,6 +639,25 @@ void ggml_cuda_op_mul_mat_id(ggml_cuda_ctx & ctx, ggml_tensor * dst) {
     p.ids = (const char *) ids->data;
     p.ids_nb0 = ids->nb[0]; p.ids_nb1 = ids->nb[1];
     p.n_b1 = b->ne[1];
+    if (by_expert) {
+        int32_t * counts = (int32_t *) extra, * n_groups = counts + n_as, * groups = n_groups + 1;
+        GGML_CUDA_LAUNCH(k_moe_groups, 1, 256, 0, ctx.stream)(p.ids, p.ids_nb0, p.ids_nb1, (int) n_used, n_tok, n_as, counts, groups,
+                                                               n_groups);
+        CUDA_CHECK_LAUNCH();
+        p.groups = groups;
+        p.n_groups = n_groups;
+        const int64_t rows_per_block = (int64_t) kWarpsPerBlock * (WARP / p.L) * 4;
+        const unsigned int gx = (unsigned int) ((M + rows_per_block - 1) / rows_per_block);
+        for (int64_t g0 = 0; g0 < max_groups; g0 += 65535) {
+            p.z0 = g0;
+            const unsigned int gy = (unsigned int) std::min<int64_t>(max_groups - g0, 65535);
+            mmvq_dispatch_type(as->type, [&](auto t) {
+                GGML_CUDA_LAUNCH(k_mmvq_groups<decltype(t)::value>, dim3(gx, gy, 1), block, 0, ctx.stream)(p);
+            });
+            CUDA_CHECK_LAUNCH();
+        }
+        return;
+    }
     const int64_t rows_per_block = (int64_t) kWarpsPerBlock * (WARP / p.L);
     const unsigned int gx = (unsigned int) ((M + rows_per_block - 1) / rows_per_block);
     launch_planes([&](int64_t z0, unsigned int n) {
