@@ -43,7 +43,6 @@ using E = llama_example;
 
 // The programs that take the model, context and placement options, and those that generate.
 const std::initializer_list<E> INFER = {LLAMA_EXAMPLE_MAIN, LLAMA_EXAMPLE_PERPLEXITY, LLAMA_EXAMPLE_EMBEDDING};
-const std::initializer_list<E> INFER_LOGITS = {LLAMA_EXAMPLE_MAIN, LLAMA_EXAMPLE_PERPLEXITY, LLAMA_EXAMPLE_LOGITS, LLAMA_EXAMPLE_EMBEDDING};
 // ... and llama-bench, where each takes a list of values (a test per value)
 const std::initializer_list<E> INFER_BENCH = {LLAMA_EXAMPLE_MAIN, LLAMA_EXAMPLE_PERPLEXITY, LLAMA_EXAMPLE_BENCH, LLAMA_EXAMPLE_EMBEDDING};
 const std::initializer_list<E> INFER_LOGITS_BENCH = {LLAMA_EXAMPLE_MAIN, LLAMA_EXAMPLE_PERPLEXITY, LLAMA_EXAMPLE_LOGITS, LLAMA_EXAMPLE_BENCH,
@@ -54,7 +53,7 @@ const std::initializer_list<E> LORA = {LLAMA_EXAMPLE_MAIN, LLAMA_EXAMPLE_PERPLEX
 
 // Why an option of llama.cpp is refused, by feature.
 const char * const NO_PINNING = "threads are not pinned to CPUs, nor given priorities or polling";
-const char * const NO_JSON_SCHEMA = "this build has no JSON schema support (nlohmann-json was not found when it was configured)";
+[[maybe_unused]] const char * const NO_JSON_SCHEMA = "this build has no JSON schema support (nlohmann-json was not found when it was configured)";
 const char * const NO_DOWNLOAD = "models are not downloaded: give a local GGUF file with -m";
 const char * const NO_LOG_OPTS = "the log goes to standard error without prefixes, colors or timestamps";
 const char * const ONE_SEQUENCE = "this program decodes its own sequences (llama-batched, llama-batched-bench and llama-parallel take -np)";

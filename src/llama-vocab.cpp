@@ -770,7 +770,7 @@ llama_token llama_vocab::eot() const { return pimpl ? pimpl->eot : LLAMA_TOKEN_N
 llama_token llama_vocab::unk() const { return pimpl ? pimpl->unk : LLAMA_TOKEN_NULL; }
 llama_token llama_vocab::pad() const { return pimpl ? pimpl->pad : LLAMA_TOKEN_NULL; }
 llama_token llama_vocab::sep() const { return pimpl ? pimpl->sep : LLAMA_TOKEN_NULL; }
-llama_token llama_vocab::nl() const { return pimpl && pimpl->type != LLAMA_VOCAB_TYPE_NONE ? pimpl->byte_token['\n'] : LLAMA_TOKEN_NULL; }
+llama_token llama_vocab::nl() const { return pimpl && pimpl->type != LLAMA_VOCAB_TYPE_NONE ? pimpl->byte_token[(uint8_t) '\n'] : LLAMA_TOKEN_NULL; }
 llama_token llama_vocab::fim(llama_vocab_fim which) const { return pimpl ? pimpl->fim[which] : LLAMA_TOKEN_NULL; }
 bool llama_vocab::add_bos() const { return pimpl && pimpl->add_bos && pimpl->bos != LLAMA_TOKEN_NULL; }
 bool llama_vocab::add_eos() const { return pimpl && pimpl->add_eos && pimpl->eos != LLAMA_TOKEN_NULL; }

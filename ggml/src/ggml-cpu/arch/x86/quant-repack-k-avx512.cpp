@@ -156,7 +156,7 @@ struct Q5K : K4 {
     typedef block_q5_Kx16 G;
     static constexpr int PASS = 8, UNITS = 8, S = 1, K = 8, PREFETCH = 2048, PREFETCH_1 = 4096;
     static constexpr bool UNROLL = true;
-    static constexpr int HI_SHIFT = 0, CHAINS_FEW_COLS = 1;
+    [[maybe_unused]] static constexpr int HI_SHIFT = 0, CHAINS_FEW_COLS = 1;
     static constexpr int act(int j, int) { return 32 * j; }
     template <int NC, typename U> static void decode(const G * g, U, __m512i (&w)[S][K], __m512i (&sc)[S]) {
         constexpr int J = U::value;
@@ -187,7 +187,7 @@ struct Q5K : K4 {
 // pair of sub-blocks); from 3 columns Q5K's single sub-blocks leave room for 8 columns' sums.
 struct Q5KPairs : K4 {
     typedef block_q5_Kx16 G;
-    static constexpr int PASS = 2, UNITS = 4, S = 2, K = 8, PREFETCH = Q5K::PREFETCH, PREFETCH_1 = Q5K::PREFETCH_1;
+    [[maybe_unused]] static constexpr int PASS = 2, UNITS = 4, S = 2, K = 8, PREFETCH = Q5K::PREFETCH, PREFETCH_1 = Q5K::PREFETCH_1;
     static constexpr bool UNROLL = true;
     static constexpr int HI_SHIFT = 0, CHAINS_FEW_COLS = 1;  // the two sub-blocks are two chains
     static constexpr int act(int p, int s) { return 64 * p + 32 * s; }
