@@ -489,15 +489,18 @@ std::vector<common_arg> make_table() {
     const std::initializer_list<E> MULTI = {LLAMA_EXAMPLE_BATCHED, LLAMA_EXAMPLE_BATCHED_BENCH, LLAMA_EXAMPLE_PARALLEL};
     add(integer({"-np", "--parallel"}, "N", 1, 255, "number of parallel sequences to decode (default: 1; llama-parallel: clients)",
                 [](common_params & p, int64_t v) { p.n_parallel = (int32_t) v; }))
-        .set_examples({LLAMA_EXAMPLE_BATCHED, LLAMA_EXAMPLE_PARALLEL}).set_no_effect({LLAMA_EXAMPLE_BATCHED_BENCH})
+        .set_examples({LLAMA_EXAMPLE_BATCHED, LLAMA_EXAMPLE_PARALLEL, LLAMA_EXAMPLE_SERVER}).set_no_effect({LLAMA_EXAMPLE_BATCHED_BENCH})
         .set_env("LLAMA_ARG_N_PARALLEL");
     add(integer({"-ns", "--sequences"}, "N", 1, INT32_MAX, "number of sequences to decode (default: 1)",
                 [](common_params & p, int64_t v) { p.n_sequences = (int32_t) v; })).set_examples({LLAMA_EXAMPLE_PARALLEL});
     // llama.cpp 4747 has these in llama-server only (llama-parallel batches continuously, its default)
     add(flag({"-cb", "--cont-batching"}, "enable continuous batching (a.k.a dynamic batching) (default: enabled)",
-             [](common_params & p) { p.cont_batching = true; })).set_examples({LLAMA_EXAMPLE_PARALLEL}).set_env("LLAMA_ARG_CONT_BATCHING");
+             [](common_params & p) { p.cont_batching = true; })).set_examples({LLAMA_EXAMPLE_PARALLEL, LLAMA_EXAMPLE_SERVER}).set_env("LLAMA_ARG_CONT_BATCHING");
     add(flag({"-nocb", "--no-cont-batching"}, "disable continuous batching: new requests wait until every client is done",
-             [](common_params & p) { p.cont_batching = false; })).set_examples({LLAMA_EXAMPLE_PARALLEL}).set_env("LLAMA_ARG_NO_CONT_BATCHING");
+             [](common_params & p) { p.cont_batching = false; })).set_examples({LLAMA_EXAMPLE_PARALLEL})
+        .set_env("LLAMA_ARG_NO_CONT_BATCHING");
+    add(unsupported({"-nocb", "--no-cont-batching"}, nullptr, "the server always batches continuously: a request joins the running batch at the next step"))
+        .set_examples({LLAMA_EXAMPLE_SERVER});
     add(flag({"-pps"}, "is the prompt shared across parallel sequences (default: false)", [](common_params & p) { p.is_pp_shared = true; }))
         .set_examples({LLAMA_EXAMPLE_BATCHED_BENCH});
     // -npp, -ntg, -npl: comma-separated lists, appended to when repeated
@@ -964,6 +967,51 @@ std::vector<common_arg> make_table() {
         }
     }
 
+    // llama-server takes the common options too (as llama-perplexity takes them), but the prompt's:
+    // its prompts come in requests.
+    for (common_arg & a : t) {
+        if (!a.examples.count(LLAMA_EXAMPLE_PERPLEXITY) || a.examples.size() == 1 || a.args[0] == "-np") continue;
+        a.examples.insert(LLAMA_EXAMPLE_SERVER);
+        for (const char * n : {"--prompt", "--file", "--binary-file", "--escape", "--no-escape", "--verbose-prompt", "--keep"}) {
+            if (std::find(a.args.begin(), a.args.end(), std::string(n)) != a.args.end()) a.no_effect.insert(LLAMA_EXAMPLE_SERVER);
+        }
+    }
+    for (common_arg & a : t) {
+        for (const char * n : {"--chat-template", "--chat-template-file", "-n"}) {
+            if (a.args[0] == n && a.examples.count(LLAMA_EXAMPLE_MAIN)) a.examples.insert(LLAMA_EXAMPLE_SERVER);
+        }
+    }
+    add(text({"--host"}, "HOST", "ip address to listen on (default: 127.0.0.1)", [](common_params & p, const std::string & v) { p.hostname = v; }))
+        .set_examples({LLAMA_EXAMPLE_SERVER}).set_env("LLAMA_ARG_HOST");
+    add(integer({"--port"}, "PORT", 0, 65535, "port to listen on (default: 8080; 0: any free port, printed)",
+                [](common_params & p, int64_t v) { p.port = (int32_t) v; })).set_examples({LLAMA_EXAMPLE_SERVER}).set_env("LLAMA_ARG_PORT");
+    add(text({"--api-key"}, "KEY", "API key a request must carry (Authorization: Bearer KEY) on every endpoint but /health; "
+                                   "repeatable, comma-separated (default: none)",
+             [](common_params & p, const std::string & v) {
+                 for (const std::string & k : split_commas(v)) {
+                     if (!k.empty()) p.api_keys.push_back(k);
+                 }
+             })).set_examples({LLAMA_EXAMPLE_SERVER}).set_env("LLAMA_API_KEY");
+    add(text({"--api-key-file"}, "FNAME", "a file of API keys, one per line",
+             [](common_params & p, const std::string & v) {
+                 std::istringstream in(read_text_file(v, "API key file"));
+                 for (std::string k; std::getline(in, k);) {
+                     if (!k.empty() && k.back() == '\r') k.pop_back();
+                     if (!k.empty()) p.api_keys.push_back(k);
+                 }
+             })).set_examples({LLAMA_EXAMPLE_SERVER});
+    add(integer({"-to", "--timeout"}, "N", 1, 86400, "seconds a client may take to send its request or read the answer (default: 600)",
+                [](common_params & p, int64_t v) { p.timeout_read = (int32_t) v; })).set_examples({LLAMA_EXAMPLE_SERVER}).set_env("LLAMA_ARG_TIMEOUT");
+    add(integer({"--threads-http"}, "N", -1, 1024, "threads serving HTTP requests (default: -1, -np + 2)",
+                [](common_params & p, int64_t v) { p.n_threads_http = (int32_t) v; })).set_examples({LLAMA_EXAMPLE_SERVER})
+        .set_env("LLAMA_ARG_THREADS_HTTP");
+    add(flag({"--slots"}, "expose the slots monitoring endpoint GET /slots (default: enabled)",
+             [](common_params & p) { p.endpoint_slots = true; })).set_examples({LLAMA_EXAMPLE_SERVER}).set_env("LLAMA_ARG_ENDPOINT_SLOTS");
+    add(flag({"--no-slots"}, "disable GET /slots", [](common_params & p) { p.endpoint_slots = false; })).set_examples({LLAMA_EXAMPLE_SERVER});
+    add(unsupported({"--metrics"}, nullptr, "GET /metrics is not there yet")).set_examples({LLAMA_EXAMPLE_SERVER});
+    add(unsupported({"--embedding", "--embeddings"}, nullptr, "the server does not serve /v1/embeddings yet")).set_examples({LLAMA_EXAMPLE_SERVER});
+    add(unsupported({"--path"}, "PATH", "the server serves no files (its chat page is not there yet)")).set_examples({LLAMA_EXAMPLE_SERVER});
+
     // Options only one program has are that program's section of --help, as llama.cpp's; every
     // program takes -h.
     for (int e = 0; e < LLAMA_EXAMPLE_COUNT; e++) t[0].examples.insert((E) e);
@@ -1057,6 +1105,7 @@ const char * common_example_name(llama_example ex) {
         case LLAMA_EXAMPLE_BATCHED_BENCH: return "llama-batched-bench";
         case LLAMA_EXAMPLE_PARALLEL: return "llama-parallel";
         case LLAMA_EXAMPLE_SAVE_LOAD_STATE: return "llama-save-load-state";
+        case LLAMA_EXAMPLE_SERVER: return "llama-server";
         default: return "llama";
     }
 }
@@ -1084,6 +1133,7 @@ const char * usage_line(llama_example ex) {
                                                  "-npl 1,2,4,8,16,32 [-pps] [options]";
         case LLAMA_EXAMPLE_PARALLEL: return "llama-parallel -m MODEL [-np N] [-ns N] [-n N] [-f PROMPTS] [options]";
         case LLAMA_EXAMPLE_SAVE_LOAD_STATE: return "llama-save-load-state -m MODEL [-p PROMPT] [-n N] [-s SEED] [options]";
+        case LLAMA_EXAMPLE_SERVER: return "llama-server -m MODEL [--host 127.0.0.1] [--port 8080] [-np N] [-c N] [--api-key KEY] [options]";
         case LLAMA_EXAMPLE_EMBEDDING: return "llama-embedding -m MODEL (-p TEXT | -f FILE) [--pooling TYPE] [--embd-normalize N] "
                                              "[--embd-output-format json|json+|array] [options]";
         default: return "";

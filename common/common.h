@@ -180,6 +180,14 @@ struct common_params {
     std::vector<int32_t> n_pp, n_tg, n_pl;  // -npp, -ntg, -npl: llama-batched-bench's prompt, generation and parallel sizes
     bool batched_bench_output_jsonl = false;  // --output-format jsonl
 
+    // llama-server (llama.cpp's names)
+    std::string hostname = "127.0.0.1";  // --host
+    int32_t port = 8080;                 // --port
+    std::vector<std::string> api_keys;   // --api-key, --api-key-file (any of them is accepted)
+    int32_t timeout_read = 600;          // -to/--timeout: seconds a client may take to send or receive
+    int32_t n_threads_http = -1;         // --threads-http: -1: n_parallel + 2 (at least)
+    bool endpoint_slots = true;          // --slots / --no-slots: GET /slots
+
     // llama-perplexity
     int32_t n_chunks = -1;             // --chunks; -1: all
     std::string logits_file;           // --kl-divergence-base

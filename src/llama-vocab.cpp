@@ -832,19 +832,25 @@ std::string llama_vocab::detokenize(const std::vector<llama_token> & tokens, boo
     std::string out;
     if (!pimpl) return out;
     const impl & v = *pimpl;
+    // As llama.cpp: the first token's piece loses one leading space when the vocabulary adds one
+    // (SentencePiece's prefix), unless a BOS was removed before it (remove_special): a text
+    // tokenized without BOS comes back as it was. A BOS left in place is that first token.
     size_t begin = 0, end = tokens.size();
-    bool strip_space = false;
-    if (remove_special && end > 0 && v.bos != LLAMA_TOKEN_NULL && tokens[0] == v.bos) {
+    bool strip_space = v.add_space_prefix;
+    if (remove_special && v.add_bos && end > 0 && tokens[0] == v.bos) {
         begin = 1;
-        strip_space = v.type == LLAMA_VOCAB_TYPE_SPM && v.add_space_prefix;
+        strip_space = false;
     }
-    if (remove_special && end > begin && v.eos != LLAMA_TOKEN_NULL && tokens[end - 1] == v.eos) end--;
+    if (remove_special && v.add_eos && end > begin && tokens[end - 1] == v.eos) end--;
     for (size_t i = begin; i < end; i++) {
         const llama_token t = tokens[i];
-        if (!v.valid(t) || (v.piece_special[t] && !unparse_special)) continue;
-        out += v.pieces[t];
+        const bool shown = v.valid(t) && !(v.piece_special[t] && !unparse_special);
+        if (shown) {
+            const std::string & p = v.pieces[t];
+            out += strip_space && !p.empty() && p[0] == ' ' ? p.substr(1) : p;
+        }
+        strip_space = false;
     }
-    if (strip_space && !out.empty() && out[0] == ' ') out.erase(0, 1);
     return v.type == LLAMA_VOCAB_TYPE_WPM ? clean_spaces(out) : out;
 }
 
