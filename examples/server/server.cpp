@@ -154,7 +154,6 @@ struct server_ctx {
     server_engine * engine = nullptr;
     std::string model_id;
     std::string chat_template;  // empty: the model's
-    std::atomic<uint64_t> n_requests{0};
 };
 
 // The sampling fields OpenAI and llama.cpp's /completion share, over the command line's defaults.
@@ -429,10 +428,7 @@ int main(int argc, char ** argv) {
         return 1;
     }
     sc.vocab = llama_model_get_vocab(sc.model);
-    {
-        std::string name = params.model;
-        sc.model_id = name;
-    }
+    sc.model_id = params.model;  // (as llama.cpp's server names it without --alias)
     sc.chat_template = params.chat_template;
     llama_context_params cp = common_context_params_to_llama(params);
     cp.n_seq_max = (uint32_t) std::max(1, params.n_parallel);
@@ -464,7 +460,6 @@ int main(int argc, char ** argv) {
     svr.set_payload_max_length(8u << 20);
 
     svr.set_pre_routing_handler([&sc](const httplib::Request & req, httplib::Response & res) {
-        sc.n_requests++;
         if (sc.params.api_keys.empty() || req.path == "/health" || req.method == "OPTIONS") return httplib::Server::HandlerResponse::Unhandled;
         const std::string auth = req.get_header_value("Authorization");
         const std::string bearer = "Bearer ";

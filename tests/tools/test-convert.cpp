@@ -631,6 +631,63 @@ void write_wordpiece_tokenizer(const std::string & hf, int64_t n_vocab) {
         << "{\"cls_token\": \"[CLS]\", \"sep_token\": \"[SEP]\", \"unk_token\": \"[UNK]\", \"pad_token\": \"[PAD]\", \"mask_token\": \"[MASK]\"}";
 }
 
+// An F32 safetensors file put together tensor by tensor (HF's row-major shapes).
+struct st_file {
+    std::string hdr = "{", blob;
+    void put(const std::string & name, const std::string & shape, const float * x, size_t count) {
+        hdr += std::string(hdr.size() > 1 ? "," : "") + "\"" + name + "\":{\"dtype\":\"F32\",\"shape\":[" + shape +
+               "],\"data_offsets\":[" + std::to_string(blob.size()) + "," + std::to_string(blob.size() + 4 * count) + "]}";
+        blob.append((const char *) x, 4 * count);
+    }
+    // A GGUF F32 tensor under its HF name, [ne1, ne0] (or [ne0] for a vector).
+    void put(const std::string & name, const ggml_tensor * t) {
+        put(name, t->ne[1] > 1 ? std::to_string(t->ne[1]) + "," + std::to_string(t->ne[0]) : std::to_string(t->ne[0]),
+            (const float *) t->data, (size_t) ggml_nelements(t));
+    }
+    void write(const std::string & path) const {
+        const std::string h = hdr + "}";
+        const uint64_t hl = h.size();
+        std::ofstream st(path, std::ios::binary);
+        st.write((const char *) &hl, 8);
+        st << h << blob;
+    }
+};
+
+// A sentence-transformers layout: the model in the top folder, pooling_json in 1_Pooling.
+void write_sentence_transformers(const std::string & hf, const std::string & pooling_json) {
+    std::ofstream(hf + "/modules.json") << "[{\"idx\": 0, \"name\": \"0\", \"path\": \"\", \"type\": \"sentence_transformers.models.Transformer\"}, "
+                                           "{\"idx\": 1, \"name\": \"1\", \"path\": \"1_Pooling\", \"type\": \"sentence_transformers.models.Pooling\"}]";
+    std::ofstream(hf + "/1_Pooling/config.json") << pooling_json;
+}
+
+// Every tensor of src is in conv, bit for bit, and conv has no others.
+void expect_same_tensors(const gguf_ptr & src, const gguf_ptr & conv) {
+    int n_tensors = 0;
+    for (ggml_tensor * t = ggml_get_first_tensor(src.c); t; t = ggml_get_next_tensor(src.c, t), n_tensors++) {
+        const ggml_tensor * c = ggml_get_tensor(conv.c, t->name);
+        ASSERT_NE(c, nullptr) << t->name;
+        ASSERT_TRUE(ggml_are_same_shape(t, c)) << t->name;
+        EXPECT_EQ(memcmp(t->data, c->data, ggml_nbytes(t)), 0) << t->name;
+    }
+    EXPECT_EQ(gguf_get_n_tensors(conv.g), n_tensors);
+}
+
+// config.json with each (from, to) replacement in turn: refused as "not supported", nothing written.
+void expect_configs_refused(const std::string & hf, const std::string & cfg, const std::string & dir,
+                            const std::vector<std::pair<std::string, std::string>> & bad_cfgs) {
+    for (const auto & bad : bad_cfgs) {
+        SCOPED_TRACE(bad.second);
+        std::string c = cfg;
+        c.replace(c.find(bad.first), bad.first.size(), bad.second);
+        std::ofstream(hf + "/config.json") << c;
+        const std::string bad_out = dir + "/bad.gguf";
+        const auto rb = run_prog("llama-convert", "--hf " + hf + " -o " + bad_out + " --outtype f32");
+        EXPECT_NE(rb.status, 0);
+        EXPECT_NE(rb.output.find("not supported"), std::string::npos) << rb.output;
+        EXPECT_FALSE(have(bad_out));
+    }
+}
+
 }  // namespace
 
 // A sentence-transformers BERT checkpoint (BertForMaskedLM's "bert." names, a pooler and an MLM
@@ -650,30 +707,18 @@ TEST(Convert, HfBertCheckpoint) {
     ASSERT_EQ(std::system(("mkdir -p " + hf + "/1_Pooling").c_str()), 0);
     gguf_ptr src(direct);
     ASSERT_NE(src.g, nullptr);
-    std::string hdr = "{", blob;
-    auto put = [&](const std::string & n, const std::string & shape, const float * x, size_t count) {
-        hdr += std::string(hdr.size() > 1 ? "," : "") + "\"" + n + "\":{\"dtype\":\"F32\",\"shape\":[" + shape +
-               "],\"data_offsets\":[" + std::to_string(blob.size()) + "," + std::to_string(blob.size() + 4 * count) + "]}";
-        blob.append((const char *) x, 4 * count);
-    };
+    st_file st;
     int64_t n_vocab = 0;
     for (ggml_tensor * t = ggml_get_first_tensor(src.c); t; t = ggml_get_next_tensor(src.c, t)) {
         const std::string hn = bert_hf_name(t->name);
         ASSERT_FALSE(hn.empty()) << t->name;
         if (std::string(t->name) == "token_embd.weight") n_vocab = t->ne[1];
-        put(hn, t->ne[1] > 1 ? std::to_string(t->ne[1]) + "," + std::to_string(t->ne[0]) : std::to_string(t->ne[0]),
-            (const float *) t->data, (size_t) ggml_nelements(t));
+        st.put(hn, t);
     }
     const std::vector<float> extra(s.n_embd * s.n_embd, 0.5f);
-    put("bert.pooler.dense.weight", std::to_string(s.n_embd) + "," + std::to_string(s.n_embd), extra.data(), extra.size());
-    put("cls.predictions.transform.dense.bias", std::to_string(s.n_embd), extra.data(), s.n_embd);
-    hdr += "}";
-    const uint64_t hl = hdr.size();
-    {
-        std::ofstream st(hf + "/model.safetensors", std::ios::binary);
-        st.write((const char *) &hl, 8);
-        st << hdr << blob;
-    }
+    st.put("bert.pooler.dense.weight", std::to_string(s.n_embd) + "," + std::to_string(s.n_embd), extra.data(), extra.size());
+    st.put("cls.predictions.transform.dense.bias", std::to_string(s.n_embd), extra.data(), s.n_embd);
+    st.write(hf + "/model.safetensors");
     std::ostringstream cfg;
     cfg << "{\"architectures\": [\"BertModel\"], \"hidden_size\": " << s.n_embd << ", \"intermediate_size\": " << s.n_ff
         << ", \"num_hidden_layers\": " << s.n_layer << ", \"num_attention_heads\": " << s.n_head << ", \"vocab_size\": " << n_vocab
@@ -681,10 +726,8 @@ TEST(Convert, HfBertCheckpoint) {
            "\"position_embedding_type\": \"absolute\"}";
     std::ofstream(hf + "/config.json") << cfg.str();
     write_wordpiece_tokenizer(hf, n_vocab);
-    std::ofstream(hf + "/modules.json") << "[{\"idx\": 0, \"name\": \"0\", \"path\": \"\", \"type\": \"sentence_transformers.models.Transformer\"}, "
-                                           "{\"idx\": 1, \"name\": \"1\", \"path\": \"1_Pooling\", \"type\": \"sentence_transformers.models.Pooling\"}]";
-    std::ofstream(hf + "/1_Pooling/config.json") << "{\"word_embedding_dimension\": " << s.n_embd
-                                                 << ", \"pooling_mode_cls_token\": true, \"pooling_mode_mean_tokens\": false}";
+    write_sentence_transformers(hf, "{\"word_embedding_dimension\": " + std::to_string(s.n_embd) +
+                                        ", \"pooling_mode_cls_token\": true, \"pooling_mode_mean_tokens\": false}");
 
     const std::string out = d.path + "/bert-converted.gguf";
     const auto r = run_prog("llama-convert", "--hf " + hf + " -o " + out + " --outtype f32");
@@ -694,14 +737,7 @@ TEST(Convert, HfBertCheckpoint) {
     // The weights, bit for bit.
     gguf_ptr conv(out);
     ASSERT_NE(conv.g, nullptr);
-    int n_tensors = 0;
-    for (ggml_tensor * t = ggml_get_first_tensor(src.c); t; t = ggml_get_next_tensor(src.c, t), n_tensors++) {
-        const ggml_tensor * c = ggml_get_tensor(conv.c, t->name);
-        ASSERT_NE(c, nullptr) << t->name;
-        ASSERT_TRUE(ggml_are_same_shape(t, c)) << t->name;
-        EXPECT_EQ(memcmp(t->data, c->data, ggml_nbytes(t)), 0) << t->name;
-    }
-    EXPECT_EQ(gguf_get_n_tensors(conv.g), n_tensors);
+    expect_same_tensors(src, conv);
     // The keys llama.cpp's converter writes for it.
     auto u32 = [&](const char * k) { const int64_t id = gguf_find_key(conv.g, k); return id < 0 ? -1 : (int64_t) gguf_get_val_u32(conv.g, id); };
     EXPECT_EQ(u32("bert.pooling_type"), 2);
@@ -737,18 +773,7 @@ TEST(Convert, HfBertCheckpoint) {
     llama_model_free(m);
 
     // What the runtime does not compute is refused: another activation, relative positions.
-    const std::pair<std::string, std::string> bad_cfgs[] = {{"\"gelu\"", "\"relu\""}, {"\"absolute\"", "\"relative_key\""}};
-    for (const auto & bad : bad_cfgs) {
-        SCOPED_TRACE(bad.second);
-        std::string c = cfg.str();
-        c.replace(c.find(bad.first), bad.first.size(), bad.second);
-        std::ofstream(hf + "/config.json") << c;
-        const std::string bad_out = d.path + "/bad.gguf";
-        const auto rb = run_prog("llama-convert", "--hf " + hf + " -o " + bad_out + " --outtype f32");
-        EXPECT_NE(rb.status, 0);
-        EXPECT_NE(rb.output.find("not supported"), std::string::npos) << rb.output;
-        EXPECT_FALSE(have(bad_out));
-    }
+    expect_configs_refused(hf, cfg.str(), d.path, {{"\"gelu\"", "\"relu\""}, {"\"absolute\"", "\"relative_key\""}});
 }
 
 // A nomic-embed-text checkpoint (NomicBertModel's names, GPT-2's config keys, mean pooling in
@@ -788,25 +813,15 @@ TEST(Convert, HfNomicBertCheckpoint) {
         }
         return "";
     };
-    std::string hdr = "{", blob;
+    st_file st;
     int64_t n_vocab = 0;
     for (ggml_tensor * t = ggml_get_first_tensor(src.c); t; t = ggml_get_next_tensor(src.c, t)) {
         const std::string hn = hf_name(t->name);
         ASSERT_FALSE(hn.empty()) << t->name;
         if (std::string(t->name) == "token_embd.weight") n_vocab = t->ne[1];
-        const std::string shape = t->ne[1] > 1 ? std::to_string(t->ne[1]) + "," + std::to_string(t->ne[0]) : std::to_string(t->ne[0]);
-        const size_t bytes = 4 * (size_t) ggml_nelements(t);
-        hdr += std::string(hdr.size() > 1 ? "," : "") + "\"" + hn + "\":{\"dtype\":\"F32\",\"shape\":[" + shape +
-               "],\"data_offsets\":[" + std::to_string(blob.size()) + "," + std::to_string(blob.size() + bytes) + "]}";
-        blob.append((const char *) t->data, bytes);
+        st.put(hn, t);
     }
-    hdr += "}";
-    const uint64_t hl = hdr.size();
-    {
-        std::ofstream st(hf + "/model.safetensors", std::ios::binary);
-        st.write((const char *) &hl, 8);
-        st << hdr << blob;
-    }
+    st.write(hf + "/model.safetensors");
     std::ostringstream cfg;
     cfg << "{\"architectures\": [\"NomicBertModel\"], \"model_type\": \"nomic_bert\", \"n_embd\": " << s.n_embd
         << ", \"n_inner\": " << s.n_ff << ", \"n_layer\": " << s.n_layer << ", \"n_head\": " << s.n_head
@@ -816,9 +831,7 @@ TEST(Convert, HfNomicBertCheckpoint) {
            "\"rotary_emb_fraction\": 1.0, \"rotary_emb_interleaved\": false, \"rotary_emb_scale_base\": null, \"rotary_emb_base\": 1000}";
     std::ofstream(hf + "/config.json") << cfg.str();
     write_wordpiece_tokenizer(hf, n_vocab);
-    std::ofstream(hf + "/modules.json") << "[{\"idx\": 0, \"name\": \"0\", \"path\": \"\", \"type\": \"sentence_transformers.models.Transformer\"}, "
-                                           "{\"idx\": 1, \"name\": \"1\", \"path\": \"1_Pooling\", \"type\": \"sentence_transformers.models.Pooling\"}]";
-    std::ofstream(hf + "/1_Pooling/config.json") << "{\"word_embedding_dimension\": " << s.n_embd << ", \"pooling_mode_mean_tokens\": true}";
+    write_sentence_transformers(hf, "{\"word_embedding_dimension\": " + std::to_string(s.n_embd) + ", \"pooling_mode_mean_tokens\": true}");
 
     const std::string out = d.path + "/nomic-converted.gguf";
     const auto r = run_prog("llama-convert", "--hf " + hf + " -o " + out + " --outtype f32");
@@ -826,14 +839,7 @@ TEST(Convert, HfNomicBertCheckpoint) {
     EXPECT_EQ(r.output.find("ignoring tensor"), std::string::npos) << r.output;
     gguf_ptr conv(out);
     ASSERT_NE(conv.g, nullptr);
-    int n_tensors = 0;
-    for (ggml_tensor * t = ggml_get_first_tensor(src.c); t; t = ggml_get_next_tensor(src.c, t), n_tensors++) {
-        const ggml_tensor * c = ggml_get_tensor(conv.c, t->name);
-        ASSERT_NE(c, nullptr) << t->name;
-        ASSERT_TRUE(ggml_are_same_shape(t, c)) << t->name;
-        EXPECT_EQ(memcmp(t->data, c->data, ggml_nbytes(t)), 0) << t->name;
-    }
-    EXPECT_EQ(gguf_get_n_tensors(conv.g), n_tensors);
+    expect_same_tensors(src, conv);
     auto u32 = [&](const char * k) { const int64_t id = gguf_find_key(conv.g, k); return id < 0 ? -1 : (int64_t) gguf_get_val_u32(conv.g, id); };
     EXPECT_EQ(u32("nomic-bert.pooling_type"), 1);
     EXPECT_EQ(u32("nomic-bert.context_length"), 2048);
@@ -868,18 +874,8 @@ TEST(Convert, HfNomicBertCheckpoint) {
     ASSERT_EQ(a.size(), b.size());
     EXPECT_EQ(a, b);
 
-    const std::pair<std::string, std::string> bad_cfgs[] = {
-        {"\"swiglu\"", "\"gelu\""}, {"\"rotary_emb_fraction\": 1.0", "\"rotary_emb_fraction\": 0.5"},
-        {"\"rotary_emb_interleaved\": false", "\"rotary_emb_interleaved\": true"}, {"\"qkv_proj_bias\": false", "\"qkv_proj_bias\": true"}};
-    for (const auto & bad : bad_cfgs) {
-        SCOPED_TRACE(bad.second);
-        std::string c = cfg.str();
-        c.replace(c.find(bad.first), bad.first.size(), bad.second);
-        std::ofstream(hf + "/config.json") << c;
-        const std::string bad_out = d.path + "/bad.gguf";
-        const auto rb = run_prog("llama-convert", "--hf " + hf + " -o " + bad_out + " --outtype f32");
-        EXPECT_NE(rb.status, 0);
-        EXPECT_NE(rb.output.find("not supported"), std::string::npos) << rb.output;
-        EXPECT_FALSE(have(bad_out));
-    }
+    expect_configs_refused(hf, cfg.str(), d.path,
+                           {{"\"swiglu\"", "\"gelu\""}, {"\"rotary_emb_fraction\": 1.0", "\"rotary_emb_fraction\": 0.5"},
+                            {"\"rotary_emb_interleaved\": false", "\"rotary_emb_interleaved\": true"},
+                            {"\"qkv_proj_bias\": false", "\"qkv_proj_bias\": true"}});
 }

@@ -158,4 +158,19 @@ size_t ggml_cpu_loss_work_size(const struct ggml_tensor * node, int n_threads);
 
 #ifdef __cplusplus
 }
+
+// item(it) for items [0, n) of this stretch of a node: shared out with stealing where the pool
+// can (ggml_cpu_next_items), else thread ith's contiguous share.
+template <typename F>
+static inline void ggml_cpu_for_items(const struct ggml_compute_params * params, int64_t n, F && item) {
+    if (ggml_cpu_can_share_items(params, n)) {
+        for (int64_t it0, it1; ggml_cpu_next_items(params, n, &it0, &it1);) {
+            for (int64_t it = it0; it < it1; it++) item(it);
+        }
+        return;
+    }
+    int64_t it0, it1;
+    ggml_cpu_split_rows(n, params->ith, params->nth, &it0, &it1);
+    for (int64_t it = it0; it < it1; it++) item(it);
+}
 #endif

@@ -167,16 +167,7 @@ void mul_mat_id_few_columns(const ggml_compute_params * params, ggml_tensor * ds
             ggml_repack_gemm_cols(rt, nb, rows, conv + ((i % x.n_b) + x.n_b * t) * l.conv_row, l.conv_row, 1, d, 0);
         }
     };
-    const int64_t items = n_active * groups;
-    if (ggml_cpu_can_share_items(params, items)) {
-        for (int64_t it0, it1; ggml_cpu_next_items(params, items, &it0, &it1);) {
-            for (int64_t it = it0; it < it1; it++) item(it);
-        }
-        return;
-    }
-    int64_t it0, it1;
-    ggml_cpu_split_rows(items, params->ith, params->nth, &it0, &it1);
-    for (int64_t it = it0; it < it1; it++) item(it);
+    ggml_cpu_for_items(params, n_active * groups, item);
 }
 
 }  // namespace

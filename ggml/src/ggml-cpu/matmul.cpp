@@ -190,15 +190,7 @@ void mul_mat_dot(const MulMatArgs & x, const ggml_mm_type_kernels * kern, const 
         if (grouped) dot_item_grouped(x, kern, it / m_blocks, (it % m_blocks) * GGML_DOT_TILE_MAX);
         else dot_item(x, kern, it / m_blocks, (it % m_blocks) * GGML_DOT_TILE_MAX);
     };
-    if (ggml_cpu_can_share_items(params, items)) {
-        for (int64_t it0, it1; ggml_cpu_next_items(params, items, &it0, &it1);) {
-            for (int64_t it = it0; it < it1; it++) item(it);
-        }
-        return;
-    }
-    int64_t it0, it1;
-    ggml_cpu_split_rows(items, params->ith, params->nth, &it0, &it1);
-    for (int64_t it = it0; it < it1; it++) item(it);
+    ggml_cpu_for_items(params, items, item);
 }
 
 // Repacked path: items are (block of columns, plane, group of 16 rows of a), block by block.
