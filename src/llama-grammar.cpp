@@ -434,28 +434,35 @@ void add_unique(std::vector<gstack> & out, gstack && s) {
     if (std::find(out.begin(), out.end(), s) == out.end()) out.push_back(std::move(s));
 }
 
+// Expansions one advance may make: nested repetitions (("b" | "c")+++...) multiply the stacks by
+// two per level, so a grammar a user wrote by mistake would otherwise hang the matcher. The
+// parser refuses a grammar whose start already needs more (llama_gbnf_parse).
+constexpr int64_t kMaxExpansions = 1 << 12;
+
 // Expands the references on top of the stack until each resulting stack has a character class on
-// top or is empty (the grammar complete).
-void advance(const llama_gbnf_grammar & g, gstack && st, std::vector<gstack> & out) {
+// top or is empty (the grammar complete). False when budget (expansions left) ran out.
+bool advance(const llama_gbnf_grammar & g, gstack && st, std::vector<gstack> & out, int64_t & budget) {
+    if (--budget < 0) return false;
     if (st.empty() || st.back()->kind == llama_gbnf_elem::CHAR) {
         add_unique(out, std::move(st));
-        return;
+        return true;
     }
     const llama_gbnf_elem * top = st.back();
     for (const auto & alt : g.rules[top->rule]) {
         gstack ns(st.begin(), st.end() - 1);
         if (top[1].kind != llama_gbnf_elem::END) ns.push_back(top + 1);
         if (alt[0].kind != llama_gbnf_elem::END) ns.push_back(&alt[0]);
-        advance(g, std::move(ns), out);
+        if (!advance(g, std::move(ns), out, budget)) return false;
     }
+    return true;
 }
 
 // The stacks after the character on top of st has been matched.
-void advance_past_top(const llama_gbnf_grammar & g, const gstack & st, std::vector<gstack> & out) {
+bool advance_past_top(const llama_gbnf_grammar & g, const gstack & st, std::vector<gstack> & out, int64_t & budget) {
     const llama_gbnf_elem * top = st.back();
     gstack ns(st.begin(), st.end() - 1);
     if (top[1].kind != llama_gbnf_elem::END) ns.push_back(top + 1);
-    advance(g, std::move(ns), out);
+    return advance(g, std::move(ns), out, budget);
 }
 
 bool match_char(const llama_gbnf_elem & e, uint32_t cp) {
@@ -546,7 +553,14 @@ std::vector<candidate> reject_stack(const llama_gbnf_grammar & g, const gstack &
     }
     if (next.empty()) return rejected;
     std::vector<gstack> after;
-    advance_past_top(g, st, after);
+    int64_t budget = kMaxExpansions;
+    if (!advance_past_top(g, st, after, budget)) {  // too many alternatives: refused (the parser's check makes this rare)
+        for (candidate c : next) {
+            c.p--;
+            rejected.push_back(c);
+        }
+        return rejected;
+    }
     // The candidates refused further on, back at this position (the next stack tries them again).
     for (candidate c : reject_stacks(g, after, next)) {
         c.p--;
@@ -591,6 +605,17 @@ std::shared_ptr<const llama_gbnf_grammar> llama_gbnf_parse(const std::string & t
     }
     g->names = std::move(p.names);
     g->root = p.ids[root];
+    int64_t budget = kMaxExpansions;
+    for (const auto & alt : g->rules[g->root]) {
+        gstack s;
+        if (alt[0].kind != llama_gbnf_elem::END) s.push_back(&alt[0]);
+        std::vector<gstack> stacks;
+        if (!advance(*g, std::move(s), stacks, budget)) {
+            if (err) *err = "the grammar expands to more than " + std::to_string(kMaxExpansions) +
+                            " alternatives at its start (nested repetitions such as x++?)";
+            return nullptr;
+        }
+    }
     return g;
 }
 
@@ -600,7 +625,8 @@ llama_gbnf_state llama_gbnf_start(const llama_gbnf_grammar & g) {
     for (const auto & alt : g.rules[g.root]) {
         gstack s;
         if (alt[0].kind != llama_gbnf_elem::END) s.push_back(&alt[0]);
-        advance(g, std::move(s), st.stacks);
+        int64_t budget = kMaxExpansions;
+        advance(g, std::move(s), st.stacks, budget);  // (within the budget: llama_gbnf_parse checked)
     }
     return st;
 }
@@ -613,8 +639,9 @@ bool llama_gbnf_accept_text(llama_gbnf_state & st, const std::string & text) {
     std::vector<gstack> stacks = st.stacks;
     for (uint32_t cp : cps) {
         std::vector<gstack> next;
+        int64_t budget = kMaxExpansions;  // (for all the stacks of this character)
         for (const gstack & s : stacks) {
-            if (!s.empty() && match_char(*s.back(), cp)) advance_past_top(*st.grammar, s, next);
+            if (!s.empty() && match_char(*s.back(), cp) && !advance_past_top(*st.grammar, s, next, budget)) return false;
         }
         if (next.empty()) return false;
         stacks = std::move(next);

@@ -244,6 +244,13 @@ TEST(Grammar, BadGrammarsAreRefusedWithAMessage) {
     }
 }
 
+// Nested repetitions double the alternatives per level (a fuzzer's find, which hung the matcher):
+// past 4096 expansions for one character the text is refused instead.
+TEST(Grammar, NestedRepetitionsAreRefusedNotHung) {
+    const std::string g = "root ::= \"a\" (\"b\" | \"c\")" + std::string(60, '+');
+    EXPECT_EQ(llama_gbnf_match(g, "root", "abcb", nullptr), 0);
+}
+
 TEST(Grammar, SamplerRefusesABadGrammarAndLogsWhy) {
     TU_REQUIRE_FILE(model_path());
     tu::ModelPtr model(model_path(), true, true);
