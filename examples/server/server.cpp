@@ -16,6 +16,7 @@
 #include "arg.h"
 #include "common.h"
 #include "llama.h"
+#include "index.html.hpp"  // the chat page (public/index.html, embedded at build time)
 #include "server-engine.h"
 
 #include <httplib.h>
@@ -460,7 +461,7 @@ int main(int argc, char ** argv) {
     svr.set_payload_max_length(8u << 20);
 
     svr.set_pre_routing_handler([&sc](const httplib::Request & req, httplib::Response & res) {
-        if (sc.params.api_keys.empty() || req.path == "/health" || req.method == "OPTIONS") return httplib::Server::HandlerResponse::Unhandled;
+        if (sc.params.api_keys.empty() || req.path == "/health" || req.path == "/" || req.method == "OPTIONS") return httplib::Server::HandlerResponse::Unhandled;
         const std::string auth = req.get_header_value("Authorization");
         const std::string bearer = "Bearer ";
         const std::string given = auth.compare(0, bearer.size(), bearer) == 0 ? auth.substr(bearer.size()) : req.get_header_value("X-Api-Key");
@@ -484,6 +485,10 @@ int main(int argc, char ** argv) {
         else if (res.status >= 400) send_json(res, error_body("HTTP error " + std::to_string(res.status), "invalid_request_error", res.status), res.status);
     });
 
+    // The chat page (public/index.html); it speaks to /v1/chat/completions like any client.
+    svr.Get("/", [](const httplib::Request &, httplib::Response & res) {
+        res.set_content(reinterpret_cast<const char *>(server_index_html), server_index_html_len, "text/html; charset=utf-8");
+    });
     svr.Get("/health", [](const httplib::Request &, httplib::Response & res) { send_json(res, json{{"status", "ok"}}); });
     auto models = [&sc](const httplib::Request &, httplib::Response & res) {
         send_json(res, json{{"object", "list"},
