@@ -496,11 +496,9 @@ std::vector<common_arg> make_table() {
     // llama.cpp 4747 has these in llama-server only (llama-parallel batches continuously, its default)
     add(flag({"-cb", "--cont-batching"}, "enable continuous batching (a.k.a dynamic batching) (default: enabled)",
              [](common_params & p) { p.cont_batching = true; })).set_examples({LLAMA_EXAMPLE_PARALLEL, LLAMA_EXAMPLE_SERVER}).set_env("LLAMA_ARG_CONT_BATCHING");
-    add(flag({"-nocb", "--no-cont-batching"}, "disable continuous batching: new requests wait until every client is done",
-             [](common_params & p) { p.cont_batching = false; })).set_examples({LLAMA_EXAMPLE_PARALLEL})
+    add(flag({"-nocb", "--no-cont-batching"}, "disable continuous batching: a new request's prompt waits until no client is generating",
+             [](common_params & p) { p.cont_batching = false; })).set_examples({LLAMA_EXAMPLE_PARALLEL, LLAMA_EXAMPLE_SERVER})
         .set_env("LLAMA_ARG_NO_CONT_BATCHING");
-    add(unsupported({"-nocb", "--no-cont-batching"}, nullptr, "the server always batches continuously: a request joins the running batch at the next step"))
-        .set_examples({LLAMA_EXAMPLE_SERVER});
     add(flag({"-pps"}, "is the prompt shared across parallel sequences (default: false)", [](common_params & p) { p.is_pp_shared = true; }))
         .set_examples({LLAMA_EXAMPLE_BATCHED_BENCH});
     // -npp, -ntg, -npl: comma-separated lists, appended to when repeated
@@ -656,7 +654,7 @@ std::vector<common_arg> make_table() {
                  else if (v == "last") p.pooling_type = LLAMA_POOLING_TYPE_LAST;
                  else if (v == "rank") throw_value("not supported: rank pooling needs a classifier head, which no model here has");
                  else throw_value("expected none, mean, cls, last or rank");
-             })).set_examples(EMBD).set_env("LLAMA_ARG_POOLING");
+             })).set_examples({LLAMA_EXAMPLE_EMBEDDING, LLAMA_EXAMPLE_SERVER}).set_env("LLAMA_ARG_POOLING");
     add(text({"--attention"}, "{causal,non-causal}", "attention type for embeddings (default: the model's)",
              [](common_params & p, const std::string & v) {
                  if (v == "causal") p.attention_type = LLAMA_ATTENTION_TYPE_CAUSAL;
@@ -972,12 +970,12 @@ std::vector<common_arg> make_table() {
     for (common_arg & a : t) {
         if (!a.examples.count(LLAMA_EXAMPLE_PERPLEXITY) || a.examples.size() == 1 || a.args[0] == "-np") continue;
         a.examples.insert(LLAMA_EXAMPLE_SERVER);
-        for (const char * n : {"--prompt", "--file", "--binary-file", "--escape", "--no-escape", "--verbose-prompt", "--keep"}) {
+        for (const char * n : {"--prompt", "--file", "--binary-file", "--escape", "--no-escape", "--verbose-prompt"}) {
             if (std::find(a.args.begin(), a.args.end(), std::string(n)) != a.args.end()) a.no_effect.insert(LLAMA_EXAMPLE_SERVER);
         }
     }
     for (common_arg & a : t) {
-        for (const char * n : {"--chat-template", "--chat-template-file", "-n"}) {
+        for (const char * n : {"--chat-template", "--chat-template-file", "-n", "--keep"}) {
             if (a.args[0] == n && a.examples.count(LLAMA_EXAMPLE_MAIN)) a.examples.insert(LLAMA_EXAMPLE_SERVER);
         }
     }
@@ -1008,9 +1006,12 @@ std::vector<common_arg> make_table() {
     add(flag({"--slots"}, "expose the slots monitoring endpoint GET /slots (default: enabled)",
              [](common_params & p) { p.endpoint_slots = true; })).set_examples({LLAMA_EXAMPLE_SERVER}).set_env("LLAMA_ARG_ENDPOINT_SLOTS");
     add(flag({"--no-slots"}, "disable GET /slots", [](common_params & p) { p.endpoint_slots = false; })).set_examples({LLAMA_EXAMPLE_SERVER});
-    add(unsupported({"--metrics"}, nullptr, "GET /metrics is not there yet")).set_examples({LLAMA_EXAMPLE_SERVER});
-    add(unsupported({"--embedding", "--embeddings"}, nullptr, "the server does not serve /v1/embeddings yet")).set_examples({LLAMA_EXAMPLE_SERVER});
-    add(unsupported({"--path"}, "PATH", "the server serves no files (its chat page is not there yet)")).set_examples({LLAMA_EXAMPLE_SERVER});
+    add(flag({"--metrics"}, "enable GET /metrics, Prometheus-compatible (default: disabled)",
+             [](common_params & p) { p.endpoint_metrics = true; })).set_examples({LLAMA_EXAMPLE_SERVER}).set_env("LLAMA_ARG_ENDPOINT_METRICS");
+    add(flag({"--embedding", "--embeddings"}, "serve embeddings only (POST /v1/embeddings; pooled by --pooling or the model's)",
+             [](common_params & p) { p.embedding = true; })).set_examples({LLAMA_EXAMPLE_SERVER}).set_env("LLAMA_ARG_EMBEDDINGS");
+    add(unsupported({"--path"}, "PATH", "the server serves no files: its chat page is built into the binary (no path from a request to the "
+                                        "file system)")).set_examples({LLAMA_EXAMPLE_SERVER});
 
     // Options only one program has are that program's section of --help, as llama.cpp's; every
     // program takes -h.

@@ -184,6 +184,7 @@ struct common_params {
     std::string hostname = "127.0.0.1";  // --host
     int32_t port = 8080;                 // --port
     std::vector<std::string> api_keys;   // --api-key, --api-key-file (any of them is accepted)
+    bool endpoint_metrics = false;       // --metrics: GET /metrics
     int32_t timeout_read = 600;          // -to/--timeout: seconds a client may take to send or receive
     int32_t n_threads_http = -1;         // --threads-http: -1: n_parallel + 2 (at least)
     bool endpoint_slots = true;          // --slots / --no-slots: GET /slots

@@ -18,11 +18,15 @@
 #include "llama.h"
 #include "index.html.hpp"  // the chat page (public/index.html, embedded at build time)
 #include "server-engine.h"
+#include "server-request.h"
 
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
 #include <atomic>
+#include <chrono>
+#include <cmath>
+#include <functional>
 #include <csignal>
 #include <memory>
 #include <cstdio>
@@ -32,20 +36,7 @@
 #include <string>
 #include <vector>
 
-using json = nlohmann::ordered_json;
-
 namespace {
-
-// A request the server refuses: the HTTP status and OpenAI's error type.
-struct request_error : std::runtime_error {
-    int status;
-    std::string type;
-    request_error(int st, const std::string & msg, const char * t = "invalid_request_error") : std::runtime_error(msg), status(st), type(t) {}
-};
-
-json error_body(const std::string & msg, const std::string & type, int code) {
-    return json{{"error", {{"message", msg}, {"type", type}, {"param", nullptr}, {"code", code}}}};
-}
 
 // JSON text of j; ill-formed UTF-8 (a model may end on half a character) becomes U+FFFD.
 std::string dump(const json & j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
@@ -55,99 +46,6 @@ void send_json(httplib::Response & res, const json & j, int status = 200) {
     res.set_content(dump(j), "application/json; charset=utf-8");
 }
 
-bool utf8_ok(const std::string & s) {
-    for (size_t i = 0; i < s.size();) {
-        const unsigned char c = (unsigned char) s[i];
-        const size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-        if (n == 0 || i + n > s.size()) return false;
-        uint32_t cp = n == 1 ? c : c & (0x7F >> n);
-        for (size_t k = 1; k < n; k++) {
-            const unsigned char d = (unsigned char) s[i + k];
-            if ((d & 0xC0) != 0x80) return false;
-            cp = (cp << 6) | (d & 0x3F);
-        }
-        const uint32_t min[5] = {0, 0, 0x80, 0x800, 0x10000};
-        if (cp < min[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
-        i += n;
-    }
-    return true;
-}
-
-// Every string of the request (keys too) must be well-formed UTF-8.
-void check_utf8(const json & j) {
-    if (j.is_string() && !utf8_ok(j.get_ref<const std::string &>())) throw request_error(400, "the request holds a string that is not valid UTF-8");
-    if (j.is_object()) {
-        for (auto it = j.begin(); it != j.end(); ++it) {
-            if (!utf8_ok(it.key())) throw request_error(400, "the request holds a key that is not valid UTF-8");
-            check_utf8(it.value());
-        }
-    } else if (j.is_array()) {
-        for (const json & e : j) check_utf8(e);
-    }
-}
-
-// ---- reading a request's fields --------------------------------------------------------------
-
-json parse_body(const httplib::Request & req) {
-    json body;
-    try {
-        body = json::parse(req.body);  // (ill-formed UTF-8 in a string is a parse error)
-    } catch (const std::exception & e) {
-        throw request_error(400, std::string("the request body is not valid JSON: ") + e.what());
-    }
-    if (!body.is_object()) throw request_error(400, "the request body must be a JSON object");
-    check_utf8(body);
-    return body;
-}
-
-// Fields the endpoint knows; another is refused by name (OpenAI refuses unrecognized arguments),
-// and one it knows but does not support yet, with that reason.
-void check_fields(const json & body, const std::set<std::string> & known, const std::set<std::string> & unsupported) {
-    for (auto it = body.begin(); it != body.end(); ++it) {
-        if (unsupported.count(it.key()) && !it.value().is_null()) throw request_error(400, "'" + it.key() + "' is not supported by this server yet");
-        if (!known.count(it.key()) && !unsupported.count(it.key())) throw request_error(400, "unrecognized request argument supplied: " + it.key());
-    }
-}
-
-double get_number(const json & b, const char * key, double def, double lo, double hi) {
-    if (!b.contains(key) || b[key].is_null()) return def;
-    if (!b[key].is_number()) throw request_error(400, std::string("'") + key + "' must be a number");
-    const double v = b[key].get<double>();
-    if (!(v >= lo && v <= hi)) throw request_error(400, std::string("'") + key + "' must be between " + std::to_string(lo) + " and " + std::to_string(hi));
-    return v;
-}
-
-int64_t get_int(const json & b, const char * key, int64_t def, int64_t lo, int64_t hi) {
-    if (!b.contains(key) || b[key].is_null()) return def;
-    if (!b[key].is_number_integer()) throw request_error(400, std::string("'") + key + "' must be an integer");
-    const int64_t v = b[key].get<int64_t>();
-    if (v < lo || v > hi) throw request_error(400, std::string("'") + key + "' must be between " + std::to_string(lo) + " and " + std::to_string(hi));
-    return v;
-}
-
-bool get_bool(const json & b, const char * key, bool def) {
-    if (!b.contains(key) || b[key].is_null()) return def;
-    if (!b[key].is_boolean()) throw request_error(400, std::string("'") + key + "' must be a boolean");
-    return b[key].get<bool>();
-}
-
-// OpenAI's stop: a string or an array of up to 4 strings (empty strings mean nothing).
-std::vector<std::string> get_stop(const json & b) {
-    std::vector<std::string> out;
-    if (!b.contains("stop") || b["stop"].is_null()) return out;
-    const json & s = b["stop"];
-    if (s.is_string()) {
-        if (!s.get<std::string>().empty()) out.push_back(s.get<std::string>());
-        return out;
-    }
-    if (!s.is_array() || s.size() > 16) throw request_error(400, "'stop' must be a string or an array of at most 16 strings");
-    for (const json & e : s) {
-        if (!e.is_string()) throw request_error(400, "'stop' must be a string or an array of strings");
-        if (!e.get<std::string>().empty()) out.push_back(e.get<std::string>());
-    }
-    return out;
-}
-
 struct server_ctx {
     common_params params;
     llama_model * model = nullptr;
@@ -155,75 +53,15 @@ struct server_ctx {
     server_engine * engine = nullptr;
     std::string model_id;
     std::string chat_template;  // empty: the model's
+    int32_t n_ctx_train = 0;
 };
 
-// The sampling fields OpenAI and llama.cpp's /completion share, over the command line's defaults.
-common_params_sampling sampling_of(const server_ctx & sc, const json & b) {
-    common_params_sampling sp = sc.params.sampling;
-    sp.temp = (float) get_number(b, "temperature", sp.temp, 0.0, 100.0);
-    sp.top_p = (float) get_number(b, "top_p", sp.top_p, 0.0, 1.0);
-    sp.top_k = (int32_t) get_int(b, "top_k", sp.top_k, 0, 1 << 20);
-    sp.min_p = (float) get_number(b, "min_p", sp.min_p, 0.0, 1.0);
-    sp.penalty_present = (float) get_number(b, "presence_penalty", sp.penalty_present, -2.0, 2.0);
-    sp.penalty_freq = (float) get_number(b, "frequency_penalty", sp.penalty_freq, -2.0, 2.0);
-    sp.penalty_repeat = (float) get_number(b, "repeat_penalty", sp.penalty_repeat, 0.0, 100.0);
-    sp.seed = get_int(b, "seed", sp.seed, -1, INT64_MAX);
-    return sp;
-}
+// A 400 for what this server is not started to serve.
+request_error not_served(const std::string & what) { return request_error(400, what, "not_supported_error"); }
 
-// The task of a prompt: its tokens checked against a slot's context, n_predict bounded by it.
-std::shared_ptr<gen_task> make_task(const server_ctx & sc, const std::string & prompt, const json & b, const char * max_key,
-                                    bool add_special) {
-    auto t = std::make_shared<gen_task>();
-    t->prompt = common_tokenize(sc.vocab, prompt, add_special, true);
-    if (t->prompt.empty()) throw request_error(400, "the prompt is empty");
-    const int32_t n_ctx = sc.engine->n_ctx_slot();
-    if ((int32_t) t->prompt.size() >= n_ctx) {
-        throw request_error(400, "the prompt has " + std::to_string(t->prompt.size()) + " tokens; a slot's context holds " + std::to_string(n_ctx));
-    }
-    const int64_t room = n_ctx - (int64_t) t->prompt.size();
-    const int64_t def = sc.params.n_predict >= 0 ? std::min<int64_t>(sc.params.n_predict, room) : room;
-    const int64_t n = get_int(b, max_key, def, -1, INT32_MAX);
-    if (n > room) {
-        throw request_error(400, std::string("'") + max_key + "' is " + std::to_string(n) + ", but the prompt's " + std::to_string(t->prompt.size()) +
-                                     " tokens leave room for " + std::to_string(room) + " in a slot's context of " + std::to_string(n_ctx));
-    }
-    t->n_predict = (int32_t) (n < 0 ? room : n);
-    t->sampling = sampling_of(sc, b);
-    t->stop = get_stop(b);
-    return t;
-}
-
-std::string chat_prompt(const server_ctx & sc, const json & b) {
-    if (!b.contains("messages") || !b["messages"].is_array()) throw request_error(400, "'messages' must be an array of messages");
-    const json & msgs = b["messages"];
-    if (msgs.empty()) throw request_error(400, "'messages' must hold at least one message");
-    std::vector<std::string> roles, contents;
-    for (const json & m : msgs) {
-        if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) throw request_error(400, "each message must be an object with a 'role'");
-        const std::string role = m["role"].get<std::string>();
-        if (role != "system" && role != "user" && role != "assistant" && role != "developer") {
-            throw request_error(400, "unsupported message role '" + role + "' (system, developer, user, assistant)");
-        }
-        std::string text;
-        const json & c = m.contains("content") ? m["content"] : json();
-        if (c.is_string()) {
-            text = c.get<std::string>();
-        } else if (c.is_array()) {  // content parts: text only
-            for (const json & part : c) {
-                if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string()) {
-                    throw request_error(400, "only text content parts are supported");
-                }
-                text += part["text"].get<std::string>();
-            }
-        } else {
-            throw request_error(400, "each message must have a 'content' string or an array of text parts");
-        }
-        roles.push_back(role == "developer" ? "system" : role);
-        contents.push_back(text);
-    }
+std::string chat_prompt(const server_ctx & sc, const std::vector<chat_message> & msgs) {
     std::vector<llama_chat_message> chat;
-    for (size_t i = 0; i < roles.size(); i++) chat.push_back({roles[i].c_str(), contents[i].c_str()});
+    for (const chat_message & m : msgs) chat.push_back({m.role.c_str(), m.content.c_str()});
     const char * tmpl = sc.chat_template.empty() ? llama_model_chat_template(sc.model, nullptr) : sc.chat_template.c_str();
     std::vector<char> buf(4096);
     int32_t n = llama_chat_apply_template(tmpl, chat.data(), chat.size(), true, buf.data(), (int32_t) buf.size());
@@ -233,6 +71,42 @@ std::string chat_prompt(const server_ctx & sc, const json & b) {
     }
     if (n < 0) throw request_error(500, "the model's chat template could not be applied", "server_error");
     return std::string(buf.data(), (size_t) n);
+}
+
+// The task of a request: its prompt's tokens checked against a slot's context, max_tokens
+// bounded, its sampler chain built (a grammar that does not parse is the client's error).
+//
+// A request may generate up to what is left of its slot's context; with context shifts (the
+// default; --no-context-shift turns them off) up to the model's training context instead, the
+// slot shifting as it fills. Past the bound, a 400: never an endless generation. Without
+// max_tokens: the server's -n when given, else what is left of the slot.
+std::shared_ptr<gen_task> make_task(const server_ctx & sc, const completion_request & r, const std::string & prompt, bool add_special) {
+    if (sc.params.embedding) throw not_served("this server serves embeddings only (started with --embeddings): restart it without for completions");
+    auto t = std::make_shared<gen_task>();
+    t->prompt = common_tokenize(sc.vocab, prompt, add_special, true);
+    if (t->prompt.empty()) throw request_error(400, "the prompt is empty");
+    const int32_t n_ctx = sc.engine->n_ctx_slot();
+    if ((int32_t) t->prompt.size() >= n_ctx) {
+        throw request_error(400, "the prompt has " + std::to_string(t->prompt.size()) + " tokens; a slot's context holds " + std::to_string(n_ctx));
+    }
+    const int64_t room = n_ctx - (int64_t) t->prompt.size();
+    const int64_t limit = sc.params.ctx_shift ? std::max<int64_t>(room, sc.n_ctx_train) : room;
+    const int64_t def = sc.params.n_predict >= 0 ? std::min<int64_t>(sc.params.n_predict, limit) : room;
+    const int64_t n = r.max_tokens < 0 ? def : r.max_tokens;
+    if (n > limit) {
+        const char * key = r.kind == completion_kind::llama_completion ? "n_predict" : "max_tokens";
+        throw request_error(400, std::string("'") + key + "' is " + std::to_string(n) + ", past the " + std::to_string(limit) + " tokens a request may generate here (" +
+                                     (sc.params.ctx_shift ? "the model's training context" : "what the prompt's " + std::to_string(t->prompt.size()) +
+                                                                                                    " tokens leave of a slot's " + std::to_string(n_ctx)) + ")");
+    }
+    t->n_predict = (int32_t) n;
+    t->smpl = common_sampler_chain(sc.model, r.sampling, n_ctx, nullptr, nullptr);
+    if (!t->smpl) throw request_error(400, "the grammar does not parse (or is refused): " + (r.sampling.grammar.size() > 200 ? r.sampling.grammar.substr(0, 200) + "..." : r.sampling.grammar));
+    t->stop = r.stop;
+    t->logprobs = r.logprobs;
+    t->n_probs = r.n_probs;
+    t->n_keep = r.n_keep == -2 ? sc.params.n_keep : r.n_keep;
+    return t;
 }
 
 std::string finish_reason_of(const gen_task & t) { return t.finish_reason == "error" ? "stop" : t.finish_reason; }
@@ -248,27 +122,92 @@ std::string random_id(const char * prefix) {
     return buf;
 }
 
-// Runs t to the end (whole answers): its text, or the error it ended with.
-std::string run_whole(const std::shared_ptr<gen_task> & t, const server_ctx & sc) {
+// ---- log-probabilities, in each API's shape ----------------------------------------------------
+
+std::string piece_of(const server_ctx & sc, llama_token id) { return common_token_to_piece(sc.vocab, id, false); }
+
+json bytes_of(const std::string & s) {
+    json a = json::array();
+    for (unsigned char c : s) a.push_back((int) c);
+    return a;
+}
+
+// OpenAI chat: {"content": [{token, logprob, bytes, top_logprobs: [{token, logprob, bytes}]}]}.
+json chat_logprobs(const server_ctx & sc, const std::vector<gen_token> & toks) {
+    json content = json::array();
+    for (const gen_token & g : toks) {
+        const std::string p = piece_of(sc, g.tok.id);
+        json top = json::array();
+        for (const token_logprob & a : g.top) {
+            const std::string q = piece_of(sc, a.id);
+            top.push_back({{"token", q}, {"logprob", a.logprob}, {"bytes", bytes_of(q)}});
+        }
+        content.push_back({{"token", p}, {"logprob", g.tok.logprob}, {"bytes", bytes_of(p)}, {"top_logprobs", top}});
+    }
+    return json{{"content", content}};
+}
+
+// OpenAI legacy completions: {tokens, token_logprobs, top_logprobs: [{text: logprob}], text_offset}.
+json completion_logprobs(const server_ctx & sc, const std::vector<gen_token> & toks, size_t & offset) {
+    json tokens = json::array(), lps = json::array(), tops = json::array(), offs = json::array();
+    for (const gen_token & g : toks) {
+        const std::string p = piece_of(sc, g.tok.id);
+        tokens.push_back(p);
+        lps.push_back(g.tok.logprob);
+        json top = json::object();
+        for (const token_logprob & a : g.top) top[piece_of(sc, a.id)] = a.logprob;
+        tops.push_back(top);
+        offs.push_back(offset);
+        offset += p.size();
+    }
+    return json{{"tokens", tokens}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offs}};
+}
+
+// llama.cpp's /completion: completion_probabilities [{id, token, logprob, bytes, top_logprobs: [...]}].
+json llama_probs(const server_ctx & sc, const std::vector<gen_token> & toks) {
+    json a = json::array();
+    for (const gen_token & g : toks) {
+        const std::string p = piece_of(sc, g.tok.id);
+        json top = json::array();
+        for (const token_logprob & t : g.top) {
+            const std::string q = piece_of(sc, t.id);
+            top.push_back({{"id", t.id}, {"token", q}, {"logprob", t.logprob}, {"bytes", bytes_of(q)}});
+        }
+        a.push_back({{"id", g.tok.id}, {"token", p}, {"logprob", g.tok.logprob}, {"bytes", bytes_of(p)}, {"top_logprobs", top}});
+    }
+    return a;
+}
+
+// ---- running a task ----------------------------------------------------------------------------
+
+// Runs t to the end (whole answers): its text and tokens, or the error it ended with.
+std::string run_whole(const std::shared_ptr<gen_task> & t, const server_ctx & sc, std::vector<gen_token> & toks) {
     sc.engine->submit(t);
     std::string all, part;
-    while (t->next(part, 1000)) all += part;
+    std::vector<gen_token> more;
+    while (t->next(part, 1000, &more)) {
+        all += part;
+        toks.insert(toks.end(), more.begin(), more.end());
+    }
     if (t->finish_reason == "error") throw request_error(500, t->error, "server_error");
     return all;
 }
 
-// Streams t as server-sent events: make_chunk(text) for each piece, final_chunk() once, then
-// "data: [DONE]" (OpenAI) when done_marker. A client that goes away cancels t.
-void run_stream(httplib::Response & res, const std::shared_ptr<gen_task> & t, const server_ctx & sc,
-                std::function<json(const std::string &)> make_chunk, std::function<json()> final_chunk, bool done_marker) {
+// Streams t as server-sent events: make_chunk(text, tokens) for each piece, final_chunks() at the
+// end (each an event), then "data: [DONE]" (OpenAI) when done_marker. A client that goes away
+// cancels t.
+using chunk_fn = std::function<json(const std::string &, const std::vector<gen_token> &)>;
+void run_stream(httplib::Response & res, const std::shared_ptr<gen_task> & t, const server_ctx & sc, chunk_fn make_chunk,
+                std::function<std::vector<json>()> final_chunks, bool done_marker) {
     sc.engine->submit(t);
     res.set_chunked_content_provider(
         "text/event-stream",
-        [t, make_chunk, final_chunk, done_marker](size_t, httplib::DataSink & sink) {
+        [t, make_chunk, final_chunks, done_marker](size_t, httplib::DataSink & sink) {
             std::string part;
-            if (t->next(part, 200)) {
-                if (!part.empty()) {
-                    const std::string ev = "data: " + dump(make_chunk(part)) + "\n\n";
+            std::vector<gen_token> toks;
+            if (t->next(part, 200, &toks)) {
+                if (!part.empty() || !toks.empty()) {
+                    const std::string ev = "data: " + dump(make_chunk(part, toks)) + "\n\n";
                     if (!sink.write(ev.data(), ev.size())) {
                         t->cancelled = true;
                         return false;
@@ -280,7 +219,7 @@ void run_stream(httplib::Response & res, const std::shared_ptr<gen_task> & t, co
             if (t->finish_reason == "error") {
                 ev = "error: " + dump(error_body(t->error, "server_error", 500)) + "\n\n";
             } else {
-                ev = "data: " + dump(final_chunk()) + "\n\n";
+                for (const json & j : final_chunks()) ev += "data: " + dump(j) + "\n\n";
                 if (done_marker) ev += "data: [DONE]\n\n";
             }
             sink.write(ev.data(), ev.size());
@@ -294,101 +233,187 @@ void run_stream(httplib::Response & res, const std::shared_ptr<gen_task> & t, co
 
 // ---- endpoints ---------------------------------------------------------------------------------
 
-const std::set<std::string> kSamplingFields = {"temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty",
-                                               "repeat_penalty", "seed", "stop", "stream", "model", "user"};
-const std::set<std::string> kUnsupported = {"logprobs", "top_logprobs", "n_probs", "logit_bias", "response_format", "grammar",
-                                            "json_schema", "tools", "tool_choice", "suffix", "echo", "best_of", "functions"};
-
-void handle_completions(const server_ctx & sc, const httplib::Request & req, httplib::Response & res, bool openai) {
-    const json b = parse_body(req);
-    std::set<std::string> known = kSamplingFields;
-    known.insert({"prompt", openai ? "max_tokens" : "n_predict", "stream_options"});
-    if (openai) known.insert("n");
-    check_fields(b, known, kUnsupported);
-    if (openai && get_int(b, "n", 1, 1, 128) != 1) throw request_error(400, "'n' other than 1 is not supported by this server yet");
-    if (!b.contains("prompt") || !b["prompt"].is_string()) throw request_error(400, "'prompt' must be a string");
-    auto t = make_task(sc, b["prompt"].get<std::string>(), b, openai ? "max_tokens" : "n_predict", true);
-    const bool stream = get_bool(b, "stream", false);
-    const std::string id = random_id("cmpl-"), model = sc.model_id;
-    const int64_t created = (int64_t) time(nullptr);
-    if (!openai) {
-        auto body = [t](const std::string & text, bool done) {
-            json j = {{"content", text}, {"stop", done}};
-            if (done) {
-                j["tokens_predicted"] = t->n_gen;
-                j["tokens_evaluated"] = t->n_prompt;
-                j["tokens_cached"] = t->n_cached;
-                j["stop_type"] = t->finish_reason == "length" ? "limit" : "eos";
-                j["id_slot"] = t->slot;
-            }
-            return j;
-        };
-        if (stream) {
-            run_stream(res, t, sc, [body](const std::string & s) { return body(s, false); }, [body] { return body("", true); }, false);
-        } else {
-            send_json(res, body(run_whole(t, sc), true));
+void handle_llama_completion(const server_ctx & sc, const httplib::Request & req, httplib::Response & res) {
+    const completion_request r = parse_completion(parse_body(req.body), completion_kind::llama_completion, sc.params.sampling,
+                                                  llama_vocab_n_tokens(sc.vocab));
+    auto t = make_task(sc, r, r.prompt, true);
+    const server_ctx * scp = &sc;
+    auto body = [t, scp, r](const std::string & text, const std::vector<gen_token> & toks, bool done) {
+        json j = {{"content", text}, {"stop", done}};
+        if (r.n_probs > 0 && !toks.empty()) j["completion_probabilities"] = llama_probs(*scp, toks);
+        if (done) {
+            j["tokens_predicted"] = t->n_gen;
+            j["tokens_evaluated"] = t->n_prompt;
+            j["tokens_cached"] = t->n_cached;
+            j["stop_type"] = t->finish_reason == "length" ? "limit" : "eos";
+            j["truncated"] = t->n_shifts > 0;
+            j["id_slot"] = t->slot;
         }
-        return;
-    }
-    auto choice = [t](const std::string & text, bool done) {
-        return json{{"text", text}, {"index", 0}, {"logprobs", nullptr}, {"finish_reason", done ? json(finish_reason_of(*t)) : json(nullptr)}};
-    };
-    auto object = [=](const std::string & text, bool done) {
-        json j = {{"id", id}, {"object", "text_completion"}, {"created", created}, {"model", model}, {"choices", json::array({choice(text, done)})}};
-        if (done) j["usage"] = usage_of(*t);
         return j;
     };
-    if (stream) {
-        run_stream(res, t, sc, [object](const std::string & s) { return object(s, false); }, [object] { return object("", true); }, true);
+    if (r.stream) {
+        run_stream(
+            res, t, sc, [body](const std::string & s, const std::vector<gen_token> & toks) { return body(s, toks, false); },
+            [body] { return std::vector<json>{body("", {}, true)}; }, false);
     } else {
-        send_json(res, object(run_whole(t, sc), true));
+        std::vector<gen_token> toks;
+        const std::string text = run_whole(t, sc, toks);
+        send_json(res, body(text, toks, true));
+    }
+}
+
+void handle_completions(const server_ctx & sc, const httplib::Request & req, httplib::Response & res) {
+    const completion_request r = parse_completion(parse_body(req.body), completion_kind::oai_completion, sc.params.sampling,
+                                                  llama_vocab_n_tokens(sc.vocab));
+    auto t = make_task(sc, r, r.prompt, true);
+    const std::string id = random_id("cmpl-"), model = sc.model_id;
+    const int64_t created = (int64_t) time(nullptr);
+    const server_ctx * scp = &sc;
+    auto offset = std::make_shared<size_t>(0);
+    auto object = [=](const std::string & text, const std::vector<gen_token> & toks, bool done) {
+        json choice = {{"text", text}, {"index", 0}, {"logprobs", r.logprobs ? completion_logprobs(*scp, toks, *offset) : json(nullptr)},
+                       {"finish_reason", done ? json(finish_reason_of(*t)) : json(nullptr)}};
+        return json{{"id", id}, {"object", "text_completion"}, {"created", created}, {"model", model}, {"choices", json::array({choice})}};
+    };
+    if (r.stream) {
+        run_stream(
+            res, t, sc, [object](const std::string & s, const std::vector<gen_token> & toks) { return object(s, toks, false); },
+            [object, t, r] {
+                json last = object("", {}, true);
+                if (!r.include_usage) {
+                    last["usage"] = usage_of(*t);  // (llama.cpp's server sends it there)
+                    return std::vector<json>{last};
+                }
+                json usage = last;
+                usage["choices"] = json::array();
+                usage["usage"] = usage_of(*t);
+                return std::vector<json>{last, usage};
+            },
+            true);
+    } else {
+        std::vector<gen_token> toks;
+        const std::string text = run_whole(t, sc, toks);
+        json j = object(text, toks, true);
+        j["usage"] = usage_of(*t);
+        send_json(res, j);
     }
 }
 
 void handle_chat(const server_ctx & sc, const httplib::Request & req, httplib::Response & res) {
-    const json b = parse_body(req);
-    std::set<std::string> known = kSamplingFields;
-    known.insert({"messages", "max_tokens", "max_completion_tokens", "n", "stream_options"});
-    check_fields(b, known, kUnsupported);
-    if (get_int(b, "n", 1, 1, 128) != 1) throw request_error(400, "'n' other than 1 is not supported by this server yet");
-    const std::string prompt = chat_prompt(sc, b);
-    const char * max_key = b.contains("max_completion_tokens") && !b["max_completion_tokens"].is_null() ? "max_completion_tokens" : "max_tokens";
-    auto t = make_task(sc, prompt, b, max_key, false);
-    const bool stream = get_bool(b, "stream", false);
+    const completion_request r = parse_completion(parse_body(req.body), completion_kind::oai_chat, sc.params.sampling,
+                                                  llama_vocab_n_tokens(sc.vocab));
+    auto t = make_task(sc, r, chat_prompt(sc, r.messages), false);
     const std::string id = random_id("chatcmpl-"), model = sc.model_id;
     const int64_t created = (int64_t) time(nullptr);
-    if (stream) {
-        auto chunk = [=](const json & delta, const json & finish) {
+    const server_ctx * scp = &sc;
+    if (r.stream) {
+        auto chunk = [=](const json & delta, const std::vector<gen_token> & toks, const json & finish) {
             return json{{"id", id}, {"object", "chat.completion.chunk"}, {"created", created}, {"model", model},
-                        {"choices", json::array({json{{"index", 0}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", finish}}})}};
+                        {"choices", json::array({json{{"index", 0}, {"delta", delta},
+                                                      {"logprobs", r.logprobs && !toks.empty() ? chat_logprobs(*scp, toks) : json(nullptr)},
+                                                      {"finish_reason", finish}}})}};
         };
         auto first = std::make_shared<bool>(true);
         run_stream(
             res, t, sc,
-            [chunk, first](const std::string & s) {
+            [chunk, first](const std::string & s, const std::vector<gen_token> & toks) {
                 json delta = {{"content", s}};
                 if (*first) delta = {{"role", "assistant"}, {"content", s}};
                 *first = false;
-                return chunk(delta, nullptr);
+                return chunk(delta, toks, nullptr);
             },
-            [chunk, t] {
-                json j = chunk(json::object(), finish_reason_of(*t));
-                j["usage"] = usage_of(*t);
-                return j;
+            [chunk, t, r] {
+                json last = chunk(json::object(), {}, finish_reason_of(*t));
+                if (!r.include_usage) {
+                    last["usage"] = usage_of(*t);  // (llama.cpp's server sends it there)
+                    return std::vector<json>{last};
+                }
+                json usage = last;
+                usage["choices"] = json::array();
+                usage["usage"] = usage_of(*t);
+                return std::vector<json>{last, usage};
             },
             true);
         return;
     }
-    const std::string text = run_whole(t, sc);
+    std::vector<gen_token> toks;
+    const std::string text = run_whole(t, sc, toks);
     send_json(res, json{{"id", id},
                         {"object", "chat.completion"},
                         {"created", created},
                         {"model", model},
                         {"choices", json::array({json{{"index", 0},
                                                       {"message", {{"role", "assistant"}, {"content", text}}},
-                                                      {"logprobs", nullptr},
+                                                      {"logprobs", r.logprobs ? chat_logprobs(sc, toks) : json(nullptr)},
                                                       {"finish_reason", finish_reason_of(*t)}}})},
                         {"usage", usage_of(*t)}});
+}
+
+// POST /v1/embeddings: each input's pooled, L2-normalized vector (as floats, or base64 of
+// little-endian float32s), in order.
+void handle_embeddings(const server_ctx & sc, const httplib::Request & req, httplib::Response & res) {
+    if (!sc.params.embedding) throw not_served("this server does not serve embeddings: start it with --embeddings");
+    const embedding_request r = parse_embeddings(parse_body(req.body), llama_vocab_n_tokens(sc.vocab));
+    const int32_t n_max = std::min<int32_t>(sc.engine->n_ctx_slot() - 1, sc.engine->params().n_batch);
+    std::vector<std::shared_ptr<gen_task>> tasks;
+    for (size_t i = 0; i < r.inputs.size(); i++) {
+        auto t = std::make_shared<gen_task>();
+        t->embedding = true;
+        t->prompt = r.inputs[i].is_tokens ? r.inputs[i].tokens : common_tokenize(sc.vocab, r.inputs[i].text, true, true);
+        if (t->prompt.empty()) throw request_error(400, "input " + std::to_string(i) + " has no tokens");
+        if ((int32_t) t->prompt.size() > n_max) {
+            throw request_error(400, "input " + std::to_string(i) + " has " + std::to_string(t->prompt.size()) + " tokens; at most " + std::to_string(n_max) +
+                                         " fit (a slot's context and the batch, -c / -np and -b)");
+        }
+        tasks.push_back(t);
+    }
+    for (auto & t : tasks) sc.engine->submit(t);
+    json data = json::array();
+    int64_t n_tokens = 0;
+    for (size_t i = 0; i < tasks.size(); i++) {
+        gen_task & t = *tasks[i];
+        {
+            std::unique_lock<std::mutex> lk(t.m);
+            t.cv.wait(lk, [&] { return t.done; });
+        }
+        if (t.finish_reason == "error") {
+            for (auto & u : tasks) u->cancelled = true;
+            throw request_error(500, t.error, "server_error");
+        }
+        json e = {{"object", "embedding"}, {"index", i}};
+        if (r.base64) e["embedding"] = base64_encode(reinterpret_cast<const unsigned char *>(t.embd.data()), t.embd.size() * sizeof(float));
+        else e["embedding"] = t.embd;
+        data.push_back(e);
+        n_tokens += t.n_prompt;
+    }
+    send_json(res, json{{"object", "list"}, {"data", data}, {"model", sc.model_id}, {"usage", {{"prompt_tokens", n_tokens}, {"total_tokens", n_tokens}}}});
+}
+
+// GET /metrics: Prometheus text, llama.cpp's metric names.
+std::string metrics_text(const server_ctx & sc) {
+    const server_metrics m = sc.engine->metrics();
+    std::string out;
+    auto metric = [&](const char * type, const char * name, const char * help, double v) {
+        char buf[64];
+        snprintf(buf, sizeof(buf), "%.17g", v);
+        out += std::string("# HELP llamacpp:") + name + " " + help + "\n# TYPE llamacpp:" + name + " " + type + "\nllamacpp:" + name + " " + buf + "\n";
+    };
+    metric("counter", "prompt_tokens_total", "Number of prompt tokens processed.", (double) m.n_prompt_tokens);
+    metric("counter", "prompt_seconds_total", "Prompt process time", m.t_prompt_s);
+    metric("counter", "tokens_predicted_total", "Number of generation tokens processed.", (double) m.n_gen_tokens);
+    metric("counter", "tokens_predicted_seconds_total", "Predict process time", m.t_gen_s);
+    metric("counter", "n_decode_total", "Total number of llama_decode() calls", (double) m.n_decode);
+    metric("counter", "n_busy_slots_per_decode", "Average number of busy slots per llama_decode() call",
+           m.n_decode ? (double) m.n_busy_slots / (double) m.n_decode : 0.0);
+    metric("counter", "requests_total", "Number of requests (tasks) finished.", (double) m.n_requests);
+    metric("gauge", "prompt_tokens_seconds", "Average prompt throughput in tokens/s.", m.t_prompt_s > 0 ? (double) m.n_prompt_tokens / m.t_prompt_s : 0.0);
+    metric("gauge", "predicted_tokens_seconds", "Average generation throughput in tokens/s.", m.t_gen_s > 0 ? (double) m.n_gen_tokens / m.t_gen_s : 0.0);
+    const double n_cells = (double) sc.engine->n_ctx_slot() * sc.engine->params().n_slots;
+    metric("gauge", "kv_cache_usage_ratio", "KV-cache usage. 1 means 100 percent usage.", n_cells > 0 ? m.n_cells_used / n_cells : 0.0);
+    metric("gauge", "kv_cache_tokens", "KV-cache tokens.", (double) m.n_cells_used);
+    metric("gauge", "requests_processing", "Number of requests processing.", (double) m.n_processing);
+    metric("gauge", "requests_deferred", "Number of requests deferred.", (double) m.n_deferred);
+    return out;
 }
 
 // Constant-time comparison of a given key with each accepted one.
@@ -431,8 +456,14 @@ int main(int argc, char ** argv) {
     sc.vocab = llama_model_get_vocab(sc.model);
     sc.model_id = params.model;  // (as llama.cpp's server names it without --alias)
     sc.chat_template = params.chat_template;
+    sc.n_ctx_train = llama_model_n_ctx_train(sc.model);
     llama_context_params cp = common_context_params_to_llama(params);
     cp.n_seq_max = (uint32_t) std::max(1, params.n_parallel);
+    if (params.embedding) {
+        // Pooling sees the tokens of one batch: a whole input goes in one ubatch.
+        cp.embeddings = true;
+        cp.n_ubatch = cp.n_batch;
+    }
     if (params.n_ctx > 0 && params.n_ctx < params.n_parallel * 8) {
         fprintf(stderr, "llama-server: -c %d leaves fewer than 8 cells per slot for -np %d\n", params.n_ctx, params.n_parallel);
         return 1;
@@ -449,7 +480,20 @@ int main(int argc, char ** argv) {
         fprintf(stderr, "llama-server: %s\n", err.empty() ? "the LoRA adapters could not be applied" : err.c_str());
         return 1;
     }
-    auto engine = std::make_unique<server_engine>(sc.model, ctx, (int32_t) cp.n_seq_max, (int32_t) llama_n_batch(ctx));
+    if (params.embedding && llama_pooling_type(ctx) == LLAMA_POOLING_TYPE_NONE) {
+        fprintf(stderr, "llama-server: --embeddings serves pooled vectors (OpenAI's /v1/embeddings), but the model names no pooling: "
+                        "give --pooling mean, cls or last\n");
+        llama_free(ctx);
+        llama_model_free(sc.model);
+        return 1;
+    }
+    server_engine_params ep;
+    ep.n_slots = (int32_t) cp.n_seq_max;
+    ep.n_batch = (int32_t) llama_n_batch(ctx);
+    ep.cont_batching = params.cont_batching;
+    ep.ctx_shift = params.ctx_shift;
+    ep.embedding = params.embedding;
+    auto engine = std::make_unique<server_engine>(sc.model, ctx, ep);
     sc.engine = engine.get();
 
     httplib::Server svr;
@@ -496,20 +540,42 @@ int main(int argc, char ** argv) {
     };
     svr.Get("/v1/models", models);
     svr.Get("/models", models);
-    svr.Post("/v1/completions", [&sc](const httplib::Request & q, httplib::Response & r) { handle_completions(sc, q, r, true); });
-    svr.Post("/completions", [&sc](const httplib::Request & q, httplib::Response & r) { handle_completions(sc, q, r, true); });
-    svr.Post("/completion", [&sc](const httplib::Request & q, httplib::Response & r) { handle_completions(sc, q, r, false); });
+    svr.Post("/v1/completions", [&sc](const httplib::Request & q, httplib::Response & r) { handle_completions(sc, q, r); });
+    svr.Post("/completions", [&sc](const httplib::Request & q, httplib::Response & r) { handle_completions(sc, q, r); });
+    svr.Post("/completion", [&sc](const httplib::Request & q, httplib::Response & r) { handle_llama_completion(sc, q, r); });
+    svr.Post("/v1/embeddings", [&sc](const httplib::Request & q, httplib::Response & r) { handle_embeddings(sc, q, r); });
+    svr.Post("/embeddings", [&sc](const httplib::Request & q, httplib::Response & r) { handle_embeddings(sc, q, r); });
+    svr.Get("/metrics", [&sc](const httplib::Request &, httplib::Response & res) {
+        if (!sc.params.endpoint_metrics) throw not_served("GET /metrics is off: start the server with --metrics");
+        res.set_content(metrics_text(sc), "text/plain; version=0.0.4");
+    });
     svr.Post("/v1/chat/completions", [&sc](const httplib::Request & q, httplib::Response & r) { handle_chat(sc, q, r); });
     svr.Post("/chat/completions", [&sc](const httplib::Request & q, httplib::Response & r) { handle_chat(sc, q, r); });
     svr.Post("/tokenize", [&sc](const httplib::Request & req, httplib::Response & res) {
-        const json b = parse_body(req);
+        const json b = parse_body(req.body);
         check_fields(b, {"content", "add_special", "with_pieces"}, {});
         if (!b.contains("content") || !b["content"].is_string()) throw request_error(400, "'content' must be a string");
         const std::vector<llama_token> toks = common_tokenize(sc.vocab, b["content"].get<std::string>(), get_bool(b, "add_special", false), true);
-        send_json(res, json{{"tokens", toks}});
+        if (!get_bool(b, "with_pieces", false)) {
+            send_json(res, json{{"tokens", toks}});
+            return;
+        }
+        // With pieces (llama.cpp): each token's text, or its bytes where they are not whole UTF-8.
+        json a = json::array();
+        for (llama_token t : toks) {
+            const std::string p = piece_of(sc, t);
+            json piece = p;
+            try {
+                (void) json(p).dump();
+            } catch (const std::exception &) {
+                piece = bytes_of(p);
+            }
+            a.push_back({{"id", t}, {"piece", piece}});
+        }
+        send_json(res, json{{"tokens", a}});
     });
     svr.Post("/detokenize", [&sc](const httplib::Request & req, httplib::Response & res) {
-        const json b = parse_body(req);
+        const json b = parse_body(req.body);
         check_fields(b, {"tokens"}, {});
         if (!b.contains("tokens") || !b["tokens"].is_array()) throw request_error(400, "'tokens' must be an array of token ids");
         std::vector<llama_token> toks;
