@@ -1000,7 +1000,7 @@ std::vector<common_arg> make_table() {
              })).set_examples({LLAMA_EXAMPLE_SERVER});
     add(integer({"-to", "--timeout"}, "N", 1, 86400, "seconds a client may take to send its request or read the answer (default: 600)",
                 [](common_params & p, int64_t v) { p.timeout_read = (int32_t) v; })).set_examples({LLAMA_EXAMPLE_SERVER}).set_env("LLAMA_ARG_TIMEOUT");
-    add(integer({"--threads-http"}, "N", -1, 1024, "threads serving HTTP requests (default: -1, -np + 2)",
+    add(integer({"--threads-http"}, "N", -1, 1024, "threads kept for HTTP connections (default: -1, -np + 2); more start while all are busy, up to max(4 N, 256)",
                 [](common_params & p, int64_t v) { p.n_threads_http = (int32_t) v; })).set_examples({LLAMA_EXAMPLE_SERVER})
         .set_env("LLAMA_ARG_THREADS_HTTP");
     add(flag({"--slots"}, "expose the slots monitoring endpoint GET /slots (default: enabled)",

@@ -2,14 +2,13 @@
 //
 //   llama-server -m MODEL.gguf [--host 127.0.0.1] [--port 8080] [-np N] [-c N] [--api-key KEY] [...]
 //
-// Endpoints: GET /health, GET /v1/models (/models), POST /v1/completions, POST /v1/chat/completions
-// (whole, or streamed as OpenAI streams: server-sent events ending with "data: [DONE]"),
-// llama.cpp's POST /completion, POST /tokenize and /detokenize, GET /slots. Errors are OpenAI's
-// error object with a 4xx status: malformed JSON, a field of the wrong type, a field the server
-// does not know or does not support, an empty message list, a prompt or max_tokens that does not
-// fit a slot's context. With --api-key every endpoint but /health wants "Authorization: Bearer
-// KEY" (compared in constant time). The requests run in server_engine's slots, -np of them, each
-// with -c / -np cells.
+// Endpoints: GET / (the chat page), GET /health, GET /v1/models (/models), POST /v1/completions,
+// POST /v1/chat/completions (whole, or streamed as OpenAI streams: server-sent events ending with
+// "data: [DONE]"), POST /v1/embeddings (with --embeddings), GET /metrics (with --metrics),
+// llama.cpp's POST /completion, POST /tokenize and /detokenize, GET /slots. Requests are read by
+// server-request.cpp; what they may not ask is an OpenAI error object with a 4xx status. With
+// --api-key every endpoint but /health and the page wants "Authorization: Bearer KEY" (compared in
+// constant time). The requests run in server_engine's slots, -np of them, each with -c / -np cells.
 //
 // HTTP is cpp-httplib's (Debian's libcpp-httplib-dev) and JSON nlohmann-json's; the program is
 // built only where both are found.
@@ -24,6 +23,10 @@
 #include <nlohmann/json.hpp>
 
 #include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
 #include <chrono>
 #include <cmath>
 #include <functional>
@@ -427,6 +430,56 @@ bool key_ok(const std::vector<std::string> & keys, const std::string & given) {
     return ok;
 }
 
+// The HTTP connections' threads: n_min kept, more started while every one is busy, up to n_max.
+// cpp-httplib's fixed pool lets a few slow or stalled clients (each holds its thread until it
+// has sent its request, or until -to passes without a byte) keep every other client waiting.
+class connection_pool : public httplib::TaskQueue {
+public:
+    connection_pool(size_t n_min, size_t n_max) : n_max_(std::max(n_min, n_max)) {
+        std::lock_guard<std::mutex> lk(m_);
+        for (size_t i = 0; i < n_min; i++) start();
+    }
+    void enqueue(std::function<void()> fn) override {
+        std::lock_guard<std::mutex> lk(m_);
+        jobs_.push_back(std::move(fn));
+        if (n_idle_ < jobs_.size() && threads_.size() < n_max_) start();
+        cv_.notify_one();
+    }
+    void shutdown() override {
+        {
+            std::lock_guard<std::mutex> lk(m_);
+            stop_ = true;
+        }
+        cv_.notify_all();
+        for (std::thread & t : threads_) t.join();  // (no thread starts once stop_ is set)
+    }
+
+private:
+    void start() {
+        threads_.emplace_back([this] {
+            std::unique_lock<std::mutex> lk(m_);
+            for (;;) {
+                n_idle_++;
+                cv_.wait(lk, [&] { return stop_ || !jobs_.empty(); });
+                n_idle_--;
+                if (jobs_.empty()) return;  // (stopping, nothing left)
+                std::function<void()> fn = std::move(jobs_.front());
+                jobs_.pop_front();
+                lk.unlock();
+                fn();
+                lk.lock();
+            }
+        });
+    }
+    const size_t n_max_;
+    std::mutex m_;
+    std::condition_variable cv_;
+    std::deque<std::function<void()>> jobs_;
+    std::vector<std::thread> threads_;
+    size_t n_idle_ = 0;
+    bool stop_ = false;
+};
+
 httplib::Server * g_server = nullptr;
 
 void on_signal(int) {
@@ -499,7 +552,7 @@ int main(int argc, char ** argv) {
     httplib::Server svr;
     g_server = &svr;
     const int n_http = params.n_threads_http > 0 ? params.n_threads_http : params.n_parallel + 2;
-    svr.new_task_queue = [n_http] { return new httplib::ThreadPool((size_t) std::max(n_http, 2)); };
+    svr.new_task_queue = [n_http] { return new connection_pool((size_t) std::max(n_http, 2), (size_t) std::max(4 * n_http, 256)); };
     svr.set_read_timeout(params.timeout_read, 0);
     svr.set_write_timeout(params.timeout_read, 0);
     svr.set_payload_max_length(8u << 20);
