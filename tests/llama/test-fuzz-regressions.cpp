@@ -32,6 +32,9 @@ int fuzz_entry_llama2c(const uint8_t * data, size_t size);
 int fuzz_entry_grammar(const uint8_t * data, size_t size);
 int fuzz_entry_state(const uint8_t * data, size_t size);
 int fuzz_entry_batch(const uint8_t * data, size_t size);
+#ifdef FUZZ_SERVER_REQUEST
+int fuzz_entry_server_request(const uint8_t * data, size_t size);
+#endif
 }
 
 namespace {
@@ -57,6 +60,9 @@ const target TARGETS[] = {
     { "fuzz-grammar", fuzz_entry_grammar },
     { "fuzz-state", fuzz_entry_state },
     { "fuzz-batch", fuzz_entry_batch },
+#ifdef FUZZ_SERVER_REQUEST
+    { "fuzz-server-request", fuzz_entry_server_request },  // (where nlohmann-json is found)
+#endif
 };
 
 struct input_case {
