@@ -220,7 +220,7 @@ void run_stream(httplib::Response & res, const std::shared_ptr<gen_task> & t, co
             }
             std::string ev;
             if (t->finish_reason == "error") {
-                ev = "error: " + dump(error_body(t->error, "server_error", 500)) + "\n\n";
+                ev = "data: " + dump(error_body(t->error, "server_error", 500)) + "\n\n";  // (as OpenAI sends an error mid-stream)
             } else {
                 for (const json & j : final_chunks()) ev += "data: " + dump(j) + "\n\n";
                 if (done_marker) ev += "data: [DONE]\n\n";
