@@ -282,11 +282,10 @@ void handle_completions(const server_ctx & sc, const httplib::Request & req, htt
         run_stream(
             res, t, sc, [object](const std::string & s, const std::vector<gen_token> & toks) { return object(s, toks, false); },
             [object, t, r] {
+                // Usage on a last chunk of its own, only when asked (as OpenAI documents it;
+                // llama.cpp's server puts it on the finishing chunk always).
                 json last = object("", {}, true);
-                if (!r.include_usage) {
-                    last["usage"] = usage_of(*t);  // (llama.cpp's server sends it there)
-                    return std::vector<json>{last};
-                }
+                if (!r.include_usage) return std::vector<json>{last};
                 json usage = last;
                 usage["choices"] = json::array();
                 usage["usage"] = usage_of(*t);
@@ -327,10 +326,7 @@ void handle_chat(const server_ctx & sc, const httplib::Request & req, httplib::R
             },
             [chunk, t, r] {
                 json last = chunk(json::object(), {}, finish_reason_of(*t));
-                if (!r.include_usage) {
-                    last["usage"] = usage_of(*t);  // (llama.cpp's server sends it there)
-                    return std::vector<json>{last};
-                }
+                if (!r.include_usage) return std::vector<json>{last};  // (usage: as for completions)
                 json usage = last;
                 usage["choices"] = json::array();
                 usage["usage"] = usage_of(*t);

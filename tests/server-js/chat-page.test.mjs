@@ -113,7 +113,7 @@ test('a message streams into the page; the reply is the same request made direct
     assert.deepEqual(await texts(page, '#messages .msg.user'), [prompt]);
     const [reply] = await texts(page, '#messages .msg.assistant');
     assert.ok(reply, 'the assistant bubble holds the reply');
-    assert.deepEqual(chats.map((c) => c.body), [{ messages: [{ role: 'user', content: prompt }], stream: true, max_tokens: 60 }],
+    assert.deepEqual(chats.map((c) => c.body), [{ messages: [{ role: 'user', content: prompt }], stream: true, stream_options: { include_usage: true }, max_tokens: 60 }],
                      'the page sends the conversation, stream and the fields set, nothing else');
 
     const direct = await chatDirect(server.url, { messages: [{ role: 'user', content: prompt }], temperature: 0, max_tokens: 60 });
@@ -167,7 +167,7 @@ test('settings are sent, persist, and each turn sends the whole conversation', a
     const system = 'You are a storyteller.';
     await setSettings(page, { system, temperature: 0, top_k: 40, max_tokens: 5, seed: 42 });
     await sendAndWait(page, 'Hi');
-    const sent = { stream: true, temperature: 0, top_k: 40, max_tokens: 5, seed: 42 };
+    const sent = { stream: true, stream_options: { include_usage: true }, temperature: 0, top_k: 40, max_tokens: 5, seed: 42 };
     const first = [{ role: 'system', content: system }, { role: 'user', content: 'Hi' }];
     assert.deepEqual(chats[0].body, { messages: first, ...sent });
     const [reply] = await texts(page, '#messages .msg.assistant');
