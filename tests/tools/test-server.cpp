@@ -221,34 +221,66 @@ TEST(Server, StopStringsAndSeeds) {
     EXPECT_EQ(a["choices"][0]["text"], b["choices"][0]["text"]);
 }
 
-// 8 clients x 2 requests each on 4 slots: every answer is what the same request gets alone.
+// 16 clients x 8 requests each on 4 slots, whole and streamed, while 4 more clients hang up
+// mid-stream: every answer is what the same request gets alone, and no slot is left busy.
 TEST(Server, SlotsDoNotDependOnTheirNeighbours) {
-    server_proc s("-np 4 -c 1024");
+    server_proc s("-np 4 -c 1024 --threads-http 24");
     REQUIRE_SERVER(s);
     const std::vector<std::string> prompts = {"Once upon a time", "Tom had a red ball", "The sun was hot", "Lily and her mom",
                                               "One day, a bird", "The dog ran", "In the park", "A little cat"};
     std::vector<std::string> alone;
     for (const std::string & p : prompts) {
-        alone.push_back(post(s, "/v1/completions", {{"prompt", p}, {"max_tokens", 20}, {"temperature", 0}})["choices"][0]["text"]);
+        alone.push_back(post(s, "/v1/completions", {{"prompt", p}, {"max_tokens", 16}, {"temperature", 0}})["choices"][0]["text"]);
     }
-    std::vector<std::string> got(prompts.size() * 2);
+    const size_t n_clients = 16, n_requests = 8;
+    std::vector<std::string> got(n_clients * n_requests);
     std::vector<std::thread> th;
-    for (size_t c = 0; c < prompts.size(); c++) {
+    for (size_t c = 0; c < n_clients; c++) {
         th.emplace_back([&, c] {
-            for (int k = 0; k < 2; k++) {
-                const size_t i = (c + (size_t) k * 3) % prompts.size();
-                const json r = post(s, "/v1/completions", {{"prompt", prompts[i]}, {"max_tokens", 20}, {"temperature", 0}});
-                got[c * 2 + (size_t) k] = r.is_object() && r.contains("choices") ? r["choices"][0]["text"].get<std::string>() : "?";
+            for (size_t k = 0; k < n_requests; k++) {
+                const size_t i = (c + k * 3) % prompts.size();
+                const json q = {{"prompt", prompts[i]}, {"max_tokens", 16}, {"temperature", 0}};
+                std::string text = "?";
+                if ((c + k) % 2) {
+                    bool done = false;
+                    text = stream_text(s, "/v1/completions", q, nullptr, &done);
+                    if (!done) text = "(no [DONE])";
+                } else {
+                    const json r = post(s, "/v1/completions", q);
+                    if (r.is_object() && r.contains("choices")) text = r["choices"][0]["text"].get<std::string>();
+                }
+                got[c * n_requests + k] = text;
             }
         });
     }
-    for (auto & t : th) t.join();
-    for (size_t c = 0; c < prompts.size(); c++) {
-        for (int k = 0; k < 2; k++) EXPECT_EQ(got[c * 2 + (size_t) k], alone[(c + (size_t) k * 3) % prompts.size()]) << c << " " << k;
+    for (int h = 0; h < 4; h++) {
+        th.emplace_back([&] {
+            httplib::Client c = s.client();
+            int chunks = 0;
+            httplib::Request req;
+            req.method = "POST";
+            req.path = "/v1/completions";
+            req.set_header("Content-Type", "application/json");
+            req.body = json({{"prompt", "Once upon a time"}, {"max_tokens", 300}, {"stream", true}, {"ignore_eos", true}}).dump();
+            req.content_receiver = [&](const char *, size_t, uint64_t, uint64_t) { return ++chunks < 3; };  // reads a little, then hangs up
+            httplib::Response res;
+            httplib::Error err;
+            c.send(req, res, err);
+        });
     }
-    const json slots = json::parse(s.client().Get("/slots")->body);
-    ASSERT_EQ(slots.size(), 4u);
-    for (const json & sl : slots) EXPECT_FALSE(sl["is_processing"].get<bool>());
+    for (auto & t : th) t.join();
+    for (size_t c = 0; c < n_clients; c++) {
+        for (size_t k = 0; k < n_requests; k++) EXPECT_EQ(got[c * n_requests + k], alone[(c + k * 3) % prompts.size()]) << c << " " << k;
+    }
+    bool idle = false;
+    for (int i = 0; i < 50 && !idle; i++) {
+        const json slots = json::parse(s.client().Get("/slots")->body);
+        EXPECT_EQ(slots.size(), 4u);
+        idle = true;
+        for (const json & sl : slots) idle &= !sl["is_processing"].get<bool>();
+        if (!idle) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    EXPECT_TRUE(idle);
 }
 
 TEST(Server, BadRequestsGetOpenAIErrors) {
