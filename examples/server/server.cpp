@@ -87,6 +87,10 @@ std::shared_ptr<gen_task> make_task(const server_ctx & sc, const completion_requ
     if (sc.params.embedding) throw not_served("this server serves embeddings only (started with --embeddings): restart it without for completions");
     auto t = std::make_shared<gen_task>();
     t->prompt = common_tokenize(sc.vocab, prompt, add_special, true);
+    // A chat template that writes the BOS itself (llama 2's, Mistral's) does not get a second one
+    // (llama.cpp's server would send both).
+    const llama_token bos = llama_vocab_bos(sc.vocab);
+    if (t->prompt.size() >= 2 && t->prompt[0] == bos && t->prompt[1] == bos && bos != LLAMA_TOKEN_NULL) t->prompt.erase(t->prompt.begin());
     if (t->prompt.empty()) throw request_error(400, "the prompt is empty");
     const int32_t n_ctx = sc.engine->n_ctx_slot();
     if ((int32_t) t->prompt.size() >= n_ctx) {
@@ -304,7 +308,7 @@ void handle_completions(const server_ctx & sc, const httplib::Request & req, htt
 void handle_chat(const server_ctx & sc, const httplib::Request & req, httplib::Response & res) {
     const completion_request r = parse_completion(parse_body(req.body), completion_kind::oai_chat, sc.params.sampling,
                                                   llama_vocab_n_tokens(sc.vocab));
-    auto t = make_task(sc, r, chat_prompt(sc, r.messages), false);
+    auto t = make_task(sc, r, chat_prompt(sc, r.messages), true);  // (the BOS as the vocabulary wants it, as llama.cpp's server)
     const std::string id = random_id("chatcmpl-"), model = sc.model_id;
     const int64_t created = (int64_t) time(nullptr);
     const server_ctx * scp = &sc;
