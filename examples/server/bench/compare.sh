@@ -13,7 +13,7 @@
 #   MODEL          the GGUF both load             [/tmp/tl/tl-q4_0.gguf]
 #   BENCH          llama-server-bench             [/tmp/build-bench/bin/llama-server-bench]
 #   NPS            the -np values                 ["1 4 8"]
-#   REQS           requests per client, per -np   ["1:3 4:2 8:2"]
+#   REQS           requests per client, per -np   ["1:5 4:2 8:2"]
 #   THREADS        -t                             [2]
 #   CTX            -c, shared by the N slots      [4096]
 #   PROMPT_TOKENS  N_PREDICT  SEED                [128  128  1]
@@ -28,9 +28,11 @@
 #   too few (our server refuses such a request, llama.cpp's would shift the context, which is
 #   other work). Neither server computes attention over unused cells, so a larger -c costs
 #   nothing at -np 1. The script refuses settings where CTX / N is too small.
-# - REQS: about 20-40 s of load per run with 2 threads (TinyLlama-1.1B Q4_0): 3 requests at
-#   -np 1, 2 per client at -np 4 and 8, so each client's second request starts while the others'
-#   are still running (continuous batching, not one batch of N that starts and ends together).
+# - REQS: about 20-40 s of load per run with 2 threads on TinyLlama-1.1B Q4_0 (a quiet machine
+#   gave about 40 generated tokens/s and 1.4 s to the first token for one stream, so 5 requests at
+#   -np 1 are 15-25 s); 2 per client at -np 4 and 8, so each client's second request starts while
+#   the others' are still running (continuous batching, not one batch of N that starts and ends
+#   together). -np 8 may run past 40 s; each row shows its wall_s.
 # - llama.cpp's defaults otherwise (no -fa; its prompt cache and context shift on): the bench's
 #   prompts differ from their first word on, so the prompt cache saves only the chat template's
 #   first tokens, and no request outgrows its slot.
@@ -44,7 +46,7 @@ THEIRS=${2:-${THEIRS:-/tmp/lcpp/build/bin/llama-server}}
 MODEL=${3:-${MODEL:-/tmp/tl/tl-q4_0.gguf}}
 BENCH=${4:-${BENCH:-/tmp/build-bench/bin/llama-server-bench}}
 NPS=${NPS:-"1 4 8"}
-REQS=${REQS:-"1:3 4:2 8:2"}
+REQS=${REQS:-"1:5 4:2 8:2"}
 THREADS=${THREADS:-2}
 CTX=${CTX:-4096}
 PROMPT_TOKENS=${PROMPT_TOKENS:-128}

@@ -16,16 +16,19 @@
 // request, so the numbers differ only by how the servers schedule and compute it.
 //
 // Prompts: each request's user message is a different text of about --prompt-tokens tokens (words
-// drawn from a fixed list by a generator seeded with --seed and the request's number, so the texts
-// differ from their first word on). Both servers reuse a slot's cached prefix of a prompt; with
-// texts that differ from the start only the chat template's few leading tokens can be reused, so a
-// later request's prompt is not free. Lengths are measured with the server's POST /tokenize once,
+// drawn from a list of 220 by a generator seeded with --seed and the request's number, so two
+// texts differ within their first words). Both servers reuse a slot's cached prefix of a prompt
+// (llama.cpp's cache_prompt, our longest-prefix slot choice); with texts that differ from the start
+// only the chat template's few leading tokens can be reused, so a later request's prompt is not
+// free. Lengths are measured with the server's POST /tokenize once,
 // before the timed run, and each text is lengthened or shortened by words to come close.
 //
 // Definitions: TTFT is the time from sending a request to the first server-sent event with a
 // non-empty delta.content. A request's generated tokens are usage.completion_tokens of the final
 // chunk when the server sends usage, else the number of chunks with content. Its generation
-// speed is (tokens - 1) / (time of its last content chunk - time of its first). Requests/s and
+// speed is (tokens - 1) / (time of the chunk with its finish_reason - time of its first content);
+// a server that sends several tokens' text in one chunk (one reading a fast model's output
+// less often than it is made) makes this an upper bound. Requests/s and
 // generated tokens/s count the requests that succeeded over the wall time (from the start of the
 // first request to the end of the last). A request that fails (connection, HTTP status, an error
 // event, a stream without its end) or does not generate exactly N tokens is an error; with any
@@ -180,7 +183,11 @@ endpoint parse_url(const std::string & url) {
 std::unique_ptr<httplib::Client> make_client(const endpoint & ep, const options & o) {
     auto cli = std::make_unique<httplib::Client>(ep.scheme_host_port);
     if (!cli->is_valid()) usage_error("--url: cannot use '" + ep.scheme_host_port + "'");
-    cli->set_keep_alive(true);
+    // A new connection per request: llama.cpp's server (b4747, cpp-httplib 0.19) closes the
+    // connection after each streamed answer without saying so ("Connection: close"), and a next
+    // request sent on it before its close arrives fails with a read error. A localhost connect
+    // costs far less than a millisecond of the TTFT.
+    cli->set_keep_alive(false);
     cli->set_connection_timeout(10, 0);
     cli->set_read_timeout(o.timeout_s, 0);
     cli->set_write_timeout(60, 0);
@@ -202,7 +209,7 @@ const char * const kWords[] = {
     "research", "girl",   "guy",     "moment",  "air",     "teacher", "force",   "education", "river", "garden",  "forest",
     "small",   "large",   "early",   "young",   "important", "few",   "public",  "bad",     "same",    "able",    "green",
     "quiet",   "bright",  "cold",    "warm",    "happy",   "old",     "new",     "long",    "great",   "little",  "own",
-    "other",   "right",   "big",     "high",    "different", "next",  "last",    "good",    "best",    "late",    "hard",
+    "other",   "true",    "big",     "high",    "different", "next",  "last",    "good",    "best",    "late",    "hard",
     "walk",    "run",     "build",   "write",   "read",    "open",    "close",   "carry",   "bring",   "follow",  "learn",
     "watch",   "listen",  "speak",   "think",   "find",    "give",    "tell",    "call",    "try",     "leave",   "feel",
     "become",  "keep",    "begin",   "seem",    "help",    "show",    "hear",    "play",    "move",    "live",    "believe",
@@ -214,16 +221,19 @@ const char * const kWords[] = {
 };
 constexpr size_t kNumWords = sizeof(kWords) / sizeof(kWords[0]);
 
-uint64_t splitmix64(uint64_t & s) {
-    uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+uint64_t mix64(uint64_t z) {
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
 }
 
+uint64_t splitmix64(uint64_t & s) { return mix64(s += 0x9E3779B97F4A7C15ull); }
+
 // The words of request k's text: sentences of 6..15 words, capitalized, ending with a period.
 std::vector<std::string> text_words(uint64_t seed, uint64_t k, size_t n) {
-    uint64_t s = seed * 0x100000001B3ull + k * 0x9E3779B97F4A7C15ull + 12345;
+    // A hashed start per (seed, k): starts a multiple of splitmix's step apart would give the same
+    // words shifted.
+    uint64_t s = mix64(mix64(seed + 0x243F6A8885A308D3ull) ^ (k + 1));
     std::vector<std::string> w;
     w.reserve(n);
     size_t left_in_sentence = 0;
@@ -376,7 +386,10 @@ request_result run_request(httplib::Client & cli, const endpoint & ep, const opt
                     t_last = now;
                     n_content_chunks++;
                 }
-                if (ch.contains("finish_reason") && ch["finish_reason"].is_string()) finished = true;
+                if (ch.contains("finish_reason") && ch["finish_reason"].is_string()) {
+                    finished = true;
+                    if (have_first) t_last = bench_clock::now();
+                }
             }
         }
     };
