@@ -998,7 +998,8 @@ std::vector<common_arg> make_table() {
                      if (!k.empty()) p.api_keys.push_back(k);
                  }
              })).set_examples({LLAMA_EXAMPLE_SERVER});
-    add(integer({"-to", "--timeout"}, "N", 1, 86400, "seconds a client may take to send its request or read the answer (default: 600)",
+    add(integer({"-to", "--timeout"}, "N", 1, 86400, "seconds a client may take to send its request or read the answer (default: 600); request headers must "
+                                                  "come within this or 10 s, whichever is less",
                 [](common_params & p, int64_t v) { p.timeout_read = (int32_t) v; })).set_examples({LLAMA_EXAMPLE_SERVER}).set_env("LLAMA_ARG_TIMEOUT");
     add(integer({"--threads-http"}, "N", -1, 1024, "threads kept for HTTP connections (default: -1, -np + 2); more start while all are busy, up to max(4 N, 256)",
                 [](common_params & p, int64_t v) { p.n_threads_http = (int32_t) v; })).set_examples({LLAMA_EXAMPLE_SERVER})

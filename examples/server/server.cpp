@@ -17,6 +17,7 @@
 #include "llama.h"
 #include "index.html.hpp"  // the chat page (public/index.html, embedded at build time)
 #include "server-engine.h"
+#include "server-http.h"
 #include "server-request.h"
 
 #include <httplib.h>
@@ -430,56 +431,6 @@ bool key_ok(const std::vector<std::string> & keys, const std::string & given) {
     return ok;
 }
 
-// The HTTP connections' threads: n_min kept, more started while every one is busy, up to n_max.
-// cpp-httplib's fixed pool lets a few slow or stalled clients (each holds its thread until it
-// has sent its request, or until -to passes without a byte) keep every other client waiting.
-class connection_pool : public httplib::TaskQueue {
-public:
-    connection_pool(size_t n_min, size_t n_max) : n_max_(std::max(n_min, n_max)) {
-        std::lock_guard<std::mutex> lk(m_);
-        for (size_t i = 0; i < n_min; i++) start();
-    }
-    void enqueue(std::function<void()> fn) override {
-        std::lock_guard<std::mutex> lk(m_);
-        jobs_.push_back(std::move(fn));
-        if (n_idle_ < jobs_.size() && threads_.size() < n_max_) start();
-        cv_.notify_one();
-    }
-    void shutdown() override {
-        {
-            std::lock_guard<std::mutex> lk(m_);
-            stop_ = true;
-        }
-        cv_.notify_all();
-        for (std::thread & t : threads_) t.join();  // (no thread starts once stop_ is set)
-    }
-
-private:
-    void start() {
-        threads_.emplace_back([this] {
-            std::unique_lock<std::mutex> lk(m_);
-            for (;;) {
-                n_idle_++;
-                cv_.wait(lk, [&] { return stop_ || !jobs_.empty(); });
-                n_idle_--;
-                if (jobs_.empty()) return;  // (stopping, nothing left)
-                std::function<void()> fn = std::move(jobs_.front());
-                jobs_.pop_front();
-                lk.unlock();
-                fn();
-                lk.lock();
-            }
-        });
-    }
-    const size_t n_max_;
-    std::mutex m_;
-    std::condition_variable cv_;
-    std::deque<std::function<void()>> jobs_;
-    std::vector<std::thread> threads_;
-    size_t n_idle_ = 0;
-    bool stop_ = false;
-};
-
 httplib::Server * g_server = nullptr;
 
 void on_signal(int) {
@@ -557,7 +508,9 @@ int main(int argc, char ** argv) {
     svr.set_write_timeout(params.timeout_read, 0);
     svr.set_payload_max_length(8u << 20);
 
-    svr.set_pre_routing_handler([&sc](const httplib::Request & req, httplib::Response & res) {
+    std::unique_ptr<header_deadline> deadline;  // (started once the port is known)
+    svr.set_pre_routing_handler([&sc, &deadline](const httplib::Request & req, httplib::Response & res) {
+        if (deadline) deadline->seen(req.remote_addr, req.remote_port);
         if (sc.params.api_keys.empty() || req.path == "/health" || req.path == "/" || req.method == "OPTIONS") return httplib::Server::HandlerResponse::Unhandled;
         const std::string auth = req.get_header_value("Authorization");
         const std::string bearer = "Bearer ";
@@ -673,6 +626,9 @@ int main(int argc, char ** argv) {
     fprintf(stderr, "llama-server: listening on http://%s:%d (%d slots of %d tokens)\n", params.hostname.c_str(), port, (int) cp.n_seq_max,
             engine->n_ctx_slot());
     fflush(stderr);
+    // A request's headers must come within -to seconds, and at most 10 (a client sends them at
+    // once; one sending a byte at a time only holds a thread).
+    deadline = std::make_unique<header_deadline>(port, std::min(params.timeout_read, 10));
     const bool ok = svr.listen_after_bind();
     g_server = nullptr;
     engine.reset();  // ends its loop, answers what is left
