@@ -42,11 +42,12 @@ namespace {
 using E = llama_example;
 
 // The programs that take the model, context and placement options, and those that generate.
-const std::initializer_list<E> INFER = {LLAMA_EXAMPLE_MAIN, LLAMA_EXAMPLE_PERPLEXITY, LLAMA_EXAMPLE_EMBEDDING};
+const std::initializer_list<E> INFER = {LLAMA_EXAMPLE_MAIN, LLAMA_EXAMPLE_PERPLEXITY, LLAMA_EXAMPLE_EMBEDDING, LLAMA_EXAMPLE_IMATRIX};
 // ... and llama-bench, where each takes a list of values (a test per value)
-const std::initializer_list<E> INFER_BENCH = {LLAMA_EXAMPLE_MAIN, LLAMA_EXAMPLE_PERPLEXITY, LLAMA_EXAMPLE_BENCH, LLAMA_EXAMPLE_EMBEDDING};
+const std::initializer_list<E> INFER_BENCH = {LLAMA_EXAMPLE_MAIN, LLAMA_EXAMPLE_PERPLEXITY, LLAMA_EXAMPLE_BENCH, LLAMA_EXAMPLE_EMBEDDING,
+                                              LLAMA_EXAMPLE_IMATRIX};
 const std::initializer_list<E> INFER_LOGITS_BENCH = {LLAMA_EXAMPLE_MAIN, LLAMA_EXAMPLE_PERPLEXITY, LLAMA_EXAMPLE_LOGITS, LLAMA_EXAMPLE_BENCH,
-                                                     LLAMA_EXAMPLE_EMBEDDING};
+                                                     LLAMA_EXAMPLE_EMBEDDING, LLAMA_EXAMPLE_IMATRIX};
 // the programs that apply LoRA adapters (llama-export-lora merges them)
 const std::initializer_list<E> LORA = {LLAMA_EXAMPLE_MAIN, LLAMA_EXAMPLE_PERPLEXITY, LLAMA_EXAMPLE_LOGITS, LLAMA_EXAMPLE_EXPORT_LORA,
                                        LLAMA_EXAMPLE_EMBEDDING};
@@ -163,13 +164,14 @@ std::vector<common_arg> make_table() {
         t.push_back(std::move(a));
         return t.back();
     };
-    // A sampling option: llama-cli's; llama-perplexity takes it as llama.cpp's does, to no effect.
+    // A sampling option: llama-cli's; llama-perplexity and llama-imatrix take it as llama.cpp's do, to no effect.
     auto add_sampling = [&](common_arg a) -> common_arg & {
         common_arg & r = add(std::move(a));
-        return r.set_examples({LLAMA_EXAMPLE_MAIN}).set_no_effect({LLAMA_EXAMPLE_PERPLEXITY}).set_sparam();
+        return r.set_examples({LLAMA_EXAMPLE_MAIN}).set_no_effect({LLAMA_EXAMPLE_PERPLEXITY, LLAMA_EXAMPLE_IMATRIX}).set_sparam();
     };
     const std::initializer_list<E> ALL = {LLAMA_EXAMPLE_MAIN, LLAMA_EXAMPLE_PERPLEXITY, LLAMA_EXAMPLE_TOKENIZE, LLAMA_EXAMPLE_LOGITS,
-                                          LLAMA_EXAMPLE_BENCH, LLAMA_EXAMPLE_EXPORT_LORA, LLAMA_EXAMPLE_FINETUNE, LLAMA_EXAMPLE_EMBEDDING};
+                                          LLAMA_EXAMPLE_BENCH, LLAMA_EXAMPLE_EXPORT_LORA, LLAMA_EXAMPLE_FINETUNE, LLAMA_EXAMPLE_EMBEDDING,
+                                          LLAMA_EXAMPLE_IMATRIX};
 
     // ---- common params ----
     add(flag({"-h", "--help", "--usage"}, "print usage and exit", nullptr)).set_examples(ALL);
@@ -226,7 +228,7 @@ std::vector<common_arg> make_table() {
                 [](common_params & p, int64_t v) {
                     if (v == 0) throw_arg("--chunks must be at least 1 (or -1: all)");
                     p.n_chunks = (int32_t) v;
-                })).set_examples({LLAMA_EXAMPLE_PERPLEXITY});
+                })).set_examples({LLAMA_EXAMPLE_PERPLEXITY, LLAMA_EXAMPLE_IMATRIX});
     {
         common_arg a = flag({"-fa", "--flash-attn"}, "fused attention reading the cache as stored, less memory; [on|off|auto] "
                                                      "(bare: on, as llama.cpp had it; auto: off)", nullptr);
@@ -241,16 +243,17 @@ std::vector<common_arg> make_table() {
                  p.prompt_given = true;
                  p.prompt_sources++;
              })).set_examples({LLAMA_EXAMPLE_MAIN, LLAMA_EXAMPLE_PERPLEXITY, LLAMA_EXAMPLE_TOKENIZE, LLAMA_EXAMPLE_LOGITS,
-                               LLAMA_EXAMPLE_EMBEDDING});
+                               LLAMA_EXAMPLE_EMBEDDING, LLAMA_EXAMPLE_IMATRIX});
     add(flag({"--no-perf"}, "no timings at the end", [](common_params & p) { p.no_perf = true; }))
         .set_examples(INFER).set_env("LLAMA_ARG_NO_PERF");
     add(text({"-f", "--file"}, "FNAME", "a file containing the prompt (llama-cli: one trailing newline dropped; "
-             "llama-perplexity: the text to score; llama-finetune: the training data)", [](common_params & p, const std::string & v) {
+             "llama-perplexity: the text to score; llama-finetune: the training data; llama-imatrix: the text to run)",
+             [](common_params & p, const std::string & v) {
                  p.prompt_file = v;
                  p.prompt_given = true;
                  p.prompt_sources++;
              })).set_examples({LLAMA_EXAMPLE_MAIN, LLAMA_EXAMPLE_PERPLEXITY, LLAMA_EXAMPLE_TOKENIZE, LLAMA_EXAMPLE_FINETUNE,
-                               LLAMA_EXAMPLE_EMBEDDING});
+                               LLAMA_EXAMPLE_EMBEDDING, LLAMA_EXAMPLE_IMATRIX});
     add(text({"-bf", "--binary-file"}, "FNAME", "a binary file containing the prompt, read as it is (llama-perplexity: "
              "the --multiple-choice tasks)", [](common_params & p, const std::string & v) {
                  p.prompt_file = v;
@@ -672,6 +675,24 @@ std::vector<common_arg> make_table() {
     add(text({"--embd-separator"}, "STRING", "separator of the prompts (default \\n); e.g. \"<#sep#>\"",
              [](common_params & p, const std::string & v) { p.embd_sep = v; })).set_examples(EMBD).set_group(COMMON_ARG_GROUP_EXAMPLE);
 
+    // ---- llama-imatrix ----
+    {
+        const std::initializer_list<E> IMATRIX = {LLAMA_EXAMPLE_IMATRIX};
+        add(text({"--in-file"}, "FNAME", "an importance matrix (.dat) to start from; repeatable: they are combined (without -f, "
+                 "only combined)", [](common_params & p, const std::string & v) { p.in_files.push_back(v); }))
+            .set_examples(IMATRIX).set_group(COMMON_ARG_GROUP_EXAMPLE);
+        add(integer({"-ofreq", "--output-frequency"}, "N", 0, INT32_MAX, "write the output every N calls (default: 10; 0: at the end only)",
+                    [](common_params & p, int64_t v) { p.n_out_freq = (int32_t) v; })).set_examples(IMATRIX).set_group(COMMON_ARG_GROUP_EXAMPLE);
+        add(integer({"--save-frequency"}, "N", 0, INT32_MAX, "also write a copy FNAME.at_N every N calls (default: 0, none)",
+                    [](common_params & p, int64_t v) { p.n_save_freq = (int32_t) v; })).set_examples(IMATRIX).set_group(COMMON_ARG_GROUP_EXAMPLE);
+        add(flag({"--process-output"}, "collect data for the output tensor too (default: false)",
+                 [](common_params & p) { p.process_output = true; })).set_examples(IMATRIX).set_group(COMMON_ARG_GROUP_EXAMPLE);
+        add(flag({"--no-ppl"}, "do not compute perplexity (default: computed)", [](common_params & p) { p.compute_ppl = false; }))
+            .set_examples(IMATRIX).set_group(COMMON_ARG_GROUP_EXAMPLE);
+        add(integer({"--chunk", "--from-chunk"}, "N", 0, INT32_MAX, "start processing the input from chunk N (default: 0)",
+                    [](common_params & p, int64_t v) { p.i_chunk = (int32_t) v; })).set_examples(IMATRIX).set_group(COMMON_ARG_GROUP_EXAMPLE);
+    }
+
     // ---- llama-tokenize ----
     add(flag({"--ids"}, "print only the ids, as a list ([1, 2, 3])", [](common_params & p) { p.ids_only = true; }))
         .set_examples({LLAMA_EXAMPLE_TOKENIZE}).set_group(COMMON_ARG_GROUP_EXAMPLE);
@@ -892,8 +913,9 @@ std::vector<common_arg> make_table() {
 
     // ---- llama-export-lora ----
     add(text({"-o", "--output", "--output-file"}, "FNAME", "GGUF file to write, whole or not at all (llama-export-lora: the merged "
-             "model; llama-finetune: the adapter, required unless --bench)", [](common_params & p, const std::string & v) { p.out_file = v; }))
-        .set_examples({LLAMA_EXAMPLE_EXPORT_LORA, LLAMA_EXAMPLE_FINETUNE});
+             "model; llama-finetune: the adapter, required unless --bench; llama-imatrix: the importance matrix, llama.cpp's .dat, "
+             "default imatrix.dat)", [](common_params & p, const std::string & v) { p.out_file = v; }))
+        .set_examples({LLAMA_EXAMPLE_EXPORT_LORA, LLAMA_EXAMPLE_FINETUNE, LLAMA_EXAMPLE_IMATRIX});
     add(text({"--outtype"}, "T", "type of the merged tensors (default: each tensor's own): " + common_merge_type_names(),
              [](common_params & p, const std::string & v) {
                  if (common_parse_merge_type(v) == GGML_TYPE_COUNT) throw_value("'" + v + "' (" + common_merge_type_names() + ")");
@@ -1108,6 +1130,7 @@ const char * common_example_name(llama_example ex) {
         case LLAMA_EXAMPLE_PARALLEL: return "llama-parallel";
         case LLAMA_EXAMPLE_SAVE_LOAD_STATE: return "llama-save-load-state";
         case LLAMA_EXAMPLE_SERVER: return "llama-server";
+        case LLAMA_EXAMPLE_IMATRIX: return "llama-imatrix";
         default: return "llama";
     }
 }
@@ -1138,6 +1161,9 @@ const char * usage_line(llama_example ex) {
         case LLAMA_EXAMPLE_SERVER: return "llama-server -m MODEL [--host 127.0.0.1] [--port 8080] [-np N] [-c N] [--api-key KEY] [options]";
         case LLAMA_EXAMPLE_EMBEDDING: return "llama-embedding -m MODEL (-p TEXT | -f FILE) [--pooling TYPE] [--embd-normalize N] "
                                              "[--embd-output-format json|json+|array] [options]";
+        case LLAMA_EXAMPLE_IMATRIX: return "llama-imatrix -m MODEL -f TEXT [-o imatrix.dat] [--process-output] [--no-ppl] [--chunk N] "
+                                           "[--chunks N] [--output-frequency N] [--save-frequency N] [--in-file FILE ...]\n"
+                                           "       llama-imatrix [-m MODEL] --in-file FILE [--in-file FILE ...] -o OUT.dat";
         default: return "";
     }
 }

@@ -34,6 +34,7 @@ enum llama_example {
     LLAMA_EXAMPLE_PARALLEL,       // llama-parallel
     LLAMA_EXAMPLE_SAVE_LOAD_STATE,  // llama-save-load-state (llama.cpp's LLAMA_EXAMPLE_COMMON program)
     LLAMA_EXAMPLE_SERVER,  // llama-server
+    LLAMA_EXAMPLE_IMATRIX,  // llama-imatrix
     LLAMA_EXAMPLE_COUNT,
 };
 

@@ -248,6 +248,14 @@ struct common_params {
     bool show_count = false;           // --show-count
     bool read_stdin = false;           // --stdin
 
+    // llama-imatrix (llama.cpp's names; its -o is out_file, default imatrix.dat)
+    std::vector<std::string> in_files;  // --in-file, repeatable: importance matrices to combine
+    int32_t n_out_freq = 10;           // --output-frequency: write the output every N calls
+    int32_t n_save_freq = 0;           // --save-frequency: also a copy OUT.at_N every N calls (0: none)
+    int32_t i_chunk = 0;               // --chunk: the first chunk of the text
+    bool process_output = false;       // --process-output: output.weight too
+    bool compute_ppl = true;           // --no-ppl: no perplexity estimates
+
     // llama-logits
     std::string out_file;              // -o
     std::vector<llama_token> tokens;   // --tokens (instead of a prompt)
