@@ -906,9 +906,13 @@ std::vector<common_arg> make_table() {
              [weight_type](common_params & p, const std::string & v) { p.quantize_token_embd_type = weight_type(v); }))
         .set_examples(QUANTIZE);
 
-    for (const char * name : {"--imatrix", "--include-weights", "--exclude-weights"}) {
-        add(unsupported({name}, "V", "importance matrices are not implemented yet")).set_examples(QUANTIZE);
-    }
+    add(text({"--imatrix"}, "FNAME", "importance matrix (llama-imatrix's .dat) weighting each column's error in the quantizers",
+             [](common_params & p, const std::string & v) { p.quantize_imatrix = v; })).set_examples(QUANTIZE);
+    add(text({"--include-weights"}, "NAME", "use the importance matrix only for tensors whose name contains NAME (repeatable; "
+             "not with --exclude-weights)", [](common_params & p, const std::string & v) { p.quantize_include_weights.push_back(v); }))
+        .set_examples(QUANTIZE);
+    add(text({"--exclude-weights"}, "NAME", "do not use the importance matrix for tensors whose name contains NAME (repeatable)",
+             [](common_params & p, const std::string & v) { p.quantize_exclude_weights.push_back(v); })).set_examples(QUANTIZE);
     add(unsupported({"--keep-split"}, nullptr, "models are read and written as single files")).set_examples(QUANTIZE);
 
     // ---- llama-export-lora ----

@@ -4,8 +4,10 @@
 //
 // llama.cpp's llama-quantize: its flags (--allow-requantize, --leave-output-tensor, --pure,
 // --output-tensor-type, --token-embedding-type, --override-kv), its types by name or file type
-// number, COPY, and OUT defaulting to ggml-model-TYPE.gguf beside IN. Importance matrices
-// (--imatrix, --include-weights, --exclude-weights) and --keep-split are refused as not supported.
+// number, COPY, and OUT defaulting to ggml-model-TYPE.gguf beside IN; --imatrix (llama-imatrix's
+// .dat: each column's mean squared activation weights its error in the quantizers' searches)
+// with --include-weights / --exclude-weights, and the quantize.imatrix.* keys llama.cpp writes.
+// --keep-split is refused as not supported.
 //
 // The input is memory-mapped and read once; each tensor is converted by NTHREADS threads and
 // appended to a temporary file next to OUT, which is renamed into place only when complete, so
@@ -15,6 +17,7 @@
 #include "common.h"
 #include "ggml.h"
 #include "gguf.h"
+#include "imatrix-file.h"
 #include "quant-mix.h"
 
 #include <ctype.h>
@@ -32,6 +35,7 @@
 #include <chrono>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 static std::string g_tmp_path;  // removed on failure or interruption
@@ -192,6 +196,51 @@ int main(int argc, char ** argv) {
         if (o.key[0] && !apply_override(gout, o, err)) die("--override-kv %s", err.c_str());
     }
 
+    // ---- the importance matrix: per tensor, its columns' mean squared activations ----
+    const std::vector<std::string> & incl = cp.quantize_include_weights, & excl = cp.quantize_exclude_weights;
+    if (!incl.empty() && !excl.empty()) die("--include-weights and --exclude-weights exclude each other");
+    if (cp.quantize_imatrix.empty() && (!incl.empty() || !excl.empty())) die("--include-weights and --exclude-weights need --imatrix");
+    std::unordered_map<std::string, std::vector<float>> imatrix;
+    if (!cp.quantize_imatrix.empty()) {
+        if (copy) die("--imatrix with COPY: nothing is quantized");
+        common_imatrix m;
+        std::string err;
+        if (!common_imatrix_read(cp.quantize_imatrix, m, err)) die("%s", err.c_str());
+        const auto contains_any = [](const std::string & name, const std::vector<std::string> & v) {
+            for (const std::string & w : v) {
+                if (name.find(w) != std::string::npos) return true;
+            }
+            return false;
+        };
+        for (common_imatrix::item & it : m.items) {
+            // An imatrix made for another model: a name it lacks, or another width, is refused.
+            ggml_tensor * t = ggml_get_tensor(meta, it.name.c_str());
+            if (!t) die("the importance matrix '%s' has an entry for '%s', which %s lacks: it was made for another model", cp.quantize_imatrix.c_str(),
+                        it.name.c_str(), in_path.c_str());
+            const int64_t want = t->ne[0] * t->ne[2] * t->ne[3];
+            if ((int64_t) it.values.size() != want && it.name != "token_embd.weight") {
+                die("the importance matrix '%s' has %zu values for '%s', whose %lld columns x %lld matrices need %lld: it was made for another model",
+                    cp.quantize_imatrix.c_str(), it.values.size(), it.name.c_str(), (long long) t->ne[0], (long long) (t->ne[2] * t->ne[3]),
+                    (long long) want);
+            }
+            if (contains_any(it.name, excl) || (!incl.empty() && !contains_any(it.name, incl))) continue;
+            if (it.ncall > 0) {
+                for (float & v : it.values) v /= (float) it.ncall;  // (the file holds the means times ncall)
+            }
+            imatrix[it.name] = std::move(it.values);
+        }
+        fprintf(stderr, "llama-quantize: importance matrix '%s': %zu of %zu entries used, computed on %d chunks of '%s'\n",
+                cp.quantize_imatrix.c_str(), imatrix.size(), m.items.size(), (int) m.last_chunk, m.dataset.c_str());
+        if (!imatrix.empty()) {  // (the keys llama.cpp's llama-quantize writes)
+            gguf_set_val_str(gout, "quantize.imatrix.file", cp.quantize_imatrix.c_str());
+            if (!m.dataset.empty()) gguf_set_val_str(gout, "quantize.imatrix.dataset", m.dataset.c_str());
+            gguf_set_val_i32(gout, "quantize.imatrix.entries_count", (int32_t) imatrix.size());
+            if (m.last_chunk > 0) gguf_set_val_i32(gout, "quantize.imatrix.chunks_count", m.last_chunk);
+        }
+    }
+    std::vector<const float *> weights;  // per tensor: its importance weights, or NULL
+    int n_without = 0;                   // quantized tensors with no entry in the importance matrix
+
     for (int64_t i = 0; i < n_tensors; i++) {
         const char * name = gguf_get_tensor_name(gin, i);
         ggml_tensor * t = ggml_get_tensor(meta, name);
@@ -206,11 +255,21 @@ int main(int argc, char ** argv) {
         if (!copy && type == GGML_TYPE_F32 && t->type != GGML_TYPE_F32 && ggml_n_dims(t) >= 2 && target->base != GGML_TYPE_F32) {
             type = t->type;  // keep F16/BF16 matrices we would not quantize
         }
+        const auto w = imatrix.find(name);
+        const bool quantized = type != t->type && ggml_is_quantized(type);
+        const float * tw = quantized && w != imatrix.end() && (int64_t) w->second.size() == t->ne[0] * t->ne[2] * t->ne[3] ? w->second.data() : nullptr;
+        if (quantized && !tw && ggml_quantize_requires_imatrix(type)) {
+            die("'%s' would be %s, which needs an importance matrix (--imatrix) with an entry for it", name, ggml_type_name(type));
+        }
+        n_without += quantized && !tw && !imatrix.empty() ? 1 : 0;
+        weights.push_back(tw);
         tensors.push_back(t);
         out_types.push_back(type);
         gguf_add_tensor(gout, t);
         gguf_set_tensor_type(gout, name, type);
     }
+
+    if (n_without > 0) fprintf(stderr, "llama-quantize: %d quantized tensors have no entry in the importance matrix (quantized without)\n", n_without);
 
     // ---- write ----
     const std::string dir = out_path.find('/') == std::string::npos ? "." : out_path.substr(0, out_path.rfind('/'));
@@ -256,7 +315,7 @@ int main(int argc, char ** argv) {
             if (!write_all(fd, t->data, nin)) die("write failed: %s", strerror(errno));
         } else {
             out_buf.resize(nout);
-            ggml_convert_rows(t, type, out_buf.data(), n_threads, nullptr, nullptr);
+            ggml_convert_rows(t, type, out_buf.data(), n_threads, weights[i], nullptr, nullptr);
             if (!write_all(fd, out_buf.data(), nout)) die("write failed: %s", strerror(errno));
         }
         offset += nout;

@@ -30,5 +30,5 @@ void add_terms(int64_t o, float * row, int64_t n_in, void * user_data) {
 
 void lora_merge_tensor(const ggml_tensor * w, const std::vector<lora_merge_term> & terms, ggml_type type, void * out,
                        int n_threads) {
-    ggml_convert_rows(w, type, out, n_threads, add_terms, (void *) &terms);
+    ggml_convert_rows(w, type, out, n_threads, nullptr, add_terms, (void *) &terms);
 }

@@ -328,11 +328,14 @@ bool   ggml_quantize_supported(enum ggml_type type);
 
 // Beyond upstream: converts every row of a contiguous tensor (F32, or any type with a row
 // converter) to `type` into dst (ggml_row_size(type, ne[0]) bytes a row), with n_threads
-// threads taking blocks of rows. edit, if not NULL, changes each row's F32 values first (row:
-// its index); it is called from several threads at once. Used by the quantizer and the LoRA merge.
+// threads taking blocks of rows. imatrix, if not NULL, holds the importance weights of the
+// columns, ne[0] floats per matrix (ne[0] * ne[2] * ne[3] in all: an expert tensor's matrices
+// each their own), passed to the type's quantizer. edit, if not NULL, changes each row's F32
+// values first (row: its index); it is called from several threads at once. Used by the
+// quantizer and the LoRA merge.
 typedef void (*ggml_row_edit_t)(int64_t row, float * values, int64_t n, void * user_data);
 void ggml_convert_rows(const struct ggml_tensor * src, enum ggml_type type, void * dst, int n_threads,
-                       ggml_row_edit_t edit, void * user_data);
+                       const float * imatrix, ggml_row_edit_t edit, void * user_data);
 
 // ---- tensor properties ---------------------------------------------------------------------
 int64_t ggml_nelements(const struct ggml_tensor * tensor);

@@ -105,7 +105,7 @@ size_t ggml_quantize_chunk(enum ggml_type type, const float * src, void * dst, i
 }
 
 void ggml_convert_rows(const struct ggml_tensor * src, enum ggml_type type, void * dst, int n_threads,
-                       ggml_row_edit_t edit, void * user_data) {
+                       const float * imatrix, ggml_row_edit_t edit, void * user_data) {
     const int64_t n = src->ne[0], nrows = ggml_nrows(src);
     const size_t in_row = ggml_row_size(src->type, n), out_row = ggml_row_size(type, n);
     const ggml_type_traits * tin = ggml_get_type_traits(src->type);
@@ -131,7 +131,13 @@ void ggml_convert_rows(const struct ggml_tensor * src, enum ggml_type type, void
                 }
                 f = buf.data();
             }
-            ggml_quantize_chunk(type, f, (char *) dst + r0 * out_row, 0, nr, n, nullptr);
+            // Each matrix (ne[1] rows) with its own weights.
+            for (int64_t r = 0; r < nr;) {
+                const int64_t m = (r0 + r) / src->ne[1];
+                const int64_t k = std::min(nr - r, (m + 1) * src->ne[1] - (r0 + r));
+                ggml_quantize_chunk(type, f + r * n, (char *) dst + (r0 + r) * out_row, 0, k, n, imatrix ? imatrix + m * n : nullptr);
+                r += k;
+            }
         }
     };
     std::vector<std::thread> threads;

@@ -1,10 +1,11 @@
 // llama-quantize, run as a program: the mixes and errors against llama.cpp's own files of the
 // ktest model, every target type, row-length fallbacks, thread-count independence, bad input;
 // and its mixes (quant-mix.cpp) tensor for tensor against llama.cpp's on models where every rule
-// acts, mixtures of experts included.
+// acts, mixtures of experts included; importance matrices.
 #include "test-util.h"
 
 #include "gguf.h"
+#include "imatrix-file.h"
 #include "quant-mix.h"
 
 #include <dirent.h>
@@ -353,8 +354,74 @@ TEST(LlamaQuantize, LlamaCppFlagsTypeNumbersAndCopy) {
         const run_result r = run_quantize(std::string(bad) + " " + in + " " + tmp.path + "/bad.gguf Q4_0");
         EXPECT_EQ(r.status, 1) << bad << "\n" << r.output;
         EXPECT_FALSE(tu::file_exists(tmp.path + "/bad.gguf")) << bad;
-        if (strncmp(bad, "--imatrix", 9) == 0 || strncmp(bad, "--keep", 6) == 0) {
+        if (strncmp(bad, "--keep", 6) == 0) {
             EXPECT_NE(r.output.find("is not supported"), std::string::npos) << r.output;
         }
+    }
+}
+
+// --imatrix (llama.cpp's own .dat of stories260K, tests/data/imatrix): the quantizers weigh each
+// column's error by its mean squared activation, so the weighted error of every tensor is no
+// larger than without (and smaller in all); llama.cpp's quantize.imatrix.* keys;
+// --include-weights limits it; an imatrix of another model, a truncated one and conflicting
+// flags are refused with nothing written.
+TEST(LlamaQuantize, ImportanceMatrixWeightsTheError) {
+    REQUIRE_QUANTIZE_BIN();
+    const std::string in = tu::models_dir() + "/stories260K.gguf", dat = std::string(LLAMA_TEST_DATA_DIR) + "/imatrix/stories260K.dat";
+    TU_REQUIRE_FILE(in);
+    temp_dir tmp;
+    const std::string with = tmp.path + "/with.gguf", without = tmp.path + "/without.gguf", attn = tmp.path + "/attn.gguf";
+    const run_result r = run_quantize("--imatrix " + dat + " " + in + " " + with + " Q4_0 2");
+    ASSERT_EQ(r.status, 0) << r.output;
+    ASSERT_EQ(run_quantize(in + " " + without + " Q4_0 2").status, 0);
+    ASSERT_EQ(run_quantize("--imatrix " + dat + " --include-weights attn " + in + " " + attn + " Q4_0 2").status, 0);
+    common_imatrix im;
+    std::string err;
+    ASSERT_TRUE(common_imatrix_read(dat, im, err)) << err;
+    model src(in), a(with), b(without), c(attn);
+    ASSERT_TRUE(src.ctx && a.ctx && b.ctx && c.ctx);
+    EXPECT_STREQ(gguf_get_val_str(a.g, gguf_find_key(a.g, "quantize.imatrix.file")), dat.c_str());
+    EXPECT_EQ(gguf_get_val_i32(a.g, gguf_find_key(a.g, "quantize.imatrix.entries_count")), (int32_t) im.items.size());
+    EXPECT_EQ(gguf_get_val_i32(a.g, gguf_find_key(a.g, "quantize.imatrix.chunks_count")), im.last_chunk);
+    EXPECT_STREQ(gguf_get_val_str(a.g, gguf_find_key(a.g, "quantize.imatrix.dataset")), im.dataset.c_str());
+    EXPECT_LT(gguf_find_key(b.g, "quantize.imatrix.file"), 0);
+    double sum_with = 0, sum_without = 0;
+    int n_weighted = 0;
+    for (const common_imatrix::item & it : im.items) {
+        const ggml_tensor * t = ggml_get_tensor(src.ctx, it.name.c_str());
+        const ggml_tensor * ta = ggml_get_tensor(a.ctx, it.name.c_str()), * tb = ggml_get_tensor(b.ctx, it.name.c_str());
+        const ggml_tensor * tc = ggml_get_tensor(c.ctx, it.name.c_str());
+        ASSERT_TRUE(t && ta && tb && tc) << it.name;
+        const bool same_as_without = ggml_nbytes(tc) == ggml_nbytes(tb) && memcmp(tc->data, tb->data, ggml_nbytes(tb)) == 0;
+        EXPECT_EQ(same_as_without, it.name.find("attn") == std::string::npos || ta->type != GGML_TYPE_Q4_0) << it.name;
+        if (ta->type != GGML_TYPE_Q4_0) continue;  // (rows that fall back to another type)
+        const std::vector<float> x = src.floats(t), qa = a.floats(ta), qb = b.floats(tb);
+        double ea = 0, eb = 0;
+        for (size_t i = 0; i < x.size(); i++) {
+            const double w = it.values[i % (size_t) t->ne[0]] / it.ncall;
+            ea += w * (x[i] - qa[i]) * (x[i] - qa[i]);
+            eb += w * (x[i] - qb[i]) * (x[i] - qb[i]);
+        }
+        EXPECT_LE(ea, eb * (1 + 1e-6)) << it.name;
+        sum_with += ea;
+        sum_without += eb;
+        n_weighted++;
+    }
+    EXPECT_GT(n_weighted, 20);
+    EXPECT_LT(sum_with, 0.9 * sum_without);
+    // Refused, nothing written.
+    const std::string trunc = tmp.path + "/trunc.dat";
+    ASSERT_EQ(std::system(("head -c 1000 " + dat + " > " + trunc).c_str()), 0);
+    const struct { std::string args, says; } bad[] = {
+        {"--imatrix " + std::string(LLAMA_TEST_DATA_DIR) + "/imatrix/qwen2moe-f32-cache.dat", "made for another model"},
+        {"--imatrix " + trunc, "truncated"},
+        {"--imatrix " + dat + " --include-weights attn --exclude-weights ffn", "exclude each other"},
+        {"--exclude-weights ffn", "need --imatrix"},
+    };
+    for (const auto & k : bad) {
+        const run_result e = run_quantize(k.args + " " + in + " " + tmp.path + "/bad.gguf Q4_0 2");
+        EXPECT_EQ(e.status, 1) << k.args << "\n" << e.output;
+        EXPECT_NE(e.output.find(k.says), std::string::npos) << k.args << "\n" << e.output;
+        EXPECT_FALSE(tu::file_exists(tmp.path + "/bad.gguf")) << k.args;
     }
 }
