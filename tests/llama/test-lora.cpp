@@ -625,7 +625,9 @@ TEST(Lora, BertDenseModulesAreNamedByTheirPaths) {
     tu::TempDir d;
     const std::string path = d.path + "/bert.gguf";
     for (const tiny::spec & s : tiny::specs()) {
-        if (s.name == "bert") ASSERT_TRUE(tiny::write(s, path, stories()));
+        if (s.name == "bert") {
+            ASSERT_TRUE(tiny::write(s, path, stories()));
+        }
     }
     PlainModel base(path);
     ASSERT_NE(base.m, nullptr) << take_errors();

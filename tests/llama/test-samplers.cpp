@@ -228,7 +228,9 @@ replay_stats replay(const std::string & file) {
                 std::string t;
                 uint32_t want = 0;
                 l >> t >> want;
-                if (!skip) EXPECT_EQ(llama_sampler_get_seed(chain), want) << name;
+                if (!skip) {
+                    EXPECT_EQ(llama_sampler_get_seed(chain), want) << name;
+                }
             } else if (skip) {
                 continue;
             } else if (op == "accept") {
