@@ -140,18 +140,19 @@ void server_engine::flush(slot & s, bool final) {
 
 void server_engine::finish(slot & s, const char * reason, const std::string & error) {
     if (std::string(reason) != "error") flush(s, true);
-    s.busy_pub = false;  // (before the answer: a client that got it sees the slot free)
+    // (Before the answer: a client that got it sees the slot free and the request counted.)
+    s.busy_pub = false;
     s.n_cached_pub = (int32_t) s.cache.size();
+    {
+        std::lock_guard<std::mutex> lk(m_);
+        metrics_.n_requests++;
+    }
     {
         std::lock_guard<std::mutex> lk(s.task->m);
         s.task->done = true;
         s.task->finish_reason = reason;
         s.task->error = error;
         s.task->cv.notify_all();
-    }
-    {
-        std::lock_guard<std::mutex> lk(m_);
-        metrics_.n_requests++;
     }
     s.task.reset();
     s.text.clear();
