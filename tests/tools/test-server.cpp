@@ -140,6 +140,23 @@ std::string stream_text(const server_proc & s, const std::string & path, json bo
     return text;
 }
 
+// A client that asks for a streamed completion (body, "stream" set here), reads a little of it,
+// then hangs up.
+void hang_up_mid_stream(const server_proc & s, json body) {
+    body["stream"] = true;
+    httplib::Client c = s.client();
+    int chunks = 0;
+    httplib::Request req;
+    req.method = "POST";
+    req.path = "/v1/completions";
+    req.set_header("Content-Type", "application/json");
+    req.body = body.dump();
+    req.content_receiver = [&](const char *, size_t, uint64_t, uint64_t) { return ++chunks < 3; };
+    httplib::Response res;
+    httplib::Error err;
+    c.send(req, res, err);
+}
+
 #define REQUIRE_SERVER(s) \
     TU_REQUIRE_FILE(model()); \
     ASSERT_GT((s).port, 0) << (s).log()
@@ -254,19 +271,7 @@ TEST(Server, SlotsDoNotDependOnTheirNeighbours) {
         });
     }
     for (int h = 0; h < 4; h++) {
-        th.emplace_back([&] {
-            httplib::Client c = s.client();
-            int chunks = 0;
-            httplib::Request req;
-            req.method = "POST";
-            req.path = "/v1/completions";
-            req.set_header("Content-Type", "application/json");
-            req.body = json({{"prompt", "Once upon a time"}, {"max_tokens", 300}, {"stream", true}, {"ignore_eos", true}}).dump();
-            req.content_receiver = [&](const char *, size_t, uint64_t, uint64_t) { return ++chunks < 3; };  // reads a little, then hangs up
-            httplib::Response res;
-            httplib::Error err;
-            c.send(req, res, err);
-        });
+        th.emplace_back([&] { hang_up_mid_stream(s, {{"prompt", "Once upon a time"}, {"max_tokens", 300}, {"ignore_eos", true}}); });
     }
     for (auto & t : th) t.join();
     for (size_t c = 0; c < n_clients; c++) {
@@ -361,19 +366,7 @@ TEST(Server, ApiKeyIsRequiredButForHealth) {
 TEST(Server, ClientLeavingMidStreamFreesItsSlot) {
     server_proc s("-np 1 -c 256");
     REQUIRE_SERVER(s);
-    {
-        httplib::Client c = s.client();
-        int chunks = 0;
-        httplib::Request req;
-        req.method = "POST";
-        req.path = "/v1/completions";
-        req.set_header("Content-Type", "application/json");
-        req.body = json({{"prompt", "Once upon a time"}, {"max_tokens", 200}, {"stream", true}, {"temperature", 1}}).dump();
-        req.content_receiver = [&](const char *, size_t, uint64_t, uint64_t) { return ++chunks < 3; };  // reads a little, then hangs up
-        httplib::Response res;
-        httplib::Error err;
-        c.send(req, res, err);
-    }
+    hang_up_mid_stream(s, {{"prompt", "Once upon a time"}, {"max_tokens", 200}, {"temperature", 1}});
     bool freed = false;
     for (int i = 0; i < 50 && !freed; i++) {
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
