@@ -29,6 +29,35 @@ static double now_s() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// Quantizes without importance weights where the type's quantizer allows it.
+static bool quantize_plain(ggml_type t, const float * x, uint8_t * out, int64_t k) {
+    if (!ggml_get_type_traits(t)->quantize_row || ggml_quantize_requires_imatrix(t)) return false;
+    ggml_quantize_chunk(t, x, out, 0, 1, k, nullptr);
+    return true;
+}
+
+// Else random bytes (a valid block of every IQ / ternary type) with a small F16 scale where the
+// type keeps it (IQ1_M: the top nibbles of its last 4 u16; TQ*: the last 2 bytes; else the first),
+// as tests/common/random-blocks.h does for the tests.
+static void random_blocks(ggml_type t, uint8_t * out, int64_t k, std::mt19937 & rng) {
+    const size_t ts = ggml_type_size(t), rs = ggml_row_size(t, k);
+    for (size_t i = 0; i < rs; i++) out[i] = (uint8_t) rng();
+    const ggml_fp16_t d = ggml_fp32_to_fp16(0.01f);
+    for (size_t off = 0; off < rs; off += ts) {
+        uint8_t * b = out + off;
+        if (t == GGML_TYPE_IQ1_M) {
+            uint16_t sc[4];
+            memcpy(sc, b + ts - 8, 8);
+            for (int j = 0; j < 4; j++) sc[j] = (uint16_t) ((sc[j] & 0x0FFF) | (((d >> (4 * j)) & 0xF) << 12));
+            memcpy(b + ts - 8, sc, 8);
+        } else if (t == GGML_TYPE_TQ1_0 || t == GGML_TYPE_TQ2_0) {
+            memcpy(b + ts - 2, &d, 2);
+        } else {
+            memcpy(b, &d, 2);
+        }
+    }
+}
+
 // Median seconds of `reps` runs of the dot of every weight row with one activation row.
 static double time_rows(ggml_quant_dot_fn dot, const std::vector<uint8_t> & w, size_t row_size, int64_t rows, int64_t k,
                         const std::vector<uint8_t> & act, int reps, float * sink) {
@@ -83,7 +112,7 @@ static void bench_repacked(const std::vector<ggml_type> & types, const std::stri
         std::vector<uint8_t> group(gs);
         for (int r = 0; r < GGML_REPACK_ROWS; r++) {
             for (auto & v : row) v = nd(rng);
-            ggml_quantize_chunk(t, row.data(), group.data() + r * (gs / GGML_REPACK_ROWS), 0, 1, k, nullptr);
+            if (!quantize_plain(t, row.data(), group.data() + r * (gs / GGML_REPACK_ROWS), k)) random_blocks(t, group.data() + r * (gs / GGML_REPACK_ROWS), k, rng);
         }
         std::vector<uint8_t> rows_copy = group;
         tr->pack_group(rows_copy.data(), nb, group.data());
@@ -132,12 +161,14 @@ int main(int argc, char ** argv) {
         fprintf(stderr, "bench-quant: --k must be a positive multiple of 256, --stream-mib and --reps positive\n");
         return 1;
     }
-    // Every quantized type weights may be written in (the type table's rows), in table order.
+    // Every quantized type weights may be written in (the type table's rows) with a quantizer or a
+    // dot product, in table order.
     std::vector<ggml_type> types;
     for (int i = 0; i < GGML_TYPE_COUNT; i++) {
         if (!ggml_type_is_valid(i)) continue;
         const ggml_type_traits * tr = ggml_get_type_traits((ggml_type) i);
-        if (tr->is_quantized && tr->weight_target && tr->quantize_row) types.push_back((ggml_type) i);
+        const bool dot = ggml_quant_vec_dot_type((ggml_type) i) != GGML_TYPE_COUNT;
+        if (tr->is_quantized && tr->weight_target && (tr->quantize_row || dot)) types.push_back((ggml_type) i);
     }
     const int64_t rows_cache = std::max<int64_t>(1, (256 * 1024) / k);  // ~ a few hundred KB of weights
     printf("quantized dot products, 1 thread, K = %lld; build ISA: %s\n", (long long) k, ggml_cpu_isa_name());
@@ -156,7 +187,7 @@ int main(int argc, char ** argv) {
         std::vector<float> row(k);
         for (auto & v : row) v = nd(rng);
         std::vector<uint8_t> one(rs);
-        ggml_quantize_chunk(t, row.data(), one.data(), 0, 1, k, nullptr);
+        if (!quantize_plain(t, row.data(), one.data(), k)) random_blocks(t, one.data(), k, rng);
         // Weight rows: copies of one quantized row (the dot's speed does not depend on values).
         std::vector<uint8_t> w_cache(rs * rows_cache), w_stream(rs * rows_stream);
         for (int64_t i = 0; i < rows_cache; i++) memcpy(w_cache.data() + i * rs, one.data(), rs);

@@ -4,6 +4,7 @@
 // flags and the backends' checks read these rows instead of keeping lists of types; what a
 // backend can compute on a type it answers itself (ggml_backend_dev_supports_op). The
 // compile-time check below fails when a row is missing or out of order.
+#include "quants-iq.h"
 #include "quants-k.h"
 
 #include <string.h>
@@ -82,8 +83,7 @@ constexpr type_row gap(int id) {
 
 constexpr ggml_ftype NO_FTYPE = GGML_FTYPE_UNKNOWN;
 
-// Block sizes and bytes of the block types come from their structs (quants.h); the IQ and TQ
-// types have their GGUF sizes but no layout, converters or kernels here yet.
+// Block sizes and bytes of the block types come from their structs (quants.h).
 //    type                 name       blck    bytes                  flags               file type
 constexpr type_row table[] = {
     row(GGML_TYPE_F32,     "f32",     1,      4,                     WEIGHT | KV,         GGML_FTYPE_ALL_F32,     PLAIN(f32)),
@@ -102,26 +102,26 @@ constexpr type_row table[] = {
     row(GGML_TYPE_Q5_K,    "q5_K",    QK_K,   sizeof(block_q5_K),    QUANT | WEIGHT,      GGML_FTYPE_MOSTLY_Q5_K, DQ(q5_K), SEARCH(q5_K)),
     row(GGML_TYPE_Q6_K,    "q6_K",    QK_K,   sizeof(block_q6_K),    QUANT | WEIGHT,      GGML_FTYPE_MOSTLY_Q6_K, DQ(q6_K), SEARCH(q6_K)),
     row(GGML_TYPE_Q8_K,    "q8_K",    QK_K,   sizeof(block_q8_K),    QUANT,               NO_FTYPE,               DQ(q8_K), REF(q8_K)),
-    row(GGML_TYPE_IQ2_XXS, "iq2_xxs", 256,    66,                    QUANT | IMATRIX,     NO_FTYPE),
-    row(GGML_TYPE_IQ2_XS,  "iq2_xs",  256,    74,                    QUANT | IMATRIX,     NO_FTYPE),
-    row(GGML_TYPE_IQ3_XXS, "iq3_xxs", 256,    98,                    QUANT,               NO_FTYPE),
-    row(GGML_TYPE_IQ1_S,   "iq1_s",   256,    50,                    QUANT | IMATRIX,     NO_FTYPE),
+    row(GGML_TYPE_IQ2_XXS, "iq2_xxs", QK_K,   sizeof(block_iq2_xxs),       QUANT | WEIGHT | IMATRIX, NO_FTYPE,             DQ(iq2_xxs), SEARCH(iq2_xxs)),
+    row(GGML_TYPE_IQ2_XS,  "iq2_xs",  QK_K,   sizeof(block_iq2_xs),        QUANT | WEIGHT | IMATRIX, NO_FTYPE,             DQ(iq2_xs), SEARCH(iq2_xs)),
+    row(GGML_TYPE_IQ3_XXS, "iq3_xxs", QK_K,   sizeof(block_iq3_xxs),       QUANT | WEIGHT,     NO_FTYPE,              DQ(iq3_xxs), SEARCH(iq3_xxs)),
+    row(GGML_TYPE_IQ1_S,   "iq1_s",   QK_K,   sizeof(block_iq1_s),         QUANT | WEIGHT | IMATRIX, NO_FTYPE,             DQ(iq1_s), SEARCH(iq1_s)),
     row(GGML_TYPE_IQ4_NL,  "iq4_nl",  QK4_NL, sizeof(block_iq4_nl),  QUANT | WEIGHT | KV, NO_FTYPE,               DQ(iq4_nl), SEARCH(iq4_nl)),
-    row(GGML_TYPE_IQ3_S,   "iq3_s",   256,    110,                   QUANT,               NO_FTYPE),
-    row(GGML_TYPE_IQ2_S,   "iq2_s",   256,    82,                    QUANT,               NO_FTYPE),
-    row(GGML_TYPE_IQ4_XS,  "iq4_xs",  256,    136,                   QUANT,               NO_FTYPE),
+    row(GGML_TYPE_IQ3_S,   "iq3_s",   QK_K,   sizeof(block_iq3_s),         QUANT | WEIGHT,     NO_FTYPE,              DQ(iq3_s), SEARCH(iq3_s)),
+    row(GGML_TYPE_IQ2_S,   "iq2_s",   QK_K,   sizeof(block_iq2_s),         QUANT | WEIGHT,     NO_FTYPE,              DQ(iq2_s), SEARCH(iq2_s)),
+    row(GGML_TYPE_IQ4_XS,  "iq4_xs",  QK_K,   sizeof(block_iq4_xs),        QUANT | WEIGHT,     NO_FTYPE,              DQ(iq4_xs), SEARCH(iq4_xs)),
     row(GGML_TYPE_I8,      "i8",      1,      1,                     0,                   NO_FTYPE),
     row(GGML_TYPE_I16,     "i16",     1,      2,                     0,                   NO_FTYPE),
     row(GGML_TYPE_I32,     "i32",     1,      4,                     0,                   NO_FTYPE),
     row(GGML_TYPE_I64,     "i64",     1,      8,                     0,                   NO_FTYPE),
     row(GGML_TYPE_F64,     "f64",     1,      8,                     0,                   NO_FTYPE),
-    row(GGML_TYPE_IQ1_M,   "iq1_m",   256,    56,                    QUANT | IMATRIX,     NO_FTYPE),
+    row(GGML_TYPE_IQ1_M,   "iq1_m",   QK_K,   sizeof(block_iq1_m),         QUANT | WEIGHT | IMATRIX, NO_FTYPE,             DQ(iq1_m), SEARCH(iq1_m)),
     row(GGML_TYPE_BF16,    "bf16",    1,      2,                     WEIGHT | KV,         GGML_FTYPE_MOSTLY_BF16, PLAIN(bf16)),
     gap(31),  // Q4_0_4_4, removed from the format
     gap(32),  // Q4_0_4_8
     gap(33),  // Q4_0_8_8
-    row(GGML_TYPE_TQ1_0,   "tq1_0",   256,    54,                    QUANT,               NO_FTYPE),
-    row(GGML_TYPE_TQ2_0,   "tq2_0",   256,    66,                    QUANT,               NO_FTYPE),
+    row(GGML_TYPE_TQ1_0,   "tq1_0",   QK_K,   sizeof(block_tq1_0),         QUANT | WEIGHT,     NO_FTYPE,              DQ(tq1_0), REF(tq1_0)),
+    row(GGML_TYPE_TQ2_0,   "tq2_0",   QK_K,   sizeof(block_tq2_0),         QUANT | WEIGHT,     NO_FTYPE,              DQ(tq2_0), REF(tq2_0)),
     gap(36),  // IQ4_NL_4_4, removed from the format
     gap(37),  // IQ4_NL_4_8
     gap(38),  // IQ4_NL_8_8

@@ -281,9 +281,41 @@ static inline int nearest_level(float v, const float * mid, int nmid) {
     return k;
 }
 
+// nearest_level for integer levels as one lookup: the midpoints are multiples of 1/2, so the
+// count of those below v is the count of those <= h / 2 with h = floor(2 v), or <= (h - 1) / 2
+// when 2 v is h exactly (v on a midpoint). Built once per thread for the last levels asked for
+// (the callers quantize whole rows with one level set); the same index as nearest_level.
+namespace {
+struct level_index {
+    const int8_t * levels = nullptr;
+    int nlev = 0;
+    uint8_t below_or_at[513];  // count of midpoints <= h / 2, h = -256 .. 256
+
+    void build(const int8_t * lv, int n, const float * mid) {
+        levels = lv;
+        nlev = n;
+        for (int h = -256; h <= 256; h++) {
+            int k = 0;
+            for (int j = 0; j + 1 < n; j++) k += mid[j] <= 0.5f * (float) h;
+            below_or_at[h + 256] = (uint8_t) k;
+        }
+    }
+    int operator()(float v) const {
+        if (!(v > -128.0f)) return 0;      // below every midpoint (and NaN, as nearest_level)
+        if (!(v < 128.0f)) return nlev - 1;
+        const float v2 = 2.0f * v;
+        const int h = (int) floorf(v2);
+        return below_or_at[(v2 == (float) h ? h - 1 : h) + 256];
+    }
+};
+thread_local level_index t_level_index;
+}  // namespace
+
 float quant_fit_levels(int n, const float * x, const float * w, const int8_t * levels, int nlev, uint8_t * L) {
     float mid[32];
     for (int j = 0; j + 1 < nlev; j++) mid[j] = 0.5f * (levels[j] + levels[j + 1]);
+    level_index & index = t_level_index;
+    if (index.levels != levels || index.nlev != nlev) index.build(levels, nlev, mid);
     float amax = 0.0f, max = 0.0f;
     for (int i = 0; i < n; i++) {
         if (fabsf(x[i]) > amax) {
@@ -295,26 +327,29 @@ float quant_fit_levels(int n, const float * x, const float * w, const int8_t * l
         memset(L, nearest_level(0.0f, mid, nlev - 1), n);
         return 0.0f;
     }
-    // The extreme value maps near the level of largest magnitude with its sign.
-    const float lev = (float) (max < 0 ? levels[0] : levels[nlev - 1]);
+    // The extreme value maps near either end of the levels (the scale's sign follows): with
+    // asymmetric levels (IQ4_NL's -127 .. 113) the longer end can fit better.
     uint8_t cand[256];
     double best_gain = -1.0;
     float best_s = 0.0f;
-    for (int step = -LEV_STEPS; step <= LEV_STEPS; step++) {
-        const float iscale = lev * (1.0f + 0.025f * step) / max;
-        float sxl = 0.0f, sll = 0.0f;
-        for (int i = 0; i < n; i++) {
-            cand[i] = (uint8_t) nearest_level(iscale * x[i], mid, nlev - 1);
-            const float l = levels[cand[i]];
-            sxl += w[i] * x[i] * l;
-            sll += w[i] * l * l;
-        }
-        if (sll <= 0.0f) continue;
-        const double gain = (double) sxl * sxl / sll;
-        if (gain > best_gain) {
-            best_gain = gain;
-            best_s = sxl / sll;
-            memcpy(L, cand, n);
+    for (int end = 0; end < 2; end++) {
+        const float lev = (float) (end == 0 ? levels[0] : levels[nlev - 1]);
+        for (int step = -LEV_STEPS; step <= LEV_STEPS; step++) {
+            const float iscale = lev * (1.0f + 0.025f * step) / max;
+            float sxl = 0.0f, sll = 0.0f;
+            for (int i = 0; i < n; i++) {
+                cand[i] = (uint8_t) index(iscale * x[i]);
+                const float l = levels[cand[i]];
+                sxl += w[i] * x[i] * l;
+                sll += w[i] * l * l;
+            }
+            if (sll <= 0.0f) continue;
+            const double gain = (double) sxl * sxl / sll;
+            if (gain > best_gain) {
+                best_gain = gain;
+                best_s = sxl / sll;
+                memcpy(L, cand, n);
+            }
         }
     }
     return best_s;

@@ -2,7 +2,8 @@
 // field, its order and its size are part of the format) and their scalar reference routines.
 //
 // A row of n values is n / QK blocks. 32-value blocks: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1,
-// IQ4_NL. 256-value "K" super-blocks: Q2_K .. Q6_K, Q8_K (sub-blocks with their own scales).
+// IQ4_NL. 256-value super-blocks (sub-blocks with their own scales): the K types Q2_K .. Q6_K,
+// Q8_K, the IQ types IQ2_XXS .. IQ4_XS and the ternary TQ1_0, TQ2_0.
 #pragma once
 
 #include "ggml-impl.h"
@@ -81,6 +82,62 @@ typedef struct {
     int16_t bsums[QK_K / 16];
 } block_q8_K;
 
+// ---- the IQ and ternary super-blocks (256 values) --------------------------------------------
+// The IQ2 / IQ3 / IQ1 types code groups of 8 (IQ3: 4) magnitudes as an index into a grid of
+// lattice points (ggml_iq*_grid below), with the signs apart; a scale per 32 (IQ1_M: 16) values.
+// sign bytes: bit j set = value j negative; the 7-bit sign codes of IQ2_XXS / IQ2_XS / IQ3_XXS
+// leave out bit 7, which makes the number of negatives even (ggml_iq2_signs).
+
+// Per 32 values, 8 bytes: 4 grid indices (bytes 0..3), then a u32 of four 7-bit sign codes
+// (bits 0..27) and a 4-bit scale ls (bits 28..31): x = d * (0.5 + ls) / 4 * grid * sign.
+typedef struct { ggml_fp16_t d; uint16_t qs[QK_K / 8]; } block_iq2_xxs;
+// qs: per 8 values a 9-bit grid index and a 7-bit sign code; scales: per 32 values two 4-bit
+// scales (low nibble: the first 16 values): x = d * (0.5 + ls) / 4 * grid * sign.
+typedef struct { ggml_fp16_t d; uint16_t qs[QK_K / 8]; uint8_t scales[QK_K / 32]; } block_iq2_xs;
+// qs[0..31]: low 8 bits of the 10-bit grid indices, qs[32..63]: sign bytes (no parity rule);
+// qh: per 32 values the indices' 2 high bits; scales as IQ2_XS.
+typedef struct { ggml_fp16_t d; uint8_t qs[QK_K / 4]; uint8_t qh[QK_K / 32]; uint8_t scales[QK_K / 32]; } block_iq2_s;
+// qs[0..63]: grid indices (4 values each); qs[64..95]: per 32 values a u32 of four 7-bit sign
+// codes and a 4-bit scale, as IQ2_XXS: x = d * (0.5 + ls) / 2 * grid * sign.
+typedef struct { ggml_fp16_t d; uint8_t qs[3 * QK_K / 8]; } block_iq3_xxs;
+// qs: low 8 bits of the 9-bit grid indices (4 values each), qh: their high bits (per 32 values),
+// signs: sign bytes, scales: per 64 values two 4-bit scales: x = d * (1 + 2 ls) * grid * sign.
+typedef struct { ggml_fp16_t d; uint8_t qs[QK_K / 4]; uint8_t qh[QK_K / 32]; uint8_t signs[QK_K / 8]; uint8_t scales[QK_K / 64]; } block_iq3_s;
+// qs: low 8 bits of the 11-bit grid indices (8 values each, levels -1, 0, 1); qh per 32 values:
+// the indices' high 3 bits (bits 3l..3l+2), a 3-bit scale (bits 12..14), the delta's sign (bit
+// 15): x = d * (2 ls + 1) * (grid + delta), delta = +-IQ1S_DELTA.
+typedef struct { ggml_fp16_t d; uint8_t qs[QK_K / 8]; uint16_t qh[QK_K / 32]; } block_iq1_s;
+// No d field: the F16 scale's 16 bits are the top nibbles of the four u16 of scales. qh per 8
+// values: a nibble of 3 high index bits and the delta's sign (bit 3); scales per 16 values: 3
+// bits (the u16 words' bits 0..11): x = d * (2 ls + 1) * (grid + delta).
+typedef struct { uint8_t qs[QK_K / 8]; uint8_t qh[QK_K / 16]; uint8_t scales[QK_K / 32]; } block_iq1_m;
+// IQ4_NL's levels with 6-bit scales per 32 values (low 4 bits in scales_l, high 2 in scales_h):
+// x = d * (ls - 32) * kvalues_iq4nl[q]; per 32 values 16 bytes, nibble layout as IQ4_NL.
+typedef struct { ggml_fp16_t d; uint16_t scales_h; uint8_t scales_l[QK_K / 64]; uint8_t qs[QK_K / 2]; } block_iq4_xs;
+// Ternary, 1.6875 bits: five values per byte as base-3 digits stored as the fraction q / 243
+// scaled to a byte (qs: 240 values, then qh: 16 values four per byte): x = d * (t - 1).
+typedef struct { uint8_t qs[(QK_K - 4 * QK_K / 64) / 5]; uint8_t qh[QK_K / 64]; ggml_fp16_t d; } block_tq1_0;
+// Ternary, 2.0625 bits: 2 bits per value (q in 0..2): x = d * (q - 1).
+typedef struct { uint8_t qs[QK_K / 4]; ggml_fp16_t d; } block_tq2_0;
+
+#define IQ1S_DELTA 0.125f
+#define IQ1M_DELTA 0.125f
+
+static_assert(sizeof(block_iq2_xxs) == 66, "block_iq2_xxs layout");
+static_assert(sizeof(block_iq2_xs) == 74, "block_iq2_xs layout");
+static_assert(sizeof(block_iq2_s) == 82, "block_iq2_s layout");
+static_assert(sizeof(block_iq3_xxs) == 98, "block_iq3_xxs layout");
+static_assert(sizeof(block_iq3_s) == 110, "block_iq3_s layout");
+static_assert(sizeof(block_iq1_s) == 50, "block_iq1_s layout");
+static_assert(sizeof(block_iq1_m) == 56, "block_iq1_m layout");
+static_assert(sizeof(block_iq4_xs) == 136, "block_iq4_xs layout");
+static_assert(sizeof(block_tq1_0) == 54, "block_tq1_0 layout");
+static_assert(sizeof(block_tq2_0) == 66, "block_tq2_0 layout");
+
+// The grids of lattice points: quants-iq-grids.h.
+// A 7-bit sign code to its sign byte: bit 7 makes the number of set bits even.
+static inline uint8_t ggml_iq2_signs(int code) { return (uint8_t) (code | ((__builtin_popcount(code) & 1) << 7)); }
+
 static_assert(sizeof(block_q4_0) == 18, "block_q4_0 layout");
 static_assert(sizeof(block_q4_1) == 20, "block_q4_1 layout");
 static_assert(sizeof(block_q5_0) == 22, "block_q5_0 layout");
@@ -138,6 +195,16 @@ void dequantize_row_q4_K(const block_q4_K * x, float * y, int64_t n);
 void dequantize_row_q5_K(const block_q5_K * x, float * y, int64_t n);
 void dequantize_row_q6_K(const block_q6_K * x, float * y, int64_t n);
 void dequantize_row_q8_K(const block_q8_K * x, float * y, int64_t n);
+void dequantize_row_iq2_xxs(const block_iq2_xxs * x, float * y, int64_t n);
+void dequantize_row_iq2_xs(const block_iq2_xs * x, float * y, int64_t n);
+void dequantize_row_iq2_s(const block_iq2_s * x, float * y, int64_t n);
+void dequantize_row_iq3_xxs(const block_iq3_xxs * x, float * y, int64_t n);
+void dequantize_row_iq3_s(const block_iq3_s * x, float * y, int64_t n);
+void dequantize_row_iq1_s(const block_iq1_s * x, float * y, int64_t n);
+void dequantize_row_iq1_m(const block_iq1_m * x, float * y, int64_t n);
+void dequantize_row_iq4_xs(const block_iq4_xs * x, float * y, int64_t n);
+void dequantize_row_tq1_0(const block_tq1_0 * x, float * y, int64_t n);
+void dequantize_row_tq2_0(const block_tq2_0 * x, float * y, int64_t n);
 
 // ---- reference quantize of the simple types (round to nearest, one scale per block) ----------
 void quantize_row_q4_0_ref(const float * x, block_q4_0 * y, int64_t n);
@@ -147,6 +214,10 @@ void quantize_row_q5_1_ref(const float * x, block_q5_1 * y, int64_t n);
 void quantize_row_q8_0_ref(const float * x, block_q8_0 * y, int64_t n);
 void quantize_row_q8_1_ref(const float * x, block_q8_1 * y, int64_t n);
 void quantize_row_q8_K_ref(const float * x, block_q8_K * y, int64_t n);
+// The ternary types: d = max |x|, x / d rounded to -1, 0, 1 (as llama.cpp's reference: files
+// byte for byte the same).
+void quantize_row_tq1_0_ref(const float * x, block_tq1_0 * y, int64_t n);
+void quantize_row_tq2_0_ref(const float * x, block_tq2_0 * y, int64_t n);
 
 #ifdef __cplusplus
 }

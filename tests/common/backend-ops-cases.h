@@ -7,6 +7,7 @@
 
 #include "ggml.h"
 #include "ggml-backend.h"
+#include "random-blocks.h"
 
 #include <cmath>
 #include <cstring>
@@ -100,7 +101,19 @@ std::vector<uint8_t> encode(const ggml_tensor * t, const std::vector<float> & v)
             for (int64_t i = 0; i < n; i++) ((int64_t *) bytes.data())[i] = (int64_t) v[(size_t) i];
             break;
         default:
-            ggml_quantize_chunk(t->type, v.data(), bytes.data(), 0, ggml_nrows(t), t->ne[0], nullptr);
+            if (ggml_quantize_supported(t->type) && !ggml_quantize_requires_imatrix(t->type)) {
+                ggml_quantize_chunk(t->type, v.data(), bytes.data(), 0, ggml_nrows(t), t->ne[0], nullptr);
+            } else {
+                // IQ types without a quantizer here (or with one that needs an importance matrix):
+                // random blocks, seeded by the values so that a case's inputs stay fixed
+                uint32_t seed = 2166136261u;  // FNV-1a of the values' bits
+                for (const float x : v) {
+                    uint32_t bits;
+                    memcpy(&bits, &x, 4);
+                    seed = (seed ^ bits) * 16777619u;
+                }
+                random_iq_blocks(t->type, bytes.data(), (int64_t) (bytes.size() / ggml_type_size(t->type)), seed);
+            }
             break;
     }
     return bytes;
@@ -180,6 +193,8 @@ double nmse(const std::vector<float> & x, const std::vector<float> & ref, size_t
 const ggml_type kWeightTypes[] = {
     GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_Q8_0,
     GGML_TYPE_IQ4_NL, GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K,
+    GGML_TYPE_IQ2_XXS, GGML_TYPE_IQ2_XS, GGML_TYPE_IQ2_S, GGML_TYPE_IQ3_XXS, GGML_TYPE_IQ3_S, GGML_TYPE_IQ1_S, GGML_TYPE_IQ1_M,
+    GGML_TYPE_IQ4_XS, GGML_TYPE_TQ1_0, GGML_TYPE_TQ2_0,
 };
 
 // mul_mat tolerance (normalized mean squared error) for n columns: the CPU multiplies quantized

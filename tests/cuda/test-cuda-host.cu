@@ -8,9 +8,13 @@
 #include "ggml-cuda/quant.cuh"
 #include "ggml-cuda/rope.cuh"
 #include "ggml-cpu/quant-dot.h"
+#include "random-blocks.h"
+
+#include <stdio.h>
 
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace {
@@ -174,6 +178,123 @@ TEST(CudaHost, IntegerUnitsAndDotsMatchReference) {
     check_int_type<GGML_TYPE_Q4_K>(n, 9);
     check_int_type<GGML_TYPE_Q5_K>(n, 10);
     check_int_type<GGML_TYPE_Q6_K>(n, 11);
+}
+
+// ---- the IQ and ternary super-block types (quant-iq.cuh) ----------------------------------------
+// Most have no quantizer here: rows of random blocks (random-blocks.h), and llama.cpp's blocks of
+// tests/data/iq-reference. The readers must give the CPU's dequantize_row_* values bit for bit,
+// the integer units D * q the same bits, and the integer dot the CPU's reference dot against Q8_K
+// to rounding.
+const ggml_type kIqTypes[] = {
+    GGML_TYPE_IQ2_XXS, GGML_TYPE_IQ2_XS, GGML_TYPE_IQ2_S, GGML_TYPE_IQ3_XXS, GGML_TYPE_IQ3_S,
+    GGML_TYPE_IQ1_S,   GGML_TYPE_IQ1_M,  GGML_TYPE_IQ4_XS, GGML_TYPE_TQ1_0,  GGML_TYPE_TQ2_0,
+};
+
+// f(std::integral_constant<int, T>) for the IQ or ternary type t.
+template <typename F>
+void with_iq_type(ggml_type t, F f) {
+    switch (t) {
+        case GGML_TYPE_IQ2_XXS: f(std::integral_constant<int, GGML_TYPE_IQ2_XXS>{}); break;
+        case GGML_TYPE_IQ2_XS: f(std::integral_constant<int, GGML_TYPE_IQ2_XS>{}); break;
+        case GGML_TYPE_IQ2_S: f(std::integral_constant<int, GGML_TYPE_IQ2_S>{}); break;
+        case GGML_TYPE_IQ3_XXS: f(std::integral_constant<int, GGML_TYPE_IQ3_XXS>{}); break;
+        case GGML_TYPE_IQ3_S: f(std::integral_constant<int, GGML_TYPE_IQ3_S>{}); break;
+        case GGML_TYPE_IQ1_S: f(std::integral_constant<int, GGML_TYPE_IQ1_S>{}); break;
+        case GGML_TYPE_IQ1_M: f(std::integral_constant<int, GGML_TYPE_IQ1_M>{}); break;
+        case GGML_TYPE_IQ4_XS: f(std::integral_constant<int, GGML_TYPE_IQ4_XS>{}); break;
+        case GGML_TYPE_TQ1_0: f(std::integral_constant<int, GGML_TYPE_TQ1_0>{}); break;
+        case GGML_TYPE_TQ2_0: f(std::integral_constant<int, GGML_TYPE_TQ2_0>{}); break;
+        default: FAIL() << ggml_type_name(t);
+    }
+}
+
+bool same_bits(float a, float b) { return memcmp(&a, &b, sizeof(float)) == 0; }
+
+// Every reader of type T on a row of n values (bytes) against the CPU's decoding ref: the value
+// reader, the float and integer unit decoders bit for bit; the integer dot with random activations.
+template <int T>
+void check_iq_row(const uint8_t * bytes, const float * ref, int64_t n, const std::string & what) {
+    const char * row = (const char *) bytes;
+    int64_t bad_value = 0, bad_unit = 0, bad_int = 0;
+    for (int64_t j = 0; j < n; j++) bad_value += !same_bits(dequant1(row, j, T), ref[j]);
+    for (int64_t u = 0; u < n / 32; u++) {
+        float v[32];
+        dequant_unit<T>(row, u, v);
+        int_unit_t w;
+        int_unit<T>(row, u, w);
+        EXPECT_TRUE(w.M0 == 0.0f && w.M1 == 0.0f) << what;
+        for (int l = 0; l < 32; l++) {
+            bad_unit += !same_bits(v[l], ref[32 * u + l]);
+            const int q = (int) (int8_t) (w.q[l / 4] >> (8 * (l % 4)));
+            bad_int += !same_bits((l < 16 ? w.D0 : w.D1) * (float) q, ref[32 * u + l]);
+        }
+    }
+    EXPECT_EQ(bad_value, 0) << what << ": values where dequant1 differs";
+    EXPECT_EQ(bad_unit, 0) << what << ": values where dequant_unit differs";
+    EXPECT_EQ(bad_int, 0) << what << ": values where int_unit's D * q differs";
+    EXPECT_EQ(act_block_size(T), 256) << what;  // Q8_K activations, as the CPU's vec_dot_type
+    const std::vector<uint8_t> copy(bytes, bytes + ggml_row_size((ggml_type) T, n));
+    check_int_dot<T>(copy, random_row(n, (uint32_t) n + 17), n);
+}
+
+TEST(CudaHost, IqGridsAreTheLibrarys) {
+    for (int i = 0; i < 256; i++) EXPECT_EQ(iq2xxs_point(i), ggml_iq2xxs_grid[i]) << i;
+    for (int i = 0; i < 512; i++) EXPECT_EQ(iq2xs_point(i), ggml_iq2xs_grid[i]) << i;
+    for (int i = 0; i < 1024; i++) EXPECT_EQ(iq2s_point(i), ggml_iq2s_grid[i]) << i;
+    for (int i = 0; i < 256; i++) EXPECT_EQ(iq3xxs_point(i), ggml_iq3xxs_grid[i]) << i;
+    for (int i = 0; i < 512; i++) EXPECT_EQ(iq3s_point(i), ggml_iq3s_grid[i]) << i;
+    for (int i = 0; i < 2048; i++) {
+        for (int j = 0; j < 8; j++) {
+            EXPECT_EQ(point_byte(iq1s_point_plus1(i), j) - 1, (int) (int8_t) (ggml_iq1s_grid[i] >> (8 * j))) << i << " " << j;
+        }
+    }
+}
+
+TEST(CudaHost, IqReadersMatchReferenceOnRandomBlocks) {
+    const int64_t n_blocks = 24, n = n_blocks * QK_K;
+    for (ggml_type t : kIqTypes) {
+        ASSERT_TRUE(cuda_quant_supported(t)) << ggml_type_name(t);
+        std::vector<uint8_t> bytes((size_t) n_blocks * ggml_type_size(t));
+        random_iq_blocks(t, bytes.data(), n_blocks, 1000 + (uint32_t) t);
+        std::vector<float> ref((size_t) n);
+        ggml_get_type_traits(t)->to_float(bytes.data(), ref.data(), n);
+        with_iq_type(t, [&](auto T) { check_iq_row<decltype(T)::value>(bytes.data(), ref.data(), n, ggml_type_name(t)); });
+    }
+}
+
+// llama.cpp's blocks (tests/data/iq-reference/TYPE.iqref, tests/ggml/test-quants-iq.cpp's format):
+// its random blocks and its quantization of real-looking rows, with its decoding of each.
+TEST(CudaHost, IqReadersMatchLlamaCppBlocks) {
+    for (ggml_type t : kIqTypes) {
+        const std::string path = std::string(LLAMA_TEST_DATA_DIR) + "/iq-reference/" + ggml_type_name(t) + ".iqref";
+        FILE * f = fopen(path.c_str(), "rb");
+        ASSERT_NE(f, nullptr) << path;
+        std::vector<uint8_t> d;
+        uint8_t buf[4096];
+        for (size_t got; (got = fread(buf, 1, sizeof(buf), f)) > 0;) d.insert(d.end(), buf, buf + got);
+        fclose(f);
+        ASSERT_GE(d.size(), 20u) << path;
+        ASSERT_EQ(memcmp(d.data(), "IQRF", 4), 0) << path;
+        int32_t h[4];  // type, random blocks, rows, cols
+        memcpy(h, d.data() + 4, sizeof(h));
+        ASSERT_EQ(h[0], (int32_t) t) << path;
+        const size_t ts = ggml_type_size(t), rs = ggml_row_size(t, h[3]);
+        const size_t n_rand = (size_t) h[1] * QK_K, n_q = (size_t) h[2] * (size_t) h[3];
+        const size_t o_rand = 20, o_rand_dec = o_rand + h[1] * ts, o_x = o_rand_dec + n_rand * 4;
+        const size_t o_blocks = o_x + n_q * 4 + (size_t) h[3] * 4, o_dec = o_blocks + h[2] * rs;
+        ASSERT_EQ(d.size(), o_dec + n_q * 4 + h[2] * rs) << path;
+        std::vector<float> rand_dec(n_rand), dec(n_q);
+        memcpy(rand_dec.data(), d.data() + o_rand_dec, n_rand * 4);
+        memcpy(dec.data(), d.data() + o_dec, n_q * 4);
+        with_iq_type(t, [&](auto T) {
+            constexpr int TT = decltype(T)::value;
+            check_iq_row<TT>(d.data() + o_rand, rand_dec.data(), (int64_t) n_rand, path + " random blocks");
+            for (int r = 0; r < h[2]; r++) {
+                check_iq_row<TT>(d.data() + o_blocks + r * rs, dec.data() + (size_t) r * h[3], h[3],
+                                 path + " llama.cpp's row " + std::to_string(r));
+            }
+        });
+    }
 }
 
 // The activation quantizers give the reference quantizers' bytes and scales.

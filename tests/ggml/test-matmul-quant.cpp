@@ -1,6 +1,7 @@
 // mul_mat with quantized weights: against a double reference computed from the dequantized
 // weights and the activations rounded through the type's activation format; thread counts 1-3
 // bit-identical; broadcasting over dims 2 and 3; non-contiguous activations.
+#include "random-blocks.h"
 #include "test-util.h"
 
 #include "ggml-cpu/quant-dot.h"
@@ -10,15 +11,25 @@ namespace {
 const ggml_type mm_types[] = {
     GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_Q8_0, GGML_TYPE_IQ4_NL,
     GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K,
+    GGML_TYPE_IQ2_XXS, GGML_TYPE_IQ2_XS, GGML_TYPE_IQ2_S, GGML_TYPE_IQ3_XXS, GGML_TYPE_IQ3_S,
+    GGML_TYPE_IQ1_S, GGML_TYPE_IQ1_M, GGML_TYPE_IQ4_XS, GGML_TYPE_TQ1_0, GGML_TYPE_TQ2_0,
 };
 
+// Quantized Gaussian rows; random blocks (random-blocks.h) where the type has no quantizer
+// usable without an importance matrix.
 void fill_quantized(ggml_tensor * t, std::mt19937 & rng) {
     std::normal_distribution<float> d;
     const int64_t n = t->ne[0];
+    const bool plain = ggml_get_type_traits(t->type)->quantize_row && !ggml_quantize_requires_imatrix(t->type);
     std::vector<float> row((size_t) n);
     for (int64_t r = 0; r < ggml_nrows(t); r++) {
+        char * p = (char *) t->data + r * t->nb[1];
+        if (!plain) {
+            random_iq_blocks(t->type, (uint8_t *) p, n / QK_K, (uint32_t) rng());
+            continue;
+        }
         for (auto & v : row) v = d(rng);
-        ggml_quantize_chunk(t->type, row.data(), (char *) t->data + r * t->nb[1], 0, 1, n, nullptr);
+        ggml_quantize_chunk(t->type, row.data(), p, 0, 1, n, nullptr);
     }
 }
 

@@ -1,5 +1,6 @@
 // SIMD dot products of the quantized types against the scalar reference (quant-dot.cpp), on
 // random blocks including extreme values, several row lengths.
+#include "random-blocks.h"
 #include "test-util.h"
 
 #include "ggml-cpu/kernels.h"
@@ -10,6 +11,14 @@ namespace {
 const ggml_type dot_types[] = {
     GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_Q8_0, GGML_TYPE_IQ4_NL,
     GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K,
+    GGML_TYPE_IQ4_XS, GGML_TYPE_TQ1_0, GGML_TYPE_TQ2_0,  // (the IQ types with a quantizer; all ten below)
+};
+
+// The IQ and ternary types: most have no quantizer here, so their rows are random bytes with a
+// sane scale (every bit pattern is a valid block) and llama.cpp's quantizations (iq-reference).
+const ggml_type iq_types[] = {
+    GGML_TYPE_IQ2_XXS, GGML_TYPE_IQ2_XS, GGML_TYPE_IQ2_S, GGML_TYPE_IQ3_XXS, GGML_TYPE_IQ3_S,
+    GGML_TYPE_IQ1_S, GGML_TYPE_IQ1_M, GGML_TYPE_IQ4_XS, GGML_TYPE_TQ1_0, GGML_TYPE_TQ2_0,
 };
 
 // Weights: Gaussian, with a few outliers so every level (and scale extreme) is used.
@@ -20,6 +29,64 @@ std::vector<float> test_row(int64_t n, unsigned seed) {
     for (auto & x : v) x = d(rng);
     for (int64_t i = 0; i < n; i += 37) v[(size_t) i] *= 8.0f;
     return v;
+}
+
+// Blocks of an IQ / ternary type: fill 0 random bytes (random-blocks.h), 1 all bits set (the
+// largest indices, scales and levels, all signs negative), 2 all clear; every block with a
+// small F16 scale where the type keeps it.
+std::vector<uint8_t> iq_row(ggml_type t, int64_t n, unsigned seed, int fill) {
+    const size_t ts = ggml_type_size(t);
+    std::vector<uint8_t> row(ggml_row_size(t, n), fill == 1 ? 0xFF : 0x00);
+    if (fill == 0) {
+        random_iq_blocks(t, row.data(), n / QK_K, seed);
+        return row;
+    }
+    for (size_t off = 0; off < row.size(); off += ts) set_iq_block_scale(t, row.data() + off, ggml_fp32_to_fp16(0.01f));
+    return row;
+}
+
+// A Q8_K row: kind 0 Gaussian, 1 / 2 constant (every value +127 / -127 after quantization).
+std::vector<uint8_t> q8_K_row(int64_t n, unsigned seed, int kind) {
+    std::vector<float> x = test_row(n, seed);
+    if (kind > 0) std::fill(x.begin(), x.end(), kind == 1 ? -1.0f : 1.0f);
+    std::vector<uint8_t> q(ggml_row_size(GGML_TYPE_Q8_K, n));
+    ggml_get_type_traits(GGML_TYPE_Q8_K)->from_float_ref(x.data(), q.data(), n);
+    return q;
+}
+
+// Sum of |w_i a_i| over the dequantized rows: the scale of the float rounding in a dot.
+double abs_terms(ggml_type t, const void * w, const void * a, int64_t n) {
+    std::vector<float> x((size_t) n), y((size_t) n);
+    ggml_get_type_traits(t)->to_float(w, x.data(), n);
+    ggml_get_type_traits(GGML_TYPE_Q8_K)->to_float(a, y.data(), n);
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) s += std::fabs((double) x[(size_t) i] * y[(size_t) i]);
+    return s;
+}
+
+// llama.cpp's quantized rows of tests/data/iq-reference/<type>.iqref (the layout of
+// test-quants-iq.cpp: header, random blocks and their decoding, x, imatrix, then these) and x.
+bool iqref_rows(ggml_type t, std::vector<uint8_t> & blocks, std::vector<float> & x, int & rows, int & cols) {
+    FILE * f = fopen((std::string(LLAMA_TEST_DATA_DIR) + "/iq-reference/" + ggml_type_name(t) + ".iqref").c_str(), "rb");
+    if (!f) return false;
+    std::vector<uint8_t> d;
+    uint8_t buf[65536];
+    for (size_t k; (k = fread(buf, 1, sizeof(buf), f)) > 0;) d.insert(d.end(), buf, buf + k);
+    fclose(f);
+    int32_t h[4];
+    if (d.size() < 20 || memcmp(d.data(), "IQRF", 4) != 0) return false;
+    memcpy(h, d.data() + 4, sizeof(h));
+    if (h[0] != (int32_t) t) return false;
+    rows = h[2], cols = h[3];
+    const size_t rs = ggml_row_size(t, cols);
+    size_t off = 20 + (size_t) h[1] * (ggml_type_size(t) + QK_K * sizeof(float));
+    const size_t nx = (size_t) rows * cols;
+    if (off + nx * sizeof(float) + cols * sizeof(float) + rows * rs > d.size()) return false;
+    x.resize(nx);
+    memcpy(x.data(), d.data() + off, nx * sizeof(float));
+    off += nx * sizeof(float) + cols * sizeof(float);
+    blocks.assign(d.data() + off, d.data() + off + rows * rs);
+    return true;
 }
 
 }  // namespace
@@ -125,6 +192,52 @@ TEST(QuantDot, EveryKernelSetMatchesReference) {
             float s[4];
             rows(n, qw.data(), rs, 4, qa.data(), s);
             for (int r = 0; r < 4; r++) EXPECT_EQ(s[r], dot(n, qw.data() + r * rs, qa.data())) << ggml_type_name(t) << " row " << r;
+        }
+    }
+}
+
+// The IQ and ternary types, every kernel set: random blocks (also all bits set / clear) against
+// Gaussian and constant +-127 activations, several lengths, and llama.cpp's quantized rows. The
+// integer sums are exact; the float scaling per super-block and the order of the sums differ
+// from the reference, so the bound is relative to the sum of the terms' magnitudes.
+TEST(QuantDot, IQTypesEveryKernelSetMatchesReference) {
+    const ggml_cpu_kernels * sets[4];
+    const int n_sets = ggml_cpu_kernel_sets(sets);
+    for (int si = 0; si < n_sets; si++) {
+        const ggml_cpu_kernels * k = sets[si];
+        SCOPED_TRACE(k->isa);
+        for (ggml_type t : iq_types) {
+            ASSERT_EQ(ggml_quant_vec_dot_type(t), GGML_TYPE_Q8_K);
+            const ggml_quant_dot_fn dot = k->quant_dot(t), ref = ggml_quant_dot_ref(t);
+            ASSERT_NE(dot, nullptr) << ggml_type_name(t);
+            // Every SIMD set has its own kernel (not the reference inherited from scalar).
+            if (strcmp(k->isa, "scalar") != 0) {
+                EXPECT_NE(dot, ref) << ggml_type_name(t);
+            }
+            auto check = [&](const std::vector<uint8_t> & w, const std::vector<uint8_t> & a, int64_t n, const char * what) {
+                const float r = ref(n, w.data(), a.data()), got = dot(n, w.data(), a.data());
+                const double tol = 1e-5 * abs_terms(t, w.data(), a.data(), n) + 1e-30;
+                EXPECT_NEAR(got, r, tol) << ggml_type_name(t) << " " << what << " n=" << n;
+            };
+            for (int64_t n : {256, 512, 1280, 4096}) {
+                for (unsigned seed = 1; seed <= 3; seed++) {
+                    check(iq_row(t, n, seed, 0), q8_K_row(n, seed + 100, 0), n, "random");
+                }
+            }
+            for (int fill = 0; fill < 3; fill++) {
+                for (int kind = 0; kind < 3; kind++) check(iq_row(t, 512, 7, fill), q8_K_row(512, 8, kind), 512, "extreme");
+            }
+            std::vector<uint8_t> blocks;
+            std::vector<float> x;
+            int rows = 0, cols = 0;
+            ASSERT_TRUE(iqref_rows(t, blocks, x, rows, cols)) << ggml_type_name(t);
+            const size_t rs = ggml_row_size(t, cols);
+            for (int r = 0; r < rows; r++) {
+                const std::vector<uint8_t> w(blocks.begin() + r * rs, blocks.begin() + (r + 1) * rs);
+                std::vector<uint8_t> a(ggml_row_size(GGML_TYPE_Q8_K, cols));
+                ggml_get_type_traits(GGML_TYPE_Q8_K)->from_float_ref(x.data() + (size_t) ((r + 1) % rows) * cols, a.data(), cols);
+                check(w, a, cols, "llama.cpp's");
+            }
         }
     }
 }

@@ -8,7 +8,7 @@
 #include "ggml-cpu.h"
 #include "llama-kv-cache.h"
 #include "llama-model.h"
-#include "quant-mix.h"
+#include "llama-quant-mix.h"
 #include "quants.h"
 
 #include <cmath>
@@ -78,6 +78,11 @@ TEST(TypeTraits, SizesMatchTheBlockStructs) {
         { GGML_TYPE_Q4_K, QK_K, sizeof(block_q4_K) },  { GGML_TYPE_Q5_K, QK_K, sizeof(block_q5_K) },
         { GGML_TYPE_Q6_K, QK_K, sizeof(block_q6_K) },  { GGML_TYPE_Q8_K, QK_K, sizeof(block_q8_K) },
         { GGML_TYPE_IQ4_NL, QK4_NL, sizeof(block_iq4_nl) },
+        { GGML_TYPE_IQ2_XXS, QK_K, sizeof(block_iq2_xxs) }, { GGML_TYPE_IQ2_XS, QK_K, sizeof(block_iq2_xs) },
+        { GGML_TYPE_IQ2_S, QK_K, sizeof(block_iq2_s) },     { GGML_TYPE_IQ3_XXS, QK_K, sizeof(block_iq3_xxs) },
+        { GGML_TYPE_IQ3_S, QK_K, sizeof(block_iq3_s) },     { GGML_TYPE_IQ1_S, QK_K, sizeof(block_iq1_s) },
+        { GGML_TYPE_IQ1_M, QK_K, sizeof(block_iq1_m) },     { GGML_TYPE_IQ4_XS, QK_K, sizeof(block_iq4_xs) },
+        { GGML_TYPE_TQ1_0, QK_K, sizeof(block_tq1_0) },     { GGML_TYPE_TQ2_0, QK_K, sizeof(block_tq2_0) },
         { GGML_TYPE_F32, 1, sizeof(float) }, { GGML_TYPE_F16, 1, sizeof(ggml_fp16_t) }, { GGML_TYPE_BF16, 1, sizeof(ggml_bf16_t) },
     };
     for (const layout & l : layouts) {
@@ -94,7 +99,8 @@ TEST(TypeTraits, SizesMatchTheBlockStructs) {
 }
 
 // The facts imply one another: a type written as weights or into a cache is read back and
-// produced by ggml; a quantizer comes with both converters; only block types need an imatrix.
+// produced by ggml; a quantizer comes with both converters; only block types need an imatrix,
+// and a merge (no imatrix) is never written in one that does.
 TEST(TypeTraits, FactsAreConsistent) {
     for (ggml_type t : valid_types()) {
         const ggml_type_traits & r = tr(t);
@@ -106,7 +112,9 @@ TEST(TypeTraits, FactsAreConsistent) {
         if (r.requires_imatrix) { EXPECT_TRUE(r.is_quantized) << n; }
         if (r.weight_target) {
             EXPECT_TRUE(r.quantize_row && r.to_float) << n;
-            EXPECT_FALSE(r.requires_imatrix) << n;
+            // llama-quantize writes it with an importance matrix where its quantizer needs one;
+            // llama-export-lora, which has none, does not offer it.
+            EXPECT_EQ(common_type_is_merge_target(t), !r.requires_imatrix) << n;
         }
         if (r.kv_cache) {
             EXPECT_TRUE(r.weight_target) << n;

@@ -195,7 +195,9 @@ enum ggml_type ggml_quant_vec_dot_type(enum ggml_type type) {
     switch (type) {
         case GGML_TYPE_Q4_0: case GGML_TYPE_Q5_0: case GGML_TYPE_Q8_0: case GGML_TYPE_IQ4_NL: return GGML_TYPE_Q8_0;
         case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_1: return GGML_TYPE_Q8_1;
-        case GGML_TYPE_Q2_K: case GGML_TYPE_Q3_K: case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K: case GGML_TYPE_Q6_K: return GGML_TYPE_Q8_K;
+        case GGML_TYPE_Q2_K: case GGML_TYPE_Q3_K: case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K: case GGML_TYPE_Q6_K:
+        case GGML_TYPE_IQ2_XXS: case GGML_TYPE_IQ2_XS: case GGML_TYPE_IQ2_S: case GGML_TYPE_IQ3_XXS: case GGML_TYPE_IQ3_S:
+        case GGML_TYPE_IQ1_S: case GGML_TYPE_IQ1_M: case GGML_TYPE_IQ4_XS: case GGML_TYPE_TQ1_0: case GGML_TYPE_TQ2_0: return GGML_TYPE_Q8_K;
         default: return GGML_TYPE_COUNT;
     }
 }
@@ -203,7 +205,11 @@ enum ggml_type ggml_quant_vec_dot_type(enum ggml_type type) {
 ggml_quant_dot_fn ggml_quant_dot_ref(enum ggml_type type) {
     static const ggml_quant_dots dots = { ggml_dot_q4_0_q8_0_ref, ggml_dot_q4_1_q8_1_ref, ggml_dot_q5_0_q8_0_ref, ggml_dot_q5_1_q8_1_ref,
                                           ggml_dot_q8_0_q8_0_ref, ggml_dot_iq4_nl_q8_0_ref, ggml_dot_q2_K_q8_K_ref, ggml_dot_q3_K_q8_K_ref,
-                                          ggml_dot_q4_K_q8_K_ref, ggml_dot_q5_K_q8_K_ref, ggml_dot_q6_K_q8_K_ref };
+                                          ggml_dot_q4_K_q8_K_ref, ggml_dot_q5_K_q8_K_ref, ggml_dot_q6_K_q8_K_ref,
+                                          ggml_dot_iq2_xxs_q8_K_ref, ggml_dot_iq2_xs_q8_K_ref, ggml_dot_iq2_s_q8_K_ref,
+                                          ggml_dot_iq3_xxs_q8_K_ref, ggml_dot_iq3_s_q8_K_ref, ggml_dot_iq1_s_q8_K_ref,
+                                          ggml_dot_iq1_m_q8_K_ref, ggml_dot_iq4_xs_q8_K_ref, ggml_dot_tq1_0_q8_K_ref,
+                                          ggml_dot_tq2_0_q8_K_ref };
     return ggml_quant_dot_of(dots, type);
 }
 

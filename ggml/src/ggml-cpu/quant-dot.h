@@ -1,5 +1,6 @@
 // quant-dot.h - dot products of a quantized weight row with an activation row quantized on the
-// fly (Q8_0 for Q4_0 / Q5_0 / Q8_0 / IQ4_NL, Q8_1 for Q4_1 / Q5_1, Q8_K for the K types).
+// fly (Q8_0 for Q4_0 / Q5_0 / Q8_0 / IQ4_NL, Q8_1 for Q4_1 / Q5_1, Q8_K for the K, IQ2 / IQ3 /
+// IQ1 / IQ4_XS and ternary types).
 // The scalar versions here are the reference every SIMD kernel is held to: integer sums per
 // (sub-)block, scaled in float, accumulated block by block.
 #pragma once
@@ -24,6 +25,17 @@ float ggml_dot_q3_K_q8_K_ref(int64_t n, const void * a, const void * b);
 float ggml_dot_q4_K_q8_K_ref(int64_t n, const void * a, const void * b);
 float ggml_dot_q5_K_q8_K_ref(int64_t n, const void * a, const void * b);
 float ggml_dot_q6_K_q8_K_ref(int64_t n, const void * a, const void * b);
+// quant-dot-iq.cpp: the IQ and ternary types, all against Q8_K.
+float ggml_dot_iq2_xxs_q8_K_ref(int64_t n, const void * a, const void * b);
+float ggml_dot_iq2_xs_q8_K_ref(int64_t n, const void * a, const void * b);
+float ggml_dot_iq2_s_q8_K_ref(int64_t n, const void * a, const void * b);
+float ggml_dot_iq3_xxs_q8_K_ref(int64_t n, const void * a, const void * b);
+float ggml_dot_iq3_s_q8_K_ref(int64_t n, const void * a, const void * b);
+float ggml_dot_iq1_s_q8_K_ref(int64_t n, const void * a, const void * b);
+float ggml_dot_iq1_m_q8_K_ref(int64_t n, const void * a, const void * b);
+float ggml_dot_iq4_xs_q8_K_ref(int64_t n, const void * a, const void * b);
+float ggml_dot_tq1_0_q8_K_ref(int64_t n, const void * a, const void * b);
+float ggml_dot_tq2_0_q8_K_ref(int64_t n, const void * a, const void * b);
 
 // nr (<= 4) weight rows (a + r * lda) against one activation row: s[r] for r < nr. Each s[r] is
 // bit-identical to the type's single-row dot; sharing the activation block between rows saves
@@ -52,6 +64,7 @@ ggml_quant_dot_rows_fn ggml_quant_dot_rows_best(enum ggml_type type);
 // A set's dot products, one per weight type (NULL: none), and the one switch that picks among them.
 struct ggml_quant_dots {
     ggml_quant_dot_fn q4_0, q4_1, q5_0, q5_1, q8_0, iq4_nl, q2_K, q3_K, q4_K, q5_K, q6_K;
+    ggml_quant_dot_fn iq2_xxs, iq2_xs, iq2_s, iq3_xxs, iq3_s, iq1_s, iq1_m, iq4_xs, tq1_0, tq2_0;
 };
 
 // The K types' dots: the sum over the super-blocks i < n / QK_K of block_dot(a[i], b[i]) (a of
@@ -78,6 +91,16 @@ inline ggml_quant_dot_fn ggml_quant_dot_of(const ggml_quant_dots & d, enum ggml_
         case GGML_TYPE_Q4_K:   return d.q4_K;
         case GGML_TYPE_Q5_K:   return d.q5_K;
         case GGML_TYPE_Q6_K:   return d.q6_K;
+        case GGML_TYPE_IQ2_XXS: return d.iq2_xxs;
+        case GGML_TYPE_IQ2_XS: return d.iq2_xs;
+        case GGML_TYPE_IQ2_S:  return d.iq2_s;
+        case GGML_TYPE_IQ3_XXS: return d.iq3_xxs;
+        case GGML_TYPE_IQ3_S:  return d.iq3_s;
+        case GGML_TYPE_IQ1_S:  return d.iq1_s;
+        case GGML_TYPE_IQ1_M:  return d.iq1_m;
+        case GGML_TYPE_IQ4_XS: return d.iq4_xs;
+        case GGML_TYPE_TQ1_0:  return d.tq1_0;
+        case GGML_TYPE_TQ2_0:  return d.tq2_0;
         default:               return nullptr;
     }
 }

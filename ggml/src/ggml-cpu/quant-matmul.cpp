@@ -85,6 +85,16 @@ const ggml_mm_type_kernels * ggml_quant_mm_kernels(enum ggml_type type) {
         case GGML_TYPE_Q4_K:   return entry<GGML_TYPE_Q4_K>();
         case GGML_TYPE_Q5_K:   return entry<GGML_TYPE_Q5_K>();
         case GGML_TYPE_Q6_K:   return entry<GGML_TYPE_Q6_K>();
+        case GGML_TYPE_IQ2_XXS: return entry<GGML_TYPE_IQ2_XXS>();
+        case GGML_TYPE_IQ2_XS: return entry<GGML_TYPE_IQ2_XS>();
+        case GGML_TYPE_IQ2_S:  return entry<GGML_TYPE_IQ2_S>();
+        case GGML_TYPE_IQ3_XXS: return entry<GGML_TYPE_IQ3_XXS>();
+        case GGML_TYPE_IQ3_S:  return entry<GGML_TYPE_IQ3_S>();
+        case GGML_TYPE_IQ1_S:  return entry<GGML_TYPE_IQ1_S>();
+        case GGML_TYPE_IQ1_M:  return entry<GGML_TYPE_IQ1_M>();
+        case GGML_TYPE_IQ4_XS: return entry<GGML_TYPE_IQ4_XS>();
+        case GGML_TYPE_TQ1_0:  return entry<GGML_TYPE_TQ1_0>();
+        case GGML_TYPE_TQ2_0:  return entry<GGML_TYPE_TQ2_0>();
         default:               return nullptr;
     }
 }

@@ -455,6 +455,16 @@ void mmvq_dispatch_type(ggml_type t, F f) {
         MMVQ_CASE(GGML_TYPE_Q4_K)
         MMVQ_CASE(GGML_TYPE_Q5_K)
         MMVQ_CASE(GGML_TYPE_Q6_K)
+        MMVQ_CASE(GGML_TYPE_IQ2_XXS)
+        MMVQ_CASE(GGML_TYPE_IQ2_XS)
+        MMVQ_CASE(GGML_TYPE_IQ2_S)
+        MMVQ_CASE(GGML_TYPE_IQ3_XXS)
+        MMVQ_CASE(GGML_TYPE_IQ3_S)
+        MMVQ_CASE(GGML_TYPE_IQ1_S)
+        MMVQ_CASE(GGML_TYPE_IQ1_M)
+        MMVQ_CASE(GGML_TYPE_IQ4_XS)
+        MMVQ_CASE(GGML_TYPE_TQ1_0)
+        MMVQ_CASE(GGML_TYPE_TQ2_0)
 #undef MMVQ_CASE
         default: GGML_ABORT("ggml_cuda_mmvq: unsupported type %s", ggml_type_name(t));
     }

@@ -121,6 +121,16 @@ void dequant_to(ggml_cuda_ctx & ctx, void * const * out, const ggml_tensor * con
         DQ_CASE(GGML_TYPE_Q4_K)
         DQ_CASE(GGML_TYPE_Q5_K)
         DQ_CASE(GGML_TYPE_Q6_K)
+        DQ_CASE(GGML_TYPE_IQ2_XXS)
+        DQ_CASE(GGML_TYPE_IQ2_XS)
+        DQ_CASE(GGML_TYPE_IQ2_S)
+        DQ_CASE(GGML_TYPE_IQ3_XXS)
+        DQ_CASE(GGML_TYPE_IQ3_S)
+        DQ_CASE(GGML_TYPE_IQ1_S)
+        DQ_CASE(GGML_TYPE_IQ1_M)
+        DQ_CASE(GGML_TYPE_IQ4_XS)
+        DQ_CASE(GGML_TYPE_TQ1_0)
+        DQ_CASE(GGML_TYPE_TQ2_0)
 #undef DQ_CASE
         default:  // block types without a unit decoder: value by value
             for (int w = 0; w < n; w++) to_contig(ctx, (OUT *) out[w], a[w]);

@@ -11,6 +11,8 @@ static inline bool cuda_quant_supported(ggml_type t) {
         case GGML_TYPE_Q4_0: case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_0: case GGML_TYPE_Q5_1:
         case GGML_TYPE_Q8_0: case GGML_TYPE_IQ4_NL:
         case GGML_TYPE_Q2_K: case GGML_TYPE_Q3_K: case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K: case GGML_TYPE_Q6_K:
+        case GGML_TYPE_IQ2_XXS: case GGML_TYPE_IQ2_XS: case GGML_TYPE_IQ2_S: case GGML_TYPE_IQ3_XXS: case GGML_TYPE_IQ3_S:
+        case GGML_TYPE_IQ1_S: case GGML_TYPE_IQ1_M: case GGML_TYPE_IQ4_XS: case GGML_TYPE_TQ1_0: case GGML_TYPE_TQ2_0:
             return true;
         default:
             return false;
@@ -36,6 +38,33 @@ GGML_CUDA_HD float load_h(const void * p) { return h2f(*(const uint16_t *) p); }
 GGML_CUDA_HD uint32_t load_u32_bytes(const uint8_t * p) {
     return (uint32_t) p[0] | ((uint32_t) p[1] << 8) | ((uint32_t) p[2] << 16) | ((uint32_t) p[3] << 24);
 }
+
+// a . b of four signed bytes each, plus c.
+GGML_CUDA_HD int dp4a(int a, int b, int c) {
+#ifdef __CUDA_ARCH__
+    return __dp4a(a, b, c);
+#else
+    for (int t = 0; t < 4; t++) c += (int) (int8_t) (a >> (8 * t)) * (int) (int8_t) (b >> (8 * t));
+    return c;
+#endif
+}
+
+// Each byte (0..255 unsigned, at least `bias`) minus bias, as signed bytes; no borrow between bytes.
+GGML_CUDA_HD int sub_bias4(uint32_t x, uint32_t bias) { return (int) (((x | 0x80808080u) - bias * 0x01010101u) ^ 0x80808080u); }
+
+// 4 bytes at a 2-byte aligned address (blocks of 18, 22, 34, 110, 210 bytes).
+GGML_CUDA_HD uint32_t load_u32_a2(const uint8_t * p) {
+    const uint16_t * h = (const uint16_t *) p;
+    return (uint32_t) h[0] | ((uint32_t) h[1] << 16);
+}
+
+// Bits 0..3 of h to bit 4 of bytes 0..3.
+GGML_CUDA_HD uint32_t spread4_bit4(uint32_t h) {
+    return ((h & 1u) << 4) | ((h & 2u) << 11) | ((h & 4u) << 18) | ((h & 8u) << 25);
+}
+
+// The IQ and ternary super-block types' readers (on the loaders above).
+#include "quant-iq.cuh"
 
 // Scale and min j (0..7) of a Q4_K / Q5_K block's 12 packed bytes.
 GGML_CUDA_HD void scale_min_k4(int j, const uint8_t * q, int & sc, int & m) {
@@ -136,7 +165,7 @@ GGML_CUDA_HD float dequant1(const char * row, int64_t j, int type) {
             return load_h(&b->d) * b->scales[8 * h + l / 16 + 2 * s] * q;
         }
         default:
-            return 0.0f;
+            return iq_dequant1(row, j, type);  // the IQ and ternary types (quant-iq.cuh); 0 for others
     }
 }
 
@@ -170,8 +199,8 @@ GGML_CUDA_HD float q8_clamp(float v) {
 }
 
 // The reference quantizer's IQ4_NL block (quants-k.cpp, quant_fit_levels without importance
-// weights): of 15 scales around the one that maps the value of largest magnitude onto the
-// level of its sign's end, the one whose levels fit best by least squares; then each value
+// weights): of 15 scales around each of the two that map the value of largest magnitude onto
+// an end of the levels (-127 or 113), the one whose levels fit best by least squares; then each value
 // rounded again, to the nearest level under the scale as stored (F16). A value's nearest level
 // is the count of midpoints between neighbouring levels below it.
 GGML_CUDA_HD void iq4nl_quantize_block(block_iq4_nl * y, const float * x) {
@@ -194,10 +223,11 @@ GGML_CUDA_HD void iq4nl_quantize_block(block_iq4_nl * y, const float * x) {
     if (amax < 1e-30f) {
         for (int i = 0; i < 32; i++) L[i] = (uint8_t) nearest(0.0f);
     } else {
-        const float lev = (float) (max < 0 ? iq4nl_value(0) : iq4nl_value(15));
         double best_gain = -1.0;
         uint8_t cand[32];
-        for (int step = -7; step <= 7; step++) {
+        for (int t = 0; t < 30; t++) {  // either end of the levels (0: -127, 1: 113), 15 steps each
+            const int step = t % 15 - 7;
+            const float lev = (float) (t < 15 ? iq4nl_value(0) : iq4nl_value(15));
             const float iscale = lev * (1.0f + 0.025f * step) / max;
             float sxl = 0.0f, sll = 0.0f;
             for (int i = 0; i < 32; i++) {
@@ -316,7 +346,8 @@ GGML_CUDA_HD const block * k4_sub_block(const char * row, int64_t u, int & sub, 
 
 // ---- 32 values at once: unit u of a row (values [32 u, 32 u + 32)) -------------------------
 // Q4_0, Q8_0: a unit is a block. Q4_K, Q5_K: a unit is a sub-block with its own scale and min.
-// Q6_K: a unit is 32 values sharing a ql half and a qh bit pair (two scales of 16).
+// Q6_K: a unit is 32 values sharing a ql half and a qh bit pair (two scales of 16). The IQ and
+// ternary types: a sub-block (quant-iq.cuh).
 template <int T>
 GGML_CUDA_HD void dequant_unit(const char * row, int64_t u, float * v) {
     if constexpr (T == GGML_TYPE_Q4_0) {
@@ -379,6 +410,8 @@ GGML_CUDA_HD void dequant_unit(const char * row, int64_t u, float * v) {
                 v[l] = (l < 16 ? d0 : d1) * q;
             }
         }
+    } else if constexpr (iq_type(T)) {
+        iq_dequant_unit<T>(row, u, v);
     } else if constexpr (T == GGML_TYPE_F16) {
         const uint16_t * p = (const uint16_t *) row + 32 * u;
 #pragma unroll
@@ -401,9 +434,10 @@ GGML_CUDA_HD void dequant_unit(const char * row, int64_t u, float * v) {
 // ---- 32 values as bytes: the integer products of quantized weights and 8-bit activations ------
 // Activations are quantized as the CPU quantizes b for these weights (its vec_dot_type): 32-value
 // blocks with an F16 scale (Q8_0) for the 32-value weight types, 256-value blocks with an F32
-// scale (Q8_K) for the K-quants, so both sides multiply the same 8-bit values and the results
-// differ only in the order of the float additions. A unit of weights is decoded to 32 signed
-// bytes q (words q[0..3]: values 0..15, q[4..7]: values 16..31) with value l = D * q_l + M
+// scale (Q8_K) for the K-quants and the IQ / ternary super-block types, so both sides multiply
+// the same 8-bit values and the results differ only in the order of the float additions. A unit
+// of weights is decoded to 32 signed bytes q (words q[0..3]: values 0..15, q[4..7]: values
+// 16..31) with value l = D * q_l + M
 // (D0, M0 for values 0..15, D1, M1 for 16..31), so that its dot with activations d_b * a_l is
 //   d_b * (D0 * dot(q, a)[0..15] + D1 * dot(q, a)[16..31]) + M0 * d_b * sum(a[0..15]) + M1 * d_b * sum(a[16..31])
 // (Q4_1, Q5_1: M0 times Q8_1's F16 sum term instead, as the CPU).
@@ -416,34 +450,12 @@ struct int_unit_t {
 GGML_CUDA_HD constexpr int act_block_size(int type) {
     switch (type) {
         case GGML_TYPE_Q2_K: case GGML_TYPE_Q3_K: case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K: case GGML_TYPE_Q6_K:
+        case GGML_TYPE_IQ2_XXS: case GGML_TYPE_IQ2_XS: case GGML_TYPE_IQ2_S: case GGML_TYPE_IQ3_XXS: case GGML_TYPE_IQ3_S:
+        case GGML_TYPE_IQ1_S: case GGML_TYPE_IQ1_M: case GGML_TYPE_IQ4_XS: case GGML_TYPE_TQ1_0: case GGML_TYPE_TQ2_0:
             return 256;
         default:
             return 32;
     }
-}
-
-// a . b of four signed bytes each, plus c.
-GGML_CUDA_HD int dp4a(int a, int b, int c) {
-#ifdef __CUDA_ARCH__
-    return __dp4a(a, b, c);
-#else
-    for (int t = 0; t < 4; t++) c += (int) (int8_t) (a >> (8 * t)) * (int) (int8_t) (b >> (8 * t));
-    return c;
-#endif
-}
-
-// Each byte (0..255 unsigned, at least `bias`) minus bias, as signed bytes; no borrow between bytes.
-GGML_CUDA_HD int sub_bias4(uint32_t x, uint32_t bias) { return (int) (((x | 0x80808080u) - bias * 0x01010101u) ^ 0x80808080u); }
-
-// 4 bytes at a 2-byte aligned address (blocks of 18, 22, 34, 110, 210 bytes).
-GGML_CUDA_HD uint32_t load_u32_a2(const uint8_t * p) {
-    const uint16_t * h = (const uint16_t *) p;
-    return (uint32_t) h[0] | ((uint32_t) h[1] << 16);
-}
-
-// Bits 0..3 of h to bit 4 of bytes 0..3.
-GGML_CUDA_HD uint32_t spread4_bit4(uint32_t h) {
-    return ((h & 1u) << 4) | ((h & 2u) << 11) | ((h & 4u) << 18) | ((h & 8u) << 25);
 }
 
 template <int T>
@@ -558,6 +570,8 @@ GGML_CUDA_HD void int_unit(const char * row, int64_t u, int_unit_t & r) {
             const uint32_t hb = (load_u32_a2(qh + 4 * i) >> (2 * s)) & 0x03030303u;
             r.q[i] = sub_bias4(lo | (hb << 4), 32);
         }
+    } else if constexpr (iq_type(T)) {
+        iq_unit<T>(row, u, r.q, r.D0, r.D1);
     }
 }
 

@@ -8,6 +8,8 @@
 
 #if defined(GGML_SIMD_NEON)
 
+#include "quant-dot-neon.h"
+
 #include <arm_neon.h>
 
 #include <string.h>
@@ -16,31 +18,6 @@
 
 namespace ggml_cpu_neon {
 namespace {
-
-// Scalar F16 -> F32 (a single FCVT; __fp16 is a storage type on every aarch64 target).
-inline float h2f(ggml_fp16_t h) {
-    __fp16 f;
-    memcpy(&f, &h, sizeof(f));
-    return (float) f;
-}
-
-inline uint32_t load_u32(const uint8_t * p) {
-    uint32_t v;
-    memcpy(&v, p, sizeof(v));
-    return v;
-}
-
-// acc + the products w[i] * y[i] of 16 signed bytes, summed into the 4 s32 lanes (which lane
-// gets which product differs between the two paths; callers only use whole-vector sums).
-// Any s8 values: without SDOT each s16 holds a single product (at most 128 * 128).
-inline int32x4_t dot16(int32x4_t acc, int8x16_t w, int8x16_t y) {
-#if defined(__ARM_FEATURE_DOTPROD)
-    return vdotq_s32(acc, w, y);
-#else
-    acc = vpadalq_s16(acc, vmull_s8(vget_low_s8(w), vget_low_s8(y)));
-    return vpadalq_s16(acc, vmull_high_s8(w, y));
-#endif
-}
 
 // As dot16, for weights in -127..127: two products per s16 stay within 2 * 127 * 128 < 2^15.
 inline int32x4_t dot16_w7(int32x4_t acc, int8x16_t w, int8x16_t y) {
@@ -56,8 +33,6 @@ inline int32x4_t dot16_w7(int32x4_t acc, int8x16_t w, int8x16_t y) {
 inline int32x4_t dot32_w7(int8x16_t w0, int8x16_t w1, const int8_t * y) {
     return dot16_w7(dot16_w7(vdupq_n_s32(0), w0, vld1q_s8(y)), w1, vld1q_s8(y + 16));
 }
-
-inline int8x16_t s8(uint8x16_t v) { return vreinterpretq_s8_u8(v); }
 
 // The 32 bits of a Q5 block's qh as a per-byte test mask: bytes 0..15 of lo (values 0..15) are
 // 0xFF where bits 0..15 are set, likewise hi for bits 16..31.
@@ -379,7 +354,11 @@ float dot_q6_K(int64_t n, const void * va, const void * vb) {
 ggml_quant_dot_fn quant_dot(ggml_type type) {
     static const ggml_quant_dots dots = { dot_32<block_q4_0, block_q8_0, BlockQ4>, dot_32<block_q4_1, block_q8_1, BlockQ4>,
                                           dot_32<block_q5_0, block_q8_0, BlockQ5>, dot_32<block_q5_1, block_q8_1, BlockQ5>,
-                                          dot_q8_0, dot_iq4_nl, dot_q2_K, dot_q3_K, dot_k4<block_q4_K>, dot_k4<block_q5_K>, dot_q6_K };
+                                          dot_q8_0, dot_iq4_nl, dot_q2_K, dot_q3_K, dot_k4<block_q4_K>, dot_k4<block_q5_K>, dot_q6_K,
+                                          quant_dot_iq(GGML_TYPE_IQ2_XXS), quant_dot_iq(GGML_TYPE_IQ2_XS), quant_dot_iq(GGML_TYPE_IQ2_S),
+                                          quant_dot_iq(GGML_TYPE_IQ3_XXS), quant_dot_iq(GGML_TYPE_IQ3_S), quant_dot_iq(GGML_TYPE_IQ1_S),
+                                          quant_dot_iq(GGML_TYPE_IQ1_M), quant_dot_iq(GGML_TYPE_IQ4_XS), quant_dot_iq(GGML_TYPE_TQ1_0),
+                                          quant_dot_iq(GGML_TYPE_TQ2_0) };
     return ggml_quant_dot_of(dots, type);
 }
 

@@ -271,7 +271,11 @@ float dot_q6_K(int64_t n, const void * va, const void * vb) {
 
 ggml_quant_dot_fn quant_dot(ggml_type type) {
     static const ggml_quant_dots dots = { dot_q4_0, dot_q4_1, dot_q5_0, dot_q5_1, dot_q8_0, dot_iq4_nl,
-                                          dot_q2_K, dot_q3_K, dot_k4<block_q4_K>, dot_k4<block_q5_K>, dot_q6_K };
+                                          dot_q2_K, dot_q3_K, dot_k4<block_q4_K>, dot_k4<block_q5_K>, dot_q6_K,
+                                          quant_dot_iq(GGML_TYPE_IQ2_XXS), quant_dot_iq(GGML_TYPE_IQ2_XS), quant_dot_iq(GGML_TYPE_IQ2_S),
+                                          quant_dot_iq(GGML_TYPE_IQ3_XXS), quant_dot_iq(GGML_TYPE_IQ3_S), quant_dot_iq(GGML_TYPE_IQ1_S),
+                                          quant_dot_iq(GGML_TYPE_IQ1_M), quant_dot_iq(GGML_TYPE_IQ4_XS), quant_dot_iq(GGML_TYPE_TQ1_0),
+                                          quant_dot_iq(GGML_TYPE_TQ2_0) };
     return ggml_quant_dot_of(dots, type);
 }
 
