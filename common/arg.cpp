@@ -913,7 +913,9 @@ std::vector<common_arg> make_table() {
         .set_examples(QUANTIZE);
     add(text({"--exclude-weights"}, "NAME", "do not use the importance matrix for tensors whose name contains NAME (repeatable)",
              [](common_params & p, const std::string & v) { p.quantize_exclude_weights.push_back(v); })).set_examples(QUANTIZE);
-    add(unsupported({"--keep-split"}, nullptr, "models are read and written as single files")).set_examples(QUANTIZE);
+    add(flag({"--keep-split"}, "write the output as the input's shards, OUT being their prefix (a single-file input: "
+             "OUT-00001-of-00001.gguf, as llama.cpp; split inputs are not supported)",
+             [](common_params & p) { p.quantize_keep_split = true; })).set_examples(QUANTIZE);
 
     // ---- llama-export-lora ----
     add(text({"-o", "--output", "--output-file"}, "FNAME", "GGUF file to write, whole or not at all (llama-export-lora: the merged "

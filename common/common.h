@@ -230,6 +230,7 @@ struct common_params {
     bool quantize_allow_requantize = false;       // --allow-requantize
     bool quantize_leave_output = false;           // --leave-output-tensor
     bool quantize_pure = false;                   // --pure
+    bool quantize_keep_split = false;             // --keep-split
     std::string quantize_imatrix;                 // --imatrix: llama.cpp's .dat importance matrix
     std::vector<std::string> quantize_include_weights, quantize_exclude_weights;  // --include-weights, --exclude-weights
     ggml_type quantize_output_type = GGML_TYPE_COUNT;      // --output-tensor-type (COUNT: the mix's)

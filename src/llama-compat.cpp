@@ -45,31 +45,6 @@ struct llama_model * llama_model_load_from_splits(const char ** paths, size_t n_
     return llama_model_load_from_file(paths[0], params);
 }
 
-struct llama_model_quantize_params llama_model_quantize_default_params(void) {
-    llama_model_quantize_params p;
-    p.nthread = 0;
-    p.ftype = LLAMA_FTYPE_MOSTLY_Q5_1;
-    p.output_tensor_type = GGML_TYPE_COUNT;
-    p.token_embedding_type = GGML_TYPE_COUNT;
-    p.allow_requantize = false;
-    p.quantize_output_tensor = true;
-    p.only_copy = false;
-    p.pure = false;
-    p.keep_split = false;
-    p.imatrix = nullptr;
-    p.kv_overrides = nullptr;
-    return p;
-}
-
-// The quantizer lives in the llama-quantize program (quantize/), not in this library.
-uint32_t llama_model_quantize(const char * fname_inp, const char * fname_out, const llama_model_quantize_params * params) {
-    (void) fname_out;
-    (void) params;
-    LLAMA_LOG_ERROR("llama_model_quantize: %s: quantizing from the library is not supported; the llama-quantize program does it\n",
-                    fname_inp ? fname_inp : "(null)");
-    return 1;
-}
-
 // ---- adapters ------------------------------------------------------------------------------
 int32_t llama_apply_adapter_cvec(struct llama_context * ctx, const float * data, size_t len, int32_t n_embd, int32_t il_start,
                                  int32_t il_end) {

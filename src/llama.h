@@ -470,8 +470,11 @@ LLAMA_API bool        llama_model_has_decoder(const struct llama_model * model);
 LLAMA_API llama_token llama_model_decoder_start_token(const struct llama_model * model);  // -1
 LLAMA_API bool        llama_model_is_recurrent(const struct llama_model * model);         // false
 
-// Writes fname_inp quantized to params->ftype as fname_out, as the llama-quantize program does
-// (its per-tensor mix); 0 on success. See its definition for what is supported.
+// Writes fname_inp quantized to params->ftype as fname_out, as llama.cpp's function does (its
+// per-tensor mixes, importance matrix, overrides; keep_split names the output as the one shard
+// fname_out-00001-of-00001.gguf); 0 on success, else 1 with the reason logged. Nothing is left
+// at fname_out on failure: the output is written to fname_out.tmp.PID and renamed when complete
+// (a program stopped by a signal may remove that name). Split (sharded) inputs are not supported.
 LLAMA_API uint32_t llama_model_quantize(const char * fname_inp, const char * fname_out, const llama_model_quantize_params * params);
 
 // ---- LoRA adapters -------------------------------------------------------------------------

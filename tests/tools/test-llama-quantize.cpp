@@ -1,12 +1,13 @@
 // llama-quantize, run as a program: the mixes and errors against llama.cpp's own files of the
 // ktest model, every target type, row-length fallbacks, thread-count independence, bad input;
-// and its mixes (quant-mix.cpp) tensor for tensor against llama.cpp's on models where every rule
+// and its mixes (src/llama-quant-mix.cpp) tensor for tensor against llama.cpp's on models where every rule
 // acts, mixtures of experts included; importance matrices.
 #include "test-util.h"
 
 #include "gguf.h"
 #include "imatrix-file.h"
-#include "quant-mix.h"
+#include "llama-quant-mix.h"
+#include "llama.h"
 
 #include <dirent.h>
 #include <stdio.h>
@@ -15,6 +16,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <sstream>
 #include <vector>
@@ -78,6 +80,16 @@ double type_bound(ggml_type t) {
         case GGML_TYPE_Q4_0: case GGML_TYPE_IQ4_NL: return 0.095;
         case GGML_TYPE_Q3_K: return 0.16;
         case GGML_TYPE_Q2_K: return 0.29;
+        // Measured on ktest with a uniform importance matrix (largest tensor), with ~15% margin.
+        case GGML_TYPE_IQ4_XS: return 0.083;
+        case GGML_TYPE_IQ3_S: return 0.145;
+        case GGML_TYPE_IQ3_XXS: return 0.20;
+        case GGML_TYPE_IQ2_S: return 0.27;
+        case GGML_TYPE_IQ2_XS: return 0.33;
+        case GGML_TYPE_IQ2_XXS: return 0.375;
+        case GGML_TYPE_IQ1_M: return 0.465;
+        case GGML_TYPE_IQ1_S: return 0.50;
+        case GGML_TYPE_TQ1_0: case GGML_TYPE_TQ2_0: return 0.89;  // (ternary: made for ternary weights, not these)
         default: return 0.0;
     }
 }
@@ -131,14 +143,20 @@ TEST(LlamaQuantize, SameMixesAsLlamaCppAndNoWorseError) {
 // the models of tiny::quant_mix_specs: 16 dense layers with rows of 256 (no fallbacks), 4 query
 // heads per KV head, Mixtral's 8 experts (attention K and V in Q8_0, the output in Q5_K), a
 // mixture with a shared expert (the stacked and shared experts' down projections follow the FFN
-// down rules). tests/data/quant-reference/*.types, written by tools/quant-reference/gen.py.
+// down rules); without an importance matrix and with one (every target then, the IQ2 / IQ1 ones
+// included; some rules change with one). tests/data/quant-reference/*.types, written by
+// tools/quant-reference/gen.py.
 TEST(LlamaQuantize, MixesAreLlamaCppsTensorForTensor) {
-    for (const char * model : {"mix-llama", "mix-mixtral", "mix-qwen2moe"}) {
+    for (const char * model : {"mix-llama", "mix-mixtral", "mix-qwen2moe", "mix-llama-imatrix", "mix-mixtral-imatrix", "mix-qwen2moe-imatrix"}) {
         SCOPED_TRACE(model);
-        std::ifstream f(std::string(LLAMA_TEST_DATA_DIR) + "/quant-reference/" + model + ".types");
-        ASSERT_TRUE(f.good());
+        std::ifstream file(std::string(LLAMA_TEST_DATA_DIR) + "/quant-reference/" + model + ".types");
+        ASSERT_TRUE(file.good());
+        const std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+        std::istringstream f(text);
         std::vector<std::string> targets;
         quant_model_info info;
+        quant_options opt;
+        if (text.find("ffn_down_shexp") != std::string::npos) info.n_ffn_down_per_layer = 2;  // (as llama-quantize counts)
         size_t n_checked = 0, n_raised = 0;
         std::string line;
         while (std::getline(f, line)) {
@@ -156,6 +174,7 @@ TEST(LlamaQuantize, MixesAreLlamaCppsTensorForTensor) {
                     if (k == "n_head_kv") info.n_head_kv = v;
                     if (k == "n_expert") info.n_expert = v;
                     if (k == "has_output") info.has_output = v != 0;
+                    if (k == "has_imatrix") opt.has_imatrix = v != 0;
                 }
             } else if (kind == "tensor") {
                 std::string name;
@@ -168,7 +187,7 @@ TEST(LlamaQuantize, MixesAreLlamaCppsTensorForTensor) {
                     const quant_target * q = quant_target_find(tn);
                     ASSERT_NE(q, nullptr) << tn;
                     std::string fallback;
-                    const ggml_type got = quant_choose_type(*q, info, name, n_dims, ne, GGML_TYPE_F16, quant_options(), fallback);
+                    const ggml_type got = quant_choose_type(*q, info, name, n_dims, ne, GGML_TYPE_F16, opt, fallback);
                     EXPECT_EQ(ggml_type_name(got), want) << tn << " " << name;
                     n_checked++;
                     n_raised += n_dims > 1 && got != q->base;
@@ -206,6 +225,102 @@ TEST(LlamaQuantize, EveryTargetType) {
                 << name << " " << t->name << " (" << ggml_type_name(t->type) << ")";
         }
     }
+}
+
+// An importance matrix of weights 1 for every matrix of a model (llama.cpp's .dat layout).
+static void write_uniform_imatrix(const std::string & model_path, const std::string & out) {
+    model m(model_path);
+    ASSERT_NE(m.g, nullptr);
+    std::vector<std::pair<std::string, int64_t>> entries;
+    for (ggml_tensor * t = ggml_get_first_tensor(m.ctx); t; t = ggml_get_next_tensor(m.ctx, t)) {
+        if (ggml_n_dims(t) >= 2) entries.emplace_back(t->name, t->ne[0] * t->ne[2]);
+    }
+    FILE * f = fopen(out.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    const auto put_i32 = [&](int32_t v) { fwrite(&v, 4, 1, f); };
+    put_i32((int32_t) entries.size());
+    for (const auto & e : entries) {
+        put_i32((int32_t) e.first.size());
+        fwrite(e.first.data(), 1, e.first.size(), f);
+        put_i32(1);
+        put_i32((int32_t) e.second);
+        const std::vector<float> ones((size_t) e.second, 1.0f);
+        fwrite(ones.data(), 4, ones.size(), f);
+    }
+    put_i32(1);
+    put_i32(4);
+    fwrite("ones", 1, 4, f);
+    fclose(f);
+}
+
+// The IQ and ternary targets: the 2-bit and 1-bit ones (and Q2_K_S, IQ3_XXS) refused without an
+// importance matrix, with the reason and nothing written, as llama.cpp refuses them; with one,
+// every target written with its file type, each tensor within its type's error.
+TEST(LlamaQuantize, IqTargetsNeedAnImatrixWhereLlamaCppDoes) {
+    REQUIRE_QUANTIZE_BIN();
+    TU_REQUIRE_FILE(ktest("F32"));
+    temp_dir tmp;
+    const std::string dat = tmp.path + "/ones.dat";
+    write_uniform_imatrix(ktest("F32"), dat);
+    model f32(ktest("F32"));
+    const std::map<std::string, std::pair<uint32_t, bool>> targets = {  // name -> file type, needs an imatrix
+        {"IQ2_XXS", {19, true}}, {"IQ2_XS", {20, true}}, {"Q2_K_S", {21, true}}, {"IQ3_XS", {22, false}}, {"IQ3_XXS", {23, true}},
+        {"IQ1_S", {24, true}},   {"IQ3_S", {26, false}}, {"IQ3_M", {27, false}}, {"IQ2_S", {28, true}},   {"IQ2_M", {29, true}},
+        {"IQ4_XS", {30, false}}, {"IQ1_M", {31, true}},  {"TQ1_0", {36, false}}, {"TQ2_0", {37, false}},
+    };
+    for (const auto & [name, info] : targets) {
+        const std::string out = tmp.path + "/" + name + ".gguf";
+        if (info.second) {
+            const run_result r = run_quantize(ktest("F32") + " " + out + " " + name + " 2");
+            EXPECT_EQ(r.status, 1) << name << ": " << r.output;
+            EXPECT_NE(r.output.find("needs an importance matrix"), std::string::npos) << name << ": " << r.output;
+            EXPECT_FALSE(tu::file_exists(out)) << name;
+        }
+        const run_result r = run_quantize("--imatrix " + dat + " " + ktest("F32") + " " + out + " " + name + " 2");
+        ASSERT_EQ(r.status, 0) << name << ": " << r.output;
+        model q(out);
+        ASSERT_NE(q.g, nullptr) << name;
+        EXPECT_EQ(q.file_type(), info.first) << name;
+        size_t n_base = 0;
+        for (ggml_tensor * t = ggml_get_first_tensor(q.ctx); t; t = ggml_get_next_tensor(q.ctx, t)) {
+            const double e = rel_rmse(q.floats(t), f32.floats(ggml_get_tensor(f32.ctx, t->name)));
+            if (getenv("LLAMA_TEST_VERBOSE")) printf("  %-8s %-28s %-8s %.4f\n", name.c_str(), t->name, ggml_type_name(t->type), e);
+            EXPECT_LE(e, type_bound(t->type)) << name << " " << t->name << " (" << ggml_type_name(t->type) << ")";
+            n_base += quant_target_find(name)->base == t->type;
+        }
+        EXPECT_GT(n_base, 8u) << name << ": most matrices in the target's base type";
+    }
+    std::vector<std::string> files = tmp.files();
+    std::sort(files.begin(), files.end());
+    EXPECT_EQ(files, (std::vector<std::string>{"IQ1_M.gguf", "IQ1_S.gguf", "IQ2_M.gguf", "IQ2_S.gguf", "IQ2_XS.gguf", "IQ2_XXS.gguf",
+                                                     "IQ3_M.gguf", "IQ3_S.gguf", "IQ3_XS.gguf", "IQ3_XXS.gguf", "IQ4_XS.gguf", "Q2_K_S.gguf",
+                                                     "TQ1_0.gguf", "TQ2_0.gguf", "ones.dat"}));
+}
+
+// llama_model_quantize from the C API writes the bytes the program writes; --keep-split names
+// the one shard as llama.cpp does.
+TEST(LlamaQuantize, LibraryFunctionAndKeepSplit) {
+    REQUIRE_QUANTIZE_BIN();
+    TU_REQUIRE_FILE(ktest("F32"));
+    temp_dir tmp;
+    ASSERT_EQ(run_quantize(ktest("F32") + " " + tmp.path + "/prog.gguf Q4_K_M 2").status, 0);
+    llama_model_quantize_params p = llama_model_quantize_default_params();
+    p.ftype = LLAMA_FTYPE_MOSTLY_Q4_K_M;
+    p.nthread = 2;
+    ASSERT_EQ(llama_model_quantize(ktest("F32").c_str(), (tmp.path + "/lib.gguf").c_str(), &p), 0u);
+    EXPECT_EQ(std::system(("cmp -s " + tmp.path + "/prog.gguf " + tmp.path + "/lib.gguf").c_str()), 0);
+    // Bad parameters: a file type that is no target, an input that is not there.
+    p.ftype = (llama_ftype) 4;
+    EXPECT_EQ(llama_model_quantize(ktest("F32").c_str(), (tmp.path + "/bad.gguf").c_str(), &p), 1u);
+    p.ftype = LLAMA_FTYPE_MOSTLY_Q4_0;
+    EXPECT_EQ(llama_model_quantize((tmp.path + "/missing.gguf").c_str(), (tmp.path + "/bad.gguf").c_str(), &p), 1u);
+    EXPECT_EQ(llama_model_quantize(nullptr, (tmp.path + "/bad.gguf").c_str(), &p), 1u);
+    EXPECT_FALSE(tu::file_exists(tmp.path + "/bad.gguf"));
+
+    const run_result r = run_quantize("--keep-split " + ktest("F32") + " " + tmp.path + "/split.gguf Q4_0 2");
+    ASSERT_EQ(r.status, 0) << r.output;
+    EXPECT_TRUE(tu::file_exists(tmp.path + "/split-00001-of-00001.gguf"));
+    EXPECT_FALSE(tu::file_exists(tmp.path + "/split.gguf"));
 }
 
 TEST(LlamaQuantize, ResultDoesNotDependOnThreads) {
@@ -349,14 +464,11 @@ TEST(LlamaQuantize, LlamaCppFlagsTypeNumbersAndCopy) {
         }
         EXPECT_EQ(dst.file_type(), src.file_type());
     }
-    for (const char * bad : {"--imatrix x.dat", "--include-weights attn_v", "--keep-split", "--output-tensor-type q9_9",
+    for (const char * bad : {"--imatrix x.dat", "--include-weights attn_v", "--output-tensor-type q9_9",
                                     "--override-kv general.name=text:x", "--override-kv nokey"}) {
         const run_result r = run_quantize(std::string(bad) + " " + in + " " + tmp.path + "/bad.gguf Q4_0");
         EXPECT_EQ(r.status, 1) << bad << "\n" << r.output;
         EXPECT_FALSE(tu::file_exists(tmp.path + "/bad.gguf")) << bad;
-        if (strncmp(bad, "--keep", 6) == 0) {
-            EXPECT_NE(r.output.find("is not supported"), std::string::npos) << r.output;
-        }
     }
 }
 

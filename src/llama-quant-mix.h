@@ -1,4 +1,4 @@
-// quant-mix.h - which type each tensor of a llama-family model gets for a requested quantization
+// llama-quant-mix.h - which type each tensor of a llama-family model gets for a requested quantization
 // ("Q4_K_M" and friends): the per-tensor choices users know from llama.cpp's quantizer.
 #pragma once
 
@@ -28,6 +28,7 @@ struct quant_model_info {
     int n_head_kv = 0;
     int n_expert = 0;      // experts of a mixture (0: a dense model); 8 (Mixtral) moves attention up
     bool has_output = true;  // false: embeddings tied, token_embd doubles as the output matrix
+    int n_ffn_down_per_layer = 1;  // 2 with a shared expert beside the experts (Qwen2-MoE)
 };
 
 // What llama-quantize's flags change in the choice (llama.cpp's names).
@@ -36,6 +37,7 @@ struct quant_options {
     bool quantize_output = true;                   // false: --leave-output-tensor (output.weight as it is)
     ggml_type output_type = GGML_TYPE_COUNT;       // --output-tensor-type
     ggml_type token_embd_type = GGML_TYPE_COUNT;   // --token-embedding-type
+    bool has_imatrix = false;                      // --imatrix given (some rules change with one)
 };
 
 // The type for one tensor: name, shape and type as in the file; `fallback` receives a reason when
@@ -43,3 +45,9 @@ struct quant_options {
 ggml_type quant_choose_type(const quant_target & target, const quant_model_info & info, const std::string & name,
                             int n_dims, const int64_t * ne, ggml_type current, const quant_options & opt, std::string & fallback);
 
+
+// Whether llama.cpp's llama-quantize refuses to make this tensor's type without importance
+// weights: the 2-bit and 1-bit IQ types (IQ1_M not for the token embedding and output), Q2_K in
+// the Q2_K_S target (not for the token embedding). The types ggml itself refuses to quantize
+// without them (ggml_quantize_requires_imatrix) are refused besides.
+bool quant_needs_imatrix(const quant_target & target, const std::string & name, ggml_type type);
