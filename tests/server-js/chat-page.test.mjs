@@ -128,14 +128,22 @@ test('a message streams into the page; the reply is the same request made direct
     assert.deepEqual(problems, []);
 });
 
+// A click made in the page itself. While a long reply streams in, the page's main thread is
+// busy with thousands of events a second, and Playwright's page.click, which waits after the
+// click for any navigation it may have scheduled, stalled there past its 30 s on the loaded CI
+// machine (the click itself was done). Send and Stop navigate nowhere; nothing is lost.
+async function clickInPage(page, selector) {
+    await page.$eval(selector, (el) => el.click());
+}
+
 test('Stop aborts the request: the partial reply stays, the slot is freed, the page is usable', async () => {
     const { page, chats } = await openPage(server.url);
     await setSettings(page, { max_tokens: 8000 });
     await page.fill('#prompt', 'Once upon a time');
-    await page.click('#send');
+    await clickInPage(page, '#send');
     await page.waitForFunction(() => document.querySelector('#messages .msg.assistant')?.textContent.length > 0);
     assert.equal(await slotsBusy(server.url), 1, 'the reply is still being written when Stop is clicked');
-    await page.click('#stop');
+    await clickInPage(page, '#stop');
     await page.waitForFunction(() => !document.getElementById('send').disabled);
     assert.equal(await page.isDisabled('#stop'), true);
 
