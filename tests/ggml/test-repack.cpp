@@ -36,6 +36,29 @@ void fill_quantized(ggml_tensor * t, std::mt19937 & rng) {
     }
 }
 
+// A kernel set's entries for a type (NULL: the set does not repack it).
+ggml_repack_gemm_fn set_kernel(const ggml_repack_kernels & rk, ggml_type type) {
+    switch (type) {
+        case GGML_TYPE_Q4_0: return rk.q4_0;
+        case GGML_TYPE_Q8_0: return rk.q8_0;
+        case GGML_TYPE_Q4_K: return rk.q4_K;
+        case GGML_TYPE_Q5_K: return rk.q5_K;
+        case GGML_TYPE_Q6_K: return rk.q6_K;
+        case GGML_TYPE_IQ4_XS: return rk.iq4_xs;
+        default: return nullptr;
+    }
+}
+ggml_repack_gemm_x16_fn set_kernel_x16(const ggml_repack_kernels & rk, ggml_type type) {
+    switch (type) {
+        case GGML_TYPE_Q4_0: return rk.q4_0_x16;
+        case GGML_TYPE_Q8_0: return rk.q8_0_x16;
+        case GGML_TYPE_Q4_K: return rk.q4_K_x16;
+        case GGML_TYPE_Q5_K: return rk.q5_K_x16;
+        case GGML_TYPE_Q6_K: return rk.q6_K_x16;
+        default: return nullptr;
+    }
+}
+
 std::vector<uint8_t> raw(const ggml_tensor * t) {
     return std::vector<uint8_t>((const uint8_t *) t->data, (const uint8_t *) t->data + ggml_nbytes(t));
 }
@@ -72,6 +95,13 @@ TEST(Repack, LayoutRoundTrips) {
             const block_q8_0x16 * g = (const block_q8_0x16 *) a->data + 1 * 3 + 2;
             EXPECT_EQ(g->d[1], rows[17 * 3 + 2].d);
             for (int k = 0; k < 4; k++) EXPECT_EQ(g->qs[5 * 64 + 1 * 4 + k], (uint8_t) (rows[17 * 3 + 2].qs[20 + k] + 128));
+        } else if (type == GGML_TYPE_IQ4_XS) {
+            const block_iq4_xs & row = ((const block_iq4_xs *) before.data())[17 * 3 + 2];
+            const block_iq4_xsx16 * g = (const block_iq4_xsx16 *) a->data + 1 * 3 + 2;
+            EXPECT_EQ(g->d[1], row.d);
+            EXPECT_EQ(g->scales_h[0][1] | g->scales_h[1][1] << 8, row.scales_h);
+            for (int k = 0; k < 4; k++) EXPECT_EQ(g->scales_l[k][1], row.scales_l[k]);
+            EXPECT_EQ(0, memcmp(g->qs[5][1], row.qs + 20, 4));
         }
     }
 }
@@ -80,6 +110,8 @@ TEST(Repack, OnlyWhereItApplies) {
     ForceRepack force;
     tu::Ctx ctx(16u << 20);
     EXPECT_FALSE(ggml_cpu_can_repack(ggml_new_tensor_2d(ctx, GGML_TYPE_Q4_0, 64, 24))) << "rows not a multiple of 16";
+    EXPECT_FALSE(ggml_cpu_can_repack(ggml_new_tensor_2d(ctx, GGML_TYPE_IQ4_XS, 256, 24))) << "rows not a multiple of 16";
+    EXPECT_TRUE(ggml_cpu_can_repack(ggml_new_tensor_2d(ctx, GGML_TYPE_IQ4_XS, 256, 32)));
     EXPECT_FALSE(ggml_cpu_can_repack(ggml_new_tensor_2d(ctx, GGML_TYPE_Q5_0, 64, 32))) << "no layout for q5_0";
     EXPECT_FALSE(ggml_cpu_can_repack(ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 64, 32)));
     ggml_tensor * a = ggml_new_tensor_2d(ctx, GGML_TYPE_Q4_0, 64, 64);
@@ -168,10 +200,7 @@ TEST(Repack, KernelEqualsReference) {
         const ggml_cpu_kernels * sets[4];
         const int n_sets = ggml_cpu_kernel_sets(sets);
         for (int i = 0; i < n_sets; i++) {
-            const ggml_repack_kernels & rk = sets[i]->repack;
-            const ggml_repack_gemm_fn k = type == GGML_TYPE_Q4_0 ? rk.q4_0 : type == GGML_TYPE_Q8_0 ? rk.q8_0
-                                        : type == GGML_TYPE_Q4_K ? rk.q4_K : type == GGML_TYPE_Q5_K ? rk.q5_K
-                                        : type == GGML_TYPE_Q6_K ? rk.q6_K : nullptr;
+            const ggml_repack_gemm_fn k = set_kernel(sets[i]->repack, type);
             if (k) kernels.push_back({ sets[i]->isa, k });
         }
         std::mt19937 rng(3);
@@ -191,6 +220,65 @@ TEST(Repack, KernelEqualsReference) {
                     kern.second(nb, a->data, y.data(), ldb, nc, got.data(), lds);
                     EXPECT_EQ(0, memcmp(got.data(), ref.data(), got.size() * sizeof(float))) << kern.first << " nb=" << nb << " nc=" << nc;
                 }
+            }
+        }
+    }
+}
+
+// IQ4_XS at its extremes, every set's kernel against the reference (same bits) and the reference
+// against the plain dot: blocks of random bytes (every sub-block scale -32 .. 31, every level),
+// then rows of the largest level (113: 241 unsigned) with scale 31 and of the smallest (-127)
+// with -32, against activations all 127 or -127 (the largest sums of the kernels' integer steps).
+TEST(Repack, IQ4_XSExtremesEqualReference) {
+    ForceRepack force;
+    const ggml_repack_traits * tr = ggml_repack_get_traits(GGML_TYPE_IQ4_XS);
+    ASSERT_NE(tr, nullptr);
+    std::vector<std::pair<const char *, ggml_repack_gemm_fn>> kernels = { { "best", tr->gemm } };
+    const ggml_cpu_kernels * sets[4];
+    const int n_sets = ggml_cpu_kernel_sets(sets);
+    for (int i = 0; i < n_sets; i++) {
+        if (const ggml_repack_gemm_fn k = set_kernel(sets[i]->repack, GGML_TYPE_IQ4_XS)) kernels.push_back({ sets[i]->isa, k });
+    }
+    const int64_t nb = 3, k = nb * QK_K;
+    std::mt19937 rng(7);
+    std::vector<block_iq4_xs> rows(16 * nb);
+    for (auto & b : rows) {
+        uint8_t * p = (uint8_t *) &b;
+        for (size_t i = 0; i < sizeof(b); i++) p[i] = (uint8_t) rng();
+        b.d = GGML_FP32_TO_FP16(0.01f);
+    }
+    for (int r = 0; r < 4; r++) {  // rows 0, 1: level 113, scale 31; rows 2, 3: level -127, scale -32
+        for (int64_t i = 0; i < nb; i++) {
+            block_iq4_xs & b = rows[r * nb + i];
+            const bool top = r < 2;
+            b.scales_h = top ? 0xFFFF : 0;
+            memset(b.scales_l, top ? 0xFF : 0, sizeof(b.scales_l));
+            memset(b.qs, top ? 0xFF : 0, sizeof(b.qs));
+        }
+    }
+    std::vector<block_iq4_xsx16> g(nb);
+    tr->pack_group(rows.data(), nb, g.data());
+    const size_t ldb = nb * sizeof(block_q8_Kx);
+    std::vector<uint8_t> y(ldb * GGML_REPACK_MAX_COLS);
+    std::vector<float> x(k);
+    for (int c = 0; c < GGML_REPACK_MAX_COLS; c++) {
+        for (int64_t i = 0; i < k; i++) x[i] = c == 0 ? 1.0f : c == 1 ? -1.0f : std::uniform_real_distribution<float>(-1, 1)(rng);
+        tr->act_from_float(x.data(), y.data() + c * ldb, k);
+    }
+    for (int nc = 1; nc <= GGML_REPACK_MAX_COLS; nc++) {
+        std::vector<float> ref(nc * 16);
+        tr->gemm_ref(nb, g.data(), y.data(), ldb, nc, ref.data(), 16);
+        for (const auto & kern : kernels) {
+            std::vector<float> got(nc * 16, -1.0f);
+            kern.second(nb, g.data(), y.data(), ldb, nc, got.data(), 16);
+            EXPECT_EQ(0, memcmp(got.data(), ref.data(), got.size() * sizeof(float))) << kern.first << " nc=" << nc;
+        }
+        if (nc < GGML_REPACK_MAX_COLS) continue;
+        for (int c = 0; c < nc; c++) {
+            const std::vector<uint8_t> yd = as_dot_activation(tr, y.data() + c * ldb, k);
+            for (int r = 0; r < 16; r++) {
+                const float want = ggml_quant_dot_ref(GGML_TYPE_IQ4_XS)(k, rows.data() + r * nb, yd.data());
+                EXPECT_NEAR(ref[c * 16 + r], want, 1e-5f * (1.0f + fabsf(want))) << "row " << r << " column " << c;
             }
         }
     }
@@ -267,10 +355,7 @@ TEST(Repack, SixteenColumnKernelsEqualReference) {
         const ggml_cpu_kernels * sets[4];
         const int n_sets = ggml_cpu_kernel_sets(sets);
         for (int i = 0; i < n_sets; i++) {
-            const ggml_repack_kernels & rk = sets[i]->repack;
-            const ggml_repack_gemm_x16_fn k = type == GGML_TYPE_Q4_0 ? rk.q4_0_x16 : type == GGML_TYPE_Q8_0 ? rk.q8_0_x16
-                                            : type == GGML_TYPE_Q4_K ? rk.q4_K_x16 : type == GGML_TYPE_Q5_K ? rk.q5_K_x16
-                                            : type == GGML_TYPE_Q6_K ? rk.q6_K_x16 : nullptr;
+            const ggml_repack_gemm_x16_fn k = set_kernel_x16(sets[i]->repack, type);
             if (k) kernels.push_back({ sets[i]->isa, k });
         }
         std::mt19937 rng(5);

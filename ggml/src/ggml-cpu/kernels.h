@@ -79,7 +79,7 @@ typedef void (*ggml_cpu_row_fn)(float * y, const float * x, int64_t n);
 
 // The repacked layouts' kernels (quant-repack.h): NULL where the set does not repack the type.
 struct ggml_repack_kernels {
-    ggml_repack_gemm_fn q4_0, q8_0, q4_K, q5_K, q6_K;
+    ggml_repack_gemm_fn q4_0, q8_0, q4_K, q5_K, q6_K, iq4_xs;
     // One Q8_0 x16 block straight from F32 (out_prod's conversion of a repacked Q8_0 a's rows).
     void (*quantize_q8_0x16)(const float * x, int64_t ldx, void * out);
     // The same straight from a repacked Q4_0 a (ggml_repack_q4_0x16_to_q8_0x16t, quant-repack.h).

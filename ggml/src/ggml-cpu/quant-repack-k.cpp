@@ -1,6 +1,7 @@
-// quant-repack-k.cpp - the K-quant layouts Q4_K, Q5_K and Q6_K x16 (quant-repack.h): packing, the
-// way back, and the scalar reference kernel, one template over the type. Per super-block, row r
-// and column, with the values taken unsigned (integers, exact in any order):
+// quant-repack-k.cpp - the layouts of the types with Q8_K activations, Q4_K, Q5_K, Q6_K and IQ4_XS
+// x16 (quant-repack.h): packing, the way back, and the scalar reference kernel, one template over
+// the type. Per super-block, row r and column, with the values taken unsigned (integers, exact in
+// any order):
 //   Q4_K, Q5_K: 8 sub-blocks of 32 with 6-bit scales sc_j and mins m_j,
 //     msum = sum_j m_j * (bsums[2j] + bsums[2j + 1]), isum = sum_j sc_j * dot32_j, then
 //     acc = fma(-(dmin * d_a), msum, acc); acc = fma(d * d_a, isum, acc)
@@ -8,6 +9,11 @@
 //   Q6_K: 16 sub-blocks of 16 with int8 scales, u = q in 0..63, the offset of 32 taken out
 //     through Q8_K's 16-value sums:
 //     isum = sum_j sc_j * dot16_j - 32 * sum_j sc_j * bsums[j], then acc = fma(d * d_a, isum, acc).
+//   IQ4_XS: 8 sub-blocks of 32 with scales sc_j = ls_j - 32, u = kvalues_iq4nl[q] + 128 in 1..241
+//     (the levels -127..113 made unsigned, as vpdpbusd takes them), the offset of 128 taken out
+//     through the 32-value sums as Q6_K's: isum = sum_j sc_j * dot32_j - 128 * sum_j sc_j *
+//     bsum32_j (at most 8 * 32 * 32 * 241 * 127 in magnitude: no overflow), then as Q6_K. The
+//     integer is the plain dot's sum_j sc_j * (levels . q8), so only the float steps differ.
 // super-block after super-block. The SIMD kernels (arch/, quant-repack-k-<isa>.cpp) compute the
 // same integers and float steps, so the same bits.
 //
@@ -21,6 +27,8 @@
 //     64h + 32(t & 1) + l (low nibble for t < 2, high nibble otherwise), its high 2 bits in qh
 //     byte 32h + l at bit 2t. In 4-byte columns: l = 4g + b, ql column 16h + 8(t & 1) + g, qh
 //     column 8h + g, byte b of each; ggml_q6_Kx16_ql / _qh say where a column is stored.
+//   IQ4_XS: value 32j + l of sub-block j is nibble l / 16 of byte 16j + l % 16: qs column
+//     4j + (l % 16) / 4.
 #include "quant-repack.h"
 #include "kernels.h"
 
@@ -60,14 +68,22 @@ void k4_scales_out(const uint8_t (*sm)[GGML_REPACK_ROWS], const uint8_t (*mlo)[G
 }
 
 // ---- groups <-> 16 GGUF rows of nb blocks ---------------------------------------------------
+// A row's bytes in 4-byte columns, column c at col[c][r] (and back): the quant bytes of every layout.
+inline void columns_in(const uint8_t * src, int ncol, uint8_t (*col)[GGML_REPACK_ROWS][4], int r) {
+    for (int c = 0; c < ncol; c++) memcpy(col[c][r], src + 4 * c, 4);
+}
+inline void columns_out(const uint8_t (*col)[GGML_REPACK_ROWS][4], int ncol, int r, uint8_t * dst) {
+    for (int c = 0; c < ncol; c++) memcpy(dst + 4 * c, col[c][r], 4);
+}
+
 // Q4_K / Q5_K: the same fields, plus Q5_K's high bits.
 inline void k4_qh_in(const block_q4_K &, int, block_q4_Kx16 &) {}
 inline void k4_qh_in(const block_q5_K & src, int r, block_q5_Kx16 & g) {
-    for (int k = 0; k < QK_K / 32; k++) memcpy(g.qh[k][r], src.qh + 4 * k, 4);
+    columns_in(src.qh, QK_K / 32, g.qh, r);
 }
 inline void k4_qh_out(const block_q4_Kx16 &, int, block_q4_K &) {}
 inline void k4_qh_out(const block_q5_Kx16 & g, int r, block_q5_K & dst) {
-    for (int k = 0; k < QK_K / 32; k++) memcpy(dst.qh + 4 * k, g.qh[k][r], 4);
+    columns_out(g.qh, QK_K / 32, r, dst.qh);
 }
 
 template <typename Row, typename Group>
@@ -82,7 +98,7 @@ void k4_pack_group(const void * vrows, int64_t nb, void * vout) {
             g.dmin[r] = src.dmin;
             k4_scales_in(src.scales, r, g.sm, g.mlo);
             k4_qh_in(src, r, g);
-            for (int k = 0; k < QK_K / 8; k++) memcpy(g.qs[k][r], src.qs + 4 * k, 4);
+            columns_in(src.qs, QK_K / 8, g.qs, r);
         }
     }
 }
@@ -99,7 +115,7 @@ void k4_unpack_group(const void * vin, int64_t nb, void * vrows) {
             dst.dmin = g.dmin[r];
             k4_scales_out(g.sm, g.mlo, r, dst.scales);
             k4_qh_out(g, r, dst);
-            for (int k = 0; k < QK_K / 8; k++) memcpy(dst.qs + 4 * k, g.qs[k][r], 4);
+            columns_out(g.qs, QK_K / 8, r, dst.qs);
         }
     }
 }
@@ -134,9 +150,41 @@ void q6_K_unpack_group(const void * vin, int64_t nb, void * vrows) {
     }
 }
 
+// IQ4_XS: d and the scales' bytes as they are, the quant bytes in columns.
+void iq4_xs_pack_group(const void * vrows, int64_t nb, void * vout) {
+    const block_iq4_xs * rows = (const block_iq4_xs *) vrows;
+    block_iq4_xsx16 * out = (block_iq4_xsx16 *) vout;
+    for (int64_t i = 0; i < nb; i++) {
+        block_iq4_xsx16 & g = out[i];
+        for (int r = 0; r < GGML_REPACK_ROWS; r++) {
+            const block_iq4_xs & src = rows[r * nb + i];
+            g.d[r] = src.d;
+            g.scales_h[0][r] = (uint8_t) (src.scales_h & 0xFF);
+            g.scales_h[1][r] = (uint8_t) (src.scales_h >> 8);
+            for (int k = 0; k < QK_K / 64; k++) g.scales_l[k][r] = src.scales_l[k];
+            columns_in(src.qs, QK_K / 8, g.qs, r);
+        }
+    }
+}
+
+void iq4_xs_unpack_group(const void * vin, int64_t nb, void * vrows) {
+    const block_iq4_xsx16 * in = (const block_iq4_xsx16 *) vin;
+    block_iq4_xs * rows = (block_iq4_xs *) vrows;
+    for (int64_t i = 0; i < nb; i++) {
+        const block_iq4_xsx16 & g = in[i];
+        for (int r = 0; r < GGML_REPACK_ROWS; r++) {
+            block_iq4_xs & dst = rows[r * nb + i];
+            dst.d = g.d[r];
+            dst.scales_h = (uint16_t) (g.scales_h[0][r] | (g.scales_h[1][r] << 8));
+            for (int k = 0; k < QK_K / 64; k++) dst.scales_l[k] = g.scales_l[k][r];
+            columns_out(g.qs, QK_K / 8, r, dst.qs);
+        }
+    }
+}
+
 // ---- the reference kernel -------------------------------------------------------------------
 // Per type: SUB values per sub-block, value v (0..255) of row r unsigned, sub-block j's scale,
-// and either its min (MINS) or the offset taken out through the 16-value sums (OFFSET).
+// and either its min (MINS) or the offset taken out through the sub-block's sums (OFFSET).
 struct RefQ4K {
     typedef block_q4_Kx16 G;
     static constexpr int SUB = 32, OFFSET = 0;
@@ -178,6 +226,21 @@ struct RefQ6K {
     static int scale(const G & g, int r, int j) { return g.scales[j][r]; }
 };
 
+struct RefIQ4XS {
+    typedef block_iq4_xsx16 G;
+    static constexpr int SUB = 32, OFFSET = 128;
+    static constexpr bool MINS = false;
+    static int value(const G & g, int r, int v) {
+        const int l = v % 32, byte = 16 * (v / 32) + l % 16;
+        const uint8_t q = g.qs[byte / 4][r][byte % 4];
+        return kvalues_iq4nl[l < 16 ? q & 15 : q >> 4] + 128;
+    }
+    static int scale(const G & g, int r, int j) {
+        const int lo = (g.scales_l[j / 2][r] >> (4 * (j % 2))) & 15, hi = (g.scales_h[j / 4][r] >> (2 * (j % 4))) & 3;
+        return (lo | (hi << 4)) - 32;
+    }
+};
+
 template <typename T>
 void gemm_ref(int64_t nb, const void * va, const void * vb, size_t ldb, int nc, float * s, size_t lds) {
     const typename T::G * a = (const typename T::G *) va;
@@ -193,7 +256,7 @@ void gemm_ref(int64_t nb, const void * va, const void * vb, size_t ldb, int nc, 
                     for (int l = 0; l < T::SUB; l++) dot += T::value(g, r, T::SUB * j + l) * y[i].qs[T::SUB * j + l];
                     isum += T::scale(g, r, j) * dot;
                     if constexpr (T::MINS) msum += T::min(g, r, j) * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
-                    else bsum += T::scale(g, r, j) * y[i].bsums[j];
+                    else bsum += T::scale(g, r, j) * (T::SUB == 16 ? y[i].bsums[j] : y[i].bsums32[j]);
                 }
                 isum -= T::OFFSET * bsum;
                 if constexpr (T::MINS) acc = fmaf(-(GGML_FP16_TO_FP32(g.dmin[r]) * y[i].d), (float) msum, acc);
@@ -242,6 +305,8 @@ void ggml_repack_pack_group_q5_K(const void * rows, int64_t nb, void * out) { k4
 void ggml_repack_unpack_group_q5_K(const void * in, int64_t nb, void * rows) { k4_unpack_group<block_q5_K, block_q5_Kx16>(in, nb, rows); }
 void ggml_repack_pack_group_q6_K(const void * rows, int64_t nb, void * out) { q6_K_pack_group(rows, nb, out); }
 void ggml_repack_unpack_group_q6_K(const void * in, int64_t nb, void * rows) { q6_K_unpack_group(in, nb, rows); }
+void ggml_repack_pack_group_iq4_xs(const void * rows, int64_t nb, void * out) { iq4_xs_pack_group(rows, nb, out); }
+void ggml_repack_unpack_group_iq4_xs(const void * in, int64_t nb, void * rows) { iq4_xs_unpack_group(in, nb, rows); }
 
 void ggml_repack_gemm_q4_Kx16_ref(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds) {
     gemm_ref<RefQ4K>(nb, a, b, ldb, nc, s, lds);
@@ -251,4 +316,7 @@ void ggml_repack_gemm_q5_Kx16_ref(int64_t nb, const void * a, const void * b, si
 }
 void ggml_repack_gemm_q6_Kx16_ref(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds) {
     gemm_ref<RefQ6K>(nb, a, b, ldb, nc, s, lds);
+}
+void ggml_repack_gemm_iq4_xsx16_ref(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds) {
+    gemm_ref<RefIQ4XS>(nb, a, b, ldb, nc, s, lds);
 }

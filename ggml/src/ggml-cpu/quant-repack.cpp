@@ -176,6 +176,8 @@ const Layout layouts[] = {
       ggml_repack_act_q8_K, QK_K, sizeof(block_q8_Kx), ggml_repack_gemm_q5_Kx16_ref, &ggml_repack_kernels::q5_K, &ggml_repack_kernels::q5_K_x16 },
     { GGML_TYPE_Q6_K, ggml_repack_pack_group_q6_K, ggml_repack_unpack_group_q6_K,
       ggml_repack_act_q8_K, QK_K, sizeof(block_q8_Kx), ggml_repack_gemm_q6_Kx16_ref, &ggml_repack_kernels::q6_K, &ggml_repack_kernels::q6_K_x16 },
+    { GGML_TYPE_IQ4_XS, ggml_repack_pack_group_iq4_xs, ggml_repack_unpack_group_iq4_xs,
+      ggml_repack_act_q8_K, QK_K, sizeof(block_q8_Kx), ggml_repack_gemm_iq4_xsx16_ref, &ggml_repack_kernels::iq4_xs, nullptr },
 };
 constexpr int N_LAYOUTS = sizeof(layouts) / sizeof(layouts[0]);
 

@@ -74,6 +74,20 @@ typedef struct {
 } block_q6_Kx16;
 static_assert(sizeof(block_q6_Kx16) == GGML_REPACK_ROWS * sizeof(block_q6_K), "wrong q6_Kx16 size");
 
+// IQ4_XS x16 (activations Q8_K): the 16 rows' d, their sub-block scales as GGUF stores them, byte
+// for byte (scales_h[k][row] = byte k of the row's scales_h: the high 2 bits of sub-blocks 4k..4k+3;
+// scales_l[k][row]: the low 4 bits of sub-blocks 2k, 2k + 1 in its nibbles), then the quant bytes
+// in 4-byte columns as Q4_K x16. Sub-block j (32 values) is columns 4j..4j+3: their low nibbles
+// are values 0..15 of it, their high nibbles values 16..31. The scales stay packed because the
+// group must keep its 16 rows' bytes (6 a row); the kernels unpack them once per super-block.
+typedef struct {
+    ggml_fp16_t d[GGML_REPACK_ROWS];
+    uint8_t scales_h[2][GGML_REPACK_ROWS];
+    uint8_t scales_l[QK_K / 64][GGML_REPACK_ROWS];
+    uint8_t qs[QK_K / 8][GGML_REPACK_ROWS][4];
+} block_iq4_xsx16;
+static_assert(sizeof(block_iq4_xsx16) == GGML_REPACK_ROWS * sizeof(block_iq4_xs), "wrong iq4_xsx16 size");
+
 // Index in q of ql column c (0..31) and of qh column c (0..15).
 static inline int ggml_q6_Kx16_ql(int c) {
     const int unit = 2 * (c / 16) + c / 4 % 2, k = c % 4;
@@ -96,7 +110,7 @@ static_assert(sizeof(block_q8_0x) == 40, "wrong q8_0x size");
 // AMX kernels load them as tile rows, and a row across two cache lines costs a third of their
 // time).
 // bsums32[j] = bsums[2j] + bsums[2j + 1], the sums of the 32 values of sub-block j (Q4_K's and
-// Q5_K's mins meet two sub-blocks per pair of 16-bit products).
+// Q5_K's mins, and IQ4_XS's offset, meet two sub-blocks per pair of 16-bit products).
 typedef struct {
     float d;
     int16_t bsums[QK_K / 16];
@@ -141,7 +155,7 @@ int64_t ggml_repack_col_block(const struct ggml_repack_traits * t, size_t act_ro
 void ggml_repack_gemm_cols(const struct ggml_repack_traits * t, int64_t nb, const void * a, const void * b, size_t ldb,
                            int64_t nc, float * s, size_t lds);
 
-// The K-quant layouts (quant-repack-k.cpp): 16 GGUF rows of nb blocks <-> nb groups, and their
+// The K-quant layouts and IQ4_XS's (quant-repack-k.cpp): 16 GGUF rows of nb blocks <-> nb groups, and their
 // activations, Q8_K values in block_q8_Kx rows.
 void ggml_repack_pack_group_q4_K(const void * rows, int64_t nb, void * out);
 void ggml_repack_unpack_group_q4_K(const void * in, int64_t nb, void * rows);
@@ -149,6 +163,8 @@ void ggml_repack_pack_group_q5_K(const void * rows, int64_t nb, void * out);
 void ggml_repack_unpack_group_q5_K(const void * in, int64_t nb, void * rows);
 void ggml_repack_pack_group_q6_K(const void * rows, int64_t nb, void * out);
 void ggml_repack_unpack_group_q6_K(const void * in, int64_t nb, void * rows);
+void ggml_repack_pack_group_iq4_xs(const void * rows, int64_t nb, void * out);
+void ggml_repack_unpack_group_iq4_xs(const void * in, int64_t nb, void * rows);
 // (block_q8_Kx; the bytes of the padding are zero.)
 void ggml_repack_act_q8_K(const float * x, void * y, int64_t n);      // this build's fastest
 void ggml_repack_act_q8_K_ref(const float * x, void * y, int64_t n);  // quantize_row_q8_K_ref (the same values)
@@ -186,6 +202,7 @@ void ggml_repack_gemm_q8_0x16_ref(int64_t nb, const void * a, const void * b, si
 void ggml_repack_gemm_q4_Kx16_ref(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
 void ggml_repack_gemm_q5_Kx16_ref(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
 void ggml_repack_gemm_q6_Kx16_ref(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
+void ggml_repack_gemm_iq4_xsx16_ref(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
 
 // A repacked tensor's data (n_rows rows of k values) back to the GGUF layout (tests, debugging).
 void ggml_repack_unpack(enum ggml_type type, const void * src, void * dst, int64_t n_rows, int64_t k);

@@ -162,7 +162,7 @@ extern "C" const ggml_cpu_kernels ggml_cpu_kernels_scalar = {
     /* dequant        */ ggml_dequant_ref,
     /* quant_dot      */ ggml_quant_dot_ref,
     /* quant_dot_rows */ no_dot_rows,
-    /* repack         */ { nullptr, nullptr, nullptr, nullptr, nullptr, ggml_repack_quantize_q8_0x16_ref,
+    /* repack         */ { nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, ggml_repack_quantize_q8_0x16_ref,
                            ggml_repack_q4_0x16_to_q8_0x16t_ref, nullptr, nullptr, nullptr, nullptr, nullptr,
                            ggml_quantize_row_q8_0x_ref, ggml_repack_quantize_q8_K_ref },
     /* vec_exp ...    */ ggml_simd::vec_apply<V, ExpKind::exp>, ggml_simd::vec_apply<V, ExpKind::silu>,

@@ -15,10 +15,10 @@ ggml_quant_dot_rows_fn no_dot_rows(ggml_type) { return nullptr; }
 
 #if defined(__ARM_FEATURE_DOTPROD)
 #define REPACK_KERNELS ggml_cpu_neon::repack_gemm_q4_0, ggml_cpu_neon::repack_gemm_q8_0, ggml_cpu_neon::repack_gemm_q4_K, \
-                       ggml_cpu_neon::repack_gemm_q5_K, ggml_cpu_neon::repack_gemm_q6_K
+                       ggml_cpu_neon::repack_gemm_q5_K, ggml_cpu_neon::repack_gemm_q6_K, ggml_cpu_neon::repack_gemm_iq4_xs
 #define DOTPROD GGML_CPU_FEAT_DOTPROD
 #else
-#define REPACK_KERNELS nullptr, nullptr, nullptr, nullptr, nullptr
+#define REPACK_KERNELS nullptr, nullptr, nullptr, nullptr, nullptr, nullptr
 #define DOTPROD 0
 #endif
 

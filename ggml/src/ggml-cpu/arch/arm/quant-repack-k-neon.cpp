@@ -1,5 +1,5 @@
-// quant-repack-k-neon.cpp - NEON (SDOT) kernels of the K-quant layouts repacked 16 rows at a time
-// (quant-repack.h: Q4_K, Q5_K, Q6_K x16): one template over the type, the same integers and
+// quant-repack-k-neon.cpp - NEON (SDOT) kernels of the layouts with Q8_K activations repacked 16
+// rows at a time (quant-repack.h: Q4_K, Q5_K, Q6_K, IQ4_XS x16): one template over the type, the same integers and
 // float steps as the references (quant-repack-k.cpp), so the same bits.
 //
 // In the x16 layouts the 16 bytes at [column][4q] are rows 4q..4q+3 of a 4-byte column: one
@@ -22,6 +22,9 @@
 //  - Q6_K: unit j = sub-block j (16 values), 1 group of 4 columns decoded to ql nibble | 2 qh
 //    bits << 4; each sub-block's sum starts at -32 * bsums[j] (the reference's offset term, taken
 //    sub-block by sub-block: the same integer); acc = fma(isum, d * d_a, acc).
+//  - IQ4_XS: unit p = sub-blocks 2p and 2p + 1, a group each: its 4 columns' low nibbles, then
+//    their high ones, turned into the signed levels by TBL (SDOT takes them as they are: no
+//    offset); the scales ls - 32 laid out per super-block as bytes; the float steps as Q6_K's.
 #include "kernels-arm.h"
 
 #if defined(GGML_SIMD_NEON) && defined(__ARM_FEATURE_DOTPROD)
@@ -196,6 +199,24 @@ inline int8x16_t q6_decode(uint8x16_t ql, uint8x16_t qh, uint8x16_t m0F, uint8x1
     return vreinterpretq_s8_u8(vbslq_u8(m30, sh, lo));  // bits 4, 5 from sh, the rest from lo
 }
 
+// The types with no mins (Q6_K, IQ4_XS): acc = fma(isum, d * d_a, acc) for quarter q.
+template <int NC, typename G>
+inline void d_finish(const G * g, Cols y, int q, const int32x4_t * isum, float (*acc)[GGML_REPACK_ROWS]) {
+    const float32x4_t dw = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(g->d + 4 * q)));
+    #pragma GCC unroll 8
+    for (int c = 0; c < NC; c++) {
+        const float32x4_t p = vmulq_n_f32(dw, y[c]->d);
+        vst1q_f32(acc[c] + 4 * q, vfmaq_f32(vld1q_f32(acc[c] + 4 * q), vcvtq_f32_s32(isum[c]), p));
+    }
+}
+
+// 4 signed bytes (one per row of a quarter) to the 4 s32 lanes.
+inline int32x4_t s8x4_lanes(const int8_t * p) {
+    int32_t s4;
+    memcpy(&s4, p, 4);
+    return vmovl_s16(vget_low_s16(vmovl_s8(vreinterpret_s8_s32(vdup_n_s32(s4)))));
+}
+
 struct Q6K {
     typedef block_q6_Kx16 G;
     template <int NC> using State = Q6State<NC>;
@@ -213,12 +234,7 @@ struct Q6K {
     }
     template <int NC> static void finish(const G * g, const State<NC> &, Cols y, int q, uint8x16_t, const int32x4_t * isum,
                                          float (*acc)[GGML_REPACK_ROWS]) {
-        const float32x4_t dw = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(g->d + 4 * q)));
-        #pragma GCC unroll 8
-        for (int c = 0; c < NC; c++) {
-            const float32x4_t p = vmulq_n_f32(dw, y[c]->d);
-            vst1q_f32(acc[c] + 4 * q, vfmaq_f32(vld1q_f32(acc[c] + 4 * q), vcvtq_f32_s32(isum[c]), p));
-        }
+        d_finish<NC>(g, y, q, isum, acc);
     }
     // Sub-block J: values 16 J .. 16 J + 15, half J / 8, quarter t = J % 8 / 2, l from 16 (J % 2).
     static constexpr int act(int j, int) { return 16 * j; }
@@ -232,11 +248,51 @@ struct Q6K {
         }
     }
     template <int NC, typename U> static int32x4_t scale(const G * g, const State<NC> &, int q, uint8x16_t, U, int) {
-        int32_t s4;
-        memcpy(&s4, g->scales[U::value] + 4 * q, 4);
-        return vmovl_s16(vget_low_s16(vmovl_s8(vreinterpret_s8_s32(vdup_n_s32(s4)))));
+        return s8x4_lanes(g->scales[U::value] + 4 * q);
     }
     template <int NC, typename U> static int32x4_t dot_init(const State<NC> & st, int c, U, int) { return vld1q_dup_s32(&st.nbs[c][U::value]); }
+};
+
+// IQ4_XS: the 16 rows' scales ls - 32 of each sub-block, one byte per row.
+template <int NC> struct IQ4State {
+    alignas(16) int8_t sc8[8][GGML_REPACK_ROWS];
+};
+
+struct IQ4XS {
+    typedef block_iq4_xsx16 G;
+    template <int NC> using State = IQ4State<NC>;
+    static constexpr int UNITS = 4, S = 2, K = 8;
+    static constexpr bool UNROLL = false;
+    template <int NC> static void prepare(const G * g, Cols, State<NC> & st) {
+        const uint8x16_t m4 = vdupq_n_u8(0x0F), m30 = vdupq_n_u8(0x30), m32 = vdupq_n_u8(32);
+        #pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) {
+            const uint8x16_t l = vld1q_u8(g->scales_l[j / 2]), h = vld1q_u8(g->scales_h[j / 4]);
+            const uint8x16_t lo = (j & 1) ? vshrq_n_u8(l, 4) : vandq_u8(l, m4);
+            const uint8x16_t hi = vshlq_u8(h, vdupq_n_s8((int8_t) (4 - 2 * (j % 4))));  // bits 2 (j % 4), + 1 to 4, 5
+            vst1q_s8(st.sc8[j], vreinterpretq_s8_u8(vsubq_u8(vbslq_u8(m30, hi, lo), m32)));
+        }
+    }
+    template <int NC> static void finish(const G * g, const State<NC> &, Cols y, int q, uint8x16_t, const int32x4_t * isum,
+                                         float (*acc)[GGML_REPACK_ROWS]) {
+        d_finish<NC>(g, y, q, isum, acc);
+    }
+    static constexpr int act(int p, int s) { return 64 * p + 32 * s; }
+    template <typename U> static void decode(const G * g, int q, U u, int s, int8x16_t * w) {
+        const int j = 2 * (int) u + s;
+        const int8x16_t table = vld1q_s8(kvalues_iq4nl);
+        const uint8x16_t m4 = vdupq_n_u8(0x0F);
+        #pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) {
+            const uint8x16_t raw = vld1q_u8(g->qs[4 * j + k][4 * q]);
+            w[k] = vqtbl1q_s8(table, vandq_u8(raw, m4));
+            w[4 + k] = vqtbl1q_s8(table, vshrq_n_u8(raw, 4));
+        }
+    }
+    template <int NC, typename U> static int32x4_t scale(const G *, const State<NC> & st, int q, uint8x16_t, U u, int s) {
+        return s8x4_lanes(st.sc8[2 * (int) u + s] + 4 * q);
+    }
+    template <int NC, typename U> static int32x4_t dot_init(const State<NC> &, int, U, int) { return vdupq_n_s32(0); }
 };
 
 // ---- the kernel -----------------------------------------------------------------------------
@@ -324,6 +380,7 @@ void gemm_kx16(int64_t nb, const void * a, const void * b, size_t ldb, int nc, f
 void repack_gemm_q4_K(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds) { gemm_kx16<Q4K>(nb, a, b, ldb, nc, s, lds); }
 void repack_gemm_q5_K(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds) { gemm_kx16<Q5K>(nb, a, b, ldb, nc, s, lds); }
 void repack_gemm_q6_K(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds) { gemm_kx16<Q6K>(nb, a, b, ldb, nc, s, lds); }
+void repack_gemm_iq4_xs(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds) { gemm_kx16<IQ4XS>(nb, a, b, ldb, nc, s, lds); }
 
 }  // namespace ggml_cpu_neon
 

@@ -28,7 +28,7 @@ extern "C" const ggml_cpu_kernels ggml_cpu_kernels_avx2 = {
     /* quant_dot      */ ggml_quant_dot_or_base<ggml_cpu_avx2::quant_dot, ggml_cpu_kernels_scalar>,
     /* quant_dot_rows */ ggml_cpu_avx2::quant_dot_rows,
     /* repack         */ { ggml_cpu_avx2::repack_gemm_q4_0, nullptr, ggml_cpu_avx2::repack_gemm_q4_K,
-                           ggml_cpu_avx2::repack_gemm_q5_K, ggml_cpu_avx2::repack_gemm_q6_K,
+                           ggml_cpu_avx2::repack_gemm_q5_K, ggml_cpu_avx2::repack_gemm_q6_K, ggml_cpu_avx2::repack_gemm_iq4_xs,
                            ggml_repack_quantize_q8_0x16_ref, ggml_repack_q4_0x16_to_q8_0x16t_ref, nullptr, nullptr, nullptr, nullptr, nullptr,
                            ggml_quantize_row_q8_0x_ref, ggml_repack_quantize_q8_K_ref },
     /* vec_exp ...    */ ggml_simd::vec_apply<V, ExpKind::exp>, ggml_simd::vec_apply<V, ExpKind::silu>,

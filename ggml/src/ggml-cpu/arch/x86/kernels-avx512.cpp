@@ -16,12 +16,13 @@ typedef ggml_simd::avx512 V;
 #define QUANT_DOT ggml_quant_dot_or_base<ggml_cpu_avx512::quant_dot, ggml_cpu_kernels_avx2>, \
                   ggml_quant_dot_rows_or_base<ggml_cpu_avx512::quant_dot_rows, ggml_cpu_kernels_avx2>
 #define REPACK_KERNELS ggml_cpu_avx512::repack_gemm_q4_0, ggml_cpu_avx512::repack_gemm_q8_0, ggml_cpu_avx512::repack_gemm_q4_K, \
-                       ggml_cpu_avx512::repack_gemm_q5_K, ggml_cpu_avx512::repack_gemm_q6_K
+                       ggml_cpu_avx512::repack_gemm_q5_K, ggml_cpu_avx512::repack_gemm_q6_K, \
+                       ggml_cpu_avx512::repack_gemm_iq4_xs
 #define VNNI GGML_CPU_FEAT_AVX512_VNNI
 #else
 #define QUANT_DOT ggml_quant_dot_or_base<ggml_cpu_avx2::quant_dot, ggml_cpu_kernels_scalar>, ggml_cpu_avx2::quant_dot_rows  // the AVX2 set's
 #define REPACK_KERNELS ggml_cpu_avx2::repack_gemm_q4_0, nullptr, ggml_cpu_avx2::repack_gemm_q4_K, \
-                       ggml_cpu_avx2::repack_gemm_q5_K, ggml_cpu_avx2::repack_gemm_q6_K
+                       ggml_cpu_avx2::repack_gemm_q5_K, ggml_cpu_avx2::repack_gemm_q6_K, ggml_cpu_avx2::repack_gemm_iq4_xs
 #define VNNI 0
 #endif
 
@@ -80,7 +81,8 @@ extern "C" const ggml_cpu_kernels ggml_cpu_kernels_avx512 =
 // Token generation: the Q4_0 / Q8_0 kernels that prefetch for one column too, and the float
 // types' rows streamed one by one prefetched (on Xeons).
 #define AMX_REPACK_KERNELS ggml_cpu_avx512::repack_gemm_q4_0_pf, ggml_cpu_avx512::repack_gemm_q8_0_pf, ggml_cpu_avx512::repack_gemm_q4_K_pf, \
-                           ggml_cpu_avx512::repack_gemm_q5_K_pf, ggml_cpu_avx512::repack_gemm_q6_K_pf
+                           ggml_cpu_avx512::repack_gemm_q5_K_pf, ggml_cpu_avx512::repack_gemm_q6_K_pf, \
+                           ggml_cpu_avx512::repack_gemm_iq4_xs_pf
 #define AMX_GEMM_X16 ggml_cpu_amx::repack_gemm_x16_q4_0, ggml_cpu_amx::repack_gemm_x16_q8_0, ggml_cpu_amx::repack_gemm_x16_q4_K, \
                      ggml_cpu_amx::repack_gemm_x16_q5_K, ggml_cpu_amx::repack_gemm_x16_q6_K
 // AMX: the AVX512 kernels, with tile products for the repacked Q4_0 / Q8_0 and K-quant weights' prompts, the

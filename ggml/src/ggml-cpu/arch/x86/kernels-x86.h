@@ -20,7 +20,7 @@ ggml_quant_dot_rows_fn quant_dot_rows(ggml_type type);
 // quant-dot-iq-avx2.cpp: the IQ and ternary types (NULL for the others)
 ggml_quant_dot_fn quant_dot_iq(ggml_type type);
 // quant-repack-avx2.cpp, quant-repack-k-avx2.cpp
-ggml_repack_gemm_t repack_gemm_q4_0, repack_gemm_q4_K, repack_gemm_q5_K, repack_gemm_q6_K;
+ggml_repack_gemm_t repack_gemm_q4_0, repack_gemm_q4_K, repack_gemm_q5_K, repack_gemm_q6_K, repack_gemm_iq4_xs;
 }  // namespace ggml_cpu_avx2
 
 namespace ggml_cpu_avx512 {
@@ -35,9 +35,10 @@ ggml_to_float_t dequant(ggml_type type);
 ggml_quant_dot_fn quant_dot(ggml_type type);
 ggml_quant_dot_rows_fn quant_dot_rows(ggml_type type);
 // quant-repack-avx512.cpp, quant-repack-k-avx512.cpp (the kernels with VNNI)
-ggml_repack_gemm_t repack_gemm_q4_0, repack_gemm_q8_0, repack_gemm_q4_K, repack_gemm_q5_K, repack_gemm_q6_K;
+ggml_repack_gemm_t repack_gemm_q4_0, repack_gemm_q8_0, repack_gemm_q4_K, repack_gemm_q5_K, repack_gemm_q6_K, repack_gemm_iq4_xs;
 // The same prefetching for one column too (the AMX set's, for Xeons: quant-repack-avx512.cpp)
-ggml_repack_gemm_t repack_gemm_q4_0_pf, repack_gemm_q8_0_pf, repack_gemm_q4_K_pf, repack_gemm_q5_K_pf, repack_gemm_q6_K_pf;
+ggml_repack_gemm_t repack_gemm_q4_0_pf, repack_gemm_q8_0_pf, repack_gemm_q4_K_pf, repack_gemm_q5_K_pf, repack_gemm_q6_K_pf,
+                   repack_gemm_iq4_xs_pf;
 void repack_quantize_q8_0x16(const float * x, int64_t ldx, void * out);
 void quantize_row_q8_0x(const float * x, void * y, int64_t n);
 void quantize_row_q8_K(const float * x, void * y, int64_t n);

@@ -1,5 +1,5 @@
-// quant-repack-k-avx2.cpp - the 256-bit kernels of the K-quant layouts repacked 16 rows at a time
-// (quant-repack.h: Q4_K, Q5_K, Q6_K x16), for CPUs without AVX512: one template over the type,
+// quant-repack-k-avx2.cpp - the 256-bit kernels of the layouts with Q8_K activations repacked 16 rows
+// at a time (quant-repack.h: Q4_K, Q5_K, Q6_K, IQ4_XS x16), for CPUs without AVX512: one template over the type,
 // the same integers and float steps as the references (quant-repack-k.cpp), so the same bits.
 //
 // A register holds one 4-byte column of 8 rows, so the 16 rows are two halves. Per super-block,
@@ -23,6 +23,13 @@
 //    a pair sum is at most 2 * 63 * 128 = 16128, so 2 add up (32256). All 8 columns in one pass:
 //    the activations are read once per row half, and each decoded register meets all the columns
 //    (at 8 columns, 15% faster than two passes of 4 although some sums then live on the stack).
+//  - IQ4_XS: unit j = sub-block j, its 4 byte columns' low nibbles (activations 32j + 4k) then
+//    their high ones (32j + 16 + 4k). A level + 128 (1..241) times an activation overflows a pair
+//    sum of vpmaddubsw (2 * 241 * 127), so it is taken as 16 hi + lo (two byte-table lookups of
+//    the nibble): 2 groups of the same 8 registers' activations, hi against (16 sc, 16 sc) pairs,
+//    lo against (sc, sc); a pair sum is at most 2 * 15 * 127, so all 8 add up (30480). The
+//    offset first, as Q6_K's: the integer sum starts at -128 * sum_j sc_j * bsum32_j. 4 columns
+//    per pass as Q4_K (the same 16 decoded registers).
 #include "kernels-x86.h"
 
 #if defined(GGML_SIMD_AVX2)
@@ -190,6 +197,53 @@ struct Q6K {
     }
 };
 
+// IQ4_XS, rows 8h .. 8h + 7: the scale ls - 32 of sub-block j, one per lane (low 4 bits from
+// nibble j % 2 of scales_l[j / 2], high 2 from bits 2 (j % 4) of scales_h[j / 4]).
+inline __m256i iq4_scale(const block_iq4_xsx16 * g, int h, int j) {
+    const __m256i l = bytes_to_lanes(g->scales_l[j / 2] + 8 * h), hb = bytes_to_lanes(g->scales_h[j / 4] + 8 * h);
+    const __m256i lo = (j & 1) ? _mm256_srli_epi32(l, 4) : _mm256_and_si256(l, _mm256_set1_epi32(15));
+    const __m256i hi = _mm256_and_si256(_mm256_srli_epi32(_mm256_slli_epi32(hb, 4), 2 * (j % 4)), _mm256_set1_epi32(0x30));
+    return _mm256_sub_epi32(_mm256_or_si256(lo, hi), _mm256_set1_epi32(32));
+}
+
+// Signed 32-bit lanes (|v| < 2^15) as the 16-bit pairs (a, b): a from the low half of each lane of
+// va, b from vb's.
+inline __m256i pairs16(__m256i va, __m256i vb) { return _mm256_blend_epi16(va, _mm256_slli_epi32(vb, 16), 0xAA); }
+
+struct IQ4XS {
+    typedef block_iq4_xsx16 G;
+    static constexpr int PASS = 4, UNITS = 8, S = 2, K = 8, L = 8, PREFETCH = 4096;
+    static constexpr bool UNROLL = true, OPAQUE = false;
+    // Offset: isum = -128 * sum_j sc_j * bsum32_j, two sub-blocks per vpmaddwd (128 sc: -4096 .. 3968).
+    template <int NC> static void begin(const G * g, int h, Cols y, __m256i * isum, __m256 (*)[2]) {
+        for (int c = 0; c < NC; c++) isum[c] = _mm256_setzero_si256();
+        for (int p = 0; p < 4; p++) {
+            const __m256i pairs = _mm256_slli_epi16(pairs16(iq4_scale(g, h, 2 * p), iq4_scale(g, h, 2 * p + 1)), 7);
+            for (int c = 0; c < NC; c++) isum[c] = _mm256_sub_epi32(isum[c], _mm256_madd_epi16(pairs, bcast4(y[c]->bsums32 + 2 * p)));
+        }
+    }
+    static constexpr int act(int j, int) { return 32 * j; }
+    template <typename U> static void decode(const G * g, int h, U u, __m256i (&w)[S][K], __m256i (&sc)[S]) {
+        const int j = u;
+        const __m128i m4x = _mm_set1_epi8(0x0F);
+        const __m128i t = _mm_xor_si128(_mm_loadu_si128((const __m128i *) kvalues_iq4nl), _mm_set1_epi8((char) 0x80));  // + 128
+        const __m256i hi_t = _mm256_broadcastsi128_si256(_mm_and_si128(_mm_srli_epi16(t, 4), m4x));
+        const __m256i lo_t = _mm256_broadcastsi128_si256(_mm_and_si128(t, m4x));
+        const __m256i m4 = _mm256_set1_epi8(0x0F);
+        for (int k = 0; k < 4; k++) {
+            const __m256i v = load32(g->qs[4 * j + k][8 * h]);
+            const __m256i n0 = _mm256_and_si256(v, m4), n1 = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+            w[0][k] = _mm256_shuffle_epi8(hi_t, n0);
+            w[0][4 + k] = _mm256_shuffle_epi8(hi_t, n1);
+            w[1][k] = _mm256_shuffle_epi8(lo_t, n0);
+            w[1][4 + k] = _mm256_shuffle_epi8(lo_t, n1);
+        }
+        const __m256i s = iq4_scale(g, h, j);
+        sc[1] = pairs16(s, s);
+        sc[0] = _mm256_slli_epi16(sc[1], 4);  // 16 sc: -512 .. 496
+    }
+};
+
 // ---- the kernel -----------------------------------------------------------------------------
 // One unit of a super-block, rows 8h .. 8h + 7: decoded once, met by every column of the pass.
 // Each group of K registers is summed in chunks of L (16 bits), each chunk widened and scaled by
@@ -283,6 +337,7 @@ void gemm_kx16(int64_t nb, const void * a, const void * b, size_t ldb, int nc, f
 void repack_gemm_q4_K(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds) { gemm_kx16<Q4K>(nb, a, b, ldb, nc, s, lds); }
 void repack_gemm_q5_K(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds) { gemm_kx16<Q5K>(nb, a, b, ldb, nc, s, lds); }
 void repack_gemm_q6_K(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds) { gemm_kx16<Q6K>(nb, a, b, ldb, nc, s, lds); }
+void repack_gemm_iq4_xs(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds) { gemm_kx16<IQ4XS>(nb, a, b, ldb, nc, s, lds); }
 
 }  // namespace ggml_cpu_avx2
 

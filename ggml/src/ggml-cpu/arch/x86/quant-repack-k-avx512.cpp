@@ -1,11 +1,11 @@
-// quant-repack-k-avx512.cpp - the 512-bit VNNI kernels of the K-quant layouts repacked 16 rows at
-// a time (quant-repack.h: Q4_K, Q5_K, Q6_K x16), every lane a row: one template over the type,
+// quant-repack-k-avx512.cpp - the 512-bit VNNI kernels of the layouts with Q8_K activations repacked
+// 16 rows at a time (quant-repack.h: Q4_K, Q5_K, Q6_K, IQ4_XS x16), every lane a row: one template over the type,
 // the same integers and float steps as the references (quant-repack-k.cpp), so the same bits.
 //
 // Per super-block and column: first the mins (Q4_K, Q5_K: vpdpwssd of (m, m) pairs against
 // Q8_K's 16-value sums, then acc -= (dmin * d_a) * msum) or the offset (Q6_K: the integer sum
 // starts at -32 * sum_j sc_j * bsums[j], vpdpwssd of (-32 sc_j, -32 sc_j+1) pairs against the
-// bsums pair); then the values, in units: a unit decodes S groups of K registers of unsigned
+// bsums pair; IQ4_XS the same with -128 and the 32-value sums); then the values, in units: a unit decodes S groups of K registers of unsigned
 // levels (each register one 4-byte column of the 16 rows), shared by all the columns of a pass,
 // and each group meets 4 activation bytes per register through vpdpbusd and is multiplied by its
 // sub-block's scales (vpmulld); last acc += (d * d_a) * isum. What differs per type (the traits):
@@ -17,6 +17,10 @@
 //    sub-blocks 8h + 2p + gg and + 4, 2 groups of 4 (ql nibble | 2 qh bits << 4), in the order
 //    the block stores them; all 8 columns in one pass (26 vs 34 ns per super-block and column at
 //    8 columns than in two passes of 4: each decoded register meets 8 columns).
+//  - IQ4_XS: unit p = sub-blocks 2p and 2p + 1 (scale ls - 32), a group each: its 4 byte columns'
+//    low nibbles (activations 32j + 4k) then their high nibbles (32j + 16 + 4k), every nibble
+//    turned into its level + 128 (1..241, unsigned as vpdpbusd wants) by one byte-table lookup;
+//    the shape of Q4_K's units (16 decoded registers), so 4 columns per pass as it.
 // Where the time goes (Q6_K, 8 columns, per super-block and column): 64 vpdpbusd with their
 // broadcast loads, 16 vpmulld (2 uops each), 8 vpdpwssd; the decoding is shared by the columns.
 // Software prefetch (PREFETCH bytes ahead) from GGML_REPACK_PREFETCH_MIN_COLS columns; the _pf
@@ -214,6 +218,55 @@ struct Q5KPairs : K4 {
     }
 };
 
+// IQ4_XS: the scale ls - 32 of sub-block j, one per lane (low 4 bits from nibble j % 2 of
+// scales_l[j / 2], high 2 from bits 2 (j % 4) of scales_h[j / 4]).
+inline __m512i iq4_scale(const block_iq4_xsx16 * g, int j) {
+    const __m512i l = bytes_to_lanes(g->scales_l[j / 2]), h = bytes_to_lanes(g->scales_h[j / 4]);
+    const __m512i lo = (j & 1) ? _mm512_srli_epi32(l, 4) : _mm512_and_si512(l, _mm512_set1_epi32(15));
+    const __m512i hi = _mm512_srli_epi32(_mm512_slli_epi32(h, 4), 2 * (j % 4));  // bits 4, 5 (and above: masked)
+    return _mm512_sub_epi32(_mm512_ternarylogic_epi32(lo, hi, _mm512_set1_epi32(0x30), OR_AND), _mm512_set1_epi32(32));
+}
+
+// The levels + 128 of the low nibbles of v's bytes (the bits above them are ignored): with VBMI
+// one vpermb over the table repeated 4 times (it reads 6 bits), else a mask and vpshufb.
+inline __m512i iq4_levels(__m512i v, __m512i table) {
+#if defined(__AVX512VBMI__)
+    return _mm512_permutexvar_epi8(v, table);
+#else
+    return _mm512_shuffle_epi8(table, _mm512_and_si512(v, _mm512_set1_epi8(0x0F)));
+#endif
+}
+
+struct IQ4XS {
+    typedef block_iq4_xsx16 G;
+    static constexpr int PASS = 4, UNITS = 4, S = 2, K = 8, PREFETCH = Q4K::PREFETCH, PREFETCH_1 = Q4K::PREFETCH_1;
+    static constexpr bool UNROLL = true;
+    static constexpr int HI_SHIFT = 0, CHAINS_FEW_COLS = 2;
+    // Offset: isum = -128 * sum_j sc_j * bsum32_j, two sub-blocks per vpdpwssd (-128 sc: -3968 .. 4096).
+    template <int NC> static void begin(const G * g, Cols y, __m512i * isum, __m512 *) {
+        for (int c = 0; c < NC; c++) isum[c] = _mm512_setzero_si512();
+        for (int p = 0; p < 4; p++) {
+            const __m512i pair = _mm512_mask_blend_epi16(0xAAAAAAAA, iq4_scale(g, 2 * p), _mm512_slli_epi32(iq4_scale(g, 2 * p + 1), 16));
+            const __m512i neg = _mm512_mullo_epi16(pair, _mm512_set1_epi16(-128));
+            for (int c = 0; c < NC; c++) isum[c] = _mm512_dpwssd_epi32(isum[c], neg, bcast4(y[c]->bsums32 + 2 * p));
+        }
+    }
+    static constexpr int act(int p, int s) { return 64 * p + 32 * s; }
+    template <int NC, typename U> static void decode(const G * g, U u, __m512i (&w)[S][K], __m512i (&sc)[S]) {
+        const int p = u;
+        const __m128i t = _mm_xor_si128(_mm_loadu_si128((const __m128i *) kvalues_iq4nl), _mm_set1_epi8((char) 0x80));  // + 128
+        const __m512i table = _mm512_broadcast_i32x4(t);
+        for (int s = 0; s < 2; s++) {
+            for (int k = 0; k < 4; k++) {
+                const __m512i v = load64(g->qs[4 * (2 * p + s) + k]);
+                w[s][k] = iq4_levels(v, table);
+                w[s][4 + k] = iq4_levels(_mm512_srli_epi16(v, 4), table);
+            }
+            sc[s] = iq4_scale(g, 2 * p + s);
+        }
+    }
+};
+
 // The traits a kernel of NC columns runs with.
 template <typename T, int NC> struct ForCols { typedef T type; };
 template <int NC> struct ForCols<Q5K, NC> { typedef typename std::conditional<NC <= 2, Q5KPairs, Q5K>::type type; };
@@ -362,6 +415,8 @@ void repack_gemm_q6_K(int64_t nb, const void * a, const void * b, size_t ldb, in
 void repack_gemm_q4_K_pf(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds) { gemm_kx16<Q4K, true>(nb, a, b, ldb, nc, s, lds); }
 void repack_gemm_q5_K_pf(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds) { gemm_kx16<Q5K, true>(nb, a, b, ldb, nc, s, lds); }
 void repack_gemm_q6_K_pf(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds) { gemm_kx16<Q6K, true>(nb, a, b, ldb, nc, s, lds); }
+void repack_gemm_iq4_xs(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds) { gemm_kx16<IQ4XS>(nb, a, b, ldb, nc, s, lds); }
+void repack_gemm_iq4_xs_pf(int64_t nb, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds) { gemm_kx16<IQ4XS, true>(nb, a, b, ldb, nc, s, lds); }
 
 }  // namespace ggml_cpu_avx512
 
