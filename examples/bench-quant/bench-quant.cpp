@@ -3,12 +3,17 @@
 // scalar reference, one thread. Two sizes: weights that fit in cache (compute-bound) and
 // weights far larger than the caches (memory-bound, as in token generation).
 //
-//   bench-quant [--stream-mib N] [--k N] [--reps N] [--types q4_0,q6_K,...]
+//   bench-quant [--stream-mib N] [--k N] [--reps N] [--types q4_0,q6_K,...] [--mul-mat N,N,... [--mm-mib N]]
 //
 // A second table times the repacked layouts (quant-repack.h) the runtime uses where this build
 // has a kernel: one activation column (token generation) in cache and streaming, and 8 and 16
 // columns (prompt processing; 16: the AMX tile kernels where the build has them) in cache, in
 // GB/s of weights per column pass.
+//
+// --mul-mat times whole products through the graph API, one thread, for each type with a
+// repacked layout: a K x M weight matrix (--mm-mib MiB, default 64: more than the last-level
+// cache of most machines) against N F32 columns, in the file layout (the plain dot products) and
+// repacked, in GB/s of weights per column pass (bytes x N / time), for each N of the list.
 //
 // The streaming size defaults to 1024 MiB of weights per type: more than the last-level cache
 // of current CPUs (several hundred MB on large server parts), as a model's weights are.
@@ -141,10 +146,68 @@ static void bench_repacked(const std::vector<ggml_type> & types, const std::stri
     }
 }
 
+// One mul_mat of a (K x M, the type) by N F32 columns, 1 thread: median seconds of `reps`.
+static double time_graph(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, int reps) {
+    ggml_tensor * c = ggml_mul_mat(ctx, a, b);
+    ggml_cgraph * gf = ggml_new_graph(ctx);
+    ggml_build_forward_expand(gf, c);
+    ggml_cplan plan = ggml_graph_plan(gf, 1);
+    std::vector<uint8_t> work(plan.work_size);
+    plan.work_data = work.data();
+    std::vector<double> t;
+    for (int r = 0; r <= reps; r++) {  // the first run warms up
+        const double t0 = now_s();
+        if (ggml_graph_compute(gf, &plan) != GGML_STATUS_SUCCESS) return -1.0;
+        if (r > 0) t.push_back(now_s() - t0);
+    }
+    std::sort(t.begin(), t.end());
+    return t[t.size() / 2];
+}
+
+static void bench_mul_mat(const std::vector<ggml_type> & types, const std::string & only, int64_t k, int64_t mib,
+                          const std::vector<int64_t> & cols, int reps) {
+    printf("\nmul_mat through the graph API, 1 thread, K = %lld, about %lld MiB of weights: GB/s of weights per column pass\n\n",
+           (long long) k, (long long) mib);
+    printf("%-7s %6s %7s %10s %10s %8s\n", "type", "N", "M", "plain", "repacked", "ratio");
+    std::mt19937 rng(3);
+    std::normal_distribution<float> nd;
+    for (const ggml_type t : types) {
+        if (!only.empty() && ("," + only + ",").find("," + std::string(ggml_type_name(t)) + ",") == std::string::npos) continue;
+        if (!ggml_repack_get_traits(t)) continue;
+        const size_t rs = ggml_row_size(t, k), gs = GGML_REPACK_ROWS * rs;
+        const int64_t m = std::max<int64_t>(1, (mib << 20) / (int64_t) gs) * GGML_REPACK_ROWS;
+        // Copies of one group of 16 quantized rows (the speed does not depend on the values).
+        std::vector<float> row(k);
+        std::vector<uint8_t> group(gs);
+        for (int r = 0; r < GGML_REPACK_ROWS; r++) {
+            for (auto & v : row) v = nd(rng);
+            if (!quantize_plain(t, row.data(), group.data() + r * rs, k)) random_blocks(t, group.data() + r * rs, k, rng);
+        }
+        for (const int64_t n : cols) {
+            const size_t mem = rs * m + (size_t) n * (k + 2 * m) * sizeof(float) + (16u << 20);  // a, b, two products
+            ggml_init_params ip = { mem, nullptr, false };
+            ggml_context * ctx = ggml_init(ip);
+            if (!ctx) { fprintf(stderr, "bench-quant: no memory for %zu bytes\n", mem); return; }
+            ggml_tensor * a = ggml_new_tensor_2d(ctx, t, k, m);
+            for (int64_t g = 0; g < m / GGML_REPACK_ROWS; g++) memcpy((char *) a->data + g * gs, group.data(), gs);
+            ggml_tensor * b = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, k, n);
+            for (int64_t i = 0; i < k * n; i++) ((float *) b->data)[i] = nd(rng);
+            const double plain = time_graph(ctx, a, b, reps);
+            const double repacked = ggml_cpu_repack(a) ? time_graph(ctx, a, b, reps) : -1.0;
+            const double bytes = (double) rs * m * n;
+            printf("%-7s %6lld %7lld %10.2f %10.2f %7.2fx\n", ggml_type_name(t), (long long) n, (long long) m, bytes / plain / 1e9,
+                   repacked > 0 ? bytes / repacked / 1e9 : 0.0, repacked > 0 ? plain / repacked : 0.0);
+            ggml_free(ctx);
+        }
+    }
+}
+
 int main(int argc, char ** argv) {
     int64_t k = 4096, stream_mib = 1024;
     int reps = 5;
     std::string only;
+    std::vector<int64_t> mm_cols;
+    int64_t mm_mib = 64;
     for (int i = 1; i < argc; i++) {
         const std::string a = argv[i];
         auto next = [&]() -> const char * {
@@ -155,9 +218,23 @@ int main(int argc, char ** argv) {
         else if (a == "--stream-mib") stream_mib = atoll(next());
         else if (a == "--reps") reps = atoi(next());
         else if (a == "--types") only = next();
-        else { fprintf(stderr, "usage: bench-quant [--k N] [--stream-mib N] [--reps N] [--types a,b]\n"); return 1; }
+        else if (a == "--mul-mat") {
+            const std::string list = next();
+            for (size_t p = 0; p < list.size();) {
+                const size_t e = std::min(list.find(',', p), list.size());
+                mm_cols.push_back(atoll(list.substr(p, e - p).c_str()));
+                p = e + 1;
+            }
+        } else if (a == "--mm-mib") mm_mib = atoll(next());
+        else {
+            fprintf(stderr, "usage: bench-quant [--k N] [--stream-mib N] [--reps N] [--types a,b] [--mul-mat N,N,... [--mm-mib N]]\n");
+            return 1;
+        }
     }
-    if (k <= 0 || k % 256 != 0 || stream_mib <= 0 || reps <= 0) {
+    for (const int64_t n : mm_cols) {
+        if (n <= 0) { fprintf(stderr, "bench-quant: --mul-mat takes positive column counts\n"); return 1; }
+    }
+    if (k <= 0 || k % 256 != 0 || stream_mib <= 0 || reps <= 0 || mm_mib <= 0) {
         fprintf(stderr, "bench-quant: --k must be a positive multiple of 256, --stream-mib and --reps positive\n");
         return 1;
     }
@@ -217,6 +294,7 @@ int main(int argc, char ** argv) {
                rs * rows_stream / 1048576.0);
     }
     bench_repacked(types, only, k, stream_mib, reps, &sink);
+    if (!mm_cols.empty()) bench_mul_mat(types, only, k, mm_mib, mm_cols, reps);
     if (sink == 12345.678f) printf(" ");
     return 0;
 }
