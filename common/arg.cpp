@@ -678,9 +678,14 @@ std::vector<common_arg> make_table() {
     // ---- llama-imatrix ----
     {
         const std::initializer_list<E> IMATRIX = {LLAMA_EXAMPLE_IMATRIX};
-        add(text({"--in-file"}, "FNAME", "an importance matrix (.dat) to start from; repeatable: they are combined (without -f, "
-                 "only combined)", [](common_params & p, const std::string & v) { p.in_files.push_back(v); }))
+        add(text({"--in-file"}, "FNAME", "an importance matrix (.dat or GGUF) to start from; repeatable: they are combined "
+                 "(without -f, only combined)", [](common_params & p, const std::string & v) { p.in_files.push_back(v); }))
             .set_examples(IMATRIX).set_group(COMMON_ARG_GROUP_EXAMPLE);
+        add(text({"--output-format"}, "{gguf,dat}", "the output's format: gguf (llama.cpp's current) or dat (llama.cpp 4747's); "
+                 "default: gguf when the output's name ends in .gguf, else dat", [](common_params & p, const std::string & v) {
+                     if (v != "gguf" && v != "dat") throw_value("'" + v + "' (gguf or dat)");
+                     p.imatrix_out_format = v;
+                 })).set_examples(IMATRIX).set_group(COMMON_ARG_GROUP_EXAMPLE);
         add(integer({"-ofreq", "--output-frequency"}, "N", 0, INT32_MAX, "write the output every N calls (default: 10; 0: at the end only)",
                     [](common_params & p, int64_t v) { p.n_out_freq = (int32_t) v; })).set_examples(IMATRIX).set_group(COMMON_ARG_GROUP_EXAMPLE);
         add(integer({"--save-frequency"}, "N", 0, INT32_MAX, "also write a copy FNAME.at_N every N calls (default: 0, none)",
@@ -906,7 +911,7 @@ std::vector<common_arg> make_table() {
              [weight_type](common_params & p, const std::string & v) { p.quantize_token_embd_type = weight_type(v); }))
         .set_examples(QUANTIZE);
 
-    add(text({"--imatrix"}, "FNAME", "importance matrix (llama-imatrix's .dat) weighting each column's error in the quantizers",
+    add(text({"--imatrix"}, "FNAME", "importance matrix (llama-imatrix's, .dat or GGUF) weighting each column's error in the quantizers",
              [](common_params & p, const std::string & v) { p.quantize_imatrix = v; })).set_examples(QUANTIZE);
     add(text({"--include-weights"}, "NAME", "use the importance matrix only for tensors whose name contains NAME (repeatable; "
              "not with --exclude-weights)", [](common_params & p, const std::string & v) { p.quantize_include_weights.push_back(v); }))
@@ -919,8 +924,9 @@ std::vector<common_arg> make_table() {
 
     // ---- llama-export-lora ----
     add(text({"-o", "--output", "--output-file"}, "FNAME", "GGUF file to write, whole or not at all (llama-export-lora: the merged "
-             "model; llama-finetune: the adapter, required unless --bench; llama-imatrix: the importance matrix, llama.cpp's .dat, "
-             "default imatrix.dat)", [](common_params & p, const std::string & v) { p.out_file = v; }))
+             "model; llama-finetune: the adapter, required unless --bench; llama-imatrix: the importance matrix, GGUF when the name "
+             "ends in .gguf, else llama.cpp 4747's .dat (see --output-format), default imatrix.dat)",
+             [](common_params & p, const std::string & v) { p.out_file = v; }))
         .set_examples({LLAMA_EXAMPLE_EXPORT_LORA, LLAMA_EXAMPLE_FINETUNE, LLAMA_EXAMPLE_IMATRIX});
     add(text({"--outtype"}, "T", "type of the merged tensors (default: each tensor's own): " + common_merge_type_names(),
              [](common_params & p, const std::string & v) {
@@ -1167,9 +1173,10 @@ const char * usage_line(llama_example ex) {
         case LLAMA_EXAMPLE_SERVER: return "llama-server -m MODEL [--host 127.0.0.1] [--port 8080] [-np N] [-c N] [--api-key KEY] [options]";
         case LLAMA_EXAMPLE_EMBEDDING: return "llama-embedding -m MODEL (-p TEXT | -f FILE) [--pooling TYPE] [--embd-normalize N] "
                                              "[--embd-output-format json|json+|array] [options]";
-        case LLAMA_EXAMPLE_IMATRIX: return "llama-imatrix -m MODEL -f TEXT [-o imatrix.dat] [--process-output] [--no-ppl] [--chunk N] "
-                                           "[--chunks N] [--output-frequency N] [--save-frequency N] [--in-file FILE ...]\n"
-                                           "       llama-imatrix [-m MODEL] --in-file FILE [--in-file FILE ...] -o OUT.dat";
+        case LLAMA_EXAMPLE_IMATRIX: return "llama-imatrix -m MODEL -f TEXT [-o imatrix.dat|imatrix.gguf] [--output-format gguf|dat] "
+                                           "[--process-output] [--no-ppl] [--chunk N] [--chunks N] [--output-frequency N] "
+                                           "[--save-frequency N] [--in-file FILE ...]\n"
+                                           "       llama-imatrix [-m MODEL] --in-file FILE [--in-file FILE ...] -o OUT.dat|OUT.gguf";
         default: return "";
     }
 }

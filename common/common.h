@@ -231,7 +231,7 @@ struct common_params {
     bool quantize_leave_output = false;           // --leave-output-tensor
     bool quantize_pure = false;                   // --pure
     bool quantize_keep_split = false;             // --keep-split
-    std::string quantize_imatrix;                 // --imatrix: llama.cpp's .dat importance matrix
+    std::string quantize_imatrix;                 // --imatrix: llama.cpp's importance matrix (.dat or GGUF)
     std::vector<std::string> quantize_include_weights, quantize_exclude_weights;  // --include-weights, --exclude-weights
     ggml_type quantize_output_type = GGML_TYPE_COUNT;      // --output-tensor-type (COUNT: the mix's)
     ggml_type quantize_token_embd_type = GGML_TYPE_COUNT;  // --token-embedding-type
@@ -258,6 +258,7 @@ struct common_params {
     int32_t i_chunk = 0;               // --chunk: the first chunk of the text
     bool process_output = false;       // --process-output: output.weight too
     bool compute_ppl = true;           // --no-ppl: no perplexity estimates
+    std::string imatrix_out_format;    // --output-format: "gguf", "dat", or "" (GGUF when -o ends in .gguf)
 
     // llama-logits
     std::string out_file;              // -o

@@ -5,11 +5,11 @@
 // llama.cpp's llama-quantize: its flags (--allow-requantize, --leave-output-tensor, --pure,
 // --output-tensor-type, --token-embedding-type, --override-kv, --keep-split), its types by name
 // or file type number, COPY, and OUT defaulting to ggml-model-TYPE.gguf beside IN; --imatrix
-// (llama-imatrix's .dat: each column's mean squared activation weights its error in the
-// quantizers' searches) with --include-weights / --exclude-weights, and the quantize.imatrix.*
-// keys llama.cpp writes. The work is the library's llama_model_quantize (src/llama-quant.cpp);
-// this program reads the flags and the importance matrix, and removes the partial output when
-// stopped by a signal.
+// (llama-imatrix's, .dat or GGUF told apart by content: each column's mean squared activation
+// weights its error in the quantizers' searches) with --include-weights / --exclude-weights, and
+// the quantize.imatrix.* keys llama.cpp writes. The work is the library's llama_model_quantize
+// (src/llama-quant.cpp); this program reads the flags and the importance matrix, and removes the
+// partial output when stopped by a signal.
 #include "arg.h"
 #include "common.h"
 #include "ggml.h"
@@ -147,19 +147,18 @@ int main(int argc, char ** argv) {
             return false;
         };
         size_t n_entries = 0;
-        for (common_imatrix::item & it : m.items) {
+        for (const common_imatrix::item & it : m.items) {
             n_entries++;
             if (contains_any(it.name, excl) || (!incl.empty() && !contains_any(it.name, incl))) continue;
-            if (it.ncall > 0) {
-                for (float & v : it.values) v /= (float) it.ncall;  // (the file holds the means times ncall)
-            }
-            imatrix[it.name] = std::move(it.values);
+            imatrix[it.name] = common_imatrix_weights(it);
         }
-        fprintf(stderr, "llama-quantize: importance matrix '%s': %zu of %zu entries used, computed on %d chunks of '%s'\n",
-                cp.quantize_imatrix.c_str(), imatrix.size(), n_entries, (int) m.last_chunk, m.dataset.c_str());
+        // (llama.cpp's llama-quantize names a GGUF matrix's first dataset)
+        const std::string dataset = !m.gguf ? m.dataset : m.datasets.empty() ? std::string() : m.datasets[0];
+        fprintf(stderr, "llama-quantize: importance matrix '%s' (%s): %zu of %zu entries used, computed on %d chunks of '%s'\n",
+                cp.quantize_imatrix.c_str(), m.gguf ? "GGUF" : ".dat", imatrix.size(), n_entries, (int) m.last_chunk, dataset.c_str());
         if (!imatrix.empty()) {  // (the keys llama.cpp's llama-quantize writes)
             overrides.push_back(kv_str("quantize.imatrix.file", cp.quantize_imatrix));
-            if (!m.dataset.empty()) overrides.push_back(kv_str("quantize.imatrix.dataset", m.dataset));
+            if (!dataset.empty()) overrides.push_back(kv_str("quantize.imatrix.dataset", dataset));
             overrides.push_back(kv_int("quantize.imatrix.entries_count", (int64_t) imatrix.size()));
             if (m.last_chunk > 0) overrides.push_back(kv_int("quantize.imatrix.chunks_count", m.last_chunk));
         }

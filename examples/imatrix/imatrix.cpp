@@ -1,11 +1,12 @@
 // llama-imatrix: the importance matrix of a model over a text, as llama.cpp's llama-imatrix
-// computes it (build 4747: its flags and its .dat files, read and written), for
-// llama-quantize --imatrix: per weight matrix, how strongly the text drives each of its columns.
+// computes it (build 4747: its flags and its .dat files; and llama.cpp's later GGUF files, read
+// and written), for llama-quantize --imatrix: per weight matrix, how strongly the text drives
+// each of its columns.
 //
-//   llama-imatrix -m MODEL -f TEXT [-o imatrix.dat] [-c 512] [-b N] [--chunks N] [--chunk N]
-//                 [--output-frequency 10] [--save-frequency 0] [--process-output] [--no-ppl]
-//                 [--in-file FILE ...]
-//   llama-imatrix [-m MODEL] --in-file A.dat --in-file B.dat [...] -o OUT.dat   (combine only)
+//   llama-imatrix -m MODEL -f TEXT [-o imatrix.dat] [--output-format gguf|dat] [-c 512] [-b N]
+//                 [--chunks N] [--chunk N] [--output-frequency 10] [--save-frequency 0]
+//                 [--process-output] [--no-ppl] [--in-file FILE ...]
+//   llama-imatrix [-m MODEL] --in-file A.dat --in-file B.gguf [...] -o OUT.gguf   (combine only)
 //
 // What is collected, through llama_context_params.cb_eval (the scheduler asks about every graph
 // node before computing it, and shows the ones wanted once computed): every MUL_MAT whose src0
@@ -24,24 +25,38 @@
 // the second half of each chunk is scored as llama-perplexity scores it: [i]PPL after each chunk
 // and the final estimate, on standard output (with --no-ppl, a line per chunk on standard error).
 //
-// The .dat file (llama.cpp's; little-endian, int32 counts):
-//   int32 n_entries
-//   n_entries x { int32 len, char name[len], int32 ncall, int32 nval, float values[nval] }
-//   int32 last_chunk                 the largest ncall when written (llama.cpp's m_last_call)
-//   int32 len, char dataset[len]     the -f file (files of older builds end before these two)
-// values[j] = sum_j / count_j * ncall: the mean of x_j^2, times ncall. An entry with a column (an
-// expert) that saw no row is left out, with a warning, as llama.cpp does. Reading a file adds
-// values[j] to the sum and ncall to the count of every column, and ncall to ncall, so that files
-// combine as the data behind them would (--in-file, repeatable); their last chunks add up. Sums
-// are kept in double: the values of a file read alone are written back with their own bits, so
-// reading a file and writing it again gives the same bytes. Without -f, the dataset written is
-// the in-files' (their names joined by ',' when they differ), where llama.cpp writes 0 and "".
+// The files (common/imatrix-file.h; either is read, told apart by content): the output is GGUF
+// with --output-format gguf or, without the flag, when its name ends in .gguf; else .dat.
+// - .dat (llama.cpp 4747's): values[j] = sum_j / count_j * ncall, the mean of x^2 times ncall;
+//   last_chunk the largest ncall when written (llama.cpp's m_last_call), the dataset the -f file.
+//   An entry with a column (an expert) that saw no row is left out, with a warning, as llama.cpp
+//   does. Reading a file adds values[j] and ncall up per column, so that .dat files combine as
+//   the data behind them would (--in-file, repeatable; their last chunks add up), as llama.cpp
+//   4747 combines them. Sums are kept in double: the values of a file read alone are written
+//   back with their own bits, so reading a file and writing it again gives the same bytes.
+//   Without -f, the dataset written is the in-files' (their names joined by ',' when they
+//   differ), where llama.cpp writes 0 and "".
+// - GGUF: per entry the raw sums (in_sum2, per matrix: the experts of a MUL_MAT_ID weight) and
+//   the rows summed (counts, per matrix), every entry stored (a matrix without rows has count 0),
+//   sorted by name; imatrix.chunk_count the chunks processed (the in-files' included),
+//   imatrix.chunk_size the chunk size, imatrix.datasets the in-files' then the -f file. Reading
+//   one adds its sums and counts: GGUF files combine exactly.
+// Mixing them: a .dat file's call counts as one chunk of the run's chunk size, as llama.cpp's
+// reading of a .dat takes it (exact when the .dat was made with a micro-batch as large as its
+// chunks, the default): its values become sums over ncall * chunk_size rows. The chunk size is
+// the context's with -f; without, -c when given, else the GGUF in-files' when they agree, else
+// 512. A GGUF entry written as .dat gets ncall = its largest count / the file's chunk size,
+// rounded up (llama.cpp's). So .dat -> GGUF -> .dat gives back the entries, ncall and value bits
+// (in name order, as GGUF keeps them; for a chunk size that is a power of two, as 512, where the
+// sums are exact in float), and a GGUF half and a .dat half combine to the whole. A .dat does not
+// say how an entry splits into experts: with -m, the model's tensor says; without, a .dat entry
+// is written to GGUF as one matrix.
 //
 // The output is written every --output-frequency calls (after the decode that reaches a multiple)
-// and at the end, and a copy OUT.at_N every --save-frequency calls; each time to a temporary
-// file renamed into place: whole or not at all. Bad input (a truncated or malformed .dat, entries
-// that are not weights of the model or have another size, a missing or too short text) is an
-// error before anything is written.
+// and at the end, and a copy OUT.at_N every --save-frequency calls, in the output's format; each
+// time to a temporary file renamed into place: whole or not at all. Bad input (a truncated or
+// malformed file of either format, entries that are not weights of the model or have another
+// size, a missing or too short text) is an error before anything is written.
 #include "arg.h"
 #include "common.h"
 #include "ggml-backend.h"
@@ -49,7 +64,6 @@
 #include "imatrix-file.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -65,39 +79,21 @@ namespace {
 constexpr const char * kProg = "llama-imatrix";
 constexpr int64_t kMinRows = 16;  // llama.cpp's: products of fewer tokens are not collected
 
-// ---- the .dat file (read by common/imatrix-file.cpp, written here) ------------------------
-
-// Writes bytes to path through a temporary file beside it, renamed into place.
-bool write_whole(const std::string & path, const std::vector<uint8_t> & bytes, std::string & err) {
-    const std::string tmp = path + ".tmp." + std::to_string((long) getpid());
-    FILE * f = fopen(tmp.c_str(), "wb");
-    if (!f) {
-        err = "cannot write '" + tmp + "': " + strerror(errno);
-        return false;
-    }
-    bool ok = fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
-    ok = fflush(f) == 0 && ok;
-    ok = fsync(fileno(f)) == 0 && ok;
-    const int e = errno;
-    ok = fclose(f) == 0 && ok;
-    if (ok && rename(tmp.c_str(), path.c_str()) != 0) {
-        err = "cannot rename '" + tmp + "' to '" + path + "': " + strerror(errno);
-        unlink(tmp.c_str());
-        return false;
-    }
-    if (!ok) {
-        err = "cannot write '" + tmp + "': " + strerror(e ? e : EIO);
-        unlink(tmp.c_str());
-    }
-    return ok;
-}
-
 // ---- the collector ------------------------------------------------------------------------------
 
 struct entry {
-    std::vector<double> sums;     // per column: the sum of x^2 (plus the values read)
-    std::vector<int64_t> counts;  // per column: the rows summed (plus the ncall read)
-    int32_t ncall = 0;
+    // Rows of activations, computed here or read from GGUF files: per column, the sum of x^2 and
+    // the rows summed.
+    std::vector<double> sums;
+    std::vector<int64_t> counts;
+    bool has_rows = false;
+    // The .dat files read: per column their values (means times ncall) added up, and their ncall
+    // added up (per column, their mean is dat_sums / dat_calls).
+    std::vector<double> dat_sums;
+    int64_t dat_calls = 0;
+    bool has_dat = false;
+    int32_t ncall = 0;   // the calls: computed, the .dat files', the GGUF files' (rows / chunk size)
+    int64_t n_mat = 0;   // the matrices the columns split into (experts); 0: not known (.dat files only)
 };
 
 // The weight's name of a graph tensor: llama.cpp's scheduler names the copies it makes
@@ -109,17 +105,30 @@ std::string weight_name(const char * name) {
     return q ? std::string(p + 1, q) : std::string(name, p);
 }
 
+// a + b, false past INT32_MAX (counts of calls and chunks a file may claim).
+bool add_i32(int32_t & a, int64_t b) {
+    if (b < 0 || (int64_t) a + b > INT32_MAX) return false;
+    a = (int32_t) (a + b);
+    return true;
+}
+
 struct collector {
     bool process_output = false;
+    bool gguf_out = false;           // the output's format
+    bool text = false;               // a text is run (else files are only combined)
+    int64_t chunk_size = 512;        // tokens per chunk: what a .dat file's call counts as, and the GGUF's imatrix.chunk_size
     std::vector<std::string> order;  // entries in the order first seen (read, or computed)
     std::unordered_map<std::string, entry> entries;
     int32_t last_call = 0;           // llama.cpp's m_last_call: the largest ncall (plus the files' last chunks)
+    int32_t chunks = 0;              // the chunks processed (plus the files' chunk counts)
+    std::vector<std::string> in_datasets;  // the in-files' datasets, in order
     std::string error;               // set by the callback, which then stops the decode
     std::vector<uint8_t> data_copy, ids_copy;
     std::vector<float> row_buf;
 
-    // The entry of name with n columns; nullptr (and error) when it has another size.
-    entry * get(const std::string & name, size_t n) {
+    // The entry of name with n columns in n_mat matrices (0: not known); nullptr (and error) when
+    // it has another size, or another number of matrices (1 and unknown take the other's).
+    entry * get(const std::string & name, size_t n, int64_t n_mat) {
         auto it = entries.find(name);
         if (it == entries.end()) {
             order.push_back(name);
@@ -129,27 +138,55 @@ struct collector {
         if (e.sums.empty()) {
             e.sums.assign(n, 0.0);
             e.counts.assign(n, 0);
+            e.dat_sums.assign(n, 0.0);
         } else if (e.sums.size() != n) {
             error = "inconsistent size for '" + name + "' (" + std::to_string(e.sums.size()) + " vs " + std::to_string(n) + " values)";
             return nullptr;
         }
+        if (n_mat > 1 && e.n_mat > 1 && e.n_mat != n_mat) {
+            error = "inconsistent matrices for '" + name + "' (" + std::to_string(e.n_mat) + " vs " + std::to_string(n_mat) + ")";
+            return nullptr;
+        }
+        e.n_mat = std::max(e.n_mat, n_mat);
         return &e;
     }
 
     bool merge(const common_imatrix & d, const std::string & path, std::string & err) {
         for (const auto & it : d.items) {
-            entry * e = get(it.name, it.values.size());
+            entry * e = get(it.name, it.values.size(), d.gguf ? (int64_t) it.counts.size() : 0);
             if (!e) {
                 err = "'" + path + "': " + error + ": the files do not belong together";
                 return false;
             }
-            for (size_t j = 0; j < it.values.size(); j++) {
-                e->sums[j] += it.values[j];
-                e->counts[j] += it.ncall;
+            int64_t calls = it.ncall;
+            if (d.gguf) {
+                const size_t n_per_row = it.values.size() / it.counts.size();
+                for (size_t j = 0; j < it.values.size(); j++) {
+                    e->sums[j] += it.values[j];
+                    e->counts[j] += (int64_t) it.counts[j / n_per_row];
+                }
+                // llama.cpp's: a chunk of rows a call
+                const int64_t most = (int64_t) *std::max_element(it.counts.begin(), it.counts.end());
+                calls = (most + (int64_t) d.chunk_size - 1) / (int64_t) d.chunk_size;
+                e->has_rows = true;
+            } else {
+                for (size_t j = 0; j < it.values.size(); j++) e->dat_sums[j] += it.values[j];
+                e->dat_calls += it.ncall;
+                e->has_dat = true;
             }
-            e->ncall += it.ncall;
+            if (!add_i32(e->ncall, calls)) {
+                err = "'" + path + "': more than " + std::to_string(INT32_MAX) + " calls of '" + it.name + "' in all";
+                return false;
+            }
         }
-        last_call += d.last_chunk;
+        if (!add_i32(last_call, d.last_chunk) || !add_i32(chunks, d.last_chunk)) {
+            err = "'" + path + "': more than " + std::to_string(INT32_MAX) + " chunks in all";
+            return false;
+        }
+        if (!d.gguf && !d.dataset.empty()) in_datasets.push_back(d.dataset);
+        for (const std::string & ds : d.datasets) {
+            if (!ds.empty()) in_datasets.push_back(ds);
+        }
         return true;
     }
 
@@ -206,7 +243,7 @@ struct collector {
                 return false;
             }
             const char * id = host_data(ids, ids_copy);
-            if (!(e = get(name, (size_t) (ne0 * n_as)))) return false;
+            if (!(e = get(name, (size_t) (ne0 * n_as), n_as))) return false;
             e->ncall++;
             for (int64_t r = 0; r < n_tok; r++) {
                 for (int64_t k = 0; k < n_ids; k++) {
@@ -227,7 +264,7 @@ struct collector {
                 }
             }
         } else {
-            if (!(e = get(name, (size_t) ne0))) return false;
+            if (!(e = get(name, (size_t) ne0, 1))) return false;
             e->ncall++;
             for (int64_t i3 = 0; i3 < src1->ne[3]; i3++) {
                 for (int64_t i2 = 0; i2 < src1->ne[2]; i2++) {
@@ -247,58 +284,116 @@ struct collector {
             error = "non-finite activations (NaN or inf) multiply '" + name + "'";
             return false;
         }
+        e->has_rows = true;
         last_call = std::max(last_call, e->ncall);
         return true;
     }
 
-    // The file's bytes: the entries with data in every column (else skipped with a warning).
-    std::vector<uint8_t> serialize(const std::string & dataset, int & n_stored) const {
-        std::vector<uint8_t> out;
-        auto put = [&](const void * p, size_t n) { out.insert(out.end(), (const uint8_t *) p, (const uint8_t *) p + n); };
-        auto put_i32 = [&](int32_t v) { put(&v, sizeof(v)); };
-        std::vector<const std::string *> keep;
-        for (const std::string & name : order) {
-            const entry & e = entries.at(name);
-            const size_t zeros = (size_t) std::count(e.counts.begin(), e.counts.end(), (int64_t) 0);
-            if (e.counts.empty()) continue;
-            if (zeros == e.counts.size()) {
-                fprintf(stderr, "%s: entry '%40s' has no data - skipping\n", kProg, name.c_str());
-            } else if (zeros > 0) {
-                fprintf(stderr, "%s: entry '%40s' has partial data (%.2f%%) - skipping\n", kProg, name.c_str(),
-                        100.0 * (double) (e.counts.size() - zeros) / (double) e.counts.size());
-            } else {
-                keep.push_back(&name);
-            }
+    // Column j of an entry as rows: the sum of x^2 and the rows summed. A .dat file's call counts
+    // as a chunk of chunk_size rows (llama.cpp's reading of a .dat), its values (means times
+    // ncall) as their sums. An entry of .dat files alone keeps their arithmetic, values over calls
+    // (as llama.cpp 4747 combines them): written as .dat it has the bytes it had; as GGUF
+    // (rows: true) it is scaled to rows.
+    void column(const entry & e, size_t j, bool rows, double & sum, double & n) const {
+        if (!e.has_rows) {
+            const double k = rows ? (double) chunk_size : 1.0;
+            sum = e.dat_sums[j] * k;
+            n = (double) e.dat_calls * k;
+            return;
         }
-        if (keep.size() < entries.size()) fprintf(stderr, "%s: storing only %zu out of %zu entries\n", kProg, keep.size(), entries.size());
-        put_i32((int32_t) keep.size());
-        std::vector<float> vals;
-        for (const std::string * name : keep) {
-            const entry & e = entries.at(*name);
-            put_i32((int32_t) name->size());
-            put(name->data(), name->size());
-            put_i32(e.ncall);
-            put_i32((int32_t) e.sums.size());
-            vals.resize(e.sums.size());
-            for (size_t j = 0; j < vals.size(); j++) vals[j] = (float) (e.sums[j] / (double) e.counts[j] * (double) e.ncall);
-            put(vals.data(), vals.size() * sizeof(float));
+        sum = e.sums[j];
+        n = (double) e.counts[j];
+        if (e.has_dat) {
+            sum += e.dat_sums[j] * (double) chunk_size;
+            n += (double) e.dat_calls * (double) chunk_size;
         }
-        put_i32(last_call);
-        put_i32((int32_t) dataset.size());
-        put(dataset.data(), dataset.size());
-        n_stored = (int) keep.size();
-        return out;
     }
 
+    // The matrix to write. .dat: the entries with rows in every column, in the order first seen
+    // (the others skipped with a warning, as llama.cpp 4747 does). GGUF: every entry (the writer
+    // sorts them by name), a matrix without rows with count 0 (warned of, as llama.cpp does).
+    // n_stored: the entries with rows in some column.
+    bool build(const std::string & dataset, common_imatrix & m, int & n_stored, std::string & err) const {
+        m.gguf = gguf_out;
+        n_stored = 0;
+        double sum = 0, n = 0;
+        for (const std::string & name : order) {
+            const entry & e = entries.at(name);
+            if (e.counts.empty()) continue;
+            size_t zeros = 0;
+            for (size_t j = 0; j < e.sums.size(); j++) {
+                column(e, j, gguf_out, sum, n);
+                zeros += n == 0;
+            }
+            const size_t n_all = e.sums.size();
+            if (zeros == n_all) {
+                fprintf(stderr, "%s: entry '%40s' has no data%s\n", kProg, name.c_str(), gguf_out ? "" : " - skipping");
+            } else if (zeros > 0) {
+                fprintf(stderr, "%s: entry '%40s' has partial data (%.2f%%)%s\n", kProg, name.c_str(),
+                        100.0 * (double) (n_all - zeros) / (double) n_all, gguf_out ? "" : " - skipping");
+            }
+            n_stored += zeros < n_all;
+            if (zeros > 0 && !gguf_out) continue;
+            common_imatrix::item it;
+            it.name = name;
+            it.ncall = e.ncall;
+            it.values.resize(n_all);
+            if (gguf_out) {
+                const size_t n_mat = (size_t) std::max<int64_t>(1, e.n_mat), n_per_row = n_all / n_mat;
+                it.counts.resize(n_mat);
+                for (size_t j = 0; j < n_all; j++) {
+                    column(e, j, true, sum, n);
+                    it.values[j] = (float) sum;
+                    if (j % n_per_row == 0) {
+                        it.counts[j / n_per_row] = (float) n;
+                    } else if ((float) n != it.counts[j / n_per_row]) {
+                        err = "cannot store '" + name + "': the columns of its matrix " + std::to_string(j / n_per_row) +
+                              " saw different numbers of rows";
+                        return false;
+                    }
+                }
+            } else {
+                for (size_t j = 0; j < n_all; j++) {
+                    column(e, j, false, sum, n);
+                    it.values[j] = (float) (sum / n * (double) e.ncall);
+                }
+            }
+            m.items.push_back(std::move(it));
+        }
+        if (!gguf_out && m.items.size() < entries.size()) {
+            fprintf(stderr, "%s: storing only %zu out of %zu entries\n", kProg, m.items.size(), entries.size());
+        }
+        if (gguf_out) {
+            m.last_chunk = chunks;
+            m.chunk_size = (uint32_t) chunk_size;
+            m.datasets = in_datasets;
+            if (!dataset.empty()) m.datasets.push_back(dataset);
+        } else {
+            m.last_chunk = last_call;
+            m.dataset = dataset;
+            if (!text) {  // (the in-files', each once)
+                std::vector<std::string> seen;
+                for (const std::string & d : in_datasets) {
+                    if (std::find(seen.begin(), seen.end(), d) != seen.end()) continue;
+                    m.dataset += (seen.empty() ? "" : ",") + d;
+                    seen.push_back(d);
+                }
+            }
+        }
+        return true;
+    }
+
+    // dataset: the -f file (none: "").
     bool save(const std::string & path, const std::string & dataset, std::string & err) const {
+        common_imatrix m;
         int n_stored = 0;
-        const std::vector<uint8_t> bytes = serialize(dataset, n_stored);
+        if (!build(dataset, m, n_stored, err)) return false;
         if (n_stored == 0) {
             err = "no entry has data: nothing written to '" + path + "' (products of fewer than " + std::to_string(kMinRows) +
                   " tokens are not collected, as llama.cpp's: raise -b / -ub)";
             return false;
         }
-        return write_whole(path, bytes, err);
+        return common_imatrix_write(path, m, err);
     }
 };
 
@@ -309,8 +404,9 @@ bool collect_cb(ggml_tensor * t, bool ask, void * ud) {
 }
 
 // Each entry must be a weight of the model, with as many values as the products give it:
-// the weight's columns, times its experts for a 3-D (MUL_MAT_ID) one.
-bool check_against_model(const std::string & model_path, const collector & c, std::string & err) {
+// the weight's columns, times its experts for a 3-D (MUL_MAT_ID) one. An entry whose matrices
+// are not known (.dat files) takes the model's.
+bool check_against_model(const std::string & model_path, collector & c, std::string & err) {
     ggml_context * meta = nullptr;
     gguf_init_params gp = {};
     gp.no_alloc = true;
@@ -323,20 +419,28 @@ bool check_against_model(const std::string & model_path, const collector & c, st
     bool ok = true;
     for (const std::string & name : c.order) {
         const ggml_tensor * t = ggml_get_tensor(meta, name.c_str());
-        const size_t have = c.entries.at(name).sums.size();
+        entry & e = c.entries.at(name);
+        const size_t have = e.sums.size();
         if (!t) {
             err = "the importance matrix has an entry '" + name + "', which is not a tensor of the model '" + model_path +
                   "': it was made for another model";
             ok = false;
             break;
         }
-        const int64_t want = t->ne[0] * t->ne[2] * t->ne[3];
+        const int64_t n_mat = t->ne[2] * t->ne[3], want = t->ne[0] * n_mat;
         if ((int64_t) have != want) {
             err = "the importance matrix's entry '" + name + "' has " + std::to_string(have) + " values, the model's tensor " +
                   std::to_string(want) + " columns: it was made for another model";
             ok = false;
             break;
         }
+        if (e.n_mat > 1 && e.n_mat != n_mat) {
+            err = "the importance matrix's entry '" + name + "' has " + std::to_string(e.n_mat) + " matrices, the model's tensor " +
+                  std::to_string(n_mat) + ": it was made for another model";
+            ok = false;
+            break;
+        }
+        e.n_mat = n_mat;
     }
     gguf_free(g);
     ggml_free(meta);
@@ -371,12 +475,17 @@ int fail(const std::string & msg) {
 
 int main(int argc, char ** argv) {
     common_params params;
-    params.n_ctx = 512;    // llama.cpp's imatrix defaults
-    params.n_batch = 2048;
+    params.n_ctx = -1;     // (not given: llama.cpp's 512, below; combining only, the chunk size is then the GGUF in-files')
+    params.n_batch = 2048;  // llama.cpp's imatrix defaults
     params.escape = false;
     if (!common_params_parse(argc, argv, params, LLAMA_EXAMPLE_IMATRIX)) return 1;
     common_log_init(params.verbosity);
+    const bool ctx_given = params.n_ctx > 0;
+    if (params.n_ctx < 0) params.n_ctx = 512;
     const std::string out_file = params.out_file.empty() ? "imatrix.dat" : params.out_file;
+    const bool gguf_out = params.imatrix_out_format.empty() ? out_file.size() > 5 && out_file.compare(out_file.size() - 5, 5, ".gguf") == 0
+                                                            : params.imatrix_out_format == "gguf";
+    const int32_t pad = params.flash_attn ? 256 : 32;  // llama.cpp's rounding of the context
     const bool have_text = params.prompt_sources > 0;
     if (params.prompt_sources > 1) return fail_usage("give the text once (-f FILE or -p TEXT)");
     if (!have_text && params.in_files.empty()) {
@@ -387,27 +496,44 @@ int main(int argc, char ** argv) {
     // The inputs, checked before anything is loaded or written.
     collector c;
     c.process_output = params.process_output;
-    std::vector<std::string> datasets;
+    c.gguf_out = gguf_out;
+    c.text = have_text;
+    std::vector<std::pair<std::string, uint32_t>> gguf_chunks;  // the GGUF in-files' chunk sizes
+    bool dat_in = false;
     for (const std::string & f : params.in_files) {
         fprintf(stderr, "%s: loading imatrix from '%s'\n", kProg, f.c_str());
         common_imatrix d;
         std::string err;
         if (!common_imatrix_read(f, d, err) || !c.merge(d, f, err)) return fail(err);
-        if (!d.dataset.empty() && std::find(datasets.begin(), datasets.end(), d.dataset) == datasets.end()) datasets.push_back(d.dataset);
+        if (d.gguf) gguf_chunks.emplace_back(f, d.chunk_size);
+        dat_in = dat_in || !d.gguf;
     }
     if (have_text && !common_load_prompt(params, kProg)) return 1;
     if (!params.model.empty() && !c.order.empty()) {
         std::string err;
         if (!check_against_model(params.model, c, err)) return fail(err);
     }
+    // The chunk size (see the top of this file): a .dat file's call counts as a chunk.
+    const auto set_chunk_size = [&](int64_t n) {
+        c.chunk_size = n;
+        for (const auto & [f, n_f] : gguf_chunks) {
+            if (n_f != n && dat_in) {
+                fprintf(stderr, "%s: warning: '%s' was computed in chunks of %u tokens, this run's are %lld: the .dat files' calls "
+                                "are counted as chunks of %lld tokens\n", kProg, f.c_str(), n_f, (long long) n, (long long) n);
+            }
+        }
+    };
 
     if (!have_text) {
-        std::string dataset;
-        for (const std::string & d : datasets) dataset += (dataset.empty() ? "" : ",") + d;
-        fprintf(stderr, "%s: no text given: combining %zu file(s) into '%s'\n", kProg, params.in_files.size(), out_file.c_str());
+        const bool agree = !gguf_chunks.empty() && std::all_of(gguf_chunks.begin(), gguf_chunks.end(),
+                                                               [&](const auto & g) { return g.second == gguf_chunks[0].second; });
+        set_chunk_size(ctx_given ? (params.n_ctx + pad - 1) / pad * pad : agree ? (int64_t) gguf_chunks[0].second : 512);
+        fprintf(stderr, "%s: no text given: combining %zu file(s) into '%s' (%s)\n", kProg, params.in_files.size(), out_file.c_str(),
+                gguf_out ? "GGUF" : ".dat");
         std::string err;
-        if (!c.save(out_file, dataset, err)) return fail(err);
-        fprintf(stderr, "%s: stored %zu entries (last chunk %d) in '%s'\n", kProg, c.order.size(), c.last_call, out_file.c_str());
+        if (!c.save(out_file, "", err)) return fail(err);
+        fprintf(stderr, "%s: stored %zu entries (last chunk %d) in '%s'\n", kProg, c.order.size(), gguf_out ? c.chunks : c.last_call,
+                out_file.c_str());
         return 0;
     }
 
@@ -431,7 +557,6 @@ int main(int argc, char ** argv) {
 
     // The context: llama.cpp's rounding of -c, batches of min(-b, -c) tokens.
     const int32_t n_ctx_given = params.n_ctx > 0 ? params.n_ctx : llama_model_n_ctx_train(model);
-    const int32_t pad = params.flash_attn ? 256 : 32;
     const int32_t n_batch = std::max(1, std::min(params.n_batch, n_ctx_given));
     llama_context_params cp = common_context_params_to_llama(params);
     cp.n_ctx = (uint32_t) ((n_ctx_given + pad - 1) / pad * pad);
@@ -446,6 +571,7 @@ int main(int argc, char ** argv) {
         return finish(1);
     }
     const int32_t n_ctx = (int32_t) llama_n_ctx(ctx);
+    set_chunk_size(n_ctx);
     const int32_t n_vocab = llama_vocab_n_tokens(vocab);
     if (n_ctx > llama_model_n_ctx_train(model)) {
         fprintf(stderr, "%s: warning: the model was trained on only %d context tokens (%d specified)\n", kProg,
@@ -504,6 +630,7 @@ int main(int argc, char ** argv) {
                 const float * l = llama_get_logits(ctx);
                 logits.insert(logits.end(), l, l + (size_t) n * n_vocab);
             }
+            if (j == num_batches - 1) add_i32(c.chunks, 1);  // (before the writes: the chunk's rows are in)
             // The periodic writes, after the decode that reaches a multiple of their frequency.
             std::string err;
             if (params.n_out_freq > 0 && c.last_call / params.n_out_freq > saved_out / params.n_out_freq) {
@@ -552,7 +679,7 @@ int main(int argc, char ** argv) {
 
     std::string err;
     if (!c.save(out_file, params.prompt_file, err)) return finish(fail(err));
-    fprintf(stderr, "\n%s: stored collected data after %d chunks in '%s'\n", kProg, c.last_call, out_file.c_str());
+    fprintf(stderr, "\n%s: stored collected data after %d chunks in '%s'\n", kProg, gguf_out ? c.chunks : c.last_call, out_file.c_str());
     if (!params.no_perf) llama_perf_context_print(ctx);
     return finish(0);
 }

@@ -1,7 +1,7 @@
 // llama-quantize, run as a program: the mixes and errors against llama.cpp's own files of the
 // ktest model, every target type, row-length fallbacks, thread-count independence, bad input;
 // and its mixes (src/llama-quant-mix.cpp) tensor for tensor against llama.cpp's on models where every rule
-// acts, mixtures of experts included; importance matrices.
+// acts, mixtures of experts included; importance matrices (.dat and GGUF).
 #include "test-util.h"
 
 #include "gguf.h"
@@ -22,6 +22,7 @@
 #include <vector>
 
 #define LLAMA_QUANTIZE_BIN LLAMA_BIN_DIR "/llama-quantize"
+#define LLAMA_IMATRIX_BIN LLAMA_BIN_DIR "/llama-imatrix"
 
 namespace {
 
@@ -536,4 +537,97 @@ TEST(LlamaQuantize, ImportanceMatrixWeightsTheError) {
         EXPECT_NE(e.output.find(k.says), std::string::npos) << k.args << "\n" << e.output;
         EXPECT_FALSE(tu::file_exists(tmp.path + "/bad.gguf")) << k.args;
     }
+}
+
+// --imatrix takes llama.cpp's GGUF importance matrices too, told apart from a .dat by content:
+// the .dat and the GGUF file of the same llama-imatrix run, under the same name, give the same
+// output byte for byte (4 chunks of 128 tokens: the means of the two files are the same floats;
+// for other counts they may differ in the last bit, and so may the output), with llama.cpp's
+// quantize.imatrix.* keys. The weights of a GGUF entry: in_sum2 / count per matrix, 1 for an
+// expert without rows. Bad GGUF files (an entry's counts missing, a key missing, truncated,
+// another model's) are refused with nothing written.
+TEST(LlamaQuantize, GgufImportanceMatrix) {
+    REQUIRE_QUANTIZE_BIN();
+    if (!tu::file_exists(LLAMA_IMATRIX_BIN)) GTEST_SKIP() << "llama-imatrix was not built";
+    const std::string in = tu::models_dir() + "/stories260K.gguf", text = std::string(LLAMA_TEST_DATA_DIR) + "/imatrix/stories.txt";
+    TU_REQUIRE_FILE(in);
+    temp_dir tmp;
+    const std::string p = tmp.path + "/", im = p + "imatrix";
+    for (const char * f : {"run.dat", "run.gguf"}) {
+        const run_result r = tu::run_command(std::string(LLAMA_EMULATOR) + " " + LLAMA_IMATRIX_BIN + " -m " + in + " -f " + text +
+                                             " -c 128 --chunks 4 -t 2 --no-ppl -o " + p + f);
+        ASSERT_EQ(r.status, 0) << r.output;
+    }
+    const auto quantize_with = [&](const std::string & file, const std::string & out) {
+        ASSERT_EQ(std::system(("cp " + p + file + " " + im).c_str()), 0);
+        const run_result r = run_quantize("--imatrix " + im + " " + in + " " + p + out + " Q4_0 2");
+        ASSERT_EQ(r.status, 0) << r.output;
+        EXPECT_NE(r.output.find(file == "run.dat" ? "(.dat)" : "(GGUF)"), std::string::npos) << r.output;
+    };
+    quantize_with("run.dat", "with-dat.gguf");
+    quantize_with("run.gguf", "with-gguf.gguf");
+    EXPECT_EQ(std::system(("cmp -s " + p + "with-dat.gguf " + p + "with-gguf.gguf").c_str()), 0);
+    {
+        model q(p + "with-gguf.gguf");
+        ASSERT_TRUE(q.g);
+        EXPECT_STREQ(gguf_get_val_str(q.g, gguf_find_key(q.g, "quantize.imatrix.file")), im.c_str());
+        EXPECT_STREQ(gguf_get_val_str(q.g, gguf_find_key(q.g, "quantize.imatrix.dataset")), text.c_str());
+        EXPECT_EQ(gguf_get_val_i32(q.g, gguf_find_key(q.g, "quantize.imatrix.entries_count")), 35);
+        EXPECT_EQ(gguf_get_val_i32(q.g, gguf_find_key(q.g, "quantize.imatrix.chunks_count")), 4);
+    }
+    // The weights, by the shared reader.
+    common_imatrix m;
+    std::string err;
+    ASSERT_TRUE(common_imatrix_read(p + "run.gguf", m, err)) << err;
+    EXPECT_TRUE(m.gguf);
+    ASSERT_FALSE(m.items.empty());
+    const common_imatrix::item & first = m.items[0];
+    ASSERT_EQ(first.counts, std::vector<float>{512});
+    const std::vector<float> w = common_imatrix_weights(first);
+    for (size_t j = 0; j < w.size(); j++) EXPECT_EQ(w[j], first.values[j] / 512) << j;
+    common_imatrix::item experts;
+    experts.values = {2, 4, 6, 8, 10, 12};
+    experts.counts = {2, 0, 4};
+    EXPECT_EQ(common_imatrix_weights(experts), (std::vector<float>{1, 2, 1, 1, 2.5f, 3}));
+
+    // Refused, nothing written.
+    const auto rewrite = [&](const std::string & out, const std::string & drop_tensor, const std::string & drop_key) {
+        ggml_context * ctx = nullptr;
+        gguf_init_params gp = {};
+        gp.ctx = &ctx;
+        gguf_context * src = gguf_init_from_file((p + "run.gguf").c_str(), gp);
+        ASSERT_NE(src, nullptr);
+        gguf_context * g = gguf_init_empty();
+        gguf_set_kv(g, src);
+        if (!drop_key.empty()) gguf_remove_key(g, drop_key.c_str());
+        for (ggml_tensor * t = ggml_get_first_tensor(ctx); t; t = ggml_get_next_tensor(ctx, t)) {
+            if (t->name != drop_tensor) gguf_add_tensor(g, t);
+        }
+        EXPECT_TRUE(gguf_write_to_file(g, out.c_str(), false));
+        gguf_free(g);
+        gguf_free(src);
+        ggml_free(ctx);
+    };
+    rewrite(p + "no-counts.gguf", "blk.2.attn_v.weight.counts", "");
+    rewrite(p + "no-key.gguf", "", "imatrix.chunk_size");
+    ASSERT_EQ(std::system(("head -c 3000 " + p + "run.gguf > " + p + "trunc.gguf").c_str()), 0);
+    const run_result c = tu::run_command(std::string(LLAMA_EMULATOR) + " " + LLAMA_IMATRIX_BIN + " --in-file " + LLAMA_TEST_DATA_DIR +
+                                         "/imatrix/qwen2moe-f32-cache.dat -o " + p + "moe.gguf");
+    ASSERT_EQ(c.status, 0) << c.output;
+    const struct { std::string file, says; } bad[] = {
+        {"no-counts.gguf", "no blk.2.attn_v.weight.counts"},
+        {"no-key.gguf", "no imatrix.chunk_size key"},
+        {"trunc.gguf", "truncated"},
+        {"moe.gguf", "made for another model"},
+    };
+    for (const auto & k : bad) {
+        const run_result e = run_quantize("--imatrix " + p + k.file + " " + in + " " + p + "bad.gguf Q4_0 2");
+        EXPECT_EQ(e.status, 1) << k.file << "\n" << e.output;
+        EXPECT_NE(e.output.find(k.says), std::string::npos) << k.file << "\n" << e.output;
+        EXPECT_FALSE(tu::file_exists(p + "bad.gguf")) << k.file;
+    }
+    std::vector<std::string> files = tmp.files();
+    std::sort(files.begin(), files.end());
+    EXPECT_EQ(files, (std::vector<std::string>{"imatrix", "moe.gguf", "no-counts.gguf", "no-key.gguf", "run.dat", "run.gguf", "trunc.gguf",
+                                               "with-dat.gguf", "with-gguf.gguf"}));
 }
