@@ -103,6 +103,14 @@ static bool is_ft(int ft, std::initializer_list<int> fts) {
     return false;
 }
 
+// llama.cpp's model type "70B", which one rule keys on: 80 blocks of llama with grouped KV heads
+// (with one KV head per query head it is the 65B) or of qwen2 (Qwen2-72B); not a llama mixture.
+static bool is_70b(const quant_model_info & info) {
+    if (info.n_layer != 80) return false;
+    if (info.arch == "llama") return info.n_expert != 8 && info.n_head != info.n_head_kv;
+    return info.arch == "qwen2";
+}
+
 // The preferred type before the row-length check: llama.cpp's rules (llama_tensor_get_type).
 static ggml_type preferred_type(const quant_target & t, const quant_model_info & info, const quant_options & opt, const std::string & name) {
     const int ft = t.file_type;
@@ -165,6 +173,9 @@ static ggml_type preferred_type(const quant_target & t, const quant_model_info &
             case FT_Q4_K_S:  if (il >= 0 && il < 4) type = GGML_TYPE_Q5_K; break;
             default: break;
         }
+        // A 70B model's V projection is a fraction of its Q (8 query heads share each KV head),
+        // so a few more bits there cost little in size.
+        if (is_70b(info) && (type == GGML_TYPE_Q3_K || type == GGML_TYPE_Q4_K)) type = GGML_TYPE_Q5_K;
         return experts8 ? GGML_TYPE_Q8_0 : type;
     }
     if (name.find("attn_k.weight") != std::string::npos) {

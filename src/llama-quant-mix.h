@@ -23,6 +23,7 @@ const quant_target * quant_targets();
 
 // Facts about the model that the choice depends on.
 struct quant_model_info {
+    std::string arch = "llama";  // general.architecture
     int n_layer = 0;       // transformer blocks
     int n_head = 0;
     int n_head_kv = 0;

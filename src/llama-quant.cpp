@@ -146,6 +146,7 @@ void quantize(const std::string & in_path, const std::string & fname_out, const 
     const int64_t arch_id = gguf_find_key(gin.g, "general.architecture");
     const std::string arch = arch_id >= 0 && gguf_get_kv_type(gin.g, arch_id) == GGUF_TYPE_STRING ? gguf_get_val_str(gin.g, arch_id) : "llama";
     quant_model_info info;
+    info.arch = arch;
     info.n_layer = (int) key_u32_or(gin.g, arch + ".block_count", 0);
     info.n_head = (int) key_u32_or(gin.g, arch + ".attention.head_count", 0);
     info.n_head_kv = (int) key_u32_or(gin.g, arch + ".attention.head_count_kv", info.n_head);

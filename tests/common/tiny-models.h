@@ -166,7 +166,22 @@ inline std::vector<spec> quant_mix_specs() {
     qwen2moe.n_ff_shexp = 512;
     qwen2moe.freq_base = 1e6f;
     qwen2moe.seed = 33;
-    return { dense, mixtral, qwen2moe };
+    // llama.cpp's "70B" (80 blocks: of llama with grouped KV heads, of qwen2 with any), whose
+    // attention V gets more bits.
+    spec llama70b = dense;
+    llama70b.name = "mix-llama70b";
+    llama70b.n_ff = 256;
+    llama70b.n_layer = 80;
+    llama70b.n_head_kv = 1;
+    llama70b.seed = 34;
+    spec qwen2_80{"mix-qwen2-80", LLM_ARCH_QWEN2};
+    qwen2_80.n_embd = 256;
+    qwen2_80.n_ff = 256;
+    qwen2_80.n_layer = 80;
+    qwen2_80.n_head = 4;
+    qwen2_80.n_head_kv = 4;
+    qwen2_80.seed = 35;
+    return { dense, mixtral, qwen2moe, llama70b, qwen2_80 };
 }
 
 // gtest prints a model by its name.

@@ -144,11 +144,12 @@ TEST(LlamaQuantize, SameMixesAsLlamaCppAndNoWorseError) {
 // the models of tiny::quant_mix_specs: 16 dense layers with rows of 256 (no fallbacks), 4 query
 // heads per KV head, Mixtral's 8 experts (attention K and V in Q8_0, the output in Q5_K), a
 // mixture with a shared expert (the stacked and shared experts' down projections follow the FFN
-// down rules); without an importance matrix and with one (every target then, the IQ2 / IQ1 ones
+// down rules), llama.cpp's "70B" of llama and of qwen2 (80 layers: attention V raised); without an importance matrix and with one (every target then, the IQ2 / IQ1 ones
 // included; some rules change with one). tests/data/quant-reference/*.types, written by
 // tools/quant-reference/gen.py.
 TEST(LlamaQuantize, MixesAreLlamaCppsTensorForTensor) {
-    for (const char * model : {"mix-llama", "mix-mixtral", "mix-qwen2moe", "mix-llama-imatrix", "mix-mixtral-imatrix", "mix-qwen2moe-imatrix"}) {
+    for (const char * model : {"mix-llama", "mix-mixtral", "mix-qwen2moe", "mix-llama70b", "mix-qwen2-80", "mix-llama-imatrix",
+                               "mix-mixtral-imatrix", "mix-qwen2moe-imatrix", "mix-llama70b-imatrix", "mix-qwen2-80-imatrix"}) {
         SCOPED_TRACE(model);
         std::ifstream file(std::string(LLAMA_TEST_DATA_DIR) + "/quant-reference/" + model + ".types");
         ASSERT_TRUE(file.good());
@@ -169,7 +170,12 @@ TEST(LlamaQuantize, MixesAreLlamaCppsTensorForTensor) {
             } else if (kind == "info") {
                 std::string k;
                 int v = 0;
-                while (ss >> k >> v) {
+                while (ss >> k) {
+                    if (k == "arch") {
+                        ss >> info.arch;
+                        continue;
+                    }
+                    if (!(ss >> v)) break;
                     if (k == "n_layer") info.n_layer = v;
                     if (k == "n_head") info.n_head = v;
                     if (k == "n_head_kv") info.n_head_kv = v;

@@ -9,7 +9,7 @@ with LLAMA_ARCH_WRITE_MODELS=DIR LLAMA_ARCH_WRITE_QUANT_MIX=1). LLAMA_CPP_QUANTI
 llama-quantize (build 4747). OUT.types, a text file:
 
     targets Q2_K Q3_K_S ...
-    info n_layer 16 n_head 8 n_head_kv 2 n_expert 0 has_output 1 has_imatrix 0
+    info arch llama n_layer 16 n_head 8 n_head_kv 2 n_expert 0 has_output 1 has_imatrix 0
     tensor NAME N_DIMS NE0 NE1 NE2 TYPE-FOR-EACH-TARGET...
 
 With --imatrix, every target is made with an importance matrix (all weights 1, an entry for
@@ -102,7 +102,7 @@ def main():
     targets = TARGETS + (IMATRIX_TARGETS if with_imatrix else [])
     kv, tensors = read_gguf(model)
     arch = kv["general.architecture"]
-    info = [("n_layer", kv[arch + ".block_count"]), ("n_head", kv[arch + ".attention.head_count"]),
+    info = [("arch", arch), ("n_layer", kv[arch + ".block_count"]), ("n_head", kv[arch + ".attention.head_count"]),
             ("n_head_kv", kv.get(arch + ".attention.head_count_kv", kv[arch + ".attention.head_count"])),
             ("n_expert", kv.get(arch + ".expert_count", 0)),
             ("has_output", int(any(t[0] == "output.weight" for t in tensors))), ("has_imatrix", int(with_imatrix))]
@@ -121,7 +121,7 @@ def main():
     with open(out, "w") as f:
         f.write("# llama.cpp build 4747's llama-quantize on %s (tools/quant-reference/gen.py)\n" % os.path.basename(model))
         f.write("targets " + " ".join(targets) + "\n")
-        f.write("info " + " ".join("%s %d" % p for p in info) + "\n")
+        f.write("info " + " ".join("%s %s" % p for p in info) + "\n")
         for name, ne, _ in tensors:
             full = ne + [1] * (3 - len(ne))
             f.write("tensor %s %d %d %d %d %s\n" % (name, len(ne), full[0], full[1], full[2], " ".join(types[name])))
