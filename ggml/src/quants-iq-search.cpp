@@ -508,9 +508,10 @@ template <int DIM> void quantize_signed_grid(const sg_spec & S, const float * x,
 
 // Per-value weights of one super-block: the importance matrix slice (non-positive entries: almost
 // nothing), or without one the block's mean square plus the value's square.
-void block_weights(const float * qw, const float * x, float * w) {
+// sigma_mult: llama.cpp's for the type (1 for IQ2_XXS and IQ2_XS, 2 for the others).
+void block_weights(const float * qw, const float * x, float * w, float sigma_mult) {
     if (qw) {
-        for (int i = 0; i < QK_K; i++) w[i] = qw[i] > 0.0f ? qw[i] : 1e-9f;
+        quant_imatrix_weights(QK_K, x, qw, sigma_mult, w);
         return;
     }
     float s2 = 0.0f;
@@ -692,7 +693,7 @@ void quantize_row_iq2_xxs(const float * x, block_iq2_xxs * y, int64_t n, const f
     float w[QK_K];
     sg_block q;
     for (int64_t b = 0; b < n / QK_K; b++, x += QK_K, qw = qw ? qw + QK_K : nullptr) {
-        block_weights(qw, x, w);
+        block_weights(qw, x, w, 1.0f);
         quantize_signed_grid<8>(kIQ2XXS, x, w, q);
         y[b].d = q.d;
         for (int ib = 0; ib < QK_K / 32; ib++) {
@@ -712,7 +713,7 @@ void quantize_row_iq2_xs(const float * x, block_iq2_xs * y, int64_t n, const flo
     float w[QK_K];
     sg_block q;
     for (int64_t b = 0; b < n / QK_K; b++, x += QK_K, qw = qw ? qw + QK_K : nullptr) {
-        block_weights(qw, x, w);
+        block_weights(qw, x, w, 1.0f);
         quantize_signed_grid<8>(kIQ2XS, x, w, q);
         y[b].d = q.d;
         for (int i = 0; i < QK_K / 8; i++) y[b].qs[i] = (uint16_t) (q.idx[i] | ((q.signs[i] & 127) << 9));
@@ -724,7 +725,7 @@ void quantize_row_iq2_s(const float * x, block_iq2_s * y, int64_t n, const float
     float w[QK_K];
     sg_block q;
     for (int64_t b = 0; b < n / QK_K; b++, x += QK_K, qw = qw ? qw + QK_K : nullptr) {
-        block_weights(qw, x, w);
+        block_weights(qw, x, w, 2.0f);
         quantize_signed_grid<8>(kIQ2S, x, w, q);
         y[b].d = q.d;
         memset(y[b].qh, 0, sizeof(y[b].qh));
@@ -741,7 +742,7 @@ void quantize_row_iq3_xxs(const float * x, block_iq3_xxs * y, int64_t n, const f
     float w[QK_K];
     sg_block q;
     for (int64_t b = 0; b < n / QK_K; b++, x += QK_K, qw = qw ? qw + QK_K : nullptr) {
-        block_weights(qw, x, w);
+        block_weights(qw, x, w, 2.0f);
         quantize_signed_grid<4>(kIQ3XXS, x, w, q);
         y[b].d = q.d;
         for (int i = 0; i < QK_K / 4; i++) y[b].qs[i] = (uint8_t) q.idx[i];
@@ -757,7 +758,7 @@ void quantize_row_iq3_s(const float * x, block_iq3_s * y, int64_t n, const float
     float w[QK_K];
     sg_block q;
     for (int64_t b = 0; b < n / QK_K; b++, x += QK_K, qw = qw ? qw + QK_K : nullptr) {
-        block_weights(qw, x, w);
+        block_weights(qw, x, w, 2.0f);
         quantize_signed_grid<4>(kIQ3S, x, w, q);
         y[b].d = q.d;
         memset(y[b].qh, 0, sizeof(y[b].qh));
@@ -775,7 +776,7 @@ void quantize_row_iq1_s(const float * x, block_iq1_s * y, int64_t n, const float
     float w[QK_K];
     iq1_block q;
     for (int64_t b = 0; b < n / QK_K; b++, x += QK_K, qw = qw ? qw + QK_K : nullptr) {
-        block_weights(qw, x, w);
+        block_weights(qw, x, w, 2.0f);
         quantize_iq1(spec, x, w, q);
         y[b].d = q.d;
         for (int ib = 0; ib < QK_K / 32; ib++) {
@@ -794,7 +795,7 @@ void quantize_row_iq1_m(const float * x, block_iq1_m * y, int64_t n, const float
     float w[QK_K];
     iq1_block q;
     for (int64_t b = 0; b < n / QK_K; b++, x += QK_K, qw = qw ? qw + QK_K : nullptr) {
-        block_weights(qw, x, w);
+        block_weights(qw, x, w, 2.0f);
         quantize_iq1(spec, x, w, q);
         // 16 values per integer scale (3 bits, four per u16 word), the F16 super-scale in the
         // words' top nibbles

@@ -293,7 +293,8 @@ void quantize_row_iq4_xs(const float * x, block_iq4_xs * y, int64_t n, const flo
     float w[QK_K], scales[QK_K / 32];
     uint8_t L[QK_K], cand[32];
     for (int64_t b = 0; b < n / QK_K; b++, x += QK_K, qw = qw ? qw + QK_K : nullptr) {
-        for (int i = 0; i < QK_K; i++) w[i] = qw ? (qw[i] > 0.0f ? qw[i] : 1e-9f) : 1.0f;
+        if (qw) quant_imatrix_weights(QK_K, x, qw, 2.0f, w);
+        else for (int i = 0; i < QK_K; i++) w[i] = 1.0f;
         float amax = 0.0f, smax = 0.0f;
         for (int ib = 0; ib < QK_K / 32; ib++) {
             scales[ib] = quant_fit_levels(32, x + 32 * ib, w + 32 * ib, kvalues_iq4nl, 16, L + 32 * ib);

@@ -13,8 +13,13 @@
 
 static inline int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
 
-// Per-value weights of one super-block: the importance matrix slice, or all ones.
-static void block_weights(const float * qw, int n, float * w) {
+// With an importance matrix, llama.cpp's weighting per type (quant_imatrix_weights; sigma_mult < 0:
+// the matrix's entries alone, as llama.cpp's Q6_K); without one, the plain error.
+static void block_weights(const float * qw, const float * x, int n, float sigma_mult, float * w) {
+    if (qw && sigma_mult >= 0.0f) {
+        quant_imatrix_weights(n, x, qw, sigma_mult, w);
+        return;
+    }
     for (int i = 0; i < n; i++) w[i] = qw ? (qw[i] > 0.0f ? qw[i] : 1e-9f) : 1.0f;
 }
 
@@ -106,7 +111,7 @@ void quantize_row_q2_K(const float * x, block_q2_K * y, int64_t n, const float *
     float w[QK_K];
     uint8_t L[QK_K], sc[16], m[16];
     for (int64_t b = 0; b < n / QK_K; b++, x += QK_K, qw = qw ? qw + QK_K : nullptr) {
-        block_weights(qw, QK_K, w);
+        block_weights(qw, x, QK_K, 1.0f, w);
         quantize_scale_min_superblock(x, w, 16, 16, 3, 15, L, sc, m, &y[b].d, &y[b].dmin);
         for (int j = 0; j < 16; j++) y[b].scales[j] = (uint8_t) (sc[j] | (m[j] << 4));
         // Byte 32h + j holds values 128h + j + 32s in bits 2s (s = 0..3).
@@ -123,7 +128,7 @@ void quantize_row_q3_K(const float * x, block_q3_K * y, int64_t n, const float *
     float w[QK_K];
     int8_t L[QK_K], sc[16];
     for (int64_t b = 0; b < n / QK_K; b++, x += QK_K, qw = qw ? qw + QK_K : nullptr) {
-        block_weights(qw, QK_K, w);
+        block_weights(qw, x, QK_K, 2.0f, w);
         quantize_symmetric_superblock(x, w, 16, 16, -4, 3, -32, 31, L, sc, &y[b].d);
         memset(y[b].scales, 0, sizeof(y[b].scales));
         for (int j = 0; j < 16; j++) {
@@ -155,7 +160,7 @@ void quantize_row_q4_K(const float * x, block_q4_K * y, int64_t n, const float *
     float w[QK_K];
     uint8_t L[QK_K], sc[8], m[8];
     for (int64_t b = 0; b < n / QK_K; b++, x += QK_K, qw = qw ? qw + QK_K : nullptr) {
-        block_weights(qw, QK_K, w);
+        block_weights(qw, x, QK_K, 2.0f, w);
         quantize_scale_min_superblock(x, w, 8, 32, 15, 63, L, sc, m, &y[b].d, &y[b].dmin);
         pack_k4_scales(sc, m, y[b].scales);
         for (int c = 0; c < 4; c++) {
@@ -168,7 +173,7 @@ void quantize_row_q5_K(const float * x, block_q5_K * y, int64_t n, const float *
     float w[QK_K];
     uint8_t L[QK_K], sc[8], m[8];
     for (int64_t b = 0; b < n / QK_K; b++, x += QK_K, qw = qw ? qw + QK_K : nullptr) {
-        block_weights(qw, QK_K, w);
+        block_weights(qw, x, QK_K, 2.0f, w);
         quantize_scale_min_superblock(x, w, 8, 32, 31, 63, L, sc, m, &y[b].d, &y[b].dmin);
         pack_k4_scales(sc, m, y[b].scales);
         memset(y[b].qh, 0, sizeof(y[b].qh));
@@ -186,7 +191,7 @@ void quantize_row_q6_K(const float * x, block_q6_K * y, int64_t n, const float *
     float w[QK_K];
     int8_t L[QK_K], sc[16];
     for (int64_t b = 0; b < n / QK_K; b++, x += QK_K, qw = qw ? qw + QK_K : nullptr) {
-        block_weights(qw, QK_K, w);
+        block_weights(qw, x, QK_K, -1.0f, w);
         quantize_symmetric_superblock(x, w, 16, 16, -32, 31, -128, 127, L, sc, &y[b].d);
         memcpy(y[b].scales, sc, 16);
         memset(y[b].qh, 0, sizeof(y[b].qh));
@@ -206,7 +211,7 @@ void quantize_row_iq4_nl(const float * x, block_iq4_nl * y, int64_t n, const flo
     float w[QK4_NL];
     uint8_t L[QK4_NL];
     for (int64_t b = 0; b < n / QK4_NL; b++, x += QK4_NL, qw = qw ? qw + QK4_NL : nullptr) {
-        block_weights(qw, QK4_NL, w);
+        block_weights(qw, x, QK4_NL, 2.0f, w);
         const float s = quant_fit_levels(QK4_NL, x, w, kvalues_iq4nl, 16, L);
         y[b].d = GGML_FP32_TO_FP16(s);
         // Re-round under the stored (F16) scale.

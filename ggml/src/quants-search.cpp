@@ -354,3 +354,10 @@ float quant_fit_levels(int n, const float * x, const float * w, const int8_t * l
     }
     return best_s;
 }
+
+void quant_imatrix_weights(int n, const float * x, const float * qw, float sigma_mult, float * w) {
+    float s2 = 0.0f;
+    for (int i = 0; i < n; i++) s2 += x[i] * x[i];
+    s2 = sigma_mult * s2 / (float) n;
+    for (int i = 0; i < n; i++) w[i] = (qw[i] > 0.0f ? qw[i] : 1e-9f) * sqrtf(s2 + x[i] * x[i]);
+}

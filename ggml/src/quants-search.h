@@ -25,5 +25,13 @@ double quant_round_error(int n, const float * x, const float * w, float s, float
 // error against s * L.
 double quant_round_error_sym(int n, const float * x, const float * w, float s, int qmin, int qmax, int8_t * L);
 
+// The weight of each of n values in the error searches, given the importance matrix's entries qw
+// for their columns (the mean squared activation each weight multiplies): qw * sqrt(sigma_mult *
+// mean(x^2) + x^2). The importance matrix alone is what a layer's output error weighs, but on
+// trained weights the model's output (KL divergence) is kept better when large weights count more
+// too, as llama.cpp's quantizers weigh them (measured: tools/quant-quality, docs/benchmarks.md).
+// A zero entry (a column never seen) counts as a tiny positive one.
+void quant_imatrix_weights(int n, const float * x, const float * qw, float sigma_mult, float * w);
+
 // Nearest integer, ties away from zero (as roundf), returned as int.
 static inline int quant_round(float v) { return (int) (v >= 0.0f ? v + 0.5f : v - 0.5f); }
