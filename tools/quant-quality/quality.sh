@@ -17,8 +17,9 @@ threads=${THREADS:-2}
 mkdir -p "$work"
 cd "$work"
 
-# Types llama.cpp quantizes only with an importance matrix (its llama-quantize refuses the rest).
-needs_imatrix() { case $1 in IQ1_S | IQ1_M | IQ2_XXS | IQ2_XS | IQ2_S | Q2_K_S) return 0 ;; esac; return 1; }
+# Types llama.cpp quantizes only with an importance matrix (its llama-quantize refuses them without
+# one; IQ2_M: its attention Q is IQ2_S).
+needs_imatrix() { case $1 in IQ1_S | IQ1_M | IQ2_XXS | IQ2_XS | IQ2_S | IQ2_M | Q2_K_S) return 0 ;; esac; return 1; }
 
 [ -f imatrix.dat ] || "$lcpp/llama-imatrix" -m "$model" -f "$imtext" -o imatrix.dat -c "$ctx" \
     --chunks "${IMATRIX_CHUNKS:-400}" -t "$threads" > imatrix.log 2>&1
@@ -27,7 +28,9 @@ needs_imatrix() { case $1 in IQ1_S | IQ1_M | IQ2_XXS | IQ2_XS | IQ2_S | Q2_K_S) 
 
 score() {  # FILE -> "KLD PPL" (llama.cpp's llama-perplexity on the held-out text)
     local log=${1%.gguf}.kl.log
-    "$lcpp/llama-perplexity" -m "$1" -c "$ctx" -t "$threads" --kl-divergence-base base.kld --kl-divergence > "$log" 2>&1
+    # a file scored before (the work directory keeps what it made) is not scored again
+    grep -q '^Mean *KLD:' "$log" 2>/dev/null ||
+        "$lcpp/llama-perplexity" -m "$1" -c "$ctx" -t "$threads" --kl-divergence-base base.kld --kl-divergence > "$log" 2>&1
     local kld ppl
     kld=$(grep -m1 '^Mean *KLD:' "$log" | awk '{print $3}')
     ppl=$(grep -m1 '^Mean PPL(Q)' "$log" | awk '{print $4}')
