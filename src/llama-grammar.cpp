@@ -35,6 +35,8 @@ int hex_value(char c) {
 
 // Grammars larger than this (after repetitions are expanded) are refused.
 constexpr size_t MAX_ELEMENTS = 1u << 21;
+// What a rule made for an optional repetition counts against it besides its elements.
+constexpr size_t RULE_COST = 30;
 
 struct gbnf_parser {
     const std::string & src;
@@ -179,7 +181,10 @@ struct gbnf_parser {
             rules[r] = {alt, {}};
             seq.push_back(ref);
         } else if ((int64_t) min < max) {
-            // Nested optionals: R_k ::= item R_(k-1) | (empty)
+            // Nested optionals: R_k ::= item R_(k-1) | (empty). Each is a rule of its own, far
+            // dearer than an element (a name, a map entry), so the budget is checked up front at
+            // RULE_COST elements a rule: "a"{2,888884} is refused at once, not after 0.9 M rules.
+            count((size_t) (max - (int64_t) min) * (item.size() + RULE_COST));
             int32_t prev = -1;
             for (int64_t k = 0; k < max - (int64_t) min; k++) {
                 const int32_t r = new_rule(base);
@@ -188,7 +193,6 @@ struct gbnf_parser {
                     ref.rule = prev;
                     alt.push_back(ref);
                 }
-                count(alt.size());
                 rules[r] = {alt, {}};
                 prev = r;
             }

@@ -18,8 +18,8 @@ mkdir -p "$work"
 cd "$work"
 
 # Types llama.cpp quantizes only with an importance matrix (its llama-quantize refuses them without
-# one; IQ2_M: its attention Q is IQ2_S).
-needs_imatrix() { case $1 in IQ1_S | IQ1_M | IQ2_XXS | IQ2_XS | IQ2_S | IQ2_M | Q2_K_S) return 0 ;; esac; return 1; }
+# one; IQ2_M and IQ3_XXS: their attention Q or K is IQ2_S).
+needs_imatrix() { case $1 in IQ1_S | IQ1_M | IQ2_XXS | IQ2_XS | IQ2_S | IQ2_M | IQ3_XXS | Q2_K_S) return 0 ;; esac; return 1; }
 
 [ -f imatrix.dat ] || "$lcpp/llama-imatrix" -m "$model" -f "$imtext" -o imatrix.dat -c "$ctx" \
     --chunks "${IMATRIX_CHUNKS:-400}" -t "$threads" > imatrix.log 2>&1
