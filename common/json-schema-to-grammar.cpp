@@ -12,6 +12,21 @@ using json = nlohmann::ordered_json;
 
 namespace {
 
+// A count of the schema (minItems, maxLength, ...): absent, the default; else a non-negative
+// integer a grammar can hold (JSON allows 1e30 or 2.5 there; converting those to an integer would
+// be undefined, so they are refused like any schema this converter cannot honour).
+int64_t schema_count(const nlohmann::ordered_json & schema, const char * key, int64_t dflt) {
+    if (!schema.contains(key)) return dflt;
+    const auto & v = schema[key];
+    if (v.is_number_unsigned() && v.get<uint64_t>() <= (uint64_t) 1e9) return (int64_t) v.get<uint64_t>();
+    if (v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() <= (int64_t) 1e9) return v.get<int64_t>();
+    if (v.is_number_float()) {
+        const double d = v.get<double>();
+        if (d >= 0.0 && d <= 1e9 && d == (double) (int64_t) d) return (int64_t) d;
+    }
+    throw std::runtime_error(std::string("json_schema_to_grammar: ") + key + " must be an integer from 0 to 1e9");
+}
+
 struct primitive {
     const char * name;
     const char * body;
@@ -256,8 +271,8 @@ struct converter {
             return object_body(props, required, extra, name);
         }
         if (type == "array") {
-            const uint64_t min = schema.value("minItems", (uint64_t) 0);
-            const int64_t max = schema.contains("maxItems") ? schema["maxItems"].get<int64_t>() : -1;
+            const uint64_t min = (uint64_t) schema_count(schema, "minItems", 0);
+            const int64_t max = schema_count(schema, "maxItems", -1);
             const json * tuple = nullptr;
             if (schema.contains("prefixItems")) tuple = &schema["prefixItems"];
             else if (schema.contains("items") && schema["items"].is_array()) tuple = &schema["items"];
@@ -282,8 +297,8 @@ struct converter {
         }
         if (type == "string") {
             if (schema.contains("pattern")) throw std::runtime_error("json_schema_to_grammar: string pattern not supported");
-            const uint64_t min = schema.value("minLength", (uint64_t) 0);
-            const int64_t max = schema.contains("maxLength") ? schema["maxLength"].get<int64_t>() : -1;
+            const uint64_t min = (uint64_t) schema_count(schema, "minLength", 0);
+            const int64_t max = schema_count(schema, "maxLength", -1);
             if (min == 0 && max < 0) return use_primitive("string");
             use_primitive("char");
             use_primitive("space");
