@@ -294,7 +294,7 @@ void quantize_row_iq4_xs(const float * x, block_iq4_xs * y, int64_t n, const flo
     uint8_t L[QK_K], cand[32];
     for (int64_t b = 0; b < n / QK_K; b++, x += QK_K, qw = qw ? qw + QK_K : nullptr) {
         if (qw) quant_imatrix_weights(QK_K, x, qw, 2.0f, w);
-        else for (int i = 0; i < QK_K; i++) w[i] = 1.0f;
+        else quant_plain_weights(QK_K, x, QUANT_PLAIN_ONE, w);
         float amax = 0.0f, smax = 0.0f;
         for (int ib = 0; ib < QK_K / 32; ib++) {
             scales[ib] = quant_fit_levels(32, x + 32 * ib, w + 32 * ib, kvalues_iq4nl, 16, L + 32 * ib);
@@ -328,5 +328,8 @@ void quantize_row_iq4_xs(const float * x, block_iq4_xs * y, int64_t n, const flo
             y[b].scales_h |= (uint16_t) ((u >> 4) << (2 * ib));
             for (int j = 0; j < 16; j++) y[b].qs[16 * ib + j] = (uint8_t) (L[32 * ib + j] | (L[32 * ib + j + 16] << 4));
         }
+        float r[QK_K];
+        dequantize_row_iq4_xs(&y[b], r, QK_K);
+        y[b].d = quant_scale_fp16(y[b].d, quant_unshrink_factor(QK_K, x, r, qw));
     }
 }

@@ -3,8 +3,9 @@
 // Two levels: each sub-block gets the least-squares scale (and min) for its values
 // (quants-search.cpp); then the sub-block scales are themselves quantized against one
 // super-block scale, trying the neighbouring integer scales of each sub-block and keeping the
-// one whose re-rounded values give the least error. Weights: 1 per value (plain squared error),
-// or the importance matrix entry of the value's column when one is given.
+// one whose re-rounded values give the least error; last, the block's scales are moved so that its
+// error is orthogonal to its values (quant_unshrink_factor). Weights: with an importance matrix as
+// llama.cpp's quantizers, per type (quant_imatrix_weights); without, quant_plain_weights.
 #include "quants-k.h"
 #include "quants-search.h"
 
@@ -14,13 +15,29 @@
 static inline int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
 
 // With an importance matrix, llama.cpp's weighting per type (quant_imatrix_weights; sigma_mult < 0:
-// the matrix's entries alone, as llama.cpp's Q6_K); without one, the plain error.
-static void block_weights(const float * qw, const float * x, int n, float sigma_mult, float * w) {
-    if (qw && sigma_mult >= 0.0f) {
+// the matrix's entries alone, as llama.cpp's Q6_K); without one, quant_plain_weights.
+static void block_weights(const float * qw, const float * x, int n, float sigma_mult, quant_plain_weighting plain,
+                          float * w) {
+    if (!qw) {
+        quant_plain_weights(n, x, plain, w);
+        return;
+    }
+    if (sigma_mult >= 0.0f) {
         quant_imatrix_weights(n, x, qw, sigma_mult, w);
         return;
     }
-    for (int i = 0; i < n; i++) w[i] = qw ? (qw[i] > 0.0f ? qw[i] : 1e-9f) : 1.0f;
+    for (int i = 0; i < n; i++) w[i] = qw[i] > 0.0f ? qw[i] : 1e-9f;
+}
+
+// The block's decoded values, then its scales (the F16 fields d, and dmin where the format has
+// one) times quant_unshrink_factor.
+template <typename B, void (*DEQ)(const B *, float *, int64_t)>
+static void unshrink(B & blk, const float * x, const float * qw, int n, ggml_fp16_t * d, ggml_fp16_t * dmin = nullptr) {
+    float r[QK_K];
+    DEQ(&blk, r, n);
+    const float f = quant_unshrink_factor(n, x, r, qw);
+    *d = quant_scale_fp16(*d, f);
+    if (dmin) *dmin = quant_scale_fp16(*dmin, f);
 }
 
 static float max_of(const float * v, int n) {
@@ -111,7 +128,7 @@ void quantize_row_q2_K(const float * x, block_q2_K * y, int64_t n, const float *
     float w[QK_K];
     uint8_t L[QK_K], sc[16], m[16];
     for (int64_t b = 0; b < n / QK_K; b++, x += QK_K, qw = qw ? qw + QK_K : nullptr) {
-        block_weights(qw, x, QK_K, 1.0f, w);
+        block_weights(qw, x, QK_K, 1.0f, QUANT_PLAIN_ONE, w);
         quantize_scale_min_superblock(x, w, 16, 16, 3, 15, L, sc, m, &y[b].d, &y[b].dmin);
         for (int j = 0; j < 16; j++) y[b].scales[j] = (uint8_t) (sc[j] | (m[j] << 4));
         // Byte 32h + j holds values 128h + j + 32s in bits 2s (s = 0..3).
@@ -121,6 +138,7 @@ void quantize_row_q2_K(const float * x, block_q2_K * y, int64_t n, const float *
                 y[b].qs[32 * h + j] = (uint8_t) (v[0] | (v[32] << 2) | (v[64] << 4) | (v[96] << 6));
             }
         }
+        unshrink<block_q2_K, dequantize_row_q2_K>(y[b], x, qw, QK_K, &y[b].d, &y[b].dmin);
     }
 }
 
@@ -128,7 +146,7 @@ void quantize_row_q3_K(const float * x, block_q3_K * y, int64_t n, const float *
     float w[QK_K];
     int8_t L[QK_K], sc[16];
     for (int64_t b = 0; b < n / QK_K; b++, x += QK_K, qw = qw ? qw + QK_K : nullptr) {
-        block_weights(qw, x, QK_K, 2.0f, w);
+        block_weights(qw, x, QK_K, 2.0f, QUANT_PLAIN_ONE, w);
         quantize_symmetric_superblock(x, w, 16, 16, -4, 3, -32, 31, L, sc, &y[b].d);
         memset(y[b].scales, 0, sizeof(y[b].scales));
         for (int j = 0; j < 16; j++) {
@@ -145,6 +163,7 @@ void quantize_row_q3_K(const float * x, block_q3_K * y, int64_t n, const float *
             y[b].qs[32 * h + j] |= (uint8_t) ((u & 3) << (2 * s));
             y[b].hmask[j] |= (uint8_t) ((u >> 2) << (v / 32));
         }
+        unshrink<block_q3_K, dequantize_row_q3_K>(y[b], x, qw, QK_K, &y[b].d);
     }
 }
 
@@ -160,12 +179,13 @@ void quantize_row_q4_K(const float * x, block_q4_K * y, int64_t n, const float *
     float w[QK_K];
     uint8_t L[QK_K], sc[8], m[8];
     for (int64_t b = 0; b < n / QK_K; b++, x += QK_K, qw = qw ? qw + QK_K : nullptr) {
-        block_weights(qw, x, QK_K, 2.0f, w);
+        block_weights(qw, x, QK_K, 2.0f, QUANT_PLAIN_RMS_ABS, w);
         quantize_scale_min_superblock(x, w, 8, 32, 15, 63, L, sc, m, &y[b].d, &y[b].dmin);
         pack_k4_scales(sc, m, y[b].scales);
         for (int c = 0; c < 4; c++) {
             for (int l = 0; l < 32; l++) y[b].qs[32 * c + l] = (uint8_t) (L[64 * c + l] | (L[64 * c + 32 + l] << 4));
         }
+        unshrink<block_q4_K, dequantize_row_q4_K>(y[b], x, qw, QK_K, &y[b].d, &y[b].dmin);
     }
 }
 
@@ -173,7 +193,7 @@ void quantize_row_q5_K(const float * x, block_q5_K * y, int64_t n, const float *
     float w[QK_K];
     uint8_t L[QK_K], sc[8], m[8];
     for (int64_t b = 0; b < n / QK_K; b++, x += QK_K, qw = qw ? qw + QK_K : nullptr) {
-        block_weights(qw, x, QK_K, 2.0f, w);
+        block_weights(qw, x, QK_K, 2.0f, QUANT_PLAIN_RMS_ABS, w);
         quantize_scale_min_superblock(x, w, 8, 32, 31, 63, L, sc, m, &y[b].d, &y[b].dmin);
         pack_k4_scales(sc, m, y[b].scales);
         memset(y[b].qh, 0, sizeof(y[b].qh));
@@ -184,6 +204,7 @@ void quantize_row_q5_K(const float * x, block_q5_K * y, int64_t n, const float *
                 y[b].qh[l] |= (uint8_t) (((lo >> 4) << (2 * c)) | ((hi >> 4) << (2 * c + 1)));
             }
         }
+        unshrink<block_q5_K, dequantize_row_q5_K>(y[b], x, qw, QK_K, &y[b].d, &y[b].dmin);
     }
 }
 
@@ -191,7 +212,7 @@ void quantize_row_q6_K(const float * x, block_q6_K * y, int64_t n, const float *
     float w[QK_K];
     int8_t L[QK_K], sc[16];
     for (int64_t b = 0; b < n / QK_K; b++, x += QK_K, qw = qw ? qw + QK_K : nullptr) {
-        block_weights(qw, x, QK_K, -1.0f, w);
+        block_weights(qw, x, QK_K, -1.0f, QUANT_PLAIN_ONE, w);
         quantize_symmetric_superblock(x, w, 16, 16, -32, 31, -128, 127, L, sc, &y[b].d);
         memcpy(y[b].scales, sc, 16);
         memset(y[b].qh, 0, sizeof(y[b].qh));
@@ -204,14 +225,17 @@ void quantize_row_q6_K(const float * x, block_q6_K * y, int64_t n, const float *
                 y[b].qh[32 * h + l] = (uint8_t) ((u0 >> 4) | ((u1 >> 4) << 2) | ((u2 >> 4) << 4) | ((u3 >> 4) << 6));
             }
         }
+        unshrink<block_q6_K, dequantize_row_q6_K>(y[b], x, qw, QK_K, &y[b].d);
     }
 }
 
+// Without the unshrink of the other types: this quantizer also writes IQ4_NL KV caches, which the
+// CUDA backend's cache kernel writes alike (the same bytes on either device).
 void quantize_row_iq4_nl(const float * x, block_iq4_nl * y, int64_t n, const float * qw) {
     float w[QK4_NL];
     uint8_t L[QK4_NL];
     for (int64_t b = 0; b < n / QK4_NL; b++, x += QK4_NL, qw = qw ? qw + QK4_NL : nullptr) {
-        block_weights(qw, x, QK4_NL, 2.0f, w);
+        block_weights(qw, x, QK4_NL, 2.0f, QUANT_PLAIN_ONE, w);
         const float s = quant_fit_levels(QK4_NL, x, w, kvalues_iq4nl, 16, L);
         y[b].d = GGML_FP32_TO_FP16(s);
         // Re-round under the stored (F16) scale.

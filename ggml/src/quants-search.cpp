@@ -7,6 +7,8 @@
 // error; the winner's levels are then re-rounded under its fitted scale once more.
 #include "quants-search.h"
 
+#include "ggml-impl.h"  // F16 conversions
+
 #include <math.h>
 #include <string.h>
 
@@ -360,4 +362,40 @@ void quant_imatrix_weights(int n, const float * x, const float * qw, float sigma
     for (int i = 0; i < n; i++) s2 += x[i] * x[i];
     s2 = sigma_mult * s2 / (float) n;
     for (int i = 0; i < n; i++) w[i] = (qw[i] > 0.0f ? qw[i] : 1e-9f) * sqrtf(s2 + x[i] * x[i]);
+}
+
+void quant_plain_weights(int n, const float * x, enum quant_plain_weighting kind, float * w) {
+    switch (kind) {
+        case QUANT_PLAIN_ONE:
+            for (int i = 0; i < n; i++) w[i] = 1.0f;
+            break;
+        case QUANT_PLAIN_RMS_ABS:
+            for (int j = 0; j < n; j += 32) {
+                const int m = n - j < 32 ? n - j : 32;
+                float s2 = 0.0f;
+                for (int l = 0; l < m; l++) s2 += x[j + l] * x[j + l];
+                const float rms = sqrtf(s2 / (float) m);
+                for (int l = 0; l < m; l++) w[j + l] = rms + fabsf(x[j + l]);
+            }
+            break;
+    }
+    // A zero weight would let a value take any level; a tiny one only breaks ties.
+    for (int i = 0; i < n; i++) w[i] = w[i] > 1e-30f ? w[i] : 1e-30f;
+}
+
+float quant_unshrink_factor(int n, const float * x, const float * xhat, const float * qw) {
+    double sxx = 0.0, sxr = 0.0;
+    for (int i = 0; i < n; i++) {
+        const double q = qw ? (qw[i] > 0.0f ? qw[i] : 1e-9f) : 1.0;
+        sxx += q * x[i] * x[i];
+        sxr += q * x[i] * xhat[i];
+    }
+    if (!(sxr > 0.0) || !(sxx > 0.0)) return 1.0f;
+    const double f = sxx / sxr;
+    return (float) (f < 0.5 ? 0.5 : f > 2.0 ? 2.0 : f);
+}
+
+ggml_fp16_t quant_scale_fp16(ggml_fp16_t d, float f) {
+    const float v = GGML_FP16_TO_FP32(d) * f;
+    return GGML_FP32_TO_FP16(v > 65504.0f ? 65504.0f : v < -65504.0f ? -65504.0f : v);
 }
