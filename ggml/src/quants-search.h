@@ -50,7 +50,7 @@ void quant_plain_weights(int n, const float * x, enum quant_plain_weighting kind
 // orthogonal to the decoded values instead, which shrinks every block towards zero (a few tenths of
 // a percent at 4 bits, 5-15% at 1-2 bits); a row's output then shrinks coherently, which costs the
 // model far more than the diagonal importance matrix counts (measured: IQ1_S's KL divergence 9%
-// lower, IQ2_S's 6%, Q4_K_M's 1%, tools/quant-quality). 1 when undefined; kept within [0.5, 2].
+// lower, IQ2_S's 6%, Q4_K_M's under 1%, tools/quant-quality). 1 when undefined; within [0.5, 2].
 float quant_unshrink_factor(int n, const float * x, const float * xhat, const float * qw);
 
 // An F16 scale times f, rounded back to F16 (0 stays 0).
