@@ -690,14 +690,6 @@ void quantize_iq1(const iq1_spec & S, const float * x, const float * w, iq1_bloc
 }  // namespace
 
 // ---- the rows ---------------------------------------------------------------------------------
-// The block's F16 super-scale times quant_unshrink_factor of its decoded values.
-template <typename B, void (*DEQ)(const B *, float *, int64_t)>
-static void unshrink(B & blk, const float * x, const float * qw) {
-    float r[QK_K];
-    DEQ(&blk, r, QK_K);
-    blk.d = quant_scale_fp16(blk.d, quant_unshrink_factor(QK_K, x, r, qw));
-}
-
 void quantize_row_iq2_xxs(const float * x, block_iq2_xxs * y, int64_t n, const float * qw) {
     float w[QK_K];
     sg_block q;
@@ -715,7 +707,7 @@ void quantize_row_iq2_xxs(const float * x, block_iq2_xxs * y, int64_t n, const f
             memcpy(y[b].qs + 4 * ib, idx, 4);
             memcpy(y[b].qs + 4 * ib + 2, &aux, 4);
         }
-        unshrink<block_iq2_xxs, dequantize_row_iq2_xxs>(y[b], x, qw);
+        quant_unshrink_block<block_iq2_xxs, dequantize_row_iq2_xxs>(y[b], x, qw, QK_K, &y[b].d);
     }
 }
 
@@ -728,7 +720,7 @@ void quantize_row_iq2_xs(const float * x, block_iq2_xs * y, int64_t n, const flo
         y[b].d = q.d;
         for (int i = 0; i < QK_K / 8; i++) y[b].qs[i] = (uint16_t) (q.idx[i] | ((q.signs[i] & 127) << 9));
         for (int ib = 0; ib < QK_K / 32; ib++) y[b].scales[ib] = (uint8_t) (q.ls[2 * ib] | (q.ls[2 * ib + 1] << 4));
-        unshrink<block_iq2_xs, dequantize_row_iq2_xs>(y[b], x, qw);
+        quant_unshrink_block<block_iq2_xs, dequantize_row_iq2_xs>(y[b], x, qw, QK_K, &y[b].d);
     }
 }
 
@@ -746,7 +738,7 @@ void quantize_row_iq2_s(const float * x, block_iq2_s * y, int64_t n, const float
             y[b].qs[QK_K / 8 + i] = q.signs[i];
         }
         for (int ib = 0; ib < QK_K / 32; ib++) y[b].scales[ib] = (uint8_t) (q.ls[2 * ib] | (q.ls[2 * ib + 1] << 4));
-        unshrink<block_iq2_s, dequantize_row_iq2_s>(y[b], x, qw);
+        quant_unshrink_block<block_iq2_s, dequantize_row_iq2_s>(y[b], x, qw, QK_K, &y[b].d);
     }
 }
 
@@ -763,7 +755,7 @@ void quantize_row_iq3_xxs(const float * x, block_iq3_xxs * y, int64_t n, const f
             for (int l = 0; l < 4; l++) aux |= (uint32_t) (q.signs[4 * ib + l] & 127) << (7 * l);
             memcpy(y[b].qs + QK_K / 4 + 4 * ib, &aux, 4);
         }
-        unshrink<block_iq3_xxs, dequantize_row_iq3_xxs>(y[b], x, qw);
+        quant_unshrink_block<block_iq3_xxs, dequantize_row_iq3_xxs>(y[b], x, qw, QK_K, &y[b].d);
     }
 }
 
@@ -781,7 +773,7 @@ void quantize_row_iq3_s(const float * x, block_iq3_s * y, int64_t n, const float
         }
         memcpy(y[b].signs, q.signs, sizeof(y[b].signs));
         for (int ib = 0; ib < QK_K / 64; ib++) y[b].scales[ib] = (uint8_t) (q.ls[2 * ib] | (q.ls[2 * ib + 1] << 4));
-        unshrink<block_iq3_s, dequantize_row_iq3_s>(y[b], x, qw);
+        quant_unshrink_block<block_iq3_s, dequantize_row_iq3_s>(y[b], x, qw, QK_K, &y[b].d);
     }
 }
 
@@ -801,7 +793,7 @@ void quantize_row_iq1_s(const float * x, block_iq1_s * y, int64_t n, const float
             }
             y[b].qh[ib] = h;
         }
-        unshrink<block_iq1_s, dequantize_row_iq1_s>(y[b], x, qw);
+        quant_unshrink_block<block_iq1_s, dequantize_row_iq1_s>(y[b], x, qw, QK_K, &y[b].d);
     }
 }
 

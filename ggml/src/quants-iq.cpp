@@ -328,8 +328,6 @@ void quantize_row_iq4_xs(const float * x, block_iq4_xs * y, int64_t n, const flo
             y[b].scales_h |= (uint16_t) ((u >> 4) << (2 * ib));
             for (int j = 0; j < 16; j++) y[b].qs[16 * ib + j] = (uint8_t) (L[32 * ib + j] | (L[32 * ib + j + 16] << 4));
         }
-        float r[QK_K];
-        dequantize_row_iq4_xs(&y[b], r, QK_K);
-        y[b].d = quant_scale_fp16(y[b].d, quant_unshrink_factor(QK_K, x, r, qw));
+        quant_unshrink_block<block_iq4_xs, dequantize_row_iq4_xs>(y[b], x, qw, QK_K, &y[b].d);
     }
 }

@@ -29,17 +29,6 @@ static void block_weights(const float * qw, const float * x, int n, float sigma_
     for (int i = 0; i < n; i++) w[i] = qw[i] > 0.0f ? qw[i] : 1e-9f;
 }
 
-// The block's decoded values, then its scales (the F16 fields d, and dmin where the format has
-// one) times quant_unshrink_factor.
-template <typename B, void (*DEQ)(const B *, float *, int64_t)>
-static void unshrink(B & blk, const float * x, const float * qw, int n, ggml_fp16_t * d, ggml_fp16_t * dmin = nullptr) {
-    float r[QK_K];
-    DEQ(&blk, r, n);
-    const float f = quant_unshrink_factor(n, x, r, qw);
-    *d = quant_scale_fp16(*d, f);
-    if (dmin) *dmin = quant_scale_fp16(*dmin, f);
-}
-
 static float max_of(const float * v, int n) {
     float m = 0.0f;
     for (int i = 0; i < n; i++) m = fmaxf(m, v[i]);
@@ -138,7 +127,7 @@ void quantize_row_q2_K(const float * x, block_q2_K * y, int64_t n, const float *
                 y[b].qs[32 * h + j] = (uint8_t) (v[0] | (v[32] << 2) | (v[64] << 4) | (v[96] << 6));
             }
         }
-        unshrink<block_q2_K, dequantize_row_q2_K>(y[b], x, qw, QK_K, &y[b].d, &y[b].dmin);
+        quant_unshrink_block<block_q2_K, dequantize_row_q2_K>(y[b], x, qw, QK_K, &y[b].d, &y[b].dmin);
     }
 }
 
@@ -163,7 +152,7 @@ void quantize_row_q3_K(const float * x, block_q3_K * y, int64_t n, const float *
             y[b].qs[32 * h + j] |= (uint8_t) ((u & 3) << (2 * s));
             y[b].hmask[j] |= (uint8_t) ((u >> 2) << (v / 32));
         }
-        unshrink<block_q3_K, dequantize_row_q3_K>(y[b], x, qw, QK_K, &y[b].d);
+        quant_unshrink_block<block_q3_K, dequantize_row_q3_K>(y[b], x, qw, QK_K, &y[b].d);
     }
 }
 
@@ -185,7 +174,7 @@ void quantize_row_q4_K(const float * x, block_q4_K * y, int64_t n, const float *
         for (int c = 0; c < 4; c++) {
             for (int l = 0; l < 32; l++) y[b].qs[32 * c + l] = (uint8_t) (L[64 * c + l] | (L[64 * c + 32 + l] << 4));
         }
-        unshrink<block_q4_K, dequantize_row_q4_K>(y[b], x, qw, QK_K, &y[b].d, &y[b].dmin);
+        quant_unshrink_block<block_q4_K, dequantize_row_q4_K>(y[b], x, qw, QK_K, &y[b].d, &y[b].dmin);
     }
 }
 
@@ -204,7 +193,7 @@ void quantize_row_q5_K(const float * x, block_q5_K * y, int64_t n, const float *
                 y[b].qh[l] |= (uint8_t) (((lo >> 4) << (2 * c)) | ((hi >> 4) << (2 * c + 1)));
             }
         }
-        unshrink<block_q5_K, dequantize_row_q5_K>(y[b], x, qw, QK_K, &y[b].d, &y[b].dmin);
+        quant_unshrink_block<block_q5_K, dequantize_row_q5_K>(y[b], x, qw, QK_K, &y[b].d, &y[b].dmin);
     }
 }
 
@@ -225,7 +214,7 @@ void quantize_row_q6_K(const float * x, block_q6_K * y, int64_t n, const float *
                 y[b].qh[32 * h + l] = (uint8_t) ((u0 >> 4) | ((u1 >> 4) << 2) | ((u2 >> 4) << 4) | ((u3 >> 4) << 6));
             }
         }
-        unshrink<block_q6_K, dequantize_row_q6_K>(y[b], x, qw, QK_K, &y[b].d);
+        quant_unshrink_block<block_q6_K, dequantize_row_q6_K>(y[b], x, qw, QK_K, &y[b].d);
     }
 }
 

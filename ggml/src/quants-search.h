@@ -56,5 +56,16 @@ float quant_unshrink_factor(int n, const float * x, const float * xhat, const fl
 // An F16 scale times f, rounded back to F16 (0 stays 0).
 ggml_fp16_t quant_scale_fp16(ggml_fp16_t d, float f);
 
+// A quantized block of n values (x: the values it codes) decoded by DEQ, then its F16 scales (d,
+// and dmin where the format has one) times quant_unshrink_factor.
+template <typename B, void (*DEQ)(const B *, float *, int64_t)>
+void quant_unshrink_block(B & blk, const float * x, const float * qw, int n, ggml_fp16_t * d, ggml_fp16_t * dmin = nullptr) {
+    float r[256];  // n <= QK_K
+    DEQ(&blk, r, n);
+    const float f = quant_unshrink_factor(n, x, r, qw);
+    *d = quant_scale_fp16(*d, f);
+    if (dmin) *dmin = quant_scale_fp16(*dmin, f);
+}
+
 // Nearest integer, ties away from zero (as roundf), returned as int.
 static inline int quant_round(float v) { return (int) (v >= 0.0f ? v + 0.5f : v - 0.5f); }
