@@ -42,13 +42,56 @@
 namespace tu {
 
 // A context freed at scope exit.
+// The memory of a context goes back to a small per-thread pool and serves the next context of
+// the same size: under AddressSanitizer every fresh multi-megabyte block costs page faults on its
+// shadow (a sweep of 2,880 small graphs, each in a new 16 MB context, took 52 s there against
+// 0.3 s natively, most of it in the kernel).
+class CtxMemory {
+  public:
+    static void * take(size_t size) {
+        auto & pool = free_blocks();
+        for (size_t i = 0; i < pool.size(); i++) {
+            if (pool[i].first == size) {
+                void * p = pool[i].second;
+                pool.erase(pool.begin() + (std::ptrdiff_t) i);
+                return p;
+            }
+        }
+        return std::aligned_alloc(64, (size + 63) / 64 * 64);
+    }
+    static void give(size_t size, void * p) {
+        auto & pool = free_blocks();
+        if (pool.size() >= 4) {
+            std::free(pool.front().second);
+            pool.erase(pool.begin());
+        }
+        pool.emplace_back(size, p);
+    }
+
+  private:
+    struct Blocks : std::vector<std::pair<size_t, void *>> {
+        ~Blocks() {
+            for (auto & b : *this) std::free(b.second);
+        }
+    };
+    static Blocks & free_blocks() {
+        static thread_local Blocks pool;
+        return pool;
+    }
+};
+
 struct Ctx {
     ggml_context * ctx;
-    explicit Ctx(size_t mem = 64u << 20, bool no_alloc = false) {
-        ggml_init_params p = { mem, nullptr, no_alloc };
+    explicit Ctx(size_t mem = 64u << 20, bool no_alloc = false) : mem_size(mem), mem_buffer(mem ? CtxMemory::take(mem) : nullptr) {
+        ggml_init_params p = { mem, mem_buffer, no_alloc };
         ctx = ggml_init(p);
     }
-    ~Ctx() { ggml_free(ctx); }
+    ~Ctx() {
+        ggml_free(ctx);
+        if (mem_buffer) CtxMemory::give(mem_size, mem_buffer);
+    }
+    size_t mem_size;
+    void * mem_buffer;
     Ctx(const Ctx &) = delete;
     Ctx & operator=(const Ctx &) = delete;
     operator ggml_context *() const { return ctx; }
