@@ -241,3 +241,40 @@ TEST(QuantDot, IQTypesEveryKernelSetMatchesReference) {
         }
     }
 }
+
+// Every set's multi-column dot (one weight row, 1..7 activation rows at a padded stride): each
+// column bit for bit its single dot, so a mul_mat's result does not depend on the tile's width.
+TEST(QuantDot, MultiColumnKernelsEqualSingleDotBitForBit) {
+    const ggml_cpu_kernels * sets[4];
+    const int n_sets = ggml_cpu_kernel_sets(sets);
+    int n_checked = 0;
+    for (int si = 0; si < n_sets; si++) {
+        const ggml_cpu_kernels * k = sets[si];
+        SCOPED_TRACE(k->isa);
+        for (ggml_type t : iq_types) {
+            const ggml_quant_dot_cols_fn cols = k->quant_dot_cols(t);
+            if (!cols) continue;
+            const ggml_quant_dot_fn dot = k->quant_dot(t);
+            for (int64_t n : {256, 1280}) {
+                const std::vector<uint8_t> w = iq_row(t, n, 3, 0);
+                const size_t ldb = ggml_row_size(GGML_TYPE_Q8_K, n) + 64;
+                std::vector<uint8_t> b(ldb * 7);
+                for (int c = 0; c < 7; c++) {
+                    const std::vector<uint8_t> a = q8_K_row(n, 50 + c, 0);
+                    memcpy(b.data() + c * ldb, a.data(), a.size());
+                }
+                for (int nc = 1; nc <= 7; nc++) {
+                    float s[7 * 3];
+                    cols(n, w.data(), b.data(), ldb, nc, s, 3);
+                    for (int c = 0; c < nc; c++) {
+                        EXPECT_EQ(s[3 * c], dot(n, w.data(), b.data() + c * ldb)) << ggml_type_name(t) << " n=" << n << " nc=" << nc << " column " << c;
+                    }
+                    n_checked++;
+                }
+            }
+        }
+    }
+    if (ggml_cpu_has_avx2()) {
+        EXPECT_GT(n_checked, 0) << "the AVX2 set has column kernels for the grid types";
+    }
+}

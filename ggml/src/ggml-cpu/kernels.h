@@ -123,6 +123,8 @@ struct ggml_cpu_kernels {
     ggml_quant_dot_fn (*quant_dot)(enum ggml_type type);
     // The multi-row dot for the type, or NULL (then the single-row dot serves per row).
     ggml_quant_dot_rows_fn (*quant_dot_rows)(enum ggml_type type);
+    // The multi-column dot for the type, or NULL (then the single-row dot serves per column).
+    ggml_quant_dot_cols_fn (*quant_dot_cols)(enum ggml_type type);
 
     // ---- repacked weights (quant-repack.h) ----
     struct ggml_repack_kernels repack;

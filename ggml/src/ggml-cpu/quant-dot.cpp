@@ -216,3 +216,5 @@ ggml_quant_dot_fn ggml_quant_dot_ref(enum ggml_type type) {
 ggml_quant_dot_fn ggml_quant_dot_best(enum ggml_type type) { return ggml_cpu()->quant_dot(type); }
 
 ggml_quant_dot_rows_fn ggml_quant_dot_rows_best(enum ggml_type type) { return ggml_cpu()->quant_dot_rows(type); }
+
+ggml_quant_dot_cols_fn ggml_quant_dot_cols_best(enum ggml_type type) { return ggml_cpu()->quant_dot_cols(type); }

@@ -42,6 +42,11 @@ float ggml_dot_tq2_0_q8_K_ref(int64_t n, const void * a, const void * b);
 // work where the single dot is compute-bound.
 typedef void (*ggml_quant_dot_rows_fn)(int64_t n, const void * a, size_t lda, int nr, const void * b, float * s);
 
+// One weight row against nc (<= GGML_DOT_TILE_MAX) activation rows (b + c * ldb): s[c * lds] for
+// c < nc, each bit-identical to the type's single-row dot. Each weight block is decoded once for
+// all the columns, which pays where decoding is most of the single dot's work (the grid types).
+typedef void (*ggml_quant_dot_cols_fn)(int64_t n, const void * a, const void * b, size_t ldb, int nc, float * s, size_t lds);
+
 // One block of 32 activations to Q8_0: writes qs, returns the scale (the mul_mat conversion).
 ggml_fp16_t ggml_quantize_act_block_q8_0(const float * x, int8_t * qs);
 
@@ -55,6 +60,8 @@ ggml_quant_dot_fn ggml_quant_dot_best(enum ggml_type type);
 
 // The multi-row dot of this build for the type, or NULL (then use the single-row dot per row).
 ggml_quant_dot_rows_fn ggml_quant_dot_rows_best(enum ggml_type type);
+// The multi-column dot of this build for the type, or NULL (then use the single-row dot per column).
+ggml_quant_dot_cols_fn ggml_quant_dot_cols_best(enum ggml_type type);
 
 #ifdef __cplusplus
 }

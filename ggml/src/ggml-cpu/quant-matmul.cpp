@@ -15,6 +15,11 @@ template <int T>
 void quant_dot_tile(int64_t k, int nr, int nc, const void * a, size_t lda, const void * b, size_t ldb, float * s, size_t lds) {
     static const ggml_quant_dot_fn dot = ggml_quant_dot_best((ggml_type) T);
     static const ggml_quant_dot_rows_fn dot_rows = ggml_quant_dot_rows_best((ggml_type) T);
+    static const ggml_quant_dot_cols_fn dot_cols = ggml_quant_dot_cols_best((ggml_type) T);
+    if (dot_cols && nc > 1) {
+        for (int r = 0; r < nr; r++) dot_cols(k, (const char *) a + r * lda, b, ldb, nc, s + r, lds);
+        return;
+    }
     for (int c = 0; c < nc; c++) {
         const char * bc = (const char *) b + c * ldb;
         if (dot_rows && nr <= 4) {

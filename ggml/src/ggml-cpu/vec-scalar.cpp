@@ -128,6 +128,7 @@ const ggml_mm_type_kernels mm_bf16 = { GGML_TYPE_BF16, fp32_to_bf16, dot_tile<gg
 const ggml_mm_type_kernels * mm_type(ggml_type type) { return ggml_simd::mm_type<&mm_f32, &mm_f16, &mm_bf16>(type); }
 
 ggml_quant_dot_rows_fn no_dot_rows(ggml_type) { return nullptr; }
+ggml_quant_dot_cols_fn no_dot_cols(ggml_type) { return nullptr; }
 
 // ---- float rows of the ops ----------------------------------------------------------------
 float row_max(const float * w, int64_t n) {
@@ -162,6 +163,7 @@ extern "C" const ggml_cpu_kernels ggml_cpu_kernels_scalar = {
     /* dequant        */ ggml_dequant_ref,
     /* quant_dot      */ ggml_quant_dot_ref,
     /* quant_dot_rows */ no_dot_rows,
+    /* quant_dot_cols */ no_dot_cols,
     /* repack         */ { nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, ggml_repack_quantize_q8_0x16_ref,
                            ggml_repack_q4_0x16_to_q8_0x16t_ref, nullptr, nullptr, nullptr, nullptr, nullptr,
                            ggml_quantize_row_q8_0x_ref, ggml_repack_quantize_q8_K_ref },

@@ -12,6 +12,7 @@ using ggml_simd::ExpKind;
 typedef ggml_simd::neon V;
 
 ggml_quant_dot_rows_fn no_dot_rows(ggml_type) { return nullptr; }
+ggml_quant_dot_cols_fn no_dot_cols(ggml_type) { return nullptr; }
 
 #if defined(__ARM_FEATURE_DOTPROD)
 #define REPACK_KERNELS ggml_cpu_neon::repack_gemm_q4_0, ggml_cpu_neon::repack_gemm_q8_0, ggml_cpu_neon::repack_gemm_q4_K, \
@@ -38,6 +39,7 @@ extern "C" const ggml_cpu_kernels ggml_cpu_kernels_neon = {
     /* dequant        */ ggml_dequant_ref,
     /* quant_dot      */ ggml_quant_dot_or_base<ggml_cpu_neon::quant_dot, ggml_cpu_kernels_scalar>,
     /* quant_dot_rows */ no_dot_rows,
+    /* quant_dot_cols */ no_dot_cols,
     /* repack         */ { REPACK_KERNELS, ggml_repack_quantize_q8_0x16_ref, ggml_repack_q4_0x16_to_q8_0x16t_ref, nullptr, nullptr, nullptr, nullptr, nullptr,
                          ggml_quantize_row_q8_0x_ref, ggml_repack_quantize_q8_K_ref },
     /* vec_exp ...    */ ggml_simd::vec_apply<V, ExpKind::exp>, ggml_simd::vec_apply<V, ExpKind::silu>,

@@ -27,6 +27,7 @@ extern "C" const ggml_cpu_kernels ggml_cpu_kernels_avx2 = {
     /* dequant        */ ggml_dequant_ref,
     /* quant_dot      */ ggml_quant_dot_or_base<ggml_cpu_avx2::quant_dot, ggml_cpu_kernels_scalar>,
     /* quant_dot_rows */ ggml_cpu_avx2::quant_dot_rows,
+    /* quant_dot_cols */ ggml_cpu_avx2::quant_dot_cols_iq,
     /* repack         */ { ggml_cpu_avx2::repack_gemm_q4_0, nullptr, ggml_cpu_avx2::repack_gemm_q4_K,
                            ggml_cpu_avx2::repack_gemm_q5_K, ggml_cpu_avx2::repack_gemm_q6_K, ggml_cpu_avx2::repack_gemm_iq4_xs,
                            ggml_repack_quantize_q8_0x16_ref, ggml_repack_q4_0x16_to_q8_0x16t_ref, nullptr, nullptr, nullptr, nullptr, nullptr,

@@ -14,13 +14,15 @@ typedef ggml_simd::avx512 V;
 
 #if defined(__AVX512VNNI__)
 #define QUANT_DOT ggml_quant_dot_or_base<ggml_cpu_avx512::quant_dot, ggml_cpu_kernels_avx2>, \
-                  ggml_quant_dot_rows_or_base<ggml_cpu_avx512::quant_dot_rows, ggml_cpu_kernels_avx2>
+                  ggml_quant_dot_rows_or_base<ggml_cpu_avx512::quant_dot_rows, ggml_cpu_kernels_avx2>, \
+                  ggml_cpu_avx2::quant_dot_cols_iq  // the AVX2 set's
 #define REPACK_KERNELS ggml_cpu_avx512::repack_gemm_q4_0, ggml_cpu_avx512::repack_gemm_q8_0, ggml_cpu_avx512::repack_gemm_q4_K, \
                        ggml_cpu_avx512::repack_gemm_q5_K, ggml_cpu_avx512::repack_gemm_q6_K, \
                        ggml_cpu_avx512::repack_gemm_iq4_xs
 #define VNNI GGML_CPU_FEAT_AVX512_VNNI
 #else
-#define QUANT_DOT ggml_quant_dot_or_base<ggml_cpu_avx2::quant_dot, ggml_cpu_kernels_scalar>, ggml_cpu_avx2::quant_dot_rows  // the AVX2 set's
+#define QUANT_DOT ggml_quant_dot_or_base<ggml_cpu_avx2::quant_dot, ggml_cpu_kernels_scalar>, ggml_cpu_avx2::quant_dot_rows, \
+                  ggml_cpu_avx2::quant_dot_cols_iq  // the AVX2 set's
 #define REPACK_KERNELS ggml_cpu_avx2::repack_gemm_q4_0, nullptr, ggml_cpu_avx2::repack_gemm_q4_K, \
                        ggml_cpu_avx2::repack_gemm_q5_K, ggml_cpu_avx2::repack_gemm_q6_K, ggml_cpu_avx2::repack_gemm_iq4_xs
 #define VNNI 0
@@ -52,7 +54,8 @@ typedef ggml_simd::avx512 V;
        q4_0x16_to_bf16_pairs */ TILES_BF16, \
     /* dequant        */ ggml_cpu_avx512::dequant, \
     /* quant_dot, \
-       quant_dot_rows */ QUANT_DOT, \
+       quant_dot_rows, \
+       quant_dot_cols */ QUANT_DOT, \
     /* repack         */ { REPACK, ggml_cpu_avx512::repack_quantize_q8_0x16, \
                            ggml_cpu_avx512::repack_q4_0x16_to_q8_0x16t, GEMM_X16, \
                            ggml_cpu_avx512::quantize_row_q8_0x, ggml_cpu_avx512::quantize_row_q8_K }, \

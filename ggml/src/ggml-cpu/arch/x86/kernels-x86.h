@@ -19,6 +19,7 @@ ggml_quant_dot_fn quant_dot(ggml_type type);
 ggml_quant_dot_rows_fn quant_dot_rows(ggml_type type);
 // quant-dot-iq-avx2.cpp: the IQ and ternary types (NULL for the others)
 ggml_quant_dot_fn quant_dot_iq(ggml_type type);
+ggml_quant_dot_cols_fn quant_dot_cols_iq(ggml_type type);
 // quant-repack-avx2.cpp, quant-repack-k-avx2.cpp
 ggml_repack_gemm_t repack_gemm_q4_0, repack_gemm_q4_K, repack_gemm_q5_K, repack_gemm_q6_K, repack_gemm_iq4_xs;
 }  // namespace ggml_cpu_avx2

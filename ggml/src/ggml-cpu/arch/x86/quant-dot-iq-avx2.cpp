@@ -18,6 +18,7 @@
 #include "simd-avx2.h"
 
 #include <string.h>
+#include <type_traits>
 
 namespace ggml_cpu_avx2 {
 namespace {
@@ -88,9 +89,6 @@ struct sub_bcast {
         return _mm256_shuffle_epi8(half(ib), _mm256_set1_epi16(k));
     }
 };
-
-// Activations y with the four sign bytes of one 32-value sub-block applied.
-inline __m256i signed_y(const int8_t * y, uint32_t signs) { return apply_sign(load32(y), sign_mask(signs)); }
 
 // Bytes of 7-bit sign codes (IQ2_XXS, IQ2_XS, IQ3_XXS) completed with their parity bit (bit 7
 // set where bits 0..6 have an odd count: the count of negatives is even), by nibble lookups.
@@ -166,10 +164,53 @@ template <typename BA, typename F> inline float dot_super(int64_t n, const void 
     return ggml_simd::avx2::hsum(acc);
 }
 
+// The driver of the kernels that decode a weight block once for NC (1..4) columns: block(a, y,
+// isum, scale, nc) decodes super-block a and gives column c's integer sum (8 s32 lanes, isum[c])
+// and float scale against its activation block y[c]. Each column takes the same instructions as
+// with NC = 1 (the single dot), so its result is bit-identical whatever the tile's width.
+template <typename BA, int NC, typename F>
+inline void dot_super_cols(int64_t n, const void * va, const void * vb, size_t ldb, float * s, size_t lds, F block) {
+    const BA * a = (const BA *) va;
+    __m256 acc[NC];
+    for (int c = 0; c < NC; c++) acc[c] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        prefetch_ahead(a + i);
+        const block_q8_K * y[NC];
+        for (int c = 0; c < NC; c++) y[c] = (const block_q8_K *) ((const char *) vb + c * ldb) + i;
+        __m256i isum[NC];
+        float scale[NC];
+        block(a[i], y, isum, scale, std::integral_constant<int, NC>());
+        for (int c = 0; c < NC; c++) acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(scale[c]), _mm256_cvtepi32_ps(isum[c]), acc[c]);
+    }
+    for (int c = 0; c < NC; c++) s[c * lds] = ggml_simd::avx2::hsum(acc[c]);
+}
+
+// The single dot and the multi-column dot of one such block kernel (K: a type holding it).
+template <typename BA, typename K> float dot_one(int64_t n, const void * va, const void * vb) {
+    float s;
+    dot_super_cols<BA, 1>(n, va, vb, 0, &s, 1, K::block);
+    return s;
+}
+template <typename BA, typename K>
+void dot_cols(int64_t n, const void * va, const void * vb, size_t ldb, int nc, float * s, size_t lds) {
+    switch (nc) {
+        case 1: dot_super_cols<BA, 1>(n, va, vb, ldb, s, lds, K::block); break;
+        case 2: dot_super_cols<BA, 2>(n, va, vb, ldb, s, lds, K::block); break;
+        case 3: dot_super_cols<BA, 3>(n, va, vb, ldb, s, lds, K::block); break;
+        default:
+            for (int c0 = 0; c0 < nc; c0 += 4) {
+                const int m = nc - c0 < 4 ? nc - c0 : 4;
+                if (m == 4) dot_super_cols<BA, 4>(n, va, (const char *) vb + c0 * ldb, ldb, s + c0 * lds, lds, K::block);
+                else dot_cols<BA, K>(n, va, (const char *) vb + c0 * ldb, ldb, m, s + c0 * lds, lds);
+            }
+    }
+}
+
 // ---- IQ2 ------------------------------------------------------------------------------------
 // IQ2_XXS: per sub-block 4 index bytes and a u32 of sign codes and scale (qs as 8 byte pairs).
-float dot_iq2_xxs(int64_t n, const void * va, const void * vb) {
-    return dot_super<block_iq2_xxs>(n, va, vb, [](const block_iq2_xxs & a, const block_q8_K & b, float & scale) {
+struct iq2_xxs_kernel {
+    static constexpr auto block = [](const block_iq2_xxs & a, const block_q8_K * const * y, __m256i * isum, float * scale, auto nc) {
+        constexpr int NC = decltype(nc)::value;
         const __m256i w0 = load32(a.qs), w1 = load32(a.qs + 16);
         // The odd u32 words (aux of sub-blocks 0, 1, 4, 5 | 2, 3, 6, 7), put in order.
         const __m256i aux = _mm256_permute4x64_epi64(
@@ -177,19 +218,20 @@ float dot_iq2_xxs(int64_t n, const void * va, const void * vb) {
         const sub_bcast signs(xxs_sign_bytes(aux));
         const sub_bcast sc(xxs_scales(aux));
         const uint8_t * idx = (const uint8_t *) a.qs;
-        __m256i acc = _mm256_setzero_si256();
+        for (int c = 0; c < NC; c++) isum[c] = _mm256_setzero_si256();
         for (int ib = 0; ib < 8; ib++) {
             const __m256i q = grid4(ggml_iq2xxs_grid, idx + 8 * ib);
-            acc = dot_scaled(acc, q, apply_sign(load32(b.qs + 32 * ib), signs.sign_mask(ib)), sc.s16(ib));
+            const __m256i m = signs.sign_mask(ib), s16 = sc.s16(ib);
+            for (int c = 0; c < NC; c++) isum[c] = dot_scaled(isum[c], q, apply_sign(load32(y[c]->qs + 32 * ib), m), s16);
         }
-        scale = 0.125f * h2f(a.d) * b.d;
-        return acc;
-    });
-}
+        for (int c = 0; c < NC; c++) scale[c] = 0.125f * h2f(a.d) * y[c]->d;
+    };
+};
 
 // IQ2_XS: u16 per 8 values, a 9-bit index and a 7-bit sign code; 4-bit scales per 16 values.
-float dot_iq2_xs(int64_t n, const void * va, const void * vb) {
-    return dot_super<block_iq2_xs>(n, va, vb, [](const block_iq2_xs & a, const block_q8_K & b, float & scale) {
+struct iq2_xs_kernel {
+    static constexpr auto block = [](const block_iq2_xs & a, const block_q8_K * const * y, __m256i * isum, float * scale, auto nc) {
+        constexpr int NC = decltype(nc)::value;
         const __m256i q0 = load32(a.qs), q1 = load32(a.qs + 16);
         alignas(32) uint16_t idx[32];
         const __m256i m9 = _mm256_set1_epi16(511);
@@ -198,20 +240,21 @@ float dot_iq2_xs(int64_t n, const void * va, const void * vb) {
         const __m256i codes = _mm256_permute4x64_epi64(_mm256_packus_epi16(_mm256_srli_epi16(q0, 9), _mm256_srli_epi16(q1, 9)), _MM_SHUFFLE(3, 1, 2, 0));
         const sub_bcast signs(add_parity(codes));
         const __m256i sc = odd_nibble_scales(a.scales);
-        __m256i acc = _mm256_setzero_si256();
+        for (int c = 0; c < NC; c++) isum[c] = _mm256_setzero_si256();
         for (int ib = 0; ib < 8; ib++) {
             const __m256i q = grid4(ggml_iq2xs_grid, idx + 4 * ib);
-            acc = dot_scaled(acc, q, apply_sign(load32(b.qs + 32 * ib), signs.sign_mask(ib)), scale_pair(sc, ib));
+            const __m256i m = signs.sign_mask(ib), s16 = scale_pair(sc, ib);
+            for (int c = 0; c < NC; c++) isum[c] = dot_scaled(isum[c], q, apply_sign(load32(y[c]->qs + 32 * ib), m), s16);
         }
-        scale = 0.125f * h2f(a.d) * b.d;
-        return acc;
-    });
-}
+        for (int c = 0; c < NC; c++) scale[c] = 0.125f * h2f(a.d) * y[c]->d;
+    };
+};
 
 // IQ2_S: 10-bit indices (low bytes in qs[0..32), 2 high bits each in qh), explicit sign bytes
 // (qs[32..64)), scales as IQ2_XS.
-float dot_iq2_s(int64_t n, const void * va, const void * vb) {
-    return dot_super<block_iq2_s>(n, va, vb, [](const block_iq2_s & a, const block_q8_K & b, float & scale) {
+struct iq2_s_kernel {
+    static constexpr auto block = [](const block_iq2_s & a, const block_q8_K * const * y, __m256i * isum, float * scale, auto nc) {
+        constexpr int NC = decltype(nc)::value;
         alignas(32) uint16_t idx[32];
         // Index k's high bits: (qh[k / 4] >> 2 (k % 4)) & 3, shifted to bits 8, 9 by a multiply.
         const __m256i qh = _mm256_broadcastsi128_si256(load8(a.qh));
@@ -227,37 +270,39 @@ float dot_iq2_s(int64_t n, const void * va, const void * vb) {
         }
         const __m256i sc = odd_nibble_scales(a.scales);
         const uint8_t * signs = a.qs + QK_K / 8;
-        __m256i acc = _mm256_setzero_si256();
+        for (int c = 0; c < NC; c++) isum[c] = _mm256_setzero_si256();
         for (int ib = 0; ib < 8; ib++) {
             const __m256i q = grid4(ggml_iq2s_grid, idx + 4 * ib);
-            acc = dot_scaled(acc, q, signed_y(b.qs + 32 * ib, load_u32(signs + 4 * ib)), scale_pair(sc, ib));
+            const __m256i m = sign_mask(load_u32(signs + 4 * ib)), s16 = scale_pair(sc, ib);
+            for (int c = 0; c < NC; c++) isum[c] = dot_scaled(isum[c], q, apply_sign(load32(y[c]->qs + 32 * ib), m), s16);
         }
-        scale = 0.125f * h2f(a.d) * b.d;
-        return acc;
-    });
-}
+        for (int c = 0; c < NC; c++) scale[c] = 0.125f * h2f(a.d) * y[c]->d;
+    };
+};
 
 // ---- IQ3 ------------------------------------------------------------------------------------
 // IQ3_XXS: 8 index bytes per sub-block (4 values each), then 8 u32 of sign codes and scales.
-float dot_iq3_xxs(int64_t n, const void * va, const void * vb) {
-    return dot_super<block_iq3_xxs>(n, va, vb, [](const block_iq3_xxs & a, const block_q8_K & b, float & scale) {
+struct iq3_xxs_kernel {
+    static constexpr auto block = [](const block_iq3_xxs & a, const block_q8_K * const * y, __m256i * isum, float * scale, auto nc) {
+        constexpr int NC = decltype(nc)::value;
         const __m256i aux = load32(a.qs + QK_K / 4);
         const sub_bcast signs(xxs_sign_bytes(aux));
         const sub_bcast sc(xxs_scales(aux));
-        __m256i acc = _mm256_setzero_si256();
+        for (int c = 0; c < NC; c++) isum[c] = _mm256_setzero_si256();
         for (int ib = 0; ib < 8; ib++) {
             const __m256i q = grid8(ggml_iq3xxs_grid, a.qs + 8 * ib);
-            acc = dot_scaled(acc, q, apply_sign(load32(b.qs + 32 * ib), signs.sign_mask(ib)), sc.s16(ib));
+            const __m256i m = signs.sign_mask(ib), s16 = sc.s16(ib);
+            for (int c = 0; c < NC; c++) isum[c] = dot_scaled(isum[c], q, apply_sign(load32(y[c]->qs + 32 * ib), m), s16);
         }
-        scale = 0.25f * h2f(a.d) * b.d;
-        return acc;
-    });
-}
+        for (int c = 0; c < NC; c++) scale[c] = 0.25f * h2f(a.d) * y[c]->d;
+    };
+};
 
 // IQ3_S: 9-bit indices (low bytes in qs, bit j of qh[ib] the high bit of index 8 ib + j),
 // explicit sign bytes, a 4-bit scale per sub-block.
-float dot_iq3_s(int64_t n, const void * va, const void * vb) {
-    return dot_super<block_iq3_s>(n, va, vb, [](const block_iq3_s & a, const block_q8_K & b, float & scale) {
+struct iq3_s_kernel {
+    static constexpr auto block = [](const block_iq3_s & a, const block_q8_K * const * y, __m256i * isum, float * scale, auto nc) {
+        constexpr int NC = decltype(nc)::value;
         alignas(32) uint16_t idx[64];
         const __m256i qh = _mm256_broadcastsi128_si256(load8(a.qh));
         const __m256i mul = _mm256_broadcastsi128_si256(_mm_setr_epi16(256, 128, 64, 32, 16, 8, 4, 2));
@@ -272,15 +317,15 @@ float dot_iq3_s(int64_t n, const void * va, const void * vb) {
         const __m256i ls = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int) load_u32(a.scales)), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
                                             _mm256_set1_epi32(0xF));
         const sub_bcast sc(_mm256_or_si256(_mm256_add_epi32(ls, ls), _mm256_set1_epi32(1)));
-        __m256i acc = _mm256_setzero_si256();
+        for (int c = 0; c < NC; c++) isum[c] = _mm256_setzero_si256();
         for (int ib = 0; ib < 8; ib++) {
             const __m256i q = grid8(ggml_iq3s_grid, idx + 8 * ib);
-            acc = dot_scaled(acc, q, signed_y(b.qs + 32 * ib, load_u32(a.signs + 4 * ib)), sc.s16(ib));
+            const __m256i m = sign_mask(load_u32(a.signs + 4 * ib)), s16 = sc.s16(ib);
+            for (int c = 0; c < NC; c++) isum[c] = dot_scaled(isum[c], q, apply_sign(load32(y[c]->qs + 32 * ib), m), s16);
         }
-        scale = h2f(a.d) * b.d;
-        return acc;
-    });
-}
+        for (int c = 0; c < NC; c++) scale[c] = h2f(a.d) * y[c]->d;
+    };
+};
 
 // ---- IQ1 ------------------------------------------------------------------------------------
 // Grid levels are -1, 0, 1; u = level + 1 is unsigned. With Y the sum of q8 over a sub-block,
@@ -479,16 +524,29 @@ float dot_tq2_0(int64_t n, const void * va, const void * vb) {
 
 ggml_quant_dot_fn quant_dot_iq(ggml_type type) {
     switch (type) {
-        case GGML_TYPE_IQ2_XXS: return dot_iq2_xxs;
-        case GGML_TYPE_IQ2_XS:  return dot_iq2_xs;
-        case GGML_TYPE_IQ2_S:   return dot_iq2_s;
-        case GGML_TYPE_IQ3_XXS: return dot_iq3_xxs;
-        case GGML_TYPE_IQ3_S:   return dot_iq3_s;
+        case GGML_TYPE_IQ2_XXS: return dot_one<block_iq2_xxs, iq2_xxs_kernel>;
+        case GGML_TYPE_IQ2_XS:  return dot_one<block_iq2_xs, iq2_xs_kernel>;
+        case GGML_TYPE_IQ2_S:   return dot_one<block_iq2_s, iq2_s_kernel>;
+        case GGML_TYPE_IQ3_XXS: return dot_one<block_iq3_xxs, iq3_xxs_kernel>;
+        case GGML_TYPE_IQ3_S:   return dot_one<block_iq3_s, iq3_s_kernel>;
         case GGML_TYPE_IQ1_S:   return dot_iq1_s;
         case GGML_TYPE_IQ1_M:   return dot_iq1_m;
         case GGML_TYPE_IQ4_XS:  return dot_iq4_xs;
         case GGML_TYPE_TQ1_0:   return dot_tq1_0;
         case GGML_TYPE_TQ2_0:   return dot_tq2_0;
+        default:                return nullptr;
+    }
+}
+
+// The grid types decode a block once for up to 4 columns (prompts); the others' decoding is cheap
+// next to their products (IQ4_XS, the ternary types) or not yet split out (IQ1_S, IQ1_M).
+ggml_quant_dot_cols_fn quant_dot_cols_iq(ggml_type type) {
+    switch (type) {
+        case GGML_TYPE_IQ2_XXS: return dot_cols<block_iq2_xxs, iq2_xxs_kernel>;
+        case GGML_TYPE_IQ2_XS:  return dot_cols<block_iq2_xs, iq2_xs_kernel>;
+        case GGML_TYPE_IQ2_S:   return dot_cols<block_iq2_s, iq2_s_kernel>;
+        case GGML_TYPE_IQ3_XXS: return dot_cols<block_iq3_xxs, iq3_xxs_kernel>;
+        case GGML_TYPE_IQ3_S:   return dot_cols<block_iq3_s, iq3_s_kernel>;
         default:                return nullptr;
     }
 }
