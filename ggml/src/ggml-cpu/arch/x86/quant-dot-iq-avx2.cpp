@@ -330,8 +330,9 @@ struct iq3_s_kernel {
 // ---- IQ1 ------------------------------------------------------------------------------------
 // Grid levels are -1, 0, 1; u = level + 1 is unsigned. With Y the sum of q8 over a sub-block,
 // the reference's 8 * (sumi + sumd / 8) = 8 sum mult (u . q8) + sum mult (delta - 8) Y.
-float dot_iq1_s(int64_t n, const void * va, const void * vb) {
-    return dot_super<block_iq1_s>(n, va, vb, [](const block_iq1_s & a, const block_q8_K & b, float & scale) {
+struct iq1_s_kernel {
+    static constexpr auto block = [](const block_iq1_s & a, const block_q8_K * const * y, __m256i * isum, float * scale, auto nc) {
+        constexpr int NC = decltype(nc)::value;
         const __m128i qh = load16(a.qh);
         alignas(32) uint16_t idx[32];
         // Index k (sub-block k / 4, l = k % 4): qs[k] | ((qh >> 3 l) & 7) << 8. The multiply
@@ -353,25 +354,29 @@ float dot_iq1_s(int64_t n, const void * va, const void * vb) {
         const __m128i coef = _mm_mullo_epi16(mult, _mm_sub_epi16(delta, _mm_set1_epi16(8)));
         // bsums j = 2 ib, 2 ib + 1 both get sub-block ib's coefficient.
         const __m256i coef16 = _mm256_set_m128i(_mm_unpackhi_epi16(coef, coef), _mm_unpacklo_epi16(coef, coef));
-        const __m256i corr = _mm256_madd_epi16(load32(b.bsums), coef16);
         const sub_bcast sc(_mm256_cvtepu16_epi32(mult));
         const __m256i one = _mm256_set1_epi8(1);
-        __m256i acc = _mm256_setzero_si256();
+        for (int c = 0; c < NC; c++) isum[c] = _mm256_setzero_si256();
         for (int ib = 0; ib < 8; ib++) {
             const __m256i u = _mm256_add_epi8(grid4(ggml_iq1s_grid, idx + 4 * ib), one);
-            acc = dot_scaled(acc, u, load32(b.qs + 32 * ib), sc.s16(ib));
+            const __m256i s16 = sc.s16(ib);
+            for (int c = 0; c < NC; c++) isum[c] = dot_scaled(isum[c], u, load32(y[c]->qs + 32 * ib), s16);
         }
-        scale = 0.125f * h2f(a.d) * b.d;
-        return _mm256_add_epi32(_mm256_slli_epi32(acc, 3), corr);
-    });
-}
+        for (int c = 0; c < NC; c++) {
+            const __m256i corr = _mm256_madd_epi16(load32(y[c]->bsums), coef16);
+            isum[c] = _mm256_add_epi32(_mm256_slli_epi32(isum[c], 3), corr);
+            scale[c] = 0.125f * h2f(a.d) * y[c]->d;
+        }
+    };
+};
 
 // IQ1_M: a nibble per 8 values (3 index bits, the delta's sign in bit 3), 3-bit scales per 16
 // values, the F16 scale in the scales' top nibbles. The weight bytes 8 u + (delta + 1) =
 // (8 level + delta) + 9 fold the delta into the product; the 9 comes out through bsums:
 // 8 * (sumi + sumd / 8) = sum_j mult_j ((8 u + delta + 1) . q8)_j - 9 sum_j mult_j bsums_j.
-float dot_iq1_m(int64_t n, const void * va, const void * vb) {
-    return dot_super<block_iq1_m>(n, va, vb, [](const block_iq1_m & a, const block_q8_K & b, float & scale) {
+struct iq1_m_kernel {
+    static constexpr auto block = [](const block_iq1_m & a, const block_q8_K * const * y, __m256i * isum, float * scale, auto nc) {
+        constexpr int NC = decltype(nc)::value;
         const __m128i m4 = _mm_set1_epi8(0x0F);
         const __m128i qh = load16(a.qh);
         const __m128i nl = _mm_and_si128(qh, m4), nh = _mm_and_si128(_mm_srli_epi16(qh, 4), m4);
@@ -395,22 +400,25 @@ float dot_iq1_m(int64_t n, const void * va, const void * vb) {
         const __m256i mul = _mm256_set1_epi64x(0x0001000800400200LL);   // 512, 64, 8, 1
         const __m256i s3 = _mm256_and_si256(_mm256_srli_epi16(_mm256_mullo_epi16(w, mul), 9), _mm256_set1_epi16(7));
         const __m256i mult = _mm256_or_si256(_mm256_add_epi16(s3, s3), _mm256_set1_epi16(1));  // 16 s16, j in order
-        const __m256i corr = _mm256_madd_epi16(load32(b.bsums), _mm256_mullo_epi16(mult, _mm256_set1_epi16(9)));
+        const __m256i mult9 = _mm256_mullo_epi16(mult, _mm256_set1_epi16(9));
         const __m256i scb = _mm256_permute4x64_epi64(_mm256_packus_epi16(mult, mult), _MM_SHUFFLE(2, 0, 2, 0));
         const __m256i one = _mm256_set1_epi8(1);
-        __m256i acc = _mm256_setzero_si256();
+        for (int c = 0; c < NC; c++) isum[c] = _mm256_setzero_si256();
         for (int ib = 0; ib < 8; ib++) {
             const __m256i u = _mm256_add_epi8(grid4(ggml_iq1s_grid, idx + 4 * ib), one);
             const __m256i wv = _mm256_or_si256(_mm256_slli_epi16(u, 3), dp.bytes8(ib));
-            acc = dot_scaled(acc, wv, load32(b.qs + 32 * ib), scale_pair(scb, ib));
+            const __m256i s16 = scale_pair(scb, ib);
+            for (int c = 0; c < NC; c++) isum[c] = dot_scaled(isum[c], wv, load32(y[c]->qs + 32 * ib), s16);
         }
         uint16_t s[4];
         memcpy(s, a.scales, sizeof(s));
         const uint16_t d = (uint16_t) ((s[0] >> 12) | ((s[1] >> 8) & 0x00F0) | ((s[2] >> 4) & 0x0F00) | (s[3] & 0xF000));
-        scale = 0.125f * h2f(d) * b.d;
-        return _mm256_sub_epi32(acc, corr);
-    });
-}
+        for (int c = 0; c < NC; c++) {
+            isum[c] = _mm256_sub_epi32(isum[c], _mm256_madd_epi16(load32(y[c]->bsums), mult9));
+            scale[c] = 0.125f * h2f(d) * y[c]->d;
+        }
+    };
+};
 
 // ---- IQ4_XS ---------------------------------------------------------------------------------
 // IQ4_NL's levels by pshufb, two sub-blocks per 32 bytes of nibbles; signed levels times signed
@@ -529,8 +537,8 @@ ggml_quant_dot_fn quant_dot_iq(ggml_type type) {
         case GGML_TYPE_IQ2_S:   return dot_one<block_iq2_s, iq2_s_kernel>;
         case GGML_TYPE_IQ3_XXS: return dot_one<block_iq3_xxs, iq3_xxs_kernel>;
         case GGML_TYPE_IQ3_S:   return dot_one<block_iq3_s, iq3_s_kernel>;
-        case GGML_TYPE_IQ1_S:   return dot_iq1_s;
-        case GGML_TYPE_IQ1_M:   return dot_iq1_m;
+        case GGML_TYPE_IQ1_S:   return dot_one<block_iq1_s, iq1_s_kernel>;
+        case GGML_TYPE_IQ1_M:   return dot_one<block_iq1_m, iq1_m_kernel>;
         case GGML_TYPE_IQ4_XS:  return dot_iq4_xs;
         case GGML_TYPE_TQ1_0:   return dot_tq1_0;
         case GGML_TYPE_TQ2_0:   return dot_tq2_0;
@@ -539,7 +547,7 @@ ggml_quant_dot_fn quant_dot_iq(ggml_type type) {
 }
 
 // The grid types decode a block once for up to 4 columns (prompts); the others' decoding is cheap
-// next to their products (IQ4_XS, the ternary types) or not yet split out (IQ1_S, IQ1_M).
+// next to their products (IQ4_XS, which has a repacked GEMM too, and the ternary types).
 ggml_quant_dot_cols_fn quant_dot_cols_iq(ggml_type type) {
     switch (type) {
         case GGML_TYPE_IQ2_XXS: return dot_cols<block_iq2_xxs, iq2_xxs_kernel>;
@@ -547,6 +555,8 @@ ggml_quant_dot_cols_fn quant_dot_cols_iq(ggml_type type) {
         case GGML_TYPE_IQ2_S:   return dot_cols<block_iq2_s, iq2_s_kernel>;
         case GGML_TYPE_IQ3_XXS: return dot_cols<block_iq3_xxs, iq3_xxs_kernel>;
         case GGML_TYPE_IQ3_S:   return dot_cols<block_iq3_s, iq3_s_kernel>;
+        case GGML_TYPE_IQ1_S:   return dot_cols<block_iq1_s, iq1_s_kernel>;
+        case GGML_TYPE_IQ1_M:   return dot_cols<block_iq1_m, iq1_m_kernel>;
         default:                return nullptr;
     }
 }
