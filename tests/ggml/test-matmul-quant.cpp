@@ -4,6 +4,7 @@
 #include "random-blocks.h"
 #include "test-util.h"
 
+#include "ggml-cpu/kernels.h"
 #include "ggml-cpu/quant-dot.h"
 
 namespace {
@@ -129,6 +130,45 @@ TEST(MulMatQuant, GetRowsAndCopyDequantize) {
         for (int r = 0; r < 6; r++) {
             const std::vector<float> w = dequant_row(a, r, 0, 0);
             for (int k = 0; k < 256; k++) ASSERT_EQ(tu::get(f, k, r), w[(size_t) k]) << ggml_type_name(t);
+        }
+    }
+}
+
+// A thread that holds another kernel set (ggml_cpu_kernels_override: the scalar reference of
+// the op tests, a CPU backend set to another ISA) multiplies with that set's dot products, even
+// after the build's set has run the same type: each output equals the held set's dot of the
+// weight row and the activation row, bit for bit (one column: the single or multi-row dot; three:
+// the multi-column dot, which equals the single dot).
+TEST(MulMatQuant, TheThreadsKernelSetReachesTheProduct) {
+    const ggml_cpu_kernels * sets[4];
+    const int n_sets = ggml_cpu_kernel_sets(sets);
+    const int64_t K = 512, M = 6;
+    for (ggml_type t : {GGML_TYPE_IQ2_XXS, GGML_TYPE_IQ3_S, GGML_TYPE_Q4_K}) {
+        for (int64_t N : {1, 3}) {
+            tu::Ctx ctx(16u << 20);
+            std::mt19937 rng(7);
+            ggml_tensor * a = ggml_new_tensor_2d(ctx, t, K, M);
+            fill_quantized(a, rng);
+            ggml_tensor * b = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, K, N);
+            tu::fill_uniform(b, rng);
+            ggml_tensor * c = ggml_mul_mat(ctx, a, b);
+            ASSERT_EQ(ggml_quant_vec_dot_type(t), GGML_TYPE_Q8_K);
+            std::vector<uint8_t> bq(ggml_row_size(GGML_TYPE_Q8_K, K) * N);
+            ggml_get_type_traits(GGML_TYPE_Q8_K)->from_float_ref((const float *) b->data, bq.data(), K * N);
+            tu::compute(ctx, c, 2);  // the build's set first
+            for (int si = n_sets - 1; si >= 0; si--) {
+                SCOPED_TRACE(std::string(ggml_type_name(t)) + " N=" + std::to_string(N) + " set " + sets[si]->isa);
+                const ggml_quant_dot_fn dot = sets[si]->quant_dot(t);
+                ggml_cpu_kernels_override = sets[si];
+                tu::compute(ctx, c, 2);
+                ggml_cpu_kernels_override = nullptr;
+                for (int64_t n = 0; n < N; n++) {
+                    for (int64_t m = 0; m < M; m++) {
+                        const float want = dot(K, (const char *) a->data + m * a->nb[1], bq.data() + n * ggml_row_size(GGML_TYPE_Q8_K, K));
+                        EXPECT_EQ(((const float *) c->data)[n * M + m], want) << "row " << m << " column " << n;
+                    }
+                }
+            }
         }
     }
 }

@@ -145,7 +145,9 @@ TEST(QuantsIQ, QuantizersMatchOrBeatLlamaCpp) {
                l_theirs, e_ours, e_theirs);
         EXPECT_LE(l_ours, l_theirs * 1.0001) << name;
         EXPECT_LE(e_ours, e_theirs * 1.08) << name;
-        if (!ternary) EXPECT_LT(largest_shrink(ours, r), 1e-3) << name;
+        if (!ternary) {
+            EXPECT_LT(largest_shrink(ours, r), 1e-3) << name;
+        }
         if (!ggml_quantize_requires_imatrix(r.type)) {
             ggml_quantize_chunk(r.type, r.x.data(), qp.data(), 0, r.rows, r.cols, nullptr);
             const std::vector<float> plain = decode(r.type, qp, r.x.size()), theirs = decode(r.type, r.blocks_plain, r.x.size());
@@ -153,7 +155,9 @@ TEST(QuantsIQ, QuantizersMatchOrBeatLlamaCpp) {
             const double p_ours = plain_error(plain, r), p_theirs = plain_error(theirs, r);
             printf("; without, as stored: %.4g, %.4g", p_ours, p_theirs);
             EXPECT_LE(p_ours, p_theirs * 1.0001) << name;
-            if (!ternary) EXPECT_LT(largest_shrink(plain, r, true), 1e-3) << name;
+            if (!ternary) {
+                EXPECT_LT(largest_shrink(plain, r, true), 1e-3) << name;
+            }
             if (ternary) {
                 // llama.cpp's ternary quantizer is a plain rounding: the same bytes, with or without weights.
                 EXPECT_EQ(memcmp(qp.data(), r.blocks_plain.data(), qp.size()), 0) << name;

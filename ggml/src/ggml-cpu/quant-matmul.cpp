@@ -8,14 +8,29 @@
 
 namespace {
 
+// One type's dot kernels in one kernel set.
+struct tile_dots {
+    ggml_quant_dot_fn dot;
+    ggml_quant_dot_rows_fn rows;
+    ggml_quant_dot_cols_fn cols;
+    static tile_dots of(const ggml_cpu_kernels * set, ggml_type type) {
+        return { set->quant_dot(type), set->quant_dot_rows(type), set->quant_dot_cols(type) };
+    }
+};
+
 // A tile of dot products of nr rows of a with nc rows of b through one type's dot kernel.
 // Where the type has a multi-row kernel, the rows of the tile share each activation block
 // (same results as the single-row dot, see quant-dot.h).
 template <int T>
 void quant_dot_tile(int64_t k, int nr, int nc, const void * a, size_t lda, const void * b, size_t ldb, float * s, size_t lds) {
-    static const ggml_quant_dot_fn dot = ggml_quant_dot_best((ggml_type) T);
-    static const ggml_quant_dot_rows_fn dot_rows = ggml_quant_dot_rows_best((ggml_type) T);
-    static const ggml_quant_dot_cols_fn dot_cols = ggml_quant_dot_cols_best((ggml_type) T);
+    // The build's kernels are looked up once; a thread that holds another set
+    // (ggml_cpu_kernels_override: the scalar reference of the op tests) gets that set's each call.
+    static const tile_dots build = tile_dots::of(&GGML_CPU_KERNELS_BEST, (ggml_type) T);
+    const ggml_cpu_kernels * held = ggml_cpu_kernels_override;
+    const tile_dots kern = held ? tile_dots::of(held, (ggml_type) T) : build;
+    const ggml_quant_dot_fn dot = kern.dot;
+    const ggml_quant_dot_rows_fn dot_rows = kern.rows;
+    const ggml_quant_dot_cols_fn dot_cols = kern.cols;
     if (dot_cols && nc > 1) {
         for (int r = 0; r < nr; r++) dot_cols(k, (const char *) a + r * lda, b, ldb, nc, s + r, lds);
         return;
