@@ -5,7 +5,8 @@
 // super-block scale, trying the neighbouring integer scales of each sub-block and keeping the
 // one whose re-rounded values give the least error; last, the block's scales are moved so that its
 // error is orthogonal to its values (quant_unshrink_factor). Weights: with an importance matrix as
-// llama.cpp's quantizers, per type (quant_imatrix_weights); without, quant_plain_weights.
+// llama.cpp's quantizers, per type (quant_imatrix_weights) or the entries alone (block_weights);
+// without, quant_plain_weights.
 #include "quants-k.h"
 #include "quants-search.h"
 
@@ -15,7 +16,10 @@
 static inline int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
 
 // With an importance matrix, llama.cpp's weighting per type (quant_imatrix_weights; sigma_mult < 0:
-// the matrix's entries alone, as llama.cpp's Q6_K); without one, quant_plain_weights.
+// the matrix's entries alone, as llama.cpp's Q6_K, and ours for Q4_K: on trained weights, over four
+// noisy copies of the model (tools/quant-quality/draws.sh), Q4_K_M's KL divergence was 1.9% lower
+// and Q4_K_S's 1.3% than with llama.cpp's entry x sqrt(2 mean(x^2) + x^2); Q5_K_M's level, 3
+// copies); without one, quant_plain_weights.
 static void block_weights(const float * qw, const float * x, int n, float sigma_mult, quant_plain_weighting plain,
                           float * w) {
     if (!qw) {
@@ -168,7 +172,7 @@ void quantize_row_q4_K(const float * x, block_q4_K * y, int64_t n, const float *
     float w[QK_K];
     uint8_t L[QK_K], sc[8], m[8];
     for (int64_t b = 0; b < n / QK_K; b++, x += QK_K, qw = qw ? qw + QK_K : nullptr) {
-        block_weights(qw, x, QK_K, 2.0f, QUANT_PLAIN_RMS_ABS, w);
+        block_weights(qw, x, QK_K, -1.0f, QUANT_PLAIN_RMS_ABS, w);
         quantize_scale_min_superblock(x, w, 8, 32, 15, 63, L, sc, m, &y[b].d, &y[b].dmin);
         pack_k4_scales(sc, m, y[b].scales);
         for (int c = 0; c < 4; c++) {
