@@ -24,7 +24,7 @@ threads=${THREADS:-2} ctx=${CTX:-256}
 mkdir -p "$work/draws"
 cd "$work/draws"
 touch results.tsv
-needs_imatrix() { case $1 in IQ1_S | IQ1_M | IQ2_XXS | IQ2_XS | IQ2_S | IQ2_M | IQ3_XXS | Q2_K_S) return 0 ;; esac; return 1; }
+source "$here/needs-imatrix.sh"
 
 for ((s = 1; s <= ndraws; s++)); do
     for t in "${types[@]}"; do

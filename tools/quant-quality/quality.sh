@@ -7,6 +7,7 @@
 #
 #   quality.sh OURS_BIN LCPP_BIN MODEL-F16.gguf IMATRIX_TEXT EVAL_TEXT WORKDIR [TYPE...]
 set -euo pipefail
+source "$(dirname "$(realpath "$0")")/needs-imatrix.sh"
 ours=$(realpath "$1") lcpp=$(realpath "$2") model=$(realpath "$3") imtext=$(realpath "$4") evaltext=$(realpath "$5") work=$6
 shift 6
 types=("$@")
@@ -16,10 +17,6 @@ ctx=${CTX:-256}  # IMATRIX_CHUNKS (400): the importance matrix from the first 40
 threads=${THREADS:-2}
 mkdir -p "$work"
 cd "$work"
-
-# Types llama.cpp quantizes only with an importance matrix (its llama-quantize refuses them without
-# one; IQ2_M and IQ3_XXS: their attention Q or K is IQ2_S).
-needs_imatrix() { case $1 in IQ1_S | IQ1_M | IQ2_XXS | IQ2_XS | IQ2_S | IQ2_M | IQ3_XXS | Q2_K_S) return 0 ;; esac; return 1; }
 
 [ -f imatrix.dat ] || "$lcpp/llama-imatrix" -m "$model" -f "$imtext" -o imatrix.dat -c "$ctx" \
     --chunks "${IMATRIX_CHUNKS:-400}" -t "$threads" > imatrix.log 2>&1
