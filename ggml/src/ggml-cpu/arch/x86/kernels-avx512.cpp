@@ -13,9 +13,14 @@ using ggml_simd::ExpKind;
 typedef ggml_simd::avx512 V;
 
 #if defined(__AVX512VNNI__)
+#if defined(__AVX512VBMI__)
+#define QUANT_DOT_COLS ggml_cpu_avx512::quant_dot_cols_iq  // IQ2_XXS, IQ3_XXS; the AVX2 set's for the others
+#else
+#define QUANT_DOT_COLS ggml_cpu_avx2::quant_dot_cols_iq
+#endif
 #define QUANT_DOT ggml_quant_dot_or_base<ggml_cpu_avx512::quant_dot, ggml_cpu_kernels_avx2>, \
                   ggml_quant_dot_rows_or_base<ggml_cpu_avx512::quant_dot_rows, ggml_cpu_kernels_avx2>, \
-                  ggml_cpu_avx2::quant_dot_cols_iq  // the AVX2 set's
+                  QUANT_DOT_COLS
 #define REPACK_KERNELS ggml_cpu_avx512::repack_gemm_q4_0, ggml_cpu_avx512::repack_gemm_q8_0, ggml_cpu_avx512::repack_gemm_q4_K, \
                        ggml_cpu_avx512::repack_gemm_q5_K, ggml_cpu_avx512::repack_gemm_q6_K, \
                        ggml_cpu_avx512::repack_gemm_iq4_xs

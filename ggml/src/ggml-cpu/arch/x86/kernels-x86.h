@@ -35,6 +35,9 @@ ggml_to_float_t dequant(ggml_type type);
 // quant-dot-avx512.cpp (with VNNI; NULL: no kernel for the type)
 ggml_quant_dot_fn quant_dot(ggml_type type);
 ggml_quant_dot_rows_fn quant_dot_rows(ggml_type type);
+// quant-dot-iq-avx512.cpp (with VBMI): IQ2_XXS, IQ3_XXS (quant_dot_cols_iq: the AVX2 set's for the others)
+ggml_quant_dot_fn quant_dot_iq(ggml_type type);
+ggml_quant_dot_cols_fn quant_dot_cols_iq(ggml_type type);
 // quant-repack-avx512.cpp, quant-repack-k-avx512.cpp (the kernels with VNNI)
 ggml_repack_gemm_t repack_gemm_q4_0, repack_gemm_q8_0, repack_gemm_q4_K, repack_gemm_q5_K, repack_gemm_q6_K, repack_gemm_iq4_xs;
 // The same prefetching for one column too (the AMX set's, for Xeons: quant-repack-avx512.cpp)

@@ -74,7 +74,12 @@ float dot_q4_0(int64_t n, const void * a, const void * b) {
 }  // namespace
 
 ggml_quant_dot_fn quant_dot(ggml_type type) {
-    return type == GGML_TYPE_Q4_0 ? dot_q4_0 : nullptr;
+    if (type == GGML_TYPE_Q4_0) return dot_q4_0;
+#if defined(__AVX512VBMI__)
+    return quant_dot_iq(type);
+#else
+    return nullptr;
+#endif
 }
 
 ggml_quant_dot_rows_fn quant_dot_rows(ggml_type type) {
