@@ -1,19 +1,24 @@
-// quant-dot-iq-avx512.cpp - 512-bit dot products of the IQ grid types whose grids have 256
-// points (IQ2_XXS, IQ3_XXS) with Q8_K, decoding the grid in registers (AVX512 VBMI). Held to the
-// scalar references of quant-dot-iq.cpp like the AVX2 kernels, which serve the other types.
+// quant-dot-iq-avx512.cpp - 512-bit dot products of the IQ grid types with Q8_K that decode the
+// grid in registers (AVX512 VBMI): IQ2_XXS, IQ3_XXS (256 points), IQ2_XS, IQ3_S (512), IQ2_S
+// (1024). Held to the scalar references of quant-dot-iq.cpp like the AVX2 kernels, which serve
+// the other types.
 //
 // Why: the AVX2 kernels load each grid point from memory (one load and one insert per 8 or 4
-// values), and on 2 cores that, not the memory, bounds token generation (bench-quant: 4.9 GB/s of
-// IQ2_XXS weights per thread in cache). Here a point is found by byte permutes instead:
-//   - the packed grid (2 bits per coordinate for IQ2_XXS, 3 for IQ3_XXS; 16 bits a point) is
-//     split into its low and high bytes, 256 each, four registers per byte; two vpermi2b and a
-//     blend on bit 7 of the index look up 64 indices' bytes at once;
+// values), and on 2 cores that, not the memory, bounds token generation (bench-quant, Zen 5: 4.5
+// to 5.4 GB/s of weights per thread in cache). Here a point is found by byte permutes instead:
+//   - the packed grid (2 bits per coordinate for IQ2, 3 for IQ3; 16 bits a point) is split into
+//     its low and high bytes, tables of 128 bytes; vpermi2b looks up 64 indices in one of them,
+//     and blends on the index's bits 7, 8, 9 pick the table;
 //   - vpermt2b puts each point's two bytes at the start of the u64 lane its values go to,
 //     vpmultishiftqb moves each coordinate's bits to the bottom of its byte, and vpermb on the
 //     low 6 bits (a 64-entry table repeating the levels) maps codes to levels.
 // The signs become mask registers, applied by a masked subtraction (y -> -y); vpmaddubsw and
 // vpdpwssd sum the products with the sub-block's scale, as in the AVX2 kernels. Per column the
 // instructions are those of one column, so a tile of columns gives the single dot's bits.
+//
+// IQ1_S / IQ1_M stay with the AVX2 kernels: their grid has 2048 points, 16 vpermi2b and 15 blends
+// a byte table, and even with two blocks' indices in one lookup this measured no faster than the
+// loads (bench-quant, Zen 5: IQ1_S 3.7 against 3.7-3.9 GB/s, IQ1_M 4.1-4.3 against 4.1-4.4).
 #include "kernels-x86.h"
 
 #if defined(GGML_SIMD_AVX512) && defined(__AVX512VNNI__) && defined(__AVX512VBMI__)
