@@ -206,6 +206,22 @@ void dot_cols(int64_t n, const void * va, const void * vb, size_t ldb, int nc, f
     }
 }
 
+// The eight 32-value products of a super-block against NC columns: q(ib) the unsigned weights of
+// sub-block ib, m(ib) their signs as 0xFF masks (nullptr: all positive), sc(ib) their s16 scales.
+template <int NC, typename Q, typename M, typename S>
+inline void sub_block_products(const block_q8_K * const * y, __m256i * isum, Q q, M m, S sc) {
+    for (int c = 0; c < NC; c++) isum[c] = _mm256_setzero_si256();
+    for (int ib = 0; ib < 8; ib++) {
+        const __m256i w = q(ib), s16 = sc(ib);
+        if constexpr (std::is_same<M, std::nullptr_t>::value) {
+            for (int c = 0; c < NC; c++) isum[c] = dot_scaled(isum[c], w, load32(y[c]->qs + 32 * ib), s16);
+        } else {
+            const __m256i mb = m(ib);
+            for (int c = 0; c < NC; c++) isum[c] = dot_scaled(isum[c], w, apply_sign(load32(y[c]->qs + 32 * ib), mb), s16);
+        }
+    }
+}
+
 // ---- IQ2 ------------------------------------------------------------------------------------
 // IQ2_XXS: per sub-block 4 index bytes and a u32 of sign codes and scale (qs as 8 byte pairs).
 struct iq2_xxs_kernel {
@@ -218,12 +234,9 @@ struct iq2_xxs_kernel {
         const sub_bcast signs(xxs_sign_bytes(aux));
         const sub_bcast sc(xxs_scales(aux));
         const uint8_t * idx = (const uint8_t *) a.qs;
-        for (int c = 0; c < NC; c++) isum[c] = _mm256_setzero_si256();
-        for (int ib = 0; ib < 8; ib++) {
-            const __m256i q = grid4(ggml_iq2xxs_grid, idx + 8 * ib);
-            const __m256i m = signs.sign_mask(ib), s16 = sc.s16(ib);
-            for (int c = 0; c < NC; c++) isum[c] = dot_scaled(isum[c], q, apply_sign(load32(y[c]->qs + 32 * ib), m), s16);
-        }
+        sub_block_products<NC>(y, isum, [&](int ib) { return grid4(ggml_iq2xxs_grid, idx + 8 * ib); },
+                               [&](int ib) { return signs.sign_mask(ib); },
+                               [&](int ib) { return sc.s16(ib); });
         for (int c = 0; c < NC; c++) scale[c] = 0.125f * h2f(a.d) * y[c]->d;
     };
 };
@@ -240,12 +253,9 @@ struct iq2_xs_kernel {
         const __m256i codes = _mm256_permute4x64_epi64(_mm256_packus_epi16(_mm256_srli_epi16(q0, 9), _mm256_srli_epi16(q1, 9)), _MM_SHUFFLE(3, 1, 2, 0));
         const sub_bcast signs(add_parity(codes));
         const __m256i sc = odd_nibble_scales(a.scales);
-        for (int c = 0; c < NC; c++) isum[c] = _mm256_setzero_si256();
-        for (int ib = 0; ib < 8; ib++) {
-            const __m256i q = grid4(ggml_iq2xs_grid, idx + 4 * ib);
-            const __m256i m = signs.sign_mask(ib), s16 = scale_pair(sc, ib);
-            for (int c = 0; c < NC; c++) isum[c] = dot_scaled(isum[c], q, apply_sign(load32(y[c]->qs + 32 * ib), m), s16);
-        }
+        sub_block_products<NC>(y, isum, [&](int ib) { return grid4(ggml_iq2xs_grid, idx + 4 * ib); },
+                               [&](int ib) { return signs.sign_mask(ib); },
+                               [&](int ib) { return scale_pair(sc, ib); });
         for (int c = 0; c < NC; c++) scale[c] = 0.125f * h2f(a.d) * y[c]->d;
     };
 };
@@ -270,12 +280,9 @@ struct iq2_s_kernel {
         }
         const __m256i sc = odd_nibble_scales(a.scales);
         const uint8_t * signs = a.qs + QK_K / 8;
-        for (int c = 0; c < NC; c++) isum[c] = _mm256_setzero_si256();
-        for (int ib = 0; ib < 8; ib++) {
-            const __m256i q = grid4(ggml_iq2s_grid, idx + 4 * ib);
-            const __m256i m = sign_mask(load_u32(signs + 4 * ib)), s16 = scale_pair(sc, ib);
-            for (int c = 0; c < NC; c++) isum[c] = dot_scaled(isum[c], q, apply_sign(load32(y[c]->qs + 32 * ib), m), s16);
-        }
+        sub_block_products<NC>(y, isum, [&](int ib) { return grid4(ggml_iq2s_grid, idx + 4 * ib); },
+                               [&](int ib) { return sign_mask(load_u32(signs + 4 * ib)); },
+                               [&](int ib) { return scale_pair(sc, ib); });
         for (int c = 0; c < NC; c++) scale[c] = 0.125f * h2f(a.d) * y[c]->d;
     };
 };
@@ -288,12 +295,9 @@ struct iq3_xxs_kernel {
         const __m256i aux = load32(a.qs + QK_K / 4);
         const sub_bcast signs(xxs_sign_bytes(aux));
         const sub_bcast sc(xxs_scales(aux));
-        for (int c = 0; c < NC; c++) isum[c] = _mm256_setzero_si256();
-        for (int ib = 0; ib < 8; ib++) {
-            const __m256i q = grid8(ggml_iq3xxs_grid, a.qs + 8 * ib);
-            const __m256i m = signs.sign_mask(ib), s16 = sc.s16(ib);
-            for (int c = 0; c < NC; c++) isum[c] = dot_scaled(isum[c], q, apply_sign(load32(y[c]->qs + 32 * ib), m), s16);
-        }
+        sub_block_products<NC>(y, isum, [&](int ib) { return grid8(ggml_iq3xxs_grid, a.qs + 8 * ib); },
+                               [&](int ib) { return signs.sign_mask(ib); },
+                               [&](int ib) { return sc.s16(ib); });
         for (int c = 0; c < NC; c++) scale[c] = 0.25f * h2f(a.d) * y[c]->d;
     };
 };
@@ -317,12 +321,9 @@ struct iq3_s_kernel {
         const __m256i ls = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int) load_u32(a.scales)), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
                                             _mm256_set1_epi32(0xF));
         const sub_bcast sc(_mm256_or_si256(_mm256_add_epi32(ls, ls), _mm256_set1_epi32(1)));
-        for (int c = 0; c < NC; c++) isum[c] = _mm256_setzero_si256();
-        for (int ib = 0; ib < 8; ib++) {
-            const __m256i q = grid8(ggml_iq3s_grid, idx + 8 * ib);
-            const __m256i m = sign_mask(load_u32(a.signs + 4 * ib)), s16 = sc.s16(ib);
-            for (int c = 0; c < NC; c++) isum[c] = dot_scaled(isum[c], q, apply_sign(load32(y[c]->qs + 32 * ib), m), s16);
-        }
+        sub_block_products<NC>(y, isum, [&](int ib) { return grid8(ggml_iq3s_grid, idx + 8 * ib); },
+                               [&](int ib) { return sign_mask(load_u32(a.signs + 4 * ib)); },
+                               [&](int ib) { return sc.s16(ib); });
         for (int c = 0; c < NC; c++) scale[c] = h2f(a.d) * y[c]->d;
     };
 };
@@ -356,12 +357,9 @@ struct iq1_s_kernel {
         const __m256i coef16 = _mm256_set_m128i(_mm_unpackhi_epi16(coef, coef), _mm_unpacklo_epi16(coef, coef));
         const sub_bcast sc(_mm256_cvtepu16_epi32(mult));
         const __m256i one = _mm256_set1_epi8(1);
-        for (int c = 0; c < NC; c++) isum[c] = _mm256_setzero_si256();
-        for (int ib = 0; ib < 8; ib++) {
-            const __m256i u = _mm256_add_epi8(grid4(ggml_iq1s_grid, idx + 4 * ib), one);
-            const __m256i s16 = sc.s16(ib);
-            for (int c = 0; c < NC; c++) isum[c] = dot_scaled(isum[c], u, load32(y[c]->qs + 32 * ib), s16);
-        }
+        sub_block_products<NC>(y, isum, [&](int ib) { return _mm256_add_epi8(grid4(ggml_iq1s_grid, idx + 4 * ib), one); },
+                               nullptr,
+                               [&](int ib) { return sc.s16(ib); });
         for (int c = 0; c < NC; c++) {
             const __m256i corr = _mm256_madd_epi16(load32(y[c]->bsums), coef16);
             isum[c] = _mm256_add_epi32(_mm256_slli_epi32(isum[c], 3), corr);
@@ -403,13 +401,12 @@ struct iq1_m_kernel {
         const __m256i mult9 = _mm256_mullo_epi16(mult, _mm256_set1_epi16(9));
         const __m256i scb = _mm256_permute4x64_epi64(_mm256_packus_epi16(mult, mult), _MM_SHUFFLE(2, 0, 2, 0));
         const __m256i one = _mm256_set1_epi8(1);
-        for (int c = 0; c < NC; c++) isum[c] = _mm256_setzero_si256();
-        for (int ib = 0; ib < 8; ib++) {
-            const __m256i u = _mm256_add_epi8(grid4(ggml_iq1s_grid, idx + 4 * ib), one);
-            const __m256i wv = _mm256_or_si256(_mm256_slli_epi16(u, 3), dp.bytes8(ib));
-            const __m256i s16 = scale_pair(scb, ib);
-            for (int c = 0; c < NC; c++) isum[c] = dot_scaled(isum[c], wv, load32(y[c]->qs + 32 * ib), s16);
-        }
+        sub_block_products<NC>(y, isum,
+                               [&](int ib) {
+                                   const __m256i u = _mm256_add_epi8(grid4(ggml_iq1s_grid, idx + 4 * ib), one);
+                                   return _mm256_or_si256(_mm256_slli_epi16(u, 3), dp.bytes8(ib));
+                               },
+                               nullptr, [&](int ib) { return scale_pair(scb, ib); });
         uint16_t s[4];
         memcpy(s, a.scales, sizeof(s));
         const uint16_t d = (uint16_t) ((s[0] >> 12) | ((s[1] >> 8) & 0x00F0) | ((s[2] >> 4) & 0x0F00) | (s[3] & 0xF000));
