@@ -18,7 +18,8 @@ here=$(dirname "$(realpath "$0")")
 ours=$(realpath "$1") lcpp=$(realpath "$2") model=$(realpath "$3") work=$(realpath "$4") ndraws=$5
 shift 5
 types=("$@")
-[ ${#types[@]} -gt 0 ] || types=(Q2_K Q3_K_S Q3_K_M Q4_K_S Q4_K_M Q5_K_M Q6_K IQ4_XS IQ2_XXS IQ3_XXS)
+[ ${#types[@]} -gt 0 ] || types=(Q2_K Q3_K_S Q3_K_M Q4_K_S Q4_K_M Q5_K_M Q6_K IQ4_XS IQ2_XXS IQ3_XXS
+                                IQ1_S IQ1_M IQ2_XS IQ2_S IQ2_M IQ3_XS IQ3_S IQ3_M IQ4_NL Q2_K_S)
 threads=${THREADS:-2} ctx=${CTX:-256}
 [ -f "$work/imatrix.dat" ] && [ -f "$work/base.kld" ] || { echo "draws.sh: run quality.sh on $work first" >&2; exit 1; }
 mkdir -p "$work/draws"
