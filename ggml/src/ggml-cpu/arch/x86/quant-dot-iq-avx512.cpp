@@ -60,8 +60,8 @@ constexpr grid_bytes<256> iq3xxs_bytes = split(ggml_iq::iq3xxs_packed);
 constexpr grid_bytes<512> iq3s_bytes = split(ggml_iq::iq3s_packed);
 
 // Byte p of l / h = the low / high byte of point idx[p] of grid g: vpermi2b looks up 128 points
-// by bits 0..6 of the index byte, then blends by bit 7 (of the byte) and by the bits above 8
-// (upper[0]: bit 8 of each index, upper[1]: bit 9), halving the candidates each time.
+// by bits 0..6 of the index byte, then blends by bit 7 (of the byte) and by the index's bits
+// from 8 up (upper[0]: bit 8 of each index, upper[1]: bit 9), halving the candidates each time.
 template <int N> inline void lookup(const grid_bytes<N> & g, __m512i idx, const __mmask64 * upper, __m512i & l, __m512i & h) {
     constexpr int C = N / 128;
     __m512i rl[C], rh[C];
@@ -157,9 +157,9 @@ inline __m512i add_parity(__m512i c) {
 // The 32 sign bytes of a super-block (byte i: the signs of values 8 i .. 8 i + 7, bit set =
 // negative), as 4 masks of 64 values.
 struct sign_bytes {
-    alignas(64) uint64_t m[4];
+    alignas(32) uint64_t m[4];
     // From bytes 0..31 of v, in order.
-    explicit sign_bytes(__m512i v) { _mm512_store_si512(m, v); }
+    explicit sign_bytes(__m512i v) { _mm256_store_si256((__m256i *) m, _mm512_castsi512_si256(v)); }
     __mmask64 mask(int j) const { return _load_mask64((__mmask64 *) &m[j]); }
 };
 inline __mmask64 sign_mask(const uint8_t * signs, int j) { return (__mmask64) load_u64(signs + 8 * j); }
