@@ -11,8 +11,12 @@
 //     and blends on the index's bits 7, 8, 9 pick the table;
 //   - vpermt2b puts each point's two bytes at the start of the u64 lane its values go to,
 //     vpmultishiftqb moves each coordinate's bits to the bottom of its byte, and vpermb on the
-//     low 6 bits (a 64-entry table repeating the levels) maps codes to levels.
-// The signs become mask registers, applied by a masked subtraction (y -> -y); vpmaddubsw and
+//     low 6 bits (a 64-entry table repeating the levels) maps codes to levels;
+//   - IQ2_XXS and IQ2_XS, whose 32 indices fill half a lookup, look each up twice at bytes of the
+//     lane where its values go (lane_points), so no vpermt2b places them.
+// The signs become mask registers, applied by a masked subtraction (y -> -y): the computed sign
+// bytes of the XXS / XS types by a bit transpose (sign_masks), the explicit ones by loads. The
+// 7-bit sign codes get their parity bit from a 128-byte table (vpermi2b). vpmaddubsw and
 // vpdpwssd sum the products with the sub-block's scale, as in the AVX2 kernels. Per column the
 // instructions are those of one column, so a tile of columns gives the single dot's bits.
 //
@@ -27,7 +31,6 @@
 #include "simd-avx512.h"
 
 #include <string.h>
-#include <type_traits>
 
 namespace ggml_cpu_avx512 {
 namespace {
@@ -122,10 +125,6 @@ template <int PPL, typename F> constexpr selections make_selections(F pos) {
     }
     return t;
 }
-// IQ2_XXS: point l of sub-block s at byte 8 s + l of the block's u32 pairs.
-constexpr selections iq2_xxs_sel = make_selections<1>([](int i) { return 8 * (i / 4) + i % 4; });
-// IQ2_XS: the indices are u16, the low byte of index i at byte 2 i.
-constexpr selections iq2_xs_sel = make_selections<1>([](int i) { return 2 * i; });
 // IQ2_S, IQ3_XXS, IQ3_S: index bytes in order.
 constexpr selections in_order_sel = make_selections<1>([](int i) { return i; });
 constexpr selections in_order_sel2 = make_selections<2>([](int i) { return i; });
@@ -143,25 +142,35 @@ inline __m512i points(__m512i l, __m512i h, const byte_table & sel, long long sh
     return _mm512_permutexvar_epi8(_mm512_multishift_epi64_epi8(_mm512_set1_epi64(shifts), pts), load_table(levels));
 }
 
-// Bytes of 7-bit sign codes completed with their parity bit (bit 7 set where bits 0..6 have an
-// odd count: the count of negatives is even), by nibble lookups; bit 7 of the input ignored.
-inline __m512i add_parity(__m512i c) {
-    const __m512i odd = _mm512_broadcast_i32x4(_mm_setr_epi8(0, -128, -128, 0, -128, 0, 0, -128, -128, 0, 0, -128, 0, -128, -128, 0));
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
-    c = _mm512_and_si512(c, _mm512_set1_epi8(0x7F));
-    const __m512i p = _mm512_xor_si512(_mm512_shuffle_epi8(odd, _mm512_and_si512(c, m4)),
-                                       _mm512_shuffle_epi8(odd, _mm512_and_si512(_mm512_srli_epi16(c, 4), m4)));
-    return _mm512_or_si512(c, p);
-}
-
-// The 32 sign bytes of a super-block (byte i: the signs of values 8 i .. 8 i + 7, bit set =
-// negative), as 4 masks of 64 values.
-struct sign_bytes {
-    alignas(32) uint64_t m[4];
-    // From bytes 0..31 of v, in order.
-    explicit sign_bytes(__m512i v) { _mm256_store_si256((__m256i *) m, _mm512_castsi512_si256(v)); }
-    __mmask64 mask(int j) const { return _load_mask64((__mmask64 *) &m[j]); }
+// The 4 sign masks of a super-block (64 values each, bit set = negative) from its 32 sign bytes
+// (sign byte n: values 8 n .. 8 n + 7) arranged by lanes: byte 8 k + j of the input is sign byte
+// 8 j + k, whose bits are the mask's bits 8 k .. 8 k + 7 for j. vgf2p8affineqb with the input
+// as the matrices transposes the bits of each u64 lane (byte b of lane k: bit 7 - j = bit b of
+// the lane's byte j), and vptestmb on bit 7 - j gives mask j. (Moving the sign bytes to mask
+// registers through general registers or memory measured as slow as the rest of the signs' work
+// together: IQ2_XXS 4.5 against 5.8 ns a block with the signs left out.)
+struct sign_masks {
+    __m512i t;  // byte b of lane k: bit 7 - j = bit b of the lane's byte j
+    explicit sign_masks(__m512i arranged)
+        : t(_mm512_gf2p8affine_epi64_epi8(_mm512_set1_epi64((long long) 0x8040201008040201ULL), arranged, 0)) {}
+    __mmask64 mask(int j) const { return _mm512_test_epi8_mask(t, _mm512_set1_epi8((char) (0x80 >> j))); }
 };
+// A vpermb selection that arranges 32 bytes, one per 8 values (point or sign byte n, at byte
+// src(n)), by lanes: byte 8 k + j, and again 8 k + 4 + j, of the result is byte n = 8 j + k, the
+// one for values 64 j + 8 k .. 64 j + 8 k + 7.
+template <typename F> constexpr byte_table by_lanes(F src) {
+    byte_table t{};
+    for (int k = 0; k < 8; k++) {
+        for (int j = 0; j < 4; j++) t.v[8 * k + j] = t.v[8 * k + 4 + j] = (uint8_t) src(8 * j + k);
+    }
+    return t;
+}
+// Byte n at 8 (n / 4) + n % 4: the index bytes of IQ2_XXS, the sign codes of IQ2_XXS and IQ3_XXS
+// after their shift (a u32 of four per u64 lane).
+constexpr byte_table by_lanes_from_pairs = by_lanes([](int n) { return 8 * (n / 4) + n % 4; });
+constexpr byte_table by_lanes_from_words = by_lanes([](int n) { return 2 * n; });      // the low bytes of u16 n
+constexpr byte_table by_lanes_from_words_hi = by_lanes([](int n) { return 2 * n + 1; });  // their high bytes
+
 inline __mmask64 sign_mask(const uint8_t * signs, int j) { return (__mmask64) load_u64(signs + 8 * j); }
 
 // The scales of 64 values j in s16 lanes (the pairs of values vpmaddubsw forms): lane L (values
@@ -210,24 +219,67 @@ inline void products(const block_q8_K * const * y, __m512i * isum, Q q, M m, S s
     }
 }
 
-// The sign codes and scales of IQ2_XXS / IQ3_XXS: u64 lane s of aux holds sub-block s's u32 of
-// four 7-bit sign codes (bits 7 l) and a 4-bit scale (bits 28..31) at bit BIT0.
-struct xxs_signs_scales {
-    sign_bytes signs;
-    __m512i sc;  // u64 lane s: the odd scale 2 ls + 1 of sub-block s
-    template <int BIT0> static __m512i sign_codes(__m512i aux) {
-        const __m512i shifts = _mm512_set1_epi64((long long) (BIT0 | (BIT0 + 7) << 8 | (BIT0 + 14) << 16 | (BIT0 + 21) << 24));
-        const __m512i codes = _mm512_multishift_epi64_epi8(shifts, aux);  // bytes 8 s + l: code l of sub-block s
-        // Sign byte 4 s + l from byte 8 s + l.
-        const __m512i compact = _mm512_set_epi64(0, 0, 0, 0, 0x3B3A393833323130LL, 0x2B2A292823222120LL,
-                                                 0x1B1A191813121110LL, 0x0B0A090803020100LL);
-        return add_parity(_mm512_permutexvar_epi8(compact, codes));
+// The 7-bit sign codes completed with their parity bit (bit 7 set where bits 0..6 have an odd
+// count: the count of negatives is even), as a 128-byte table for vpermi2b, which ignores bit 7.
+struct sign_table {
+    alignas(64) uint8_t v[128];
+};
+constexpr sign_table signs_with_parity = [] {
+    sign_table t{};
+    for (int c = 0; c < 128; c++) t.v[c] = (uint8_t) (c | (__builtin_popcount(c) & 1) << 7);
+    return t;
+}();
+inline __m512i add_parity(__m512i c) {
+    return _mm512_permutex2var_epi8(_mm512_load_si512(signs_with_parity.v), c, _mm512_load_si512(signs_with_parity.v + 64));
+}
+
+// The sign bytes of IQ2_XXS / IQ3_XXS, arranged by lanes for sign_masks: u64 lane s of aux holds
+// sub-block s's u32 of four 7-bit sign codes (bits 7 l) and a 4-bit scale (bits 28..31) at bit
+// BIT0.
+template <int BIT0> inline __m512i xxs_sign_codes(__m512i aux) {
+    const __m512i shifts = _mm512_set1_epi64((long long) (BIT0 | (BIT0 + 7) << 8 | (BIT0 + 14) << 16 | (BIT0 + 21) << 24));
+    const __m512i codes = _mm512_multishift_epi64_epi8(shifts, aux);  // bytes 8 s + l: code l of sub-block s
+    return add_parity(_mm512_permutexvar_epi8(load_table(by_lanes_from_pairs), codes));
+}
+
+// The odd scales 2 ls + 1 of the 8 sub-blocks of IQ2_XXS / IQ3_XXS (ls: bits 28..31 of the u32
+// at bit BIT0 of u64 lane s) in the s16 lanes of 64 values: one vpermd per 64 values spreads a
+// dword per sub-block that holds its scale in both halves.
+template <int BIT0> struct xxs_scales {
+    __m512i d;  // dword 2 s: sub-block s's scale, twice
+    explicit xxs_scales(__m512i aux) {
+        const __m512i ls = _mm512_and_si512(_mm512_srli_epi64(aux, BIT0 + 28), _mm512_set1_epi64(15));
+        const __m512i odd = _mm512_or_si512(_mm512_add_epi64(ls, ls), _mm512_set1_epi64(1));
+        d = _mm512_or_si512(odd, _mm512_slli_epi64(odd, 16));
     }
-    template <int BIT0>
-    xxs_signs_scales(__m512i aux, std::integral_constant<int, BIT0>)
-        : signs(sign_codes<BIT0>(aux)),
-          sc(_mm512_or_si512(_mm512_slli_epi64(_mm512_and_si512(_mm512_srli_epi64(aux, BIT0 + 28), _mm512_set1_epi64(15)), 1),
-                             _mm512_set1_epi64(1))) {}
+    // Values 64 j .. 64 j + 63: sub-block 2 j's scale for the low 32, 2 j + 1's for the high 32.
+    __m512i values(int j) const {
+        const int a = 4 * j, b = 4 * j + 2;
+        return _mm512_permutexvar_epi32(_mm512_setr_epi32(a, a, a, a, a, a, a, a, b, b, b, b, b, b, b, b), d);
+    }
+};
+
+// The IQ2 types' points (8 values, 16 bits packed) by lanes: the 32 indices of a super-block fill
+// half a lookup, so each is looked up twice, arranged by lanes (by_lanes), and a blend keeps the
+// low byte of point 8 j + k at byte 8 k + j and its high byte at byte 8 k + 4 + j. One
+// vpmultishiftqb per 64 values then takes the codes, with no vpermt2b to place the points.
+struct lane_points {
+    __m512i pts;
+    template <int N> lane_points(const grid_bytes<N> & g, __m512i arranged, const __mmask64 * upper) {
+        __m512i l, h;
+        lookup(g, arranged, upper, l, h);
+        pts = _mm512_mask_blend_epi8(0xF0F0F0F0F0F0F0F0ULL, l, h);
+    }
+    // Coordinate c of the point at byte j (c < 4, 2 bits each) or 4 + j (c >= 4) of its lane.
+    static constexpr long long codes_shifts(int j) {
+        long long v = 0;
+        for (int c = 0; c < 8; c++) v |= (long long) ((c < 4 ? 8 * j : 32 + 8 * j) + 2 * (c % 4)) << (8 * c);
+        return v;
+    }
+    // The levels of values 64 j .. 64 j + 63.
+    __m512i values(int j) const {
+        return _mm512_permutexvar_epi8(_mm512_multishift_epi64_epi8(_mm512_set1_epi64(codes_shifts(j)), pts), load_table(iq2_levels));
+    }
 };
 
 // IQ2_XXS: qs holds per sub-block s the u32 of its four index bytes, then its u32 of signs and
@@ -235,11 +287,11 @@ struct xxs_signs_scales {
 struct iq2_xxs_kernel {
     template <int NC> static void block(const block_iq2_xxs & a, const block_q8_K * const * y, __m512i * isum, float * scale) {
         const __m512i w = _mm512_loadu_si512(a.qs);
-        __m512i l, h;
-        lookup(iq2xxs_bytes, w, nullptr, l, h);
-        const xxs_signs_scales ss(w, std::integral_constant<int, 32>());
-        products<NC>(y, isum, [&](int j) { return points(l, h, iq2_xxs_sel.j[j], SHIFTS_8X2, iq2_levels); },
-                     [&](int j) { return ss.signs.mask(j); }, [&](int j) { return scale_pair(ss.sc, scale_sel_32_u64, j); });
+        const lane_points pts(iq2xxs_bytes, _mm512_permutexvar_epi8(load_table(by_lanes_from_pairs), w), nullptr);
+        const sign_masks signs(xxs_sign_codes<32>(w));
+        const xxs_scales<32> sc(w);
+        products<NC>(y, isum, [&](int j) { return pts.values(j); }, [&](int j) { return signs.mask(j); },
+                     [&](int j) { return sc.values(j); });
         for (int c = 0; c < NC; c++) scale[c] = 0.125f * h2f(a.d) * y[c]->d;
     }
 };
@@ -248,24 +300,22 @@ struct iq2_xxs_kernel {
 struct iq2_xs_kernel {
     template <int NC> static void block(const block_iq2_xs & a, const block_q8_K * const * y, __m512i * isum, float * scale) {
         const __m512i w = _mm512_loadu_si512(a.qs);
-        // Index i's low byte at byte 2 i; its bit 8 is bit 0 of byte 2 i + 1.
-        const __m512i upper = _mm512_srli_epi16(w, 8);
-        const __mmask64 b8 = _mm512_test_epi8_mask(upper, _mm512_set1_epi16(1));
-        __m512i l, h;
-        lookup(iq2xs_bytes, w, &b8, l, h);
-        // The sign codes (bits 9..15) to bytes 2 i, then in order.
-        const __m512i compact = _mm512_set_epi64(0, 0, 0, 0, 0x3E3C3A3836343230LL, 0x2E2C2A2826242220LL,
-                                                 0x1E1C1A1816141210LL, 0x0E0C0A0806040200LL);
-        const sign_bytes signs(add_parity(_mm512_permutexvar_epi8(compact, _mm512_srli_epi16(w, 9))));
+        // Bit 8 of an index is bit 0 of its high byte.
+        const __mmask64 b8 = _mm512_test_epi8_mask(_mm512_permutexvar_epi8(load_table(by_lanes_from_words_hi), w), _mm512_set1_epi8(1));
+        const lane_points pts(iq2xs_bytes, _mm512_permutexvar_epi8(load_table(by_lanes_from_words), w), &b8);
+        // The sign codes: bits 9..15.
+        const sign_masks signs(add_parity(_mm512_permutexvar_epi8(load_table(by_lanes_from_words), _mm512_srli_epi16(w, 9))));
         const __m512i sc = nibble_scales(a.scales);
-        products<NC>(y, isum, [&](int j) { return points(l, h, iq2_xs_sel.j[j], SHIFTS_8X2, iq2_levels); },
-                     [&](int j) { return signs.mask(j); }, [&](int j) { return scale_pair(sc, scale_sel_16_u16, j); });
+        products<NC>(y, isum, [&](int j) { return pts.values(j); }, [&](int j) { return signs.mask(j); },
+                     [&](int j) { return scale_pair(sc, scale_sel_16_u16, j); });
         for (int c = 0; c < NC; c++) scale[c] = 0.125f * h2f(a.d) * y[c]->d;
     }
 };
 
 // IQ2_S: 10-bit indices (low bytes in qs[0..32), 2 high bits each in qh: index k's are bits
-// 2 k, 2 k + 1 of qh as a u64), explicit sign bytes (qs[32..64)), scales as IQ2_XS.
+// 2 k, 2 k + 1 of qh as a u64), explicit sign bytes (qs[32..64)), scales as IQ2_XS. Its lookup
+// (8 tables) is long enough that arranging the indices by lanes before it measured slower than
+// placing the points after it.
 struct iq2_s_kernel {
     template <int NC> static void block(const block_iq2_s & a, const block_q8_K * const * y, __m512i * isum, float * scale) {
         const uint64_t qh = load_u64(a.qh);
@@ -286,9 +336,10 @@ struct iq3_xxs_kernel {
         __m512i l, h;
         lookup(iq3xxs_bytes, _mm512_loadu_si512(a.qs), nullptr, l, h);
         const __m512i aux = _mm512_cvtepu32_epi64(_mm256_loadu_si256((const __m256i *) (a.qs + QK_K / 4)));
-        const xxs_signs_scales ss(aux, std::integral_constant<int, 0>());
+        const sign_masks signs(xxs_sign_codes<0>(aux));
+        const xxs_scales<0> sc(aux);
         products<NC>(y, isum, [&](int j) { return points(l, h, in_order_sel2.j[j], SHIFTS_2X4X3, iq3xxs_levels); },
-                     [&](int j) { return ss.signs.mask(j); }, [&](int j) { return scale_pair(ss.sc, scale_sel_32_u64, j); });
+                     [&](int j) { return signs.mask(j); }, [&](int j) { return sc.values(j); });
         for (int c = 0; c < NC; c++) scale[c] = 0.25f * h2f(a.d) * y[c]->d;
     }
 };
