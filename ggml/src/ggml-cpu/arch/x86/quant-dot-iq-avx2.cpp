@@ -29,6 +29,12 @@ inline __m256i load32(const void * p) { return _mm256_loadu_si256((const __m256i
 inline __m128i load16(const void * p) { return _mm_loadu_si128((const __m128i *) p); }
 inline __m128i load8(const void * p) { return _mm_loadl_epi64((const __m128i *) p); }
 
+inline uint16_t load_u16(const void * p) {
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return v;
+}
+
 inline uint32_t load_u32(const void * p) {
     uint32_t v;
     memcpy(&v, p, 4);
@@ -352,9 +358,7 @@ struct iq1_s_kernel {
         const __m128i qh = load16(a.qh);
         // Index k (sub-block k / 4, l = k % 4): qs[k] | ((qh >> 3 l) & 7) << 8.
 #if IQ1_PDEP_INDICES
-        uint64_t idx[8];
-        for (int ib = 0; ib < 8; ib++) idx[ib] = iq1_indices(load_u32(a.qs + 4 * ib), a.qh[ib], 0x0700070007000700ULL);
-        const auto points = [&](int ib) { return grid4_packed(ggml_iq1s_grid, idx[ib]); };
+        const auto points = [&](int ib) { return grid4_packed(ggml_iq1s_grid, iq1_indices(load_u32(a.qs + 4 * ib), a.qh[ib], 0x0700070007000700ULL)); };
 #else
         alignas(32) uint16_t idx[32];
         // The multiply shifts left by 8 - 3 l; l = 3 needs a right shift by 1, taken before.
@@ -403,9 +407,9 @@ struct iq1_m_kernel {
         const __m128i h0 = _mm_unpacklo_epi8(nl, nh), h1 = _mm_unpackhi_epi8(nl, nh);  // nibbles 0..15, 16..31
 #if IQ1_PDEP_INDICES
         // Index k: qs[k] | (nibble k & 7) << 8, nibbles low first: 4 of them per u16 of qh.
-        uint64_t idx[8];
-        for (int ib = 0; ib < 8; ib++) idx[ib] = iq1_indices(load_u32(a.qs + 4 * ib), (uint32_t) a.qh[2 * ib] | (uint32_t) a.qh[2 * ib + 1] << 8, 0x0F000F000F000F00ULL);
-        const auto points = [&](int ib) { return grid4_packed(ggml_iq1s_grid, idx[ib]); };
+        const auto points = [&](int ib) {
+            return grid4_packed(ggml_iq1s_grid, iq1_indices(load_u32(a.qs + 4 * ib), load_u16(a.qh + 2 * ib), 0x0F000F000F000F00ULL));
+        };
 #else
         const __m128i m7 = _mm_set1_epi8(7);
         const __m128i qs0 = load16(a.qs), qs1 = load16(a.qs + 16);
