@@ -31,6 +31,7 @@
 #include "simd-avx512.h"
 
 #include <string.h>
+#include <type_traits>
 
 namespace ggml_cpu_avx512 {
 namespace {
@@ -314,19 +315,40 @@ struct iq2_xs_kernel {
 
 // IQ2_S: 10-bit indices (low bytes in qs[0..32), 2 high bits each in qh: index k's are bits
 // 2 k, 2 k + 1 of qh as a u64), explicit sign bytes (qs[32..64)), scales as IQ2_XS. Its lookup
-// (8 tables) is long enough that arranging the indices by lanes before it measured slower than
-// placing the points after it.
+// (8 tables, 16 vpermi2b and 14 blends) is the longest of the IQ2 types, so two super-blocks
+// share one (pair); arranging the indices by lanes measured slower than placing the points after.
 struct iq2_s_kernel {
+    static constexpr bool pairs = true;
+    // Low bytes of index k of the first block at byte k of the lookup, of the second at 32 + k.
+    static constexpr selections second_sel = make_selections<1>([](int i) { return 32 + i; });
+    template <int NC>
+    static void finish(const block_iq2_s & a, __m512i l, __m512i h, const selections & sel, const block_q8_K * const * y, __m512i * isum, float * scale) {
+        const uint8_t * signs = a.qs + QK_K / 8;
+        const __m512i sc = nibble_scales(a.scales);
+        products<NC>(y, isum, [&](int j) { return points(l, h, sel.j[j], SHIFTS_8X2, iq2_levels); },
+                     [&](int j) { return sign_mask(signs, j); }, [&](int j) { return scale_pair(sc, scale_sel_16_u16, j); });
+        for (int c = 0; c < NC; c++) scale[c] = 0.125f * h2f(a.d) * y[c]->d;
+    }
     template <int NC> static void block(const block_iq2_s & a, const block_q8_K * const * y, __m512i * isum, float * scale) {
         const uint64_t qh = load_u64(a.qh);
         const __mmask64 upper[2] = { (__mmask64) _pext_u64(qh, 0x5555555555555555ULL), (__mmask64) _pext_u64(qh, 0xAAAAAAAAAAAAAAAAULL) };
         __m512i l, h;
         lookup(iq2s_bytes, _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *) a.qs)), upper, l, h);
-        const uint8_t * signs = a.qs + QK_K / 8;
-        const __m512i sc = nibble_scales(a.scales);
-        products<NC>(y, isum, [&](int j) { return points(l, h, in_order_sel.j[j], SHIFTS_8X2, iq2_levels); },
-                     [&](int j) { return sign_mask(signs, j); }, [&](int j) { return scale_pair(sc, scale_sel_16_u16, j); });
-        for (int c = 0; c < NC; c++) scale[c] = 0.125f * h2f(a.d) * y[c]->d;
+        finish<NC>(a, l, h, in_order_sel, y, isum, scale);
+    }
+    template <int NC>
+    static void pair(const block_iq2_s * a, const block_q8_K * const * y0, const block_q8_K * const * y1, __m512i * isum0, __m512i * isum1, float * scale0,
+                     float * scale1) {
+        const uint64_t qh0 = load_u64(a[0].qh), qh1 = load_u64(a[1].qh);
+        const __mmask64 upper[2] = {
+            (__mmask64) (_pext_u64(qh0, 0x5555555555555555ULL) | _pext_u64(qh1, 0x5555555555555555ULL) << 32),
+            (__mmask64) (_pext_u64(qh0, 0xAAAAAAAAAAAAAAAAULL) | _pext_u64(qh1, 0xAAAAAAAAAAAAAAAAULL) << 32),
+        };
+        __m512i l, h;
+        lookup(iq2s_bytes, _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *) a[0].qs)), _mm256_loadu_si256((const __m256i *) a[1].qs), 1),
+               upper, l, h);
+        finish<NC>(a[0], l, h, in_order_sel, y0, isum0, scale0);
+        finish<NC>(a[1], l, h, second_sel, y1, isum1, scale1);
     }
 };
 
@@ -367,21 +389,47 @@ template <typename B> inline void prefetch_ahead(const B * p) {
     for (size_t off = 0; off < sizeof(B); off += 64) _mm_prefetch((const char *) p + 4096 + off, _MM_HINT_T0);
 }
 
+// Kernels with pairs = true also decode two super-blocks at once (pair), sharing a lookup.
+template <typename K, typename = void> struct decodes_pairs : std::false_type {};
+template <typename K> struct decodes_pairs<K, std::void_t<decltype(K::pairs)>> : std::bool_constant<K::pairs> {};
+
 // The driver: K::block<NC> decodes super-block i once and gives each column's integer sums (16
-// s32 lanes) and float scale; the scaled sums accumulate in one float register per column.
+// s32 lanes) and float scale; the scaled sums accumulate in one float register per column, in
+// block order (pairs too, so both paths give the same bits).
 template <typename BA, typename K, int NC>
 void dot_super_cols(int64_t n, const void * va, const void * vb, size_t ldb, float * s, size_t lds) {
     const BA * a = (const BA *) va;
     __m512 acc[NC];
     for (int c = 0; c < NC; c++) acc[c] = _mm512_setzero_ps();
-    for (int64_t i = 0; i < n / QK_K; i++) {
+    const auto columns = [&](int64_t i, const block_q8_K ** y) {
+        for (int c = 0; c < NC; c++) y[c] = (const block_q8_K *) ((const char *) vb + c * ldb) + i;
+    };
+    const auto accumulate = [&](const __m512i * isum, const float * scale) {
+        for (int c = 0; c < NC; c++) acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(scale[c]), _mm512_cvtepi32_ps(isum[c]), acc[c]);
+    };
+    int64_t i = 0;
+    if constexpr (decodes_pairs<K>::value) {
+        for (; i + 1 < n / QK_K; i += 2) {
+            prefetch_ahead(a + i);
+            prefetch_ahead(a + i + 1);
+            const block_q8_K * y0[NC], * y1[NC];
+            columns(i, y0);
+            columns(i + 1, y1);
+            __m512i isum0[NC], isum1[NC];
+            float scale0[NC], scale1[NC];
+            K::template pair<NC>(a + i, y0, y1, isum0, isum1, scale0, scale1);
+            accumulate(isum0, scale0);
+            accumulate(isum1, scale1);
+        }
+    }
+    for (; i < n / QK_K; i++) {
         prefetch_ahead(a + i);
         const block_q8_K * y[NC];
-        for (int c = 0; c < NC; c++) y[c] = (const block_q8_K *) ((const char *) vb + c * ldb) + i;
+        columns(i, y);
         __m512i isum[NC];
         float scale[NC];
         K::template block<NC>(a[i], y, isum, scale);
-        for (int c = 0; c < NC; c++) acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(scale[c]), _mm512_cvtepi32_ps(isum[c]), acc[c]);
+        accumulate(isum, scale);
     }
     for (int c = 0; c < NC; c++) s[c * lds] = _mm512_reduce_add_ps(acc[c]);
 }
