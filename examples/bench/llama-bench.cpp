@@ -28,13 +28,21 @@ namespace {
 
 // The weight bytes a generated token reads (the ceiling's divisor): model_size, less, in a mixture
 // of experts, the share of the stacked experts ("*_exps" tensors) a token does not choose (of
-// expert_count, expert_used_count are read). model_size when the file says no experts.
+// expert_count, expert_used_count are read), and less the token embeddings where the model has
+// its own output matrix (a token reads one row of them; tied, they are the output's product and
+// read whole). In the IQ files of a 1.1B model they are 5.5-8% of the file.
 uint64_t token_bytes(const std::string & path, uint64_t model_size) {
     gguf_init_params gp = { true, nullptr, false };
     gguf_context * g = gguf_init_from_file(path.c_str(), gp);
     if (!g) return model_size;
-    uint64_t exps = 0;
+    uint64_t exps = 0, embd = 0;
+    bool output = false;
     double used = 1.0;
+    for (int64_t i = 0; i < gguf_get_n_tensors(g); i++) {
+        const char * name = gguf_get_tensor_name(g, i);
+        if (!strcmp(name, "token_embd.weight")) embd = gguf_get_tensor_size(g, i);
+        if (!strcmp(name, "output.weight")) output = true;
+    }
     const int64_t ak = gguf_find_key(g, "general.architecture");
     if (ak >= 0 && gguf_get_kv_type(g, ak) == GGUF_TYPE_STRING) {
         const std::string arch = gguf_get_val_str(g, ak);
@@ -48,7 +56,7 @@ uint64_t token_bytes(const std::string & path, uint64_t model_size) {
         }
     }
     gguf_free(g);
-    const uint64_t skipped = (uint64_t) ((double) exps * (1.0 - used));
+    const uint64_t skipped = (uint64_t) ((double) exps * (1.0 - used)) + (output ? embd : 0);
     return skipped < model_size ? model_size - skipped : model_size;
 }
 
