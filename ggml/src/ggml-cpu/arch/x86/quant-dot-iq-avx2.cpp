@@ -425,8 +425,9 @@ struct iq1_m_kernel {
         const auto points = [&](int ib) {
 #if IQ1_PDEP_INDICES
             if constexpr (pdep) return grid4_packed(ggml_iq1s_grid, iq1_indices(load_u32(a.qs + 4 * ib), load_u16(a.qh + 2 * ib), 0x0F000F000F000F00ULL));
+            else
 #endif
-            return grid4(ggml_iq1s_grid, idx + 4 * ib);
+                return grid4(ggml_iq1s_grid, idx + 4 * ib);
         };
         // delta + 1 per group of 8: 2 where bit 3 is clear, else 0.
         const __m128i m8 = _mm_set1_epi8(8);
