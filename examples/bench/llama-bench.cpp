@@ -37,12 +37,13 @@ uint64_t token_bytes(const std::string & path, uint64_t model_size) {
     if (!g) return model_size;
     uint64_t exps = 0, embd = 0;
     bool output = false;
-    double used = 1.0;
     for (int64_t i = 0; i < gguf_get_n_tensors(g); i++) {
         const char * name = gguf_get_tensor_name(g, i);
+        if (strstr(name, "_exps.")) exps += gguf_get_tensor_size(g, i);
         if (!strcmp(name, "token_embd.weight")) embd = gguf_get_tensor_size(g, i);
         if (!strcmp(name, "output.weight")) output = true;
     }
+    double used = 1.0;  // the share of the experts a token reads; all where the file names none
     const int64_t ak = gguf_find_key(g, "general.architecture");
     if (ak >= 0 && gguf_get_kv_type(g, ak) == GGUF_TYPE_STRING) {
         const std::string arch = gguf_get_val_str(g, ak);
@@ -50,9 +51,6 @@ uint64_t token_bytes(const std::string & path, uint64_t model_size) {
         if (ne >= 0 && nu >= 0 && gguf_get_kv_type(g, ne) == GGUF_TYPE_UINT32 && gguf_get_kv_type(g, nu) == GGUF_TYPE_UINT32 &&
             gguf_get_val_u32(g, ne) > 0) {
             used = std::min(1.0, (double) gguf_get_val_u32(g, nu) / gguf_get_val_u32(g, ne));
-            for (int64_t i = 0; i < gguf_get_n_tensors(g); i++) {
-                if (strstr(gguf_get_tensor_name(g, i), "_exps.")) exps += gguf_get_tensor_size(g, i);
-            }
         }
     }
     gguf_free(g);

@@ -305,11 +305,12 @@ struct iq2_xxs_kernel {
 struct iq2_xs_kernel {
     template <int NC> static void block(const block_iq2_xs & a, const block_q8_K * const * y, __m512i * isum, float * scale) {
         const __m512i w = _mm512_loadu_si512(a.qs);
-        // Bit 8 of an index is bit 0 of its high byte.
-        const __mmask64 b8 = _mm512_test_epi8_mask(_mm512_permutexvar_epi8(load_table(by_lanes_from_words_hi), w), _mm512_set1_epi8(1));
+        // The high bytes: bit 0 is an index's bit 8, bits 1..7 its sign code (add_parity ignores
+        // the bit the shift brings into bit 7).
+        const __m512i hi = _mm512_permutexvar_epi8(load_table(by_lanes_from_words_hi), w);
+        const __mmask64 b8 = _mm512_test_epi8_mask(hi, _mm512_set1_epi8(1));
         const lane_points pts(iq2xs_bytes, _mm512_permutexvar_epi8(load_table(by_lanes_from_words), w), &b8);
-        // The sign codes: bits 9..15.
-        const sign_masks signs(add_parity(_mm512_permutexvar_epi8(load_table(by_lanes_from_words), _mm512_srli_epi16(w, 9))));
+        const sign_masks signs(add_parity(_mm512_srli_epi16(hi, 1)));
         const __m512i sc = nibble_scales(a.scales);
         products<NC>(y, isum, [&](int j) { return pts.values(j); }, [&](int j) { return signs.mask(j); },
                      [&](int j) { return scale_pair(sc, scale_sel_16_u16, j); });
